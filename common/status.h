@@ -1,0 +1,63 @@
+/* Status codes, the thread-local error message, DM_TRY and DM_ASSERT.
+ * Reference: none (infrastructure). Every library function returns int: 0 = DM_OK, negative = error.
+ * The message of the last error on this thread carries file:line, the rank and, for CUDA/MPI
+ * errors, the library's error string. Library code never exits; DM_ASSERT aborts the whole job. */
+#ifndef DM_STATUS_H
+#define DM_STATUS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum dm_status {
+    DM_OK = 0,
+    DM_ERR_INVALID_ARG = -1,
+    DM_ERR_NOMEM = -2,
+    DM_ERR_IO = -3,
+    DM_ERR_FORMAT = -4,
+    DM_ERR_CUDA = -5,
+    DM_ERR_MPI = -6,
+    DM_ERR_UNSUPPORTED = -7,
+    DM_ERR_NO_DEVICE = -8
+};
+
+/* Records an error (printf-style message) for this thread and returns code unchanged, so that
+ * `return DM_ERR(DM_ERR_IO, "%s: %s", path, strerror(errno));` both records and propagates. */
+int dm_error_set(int code, const char *file, int line, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+#define DM_ERR(code, ...) dm_error_set((code), __FILE__, __LINE__, __VA_ARGS__)
+
+/* The message of the last error recorded on this thread ("" if none). Owned by the library. */
+const char *dm_error_message(void);
+/* The code of the last error recorded on this thread (DM_OK if none). */
+int dm_error_code(void);
+void dm_error_clear(void);
+/* Short name of a status code, e.g. "DM_ERR_IO". */
+const char *dm_status_name(int code);
+
+/* The rank printed in messages; set once by dm_ctx_init (-1 = not set). */
+void dm_status_set_rank(int rank);
+int dm_status_rank(void);
+
+/* Passes a negative status up unchanged. */
+#define DM_TRY(x)                                                                                  \
+    do {                                                                                           \
+        int dm_try_rc_ = (x);                                                                      \
+        if (dm_try_rc_ < 0) return dm_try_rc_;                                                     \
+    } while (0)
+
+/* A broken invariant: prints rank and file:line and aborts the whole job (MPI_Abort when MPI is
+ * initialised), never a hang. Not for bad input: that gets a status code. */
+void dm_assert_fail(const char *expr, const char *file, int line);
+#define DM_ASSERT(cond)                                                                            \
+    do {                                                                                           \
+        if (!(cond)) dm_assert_fail(#cond, __FILE__, __LINE__);                                    \
+    } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+#endif
