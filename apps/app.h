@@ -1,0 +1,33 @@
+/* The `docmine` program: one file per subcommand (apps/cmd_<name>.c), each defining one
+ * dm_cmd_fn listed in apps/main.c's command table. Reference: none. */
+#ifndef DM_APP_H
+#define DM_APP_H
+
+#include "common/context.h"
+
+/* Exit codes of the program. */
+enum { DM_EXIT_OK = 0, DM_EXIT_RUNTIME = 1, DM_EXIT_USAGE = 2 };
+
+typedef struct dm_app {
+    dm_ctx *ctx;             /* MPI + device context, already initialised */
+    const char *report_path; /* --report FILE (NULL: none unless the command writes one itself) */
+    int argc_all;            /* the full command line, for the report */
+    char **argv_all;
+} dm_app;
+
+/* A subcommand. argv[0] is the command name, options follow (global options already removed).
+ * Returns a DM_EXIT_* code; prints its own one-line error (via dm_app_error) before failing. */
+typedef int dm_cmd_fn(dm_app *app, int argc, char **argv);
+
+/* Prints "docmine <cmd>: <message>" on rank 0 (all ranks for runtime errors with rank prefix) and
+ * returns the exit code to use for a status code: DM_EXIT_USAGE for DM_ERR_INVALID_ARG,
+ * else DM_EXIT_RUNTIME. */
+int dm_app_fail(const dm_app *app, const char *cmd, int status);
+/* Prints a usage error "docmine <cmd>: <message>; see docmine <cmd> --help" and returns 2. */
+int dm_app_usage_error(const dm_app *app, const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+#endif

@@ -1,0 +1,55 @@
+/* The run context: MPI world and node-local communicators, rank -> GPU binding, backend choice and
+ * the global options every command accepts. Reference: none (infrastructure).
+ * One context per process; created by the `docmine` main (or a test) after MPI_Init. */
+#ifndef DM_CONTEXT_H
+#define DM_CONTEXT_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "common/device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum dm_backend { DM_BACKEND_AUTO = 0, DM_BACKEND_CPU = 1, DM_BACKEND_CUDA = 2 };
+
+typedef struct dm_ctx_options {
+    int backend;        /* enum dm_backend; AUTO = CUDA when a GPU is present */
+    int threads;        /* OpenMP threads per rank; 0 = library default */
+    uint64_t seed;      /* global seed of all counter-based random streams */
+    int quiet;          /* only errors */
+    int progress;       /* 1: force the progress line even when stderr is not a terminal */
+    int verbose;        /* debug logging */
+} dm_ctx_options;
+#define DM_CTX_OPTIONS_INIT {DM_BACKEND_AUTO, 0, 42, 0, 0, 0}
+
+typedef struct dm_ctx {
+    MPI_Comm world;     /* duplicate of MPI_COMM_WORLD owned by the context */
+    MPI_Comm node;      /* ranks sharing this node (MPI_Comm_split_type SHARED) */
+    int rank, size;
+    int local_rank, local_size;
+    int backend;        /* resolved: DM_BACKEND_CPU or DM_BACKEND_CUDA */
+    int device;         /* bound GPU (local_rank % device_count), -1 on the CPU backend */
+    int device_count;   /* GPUs visible to this rank */
+    dm_device_info dev; /* info of the bound GPU (valid when device >= 0) */
+    dm_ctx_options opt;
+} dm_ctx;
+
+/* Creates the context over MPI_COMM_WORLD (MPI must be initialised). Resolves the backend:
+ * CUDA requested but no GPU (or a CPU-only build) -> DM_ERR_NO_DEVICE / DM_ERR_UNSUPPORTED with a
+ * message. Binds the GPU. Collective over MPI_COMM_WORLD. */
+int dm_ctx_init(dm_ctx *ctx, const dm_ctx_options *opt);
+void dm_ctx_free(dm_ctx *ctx);
+const char *dm_backend_name(int backend);
+int dm_backend_parse(const char *s, int *backend);
+
+/* Collective: returns the first negative status of any rank (or DM_OK) on every rank, so that an
+ * error on one rank does not leave the others waiting in a later collective. */
+int dm_ctx_agree(const dm_ctx *ctx, int status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
