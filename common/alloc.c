@@ -71,7 +71,7 @@ static int track_insert_locked(const void *p, size_t n, int kind)
     return DM_OK;
 }
 
-int dm_mem_track(int kind, const void *p, size_t n)
+int dm_mem_track(int kind, void *p, size_t n)
 {
     pthread_mutex_lock(&g_track_lock);
     int rc = track_insert_locked(p, n, kind);
@@ -177,13 +177,12 @@ char *dm_strdup(const char *s)
 int dm_host_alloc_pinned(void **out, size_t n)
 {
     /* CPU-only build: ordinary memory stands in for pinned memory, counted as pinned. */
-    *out = malloc(n ? n : 1);
-    if (!*out) return DM_ERR(DM_ERR_NOMEM, "out of host memory allocating %zu pinned bytes", n);
-    int rc = dm_mem_track(DM_MEM_PINNED, *out, n);
-    if (rc) {
-        free(*out);
-        *out = NULL;
-    }
+    void *p = malloc(n ? n : 1);
+    *out = NULL;
+    if (!p) return DM_ERR(DM_ERR_NOMEM, "out of host memory allocating %zu pinned bytes", n);
+    int rc = dm_mem_track(DM_MEM_PINNED, p, n);
+    if (rc) free(p);
+    else *out = p;
     return rc;
 }
 void dm_host_free_pinned(void *p)

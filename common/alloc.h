@@ -36,7 +36,7 @@ const char *dm_mem_kind_name(int kind);
 /* Used by the CUDA allocation functions to keep the counters (internal): remembers the size of
  * a pinned or device block by address, and forgets it returning the size (0 if unknown). */
 void dm_mem_account(int kind, long long delta);
-int dm_mem_track(int kind, const void *p, size_t n);
+int dm_mem_track(int kind, void *p, size_t n);
 size_t dm_mem_untrack(int kind, const void *p);
 
 #ifdef __cplusplus
