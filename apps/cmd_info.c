@@ -83,7 +83,7 @@ int dm_cmd_info(dm_app *app, int argc, char **argv)
                json_string_value(json_object_get(ver, "utf8proc")), json_string_value(json_object_get(ver, "jansson")),
                json_string_value(json_object_get(ver, "zlib")), json_string_value(json_object_get(ver, "libarchive")),
                json_string_value(json_object_get(ver, "libpng")));
-        printf("tuning   mode %d, database %s (%s)\n", dm_tune_get_mode(), db,
+        printf("tuning   mode %s, database %s (%s)\n", dm_tune_mode_name(dm_tune_get_mode()), db,
                stat(db, &st) == 0 ? "present" : "not yet written");
         printf("\n%-5s %-20s %-10s %-6s %-28s %-5s %-5s %s\n", "rank", "host", "local_rank", "gpu", "name", "cc",
                "SMs", "memory");
@@ -100,7 +100,7 @@ int dm_cmd_info(dm_app *app, int argc, char **argv)
         }
     }
     json_decref(ver);
-    json_object_set_new(rep.results, "devices", devs ? devs : json_null());
+    json_decref(devs); /* the report's own "devices" section carries them */
 
     int rc = DM_OK;
     if (bandwidth) {

@@ -71,9 +71,16 @@ int dm_tune_set_mode(int mode)
 }
 int dm_tune_get_mode(void) { return g_mode; }
 
+static const char *g_mode_names[] = {"off", "model", "msp", "exhaustive"};
+
+const char *dm_tune_mode_name(int mode)
+{
+    return mode >= DM_TUNE_OFF && mode <= DM_TUNE_EXHAUSTIVE ? g_mode_names[mode] : "?";
+}
+
 int dm_tune_mode_parse(const char *s, int *mode)
 {
-    static const char *names[] = {"off", "model", "msp", "exhaustive"};
+    const char *const *names = g_mode_names;
     for (int i = 0; i < 4; i++)
         if (strcmp(s, names[i]) == 0) {
             *mode = i;

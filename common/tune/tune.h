@@ -88,6 +88,7 @@ void dm_tune_set_db_path(const char *path);
 int dm_tune_set_mode(int mode);
 int dm_tune_get_mode(void);
 int dm_tune_mode_parse(const char *s, int *mode);
+const char *dm_tune_mode_name(int mode);
 
 #ifdef __cplusplus
 }
