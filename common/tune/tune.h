@@ -62,6 +62,10 @@ typedef struct dm_tune_kernel {
      * error max|a-b| / max(max|a|, tiny) which must not exceed this tolerance. */
     double tolerance;
     size_t bench_default_n;  /* target size for `docmine tune` */
+    /* appended fields (keep designated initialisers elsewhere valid) */
+    double work_per_item;    /* work units one item (one rake step of a thread) covers, e.g. 16 for
+                                a copy of uint4 items counted in bytes; 0 means 1. Used by the
+                                occupancy model (Fang's transition rake). */
 } dm_tune_kernel;
 
 /* Registry. Modules register their kernels from dm_tune_register_all() (common/tune/registry.c). */
@@ -81,8 +85,71 @@ const char *dm_tune_policy_str(const dm_tune_policy *p, char *buf, size_t len);
 const char *dm_layout_name(int layout);
 
 int dm_tune_set_mode(int mode);
+/* The mode in force: set by dm_tune_set_mode / dm_tune_configure, else the environment variable
+ * DOCMINE_TUNE (off|model|msp|exhaustive; an invalid value warns and is ignored), else msp. */
 int dm_tune_get_mode(void);
 int dm_tune_mode_parse(const char *s, int *mode);
+const char *dm_tune_mode_name(int mode);
+
+/* ---- additions (common/tune owns them) ------------------------------------------------------ */
+
+/* Workload class of n work units: floor(log2(n)) (0 for n <= 1). The database keeps one choice
+ * per kernel x GPU model x compute capability x class. */
+int dm_tune_workload_class(size_t n);
+
+/* Search options (DM_TUNE_OPTIONS_INIT). */
+typedef struct dm_tune_options {
+    int mode;                    /* enum dm_tune_mode */
+    double msp_tolerance;        /* MSP: throughput within this fraction of the best (0.10) */
+    int warmup;                  /* untimed launches before each measurement */
+    int repeats;                 /* timed launches; the median is kept */
+    size_t min_n;                /* smallest size of the throughput curve (0: automatic) */
+    int max_evals;               /* candidates timed at the MSP at most (0: all after pruning) */
+    const dm_tune_policy *prior; /* order candidates by closeness to this policy (e.g. the copy
+                                    kernel's best: the memory-bound prior); NULL: model order */
+    int compare_exhaustive;      /* also run the exhaustive search at the target size */
+    int prune;                   /* 1: MSP searches the model-pruned space; 0: every valid one */
+    uint64_t seed;               /* seed of the tuning input */
+} dm_tune_options;
+#define DM_TUNE_OPTIONS_INIT {DM_TUNE_MSP, 0.10, 2, 7, 0, 0, NULL, 0, 1, 42}
+
+/* What one tuning run found. Times are medians in milliseconds at the target size. */
+typedef struct dm_tune_result {
+    int mode;
+    size_t target_n, msp_n;
+    int default_instance, chosen;   /* instance indices */
+    double default_ms, tuned_ms;
+    int n_valid, n_candidates;      /* valid instances; candidates after pruning */
+    int n_evaluated, n_rejected;    /* timed at the MSP; rejected for wrong output (bugs) */
+    double search_s;                /* wall time of the whole search (curve + MSP + confirm) */
+    int winner_at_msp;              /* fastest at the MSP before confirmation */
+    /* with compare_exhaustive (or mode exhaustive) */
+    int exhaustive_best;            /* -1 when not run */
+    double exhaustive_best_ms, exhaustive_s;
+    int exhaustive_evaluated;
+    /* position (1-based) of the exhaustive best in the MSP candidate order; 0 if not a candidate */
+    int best_rank_in_order;
+} dm_tune_result;
+
+/* Tunes kernel k for n work units on the current GPU under opt (mode off: the default only).
+ * Needs the kernel's bench hooks (DM_ERR_UNSUPPORTED without them) and a GPU (DM_ERR_NO_DEVICE).
+ * Does not touch the database. */
+int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t n, const dm_tune_options *opt);
+
+/* Process-wide configuration, usually from the command line:
+ *  db_path     NULL: $DOCMINE_TUNING_DB, else $XDG_CACHE_HOME/docmine/tuning.tsv, else
+ *              $HOME/.cache/docmine/tuning.tsv
+ *  local_rank  node-local MPI rank: rank 0 tunes missing entries, the others wait for them and
+ *              read (they tune themselves only for a GPU model no one else tunes, see select). */
+int dm_tune_configure(int mode, const char *db_path, int local_rank);
+/* The database path in force (resolved as above) into buf. */
+int dm_tune_db_path(char *buf, size_t len);
+/* Tunes k at n and stores the result in the database (atomic write); the result goes to *res
+ * when res != NULL. */
+int dm_tune_and_store(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
+                      const dm_tune_options *opt);
+/* Forgets the cached selections (after the database changed). */
+void dm_tune_cache_clear(void);
 
 #ifdef __cplusplus
 }
