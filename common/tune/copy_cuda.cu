@@ -56,7 +56,7 @@ const dm_tune_instance g_copy_bytes_instances[] = {DM_COPY_INST(unsigned char, 2
 
 struct copy_bench {
     void *src, *dst;
-    size_t n;
+    size_t n, cap;
 };
 
 uint64_t splitmix64(uint64_t *s)
@@ -72,7 +72,7 @@ int copy_bench_create(void **state, size_t n, uint64_t seed)
     *state = NULL;
     copy_bench *b = static_cast<copy_bench *>(calloc(1, sizeof *b));
     if (!b) return DM_ERR(DM_ERR_NOMEM, "copy bench: out of memory");
-    b->n = n;
+    b->n = b->cap = n;
     size_t alloc = n ? n : 1;
     uint64_t *host = static_cast<uint64_t *>(malloc((alloc + 7) / 8 * 8));
     int rc = DM_OK;
@@ -104,6 +104,14 @@ int copy_bench_run(void *state, const dm_tune_instance *inst, void *stream)
     copy_bench *b = static_cast<copy_bench *>(state);
     dm_copy_args a = {b->dst, b->src};
     return inst->launch(&a, b->n, stream);
+}
+
+int copy_bench_resize(void *state, size_t n)
+{
+    copy_bench *b = static_cast<copy_bench *>(state);
+    if (n > b->cap) return DM_ERR(DM_ERR_INVALID_ARG, "copy bench: resize to %zu > %zu", n, b->cap);
+    b->n = n;
+    return DM_OK;
 }
 
 int copy_bench_output(void *state, void *host, size_t *nbytes)
@@ -140,8 +148,10 @@ dm_tune_kernel make_kernel(const char *name, const char *desc, const dm_tune_ins
     k.bench_output = copy_bench_output;
     k.bench_destroy = copy_bench_destroy;
     k.tolerance = 0.0;
-    k.bench_default_n = (size_t)256 << 20;
+    /* 1 GiB: the size of a device-to-device bandwidth measurement (docmine info --bandwidth) */
+    k.bench_default_n = (size_t)1 << 30;
     k.work_per_item = work_per_item;
+    k.bench_resize = copy_bench_resize;
     return k;
 }
 

@@ -315,6 +315,9 @@ static int row_instance(const dm_tune_kernel *k, const dm_tune_db_row *row)
     return i;
 }
 
+static int tune_store_class(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
+                            const dm_tune_options *opt, int wc);
+
 static int has_bench(const dm_tune_kernel *k)
 {
     return k->bench_create && k->bench_run && k->bench_output && k->bench_destroy;
@@ -411,7 +414,7 @@ static int tune_or_wait(const dm_tune_kernel *k, size_t n, int wc, int mode, con
             dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
             opt.mode = mode;
             dm_tune_result res;
-            int rc = dm_tune_and_store(&res, k, n, &opt);
+            int rc = tune_store_class(&res, k, n, &opt, wc);
             unlink(lock);
             if (rc != DM_OK) {
                 dm_tune_warn("tuning %s failed (%s); using the default", k->name, dm_error_message());
@@ -462,8 +465,12 @@ const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n)
         pthread_mutex_unlock(&g_lock);
         if (inst < 0 && !has_bench(k)) inst = def;
         if (inst < 0) {
-            /* tune at the lower bound of the class: representative and never above n */
+            /* tune at the lower bound of the class (never above n), capped at the kernel's own
+             * target size: beyond the saturation point the choice carries over, and the
+             * tuning input must not compete with the application for memory */
             size_t tn = (size_t)1 << wc;
+            size_t cap = k->bench_default_n > ((size_t)1 << 20) ? k->bench_default_n : (size_t)1 << 20;
+            if (tn > cap) tn = cap;
             t_tuning = 1;
             inst = tune_or_wait(k, tn, wc, mode, &gpu, db);
             t_tuning = 0;
@@ -476,12 +483,13 @@ const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n)
     return &k->instances[inst];
 }
 
-int dm_tune_and_store(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
-                      const dm_tune_options *opt)
+/* Tunes k at n and stores the row under workload class wc. */
+static int tune_store_class(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
+                            const dm_tune_options *opt, int wc)
 {
     dm_tune_result local;
     if (!res) res = &local;
-    if (!k || !opt) return DM_ERR(DM_ERR_INVALID_ARG, "tune: bad arguments");
+    if (!k || !opt || n == 0) return DM_ERR(DM_ERR_INVALID_ARG, "tune: bad arguments");
     dm_tune_gpu gpu;
     DM_TRY(dm_tune_gpu_current(&gpu));
     char db[PATH_MAX];
@@ -497,7 +505,7 @@ int dm_tune_and_store(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
     dm_tune_db_set_name(row.kernel, sizeof row.kernel, k->name);
     dm_tune_db_set_name(row.gpu, sizeof row.gpu, gpu.name);
     row.cc = gpu.cc;
-    row.wclass = dm_tune_workload_class(n);
+    row.wclass = wc;
     row.policy = k->instances[res->chosen].policy;
     row.default_ms = res->default_ms;
     row.tuned_ms = res->tuned_ms;
@@ -511,4 +519,10 @@ int dm_tune_and_store(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
     g_db_loaded = 0;
     pthread_mutex_unlock(&g_lock);
     return DM_OK;
+}
+
+int dm_tune_and_store(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
+                      const dm_tune_options *opt)
+{
+    return tune_store_class(res, k, n, opt, dm_tune_workload_class(n));
 }

@@ -19,9 +19,20 @@ typedef struct search_ws {
     dm_tune_cand *cand;
     int *order;
     int *rejected; /* per instance: 1 once its output was found wrong */
+    size_t *passed; /* per instance: the check size it last passed at (0: none) */
+    size_t check_max;
 } search_ws;
 
-/* Checks inst against the default at n; *ok = 0 (and a warning) when it differs. */
+/* Wall time minus the time spent creating tuning inputs. */
+static double clock_s(const search_ws *w)
+{
+    double t = dm_tune_now();
+    if (w->ops->setup_seconds) t -= w->ops->setup_seconds(w->ops->ctx);
+    return t;
+}
+
+/* Checks inst against the default on min(n, check_max) units; *ok = 0 (and a warning) when the
+ * outputs differ. */
 static int checked(search_ws *w, int inst, size_t n, int *ok)
 {
     *ok = 1;
@@ -30,8 +41,11 @@ static int checked(search_ws *w, int inst, size_t n, int *ok)
         *ok = 0;
         return DM_OK;
     }
+    if (n > w->check_max) n = w->check_max;
+    if (w->passed[inst] == n) return DM_OK;
     int same = 0;
     DM_TRY(w->ops->check(w->ops->ctx, inst, n, &same));
+    if (same) w->passed[inst] = n;
     if (!same) {
         char buf[128];
         w->rejected[inst] = 1;
@@ -69,11 +83,12 @@ static int exhaustive(search_ws *w, size_t n, int *best, double *best_ms, int *e
     return DM_OK;
 }
 
-/* Confirms winner against the default at the target size. */
-static int confirm(search_ws *w, dm_tune_result *res, int winner, size_t n)
+/* Confirms winner against the default at the target size (default_ms < 0: measure it). */
+static int confirm(search_ws *w, dm_tune_result *res, int winner, size_t n, double default_ms)
 {
     int def = w->k->default_instance;
-    DM_TRY(w->ops->measure(w->ops->ctx, def, n, &res->default_ms));
+    if (default_ms >= 0) res->default_ms = default_ms;
+    else DM_TRY(w->ops->measure(w->ops->ctx, def, n, &res->default_ms));
     res->chosen = def;
     res->tuned_ms = res->default_ms;
     if (winner < 0 || winner == def) return DM_OK;
@@ -94,7 +109,7 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
     const dm_tune_kernel *k = w->k;
     const dm_tune_ops *ops = w->ops;
     int ni = k->n_instances, def = k->default_instance;
-    double t0 = dm_tune_now();
+    double t0 = clock_s(w);
 
     if (opt->mode == DM_TUNE_OFF) {
         DM_TRY(ops->measure(ops->ctx, def, n, &res->default_ms));
@@ -110,7 +125,7 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
             if (ok) winner = i;
         }
         res->winner_at_msp = winner;
-        DM_TRY(confirm(w, res, winner, n));
+        DM_TRY(confirm(w, res, winner, n, -1.0));
         res->n_evaluated = winner >= 0 && winner != def ? 2 : 1;
     } else if (opt->mode == DM_TUNE_MSP) {
         size_t sizes[DM_TUNE_MAX_CURVE];
@@ -150,7 +165,8 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
             }
         }
         res->winner_at_msp = winner;
-        DM_TRY(confirm(w, res, winner, n));
+        /* the default's time at the target is the curve's last point */
+        DM_TRY(confirm(w, res, winner, n, def_ms[nc - 1]));
     } else if (opt->mode == DM_TUNE_EXHAUSTIVE) {
         int best, evaluated;
         double best_ms, dms = -1.0;
@@ -170,14 +186,14 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
     } else {
         return DM_ERR(DM_ERR_INVALID_ARG, "tune: unknown mode %d", opt->mode);
     }
-    res->search_s = dm_tune_now() - t0;
+    res->search_s = clock_s(w) - t0;
     if (opt->mode == DM_TUNE_EXHAUSTIVE) res->exhaustive_s = res->search_s;
 
     if (opt->compare_exhaustive && opt->mode != DM_TUNE_EXHAUSTIVE) {
-        double t1 = dm_tune_now();
+        double t1 = clock_s(w);
         DM_TRY(exhaustive(w, n, &res->exhaustive_best, &res->exhaustive_best_ms,
                           &res->exhaustive_evaluated, NULL));
-        res->exhaustive_s = dm_tune_now() - t1;
+        res->exhaustive_s = clock_s(w) - t1;
     }
     if (res->exhaustive_best >= 0) {
         int pos = 0;
@@ -213,13 +229,14 @@ int dm_tune_search(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
     res->exhaustive_best = -1;
 
     int ni = k->n_instances;
-    search_ws w = {k, ops, NULL, NULL, NULL};
+    search_ws w = {k, ops, NULL, NULL, NULL, NULL, opt->check_max_n ? opt->check_max_n : (size_t)1 << 24};
     dm_tune_attr *attr = calloc((size_t)ni, sizeof *attr);
     w.cand = calloc((size_t)ni, sizeof *w.cand);
     w.order = calloc((size_t)ni, sizeof *w.order);
     w.rejected = calloc((size_t)ni, sizeof *w.rejected);
+    w.passed = calloc((size_t)ni, sizeof *w.passed);
     int rc = DM_OK;
-    if (!attr || !w.cand || !w.order || !w.rejected) {
+    if (!attr || !w.cand || !w.order || !w.rejected || !w.passed) {
         rc = DM_ERR(DM_ERR_NOMEM, "tune: out of memory");
         goto done;
     }
@@ -251,5 +268,6 @@ done:
     free(w.cand);
     free(w.order);
     free(w.rejected);
+    free(w.passed);
     return rc;
 }

@@ -66,6 +66,10 @@ typedef struct dm_tune_kernel {
     double work_per_item;    /* work units one item (one rake step of a thread) covers, e.g. 16 for
                                 a copy of uint4 items counted in bytes; 0 means 1. Used by the
                                 occupancy model (Fang's transition rake). */
+    /* optional: makes a state created for n0 work units run on n <= n0 units from now on
+     * (without reallocating), so the tuner builds one input at the target size and reuses its
+     * prefix for the throughput curve and the MSP. NULL: the tuner creates a state per size. */
+    int (*bench_resize)(void *state, size_t n);
 } dm_tune_kernel;
 
 /* Registry. Modules register their kernels from dm_tune_register_all() (common/tune/registry.c). */
@@ -77,7 +81,15 @@ const dm_tune_kernel *dm_tune_kernel_find(const char *name);
 
 /* The instance to launch for n work units of kernel k, under the current mode: the tuned choice
  * for this GPU and workload class when known, else the default. Never NULL for a registered
- * kernel with instances. Cheap after the first call for a (kernel, class). */
+ * kernel with instances. Cheap after the first call for a (kernel, class).
+ * off: the default. model: the occupancy model's best predicted instance (no timing).
+ * msp / exhaustive: the database's row for (kernel, GPU model, compute capability, class); when
+ * there is none and the kernel has bench hooks, the first process to need it takes a key lock
+ * file next to the database and tunes it (at min(2^class, max(bench_default_n, 2^20)) units, on
+ * its own stream and inputs), stores it and returns it; processes that find the key locked wait
+ * for the row (DOCMINE_TUNE_WAIT seconds, default 600, then the default). Node-local ranks > 0
+ * give rank 0 a head start. Without a GPU, or on any tuning error (a warning), the default.
+ * The GPU is the current device at the first call of the process. Thread-safe. */
 const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n);
 
 /* Human-readable policy, e.g. "block=256 rake=4 consecutive layout=soa". */
@@ -110,8 +122,9 @@ typedef struct dm_tune_options {
     int compare_exhaustive;      /* also run the exhaustive search at the target size */
     int prune;                   /* 1: MSP searches the model-pruned space; 0: every valid one */
     uint64_t seed;               /* seed of the tuning input */
+    size_t check_max_n;          /* outputs are compared on at most this many units (0: 2^24) */
 } dm_tune_options;
-#define DM_TUNE_OPTIONS_INIT {DM_TUNE_MSP, 0.10, 2, 7, 0, 0, NULL, 0, 1, 42}
+#define DM_TUNE_OPTIONS_INIT {DM_TUNE_MSP, 0.10, 2, 7, 0, 0, NULL, 0, 1, 42, 0}
 
 /* What one tuning run found. Times are medians in milliseconds at the target size. */
 typedef struct dm_tune_result {
@@ -121,11 +134,13 @@ typedef struct dm_tune_result {
     double default_ms, tuned_ms;
     int n_valid, n_candidates;      /* valid instances; candidates after pruning */
     int n_evaluated, n_rejected;    /* timed at the MSP; rejected for wrong output (bugs) */
-    double search_s;                /* wall time of the whole search (curve + MSP + confirm) */
+    double search_s;                /* wall time of the whole search (curve + MSP + confirm),
+                                       without the creation of tuning inputs (bench_create),
+                                       which is the same for every mode */
     int winner_at_msp;              /* fastest at the MSP before confirmation */
     /* with compare_exhaustive (or mode exhaustive) */
     int exhaustive_best;            /* -1 when not run */
-    double exhaustive_best_ms, exhaustive_s;
+    double exhaustive_best_ms, exhaustive_s; /* exhaustive_s: as search_s */
     int exhaustive_evaluated;
     /* position (1-based) of the exhaustive best in the MSP candidate order; 0 if not a candidate */
     int best_rank_in_order;

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/status.h"
 #include "common/tune/tune.h"
@@ -69,18 +70,47 @@ struct cuda_ctx {
     cudaStream_t stream;
     cudaEvent_t start, stop;
     void *state; /* timing input */
-    size_t state_n;
+    size_t state_n, state_cap;
+    double setup_s; /* seconds spent creating tuning inputs */
     unsigned char *ref; /* default instance's output on a fresh input of ref_n */
     size_t ref_n, ref_bytes;
 };
 
+double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int create_timed(cuda_ctx *c, void **st, size_t n)
+{
+    double t0 = wall();
+    int rc = c->k->bench_create(st, n, c->opt->seed);
+    c->setup_s += wall() - t0;
+    return rc;
+}
+
+void destroy_timed(cuda_ctx *c, void *st)
+{
+    double t0 = wall();
+    c->k->bench_destroy(st);
+    c->setup_s += wall() - t0;
+}
+
+/* The timing input for n units: a prefix of the existing one when the kernel can resize. */
 int ensure_state(cuda_ctx *c, size_t n)
 {
     if (c->state && c->state_n == n) return DM_OK;
-    if (c->state) c->k->bench_destroy(c->state);
+    if (c->state && c->k->bench_resize && n <= c->state_cap) {
+        DM_TRY(c->k->bench_resize(c->state, n));
+        c->state_n = n;
+        return DM_OK;
+    }
+    if (c->state) destroy_timed(c, c->state);
     c->state = NULL;
-    DM_TRY(c->k->bench_create(&c->state, n, c->opt->seed));
-    c->state_n = n;
+    DM_TRY(create_timed(c, &c->state, n));
+    c->state_n = c->state_cap = n;
     return DM_OK;
 }
 
@@ -104,8 +134,8 @@ int op_measure(void *ctx, int i, size_t n, double *ms)
     for (int w = 0; w < c->opt->warmup; w++) DM_TRY(c->k->bench_run(c->state, inst, c->stream));
     double one;
     DM_TRY(timed_batch(c, inst, 1, &one));
-    /* batch short launches so that one sample spans about 0.2 ms (event resolution ~0.5 us) */
-    int batch = one > 0.0 && one < 0.2 ? (int)(0.2 / one) + 1 : 1;
+    /* batch short launches so that one sample spans about 50 us (event resolution ~0.5 us) */
+    int batch = one > 0.0 && one < 0.05 ? (int)(0.05 / one) + 1 : 1;
     if (batch > 256) batch = 256;
     int reps = c->opt->repeats > 0 ? c->opt->repeats : 1;
     double *v = static_cast<double *>(malloc((size_t)reps * sizeof *v));
@@ -122,7 +152,7 @@ int fresh_output(cuda_ctx *c, int i, size_t n, unsigned char **out, size_t *byte
 {
     void *st = NULL;
     *out = NULL;
-    DM_TRY(c->k->bench_create(&st, n, c->opt->seed));
+    DM_TRY(create_timed(c, &st, n));
     int rc = c->k->bench_run(st, &c->k->instances[i], c->stream);
     if (rc == DM_OK && cudaStreamSynchronize(c->stream) != cudaSuccess)
         rc = DM_ERR(DM_ERR_CUDA, "tune: %s: %s", c->k->name, cudaGetErrorString(cudaGetLastError()));
@@ -132,7 +162,7 @@ int fresh_output(cuda_ctx *c, int i, size_t n, unsigned char **out, size_t *byte
         if (!*out) rc = DM_ERR(DM_ERR_NOMEM, "tune: out of memory");
     }
     if (rc == DM_OK) rc = c->k->bench_output(st, *out, bytes);
-    c->k->bench_destroy(st);
+    destroy_timed(c, st);
     if (rc != DM_OK) {
         free(*out);
         *out = NULL;
@@ -156,6 +186,8 @@ int op_check(void *ctx, int i, size_t n, int *same)
     free(out);
     return DM_OK;
 }
+
+double op_setup_seconds(void *ctx) { return static_cast<cuda_ctx *>(ctx)->setup_s; }
 
 int op_attributes(void *ctx, int i, dm_tune_attr *out)
 {
@@ -190,7 +222,10 @@ extern "C" int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t 
         ops.check = op_check;
         ops.attributes = op_attributes;
         ops.limits = gpu.limits;
-        rc = dm_tune_search(res, k, n, opt, &ops);
+        ops.setup_seconds = op_setup_seconds;
+        /* one input at the target size, whose prefixes serve the smaller sizes */
+        if (k->bench_resize) rc = ensure_state(&c, n);
+        if (rc == DM_OK) rc = dm_tune_search(res, k, n, opt, &ops);
     }
     if (c.state) k->bench_destroy(c.state);
     free(c.ref);

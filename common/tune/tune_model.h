@@ -101,6 +101,8 @@ typedef struct dm_tune_ops {
     /* attributes of instance inst */
     int (*attributes)(void *ctx, int inst, dm_tune_attr *out);
     dm_tune_limits limits;
+    /* optional: seconds spent so far creating tuning inputs (excluded from search times) */
+    double (*setup_seconds)(void *ctx);
 } dm_tune_ops;
 
 /* The search of DESIGN.md section 6 over ops, for every mode (see dm_tune_run). */
