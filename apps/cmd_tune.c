@@ -147,8 +147,7 @@ int dm_cmd_tune(dm_app *app, int argc, char **argv)
     dm_tune_policy prior;
     int have_prior = 0;
     if (tuner) {
-        char path[4096];
-        if (dm_tune_db_path(path, sizeof path) != DM_OK) path[0] = '\0';
+        const char *path = dm_tune_db_path();
         if (ctx->size > 1) printf("rank %d: ", rank);
         printf("tuning on %s (cc %d.%d), mode %s%s%s\n", ctx->dev.name, ctx->dev.cc_major,
                ctx->dev.cc_minor, dm_tune_mode_name(mode), store ? ", database " : "",

@@ -43,7 +43,7 @@ static const char *strided_name(int s) { return s ? "strided" : "consecutive"; }
 
 const char *dm_tune_space_str(const dm_tune_kernel *k, char *buf, size_t len)
 {
-    int blocks[64], rakes[64], strided[2], layouts[8], tiles[64];
+    int blocks[64] = {0}, rakes[64] = {0}, strided[2] = {0}, layouts[8] = {0}, tiles[64] = {0};
     int nb = 0, nr = 0, ns = 0, nl = 0, nt = 0;
     if (!buf || len == 0) return "";
     buf[0] = '\0';

@@ -127,18 +127,13 @@ const char *dm_layout_name(int layout)
 const char *dm_tune_policy_str(const dm_tune_policy *p, char *buf, size_t len)
 {
     if (!buf || len == 0) return "";
-    if (!p) {
-        snprintf(buf, len, "(none)");
-        return buf;
-    }
-    int w = snprintf(buf, len, "block=%d rake=%d %s", p->block, p->rake,
-                     p->strided ? "strided" : "consecutive");
-    if (p->layout != DM_LAYOUT_NONE && w >= 0 && (size_t)w < len) {
-        if (p->layout == DM_LAYOUT_TILED)
-            snprintf(buf + w, len - (size_t)w, " layout=tiled%d", p->tile);
-        else
-            snprintf(buf + w, len - (size_t)w, " layout=%s", dm_layout_name(p->layout));
-    }
+    if (!p) snprintf(buf, len, "(none)");
+    else if (p->layout == DM_LAYOUT_TILED)
+        snprintf(buf, len, "block=%d rake=%d %s layout=tiled:%d", p->block, p->rake,
+                 p->strided ? "strided" : "consecutive", p->tile);
+    else
+        snprintf(buf, len, "block=%d rake=%d %s layout=%s", p->block, p->rake,
+                 p->strided ? "strided" : "consecutive", dm_layout_name(p->layout));
     return buf;
 }
 
@@ -210,21 +205,37 @@ int dm_tune_configure(int mode, const char *db_path, int local_rank)
     if (db_path && strlen(db_path) >= sizeof g_db_override)
         return DM_ERR(DM_ERR_INVALID_ARG, "tune: database path too long");
     DM_TRY(dm_tune_set_mode(mode));
+    if (db_path) dm_tune_set_db_path(db_path);
     pthread_mutex_lock(&g_lock);
-    snprintf(g_db_override, sizeof g_db_override, "%s", db_path ? db_path : "");
     g_local_rank = local_rank;
     pthread_mutex_unlock(&g_lock);
     dm_tune_cache_clear();
     return DM_OK;
 }
 
-int dm_tune_db_path(char *buf, size_t len)
+void dm_tune_set_db_path(const char *path)
+{
+    pthread_mutex_lock(&g_lock);
+    snprintf(g_db_override, sizeof g_db_override, "%s", path ? path : "");
+    pthread_mutex_unlock(&g_lock);
+    dm_tune_cache_clear();
+}
+
+/* The resolved path into buf. */
+static int db_path_into(char *buf, size_t len)
 {
     char over[PATH_MAX];
     pthread_mutex_lock(&g_lock);
     snprintf(over, sizeof over, "%s", g_db_override);
     pthread_mutex_unlock(&g_lock);
     return dm_tune_db_resolve_path(buf, len, over);
+}
+
+const char *dm_tune_db_path(void)
+{
+    static char buf[PATH_MAX];
+    if (db_path_into(buf, sizeof buf) != DM_OK) snprintf(buf, sizeof buf, "./tuning.tsv");
+    return buf;
 }
 
 /* ---- selection cache and database ------------------------------------------------------------- */
@@ -454,7 +465,7 @@ const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n)
     if (gpu_known < 0 || t_tuning) return &k->instances[def];
     if (mode == DM_TUNE_MODEL) {
         inst = model_choice(k, n, &gpu);
-    } else if (dm_tune_db_path(db, sizeof db) != DM_OK) {
+    } else if (db_path_into(db, sizeof db) != DM_OK) {
         dm_tune_warn("%s; not tuning", dm_error_message());
         inst = def;
     } else {
@@ -493,7 +504,7 @@ static int tune_store_class(dm_tune_result *res, const dm_tune_kernel *k, size_t
     dm_tune_gpu gpu;
     DM_TRY(dm_tune_gpu_current(&gpu));
     char db[PATH_MAX];
-    DM_TRY(dm_tune_db_path(db, sizeof db));
+    DM_TRY(db_path_into(db, sizeof db));
     int was = t_tuning;
     t_tuning = 1;
     int rc = dm_tune_run(res, k, n, opt);

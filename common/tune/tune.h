@@ -96,6 +96,12 @@ const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n);
 const char *dm_tune_policy_str(const dm_tune_policy *p, char *buf, size_t len);
 const char *dm_layout_name(int layout);
 
+/* Where the tuning database lives: --tuning-db / dm_tune_set_db_path, else $DOCMINE_TUNING_DB,
+ * else $XDG_CACHE_HOME/docmine/tuning.tsv, else $HOME/.cache/docmine/tuning.tsv. The string is
+ * owned by the tuner and valid until the next call of either function. */
+const char *dm_tune_db_path(void);
+void dm_tune_set_db_path(const char *path);
+
 int dm_tune_set_mode(int mode);
 /* The mode in force: set by dm_tune_set_mode / dm_tune_configure, else the environment variable
  * DOCMINE_TUNE (off|model|msp|exhaustive; an invalid value warns and is ignored), else msp. */
@@ -152,13 +158,11 @@ typedef struct dm_tune_result {
 int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t n, const dm_tune_options *opt);
 
 /* Process-wide configuration, usually from the command line:
- *  db_path     NULL: $DOCMINE_TUNING_DB, else $XDG_CACHE_HOME/docmine/tuning.tsv, else
- *              $HOME/.cache/docmine/tuning.tsv
- *  local_rank  node-local MPI rank: rank 0 tunes missing entries, the others wait for them and
- *              read (they tune themselves only for a GPU model no one else tunes, see select). */
+ *  mode        as dm_tune_set_mode
+ *  db_path     as dm_tune_set_db_path; NULL keeps the current setting
+ *  local_rank  node-local MPI rank: rank 0 tunes missing entries first, the others wait for
+ *              them and read (see dm_tune_select). */
 int dm_tune_configure(int mode, const char *db_path, int local_rank);
-/* The database path in force (resolved as above) into buf. */
-int dm_tune_db_path(char *buf, size_t len);
 /* Tunes k at n and stores the result in the database (atomic write); the result goes to *res
  * when res != NULL. */
 int dm_tune_and_store(dm_tune_result *res, const dm_tune_kernel *k, size_t n,

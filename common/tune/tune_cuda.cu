@@ -4,6 +4,7 @@
  * output check of a candidate against the default on fresh tuning inputs. The search itself is
  * search.c's dm_tune_search. Reference: the kernel's default instance. */
 #include <cuda_runtime.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,7 +26,7 @@ extern "C" int dm_tune_gpu_current(dm_tune_gpu *out)
     cudaDeviceProp p;
     DM_TUNE_CUDA(cudaGetDeviceProperties(&p, dev));
     memset(out, 0, sizeof *out);
-    strncpy(out->name, p.name, sizeof out->name - 1);
+    snprintf(out->name, sizeof out->name, "%.*s", (int)sizeof out->name - 1, p.name);
     out->cc = p.major * 10 + p.minor;
     out->limits.sms = p.multiProcessorCount;
     out->limits.max_threads_per_sm = p.maxThreadsPerMultiProcessor;
@@ -132,7 +133,7 @@ int op_measure(void *ctx, int i, size_t n, double *ms)
     const dm_tune_instance *inst = &c->k->instances[i];
     DM_TRY(ensure_state(c, n));
     for (int w = 0; w < c->opt->warmup; w++) DM_TRY(c->k->bench_run(c->state, inst, c->stream));
-    double one;
+    double one = 0.0;
     DM_TRY(timed_batch(c, inst, 1, &one));
     /* batch short launches so that one sample spans about 50 us (event resolution ~0.5 us) */
     int batch = one > 0.0 && one < 0.05 ? (int)(0.05 / one) + 1 : 1;

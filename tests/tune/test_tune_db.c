@@ -256,11 +256,13 @@ static void test_path_resolution(void)
     CU_ASSERT_EQUAL(dm_tune_db_resolve_path(buf, 5, NULL), DM_ERR_INVALID_ARG);
     /* the configured path goes through the same rules */
     CU_ASSERT_EQUAL(dm_tune_configure(DM_TUNE_MSP, "/cfg/db.tsv", 0), DM_OK);
-    CU_ASSERT_EQUAL(dm_tune_db_path(buf, sizeof buf), DM_OK);
-    CU_ASSERT_STRING_EQUAL(buf, "/cfg/db.tsv");
-    CU_ASSERT_EQUAL(dm_tune_configure(DM_TUNE_MSP, NULL, 0), DM_OK);
-    CU_ASSERT_EQUAL(dm_tune_db_path(buf, sizeof buf), DM_OK);
-    CU_ASSERT_STRING_EQUAL(buf, "/env/t.tsv");
+    CU_ASSERT_STRING_EQUAL(dm_tune_db_path(), "/cfg/db.tsv");
+    CU_ASSERT_EQUAL(dm_tune_configure(DM_TUNE_MSP, NULL, 0), DM_OK); /* keeps it */
+    CU_ASSERT_STRING_EQUAL(dm_tune_db_path(), "/cfg/db.tsv");
+    dm_tune_set_db_path(NULL);
+    CU_ASSERT_STRING_EQUAL(dm_tune_db_path(), "/env/t.tsv");
+    dm_tune_set_db_path("");
+    CU_ASSERT_STRING_EQUAL(dm_tune_db_path(), "/env/t.tsv");
     unsetenv("DOCMINE_TUNING_DB");
     unsetenv("XDG_CACHE_HOME");
 }
@@ -356,11 +358,11 @@ static void test_registry_select(void)
     CU_ASSERT_PTR_NULL(dm_tune_select(NULL, 10));
     char buf[128];
     CU_ASSERT_STRING_EQUAL(dm_tune_policy_str(&g_fake_inst[0].policy, buf, sizeof buf),
-                           "block=128 rake=1 consecutive");
+                           "block=128 rake=1 consecutive layout=none");
     CU_ASSERT_STRING_EQUAL(dm_tune_policy_str(&g_fake_inst[2].policy, buf, sizeof buf),
                            "block=256 rake=4 strided layout=soa");
     CU_ASSERT_STRING_EQUAL(dm_tune_policy_str(&g_fake_inst[3].policy, buf, sizeof buf),
-                           "block=512 rake=2 consecutive layout=tiled8");
+                           "block=512 rake=2 consecutive layout=tiled:8");
 }
 
 static void test_list(void)
