@@ -1,0 +1,19 @@
+/* dm_tune_register_all: registers every tunable kernel of docmine. Modules add one line each
+ * (declaration + call, inside DM_HAVE_CUDA when the registrar lives in a .cu file). Part of
+ * dm_common, but it references the modules' registrars: a program that calls it links every
+ * module library (see sources.cmake). Reference: none. */
+#include "common/status.h"
+#include "common/tune/copy.h"
+#include "common/tune/tune.h"
+
+/* Registrars of other modules (CUDA builds only), e.g.
+ * int dm_streamclust_tune_register(void); */
+
+int dm_tune_register_all(void)
+{
+    DM_TRY(dm_copy_tune_register());
+#if DM_HAVE_CUDA
+    /* DM_TRY(dm_streamclust_tune_register()); */
+#endif
+    return DM_OK;
+}
