@@ -50,7 +50,7 @@ static int selected(const char *list, const char *name)
 /* Whether this rank tunes: the lowest node-local rank with its GPU model. */
 static int is_node_tuner(const dm_ctx *ctx, int *tuner)
 {
-    char name[128];
+    char name[sizeof ctx->dev.name];
     memset(name, 0, sizeof name);
     snprintf(name, sizeof name, "%s", ctx->dev.name);
     char *all = malloc((size_t)ctx->local_size * sizeof name);

@@ -1,7 +1,7 @@
 /* dm_tune_register_all: registers every tunable kernel of docmine. Modules add one line each
- * (declaration + call, inside DM_HAVE_CUDA when the registrar lives in a .cu file). Part of
- * dm_common, but it references the modules' registrars: a program that calls it links every
- * module library (see sources.cmake). Reference: none. */
+ * (declaration + call, inside DM_HAVE_CUDA when the registrar lives in a .cu file). Built as
+ * the library dm_register_all (apps/CMakeLists.txt), which links every module library.
+ * Reference: none. */
 #include "common/status.h"
 #include "common/tune/copy.h"
 #include "common/tune/tune.h"
