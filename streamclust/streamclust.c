@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 
 #include "common/status.h"
+#include "common/timer.h"
 #include "streamclust/streamclust.h"
 #include "streamclust/streamclust_impl.h"
 
@@ -269,6 +270,7 @@ int dm_sc_decide(float *gain, long *nclose, unsigned char *close, const int64_t 
 /* shuffle points into random order (Rodinia's shuffle: num - 1 draws) */
 static int sc_shuffle(dm_sc_engine *e, dm_sc_rng *rng)
 {
+    dm_timer_start("streamclust.shuffle");
     dm_sc_points *p = &e->pts;
     for (long i = 0; i < p->num - 1; i++) {
         long j = (dm_sc_rng_next(rng) % (p->num - i)) + i;
@@ -278,8 +280,9 @@ static int sc_shuffle(dm_sc_engine *e, dm_sc_rng *rng)
         long ta = p->assign[i]; p->assign[i] = p->assign[j]; p->assign[j] = ta;
         long ti = p->id[i]; p->id[i] = p->id[j]; p->id[j] = ti;
     }
-    if (e->backend == DM_SC_CUDA) DM_TRY(dm_sc_cuda_permuted(e));
-    return DM_OK;
+    int rc = e->backend == DM_SC_CUDA ? dm_sc_cuda_permuted(e) : DM_OK;
+    dm_timer_stop("streamclust.shuffle");
+    return rc;
 }
 
 /* Rodinia's intshuffle: length draws */
@@ -326,16 +329,23 @@ int dm_sc_selectfeasible(int *feasible, int *nfeasible, const dm_sc_points *p, l
     return DM_OK;
 }
 
+/* Per-phase timers (common/timer.h), reduced over ranks in the report. */
 static int sc_speedy(float *cost, dm_sc_engine *e, float z, long *k, dm_sc_rng *rng)
 {
-    if (e->backend == DM_SC_CUDA) return dm_sc_speedy_cuda(cost, e, z, k, rng);
-    return dm_sc_speedy_cpu(cost, e, z, k, rng);
+    dm_timer_start("streamclust.speedy");
+    int rc = e->backend == DM_SC_CUDA ? dm_sc_speedy_cuda(cost, e, z, k, rng)
+                                      : dm_sc_speedy_cpu(cost, e, z, k, rng);
+    dm_timer_stop("streamclust.speedy");
+    return rc;
 }
 
 static int sc_gain(float *gain, dm_sc_engine *e, long x, float z, long *k)
 {
-    if (e->backend == DM_SC_CUDA) return dm_sc_gain_cuda(gain, e, x, z, k);
-    return dm_sc_gain_cpu(gain, e, x, z, k);
+    dm_timer_start("streamclust.gain");
+    int rc = e->backend == DM_SC_CUDA ? dm_sc_gain_cuda(gain, e, x, z, k)
+                                      : dm_sc_gain_cpu(gain, e, x, z, k);
+    dm_timer_stop("streamclust.gain");
+    return rc;
 }
 
 #define DM_SC_MAX_FL_ROUNDS 10000
@@ -348,6 +358,8 @@ static int sc_fl(float *cost_io, dm_sc_engine *e, int *feasible, int numfeasible
     float cost = *cost_io;
     float change = cost;
     long rounds = 0;
+    int rc = DM_OK;
+    dm_timer_start("streamclust.fl");
     while (change / cost > 1.0 * eps) {
         if (++rounds > DM_SC_MAX_FL_ROUNDS) {
             fprintf(stderr, "streamclust: FL stopped after %d rounds (change %g, cost %g)\n",
@@ -359,14 +371,17 @@ static int sc_fl(float *cost_io, dm_sc_engine *e, int *feasible, int numfeasible
         for (long i = 0; i < iter; i++) {
             long x = i % numfeasible;
             float g;
-            DM_TRY(sc_gain(&g, e, feasible[x], z, k));
+            rc = sc_gain(&g, e, feasible[x], z, k);
+            if (rc < 0) break;
             change += g;
         }
+        if (rc < 0) break;
         cost -= change;
         e->stats.fl_rounds++;
     }
+    dm_timer_stop("streamclust.fl");
     *cost_io = cost;
-    return DM_OK;
+    return rc;
 }
 
 static int sc_set_centers_from_assign(dm_sc_engine *e)
@@ -399,8 +414,20 @@ static int sc_all_own_centres(dm_sc_local_result *res, dm_sc_engine *e, long k)
     return DM_OK;
 }
 
+static int sc_local_search(dm_sc_local_result *res, dm_sc_engine *e, long kmin, long kmax,
+                           dm_sc_rng *rng);
+
 int dm_sc_local_search(dm_sc_local_result *res, dm_sc_engine *e, long kmin, long kmax,
                        dm_sc_rng *rng)
+{
+    dm_timer_start("streamclust.local_search");
+    int rc = sc_local_search(res, e, kmin, kmax, rng);
+    dm_timer_stop("streamclust.local_search");
+    return rc;
+}
+
+static int sc_local_search(dm_sc_local_result *res, dm_sc_engine *e, long kmin, long kmax,
+                           dm_sc_rng *rng)
 {
     dm_sc_points *p = &e->pts;
     memset(res, 0, sizeof *res);
@@ -466,7 +493,9 @@ int dm_sc_local_search(dm_sc_local_result *res, dm_sc_engine *e, long kmin, long
     int *feasible = malloc((size_t)n * sizeof *feasible);
     if (!feasible) return DM_ERR(DM_ERR_NOMEM, "local search: %ld points", n);
     int numfeasible = 0;
+    dm_timer_start("streamclust.select_feasible");
     int rc = dm_sc_selectfeasible(feasible, &numfeasible, p, kmin, rng);
+    dm_timer_stop("streamclust.select_feasible");
     if (rc == DM_OK) rc = sc_set_centers_from_assign(e);
     const long iter = (long)((float)(DM_SC_ITER * kmax) * logf((float)kmax));
     while (rc == DM_OK && !speedy_gave_up) {
@@ -744,7 +773,9 @@ static int sc_run_local(dm_sc_result *res, dm_sc_points *centres, const dm_sc_op
     int rc = DM_OK;
     for (long off = first; off < last && rc == DM_OK; off += o->chunksize) {
         long m = last - off < o->chunksize ? last - off : o->chunksize;
+        dm_timer_start("streamclust.read");
         rc = dm_sc_stream_read(p->coord, o, off, m);
+        dm_timer_stop("streamclust.read");
         if (rc < 0) break;
         dm_sc_points_reset(p, m);
         for (long i = 0; i < m; i++) p->id[i] = off + i;
@@ -755,8 +786,10 @@ static int sc_run_local(dm_sc_result *res, dm_sc_points *centres, const dm_sc_op
         if (lr.gave_up) res->gave_up = 1;
         if (res->chunks == 0) res->chunk_cost_first = lr.cost;
         res->chunks++;
+        dm_timer_start("streamclust.copies");
         dm_sc_contcenters(p);
         rc = dm_sc_copycenters(centres, p);
+        dm_timer_stop("streamclust.copies");
     }
     dm_sc_engine_stats(e, &res->stats);
     dm_sc_engine_destroy(e);
@@ -790,6 +823,7 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
         return rc < 0 ? rc : DM_ERR(DM_ERR_MPI, "streamclust: another rank failed");
     }
 
+    dm_timer_start("streamclust.merge");
     /* binary tree: at step s, rank r with r % 2s == s sends to r - s */
     for (int step = 1; step < size && rc == DM_OK; step *= 2) {
         if (rank % (2 * step) == step) {
@@ -804,6 +838,7 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
                 rc = sc_recluster(&centres, o, &rng, &res->gave_up, &res->stats);
         }
     }
+    dm_timer_stop("streamclust.merge");
     long kept = 0;
     if (rank == 0) kept = centres.num;
     /* final clustering on rank 0 */
@@ -847,6 +882,7 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
     res->gave_up = gu_all;
 
     /* label this rank's points by the nearest final centre, chunk by chunk */
+    dm_timer_start("streamclust.assign");
     double local_cost = 0.0;
     long cap = o->chunksize < res->n_local ? o->chunksize : res->n_local;
     if (cap > 0) {
@@ -866,6 +902,7 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
         free(buf);
         free(dist);
     }
+    dm_timer_stop("streamclust.assign");
     worst = rc;
     DM_SC_MPI_TRY(MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm));
     if (worst < 0) return rc < 0 ? rc : DM_ERR(DM_ERR_MPI, "streamclust: another rank failed");

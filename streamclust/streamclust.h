@@ -84,7 +84,7 @@ int dm_sc_engine_backend(const dm_sc_engine *e);
 /* Per-engine statistics: gain calls, gain calls that opened, bytes of the gain work buffer. */
 typedef struct dm_sc_stats {
     long gain_calls, gain_opens, speedy_calls, fl_rounds;
-    size_t work_bytes;   /* current size of the (K+1) x T work buffer (CUDA) */
+    size_t work_bytes;   /* peak bytes of the (K+1) x T gain work buffer used (CUDA) */
     char gain_policy[96];/* the tuner's instance for the gain kernel (CUDA) */
 } dm_sc_stats;
 void dm_sc_engine_stats(const dm_sc_engine *e, dm_sc_stats *out);

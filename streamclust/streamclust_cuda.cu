@@ -547,7 +547,8 @@ extern "C" int dm_sc_gain_cuda(float *gain, dm_sc_engine *e, long x, float z, lo
     const int rake = s->gain->policy.rake;
     const long T = (n + rake - 1) / rake;
     DM_TRY(sc_reserve_work(s, K, T));
-    e->stats.work_bytes = (size_t)(K + 1) * (size_t)T * sizeof(int64_t);
+    size_t wb = (size_t)(K + 1) * (size_t)T * sizeof(int64_t);
+    if (wb > e->stats.work_bytes) e->stats.work_bytes = wb; /* peak */
     gain_args a = {s->d_coord, s->d_w, s->d_cost, s->d_assign, s->d_ct, s->d_sw, s->d_xcost,
                    s->d_work, n, T, K, x, e->dim, e->scale};
     DM_TRY(s->gain->launch(&a, (size_t)n, s->stream));
