@@ -284,13 +284,13 @@ static int sc_bench_output(void *state, void *host, size_t *nbytes)
 #define SC_KERNEL(var, name, desc, unit, inst)                                                     \
     static const dm_tune_kernel var = {name, desc, unit, inst,                                     \
                                        (int)(sizeof inst / sizeof inst[0]), 0, NULL, NULL, NULL,   \
-                                       NULL, 0.0, 0}
+                                       NULL, 0.0, 0, 0.0, NULL}
 
 /* tolerance 0: the sums are exact integers, every instance must give the same bytes */
 static const dm_tune_kernel k_gain = {
     "streamclust.gain", "pgain: rake-based savings and per-centre charges (fixed point)", "points",
     g_gain_instances, SC_N_GAIN, SC_GAIN_DEFAULT, sc_bench_create, sc_bench_run, sc_bench_output,
-    sc_bench_destroy, 0.0, (size_t)1 << 16};
+    sc_bench_destroy, 0.0, (size_t)1 << 16, 0.0, NULL};
 SC_KERNEL(k_reduce, "streamclust.reduce", "per-centre rows of the gain work buffer (CUB)", "rows",
           g_reduce_instances);
 SC_KERNEL(k_apply, "streamclust.apply", "moves points of an accepted gain", "points",
