@@ -79,7 +79,7 @@ void dm_pp_stats_skip(dm_pp_stats *st, int reason, const char *fmt, ...)
     ;
 void dm_pp_stats_add(dm_pp_stats *into, const dm_pp_stats *from); /* counters only */
 uint64_t dm_pp_stats_skipped_total(const dm_pp_stats *st);
-/* Sums counters over ranks (MPI_Allreduce on comm, an MPI_Comm passed as its handle value).
+/* Sums counters over ranks (MPI_Allreduce on *(MPI_Comm *)mpi_comm).
  * Messages stay per rank. Collective. */
 int dm_pp_stats_allreduce(dm_pp_stats *st, const void *mpi_comm);
 
@@ -267,8 +267,8 @@ dm_stem_words_fn dm_stem_words_hd;
  *            u64 term_hash[n_terms]; u64 term_off[n_terms+1]; char term_bytes[term_bytes];
  *   trailer  u32 crc32 (zlib) of every preceding byte, then char[4] "END\n".
  * The reader checks magic, version, sizes against the file size, offsets monotone and the CRC.
- * Several ranks write one file each (FILE.rank<r> when size > 1) or rank 0 gathers (see
- * dm_token_stream_gather). */
+ * With several ranks, each rank writes its share to FILE.rank<r> (r = 0..size-1); reading the
+ * files in rank order gives the corpus order. */
 typedef struct dm_token_stream {
     size_t n_docs;
     uint64_t *tok_off;
@@ -308,9 +308,6 @@ int dm_token_stream_read(dm_token_stream *s, const char *path);
 /* Human-readable dump: per document "id<TAB>labels<TAB>stem stem ..." (stems from the vocabulary;
  * a colliding hash prints as stem|other). */
 int dm_token_stream_dump(const dm_token_stream *s, FILE *f);
-/* Gathers all ranks' streams onto rank 0 in rank order (the corpus order); other ranks keep
- * theirs. Collective over comm (an MPI_Comm passed by address). */
-int dm_token_stream_gather(dm_token_stream *s, const void *mpi_comm);
 
 /* ---------------------------------------------------------------------------------------------
  * Driver. */
