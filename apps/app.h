@@ -19,9 +19,9 @@ typedef struct dm_app {
  * Returns a DM_EXIT_* code; prints its own one-line error (via dm_app_error) before failing. */
 typedef int dm_cmd_fn(dm_app *app, int argc, char **argv);
 
-/* Prints "docmine <cmd>: <message>" on rank 0 (all ranks for runtime errors with rank prefix) and
- * returns the exit code to use for a status code: DM_EXIT_USAGE for DM_ERR_INVALID_ARG,
- * else DM_EXIT_RUNTIME. */
+/* Collective: every rank calls it with the same (agreed, see dm_ctx_agree) failed status. Prints
+ * "docmine <cmd>: <message>" once, from the lowest rank that has its own error message, and
+ * returns the exit code: DM_EXIT_USAGE for DM_ERR_INVALID_ARG, else DM_EXIT_RUNTIME. */
 int dm_app_fail(const dm_app *app, const char *cmd, int status);
 /* Prints a usage error "docmine <cmd>: <message>; see docmine <cmd> --help" and returns 2. */
 int dm_app_usage_error(const dm_app *app, const char *cmd, const char *fmt, ...)

@@ -10,7 +10,7 @@ extern "C" {
 #endif
 
 typedef struct dm_device_info {
-    char name[128];
+    char name[256];
     int cc_major, cc_minor;
     int sms;
     size_t mem_total, mem_free;

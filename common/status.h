@@ -35,6 +35,10 @@ const char *dm_error_message(void);
 /* The code of the last error recorded on this thread (DM_OK if none). */
 int dm_error_code(void);
 void dm_error_clear(void);
+/* Marks the last error as a remote one ("another rank failed"), so that a rank reporting errors
+ * can tell its own failures from failures it only learnt of. dm_error_set clears the mark. */
+void dm_error_mark_remote(void);
+int dm_error_is_remote(void);
 /* Short name of a status code, e.g. "DM_ERR_IO". */
 const char *dm_status_name(int code);
 

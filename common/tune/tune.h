@@ -80,9 +80,15 @@ const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n);
 const char *dm_tune_policy_str(const dm_tune_policy *p, char *buf, size_t len);
 const char *dm_layout_name(int layout);
 
+/* Where the tuning database lives: --tuning-db / dm_tune_set_db_path, else $DOCMINE_TUNING_DB,
+ * else $XDG_CACHE_HOME/docmine/tuning.tsv, else $HOME/.cache/docmine/tuning.tsv. */
+const char *dm_tune_db_path(void);
+void dm_tune_set_db_path(const char *path);
+
 int dm_tune_set_mode(int mode);
 int dm_tune_get_mode(void);
 int dm_tune_mode_parse(const char *s, int *mode);
+const char *dm_tune_mode_name(int mode);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,180 @@
+/* The `docmine` program: global options, MPI start-up, the run context and dispatch to one
+ * subcommand. Exit codes: 0 ok, 1 runtime error, 2 usage error. Reference: none. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/commands.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/tune/tune.h"
+
+typedef struct {
+    const char *name;
+    dm_cmd_fn *fn;
+    const char *summary;
+} dm_command;
+
+static const dm_command g_commands[] = {
+    {"info", dm_cmd_info, "ranks, GPUs, library versions, tuning database; --bandwidth measures copies"},
+};
+#define DM_NCOMMANDS ((int)(sizeof g_commands / sizeof g_commands[0]))
+
+static void print_help(FILE *f)
+{
+    fprintf(f,
+            "usage: docmine <command> [options]\n"
+            "       mpiexec -n <ranks> docmine <command> [options]   (one rank per GPU)\n\n"
+            "MPI + CUDA document clustering: preprocess, TF-IDF, flocking and STREAM k-median.\n\n"
+            "commands:\n");
+    for (int i = 0; i < DM_NCOMMANDS; i++) fprintf(f, "  %-12s %s\n", g_commands[i].name, g_commands[i].summary);
+    fprintf(f, "\nglobal options (accepted by every command, before or after it):\n"
+               "  --backend cpu|cuda|auto  compute backend (auto: cuda when a GPU is present)\n"
+               "  --threads N              OpenMP threads per rank\n"
+               "  --seed N                 seed of all random streams (default 42)\n"
+               "  --report FILE            write the JSON run report to FILE\n"
+               "  --tune off|model|msp|exhaustive   kernel tuning mode (env DOCMINE_TUNE; default msp)\n"
+               "  --tuning-db FILE         tuning database (env DOCMINE_TUNING_DB)\n"
+               "  --quiet | --verbose      less / more logging\n"
+               "  --progress               progress line even when stderr is not a terminal\n"
+               "  --help, --version\n\n"
+               "example:\n  docmine info --bandwidth\n  docmine <command> --help\n");
+}
+
+typedef struct {
+    dm_ctx_options ctx;
+    const char *report;
+    const char *tune;
+    const char *tuning_db;
+} global_opts;
+
+static int parse_u64(const char *s, unsigned long long *v)
+{
+    char *end;
+    errno = 0;
+    if (!s || !*s || *s == '-') return -1;
+    *v = strtoull(s, &end, 10);
+    return (errno || *end) ? -1 : 0;
+}
+
+/* Removes the global options from argv (anywhere on the line). Returns 0, or 2 after printing a
+ * usage error (on rank 0 only). */
+static int take_globals(int *argc, char **argv, global_opts *g, int rank)
+{
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        char *a = argv[i];
+        const char *names[] = {"--backend", "--threads", "--seed", "--report", "--tune", "--tuning-db"};
+        int which = -1;
+        const char *val = NULL;
+        for (int k = 0; k < 6; k++) {
+            size_t l = strlen(names[k]);
+            if (strncmp(a, names[k], l) == 0 && (a[l] == '\0' || a[l] == '=')) {
+                which = k;
+                if (a[l] == '=') val = a + l + 1;
+                else if (i + 1 < *argc) val = argv[++i];
+                else {
+                    if (rank == 0) fprintf(stderr, "docmine: option %s needs a value (see docmine --help)\n", names[k]);
+                    return DM_EXIT_USAGE;
+                }
+                break;
+            }
+        }
+        if (which < 0) {
+            if (strcmp(a, "--quiet") == 0) g->ctx.quiet = 1;
+            else if (strcmp(a, "--verbose") == 0) g->ctx.verbose = 1;
+            else if (strcmp(a, "--progress") == 0) g->ctx.progress = 1;
+            else argv[out++] = a;
+            continue;
+        }
+        unsigned long long v = 0;
+        int bad = 0;
+        switch (which) {
+        case 0: bad = dm_backend_parse(val, &g->ctx.backend) != DM_OK; break;
+        case 1: bad = parse_u64(val, &v) != 0 || v < 1 || v > 4096; g->ctx.threads = (int)v; break;
+        case 2: bad = parse_u64(val, &v) != 0; g->ctx.seed = v; break;
+        case 3: g->report = val; break;
+        case 4: { int m; bad = dm_tune_mode_parse(val, &m) != DM_OK; g->tune = val; } break;
+        case 5: g->tuning_db = val; break;
+        }
+        if (bad) {
+            if (rank == 0) fprintf(stderr, "docmine: invalid value '%s' for %s (see docmine --help)\n", val, names[which]);
+            return DM_EXIT_USAGE;
+        }
+    }
+    *argc = out;
+    argv[out] = NULL;
+    return 0;
+}
+
+static int has_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int full_argc = argc;
+    char **full_argv = malloc(sizeof(char *) * (size_t)(argc + 1));
+    if (!full_argv) return DM_EXIT_RUNTIME;
+    memcpy(full_argv, argv, sizeof(char *) * (size_t)(argc + 1));
+
+    int provided;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "docmine: MPI_Init failed\n");
+        return DM_EXIT_RUNTIME;
+    }
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+
+    global_opts g = {.ctx = DM_CTX_OPTIONS_INIT};
+    int code = take_globals(&argc, argv, &g, rank);
+    const dm_command *cmd = NULL;
+    if (code == 0) {
+        if (argc < 2) {
+            if (rank == 0) print_help(stderr);
+            code = DM_EXIT_USAGE;
+        } else if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+            if (rank == 0) print_help(stdout);
+        } else if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+            if (rank == 0) printf("docmine %s (git %s)\n", DM_VERSION, DM_GIT_HASH);
+        } else {
+            for (int i = 0; i < DM_NCOMMANDS; i++)
+                if (strcmp(argv[1], g_commands[i].name) == 0) cmd = &g_commands[i];
+            if (!cmd) {
+                if (rank == 0)
+                    fprintf(stderr, "docmine: unknown %s '%s' (see docmine --help)\n",
+                            argv[1][0] == '-' ? "option" : "command", argv[1]);
+                code = DM_EXIT_USAGE;
+            }
+        }
+    }
+    if (cmd) {
+        if (g.tune) {
+            int m = DM_TUNE_MSP;
+            dm_tune_mode_parse(g.tune, &m);
+            dm_tune_set_mode(m);
+        } else if (getenv("DOCMINE_TUNE")) {
+            int m;
+            if (dm_tune_mode_parse(getenv("DOCMINE_TUNE"), &m) == DM_OK) dm_tune_set_mode(m);
+            else if (rank == 0) fprintf(stderr, "docmine: ignoring DOCMINE_TUNE='%s': %s\n", getenv("DOCMINE_TUNE"), dm_error_message());
+        }
+        if (g.tuning_db) dm_tune_set_db_path(g.tuning_db);
+        /* help needs no GPU: do not let --backend cuda stop it */
+        if (has_help(argc - 1, argv + 1)) g.ctx.backend = DM_BACKEND_CPU;
+        dm_ctx ctx;
+        dm_app app = {.ctx = &ctx, .report_path = g.report, .argc_all = full_argc, .argv_all = full_argv};
+        int rc = dm_ctx_init(&ctx, &g.ctx);
+        if (rc == DM_OK) rc = dm_tune_register_all();
+        if (rc != DM_OK) code = dm_app_fail(&app, cmd->name, rc);
+        else code = cmd->fn(&app, argc - 1, argv + 1);
+        dm_ctx_free(&ctx);
+    }
+    free(full_argv);
+    MPI_Finalize();
+    return code;
+}

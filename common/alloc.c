@@ -1,0 +1,200 @@
+/* Counting allocators for host memory (common/alloc.h). Pinned and device memory live in
+ * alloc_cuda.cu (or the CPU-only fallbacks below). Reference: none.
+ * Host blocks carry a 16-byte header holding their size, so dm_free can count them down. */
+#include "common/alloc.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/status.h"
+
+#define DM_HDR 16 /* keeps malloc's 16-byte alignment for the caller */
+
+static atomic_llong g_cur[DM_MEM_KINDS];
+static atomic_llong g_peak[DM_MEM_KINDS];
+
+void dm_mem_account(int kind, long long delta)
+{
+    long long now = atomic_fetch_add(&g_cur[kind], delta) + delta;
+    long long peak = atomic_load(&g_peak[kind]);
+    while (now > peak && !atomic_compare_exchange_weak(&g_peak[kind], &peak, now)) {
+    }
+}
+
+/* Address -> size map for blocks that cannot carry a header (pinned and device memory).
+ * Open addressing with tombstones, guarded by one mutex: these allocations are few and large. */
+typedef struct {
+    const void *p;
+    size_t n;
+    int kind;
+} track_slot;
+static track_slot *g_slots;
+static size_t g_cap, g_used;
+static pthread_mutex_t g_track_lock = PTHREAD_MUTEX_INITIALIZER;
+#define DM_TOMB ((const void *)1)
+
+static size_t track_hash(const void *p, size_t cap)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x & (cap - 1);
+}
+
+static int track_insert_locked(const void *p, size_t n, int kind)
+{
+    if ((g_used + 1) * 2 > g_cap) {
+        size_t ncap = g_cap ? g_cap * 2 : 64;
+        track_slot *ns = calloc(ncap, sizeof *ns);
+        if (!ns) return DM_ERR(DM_ERR_NOMEM, "out of host memory tracking allocations");
+        size_t live = 0;
+        for (size_t i = 0; i < g_cap; i++) {
+            if (!g_slots[i].p || g_slots[i].p == DM_TOMB) continue;
+            size_t h = track_hash(g_slots[i].p, ncap);
+            while (ns[h].p) h = (h + 1) & (ncap - 1);
+            ns[h] = g_slots[i];
+            live++;
+        }
+        free(g_slots);
+        g_slots = ns;
+        g_cap = ncap;
+        g_used = live;
+    }
+    size_t h = track_hash(p, g_cap);
+    while (g_slots[h].p && g_slots[h].p != DM_TOMB) h = (h + 1) & (g_cap - 1);
+    if (!g_slots[h].p) g_used++;
+    g_slots[h] = (track_slot){p, n, kind};
+    return DM_OK;
+}
+
+int dm_mem_track(int kind, void *p, size_t n)
+{
+    pthread_mutex_lock(&g_track_lock);
+    int rc = track_insert_locked(p, n, kind);
+    pthread_mutex_unlock(&g_track_lock);
+    if (rc == DM_OK) dm_mem_account(kind, (long long)n);
+    return rc;
+}
+
+size_t dm_mem_untrack(int kind, const void *p)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&g_track_lock);
+    if (g_cap) {
+        size_t h = track_hash(p, g_cap);
+        while (g_slots[h].p) {
+            if (g_slots[h].p == p && g_slots[h].kind == kind) {
+                n = g_slots[h].n;
+                g_slots[h].p = DM_TOMB;
+                break;
+            }
+            h = (h + 1) & (g_cap - 1);
+        }
+    }
+    pthread_mutex_unlock(&g_track_lock);
+    if (n) dm_mem_account(kind, -(long long)n);
+    return n;
+}
+
+size_t dm_mem_current(int kind) { return (size_t)atomic_load(&g_cur[kind]); }
+size_t dm_mem_peak(int kind) { return (size_t)atomic_load(&g_peak[kind]); }
+const char *dm_mem_kind_name(int kind)
+{
+    static const char *names[] = {"host", "pinned", "device"};
+    return kind >= 0 && kind < DM_MEM_KINDS ? names[kind] : "?";
+}
+
+void *dm_malloc(size_t n)
+{
+    if (n > SIZE_MAX - DM_HDR) {
+        DM_ERR(DM_ERR_NOMEM, "allocation of %zu bytes is too large", n);
+        return NULL;
+    }
+    unsigned char *p = malloc(n + DM_HDR);
+    if (!p) {
+        DM_ERR(DM_ERR_NOMEM, "out of host memory allocating %zu bytes", n);
+        return NULL;
+    }
+    memcpy(p, &n, sizeof n);
+    dm_mem_account(DM_MEM_HOST, (long long)n);
+    return p + DM_HDR;
+}
+
+void *dm_calloc(size_t count, size_t size)
+{
+    if (size && count > SIZE_MAX / size) {
+        DM_ERR(DM_ERR_NOMEM, "allocation of %zu x %zu bytes overflows", count, size);
+        return NULL;
+    }
+    void *p = dm_malloc(count * size);
+    if (p) memset(p, 0, count * size);
+    return p;
+}
+
+void *dm_realloc(void *p, size_t n)
+{
+    if (!p) return dm_malloc(n);
+    if (n > SIZE_MAX - DM_HDR) {
+        DM_ERR(DM_ERR_NOMEM, "allocation of %zu bytes is too large", n);
+        return NULL;
+    }
+    unsigned char *base = (unsigned char *)p - DM_HDR;
+    size_t old;
+    memcpy(&old, base, sizeof old);
+    unsigned char *q = realloc(base, n + DM_HDR);
+    if (!q) {
+        DM_ERR(DM_ERR_NOMEM, "out of host memory growing a block to %zu bytes", n);
+        return NULL;
+    }
+    memcpy(q, &n, sizeof n);
+    dm_mem_account(DM_MEM_HOST, (long long)n - (long long)old);
+    return q + DM_HDR;
+}
+
+void dm_free(void *p)
+{
+    if (!p) return;
+    unsigned char *base = (unsigned char *)p - DM_HDR;
+    size_t n;
+    memcpy(&n, base, sizeof n);
+    dm_mem_account(DM_MEM_HOST, -(long long)n);
+    free(base);
+}
+
+char *dm_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = dm_malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+#if !DM_HAVE_CUDA
+int dm_host_alloc_pinned(void **out, size_t n)
+{
+    /* CPU-only build: ordinary memory stands in for pinned memory, counted as pinned. */
+    void *p = malloc(n ? n : 1);
+    *out = NULL;
+    if (!p) return DM_ERR(DM_ERR_NOMEM, "out of host memory allocating %zu pinned bytes", n);
+    int rc = dm_mem_track(DM_MEM_PINNED, p, n);
+    if (rc) free(p);
+    else *out = p;
+    return rc;
+}
+void dm_host_free_pinned(void *p)
+{
+    if (!p) return;
+    dm_mem_untrack(DM_MEM_PINNED, p);
+    free(p);
+}
+int dm_device_alloc(void **out, size_t n)
+{
+    *out = NULL;
+    return DM_ERR(DM_ERR_UNSUPPORTED, "device allocation of %zu bytes: built without CUDA", n);
+}
+void dm_device_free(void *p) { (void)p; }
+#endif

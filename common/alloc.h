@@ -1,0 +1,45 @@
+/* One allocation wrapper for host memory, one for pinned host memory and one for device memory,
+ * each counting bytes (current and peak) for the run report. Reference: none.
+ * Thread-safe. Device and pinned allocations need the CUDA backend (DM_ERR_UNSUPPORTED otherwise). */
+#ifndef DM_ALLOC_H
+#define DM_ALLOC_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum dm_mem_kind { DM_MEM_HOST = 0, DM_MEM_PINNED = 1, DM_MEM_DEVICE = 2, DM_MEM_KINDS = 3 };
+
+/* Host memory. Return NULL on failure (with DM_ERR_NOMEM recorded) or for n == 0 requests that
+ * the C library answers with NULL. Memory from these must be released with dm_free. */
+void *dm_malloc(size_t n);
+void *dm_calloc(size_t count, size_t size);
+void *dm_realloc(void *p, size_t n);
+void dm_free(void *p);
+char *dm_strdup(const char *s);
+
+/* Pinned (page-locked) host memory, for asynchronous copies. */
+int dm_host_alloc_pinned(void **out, size_t n);
+void dm_host_free_pinned(void *p);
+
+/* Device memory on the current GPU. */
+int dm_device_alloc(void **out, size_t n);
+void dm_device_free(void *p);
+
+/* Bytes currently allocated and the peak, per kind. */
+size_t dm_mem_current(int kind);
+size_t dm_mem_peak(int kind);
+const char *dm_mem_kind_name(int kind);
+
+/* Used by the CUDA allocation functions to keep the counters (internal): remembers the size of
+ * a pinned or device block by address, and forgets it returning the size (0 if unknown). */
+void dm_mem_account(int kind, long long delta);
+int dm_mem_track(int kind, void *p, size_t n);
+size_t dm_mem_untrack(int kind, const void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,96 @@
+/* Pinned multi-buffering with per-slot streams and events (common/dbuf.h). Reference: none. */
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/cuda_check.h"
+#include "common/dbuf.h"
+
+extern "C" void dm_dbuf_free(dm_dbuf *b)
+{
+    if (!b->slots) return;
+    for (int i = 0; i < b->n; i++) {
+        dm_dbuf_slot *s = &b->slots[i];
+        if (s->stream) cudaStreamSynchronize((cudaStream_t)s->stream);
+        if (s->done) cudaEventDestroy((cudaEvent_t)s->done);
+        if (s->stream) cudaStreamDestroy((cudaStream_t)s->stream);
+        dm_host_free_pinned(s->host);
+        dm_device_free(s->dev);
+    }
+    dm_free(b->slots);
+    memset(b, 0, sizeof *b);
+}
+
+extern "C" int dm_dbuf_init(dm_dbuf *b, int n, size_t host_bytes, size_t dev_bytes)
+{
+    memset(b, 0, sizeof *b);
+    if (n < 2) return DM_ERR(DM_ERR_INVALID_ARG, "a multi-buffer needs at least 2 slots, got %d", n);
+    b->slots = (dm_dbuf_slot *)dm_calloc((size_t)n, sizeof *b->slots);
+    if (!b->slots) return DM_ERR_NOMEM;
+    b->n = n;
+    b->host_bytes = host_bytes;
+    b->dev_bytes = dev_bytes;
+    int rc = DM_OK;
+    for (int i = 0; i < n && rc == DM_OK; i++) {
+        dm_dbuf_slot *s = &b->slots[i];
+        s->index = i;
+        rc = dm_host_alloc_pinned(&s->host, host_bytes);
+        if (rc == DM_OK) rc = dm_device_alloc(&s->dev, dev_bytes);
+        cudaStream_t st;
+        cudaEvent_t ev;
+        if (rc == DM_OK) {
+            cudaError_t e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+            if (e == cudaSuccess) s->stream = st;
+            else rc = DM_ERR(DM_ERR_CUDA, "cudaStreamCreate: %s", cudaGetErrorString(e));
+        }
+        if (rc == DM_OK) {
+            cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+            if (e == cudaSuccess) s->done = ev;
+            else rc = DM_ERR(DM_ERR_CUDA, "cudaEventCreate: %s", cudaGetErrorString(e));
+        }
+    }
+    if (rc != DM_OK) dm_dbuf_free(b);
+    return rc;
+}
+
+extern "C" int dm_dbuf_wait(dm_dbuf_slot *s)
+{
+    if (!s->pending) return DM_OK;
+    DM_CUDA_TRY(cudaEventSynchronize((cudaEvent_t)s->done));
+    s->pending = 0;
+    return DM_OK;
+}
+
+extern "C" int dm_dbuf_acquire(dm_dbuf *b, dm_dbuf_slot **slot)
+{
+    dm_dbuf_slot *s = &b->slots[b->next];
+    b->next = (b->next + 1) % b->n;
+    DM_TRY(dm_dbuf_wait(s));
+    s->used = 0;
+    *slot = s;
+    return DM_OK;
+}
+
+extern "C" int dm_dbuf_h2d(dm_dbuf_slot *s, size_t n)
+{
+    DM_CUDA_TRY(cudaMemcpyAsync(s->dev, s->host, n, cudaMemcpyHostToDevice, (cudaStream_t)s->stream));
+    return DM_OK;
+}
+
+extern "C" int dm_dbuf_d2h(dm_dbuf_slot *s, void *dst, const void *src, size_t n)
+{
+    DM_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, (cudaStream_t)s->stream));
+    return DM_OK;
+}
+
+extern "C" int dm_dbuf_release(dm_dbuf_slot *s)
+{
+    DM_CUDA_TRY(cudaEventRecord((cudaEvent_t)s->done, (cudaStream_t)s->stream));
+    s->pending = 1;
+    return DM_OK;
+}
+
+extern "C" int dm_dbuf_drain(dm_dbuf *b)
+{
+    for (int i = 0; i < b->n; i++) DM_TRY(dm_dbuf_wait(&b->slots[i]));
+    return DM_OK;
+}

@@ -1,0 +1,83 @@
+/* Atomic output files and mkdir -p (common/fileio.h). Reference: none. */
+#include "common/fileio.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/status.h"
+
+static atomic_int g_seq;
+
+int dm_atomic_open(dm_atomic_file *f, const char *path)
+{
+    memset(f, 0, sizeof *f);
+    if (strlen(path) + 32 >= sizeof f->tmp)
+        return DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long", path);
+    snprintf(f->path, sizeof f->path, "%s", path);
+    snprintf(f->tmp, sizeof f->tmp, "%s.tmp.%ld.%d", path, (long)getpid(), atomic_fetch_add(&g_seq, 1));
+    f->fp = fopen(f->tmp, "wb");
+    if (!f->fp) return DM_ERR(DM_ERR_IO, "%s: cannot create: %s", f->tmp, strerror(errno));
+    return DM_OK;
+}
+
+int dm_atomic_commit(dm_atomic_file *f)
+{
+    int bad = ferror(f->fp);
+    if (fflush(f->fp) != 0) bad = 1;
+    if (!bad && fsync(fileno(f->fp)) != 0 && errno != EINVAL) bad = 1;
+    int err = errno;
+    if (fclose(f->fp) != 0) bad = 1;
+    f->fp = NULL;
+    if (bad) {
+        unlink(f->tmp);
+        return DM_ERR(DM_ERR_IO, "%s: write failed: %s", f->path, strerror(err));
+    }
+    if (rename(f->tmp, f->path) != 0) {
+        err = errno;
+        unlink(f->tmp);
+        return DM_ERR(DM_ERR_IO, "%s: rename from temporary failed: %s", f->path, strerror(err));
+    }
+    return DM_OK;
+}
+
+void dm_atomic_abort(dm_atomic_file *f)
+{
+    if (f->fp) fclose(f->fp);
+    f->fp = NULL;
+    if (f->tmp[0]) unlink(f->tmp);
+}
+
+int dm_write_file_atomic(const char *path, const void *data, size_t n)
+{
+    dm_atomic_file f;
+    DM_TRY(dm_atomic_open(&f, path));
+    if (n && fwrite(data, 1, n, f.fp) != n) {
+        int err = errno;
+        dm_atomic_abort(&f);
+        return DM_ERR(DM_ERR_IO, "%s: write failed: %s", path, strerror(err));
+    }
+    return dm_atomic_commit(&f);
+}
+
+int dm_mkdirs(const char *path)
+{
+    char buf[4096];
+    if (strlen(path) >= sizeof buf) return DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long", path);
+    strcpy(buf, path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return DM_ERR(DM_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        return DM_ERR(DM_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
+    struct stat st;
+    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+        return DM_ERR(DM_ERR_IO, "%s: exists and is not a directory", buf);
+    return DM_OK;
+}

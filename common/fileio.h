@@ -1,0 +1,34 @@
+/* Small file helpers: atomic writes (temporary name + rename, never half-written outputs) and
+ * directory creation. Reference: none. */
+#ifndef DM_FILEIO_H
+#define DM_FILEIO_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An output file being written under a temporary name next to its final path. */
+typedef struct dm_atomic_file {
+    FILE *fp;
+    char path[4096];
+    char tmp[4096];
+} dm_atomic_file;
+
+/* Opens path.tmp.<pid>.<n> for writing ("wb"). DM_ERR_IO naming the file on failure. */
+int dm_atomic_open(dm_atomic_file *f, const char *path);
+/* Flushes, fsyncs and renames onto the final path. On any error the temporary file is removed. */
+int dm_atomic_commit(dm_atomic_file *f);
+/* Abandons the file: closes and removes the temporary. */
+void dm_atomic_abort(dm_atomic_file *f);
+/* Writes a whole buffer atomically. */
+int dm_write_file_atomic(const char *path, const void *data, size_t n);
+/* mkdir -p. */
+int dm_mkdirs(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

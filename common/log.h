@@ -1,0 +1,56 @@
+/* Logging with levels and the rank-0 progress line. Reference: none.
+ * Errors and warnings print on every rank (prefixed with the rank when there are several);
+ * info and debug print on rank 0 only. All output goes to stderr; stdout is for results. */
+#ifndef DM_LOG_H
+#define DM_LOG_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum dm_log_level { DM_LOG_ERROR = 0, DM_LOG_WARN = 1, DM_LOG_INFO = 2, DM_LOG_DEBUG = 3 };
+
+#if defined(__GNUC__)
+#define DM_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define DM_PRINTF(a, b)
+#endif
+
+void dm_log_set_level(int level);
+int dm_log_get_level(void);
+/* Sets the rank and the number of ranks used for prefixes (done by dm_ctx_init). */
+void dm_log_set_rank(int rank, int size);
+void dm_log(int level, const char *fmt, ...) DM_PRINTF(2, 3);
+#define dm_log_error(...) dm_log(DM_LOG_ERROR, __VA_ARGS__)
+#define dm_log_warn(...) dm_log(DM_LOG_WARN, __VA_ARGS__)
+#define dm_log_info(...) dm_log(DM_LOG_INFO, __VA_ARGS__)
+#define dm_log_debug(...) dm_log(DM_LOG_DEBUG, __VA_ARGS__)
+
+/* Progress line on rank 0: "label  done/total  rate unit/s  ETA". Shown when stderr is a terminal,
+ * or always when forced with dm_progress_force(1) (--progress); never when the level is below INFO. */
+typedef struct dm_progress {
+    const char *label;
+    const char *unit;
+    uint64_t total;
+    double t_start, t_last;
+    int enabled;
+} dm_progress;
+
+void dm_progress_force(int on);
+void dm_progress_begin(dm_progress *p, const char *label, const char *unit, uint64_t total);
+/* Prints at most ~5 times a second; cheap to call often. */
+void dm_progress_update(dm_progress *p, uint64_t done);
+void dm_progress_end(dm_progress *p, uint64_t done);
+/* Formats the progress line into buf (used by the progress line and by tests). */
+void dm_progress_format(char *buf, int len, const char *label, const char *unit, uint64_t done,
+                        uint64_t total, double elapsed);
+
+/* Monotonic wall clock in seconds. */
+double dm_wtime(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,160 @@
+/* The JSON run report (common/report.h). Reference: none. */
+#include "common/report.h"
+
+#include <archive.h>
+#include <png.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <utf8proc.h>
+#include <zlib.h>
+
+#include "common/alloc.h"
+#include "common/fileio.h"
+#include "common/status.h"
+#include "common/timer.h"
+#include "common/tune/tune.h"
+
+#ifndef DM_GIT_HASH
+#define DM_GIT_HASH "unknown"
+#endif
+
+int dm_report_init(dm_report *r, const char *command, int argc, char **argv)
+{
+    r->root = json_object();
+    if (!r->root) return DM_ERR(DM_ERR_NOMEM, "cannot create the report");
+    json_t *cl = json_array();
+    for (int i = 0; i < argc; i++) json_array_append_new(cl, json_string(argv[i]));
+    char when[64];
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    json_object_set_new(r->root, "command", json_string(command));
+    json_object_set_new(r->root, "command_line", cl);
+    json_object_set_new(r->root, "date", json_string(when));
+    r->results = json_object();
+    json_object_set_new(r->root, "results", r->results);
+    return DM_OK;
+}
+
+void dm_report_free(dm_report *r)
+{
+    json_decref(r->root);
+    r->root = r->results = NULL;
+}
+
+json_t *dm_report_versions(void)
+{
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(mpi, &len);
+    char *nl = strchr(mpi, '\n');
+    if (nl) *nl = '\0';
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "docmine", DM_VERSION,
+                     "git", DM_GIT_HASH, "cuda_runtime", dm_device_runtime_version(), "cuda_driver",
+                     dm_device_driver_version(), "mpi", mpi, "utf8proc", utf8proc_version(), "jansson",
+                     JANSSON_VERSION, "zlib", zlibVersion(), "libarchive", archive_version_string(),
+                     "libpng", PNG_LIBPNG_VER_STRING);
+}
+
+static json_t *stats_json(const dm_stat *st, int n, int is_counter)
+{
+    json_t *o = json_object();
+    for (int i = 0; i < n; i++) {
+        json_t *e = is_counter ? json_pack("{s:I, s:I, s:I, s:f}", "sum", (json_int_t)st[i].sum, "min",
+                                           (json_int_t)st[i].min, "max", (json_int_t)st[i].max, "avg",
+                                           st[i].avg)
+                               : json_pack("{s:f, s:f, s:f, s:I}", "min", st[i].min, "avg", st[i].avg,
+                                           "max", st[i].max, "calls", (json_int_t)st[i].calls);
+        json_object_set_new(o, st[i].name, e);
+    }
+    return o;
+}
+
+json_t *dm_report_devices(const dm_ctx *ctx)
+{
+    /* one fixed-size record per rank, gathered to every rank */
+    struct rec {
+        char host[MPI_MAX_PROCESSOR_NAME];
+        char gpu[256];
+        int local_rank, device, cc_major, cc_minor, sms;
+        double mem_gb;
+    } me, *all = dm_malloc(sizeof me * (size_t)ctx->size);
+    if (!all) return NULL;
+    memset(&me, 0, sizeof me);
+    int hl = 0;
+    char host[MPI_MAX_PROCESSOR_NAME];
+    MPI_Get_processor_name(host, &hl);
+    snprintf(me.host, sizeof me.host, "%s", host);
+    snprintf(me.gpu, sizeof me.gpu, "%s", ctx->device >= 0 ? ctx->dev.name : "none");
+    me.local_rank = ctx->local_rank;
+    me.device = ctx->device;
+    me.cc_major = ctx->dev.cc_major;
+    me.cc_minor = ctx->dev.cc_minor;
+    me.sms = ctx->dev.sms;
+    me.mem_gb = (double)ctx->dev.mem_total / 1e9;
+    if (MPI_Allgather(&me, sizeof me, MPI_BYTE, all, sizeof me, MPI_BYTE, ctx->world) != MPI_SUCCESS) {
+        dm_free(all);
+        return NULL;
+    }
+    json_t *devs = json_array();
+    for (int i = 0; i < ctx->size; i++) {
+        char cc[16] = "-";
+        if (all[i].device >= 0) snprintf(cc, sizeof cc, "%d.%d", all[i].cc_major, all[i].cc_minor);
+        json_array_append_new(devs, json_pack("{s:i, s:s, s:i, s:i, s:s, s:s, s:i, s:f}", "rank", i, "host",
+                                              all[i].host, "local_rank", all[i].local_rank, "device",
+                                              all[i].device, "gpu", all[i].gpu, "compute_capability", cc,
+                                              "sms", all[i].sms, "memory_gb", all[i].mem_gb));
+    }
+    dm_free(all);
+    return devs;
+}
+
+int dm_report_collect(dm_report *r, const dm_ctx *ctx)
+{
+    json_object_set_new(r->root, "versions", dm_report_versions());
+    json_object_set_new(r->root, "ranks", json_integer(ctx->size));
+    json_object_set_new(r->root, "backend", json_string(dm_backend_name(ctx->backend)));
+    json_object_set_new(r->root, "tune_mode", json_string(dm_tune_mode_name(dm_tune_get_mode())));
+
+    json_t *devs = dm_report_devices(ctx);
+    if (!devs) return DM_ERR(DM_ERR_MPI, "gathering the device records failed");
+    json_object_set_new(r->root, "devices", devs);
+
+    dm_stat *st;
+    int n;
+    DM_TRY(dm_stats_reduce(&st, &n, ctx->world, 0));
+    json_object_set_new(r->root, "timers_s", stats_json(st, n, 0));
+    dm_free(st);
+    DM_TRY(dm_stats_reduce(&st, &n, ctx->world, 1));
+    json_object_set_new(r->root, "counters", stats_json(st, n, 1));
+    dm_free(st);
+
+    double peak[DM_MEM_KINDS], maxpeak[DM_MEM_KINDS];
+    for (int k = 0; k < DM_MEM_KINDS; k++) peak[k] = (double)dm_mem_peak(k);
+    if (MPI_Allreduce(peak, maxpeak, DM_MEM_KINDS, MPI_DOUBLE, MPI_MAX, ctx->world) != MPI_SUCCESS)
+        return DM_ERR(DM_ERR_MPI, "MPI_Allreduce of memory peaks failed");
+    json_t *mem = json_object();
+    for (int k = 0; k < DM_MEM_KINDS; k++)
+        json_object_set_new(mem, dm_mem_kind_name(k), json_integer((json_int_t)maxpeak[k]));
+    json_object_set_new(r->root, "peak_memory_bytes_max_over_ranks", mem);
+    return DM_OK;
+}
+
+int dm_report_write(const dm_report *r, const dm_ctx *ctx, const char *path)
+{
+    if (ctx->rank != 0 || !path) return DM_OK;
+    char *s = json_dumps(r->root, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
+    if (!s) return DM_ERR(DM_ERR_NOMEM, "cannot serialise the report");
+    size_t n = strlen(s);
+    char *t = dm_malloc(n + 1);
+    if (!t) {
+        free(s);
+        return DM_ERR_NOMEM;
+    }
+    memcpy(t, s, n);
+    t[n] = '\n';
+    free(s);
+    int rc = dm_write_file_atomic(path, t, n + 1);
+    dm_free(t);
+    return rc;
+}

@@ -1,0 +1,39 @@
+/* The JSON run report (jansson): command line, versions, devices of every rank, ranks, per-stage
+ * timers and counters reduced over ranks (min/avg/max), peak memory, and the command's own
+ * results. Reference: none. Collective where noted; rank 0 writes. */
+#ifndef DM_REPORT_H
+#define DM_REPORT_H
+
+#include <jansson.h>
+
+#include "common/context.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dm_report {
+    json_t *root;    /* owned */
+    json_t *results; /* borrowed from root: the command's own section ("results") */
+} dm_report;
+
+/* Starts a report for `command` with the command line. Not collective. */
+int dm_report_init(dm_report *r, const char *command, int argc, char **argv);
+void dm_report_free(dm_report *r);
+
+/* Collective over ctx->world: adds versions, ranks, devices (gathered), timers, counters and peak
+ * memory (reduced). Call once, at the end of the command, on every rank. */
+int dm_report_collect(dm_report *r, const dm_ctx *ctx);
+/* Rank 0 writes the report atomically to path; other ranks return DM_OK. */
+int dm_report_write(const dm_report *r, const dm_ctx *ctx, const char *path);
+
+/* Collective: an array with one object per rank (rank, host, local_rank, device, gpu,
+ * compute_capability, sms, memory_gb), identical on every rank. NULL on failure. */
+json_t *dm_report_devices(const dm_ctx *ctx);
+/* The versions object (docmine, git, CUDA runtime/driver, MPI library, libraries). */
+json_t *dm_report_versions(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

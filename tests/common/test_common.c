@@ -1,0 +1,266 @@
+/* Unit tests of common/: status messages, counting allocators, the RNG against the Random123
+ * known answers, timers, atomic files, progress formatting, the tuner registry and modes. */
+#include <CUnit/CUnit.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/fileio.h"
+#include "common/log.h"
+#include "common/rng.h"
+#include "common/status.h"
+#include "common/timer.h"
+#include "common/tune/tune.h"
+#include "testutil.h"
+
+static int fails_with_io(void) { return DM_ERR(DM_ERR_IO, "reading %s failed", "x.txt"); }
+static int passes_up(void)
+{
+    DM_TRY(fails_with_io());
+    return DM_OK;
+}
+
+static void test_status_message(void)
+{
+    dm_error_clear();
+    CU_ASSERT_EQUAL(dm_error_code(), DM_OK);
+    CU_ASSERT_STRING_EQUAL(dm_error_message(), "");
+    CU_ASSERT_EQUAL(passes_up(), DM_ERR_IO);
+    CU_ASSERT_EQUAL(dm_error_code(), DM_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "reading x.txt failed"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "DM_ERR_IO"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "test_common.c:"));
+    CU_ASSERT_FALSE(dm_error_is_remote());
+    dm_error_mark_remote();
+    CU_ASSERT_TRUE(dm_error_is_remote());
+    dm_status_set_rank(3);
+    DM_ERR(DM_ERR_MPI, "boom");
+    CU_ASSERT_FALSE(dm_error_is_remote());
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "rank 3"));
+    dm_status_set_rank(-1);
+    CU_ASSERT_STRING_EQUAL(dm_status_name(DM_ERR_FORMAT), "DM_ERR_FORMAT");
+    CU_ASSERT_STRING_EQUAL(dm_status_name(-999), "DM_ERR_UNKNOWN");
+}
+
+static void test_alloc_counts(void)
+{
+    size_t base = dm_mem_current(DM_MEM_HOST), peak0 = dm_mem_peak(DM_MEM_HOST);
+    char *a = dm_malloc(1000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_EQUAL(dm_mem_current(DM_MEM_HOST), base + 1000);
+    memset(a, 7, 1000);
+    a = dm_realloc(a, 5000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_EQUAL(a[999], 7);
+    CU_ASSERT_EQUAL(dm_mem_current(DM_MEM_HOST), base + 5000);
+    CU_ASSERT_TRUE(dm_mem_peak(DM_MEM_HOST) >= base + 5000 && dm_mem_peak(DM_MEM_HOST) >= peak0);
+    int *z = dm_calloc(100, sizeof(int));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(z);
+    int sum = 0;
+    for (int i = 0; i < 100; i++) sum += z[i];
+    CU_ASSERT_EQUAL(sum, 0);
+    dm_free(z);
+    dm_free(a);
+    CU_ASSERT_EQUAL(dm_mem_current(DM_MEM_HOST), base);
+    /* overflowing requests fail with NOMEM instead of wrapping */
+    CU_ASSERT_PTR_NULL(dm_calloc((size_t)-1 / 2, 4));
+    CU_ASSERT_EQUAL(dm_error_code(), DM_ERR_NOMEM);
+    CU_ASSERT_PTR_NULL(dm_malloc((size_t)-1));
+    char *d = dm_strdup("docmine");
+    CU_ASSERT_STRING_EQUAL(d, "docmine");
+    dm_free(d);
+}
+
+static void test_alloc_tracking(void)
+{
+    /* the address -> size map behind pinned/device accounting, through growth and tombstones */
+    size_t base = dm_mem_current(DM_MEM_PINNED);
+    enum { N = 1000 };
+    static char blocks[N];
+    for (int i = 0; i < N; i++) CU_ASSERT_EQUAL(dm_mem_track(DM_MEM_PINNED, &blocks[i], (size_t)i + 1), DM_OK);
+    CU_ASSERT_EQUAL(dm_mem_current(DM_MEM_PINNED), base + (size_t)N * (N + 1) / 2);
+    for (int i = 0; i < N; i += 2) CU_ASSERT_EQUAL(dm_mem_untrack(DM_MEM_PINNED, &blocks[i]), (size_t)i + 1);
+    CU_ASSERT_EQUAL(dm_mem_untrack(DM_MEM_PINNED, &blocks[0]), 0);     /* already gone */
+    CU_ASSERT_EQUAL(dm_mem_untrack(DM_MEM_DEVICE, &blocks[1]), 0);     /* other kind */
+    for (int i = 1; i < N; i += 2) CU_ASSERT_EQUAL(dm_mem_untrack(DM_MEM_PINNED, &blocks[i]), (size_t)i + 1);
+    CU_ASSERT_EQUAL(dm_mem_current(DM_MEM_PINNED), base);
+    CU_ASSERT_TRUE(dm_mem_peak(DM_MEM_PINNED) >= base + (size_t)N * (N + 1) / 2);
+}
+
+static void test_rng_known_answers(void)
+{
+    /* Random123 kat_vectors, philox4x32 with 10 rounds */
+    struct {
+        uint32_t ctr[4], key[2], out[4];
+    } kat[] = {
+        {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+        {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+         {0xffffffff, 0xffffffff},
+         {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+        {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+         {0xa4093822, 0x299f31d0},
+         {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+    };
+    for (size_t i = 0; i < sizeof kat / sizeof kat[0]; i++) {
+        dm_philox4 c = {{kat[i].ctr[0], kat[i].ctr[1], kat[i].ctr[2], kat[i].ctr[3]}};
+        dm_philox4 r = dm_philox4x32_10(c, kat[i].key[0], kat[i].key[1]);
+        for (int j = 0; j < 4; j++) CU_ASSERT_EQUAL(r.v[j], kat[i].out[j]);
+    }
+}
+
+static void test_rng_streams(void)
+{
+    /* keyed streams: deterministic, distinct per id and seed, uniform in [0,1) */
+    CU_ASSERT_EQUAL(dm_rng_u64(1, 2, 3), dm_rng_u64(1, 2, 3));
+    CU_ASSERT_NOT_EQUAL(dm_rng_u64(1, 2, 3), dm_rng_u64(1, 3, 3));
+    CU_ASSERT_NOT_EQUAL(dm_rng_u64(1, 2, 3), dm_rng_u64(2, 2, 3));
+    CU_ASSERT_NOT_EQUAL(dm_rng_u64(1, 2, 3), dm_rng_u64(1, 2, 4));
+    enum { N = 200000, B = 10 };
+    int hist[B] = {0};
+    double mean = 0;
+    for (int i = 0; i < N; i++) {
+        double u = dm_rng_uniform(42, (uint64_t)i, 0);
+        CU_ASSERT_TRUE_FATAL(u >= 0.0 && u < 1.0);
+        hist[(int)(u * B)]++;
+        mean += u;
+    }
+    mean /= N;
+    CU_ASSERT_DOUBLE_EQUAL(mean, 0.5, 0.005);
+    double chi2 = 0, e = (double)N / B;
+    for (int b = 0; b < B; b++) chi2 += (hist[b] - e) * (hist[b] - e) / e;
+    CU_ASSERT_TRUE(chi2 < 27.9); /* 9 degrees of freedom, p = 0.001 */
+}
+
+static void test_timers(void)
+{
+    dm_timers_reset();
+    dm_timer_start("t.a");
+    usleep(20000);
+    dm_timer_stop("t.a");
+    dm_timer_start("t.a");
+    dm_timer_stop("t.a");
+    double a = dm_timer_get("t.a");
+    CU_ASSERT_TRUE(a >= 0.019 && a < 1.0);
+    dm_timer_add("t.b", 2.5);
+    CU_ASSERT_DOUBLE_EQUAL(dm_timer_get("t.b"), 2.5, 1e-12);
+    dm_counter_add("c.docs", 5);
+    dm_counter_add("c.docs", 7);
+    CU_ASSERT_EQUAL(dm_counter_get("c.docs"), 12);
+    CU_ASSERT_EQUAL(dm_counter_get("c.none"), 0);
+    dm_timers_reset();
+    CU_ASSERT_EQUAL(dm_counter_get("c.docs"), 0);
+}
+
+static void test_atomic_files(void)
+{
+    char dir[256], path[1024], sub[512];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dm_test_tmpdir(dir, sizeof dir));
+    snprintf(sub, sizeof sub, "%s/a/b/c", dir);
+    CU_ASSERT_EQUAL(dm_mkdirs(sub), DM_OK);
+    CU_ASSERT_EQUAL(dm_mkdirs(sub), DM_OK); /* idempotent */
+    snprintf(path, sizeof path, "%s/out.txt", sub);
+    CU_ASSERT_EQUAL(dm_write_file_atomic(path, "hello\n", 6), DM_OK);
+    FILE *f = fopen(path, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char buf[16] = {0};
+    CU_ASSERT_EQUAL(fread(buf, 1, sizeof buf, f), 6);
+    fclose(f);
+    CU_ASSERT_STRING_EQUAL(buf, "hello\n");
+    /* an abandoned file leaves neither the final nor the temporary name */
+    dm_atomic_file af;
+    snprintf(path, sizeof path, "%s/abandoned.txt", sub);
+    CU_ASSERT_EQUAL(dm_atomic_open(&af, path), DM_OK);
+    fputs("partial", af.fp);
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", af.tmp);
+    dm_atomic_abort(&af);
+    CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
+    CU_ASSERT_NOT_EQUAL(access(tmp, F_OK), 0);
+    /* a directory that does not exist is an IO error naming the file */
+    snprintf(path, sizeof path, "%s/missing/x.txt", dir);
+    CU_ASSERT_EQUAL(dm_write_file_atomic(path, "x", 1), DM_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "missing/x.txt"));
+    /* a regular file in the way of mkdirs */
+    snprintf(path, sizeof path, "%s/a/b/c/out.txt/deeper", dir);
+    CU_ASSERT_EQUAL(dm_mkdirs(path), DM_ERR_IO);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
+static void test_progress_format(void)
+{
+    char line[256];
+    dm_progress_format(line, sizeof line, "read", "docs", 250, 1000, 5.0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "250/1000"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "25.0%"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "50 docs/s"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "ETA 15s"));
+    dm_progress_format(line, sizeof line, "read", "docs", 10, 0, 2.0); /* unknown total */
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "5 docs/s"));
+    CU_ASSERT_PTR_NULL(strstr(line, "ETA"));
+    /* not a terminal and not forced: the progress line stays off */
+    dm_progress p;
+    dm_progress_force(0);
+    if (!isatty(2)) {
+        dm_progress_begin(&p, "x", "y", 10);
+        CU_ASSERT_FALSE(p.enabled);
+    }
+}
+
+static int fake_launch(const void *args, size_t n, void *stream) { return DM_OK; }
+
+static void test_tune_registry(void)
+{
+    static const dm_tune_instance inst[] = {
+        {{128, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0},
+        {{256, 4, 1, DM_LAYOUT_TILED, 8}, fake_launch, NULL, 0},
+    };
+    static const dm_tune_kernel k = {.name = "test.fake", .instances = inst, .n_instances = 2, .default_instance = 1};
+    static const dm_tune_kernel bad = {.name = "test.bad", .instances = inst, .n_instances = 2, .default_instance = 2};
+    CU_ASSERT_EQUAL(dm_tune_register(&k), DM_OK);
+    CU_ASSERT_EQUAL(dm_tune_register(&k), DM_OK); /* idempotent */
+    CU_ASSERT_EQUAL(dm_tune_register(&bad), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_EQUAL(dm_tune_kernel_find("test.fake"), &k);
+    CU_ASSERT_PTR_NULL(dm_tune_kernel_find("test.bad"));
+    /* mode off: the declared default */
+    dm_tune_set_mode(DM_TUNE_OFF);
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&k, 12345), &inst[1]);
+    char buf[128];
+    CU_ASSERT_STRING_EQUAL(dm_tune_policy_str(&inst[1].policy, buf, sizeof buf), "block=256 rake=4 strided layout=tiled:8");
+    int m = -1;
+    CU_ASSERT_EQUAL(dm_tune_mode_parse("exhaustive", &m), DM_OK);
+    CU_ASSERT_EQUAL(m, DM_TUNE_EXHAUSTIVE);
+    CU_ASSERT_EQUAL(dm_tune_mode_parse("fast", &m), DM_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(dm_tune_set_mode(9), DM_ERR_INVALID_ARG);
+    setenv("DOCMINE_TUNING_DB", "/tmp/x/tuning.tsv", 1);
+    CU_ASSERT_STRING_EQUAL(dm_tune_db_path(), "/tmp/x/tuning.tsv");
+    dm_tune_set_db_path("/y/db.tsv");
+    CU_ASSERT_STRING_EQUAL(dm_tune_db_path(), "/y/db.tsv");
+    dm_tune_set_db_path(NULL);
+    unsetenv("DOCMINE_TUNING_DB");
+    setenv("XDG_CACHE_HOME", "/cache", 1);
+    CU_ASSERT_STRING_EQUAL(dm_tune_db_path(), "/cache/docmine/tuning.tsv");
+}
+
+int main(void)
+{
+    CU_TestInfo t_common[] = {
+        {"status messages and DM_TRY", test_status_message},
+        {"host allocation counting", test_alloc_counts},
+        {"pinned/device size tracking", test_alloc_tracking},
+        {"philox known answers", test_rng_known_answers},
+        {"keyed random streams", test_rng_streams},
+        {"timers and counters", test_timers},
+        {"atomic files and mkdirs", test_atomic_files},
+        {"progress line", test_progress_format},
+        {"tuner registry and modes", test_tune_registry},
+        CU_TEST_INFO_NULL,
+    };
+    CU_SuiteInfo suites[] = {{"common", NULL, NULL, NULL, NULL, t_common}, CU_SUITE_INFO_NULL};
+    return dm_test_run(suites);
+}

@@ -1,0 +1,137 @@
+/* MPI tests of common/ (mpiexec -n 1, 2, 4; CPU backend): the run context, agreement on
+ * errors, timers and counters reduced over ranks, and the collected run report. */
+#include <CUnit/CUnit.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/context.h"
+#include "common/report.h"
+#include "common/status.h"
+#include "common/timer.h"
+#include "testutil.h"
+
+static dm_ctx g_ctx;
+
+static int setup(void)
+{
+    dm_ctx_options o = DM_CTX_OPTIONS_INIT;
+    o.backend = DM_BACKEND_CPU;
+    o.quiet = 1;
+    return dm_ctx_init(&g_ctx, &o) == DM_OK ? 0 : 1;
+}
+static int teardown(void)
+{
+    dm_ctx_free(&g_ctx);
+    return 0;
+}
+
+static void test_context(void)
+{
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    CU_ASSERT_EQUAL(g_ctx.size, size);
+    CU_ASSERT_EQUAL(g_ctx.backend, DM_BACKEND_CPU);
+    CU_ASSERT_EQUAL(g_ctx.device, -1);
+    /* all ranks of a test run share one node: local ranks are 0..size-1 */
+    CU_ASSERT_EQUAL(g_ctx.local_size, size);
+    int sum = 0;
+    MPI_Allreduce(&g_ctx.local_rank, &sum, 1, MPI_INT, MPI_SUM, g_ctx.world);
+    CU_ASSERT_EQUAL(sum, size * (size - 1) / 2);
+}
+
+static void test_agree(void)
+{
+    /* the last rank fails; every rank must learn it, the others marked as remote */
+    int mine = g_ctx.rank == g_ctx.size - 1 ? DM_ERR(DM_ERR_FORMAT, "bad record") : DM_OK;
+    int rc = dm_ctx_agree(&g_ctx, mine);
+    CU_ASSERT_EQUAL(rc, DM_ERR_FORMAT);
+    if (g_ctx.rank == g_ctx.size - 1) {
+        CU_ASSERT_FALSE(dm_error_is_remote());
+    } else {
+        CU_ASSERT_TRUE(dm_error_is_remote());
+    }
+    CU_ASSERT_EQUAL(dm_ctx_agree(&g_ctx, DM_OK), DM_OK);
+}
+
+static void test_stats_reduce(void)
+{
+    dm_timers_reset();
+    int r = g_ctx.rank, p = g_ctx.size;
+    dm_timer_add("stage.all", 1.0 + r);               /* every rank */
+    if (r == p - 1) dm_timer_add("stage.last", 4.0);  /* only the last rank */
+    dm_counter_add("docs", 10 * (r + 1));
+    dm_stat *st;
+    int n;
+    CU_ASSERT_EQUAL_FATAL(dm_stats_reduce(&st, &n, g_ctx.world, 0), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(n, 2);
+    CU_ASSERT_STRING_EQUAL(st[0].name, "stage.all"); /* sorted by name */
+    CU_ASSERT_DOUBLE_EQUAL(st[0].min, 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(st[0].max, (double)p, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(st[0].avg, (1.0 + p) / 2.0, 1e-12);
+    CU_ASSERT_EQUAL(st[0].calls, p);
+    CU_ASSERT_STRING_EQUAL(st[1].name, "stage.last");
+    CU_ASSERT_DOUBLE_EQUAL(st[1].max, 4.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(st[1].min, p > 1 ? 0.0 : 4.0, 1e-12);
+    dm_free(st);
+    CU_ASSERT_EQUAL_FATAL(dm_stats_reduce(&st, &n, g_ctx.world, 1), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(n, 1);
+    CU_ASSERT_DOUBLE_EQUAL(st[0].sum, 10.0 * p * (p + 1) / 2, 1e-9);
+    dm_free(st);
+}
+
+static void test_report(void)
+{
+    dm_timers_reset();
+    dm_timer_add("read", 0.5 * (g_ctx.rank + 1));
+    dm_counter_add("skipped.empty", 1);
+    char *argv[] = {"docmine", "info"};
+    dm_report rep;
+    CU_ASSERT_EQUAL_FATAL(dm_report_init(&rep, "info", 2, argv), DM_OK);
+    json_object_set_new(rep.results, "answer", json_integer(42));
+    char *buf = dm_malloc(1000);
+    CU_ASSERT_EQUAL(dm_report_collect(&rep, &g_ctx), DM_OK);
+    dm_free(buf);
+    char dir[256] = "", path[300] = "";
+    if (g_ctx.rank == 0) CU_ASSERT_PTR_NOT_NULL_FATAL(dm_test_tmpdir(dir, sizeof dir));
+    MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, g_ctx.world);
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    CU_ASSERT_EQUAL(dm_report_write(&rep, &g_ctx, path), DM_OK);
+    dm_report_free(&rep);
+    MPI_Barrier(g_ctx.world);
+    if (g_ctx.rank == 0) {
+        json_error_t err;
+        json_t *j = json_load_file(path, 0, &err);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(j, "results"), "answer")), 42);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "ranks")), g_ctx.size);
+        CU_ASSERT_EQUAL(json_array_size(json_object_get(j, "devices")), (size_t)g_ctx.size);
+        json_t *rd = json_object_get(json_object_get(j, "timers_s"), "read");
+        CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(rd, "max")), 0.5 * g_ctx.size, 1e-9);
+        CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(rd, "min")), 0.5, 1e-9);
+        json_t *c = json_object_get(json_object_get(j, "counters"), "skipped.empty");
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(c, "sum")), g_ctx.size);
+        json_t *mem = json_object_get(j, "peak_memory_bytes_max_over_ranks");
+        CU_ASSERT_TRUE(json_integer_value(json_object_get(mem, "host")) >= 1000);
+        CU_ASSERT_PTR_NOT_NULL(json_string_value(json_object_get(json_object_get(j, "versions"), "mpi")));
+        json_decref(j);
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        CU_ASSERT_EQUAL(system(cmd), 0);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    CU_TestInfo t[] = {
+        {"context and node-local ranks", test_context},
+        {"errors agreed over ranks", test_agree},
+        {"timers reduced over ranks", test_stats_reduce},
+        {"run report", test_report},
+        CU_TEST_INFO_NULL,
+    };
+    CU_SuiteInfo suites[] = {{"common-mpi", setup, teardown, NULL, NULL, t}, CU_SUITE_INFO_NULL};
+    return dm_test_run_mpi(argc, argv, suites);
+}
