@@ -655,12 +655,12 @@ int dm_sc_stream_read(float *out, const dm_sc_options *o, long first, long count
     return rc;
 }
 
-void dm_sc_hash_vectors(float *out, const int64_t *indptr, const uint32_t *terms,
+void dm_sc_hash_vectors(float *out, const uint64_t *row_off, const uint32_t *terms,
                         const float *values, long n_docs, int dim)
 {
     memset(out, 0, (size_t)n_docs * (size_t)dim * sizeof(float));
     for (long d = 0; d < n_docs; d++) {
-        for (int64_t j = indptr[d]; j < indptr[d + 1]; j++) {
+        for (uint64_t j = row_off[d]; j < row_off[d + 1]; j++) {
             uint64_t h = (uint64_t)terms[j] + 0x9E3779B97F4A7C15ULL; /* splitmix64 */
             h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ULL;
             h = (h ^ (h >> 27)) * 0x94D049BB133111EBULL;

@@ -192,7 +192,7 @@ int dm_sc_stream_read(float *out, const dm_sc_options *o, long first, long count
 
 /* Signed feature hashing of sparse document vectors into dim dense dimensions: dimension
  * h(term) mod dim, sign from another bit of h (Weinberger et al.). out: n_docs x dim, zeroed here. */
-void dm_sc_hash_vectors(float *out, const int64_t *indptr, const uint32_t *terms,
+void dm_sc_hash_vectors(float *out, const uint64_t *row_off, const uint32_t *terms,
                         const float *values, long n_docs, int dim);
 
 /* Tests and benchmarks: the number of compiled instances of the gain kernel, a description of

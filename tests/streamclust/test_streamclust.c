@@ -390,11 +390,11 @@ static void test_bad_input(void)
 
 static void test_hash_vectors(void)
 {
-    int64_t indptr[] = {0, 2, 3};
+    uint64_t row_off[] = {0, 2, 3};
     uint32_t terms[] = {17, 99, 17};
     float vals[] = {0.5f, 0.25f, 2.0f};
     float out[2 * 16];
-    dm_sc_hash_vectors(out, indptr, terms, vals, 2, 16);
+    dm_sc_hash_vectors(out, row_off, terms, vals, 2, 16);
     double s0 = 0, s1 = 0;
     int nz1 = 0;
     for (int d = 0; d < 16; d++) {
