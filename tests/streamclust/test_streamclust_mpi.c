@@ -79,8 +79,32 @@ static void run_case(long n, long chunk, int dim, long kmin, long kmax)
 static void test_mpi_small(void) { run_case(6000, 1000, 8, 5, 10); }
 static void test_mpi_one_chunk_per_rank(void) { run_case(4099, 4099, 5, 4, 8); }
 
+/* CLUSTERSIZE too small for the centres kept: every rank fails cleanly (no hang), the ranks that
+ * overflowed say so. */
+static void test_mpi_clustersize_too_small(void)
+{
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.kmin = 5;
+    o.kmax = 10;
+    o.dim = 4;
+    o.n = 6000;
+    o.chunksize = 300; /* >= 5 chunks per rank on up to 4 ranks, >= 5 centres each */
+    o.clustersize = 10;
+    o.backend = DM_SC_CPU;
+    dm_sc_result r;
+    int rc = dm_sc_run(&r, &o, NULL);
+    CU_ASSERT(rc < 0);
+    CU_ASSERT(rc == DM_ERR_INVALID_ARG || rc == DM_ERR_MPI);
+    if (rc == DM_ERR_INVALID_ARG) CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "CLUSTERSIZE"));
+    int mine = rc == DM_ERR_INVALID_ARG, any = 0;
+    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    CU_ASSERT_EQUAL(any, 1);
+    dm_sc_result_free(&r);
+}
+
 static CU_TestInfo tests[] = {
     {"mpi_small", test_mpi_small},
+    {"mpi_clustersize_too_small", test_mpi_clustersize_too_small},
     {"mpi_one_chunk_per_rank", test_mpi_one_chunk_per_rank},
     CU_TEST_INFO_NULL,
 };
