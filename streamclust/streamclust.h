@@ -4,8 +4,8 @@
  * a backend-neutral driver (streamclust.c), the CPU reference (streamclust_cpu.c) and the CUDA
  * backend (streamclust_cuda.cu). Reference: Rodinia 3.1 cuda/streamcluster (streamcluster_cuda_cpu.cpp,
  * streamcluster_cuda.cu, streamcluster_header.cu) and PARSEC 2.1 streamcluster.cpp.
- * Plain C11: no CUDA types cross this header. See DESIGN.md section 7 and streamclust/README in the
- * comments of streamclust.c for the documented differences from Rodinia.
+ * Plain C11: no CUDA types cross this header. See DESIGN.md section 7, and the comment at the top
+ * of streamclust.c for the documented differences from Rodinia.
  *
  * Exactness: every sum that decides whether a centre opens or closes (the per-centre "lower" sums
  * and the cost of opening x in gain) is accumulated in 64-bit fixed point with a per-chunk scale
