@@ -6,14 +6,16 @@
 #include "common/tune/copy.h"
 #include "common/tune/tune.h"
 
-/* Registrars of other modules (CUDA builds only), e.g.
- * int dm_streamclust_tune_register(void); */
+/* Registrars of other modules (CUDA builds only). */
+#if DM_HAVE_CUDA
+int dm_sc_tune_register(void);
+#endif
 
 int dm_tune_register_all(void)
 {
     DM_TRY(dm_copy_tune_register());
 #if DM_HAVE_CUDA
-    /* DM_TRY(dm_streamclust_tune_register()); */
+    DM_TRY(dm_sc_tune_register());
 #endif
     return DM_OK;
 }
