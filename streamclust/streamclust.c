@@ -231,9 +231,12 @@ int dm_sc_engine_load(dm_sc_engine *e, long num)
                           (double)p->weight[i]);
         w += p->weight[i];
     }
-    if (!isfinite(w * diam2 * 2.0) || w * diam2 > 1e300)
-        return DM_ERR(DM_ERR_FORMAT, "streamclust: coordinates too large (weighted diameter %g)",
-                      w * diam2);
+    /* squared distances and weighted costs are floats: keep them finite */
+    if (!(diam2 < 1e36) || !(w * diam2 < 1e37))
+        return DM_ERR(DM_ERR_FORMAT,
+                      "streamclust: coordinates too large for float distances (squared diameter "
+                      "%g, total weight %g)",
+                      diam2, w);
     e->scale = dm_sc_fix_scale(w, diam2, &e->scale_s);
     memset(e->is_center, 0, (size_t)num);
     e->host_valid = 1;
@@ -497,6 +500,13 @@ static int sc_local_search(dm_sc_local_result *res, dm_sc_engine *e, long kmin, 
     int rc = dm_sc_selectfeasible(feasible, &numfeasible, p, kmin, rng);
     dm_timer_stop("streamclust.select_feasible");
     if (rc == DM_OK) rc = sc_set_centers_from_assign(e);
+    if (rc == DM_OK) {
+        /* every centre speedy opened keeps itself (cost 0, strict < elsewhere): the centre set
+         * of the assignments has exactly k members, which gain relies on */
+        long kc = 0;
+        for (long j = 0; j < n; j++) kc += e->is_center[j] != 0;
+        DM_ASSERT(kc == k);
+    }
     const long iter = (long)((float)(DM_SC_ITER * kmax) * logf((float)kmax));
     while (rc == DM_OK && !speedy_gave_up) {
         rc = sc_fl(&cost, e, feasible, numfeasible, z, &k, iter, 0.1f, rng);
