@@ -213,18 +213,27 @@ int dm_sc_engine_load(dm_sc_engine *e, long num)
     p->num = num;
     const int dim = p->dim;
     double w = 0.0, diam2 = 0.0;
+    float *lo = malloc(2 * (size_t)dim * sizeof(float)), *hi = lo + dim;
+    if (!lo) return DM_ERR(DM_ERR_NOMEM, "streamclust: load");
     for (int d = 0; d < dim; d++) {
-        float lo = INFINITY, hi = -INFINITY;
-        for (long i = 0; i < num; i++) {
-            float v = dm_sc_point_coord(p, i)[d];
-            if (!isfinite(v))
+        lo[d] = INFINITY;
+        hi[d] = -INFINITY;
+    }
+    for (long i = 0; i < num; i++) { /* row by row: the bounding box and finiteness */
+        const float *row = dm_sc_point_coord(p, i);
+        for (int d = 0; d < dim; d++) {
+            float v = row[d];
+            if (!isfinite(v)) {
+                free(lo);
                 return DM_ERR(DM_ERR_FORMAT, "streamclust: coordinate %d of point %ld is not finite",
                               d, p->id[i]);
-            lo = v < lo ? v : lo;
-            hi = v > hi ? v : hi;
+            }
+            lo[d] = v < lo[d] ? v : lo[d];
+            hi[d] = v > hi[d] ? v : hi[d];
         }
-        diam2 += ((double)hi - lo) * ((double)hi - lo);
     }
+    for (int d = 0; d < dim; d++) diam2 += ((double)hi[d] - lo[d]) * ((double)hi[d] - lo[d]);
+    free(lo);
     for (long i = 0; i < num; i++) {
         if (!isfinite(p->weight[i]) || p->weight[i] < 0.0f)
             return DM_ERR(DM_ERR_FORMAT, "streamclust: weight of point %ld is %g", p->id[i],
