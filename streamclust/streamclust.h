@@ -150,9 +150,9 @@ typedef struct dm_sc_options {
     long clustersize;    /* room for the centres kept from all chunks */
     const char *input;   /* binary file of float[dim] records, NULL = Rodinia's generator */
     int backend;         /* DM_SC_CPU / DM_SC_CUDA */
-    int keep_points;     /* 1: keep nothing extra (reserved) */
 } dm_sc_options;
-#define DM_SC_OPTIONS_INIT {10, 20, 256, 65536, 65536, 1000, NULL, DM_SC_CPU, 0}
+/* Rodinia's default run `10 20 256 65536 65536 1000` on the generator, CPU backend */
+#define DM_SC_OPTIONS_INIT {10, 20, 256, 65536, 65536, 1000, NULL, DM_SC_CPU}
 
 /* Validates the options against each other and against the input file: KMIN > KMAX, KMIN < 1,
  * DIM < 1, CHUNKSIZE < 1, CLUSTERSIZE < KMAX, N < 0, N == 0 without input, a file whose size is
