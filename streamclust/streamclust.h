@@ -160,7 +160,7 @@ typedef struct dm_sc_options {
  * the number of points of the stream. Messages name the file. */
 int dm_sc_options_check(long *n_total, const dm_sc_options *o);
 
-/* The result of a run, on rank 0 (centres, cost) and on every rank (its points' labels). */
+/* The result of a run: the final centres and the total cost on every rank, plus each rank's labels. */
 typedef struct dm_sc_result {
     long k;              /* final centres */
     int dim;
@@ -170,7 +170,7 @@ typedef struct dm_sc_result {
     long n_local, first_local; /* this rank's points: [first_local, first_local + n_local) */
     int *labels;         /* n_local: nearest final centre of each of this rank's points */
     double total_cost;   /* sum over all points of the squared distance to its centre (all ranks) */
-    double chunk_cost_first; /* pkmedian cost of the first chunk of rank 0 (Rodinia's figure) */
+    double chunk_cost_first; /* pkmedian cost of this rank's first chunk (Rodinia's figure) */
     long chunks;         /* chunks clustered on this rank */
     long kept;           /* centres kept before the final clustering (all ranks) */
     int gave_up;         /* any local search gave up (all ranks) */
