@@ -37,7 +37,7 @@ ctest --test-dir $b -L gpu --output-on-failure > $logs/ctest-gpu.log 2>&1
 row "ctest -L gpu" "$(grep -E 'tests passed|tests failed' $logs/ctest-gpu.log | tail -1)"
 cat $logs/ctest-gpu.log | tail -25
 echo "== ctest (all labels)"
-ctest --test-dir $b -j 8 --timeout 180 --output-on-failure > "$out/ctest-all.log" 2>&1
+OMP_NUM_THREADS=2 ctest --test-dir $b -j 8 --timeout 180 --output-on-failure > "$out/ctest-all.log" 2>&1
 row "ctest (all)" "$(grep -E 'tests passed|tests failed' "$out/ctest-all.log" | tail -1)"
 grep -E 'Failed|\*\*\*|Timeout' "$out/ctest-all.log" | head -20
 if [ "$quick" != "--quick" ]; then

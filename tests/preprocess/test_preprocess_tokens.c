@@ -150,11 +150,11 @@ static void test_token_rules(void)
     dm_tok_result r;
     char *n, s[4096];
     char text[600];
-    memset(text, 'z', sizeof(text));
     strcpy(text, "The 1987 prices of x crude-oil rose 12.5% in Q3 ");
-    memset(text + strlen(text), 'k', 65); /* 65 bytes: too long */
-    strcpy(text + strlen(text), " and 64 ");
     size_t k = strlen(text);
+    memset(text + k, 'k', 65); /* 65 bytes: too long */
+    strcpy(text + k + 65, " and 64 ");
+    k = strlen(text);
     memset(text + k, 'm', 64); /* exactly 64: kept */
     strcpy(text + k + 64, " end");
     tok1(&r, text, &stop, &o, &n);
