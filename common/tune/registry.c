@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
 #include "common/tune/tune_db.h"
@@ -31,9 +32,7 @@ void dm_tune_warn(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    int rank = dm_status_rank();
-    if (rank >= 0) fprintf(stderr, "docmine[%d]: warning: tune: %s\n", rank, msg);
-    else fprintf(stderr, "docmine: warning: tune: %s\n", msg);
+    dm_log_warn("tune: %s", msg);
 }
 
 double dm_tune_now(void)

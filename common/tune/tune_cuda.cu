@@ -11,7 +11,7 @@
 
 #include "common/status.h"
 #include "common/tune/tune.h"
-#include "common/tune/tune_cuda.cuh"
+#include "common/cuda_check.h"
 #include "common/tune/tune_gpu.h"
 #include "common/tune/tune_model.h"
 
@@ -22,9 +22,9 @@ extern "C" int dm_tune_gpu_current(dm_tune_gpu *out)
         cudaGetLastError(); /* clear the sticky "no device" error */
         return DM_ERR(DM_ERR_NO_DEVICE, "tune: no CUDA device");
     }
-    DM_TUNE_CUDA(cudaGetDevice(&dev));
+    DM_CUDA_TRY(cudaGetDevice(&dev));
     cudaDeviceProp p;
-    DM_TUNE_CUDA(cudaGetDeviceProperties(&p, dev));
+    DM_CUDA_TRY(cudaGetDeviceProperties(&p, dev));
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%.*s", (int)sizeof out->name - 1, p.name);
     out->cc = p.major * 10 + p.minor;
@@ -47,14 +47,14 @@ extern "C" int dm_tune_gpu_attributes(dm_tune_attr *out, const dm_tune_instance 
         return DM_OK; /* no function to ask: the model estimates */
     }
     cudaFuncAttributes a;
-    DM_TUNE_CUDA(cudaFuncGetAttributes(&a, inst->func));
+    DM_CUDA_TRY(cudaFuncGetAttributes(&a, inst->func));
     out->regs_per_thread = a.numRegs;
     out->smem_static = a.sharedSizeBytes;
     out->smem_dynamic = inst->smem_per_block;
     out->max_threads_per_block = a.maxThreadsPerBlock;
     if (inst->policy.block <= a.maxThreadsPerBlock) {
         int blocks = 0;
-        DM_TUNE_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        DM_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
             &blocks, inst->func, inst->policy.block, inst->smem_per_block));
         out->active_blocks_per_sm = blocks;
     } else {
@@ -117,12 +117,12 @@ int ensure_state(cuda_ctx *c, size_t n)
 
 int timed_batch(cuda_ctx *c, const dm_tune_instance *inst, int batch, double *ms)
 {
-    DM_TUNE_CUDA(cudaEventRecord(c->start, c->stream));
+    DM_CUDA_TRY(cudaEventRecord(c->start, c->stream));
     for (int b = 0; b < batch; b++) DM_TRY(c->k->bench_run(c->state, inst, c->stream));
-    DM_TUNE_CUDA(cudaEventRecord(c->stop, c->stream));
-    DM_TUNE_CUDA(cudaEventSynchronize(c->stop));
+    DM_CUDA_TRY(cudaEventRecord(c->stop, c->stream));
+    DM_CUDA_TRY(cudaEventSynchronize(c->stop));
     float f = 0.0f;
-    DM_TUNE_CUDA(cudaEventElapsedTime(&f, c->start, c->stop));
+    DM_CUDA_TRY(cudaEventElapsedTime(&f, c->start, c->stop));
     *ms = (double)f / batch;
     return DM_OK;
 }
@@ -210,7 +210,7 @@ extern "C" int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t 
     memset(&c, 0, sizeof c);
     c.k = k;
     c.opt = opt;
-    DM_TUNE_CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+    DM_CUDA_TRY(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
     int rc = DM_OK;
     cudaError_t e;
     if ((e = cudaEventCreate(&c.start)) != cudaSuccess || (e = cudaEventCreate(&c.stop)) != cudaSuccess)
