@@ -355,17 +355,6 @@ static int model_choice(const dm_tune_kernel *k, size_t n, const dm_tune_gpu *gp
     return best;
 }
 
-/* Key lock file: PATH.<hash>.tuning (O_EXCL). Returns an fd-less token: 1 taken, 0 busy. */
-static void key_lock_path(char *buf, size_t len, const char *db, const dm_tune_kernel *k,
-                          const dm_tune_gpu *gpu, int wc)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a of the key */
-    char key[512];
-    snprintf(key, sizeof key, "%s\t%s\t%d\t%d", k->name, gpu->name, gpu->cc, wc);
-    for (const char *p = key; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    snprintf(buf, len, "%s.%016llx.tuning", db, (unsigned long long)h);
-}
-
 static int key_lock_take(const char *lock)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -392,7 +381,7 @@ static int tune_or_wait(const dm_tune_kernel *k, size_t n, int wc, int mode, con
                         const char *db)
 {
     char lock[PATH_MAX + 64];
-    key_lock_path(lock, sizeof lock, db, k, gpu, wc);
+    dm_tune_db_key_lock_path(lock, sizeof lock, db, k->name, gpu->name, gpu->cc, wc);
     if (dm_tune_db_mkdirs(db) != DM_OK) {
         dm_tune_warn("%s", dm_error_message());
         return k->default_instance;
@@ -439,6 +428,19 @@ static int tune_or_wait(const dm_tune_kernel *k, size_t n, int wc, int mode, con
         }
         sleep_s(0.2);
     }
+}
+
+void dm_tune_override_gpu(const dm_tune_gpu *gpu)
+{
+    pthread_mutex_lock(&g_lock);
+    if (gpu) {
+        g_gpu = *gpu;
+        g_gpu_known = 1;
+    } else {
+        g_gpu_known = 0;
+    }
+    g_n_cache = 0;
+    pthread_mutex_unlock(&g_lock);
 }
 
 const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n)

@@ -43,6 +43,7 @@ extern "C" int dm_tune_gpu_attributes(dm_tune_attr *out, const dm_tune_instance 
     memset(out, 0, sizeof *out);
     out->active_blocks_per_sm = -1;
     if (!inst->func) {
+        out->smem_dynamic = inst->smem_per_block;
         out->max_threads_per_block = 1024;
         return DM_OK; /* no function to ask: the model estimates */
     }
@@ -155,8 +156,9 @@ int fresh_output(cuda_ctx *c, int i, size_t n, unsigned char **out, size_t *byte
     *out = NULL;
     DM_TRY(create_timed(c, &st, n));
     int rc = c->k->bench_run(st, &c->k->instances[i], c->stream);
-    if (rc == DM_OK && cudaStreamSynchronize(c->stream) != cudaSuccess)
-        rc = DM_ERR(DM_ERR_CUDA, "tune: %s: %s", c->k->name, cudaGetErrorString(cudaGetLastError()));
+    cudaError_t e = rc == DM_OK ? cudaStreamSynchronize(c->stream) : cudaSuccess;
+    if (e != cudaSuccess)
+        rc = DM_ERR(DM_ERR_CUDA, "tune: %s instance %d: %s", c->k->name, i, cudaGetErrorString(e));
     if (rc == DM_OK) rc = c->k->bench_output(st, NULL, bytes);
     if (rc == DM_OK) {
         *out = static_cast<unsigned char *>(malloc(*bytes ? *bytes : 1));
