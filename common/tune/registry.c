@@ -52,6 +52,12 @@ static void sleep_s(double s)
 
 /* ---- registry ----------------------------------------------------------------------------------- */
 
+static int policy_equal(const dm_tune_policy *a, const dm_tune_policy *b)
+{
+    return a->block == b->block && a->rake == b->rake && a->strided == b->strided &&
+           a->layout == b->layout && a->tile == b->tile;
+}
+
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static const dm_tune_kernel *g_kernels[DM_TUNE_MAX_KERNELS];
 static int g_n_kernels;
@@ -62,10 +68,26 @@ int dm_tune_register(const dm_tune_kernel *k)
         k->default_instance < 0 || k->default_instance >= k->n_instances)
         return DM_ERR(DM_ERR_INVALID_ARG, "tune: kernel %s: name, instances and default required",
                       k && k->name ? k->name : "(null)");
-    for (int i = 0; i < k->n_instances; i++)
-        if (!k->instances[i].launch)
+    for (int i = 0; i < k->n_instances; i++) {
+        const dm_tune_instance *in = &k->instances[i];
+        const dm_tune_policy *p = &in->policy;
+        if (!in->launch)
             return DM_ERR(DM_ERR_INVALID_ARG, "tune: kernel %s: instance %d has no launcher",
                           k->name, i);
+        /* the validity rule of a space: threads a multiple of 32 and <= 1024, rake >= 1, a known
+         * layout, a tile size exactly for the tiled layout (shared memory is checked against the
+         * device by the model) */
+        if (p->block < 32 || p->block > 1024 || p->block % 32 || p->rake < 1 ||
+            p->strided < 0 || p->strided > 1 || p->layout < DM_LAYOUT_NONE ||
+            p->layout > DM_LAYOUT_TILED || (p->layout == DM_LAYOUT_TILED) != (p->tile > 0))
+            return DM_ERR(DM_ERR_INVALID_ARG, "tune: kernel %s: instance %d has an invalid policy "
+                          "(block %d, rake %d, strided %d, layout %d, tile %d)",
+                          k->name, i, p->block, p->rake, p->strided, p->layout, p->tile);
+        for (int j = 0; j < i; j++)
+            if (policy_equal(&k->instances[j].policy, p))
+                return DM_ERR(DM_ERR_INVALID_ARG, "tune: kernel %s: instances %d and %d have the "
+                              "same policy", k->name, j, i);
+    }
     pthread_mutex_lock(&g_lock);
     int rc = DM_OK;
     for (int i = 0; i < g_n_kernels; i++) {
@@ -297,12 +319,6 @@ static void db_refresh(const char *path)
     snprintf(g_db_loaded_path, sizeof g_db_loaded_path, "%s", path);
     if (exists) g_db_stat = st;
     else memset(&g_db_stat, 0, sizeof g_db_stat);
-}
-
-static int policy_equal(const dm_tune_policy *a, const dm_tune_policy *b)
-{
-    return a->block == b->block && a->rake == b->rake && a->strided == b->strided &&
-           a->layout == b->layout && a->tile == b->tile;
 }
 
 /* Instance of k with policy p, or -1. */

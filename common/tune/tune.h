@@ -157,6 +157,13 @@ typedef struct dm_tune_result {
  * Does not touch the database. */
 int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t n, const dm_tune_options *opt);
 
+/* Runs every instance of k on a fresh seeded tuning input of n units and compares its output
+ * with the default instance's (byte-identical, or within k->tolerance for float outputs).
+ * bad receives the indices of up to max_bad instances that differ, *n_bad their count (0: all
+ * agree). Needs a GPU (DM_ERR_NO_DEVICE) and the bench hooks (DM_ERR_UNSUPPORTED). */
+int dm_tune_check_instances(int *n_bad, int *bad, int max_bad, const dm_tune_kernel *k, size_t n,
+                            uint64_t seed);
+
 /* Process-wide configuration, usually from the command line:
  *  mode        as dm_tune_set_mode
  *  db_path     as dm_tune_set_db_path; NULL keeps the current setting

@@ -239,3 +239,36 @@ extern "C" int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t 
         rc = DM_ERR(DM_ERR_CUDA, "tune: cudaStreamDestroy: %s", cudaGetErrorString(e));
     return rc;
 }
+
+extern "C" int dm_tune_check_instances(int *n_bad, int *bad, int max_bad, const dm_tune_kernel *k,
+                                       size_t n, uint64_t seed)
+{
+    if (!n_bad || !k || (max_bad > 0 && !bad)) return DM_ERR(DM_ERR_INVALID_ARG, "tune: bad arguments");
+    *n_bad = 0;
+    if (!k->bench_create || !k->bench_run || !k->bench_output || !k->bench_destroy)
+        return DM_ERR(DM_ERR_UNSUPPORTED, "tune: kernel %s has no tuning workload", k->name);
+    dm_tune_gpu gpu;
+    DM_TRY(dm_tune_gpu_current(&gpu));
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.seed = seed;
+    cuda_ctx c;
+    memset(&c, 0, sizeof c);
+    c.k = k;
+    c.opt = &opt;
+    DM_CUDA_TRY(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+    int rc = DM_OK;
+    for (int i = 0; i < k->n_instances && rc == DM_OK; i++) {
+        if (i == k->default_instance) continue;
+        int same = 0;
+        rc = op_check(&c, i, n, &same);
+        if (rc == DM_OK && !same) {
+            if (*n_bad < max_bad) bad[*n_bad] = i;
+            (*n_bad)++;
+        }
+    }
+    free(c.ref);
+    cudaError_t e = cudaStreamDestroy(c.stream);
+    if (rc == DM_OK && e != cudaSuccess)
+        rc = DM_ERR(DM_ERR_CUDA, "tune: cudaStreamDestroy: %s", cudaGetErrorString(e));
+    return rc;
+}

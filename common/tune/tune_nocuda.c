@@ -34,6 +34,18 @@ int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t n, const dm
     return DM_ERR(DM_ERR_UNSUPPORTED, "tune: built without CUDA");
 }
 
+int dm_tune_check_instances(int *n_bad, int *bad, int max_bad, const dm_tune_kernel *k, size_t n,
+                            uint64_t seed)
+{
+    (void)bad;
+    (void)max_bad;
+    (void)k;
+    (void)n;
+    (void)seed;
+    if (n_bad) *n_bad = 0;
+    return DM_ERR(DM_ERR_UNSUPPORTED, "tune: built without CUDA");
+}
+
 int dm_copy_cuda(void *dst, const void *src, size_t bytes, void *stream)
 {
     (void)dst;

@@ -339,6 +339,32 @@ static const dm_tune_kernel g_fake_dup = {
 static const dm_tune_kernel g_fake_bad = {
     .name = "test.bad", .instances = g_fake_inst, .n_instances = 4, .default_instance = 4};
 
+static const dm_tune_instance g_bad_inst[][2] = {
+    {{{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}, {{100, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}},
+    {{{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}, {{2048, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}},
+    {{{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}, {{128, 0, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}},
+    {{{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}, {{128, 1, 0, DM_LAYOUT_TILED, 0}, fake_launch, NULL, 0}},
+    {{{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}, {{128, 1, 0, DM_LAYOUT_SOA, 4}, fake_launch, NULL, 0}},
+    {{{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}, {{128, 1, 0, 7, 0}, fake_launch, NULL, 0}},
+    {{{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}, {{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}},
+    {{{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}, {{128, 1, 0, DM_LAYOUT_NONE, 0}, NULL, NULL, 0}},
+};
+
+static void test_register_validity(void)
+{
+    /* each space has one invalid or duplicate instance: rejected at registration */
+    for (size_t i = 0; i < sizeof g_bad_inst / sizeof g_bad_inst[0]; i++) {
+        dm_tune_kernel k = {.name = "test.invalid", .instances = g_bad_inst[i], .n_instances = 2,
+                            .default_instance = 0};
+        CU_ASSERT_EQUAL(dm_tune_register(&k), DM_ERR_INVALID_ARG);
+    }
+    CU_ASSERT_PTR_NULL(dm_tune_kernel_find("test.invalid"));
+    /* the first instance alone is valid (96 = 3 warps) */
+    static const dm_tune_kernel ok = {.name = "test.valid96", .instances = g_bad_inst[0],
+                                      .n_instances = 1, .default_instance = 0};
+    CU_ASSERT_EQUAL(dm_tune_register(&ok), DM_OK);
+}
+
 static void test_registry_select(void)
 {
     int before = dm_tune_kernel_count();
@@ -572,6 +598,7 @@ int main(void)
     CU_add_test(s, "concurrent_writers", test_concurrent_writers);
     CU_add_test(s, "path_resolution", test_path_resolution);
     CU_add_test(s, "modes", test_modes);
+    CU_add_test(s, "register_validity", test_register_validity);
     CU_add_test(s, "registry_select", test_registry_select);
     CU_add_test(s, "select_from_db", test_select_from_db);
     CU_add_test(s, "select_waits", test_select_waits);
