@@ -140,9 +140,9 @@ typedef struct dm_tune_result {
     double default_ms, tuned_ms;
     int n_valid, n_candidates;      /* valid instances; candidates after pruning */
     int n_evaluated, n_rejected;    /* timed at the MSP; rejected for wrong output (bugs) */
-    double search_s;                /* wall time of the whole search (curve + MSP + confirm),
-                                       without the creation of tuning inputs (bench_create),
-                                       which is the same for every mode */
+    double search_s;                /* wall time of the search (curve + MSP + confirm) without
+                                       creating tuning inputs (bench_create) and without the
+                                       output checks (check_s): the timing work of the search */
     int winner_at_msp;              /* fastest at the MSP before confirmation */
     /* with compare_exhaustive (or mode exhaustive) */
     int exhaustive_best;            /* -1 when not run */
@@ -150,6 +150,8 @@ typedef struct dm_tune_result {
     int exhaustive_evaluated;
     /* position (1-based) of the exhaustive best in the MSP candidate order; 0 if not a candidate */
     int best_rank_in_order;
+    double check_s;                 /* wall time of all output checks (each instance once per
+                                       check size, at most check_max_n units) */
 } dm_tune_result;
 
 /* Tunes kernel k for n work units on the current GPU under opt (mode off: the default only).

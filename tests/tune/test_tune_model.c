@@ -2,7 +2,9 @@
  * occupancy estimate, model pruning and ordering, output comparison, and the whole search driver
  * (every mode) over synthetic performance models with a known optimum. */
 #include <CUnit/Basic.h>
+#include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include "common/status.h"
 #include "common/tune/tune.h"
 #include "common/tune/tune_model.h"
+#include "common/tune/tune_print.h"
 
 static uint64_t lcg(uint64_t *s)
 {
@@ -472,6 +475,50 @@ static void test_search_prior(void)
     CU_ASSERT_EQUAL(r.chosen, best);
 }
 
+static void test_result_json_and_row(void)
+{
+    synth s;
+    dm_tune_kernel k;
+    dm_tune_ops ops;
+    synth_setup(&s, &k, &ops);
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.compare_exhaustive = 1;
+    dm_tune_result r;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    FILE *f = tmpfile();
+    CU_ASSERT_FATAL(f != NULL);
+    dm_tune_result_json(f, &k, &r);
+    fputc('\n', f);
+    dm_tune_result_header(f, 1);
+    dm_tune_result_row(f, &k, &r, 1);
+    rewind(f);
+    char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    char *nl = strchr(text, '\n');
+    CU_ASSERT_FATAL(nl != NULL);
+    *nl = '\0';
+    json_error_t err;
+    json_t *j = json_loads(text, 0, &err);
+    CU_ASSERT_FATAL(j != NULL);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "kernel")), "test.synth");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "mode")), "msp");
+    json_t *ch = json_object_get(j, "chosen");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(ch, "block")), g_inst[r.chosen].policy.block);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(ch, "rake")), g_inst[r.chosen].policy.rake);
+    CU_ASSERT(fabs(json_number_value(json_object_get(j, "speedup")) - r.default_ms / r.tuned_ms) < 1e-3);
+    CU_ASSERT(fabs(json_number_value(json_object_get(j, "msp_fraction_of_best")) -
+                   r.exhaustive_best_ms / r.tuned_ms) < 1e-3);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "msp_n")), (json_int_t)r.msp_n);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "instances")), g_ninst);
+    json_decref(j);
+    /* the table row names the kernel and the chosen policy */
+    char pol[128];
+    CU_ASSERT(strstr(nl + 1, "test.synth") != NULL);
+    CU_ASSERT(strstr(nl + 1, dm_tune_policy_str(&g_inst[r.chosen].policy, pol, sizeof pol)) != NULL);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -491,6 +538,7 @@ int main(void)
     CU_add_test(s, "search_keeps_default", test_search_keeps_default);
     CU_add_test(s, "search_modes", test_search_modes);
     CU_add_test(s, "search_prior", test_search_prior);
+    CU_add_test(s, "result_json_and_row", test_result_json_and_row);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures();
