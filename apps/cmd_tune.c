@@ -50,9 +50,10 @@ static int selected(const char *list, const char *name)
 /* Whether this rank tunes: the lowest node-local rank with its GPU model. */
 static int is_node_tuner(const dm_ctx *ctx, int *tuner)
 {
-    char name[128];
+    char name[sizeof ctx->dev.name];
     memset(name, 0, sizeof name);
-    snprintf(name, sizeof name, "%s", ctx->dev.name);
+    memcpy(name, ctx->dev.name, sizeof name);
+    name[sizeof name - 1] = '\0';
     char *all = malloc((size_t)ctx->local_size * sizeof name);
     if (!all) return DM_ERR(DM_ERR_NOMEM, "tune: out of memory");
     if (MPI_Allgather(name, (int)sizeof name, MPI_CHAR, all, (int)sizeof name, MPI_CHAR,

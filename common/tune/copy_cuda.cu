@@ -161,9 +161,15 @@ const dm_tune_kernel g_copy = make_kernel(
     "common.copy", "device-to-device copy of 16-byte items (memory-bound archetype)",
     g_copy_instances, (int)(sizeof g_copy_instances / sizeof g_copy_instances[0]), g_copy_default,
     16.0);
-const dm_tune_kernel g_copy_bytes = make_kernel(
-    "common.copy_bytes", "device-to-device copy of bytes (misaligned copies and tails)",
-    g_copy_bytes_instances, 1, 0, 1.0);
+dm_tune_kernel make_bytes_kernel(void)
+{
+    dm_tune_kernel k = make_kernel(
+        "common.copy_bytes", "device-to-device copy of bytes (misaligned copies and tails)",
+        g_copy_bytes_instances, 1, 0, 1.0);
+    k.bench_default_n = (size_t)16 << 20; /* tails and misaligned copies are small */
+    return k;
+}
+const dm_tune_kernel g_copy_bytes = make_bytes_kernel();
 
 } // namespace
 
