@@ -416,7 +416,7 @@ static int tune_or_wait(const dm_tune_kernel *k, size_t n, int wc, int mode, con
         pthread_mutex_lock(&g_lock);
         db_refresh(db);
         const dm_tune_db_row *row = dm_tune_db_find(&g_db, k->name, gpu->name, gpu->cc, wc);
-        int inst = row ? row_instance(k, row) : -1;
+        int inst = row && row->mode >= mode ? row_instance(k, row) : -1;
         pthread_mutex_unlock(&g_lock);
         if (inst >= 0) return inst;
         int got = key_lock_take(lock);
@@ -489,9 +489,12 @@ const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n)
         pthread_mutex_lock(&g_lock);
         db_refresh(db);
         const dm_tune_db_row *row = dm_tune_db_find(&g_db, k->name, gpu.name, gpu.cc, wc);
-        inst = row ? row_instance(k, row) : -1;
+        /* a row from a weaker search (model < msp < exhaustive) does not answer a stronger one,
+         * unless the kernel cannot be tuned here (no bench hooks) */
+        int weak = row ? row_instance(k, row) : def;
+        inst = row && row->mode >= mode ? weak : -1;
         pthread_mutex_unlock(&g_lock);
-        if (inst < 0 && !has_bench(k)) inst = def;
+        if (inst < 0 && !has_bench(k)) inst = weak;
         if (inst < 0) {
             /* tune at the lower bound of the class (never above n), capped at the kernel's own
              * target size: beyond the saturation point the choice carries over, and the

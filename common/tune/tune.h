@@ -83,8 +83,9 @@ const dm_tune_kernel *dm_tune_kernel_find(const char *name);
  * for this GPU and workload class when known, else the default. Never NULL for a registered
  * kernel with instances. Cheap after the first call for a (kernel, class).
  * off: the default. model: the occupancy model's best predicted instance (no timing).
- * msp / exhaustive: the database's row for (kernel, GPU model, compute capability, class); when
- * there is none and the kernel has bench hooks, the first process to need it takes a key lock
+ * msp / exhaustive: the database's row for (kernel, GPU model, compute capability, class) found
+ * by a search at least as strong (model < msp < exhaustive); when there is none and the kernel
+ * has bench hooks, the first process to need it takes a key lock
  * file next to the database and tunes it (at min(2^class, max(bench_default_n, 2^20)) units, on
  * its own stream and inputs), stores it and returns it; processes that find the key locked wait
  * for the row (DOCMINE_TUNE_WAIT seconds, default 600, then the default). Node-local ranks > 0

@@ -560,6 +560,35 @@ static void test_select_waits(void)
     dm_tune_set_db_path(NULL);
 }
 
+static void test_select_mode_strength(void)
+{
+    char path[512];
+    path_in_dir(path, sizeof path, "strength/tuning.tsv");
+    dm_tune_db_row rows[2] = {row_for("test.fake", g_test_gpu.name, 16, &g_fake_inst[2].policy),
+                              row_for("test.fake_bench", g_test_gpu.name, 16, &g_fake_inst[2].policy)};
+    CU_ASSERT_EQUAL_FATAL(dm_tune_db_store(path, rows, 2), DM_OK); /* both found by msp */
+    CU_ASSERT_EQUAL(dm_tune_configure(DM_TUNE_MSP, path, 0), DM_OK);
+    dm_tune_override_gpu(&g_test_gpu);
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake_bench, (size_t)1 << 16), &g_fake_inst[2]);
+    /* exhaustive asks for a stronger search: the tunable kernel is tuned again (which fails
+     * here without a GPU: the default), the one without bench hooks keeps the msp row */
+    setenv("DOCMINE_TUNE_WAIT", "5", 1);
+    dm_tune_set_mode(DM_TUNE_EXHAUSTIVE);
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake_bench, (size_t)1 << 16), &g_fake_inst[1]);
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake, (size_t)1 << 16), &g_fake_inst[2]);
+    /* an exhaustive row answers msp too */
+    dm_tune_db_row ex = row_for("test.fake_bench", g_test_gpu.name, 16, &g_fake_inst[3].policy);
+    ex.mode = DM_TUNE_EXHAUSTIVE;
+    CU_ASSERT_EQUAL(dm_tune_db_store(path, &ex, 1), DM_OK);
+    dm_tune_cache_clear();
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake_bench, (size_t)1 << 16), &g_fake_inst[3]);
+    dm_tune_set_mode(DM_TUNE_MSP);
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake_bench, (size_t)1 << 16), &g_fake_inst[3]);
+    unsetenv("DOCMINE_TUNE_WAIT");
+    dm_tune_override_gpu(NULL);
+    dm_tune_set_db_path(NULL);
+}
+
 static void test_list(void)
 {
     dm_tune_register(&g_fake);
@@ -602,6 +631,7 @@ int main(void)
     CU_add_test(s, "registry_select", test_registry_select);
     CU_add_test(s, "select_from_db", test_select_from_db);
     CU_add_test(s, "select_waits", test_select_waits);
+    CU_add_test(s, "select_mode_strength", test_select_mode_strength);
     CU_add_test(s, "list", test_list);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
