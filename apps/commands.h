@@ -6,5 +6,9 @@
 
 dm_cmd_fn dm_cmd_info;
 dm_cmd_fn dm_cmd_synth;
+dm_cmd_fn dm_cmd_tune;
+dm_cmd_fn dm_cmd_streamclust;
+dm_cmd_fn dm_cmd_stem;
+dm_cmd_fn dm_cmd_preprocess;
 
 #endif
