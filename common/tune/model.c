@@ -97,8 +97,8 @@ int dm_tune_model_prune(dm_tune_cand *cand, const dm_tune_instance *inst, const 
         double b = c->transition_rake > 1.0 ? c->transition_rake : 1.0;
         int above = c->policy.rake > b;
         if ((any_below && above) || (!any_below && c->policy.rake > min_rake)) {
-            c->pruned = 1;
-            c->why = "rake above the transition rake b (idle SMs)";
+            c->demoted = 1;
+            c->why = "rake above the transition rake b (idle SMs): searched last";
         }
     }
     int kept = 0;
@@ -135,12 +135,14 @@ static int cmp_order(const dm_tune_cand *cand, const dm_tune_policy *prior, int 
     const dm_tune_cand *b = &cand[ib];
     if (a->pruned != b->pruned) return a->pruned - b->pruned;
     if (a->valid != b->valid) return b->valid - a->valid;
+    /* a prior (a measured best policy) outranks the model's demotion */
     if (prior && !a->pruned) {
         double da = dm_tune_policy_distance(&a->policy, prior);
         double db = dm_tune_policy_distance(&b->policy, prior);
         if (da < db - 1e-12) return -1;
         if (da > db + 1e-12) return 1;
     }
+    if (!a->pruned && a->demoted != b->demoted) return a->demoted - b->demoted;
     if (a->score > b->score) return -1;
     if (a->score < b->score) return 1;
     return a->index - b->index;

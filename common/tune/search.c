@@ -262,11 +262,18 @@ int dm_tune_search(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
     }
     for (int i = 0; i < ni; i++) res->n_valid += w.cand[i].valid;
     res->n_candidates = kept;
-    if (!opt->prune) {
+    if (opt->prune <= 0) {
         /* every valid instance is a candidate */
         for (int i = 0; i < ni; i++)
-            if (w.cand[i].valid) w.cand[i].pruned = 0;
+            if (w.cand[i].valid) w.cand[i].pruned = w.cand[i].demoted = 0;
         res->n_candidates = res->n_valid;
+    } else if (opt->prune >= 2) {
+        /* Fang's model strictly: rakes above b are removed */
+        for (int i = 0; i < ni; i++)
+            if (w.cand[i].demoted && !w.cand[i].pruned) {
+                w.cand[i].pruned = 1;
+                res->n_candidates--;
+            }
     }
     dm_tune_model_order(w.order, w.cand, ni, opt->prior);
     rc = run_search(&w, res, n, opt);

@@ -127,7 +127,9 @@ typedef struct dm_tune_options {
     const dm_tune_policy *prior; /* order candidates by closeness to this policy (e.g. the copy
                                     kernel's best: the memory-bound prior); NULL: model order */
     int compare_exhaustive;      /* also run the exhaustive search at the target size */
-    int prune;                   /* 1: MSP searches the model-pruned space; 0: every valid one */
+    int prune;                   /* MSP candidates: 0 every valid instance; 1 (default) without
+                                    low-occupancy ones, rakes above Fang's b searched last;
+                                    2 also without rakes above b (Fang's model strictly) */
     uint64_t seed;               /* seed of the tuning input */
     size_t check_max_n;          /* outputs are compared on at most this many units (0: 2^24) */
 } dm_tune_options;

@@ -200,19 +200,21 @@ static void test_prune(void)
     CU_ASSERT(strstr(cand[0].why, "occupancy") != NULL);
     attr[0].regs_per_thread = 32;
 
-    /* little work: b around 2 for full occupancy -> rakes 4, 8, 16 pruned */
+    /* little work: b around 2 for full occupancy -> rakes 4, 8, 16 demoted, none pruned */
     double small = 132.0 * 64 * 32 * 2;
-    kept = dm_tune_model_prune(cand, inst, attr, n, &l, small);
+    int kept_small = dm_tune_model_prune(cand, inst, attr, n, &l, small);
+    CU_ASSERT_EQUAL(kept_small, expect_kept);
     for (int i = 0; i < n; i++) {
         if (!cand[i].valid) continue;
         double b = cand[i].transition_rake > 1 ? cand[i].transition_rake : 1;
-        CU_ASSERT_EQUAL(cand[i].pruned, inst[i].policy.rake > b);
+        CU_ASSERT_EQUAL(cand[i].demoted, inst[i].policy.rake > b);
+        CU_ASSERT(!cand[i].pruned);
     }
-    /* tiny work: every rake above b -> only the smallest rake stays */
+    /* tiny work: every rake above b -> all but the smallest rake demoted */
     kept = dm_tune_model_prune(cand, inst, attr, n, &l, 10.0);
-    CU_ASSERT(kept > 0);
+    CU_ASSERT_EQUAL(kept, expect_kept);
     for (int i = 0; i < n; i++)
-        if (cand[i].valid) CU_ASSERT_EQUAL(cand[i].pruned, inst[i].policy.rake != 1);
+        if (cand[i].valid) CU_ASSERT_EQUAL(cand[i].demoted, inst[i].policy.rake != 1);
 }
 
 static void test_order(void)
@@ -229,12 +231,19 @@ static void test_order(void)
     attr[5].regs_per_thread = 255; /* pruned for occupancy */
     int kept = dm_tune_model_prune(cand, inst, attr, n, &l, 132.0 * 64 * 32 * 4);
     dm_tune_model_order(order, cand, n, NULL);
-    /* a permutation, kept first with non-increasing score */
+    /* a permutation: kept first, not demoted before demoted, each with non-increasing score */
     int seen[32] = {0};
     for (int j = 0; j < n; j++) seen[order[j]]++;
     for (int i = 0; i < n; i++) CU_ASSERT_EQUAL(seen[i], 1);
     for (int j = 0; j < n; j++) CU_ASSERT_EQUAL(cand[order[j]].pruned, j >= kept);
-    for (int j = 1; j < kept; j++) CU_ASSERT(cand[order[j - 1]].score >= cand[order[j]].score);
+    for (int j = 1; j < kept; j++) {
+        const dm_tune_cand *a = &cand[order[j - 1]], *b = &cand[order[j]];
+        CU_ASSERT(a->demoted <= b->demoted);
+        if (a->demoted == b->demoted) CU_ASSERT(a->score >= b->score);
+    }
+    int n_demoted = 0;
+    for (int i = 0; i < n; i++) n_demoted += cand[i].demoted;
+    CU_ASSERT(n_demoted > 0); /* rake 8 > b = 4 */
     /* at full occupancy and b = 4: the best predicted is rake 4 strided block 256 */
     CU_ASSERT_EQUAL(inst[order[0]].policy.rake, 4);
     CU_ASSERT_EQUAL(inst[order[0]].policy.strided, 1);
@@ -475,6 +484,36 @@ static void test_search_prior(void)
     CU_ASSERT_EQUAL(r.chosen, best);
 }
 
+static void test_search_prune_levels(void)
+{
+    synth s;
+    dm_tune_kernel k;
+    dm_tune_ops ops;
+    synth_setup(&s, &k, &ops);
+    /* a kernel whose work shrinks with the rake: rake 8 is fastest although b = 1 here */
+    for (int i = 0; i < s.n; i++) s.speed[i] = 1e6 * (1.0 + 0.2 * g_inst[i].policy.rake);
+    size_t n = (size_t)132 * 64 * 32; /* b = 1 at full occupancy */
+    int best = fastest(&s, 0);
+    CU_ASSERT_EQUAL(g_inst[best].policy.rake, 8);
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.compare_exhaustive = 1;
+    dm_tune_result r;
+    opt.prune = 1; /* default: rakes above b searched last, still found */
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, n, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(g_inst[r.chosen].policy.rake, 8);
+    CU_ASSERT_EQUAL(r.n_candidates, g_ninst);
+    CU_ASSERT(r.best_rank_in_order > 1); /* the model's order puts it late */
+    opt.prune = 2; /* Fang strictly: only rake 1 is searched */
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, n, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(g_inst[r.chosen].policy.rake, 1);
+    CU_ASSERT(r.n_candidates < g_ninst);
+    CU_ASSERT_EQUAL(r.best_rank_in_order, 0); /* the exhaustive best was not a candidate */
+    opt.prune = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, n, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(g_inst[r.chosen].policy.rake, 8); /* six rake-8 instances tie */
+    CU_ASSERT_EQUAL(r.n_candidates, r.n_valid);
+}
+
 static void test_result_json_and_row(void)
 {
     synth s;
@@ -538,6 +577,7 @@ int main(void)
     CU_add_test(s, "search_keeps_default", test_search_keeps_default);
     CU_add_test(s, "search_modes", test_search_modes);
     CU_add_test(s, "search_prior", test_search_prior);
+    CU_add_test(s, "search_prune_levels", test_search_prune_levels);
     CU_add_test(s, "result_json_and_row", test_result_json_and_row);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
