@@ -500,7 +500,7 @@ const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n)
              * target size: beyond the saturation point the choice carries over, and the
              * tuning input must not compete with the application for memory */
             size_t tn = (size_t)1 << wc;
-            size_t cap = k->bench_default_n > ((size_t)1 << 20) ? k->bench_default_n : (size_t)1 << 20;
+            size_t cap = k->bench_default_n > 0 ? k->bench_default_n : (size_t)1 << 20;
             if (tn > cap) tn = cap;
             t_tuning = 1;
             inst = tune_or_wait(k, tn, wc, mode, &gpu, db);

@@ -85,11 +85,11 @@ const dm_tune_kernel *dm_tune_kernel_find(const char *name);
  * off: the default. model: the occupancy model's best predicted instance (no timing).
  * msp / exhaustive: the database's row for (kernel, GPU model, compute capability, class) found
  * by a search at least as strong (model < msp < exhaustive); when there is none and the kernel
- * has bench hooks, the first process to need it takes a key lock
- * file next to the database and tunes it (at min(2^class, max(bench_default_n, 2^20)) units, on
- * its own stream and inputs), stores it and returns it; processes that find the key locked wait
- * for the row (DOCMINE_TUNE_WAIT seconds, default 600, then the default). Node-local ranks > 0
- * give rank 0 a head start. Without a GPU, or on any tuning error (a warning), the default.
+ * has bench hooks, the first process to need it takes a key lock file next to the database and
+ * tunes it (at min(2^class, bench_default_n or 2^20) units, on its own stream and inputs),
+ * stores it and returns it; processes that find the key locked wait for the row
+ * (DOCMINE_TUNE_WAIT seconds, default 600, then the default). Node-local ranks > 0 give rank 0
+ * a head start. Without a GPU, or on any tuning error (a warning), the default.
  * The GPU is the current device at the first call of the process. Thread-safe. */
 const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n);
 
