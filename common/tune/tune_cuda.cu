@@ -89,6 +89,14 @@ int create_timed(cuda_ctx *c, void **st, size_t n)
 {
     double t0 = wall();
     int rc = c->k->bench_create(st, n, c->opt->seed);
+    /* the hooks may fill the input with asynchronous copies on any stream: finish them */
+    cudaError_t e = rc == DM_OK ? cudaDeviceSynchronize() : cudaSuccess;
+    if (e != cudaSuccess) {
+        c->k->bench_destroy(*st);
+        *st = NULL;
+        rc = DM_ERR(DM_ERR_CUDA, "tune: %s: creating the tuning input: %s", c->k->name,
+                    cudaGetErrorString(e));
+    }
     c->setup_s += wall() - t0;
     return rc;
 }
@@ -200,6 +208,8 @@ int op_attributes(void *ctx, int i, dm_tune_attr *out)
 
 } // namespace
 
+/* The tuner's stream is a blocking one, so that work the bench hooks issue on the legacy default
+ * stream (cudaMemcpy, cudaMemset) is ordered with the timed launches. */
 extern "C" int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
                            const dm_tune_options *opt)
 {
@@ -212,7 +222,7 @@ extern "C" int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t 
     memset(&c, 0, sizeof c);
     c.k = k;
     c.opt = opt;
-    DM_CUDA_TRY(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+    DM_CUDA_TRY(cudaStreamCreate(&c.stream));
     int rc = DM_OK;
     cudaError_t e;
     if ((e = cudaEventCreate(&c.start)) != cudaSuccess || (e = cudaEventCreate(&c.stop)) != cudaSuccess)
@@ -255,7 +265,7 @@ extern "C" int dm_tune_check_instances(int *n_bad, int *bad, int max_bad, const 
     memset(&c, 0, sizeof c);
     c.k = k;
     c.opt = &opt;
-    DM_CUDA_TRY(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+    DM_CUDA_TRY(cudaStreamCreate(&c.stream));
     int rc = DM_OK;
     for (int i = 0; i < k->n_instances && rc == DM_OK; i++) {
         if (i == k->default_instance) continue;
