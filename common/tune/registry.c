@@ -189,7 +189,7 @@ int dm_tune_workload_class(size_t n)
 /* ---- configuration ---------------------------------------------------------------------------- */
 
 static int g_mode = -1; /* -1: not set, read DOCMINE_TUNE */
-static int g_local_rank = 0;
+static int g_local_rank = -1; /* -1: not set, read from the launcher's environment */
 static char g_db_override[PATH_MAX];
 
 int dm_tune_set_mode(int mode)
@@ -232,6 +232,31 @@ int dm_tune_configure(int mode, const char *db_path, int local_rank)
     pthread_mutex_unlock(&g_lock);
     dm_tune_cache_clear();
     return DM_OK;
+}
+
+void dm_tune_set_local_rank(int local_rank)
+{
+    pthread_mutex_lock(&g_lock);
+    g_local_rank = local_rank < 0 ? -1 : local_rank;
+    pthread_mutex_unlock(&g_lock);
+}
+
+int dm_tune_get_local_rank(void)
+{
+    pthread_mutex_lock(&g_lock);
+    int r = g_local_rank;
+    pthread_mutex_unlock(&g_lock);
+    if (r >= 0) return r;
+    /* not set by dm_ctx: the node-local rank the launcher exports, else 0 */
+    static const char *const vars[] = {"SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                       "MPI_LOCALRANKID", "PMI_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long x;
+        if (v && v[0] && (x = strtol(v, &end, 10)) >= 0 && !*end && x < 1 << 20) return (int)x;
+    }
+    return 0;
 }
 
 void dm_tune_set_db_path(const char *path)
@@ -402,10 +427,7 @@ static int tune_or_wait(const dm_tune_kernel *k, size_t n, int wc, int mode, con
         dm_tune_warn("%s", dm_error_message());
         return k->default_instance;
     }
-    int local_rank;
-    pthread_mutex_lock(&g_lock);
-    local_rank = g_local_rank;
-    pthread_mutex_unlock(&g_lock);
+    int local_rank = dm_tune_get_local_rank();
     /* node-local rank 0 goes first; the others give it a moment to take the key */
     if (local_rank > 0) sleep_s(0.2 + 0.01 * (local_rank < 50 ? local_rank : 50));
     double wait_max = 600.0;

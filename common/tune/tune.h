@@ -175,6 +175,11 @@ int dm_tune_check_instances(int *n_bad, int *bad, int max_bad, const dm_tune_ker
  *  local_rank  node-local MPI rank: rank 0 tunes missing entries first, the others wait for
  *              them and read (see dm_tune_select). */
 int dm_tune_configure(int mode, const char *db_path, int local_rank);
+/* The node-local MPI rank used by dm_tune_select (dm_ctx_init should set it). Not set (or < 0):
+ * SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, PMI_LOCAL_RANK or
+ * MV2_COMM_WORLD_LOCAL_RANK from the launcher, else 0. */
+void dm_tune_set_local_rank(int local_rank);
+int dm_tune_get_local_rank(void);
 /* Tunes k at n and stores the result in the database (atomic write); the result goes to *res
  * when res != NULL. */
 int dm_tune_and_store(dm_tune_result *res, const dm_tune_kernel *k, size_t n,

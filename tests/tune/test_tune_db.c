@@ -295,6 +295,28 @@ static void test_mode_env(void)
     CU_ASSERT_EQUAL(mode_from_env_in_child("bogus"), DM_TUNE_MSP); /* warns, default */
 }
 
+static void test_local_rank(void)
+{
+    dm_tune_set_local_rank(-1);
+    unsetenv("SLURM_LOCALID");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    unsetenv("MPI_LOCALRANKID");
+    unsetenv("PMI_LOCAL_RANK");
+    unsetenv("MV2_COMM_WORLD_LOCAL_RANK");
+    CU_ASSERT_EQUAL(dm_tune_get_local_rank(), 0);
+    setenv("MPI_LOCALRANKID", "3", 1);
+    CU_ASSERT_EQUAL(dm_tune_get_local_rank(), 3);
+    setenv("SLURM_LOCALID", "bogus", 1); /* ignored */
+    CU_ASSERT_EQUAL(dm_tune_get_local_rank(), 3);
+    setenv("SLURM_LOCALID", "5", 1);
+    CU_ASSERT_EQUAL(dm_tune_get_local_rank(), 5);
+    dm_tune_set_local_rank(2); /* set by the context: wins */
+    CU_ASSERT_EQUAL(dm_tune_get_local_rank(), 2);
+    unsetenv("SLURM_LOCALID");
+    unsetenv("MPI_LOCALRANKID");
+    dm_tune_set_local_rank(0);
+}
+
 static void test_modes(void)
 {
     int m = -1;
@@ -627,6 +649,7 @@ int main(void)
     CU_add_test(s, "concurrent_writers", test_concurrent_writers);
     CU_add_test(s, "path_resolution", test_path_resolution);
     CU_add_test(s, "modes", test_modes);
+    CU_add_test(s, "local_rank", test_local_rank);
     CU_add_test(s, "register_validity", test_register_validity);
     CU_add_test(s, "registry_select", test_registry_select);
     CU_add_test(s, "select_from_db", test_select_from_db);
