@@ -37,9 +37,9 @@ ctest --test-dir $b -L gpu --output-on-failure > $logs/ctest-gpu.log 2>&1
 row "ctest -L gpu" "$(grep -E 'tests passed|tests failed' $logs/ctest-gpu.log | tail -1)"
 cat $logs/ctest-gpu.log | tail -25
 echo "== ctest (all labels)"
-ctest --test-dir $b -j 8 --output-on-failure > $logs/ctest-all.log 2>&1
-row "ctest (all)" "$(grep -E 'tests passed|tests failed' $logs/ctest-all.log | tail -1)"
-grep -E 'Failed|\*\*\*' $logs/ctest-all.log | head -20
+ctest --test-dir $b -j 8 --timeout 180 --output-on-failure > "$out/ctest-all.log" 2>&1
+row "ctest (all)" "$(grep -E 'tests passed|tests failed' "$out/ctest-all.log" | tail -1)"
+grep -E 'Failed|\*\*\*|Timeout' "$out/ctest-all.log" | head -20
 if [ "$quick" != "--quick" ]; then
     # the GPU test programs, each run once as a single process under each sanitizer tool
     mapfile -t progs < <(ctest --test-dir $b -L gpu --show-only=json-v1 | python3 -c '

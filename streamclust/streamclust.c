@@ -213,27 +213,39 @@ int dm_sc_engine_load(dm_sc_engine *e, long num)
     p->num = num;
     const int dim = p->dim;
     double w = 0.0, diam2 = 0.0;
+    float *lo = malloc(2 * (size_t)dim * sizeof(float)), *hi = lo + dim;
+    if (!lo) return DM_ERR(DM_ERR_NOMEM, "streamclust: load");
     for (int d = 0; d < dim; d++) {
-        float lo = INFINITY, hi = -INFINITY;
-        for (long i = 0; i < num; i++) {
-            float v = dm_sc_point_coord(p, i)[d];
-            if (!isfinite(v))
+        lo[d] = INFINITY;
+        hi[d] = -INFINITY;
+    }
+    for (long i = 0; i < num; i++) { /* row by row: the bounding box and finiteness */
+        const float *row = dm_sc_point_coord(p, i);
+        for (int d = 0; d < dim; d++) {
+            float v = row[d];
+            if (!isfinite(v)) {
+                free(lo);
                 return DM_ERR(DM_ERR_FORMAT, "streamclust: coordinate %d of point %ld is not finite",
                               d, p->id[i]);
-            lo = v < lo ? v : lo;
-            hi = v > hi ? v : hi;
+            }
+            lo[d] = v < lo[d] ? v : lo[d];
+            hi[d] = v > hi[d] ? v : hi[d];
         }
-        diam2 += ((double)hi - lo) * ((double)hi - lo);
     }
+    for (int d = 0; d < dim; d++) diam2 += ((double)hi[d] - lo[d]) * ((double)hi[d] - lo[d]);
+    free(lo);
     for (long i = 0; i < num; i++) {
         if (!isfinite(p->weight[i]) || p->weight[i] < 0.0f)
             return DM_ERR(DM_ERR_FORMAT, "streamclust: weight of point %ld is %g", p->id[i],
                           (double)p->weight[i]);
         w += p->weight[i];
     }
-    if (!isfinite(w * diam2 * 2.0) || w * diam2 > 1e300)
-        return DM_ERR(DM_ERR_FORMAT, "streamclust: coordinates too large (weighted diameter %g)",
-                      w * diam2);
+    /* squared distances and weighted costs are floats: keep them finite */
+    if (!(diam2 < 1e36) || !(w * diam2 < 1e37))
+        return DM_ERR(DM_ERR_FORMAT,
+                      "streamclust: coordinates too large for float distances (squared diameter "
+                      "%g, total weight %g)",
+                      diam2, w);
     e->scale = dm_sc_fix_scale(w, diam2, &e->scale_s);
     memset(e->is_center, 0, (size_t)num);
     e->host_valid = 1;
@@ -497,6 +509,13 @@ static int sc_local_search(dm_sc_local_result *res, dm_sc_engine *e, long kmin, 
     int rc = dm_sc_selectfeasible(feasible, &numfeasible, p, kmin, rng);
     dm_timer_stop("streamclust.select_feasible");
     if (rc == DM_OK) rc = sc_set_centers_from_assign(e);
+    if (rc == DM_OK) {
+        /* every centre speedy opened keeps itself (cost 0, strict < elsewhere): the centre set
+         * of the assignments has exactly k members, which gain relies on */
+        long kc = 0;
+        for (long j = 0; j < n; j++) kc += e->is_center[j] != 0;
+        DM_ASSERT(kc == k);
+    }
     const long iter = (long)((float)(DM_SC_ITER * kmax) * logf((float)kmax));
     while (rc == DM_OK && !speedy_gave_up) {
         rc = sc_fl(&cost, e, feasible, numfeasible, z, &k, iter, 0.1f, rng);
@@ -655,12 +674,12 @@ int dm_sc_stream_read(float *out, const dm_sc_options *o, long first, long count
     return rc;
 }
 
-void dm_sc_hash_vectors(float *out, const int64_t *indptr, const uint32_t *terms,
+void dm_sc_hash_vectors(float *out, const uint64_t *row_off, const uint32_t *terms,
                         const float *values, long n_docs, int dim)
 {
     memset(out, 0, (size_t)n_docs * (size_t)dim * sizeof(float));
     for (long d = 0; d < n_docs; d++) {
-        for (int64_t j = indptr[d]; j < indptr[d + 1]; j++) {
+        for (uint64_t j = row_off[d]; j < row_off[d + 1]; j++) {
             uint64_t h = (uint64_t)terms[j] + 0x9E3779B97F4A7C15ULL; /* splitmix64 */
             h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ULL;
             h = (h ^ (h >> 27)) * 0x94D049BB133111EBULL;

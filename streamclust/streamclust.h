@@ -4,8 +4,8 @@
  * a backend-neutral driver (streamclust.c), the CPU reference (streamclust_cpu.c) and the CUDA
  * backend (streamclust_cuda.cu). Reference: Rodinia 3.1 cuda/streamcluster (streamcluster_cuda_cpu.cpp,
  * streamcluster_cuda.cu, streamcluster_header.cu) and PARSEC 2.1 streamcluster.cpp.
- * Plain C11: no CUDA types cross this header. See DESIGN.md section 7 and streamclust/README in the
- * comments of streamclust.c for the documented differences from Rodinia.
+ * Plain C11: no CUDA types cross this header. See DESIGN.md section 7, and the comment at the top
+ * of streamclust.c for the documented differences from Rodinia.
  *
  * Exactness: every sum that decides whether a centre opens or closes (the per-centre "lower" sums
  * and the cost of opening x in gain) is accumulated in 64-bit fixed point with a per-chunk scale
@@ -150,9 +150,9 @@ typedef struct dm_sc_options {
     long clustersize;    /* room for the centres kept from all chunks */
     const char *input;   /* binary file of float[dim] records, NULL = Rodinia's generator */
     int backend;         /* DM_SC_CPU / DM_SC_CUDA */
-    int keep_points;     /* 1: keep nothing extra (reserved) */
 } dm_sc_options;
-#define DM_SC_OPTIONS_INIT {10, 20, 256, 65536, 65536, 1000, NULL, DM_SC_CPU, 0}
+/* Rodinia's default run `10 20 256 65536 65536 1000` on the generator, CPU backend */
+#define DM_SC_OPTIONS_INIT {10, 20, 256, 65536, 65536, 1000, NULL, DM_SC_CPU}
 
 /* Validates the options against each other and against the input file: KMIN > KMAX, KMIN < 1,
  * DIM < 1, CHUNKSIZE < 1, CLUSTERSIZE < KMAX, N < 0, N == 0 without input, a file whose size is
@@ -160,7 +160,7 @@ typedef struct dm_sc_options {
  * the number of points of the stream. Messages name the file. */
 int dm_sc_options_check(long *n_total, const dm_sc_options *o);
 
-/* The result of a run, on rank 0 (centres, cost) and on every rank (its points' labels). */
+/* The result of a run: the final centres and the total cost on every rank, plus each rank's labels. */
 typedef struct dm_sc_result {
     long k;              /* final centres */
     int dim;
@@ -170,7 +170,7 @@ typedef struct dm_sc_result {
     long n_local, first_local; /* this rank's points: [first_local, first_local + n_local) */
     int *labels;         /* n_local: nearest final centre of each of this rank's points */
     double total_cost;   /* sum over all points of the squared distance to its centre (all ranks) */
-    double chunk_cost_first; /* pkmedian cost of the first chunk of rank 0 (Rodinia's figure) */
+    double chunk_cost_first; /* pkmedian cost of this rank's first chunk (Rodinia's figure) */
     long chunks;         /* chunks clustered on this rank */
     long kept;           /* centres kept before the final clustering (all ranks) */
     int gave_up;         /* any local search gave up (all ranks) */
@@ -192,7 +192,7 @@ int dm_sc_stream_read(float *out, const dm_sc_options *o, long first, long count
 
 /* Signed feature hashing of sparse document vectors into dim dense dimensions: dimension
  * h(term) mod dim, sign from another bit of h (Weinberger et al.). out: n_docs x dim, zeroed here. */
-void dm_sc_hash_vectors(float *out, const int64_t *indptr, const uint32_t *terms,
+void dm_sc_hash_vectors(float *out, const uint64_t *row_off, const uint32_t *terms,
                         const float *values, long n_docs, int dim);
 
 /* Tests and benchmarks: the number of compiled instances of the gain kernel, a description of

@@ -146,7 +146,7 @@ static const dm_tune_instance g_assign_instances[] = {
 /* n points of dim 64 from the generator, 16 centres (points 0..15), every point at its nearest
  * centre, candidate n/2. Output: the K+1 exact sums, identical for every correct instance. */
 struct sc_bench {
-    long n, K, Tmax;
+    long n, n0, K, Tmax; /* n: current size (<= n0, the size the state was built for) */
     int dim;
     double scale;
     float *d_aos, *d_soa, *d_w, *d_cost, *d_xcost;
@@ -179,6 +179,7 @@ static int sc_bench_create(void **state, size_t n, uint64_t seed)
     sc_bench *b = (sc_bench *)calloc(1, sizeof *b);
     if (!b) return DM_ERR(DM_ERR_NOMEM, "streamclust.gain bench");
     b->n = (long)n;
+    b->n0 = (long)n;
     b->dim = 64;
     b->K = 16;
     b->Tmax = b->n; /* rake 1 */
@@ -265,11 +266,22 @@ static int sc_bench_run(void *state, const dm_tune_instance *inst, void *stream)
     a.T = (b->n + inst->policy.rake - 1) / inst->policy.rake;
     a.K = b->K;
     a.x = b->n / 2;
+    a.ld = b->n0;
     a.dim = b->dim;
     a.scale = b->scale;
     DM_TRY(inst->launch(&a, (size_t)b->n, stream));
     reduce_args r = {b->d_work, b->d_sums, a.T, b->K};
     return g_reduce_instances[0].launch(&r, (size_t)(b->K + 1), stream);
+}
+
+/* The tuner's prefix reuse: the first n points with the same centres, costs and layout stride. */
+static int sc_bench_resize(void *state, size_t n)
+{
+    sc_bench *b = (sc_bench *)state;
+    if (n < 32) n = 32;
+    if ((long)n > b->n0) return DM_ERR(DM_ERR_INVALID_ARG, "gain bench: resize %zu > %ld", n, b->n0);
+    b->n = (long)n;
+    return DM_OK;
 }
 
 static int sc_bench_output(void *state, void *host, size_t *nbytes)
@@ -284,13 +296,13 @@ static int sc_bench_output(void *state, void *host, size_t *nbytes)
 #define SC_KERNEL(var, name, desc, unit, inst)                                                     \
     static const dm_tune_kernel var = {name, desc, unit, inst,                                     \
                                        (int)(sizeof inst / sizeof inst[0]), 0, NULL, NULL, NULL,   \
-                                       NULL, 0.0, 0, 0.0, NULL}
+                                       NULL, 0.0, 0, 1.0, NULL}
 
 /* tolerance 0: the sums are exact integers, every instance must give the same bytes */
 static const dm_tune_kernel k_gain = {
     "streamclust.gain", "pgain: rake-based savings and per-centre charges (fixed point)", "points",
     g_gain_instances, SC_N_GAIN, SC_GAIN_DEFAULT, sc_bench_create, sc_bench_run, sc_bench_output,
-    sc_bench_destroy, 0.0, (size_t)1 << 16, 0.0, NULL};
+    sc_bench_destroy, 0.0, (size_t)1 << 16, 1.0, sc_bench_resize};
 SC_KERNEL(k_reduce, "streamclust.reduce", "per-centre rows of the gain work buffer (CUB)", "rows",
           g_reduce_instances);
 SC_KERNEL(k_apply, "streamclust.apply", "moves points of an accepted gain", "points",
@@ -550,7 +562,7 @@ extern "C" int dm_sc_gain_cuda(float *gain, dm_sc_engine *e, long x, float z, lo
     size_t wb = (size_t)(K + 1) * (size_t)T * sizeof(int64_t);
     if (wb > e->stats.work_bytes) e->stats.work_bytes = wb; /* peak */
     gain_args a = {s->d_coord, s->d_w, s->d_cost, s->d_assign, s->d_ct, s->d_sw, s->d_xcost,
-                   s->d_work, n, T, K, x, e->dim, e->scale};
+                   s->d_work, n, T, K, x, n, e->dim, e->scale};
     DM_TRY(s->gain->launch(&a, (size_t)n, s->stream));
     reduce_args r = {s->d_work, s->d_sums, T, K};
     DM_TRY(dm_tune_select(&k_reduce, (size_t)(K + 1))->launch(&r, (size_t)(K + 1), s->stream));

@@ -50,6 +50,7 @@ struct gain_args {
     float *xcost;       /* out: weight * d(i, x) */
     int64_t *work;      /* out: (K+1) x T, entry (c, t) at c * T + t */
     long n, T, K, x;
+    long ld;            /* SoA column stride (>= n; n except in the tuner's resized workload) */
     int dim;
     double scale;
 };
@@ -61,7 +62,7 @@ template <int BLOCK, int RAKE, int LAYOUT>
 __global__ void __launch_bounds__(BLOCK) gain_kernel(gain_args a)
 {
     extern __shared__ float xs[];
-    for (int d = threadIdx.x; d < a.dim; d += BLOCK) xs[d] = coord<LAYOUT>(a.coord, a.x, d, a.n, a.dim);
+    for (int d = threadIdx.x; d < a.dim; d += BLOCK) xs[d] = coord<LAYOUT>(a.coord, a.x, d, a.ld, a.dim);
     __syncthreads();
     const long t = (long)blockIdx.x * BLOCK + threadIdx.x;
     if (t >= a.T) return;
@@ -72,7 +73,7 @@ __global__ void __launch_bounds__(BLOCK) gain_kernel(gain_args a)
     for (int j = 0; j < RAKE; j++) {
         const long i = LAYOUT == DM_LAYOUT_SOA ? t + (long)j * a.T : t * RAKE + j;
         if (i >= a.n) continue;
-        const float xc = __fmul_rn(dist_to_shared<LAYOUT>(a.coord, i, a.n, a.dim, xs), a.weight[i]);
+        const float xc = __fmul_rn(dist_to_shared<LAYOUT>(a.coord, i, a.ld, a.dim, xs), a.weight[i]);
         const float cur = a.cost[i];
         a.xcost[i] = xc;
         if (xc < cur) {

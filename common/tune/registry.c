@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -396,24 +397,43 @@ static int model_choice(const dm_tune_kernel *k, size_t n, const dm_tune_gpu *gp
     return best;
 }
 
-static int key_lock_take(const char *lock)
+/* Takes the per-key tuning lock: an exclusive flock on a lock file, which the kernel releases
+ * when the holder exits or dies, so a crashed or killed tuner never leaves the others waiting.
+ * Returns 1 with *fd_out holding the lock, 0 when another process holds it, -1 on error. The file
+ * itself stays (unlinking it would race with a process that has just opened it). */
+static int key_lock_take(const char *lock, int *fd_out)
 {
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int fd = open(lock, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0) {
-            char pid[32];
-            int w = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-            if (write(fd, pid, (size_t)w) < 0) {} /* informative only */
-            close(fd);
-            return 1;
-        }
-        if (errno != EEXIST) return -1;
-        struct stat st;
-        /* a lock older than an hour is left by a crashed tuner */
-        if (stat(lock, &st) == 0 && time(NULL) - st.st_mtime > 3600) unlink(lock);
-        else return 0;
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return -1;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        char pid[32];
+        int w = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+        if (ftruncate(fd, 0) == 0 && write(fd, pid, (size_t)w) < 0) {} /* informative only */
+        *fd_out = fd;
+        return 1;
     }
-    return 0;
+    int e = errno;
+    close(fd);
+    errno = e;
+    return e == EWOULDBLOCK ? 0 : -1;
+}
+
+static void key_lock_release(int fd)
+{
+    flock(fd, LOCK_UN);
+    close(fd);
+}
+
+/* The usable row's instance for (k, gpu, wc) under mode, or -1 (reloads the database). */
+static int db_lookup(const dm_tune_kernel *k, const dm_tune_gpu *gpu, int wc, int mode,
+                     const char *db)
+{
+    pthread_mutex_lock(&g_lock);
+    db_refresh(db);
+    const dm_tune_db_row *row = dm_tune_db_find(&g_db, k->name, gpu->name, gpu->cc, wc);
+    int inst = row && row->mode >= mode ? row_instance(k, row) : -1;
+    pthread_mutex_unlock(&g_lock);
+    return inst;
 }
 
 /* Tunes and stores the entry for (k, wc) or waits for another process to do it. Called without
@@ -435,24 +455,27 @@ static int tune_or_wait(const dm_tune_kernel *k, size_t n, int wc, int mode, con
     if (w && atof(w) > 0) wait_max = atof(w);
     double t0 = dm_tune_now();
     for (;;) {
-        pthread_mutex_lock(&g_lock);
-        db_refresh(db);
-        const dm_tune_db_row *row = dm_tune_db_find(&g_db, k->name, gpu->name, gpu->cc, wc);
-        int inst = row && row->mode >= mode ? row_instance(k, row) : -1;
-        pthread_mutex_unlock(&g_lock);
+        int inst = db_lookup(k, gpu, wc, mode, db);
         if (inst >= 0) return inst;
-        int got = key_lock_take(lock);
+        int lock_fd = -1;
+        int got = key_lock_take(lock, &lock_fd);
         if (got < 0) {
             dm_tune_warn("cannot create %s (%s); using the default of %s", lock, strerror(errno),
                          k->name);
             return k->default_instance;
         }
         if (got == 1) {
+            /* another process may have stored the row between the lookup and the lock */
+            inst = db_lookup(k, gpu, wc, mode, db);
+            if (inst >= 0) {
+                key_lock_release(lock_fd);
+                return inst;
+            }
             dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
             opt.mode = mode;
             dm_tune_result res;
             int rc = tune_store_class(&res, k, n, &opt, wc);
-            unlink(lock);
+            key_lock_release(lock_fd);
             if (rc != DM_OK) {
                 dm_tune_warn("tuning %s failed (%s); using the default", k->name, dm_error_message());
                 return k->default_instance;

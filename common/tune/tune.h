@@ -85,7 +85,7 @@ const dm_tune_kernel *dm_tune_kernel_find(const char *name);
  * off: the default. model: the occupancy model's best predicted instance (no timing).
  * msp / exhaustive: the database's row for (kernel, GPU model, compute capability, class) found
  * by a search at least as strong (model < msp < exhaustive); when there is none and the kernel
- * has bench hooks, the first process to need it takes a key lock file next to the database and
+ * has bench hooks, the first process to need it takes a key lock (flock) next to the database and
  * tunes it (at min(2^class, bench_default_n or 2^20) units, on its own stream and inputs),
  * stores it and returns it; processes that find the key locked wait for the row
  * (DOCMINE_TUNE_WAIT seconds, default 600, then the default). Node-local ranks > 0 give rank 0

@@ -388,13 +388,43 @@ static void test_bad_input(void)
     rmdir(dir);
 }
 
+/* nearest centre: brute force in double agrees up to float ties; exact ties go to the lower index */
+static void test_assign_cpu(void)
+{
+    const long n = 999, k = 13;
+    const int dim = 6;
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.dim = dim;
+    o.n = n + k;
+    static float pts[999 * 6], cs[13 * 6], dist[999];
+    static int lab[999];
+    CU_ASSERT_EQUAL_FATAL(dm_sc_stream_read(pts, &o, 0, n), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_sc_stream_read(cs, &o, n, k), DM_OK);
+    memcpy(cs + 7 * dim, cs + 2 * dim, dim * sizeof(float));
+    CU_ASSERT_EQUAL_FATAL(dm_sc_assign_cpu(lab, dist, pts, n, cs, k, dim), DM_OK);
+    long bad = 0;
+    for (long i = 0; i < n; i++) {
+        double best = INFINITY;
+        for (long c = 0; c < k; c++) {
+            double d = 0;
+            for (int j = 0; j < dim; j++) {
+                double t = (double)pts[i * dim + j] - cs[c * dim + j];
+                d += t * t;
+            }
+            if (d < best) best = d;
+        }
+        if (lab[i] == 7 || fabs(dist[i] - best) > 1e-5 * (best + 1e-6)) bad++;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
 static void test_hash_vectors(void)
 {
-    int64_t indptr[] = {0, 2, 3};
+    uint64_t row_off[] = {0, 2, 3};
     uint32_t terms[] = {17, 99, 17};
     float vals[] = {0.5f, 0.25f, 2.0f};
     float out[2 * 16];
-    dm_sc_hash_vectors(out, indptr, terms, vals, 2, 16);
+    dm_sc_hash_vectors(out, row_off, terms, vals, 2, 16);
     double s0 = 0, s1 = 0;
     int nz1 = 0;
     for (int d = 0; d < 16; d++) {
@@ -421,6 +451,7 @@ static CU_TestInfo tests[] = {
     {"contcenters_copycenters", test_contcenters_copycenters},
     {"threads_identical", test_threads_identical},
     {"bad_input", test_bad_input},
+    {"assign_cpu", test_assign_cpu},
     {"hash_vectors", test_hash_vectors},
     CU_TEST_INFO_NULL,
 };

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -529,6 +531,18 @@ static void test_select_from_db(void)
     dm_tune_set_db_path(NULL);
 }
 
+/* Holds the key lock of path's key like a tuning process: an exclusive flock. */
+static int hold_key_lock(const char *lock)
+{
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return -1;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 static void test_select_waits(void)
 {
     char path[512], lock[1024];
@@ -536,21 +550,27 @@ static void test_select_waits(void)
     CU_ASSERT_EQUAL_FATAL(dm_tune_db_mkdirs(path), DM_OK);
     CU_ASSERT_EQUAL(dm_tune_configure(DM_TUNE_MSP, path, 0), DM_OK);
     dm_tune_override_gpu(&g_test_gpu);
-    /* another process tunes class 18: it holds the key lock, stores the row after 0.5 s */
+    /* another process tunes class 18: it holds the key lock and stores the row after 0.5 s */
     dm_tune_db_key_lock_path(lock, sizeof lock, path, g_fake_bench.name, g_test_gpu.name, 90, 18);
-    FILE *f = fopen(lock, "w");
-    CU_ASSERT_FATAL(f != NULL);
-    fclose(f);
+    int pipefd[2];
+    CU_ASSERT_FATAL(pipe(pipefd) == 0);
     pid_t pid = fork();
     CU_ASSERT_FATAL(pid >= 0);
     if (pid == 0) {
+        close(pipefd[0]);
+        int fd = hold_key_lock(lock);
+        char ok = fd >= 0 ? 'y' : 'n';
+        if (write(pipefd[1], &ok, 1) != 1) _exit(2);
         struct timespec ts = {0, 500000000};
         nanosleep(&ts, NULL);
         dm_tune_db_row r = row_for(g_fake_bench.name, g_test_gpu.name, 18, &g_fake_inst[3].policy);
         int rc = dm_tune_db_store(path, &r, 1);
-        unlink(lock);
-        _exit(rc == DM_OK ? 0 : 1);
+        _exit(fd >= 0 && rc == DM_OK ? 0 : 1); /* exiting releases the lock */
     }
+    close(pipefd[1]);
+    char ok = 0;
+    CU_ASSERT_FATAL(read(pipefd[0], &ok, 1) == 1 && ok == 'y');
+    close(pipefd[0]);
     setenv("DOCMINE_TUNE_WAIT", "30", 1);
     double t0 = now_s();
     const dm_tune_instance *sel = dm_tune_select(&g_fake_bench, (size_t)1 << 18);
@@ -559,24 +579,31 @@ static void test_select_waits(void)
     waitpid(pid, &st, 0);
     CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     CU_ASSERT_PTR_EQUAL(sel, &g_fake_inst[3]);
-    CU_ASSERT(waited >= 0.4 && waited < 30);
-    /* a lock that is never released: the default after DOCMINE_TUNE_WAIT seconds */
+    CU_ASSERT(waited >= 0.3 && waited < 30);
+    /* a lock that is held throughout: the default after DOCMINE_TUNE_WAIT seconds */
     dm_tune_db_key_lock_path(lock, sizeof lock, path, g_fake_bench.name, g_test_gpu.name, 90, 19);
-    f = fopen(lock, "w");
-    CU_ASSERT_FATAL(f != NULL);
-    fclose(f);
+    int held = hold_key_lock(lock);
+    CU_ASSERT_FATAL(held >= 0);
     setenv("DOCMINE_TUNE_WAIT", "1", 1);
     t0 = now_s();
     sel = dm_tune_select(&g_fake_bench, (size_t)1 << 19);
     waited = now_s() - t0;
     CU_ASSERT_PTR_EQUAL(sel, &g_fake_inst[1]);
     CU_ASSERT(waited >= 1.0);
-    unlink(lock);
-    /* no one tunes class 17: this process takes the key, fails without a GPU, releases the key */
+    close(held);
+    /* a tuner that died (its lock file left behind, no lock held) does not block anyone:
+     * this process takes the key, fails to tune without a GPU and releases the key */
+    dm_tune_db_key_lock_path(lock, sizeof lock, path, g_fake_bench.name, g_test_gpu.name, 90, 17);
+    FILE *f = fopen(lock, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fclose(f);
+    t0 = now_s();
     sel = dm_tune_select(&g_fake_bench, (size_t)1 << 17);
     CU_ASSERT_PTR_EQUAL(sel, &g_fake_inst[1]);
-    dm_tune_db_key_lock_path(lock, sizeof lock, path, g_fake_bench.name, g_test_gpu.name, 90, 17);
-    CU_ASSERT(access(lock, F_OK) != 0);
+    CU_ASSERT(now_s() - t0 < 1.0);
+    held = hold_key_lock(lock); /* released again */
+    CU_ASSERT(held >= 0);
+    if (held >= 0) close(held);
     unsetenv("DOCMINE_TUNE_WAIT");
     dm_tune_override_gpu(NULL);
     dm_tune_set_db_path(NULL);
