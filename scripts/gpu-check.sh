@@ -22,7 +22,7 @@ esac
 cd "$(dirname "$0")/.."
 mkdir -p "$out"
 logs=$(mktemp -d)
-summary=$logs/summary.txt
+summary=$out/summary.txt  # written as we go: it survives a time-out
 : > "$summary"
 exec > >(tee "$out/gpu-check.log") 2>&1
 row() { printf '%-44s %s\n' "$1" "$2" | tee -a "$summary" >/dev/null; }
@@ -39,7 +39,7 @@ if cmake -S . -B $b -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch
 else
     tail -50 $logs/configure.log $logs/build.log
     row "build" "FAILED"
-    tar -czf "$out/logs.tar.gz" -C "$logs" . ; cp "$summary" "$out/"; cat "$summary"; exit 1
+    tar -czf "$out/logs.tar.gz" -C "$logs" . ; cat "$summary"; exit 1
 fi
 export DOCMINE_DATASETS=${DOCMINE_DATASETS:-$PWD/.data/datasets}
 if [ $tests = 1 ]; then
@@ -101,6 +101,6 @@ if [ $bench = 1 ] && [ -d $b/bench ]; then
     done
     echo '}' >> "$out/bench.json"
 fi
-cp "$summary" "$out/summary.txt"
+
 tar -czf "$out/logs.tar.gz" -C "$logs" .
 echo; echo "== summary"; cat "$summary"
