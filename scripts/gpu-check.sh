@@ -68,7 +68,7 @@ for c in seen: print(" ".join(c))')
             name=$(basename ${p%% *})
             # API errors are checked by docmine itself (and tests provoke some on purpose, e.g. an
             # impossible cudaMalloc); the sanitizer is here for memory errors and races.
-            if timeout ${DOCMINE_SANITIZER_TIMEOUT:-240} compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 $p > $logs/sanitizer-$tool-$name.log 2>&1; then
+            if DOCMINE_SANITIZER=$tool timeout ${DOCMINE_SANITIZER_TIMEOUT:-240} compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 $p > $logs/sanitizer-$tool-$name.log 2>&1; then
                 okc=$((okc + 1))
             else
                 bad=$((bad + 1)); echo "sanitizer $tool FAILED: $p"; tail -30 $logs/sanitizer-$tool-$name.log
