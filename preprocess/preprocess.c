@@ -91,7 +91,9 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
     memset(&r, 0, sizeof(r));
     r.opt = opt;
     r.times = times;
-    r.tokenize = backend == DM_BACKEND_CUDA ? dm_tokenize_cuda : dm_tokenize_cpu;
+    r.tokenize = backend == DM_BACKEND_CUDA ? dm_tokenize_cuda
+                 : backend == DM_PP_BACKEND_HD ? dm_tokenize_hd
+                                               : dm_tokenize_cpu;
     r.batch_bytes = opt->batch_bytes ? opt->batch_bytes : DM_PP_DEFAULT_BATCH;
     int rc;
     if (opt->stopwords && opt->stopwords[0] == 0) rc = dm_stopset_from_text(&r.stop, "", 0);
