@@ -356,6 +356,8 @@ int dm_pp_cuda_kernel_count(void);
 int dm_pp_cuda_instance_count(int kernel);
 const char *dm_pp_cuda_kernel_name(int kernel);
 int dm_pp_cuda_force_instance(int kernel, int instance);
+/* Seconds spent in H2D copies, kernels and D2H copies (CUDA events) since the last call; resets. */
+void dm_pp_cuda_take_times(double *h2d, double *kernels, double *d2h);
 
 #ifdef __cplusplus
 }
