@@ -154,9 +154,47 @@ static void test_multibyte(void)
     compare(dir, DM_PP_FORMAT_AUTO, &t, 0);
 }
 
+#ifdef PP_TEST_GPU
+/* The CUDA stemmer (every instance) == libstemmer on Reuters tokens and generated words. */
+static void test_stem_words_cuda(void)
+{
+    pp_words w = {0};
+    const char *dir = pp_reuters_dir();
+    if (dir) pp_distinct_tokens(&w, dir, DM_PP_FORMAT_REUTERS);
+    pp_gen_random_words(&w, 100001, 21);
+    pp_gen_suffix_words(&w, 200003, 22);
+    pp_words_add(&w, "caf\xc3\xa9", 5);
+    char *a = malloc(w.len + 1), *b = malloc(w.len + 1);
+    uint32_t *o1 = malloc(w.n * 4), *l1 = malloc(w.n * 4), *o2 = malloc(w.n * 4), *l2 = malloc(w.n * 4);
+    CU_ASSERT_EQUAL_FATAL(dm_stem_words_cpu(a, o1, l1, w.bytes, w.off, w.wlen, w.n), 0);
+    int k = 5; /* preprocess.stem_words */
+    CU_ASSERT_STRING_EQUAL(dm_pp_cuda_kernel_name(k), "preprocess.stem_words");
+    for (int i = 0; i < dm_pp_cuda_instance_count(k); i++) {
+        CU_ASSERT_EQUAL(dm_pp_cuda_force_instance(k, i), 0);
+        CU_ASSERT_EQUAL_FATAL(dm_stem_words_cuda(b, o2, l2, w.bytes, w.off, w.wlen, w.n), 0);
+        size_t bad = 0;
+        for (size_t j = 0; j < w.n; j++)
+            if (l1[j] != l2[j] || memcmp(a + o1[j], b + o2[j], l1[j]) != 0) bad++;
+        printf("\n  stem_words instance %d: %zu words, %zu differences", i, w.n, bad);
+        CU_ASSERT_EQUAL(bad, 0);
+    }
+    dm_pp_cuda_force_instance(k, -1);
+    free(a);
+    free(b);
+    free(o1);
+    free(l1);
+    free(o2);
+    free(l2);
+    pp_words_free(&w);
+}
+#endif
+
 int main(int argc, char **argv)
 {
     CU_TestInfo t[] = {
+#ifdef PP_TEST_GPU
+        {"CUDA stemmer == libstemmer, every instance", test_stem_words_cuda},
+#endif
         {"generated multibyte text: backend == CPU", test_multibyte},
         {"all of Reuters: backend == CPU", test_reuters},
         CU_TEST_INFO_NULL,
