@@ -24,7 +24,7 @@ static double dm_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-#define DM_PP_DEFAULT_BATCH (64u << 20)
+#define DM_PP_DEFAULT_BATCH (32u << 20)
 #define DM_PP_SLOTS 3 /* batch k+2 is filled while k+1 waits and k is tokenised */
 
 /* One batch of normalised documents with their ids and labels. */
