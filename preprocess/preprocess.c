@@ -69,6 +69,7 @@ typedef struct dm_pp_run {
     const dm_preprocess_options *opt;
     dm_tokenize_fn *tokenize;
     int cuda;
+    int device;              /* the calling thread's GPU, bound in the worker (CUDA) */
     dm_stopset stop;
     dm_stream_builder sb;    /* touched by the worker only */
     dm_pp_stats st;          /* reader + normaliser counters (main thread) */
@@ -125,6 +126,15 @@ static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b)
 static void *dm_pp_worker(void *arg)
 {
     dm_pp_run *r = arg;
+    if (r->cuda) {
+        int rc = dm_pp_cuda_set_device(r->device);
+        if (rc < 0) {
+            pthread_mutex_lock(&r->rc_mu);
+            r->worker_rc = rc;
+            snprintf(r->worker_msg, sizeof(r->worker_msg), "%s", dm_error_message());
+            pthread_mutex_unlock(&r->rc_mu);
+        }
+    }
     for (;;) {
         dm_pp_batch *b = dm_pp_queue_pop(&r->full_q);
         if (!b) break;
@@ -205,6 +215,10 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
                                                 : dm_tokenize_cpu;
     r->batch_bytes = opt->batch_bytes ? opt->batch_bytes : DM_PP_DEFAULT_BATCH;
     int rc;
+    if (r->cuda && (rc = dm_pp_cuda_get_device(&r->device)) < 0) {
+        free(r);
+        return rc;
+    }
     if (opt->stopwords && opt->stopwords[0] == 0) rc = dm_stopset_from_text(&r->stop, "", 0);
     else rc = dm_stopset_load(&r->stop, opt->stopwords);
     if (rc < 0) {

@@ -356,6 +356,10 @@ int dm_pp_cuda_kernel_count(void);
 int dm_pp_cuda_instance_count(int kernel);
 const char *dm_pp_cuda_kernel_name(int kernel);
 int dm_pp_cuda_force_instance(int kernel, int instance);
+/* The calling thread's current GPU, and binding a (worker) thread to it: CUDA's current device
+ * is per thread, and the pipeline's worker must use the rank's GPU. */
+int dm_pp_cuda_get_device(int *dev);
+int dm_pp_cuda_set_device(int dev);
 /* Seconds spent in H2D copies, kernels and D2H copies (CUDA events) since the last call; resets. */
 void dm_pp_cuda_take_times(double *h2d, double *kernels, double *d2h);
 

@@ -363,6 +363,19 @@ extern "C" int dm_pp_cuda_force_instance(int k, int instance)
     return DM_OK;
 }
 
+/* ------------------------------------------------------------------ device of worker threads */
+
+extern "C" int dm_pp_cuda_get_device(int *dev)
+{
+    DM_CUDA_TRY(cudaGetDevice(dev));
+    return DM_OK;
+}
+extern "C" int dm_pp_cuda_set_device(int dev)
+{
+    DM_CUDA_TRY(cudaSetDevice(dev));
+    return DM_OK;
+}
+
 /* ------------------------------------------------------------------ per-stage times */
 
 static double g_t_h2d, g_t_kern, g_t_d2h;
@@ -389,8 +402,7 @@ typedef struct dm_pp_ws {
     uint32_t *woff;
     uint8_t *wlen;
     char *wbytes;
-    const dm_stopset *stop_src; /* the set last uploaded */
-    uint32_t stop_n;
+    uint64_t stop_sum; /* checksum of the set last uploaded (0 = none) */
     cudaStream_t stream;
     cudaEvent_t ev[4];
 } dm_pp_ws;
@@ -480,8 +492,6 @@ static int dm_pp_ws_stop(const dm_stopset *s)
     } else {
         DM_CUDA_TRY(cudaMemcpy(w->keys, &empty_key, 8, cudaMemcpyHostToDevice));
     }
-    w->stop_src = s;
-    w->stop_n = s ? s->n : 0;
     return DM_OK;
 }
 
@@ -604,6 +614,7 @@ static int dm_pp_run_range(dm_tok_result *out, const dm_tok_batch *in, size_t d0
     if (cudaEventElapsedTime(&ms, w->ev[1], w->ev[2]) == cudaSuccess) g_t_kern += ms * 1e-3;
     if (cudaEventElapsedTime(&ms, w->ev[2], w->ev[3]) == cudaSuccess) g_t_d2h += ms * 1e-3;
 done:
+    if (rc < 0) cudaStreamSynchronize(st); /* no copy may still read doff */
     free(doff);
     return rc;
 #undef DM_PP_CHECK
@@ -630,7 +641,18 @@ extern "C" int dm_tokenize_cuda(dm_tok_result *out, const dm_tok_batch *in, cons
         return DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");
     }
     int rc = DM_OK;
-    if (g_ws.stop_src != stop || g_ws.stop_n != (stop ? stop->n : 0) || !g_ws.keys) rc = dm_pp_ws_stop(stop);
+    /* upload the stop set when its content changed (checksum over its tables) */
+    uint64_t sum = 0x9e3779b97f4a7c15ull;
+    if (stop && stop->cap) {
+        sum ^= dm_term_hash((const char *)stop->keys, (size_t)stop->cap * 8);
+        sum = sum * 31 + dm_term_hash(stop->bytes, stop->bytes_len);
+        sum = sum * 31 + dm_term_hash((const char *)stop->word_off, (size_t)stop->cap * 4);
+    }
+    if (sum == 0) sum = 1;
+    if (g_ws.stop_sum != sum || !g_ws.keys) {
+        rc = dm_pp_ws_stop(stop);
+        if (rc >= 0) g_ws.stop_sum = sum;
+    }
     /* sub-batches sized to free device memory (about 34 bytes of workspace per text byte); a
      * document larger than that still goes whole, as its own sub-batch */
     size_t free_b = 0, total_b = 0;

@@ -24,3 +24,12 @@ int dm_pp_cuda_force_instance(int kernel, int instance)
     return DM_ERR(DM_ERR_UNSUPPORTED, "preprocess: this docmine was built without CUDA");
 }
 void dm_pp_cuda_take_times(double *h2d, double *kernels, double *d2h) { *h2d = *kernels = *d2h = 0; }
+int dm_pp_cuda_get_device(int *dev)
+{
+    *dev = -1;
+    return DM_ERR(DM_ERR_UNSUPPORTED, "preprocess: this docmine was built without CUDA");
+}
+int dm_pp_cuda_set_device(int dev)
+{
+    return DM_ERR(DM_ERR_UNSUPPORTED, "preprocess: this docmine was built without CUDA");
+}

@@ -79,7 +79,7 @@ static int prepare(char *out_dir, size_t cap, const char *src, const char *work,
     size_t copies = total ? (min_bytes + total - 1) / total : 1;
     if (copies < 1) copies = 1;
     snprintf(out_dir, cap, "%s/corpus", work);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mkdir -p '%s'", out_dir, out_dir);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%.4000s' && mkdir -p '%.4000s'", out_dir, out_dir);
     if (system(cmd) != 0) return DM_ERR(DM_ERR_IO, "%s: cannot create", out_dir);
     for (size_t c = 0; c < copies; c++) {
         char d[4200];
@@ -198,7 +198,7 @@ static int sink(void *user, const dm_raw_doc *d)
 static double run_sklearn(const char *script, const char *corpus, int *ok)
 {
     char cmd[8192];
-    snprintf(cmd, sizeof(cmd), "python3 '%s' '%s' 2>/dev/null", script, corpus);
+    snprintf(cmd, sizeof(cmd), "python3 '%.4000s' '%.4000s' 2>/dev/null", script, corpus);
     FILE *p = popen(cmd, "r");
     *ok = 0;
     if (!p) return 0;
