@@ -621,6 +621,35 @@ done:
 #undef DM_PP_RUN
 }
 
+/* The dedicated path for one document larger than the device workspace can hold: the CPU
+ * reference tokenises it (identical output by contract), never truncated. */
+static int dm_pp_run_big_doc(dm_tok_result *out, const dm_tok_batch *in, size_t d, const dm_stopset *stop,
+                             const dm_tok_options *opt)
+{
+    size_t base = in->doc_off[d];
+    uint64_t off[2] = {0, in->doc_off[d + 1] - base};
+    dm_tok_batch one = {in->text + base, (size_t)off[1], off, 1};
+    dm_tok_result r;
+    DM_TRY(dm_tokenize_cpu(&r, &one, stop, opt));
+    int rc = dm_pp_append(out, out->n_tokens + r.n_tokens);
+    if (rc >= 0) {
+        size_t o = out->n_tokens;
+        memcpy(out->hash + o, r.hash, r.n_tokens * 8);
+        memcpy(out->stem_len + o, r.stem_len, r.n_tokens);
+        for (size_t i = 0; i < r.n_tokens; i++) out->start[o + i] = r.start[i] + base;
+        memcpy(out->stems + base, r.stems, (size_t)off[1]);
+        out->doc_tok[d] = o;
+        out->doc_tok[d + 1] = o + r.n_tokens;
+        out->n_tokens += r.n_tokens;
+        out->n_short += r.n_short;
+        out->n_long += r.n_long;
+        out->n_number += r.n_number;
+        out->n_stop += r.n_stop;
+    }
+    dm_tok_result_free(&r);
+    return rc;
+}
+
 extern "C" int dm_tokenize_cuda(dm_tok_result *out, const dm_tok_batch *in, const dm_stopset *stop,
                                 const dm_tok_options *opt)
 {
@@ -660,10 +689,15 @@ extern "C" int dm_tokenize_cuda(dm_tok_result *out, const dm_tok_batch *in, cons
     size_t limit = (free_b + g_ws.n_cap * 34) / 40;
     if (limit > ((size_t)1 << 30)) limit = (size_t)1 << 30;
     if (limit < ((size_t)1 << 20)) limit = (size_t)1 << 20;
+    const char *env = getenv("DOCMINE_PP_CUDA_LIMIT"); /* tests: force sub-batches and the big path */
+    if (env && strtoull(env, NULL, 10) > 0) limit = (size_t)strtoull(env, NULL, 10);
     for (size_t d0 = 0; rc >= 0 && d0 < in->n_docs;) {
         size_t d1 = d0 + 1;
         while (d1 < in->n_docs && in->doc_off[d1 + 1] - in->doc_off[d0] <= limit) d1++;
-        rc = dm_pp_run_range(out, in, d0, d1, stop, opt);
+        if (d1 == d0 + 1 && in->doc_off[d1] - in->doc_off[d0] > limit)
+            rc = dm_pp_run_big_doc(out, in, d0, stop, opt); /* larger than the device can hold */
+        else
+            rc = dm_pp_run_range(out, in, d0, d1, stop, opt);
         d0 = d1;
     }
     if (rc >= 0 && in->n_docs == 0) out->doc_tok[0] = 0;

@@ -149,6 +149,12 @@ static void test_multibyte(void)
     dm_tok_options t = DM_TOK_OPTIONS_INIT;
     compare(dir, DM_PP_FORMAT_AUTO, &t, 0);
     compare(dir, DM_PP_FORMAT_AUTO, &t, 4096); /* many small batches */
+#ifdef PP_TEST_GPU
+    /* device sub-batches of 4 KB: documents above that take the dedicated big-document path */
+    setenv("DOCMINE_PP_CUDA_LIMIT", "4096", 1);
+    compare(dir, DM_PP_FORMAT_AUTO, &t, 0);
+    unsetenv("DOCMINE_PP_CUDA_LIMIT");
+#endif
     t.stem = 0;
     t.keep_numbers = 1;
     compare(dir, DM_PP_FORMAT_AUTO, &t, 0);
