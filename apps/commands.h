@@ -5,5 +5,10 @@
 #include "apps/app.h"
 
 dm_cmd_fn dm_cmd_info;
+dm_cmd_fn dm_cmd_synth;
+dm_cmd_fn dm_cmd_tune;
+dm_cmd_fn dm_cmd_streamclust;
+dm_cmd_fn dm_cmd_stem;
+dm_cmd_fn dm_cmd_preprocess;
 
 #endif

@@ -19,6 +19,11 @@ typedef struct {
 
 static const dm_command g_commands[] = {
     {"info", dm_cmd_info, "ranks, GPUs, library versions, tuning database; --bandwidth measures copies"},
+    {"preprocess", dm_cmd_preprocess, "read a corpus, normalise, tokenise, drop stop words, stem: token stream"},
+    {"stem", dm_cmd_stem, "Porter-stem words from stdin, one per line (compare the backends)"},
+    {"tune", dm_cmd_tune, "tune every kernel for this GPU (--list: the kernels and their spaces)"},
+    {"streamclust", dm_cmd_streamclust, "STREAM k-median (Rodinia streamcluster arguments), across ranks"},
+    {"synth", dm_cmd_synth, "write a synthetic labelled corpus (K Zipf topics), in parallel by rank"},
 };
 #define DM_NCOMMANDS ((int)(sizeof g_commands / sizeof g_commands[0]))
 
