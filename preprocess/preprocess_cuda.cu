@@ -324,19 +324,19 @@ static int dm_pp_bench_output(void *state, void *host, size_t *nbytes)
 static const dm_tune_kernel g_kernels[] = {
     {"preprocess.mark", "token start/end flags of normalised text", "bytes", g_mark_inst,
      DM_PP_NINST(g_mark_inst), 0, dm_pp_bench_create_mark, dm_pp_bench_run, dm_pp_bench_output,
-     dm_pp_bench_destroy, 0.0, (size_t)256 << 20},
+     dm_pp_bench_destroy, 0.0, (size_t)256 << 20, 1.0, NULL},
     {"preprocess.place", "token [start, end) from the scanned flags", "bytes", g_place_inst,
-     DM_PP_NINST(g_place_inst), 0, NULL, NULL, NULL, NULL, 0.0, (size_t)256 << 20},
+     DM_PP_NINST(g_place_inst), 0, NULL, NULL, NULL, NULL, 0.0, (size_t)256 << 20, 1.0, NULL},
     {"preprocess.process", "filter, stop set, Porter stem, hash per token", "tokens", g_process_inst,
      DM_PP_NINST(g_process_inst), 0, dm_pp_bench_create_process, dm_pp_bench_run, dm_pp_bench_output,
-     dm_pp_bench_destroy, 0.0, (size_t)256 << 20},
+     dm_pp_bench_destroy, 0.0, (size_t)256 << 20, 1.0, NULL},
     {"preprocess.compact", "scatter kept tokens", "tokens", g_compact_inst, DM_PP_NINST(g_compact_inst), 0,
-     NULL, NULL, NULL, NULL, 0.0, (size_t)64 << 20},
+     NULL, NULL, NULL, NULL, 0.0, (size_t)64 << 20, 1.0, NULL},
     {"preprocess.docs", "per-document token bounds", "documents", g_docs_inst, DM_PP_NINST(g_docs_inst), 0,
-     NULL, NULL, NULL, NULL, 0.0, (size_t)1 << 20},
+     NULL, NULL, NULL, NULL, 0.0, (size_t)1 << 20, 1.0, NULL},
     {"preprocess.stem_words", "Porter stem of a word list (docmine stem)", "words", g_stem_inst,
      DM_PP_NINST(g_stem_inst), 0, dm_pp_bench_create_stem, dm_pp_bench_run, dm_pp_bench_output,
-     dm_pp_bench_destroy, 0.0, (size_t)64 << 20},
+     dm_pp_bench_destroy, 0.0, (size_t)64 << 20, 1.0, NULL},
 };
 enum { K_MARK = 0, K_PLACE, K_PROCESS, K_COMPACT, K_DOCS, K_STEM, K_COUNT };
 static int g_force[K_COUNT] = {-1, -1, -1, -1, -1, -1};
