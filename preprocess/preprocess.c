@@ -213,7 +213,14 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
     r->tokenize = backend == DM_BACKEND_CUDA ? dm_tokenize_cuda
                   : backend == DM_PP_BACKEND_HD ? dm_tokenize_hd
                                                 : dm_tokenize_cpu;
-    r->batch_bytes = opt->batch_bytes ? opt->batch_bytes : DM_PP_DEFAULT_BATCH;
+    /* automatic batches: about an eighth of this rank's input so that small corpora still
+     * pipeline, between 1 MB and DM_PP_DEFAULT_BATCH */
+    uint64_t in_bytes = 0;
+    for (size_t i = 0; i < n_files; i++) in_bytes += files[i].size;
+    size_t autob = (size_t)(in_bytes / 8);
+    if (autob < ((size_t)1 << 20)) autob = (size_t)1 << 20;
+    if (autob > DM_PP_DEFAULT_BATCH) autob = DM_PP_DEFAULT_BATCH;
+    r->batch_bytes = opt->batch_bytes ? opt->batch_bytes : autob;
     int rc;
     if (r->cuda && (rc = dm_pp_cuda_get_device(&r->device)) < 0) {
         free(r);
