@@ -378,7 +378,8 @@ extern "C" int dm_pp_cuda_set_device(int dev)
 
 /* ------------------------------------------------------------------ per-stage times */
 
-static double g_t_h2d, g_t_kern, g_t_d2h;
+/* per thread: each pipeline worker has its own workspace, stream and times */
+static thread_local double g_t_h2d, g_t_kern, g_t_d2h;
 extern "C" void dm_pp_cuda_take_times(double *h2d, double *kernels, double *d2h)
 {
     *h2d = g_t_h2d;
@@ -389,7 +390,9 @@ extern "C" void dm_pp_cuda_take_times(double *h2d, double *kernels, double *d2h)
 
 /* ------------------------------------------------------------------ device workspace */
 
-/* Grown on demand, kept between batches (no per-batch allocation once warm). */
+/* Grown on demand, kept between batches (no per-batch allocation once warm). One per host thread
+ * (thread_local): two pipeline workers use two workspaces and two streams, so that one batch's
+ * copies overlap the other's kernels. (Released at process exit.) */
 typedef struct dm_pp_ws {
     size_t n_cap, t_cap, d_cap, cub_cap, stop_cap, stop_bytes;
     char *text, *stems;
@@ -406,7 +409,7 @@ typedef struct dm_pp_ws {
     cudaStream_t stream;
     cudaEvent_t ev[4];
 } dm_pp_ws;
-static dm_pp_ws g_ws;
+static thread_local dm_pp_ws g_ws;
 
 static int dm_pp_ws_grow(void **p, size_t *cap, size_t need)
 {
