@@ -689,7 +689,8 @@ extern "C" int dm_tokenize_cuda(dm_tok_result *out, const dm_tok_batch *in, cons
      * document larger than that still goes whole, as its own sub-batch */
     size_t free_b = 0, total_b = 0;
     if (rc >= 0 && cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) free_b = (size_t)1 << 30;
-    size_t limit = (free_b + g_ws.n_cap * 34) / 40;
+    /* two pipeline workers hold a workspace each: plan for half of the free memory */
+    size_t limit = (free_b + g_ws.n_cap * 34) / 80;
     if (limit > ((size_t)1 << 30)) limit = (size_t)1 << 30;
     if (limit < ((size_t)1 << 20)) limit = (size_t)1 << 20;
     const char *env = getenv("DOCMINE_PP_CUDA_LIMIT"); /* tests: force sub-batches and the big path */
