@@ -52,7 +52,8 @@ static int is_node_tuner(const dm_ctx *ctx, int *tuner)
 {
     char name[sizeof ctx->dev.name];
     memset(name, 0, sizeof name);
-    snprintf(name, sizeof name, "%s", ctx->dev.name);
+    memcpy(name, ctx->dev.name, sizeof name);
+    name[sizeof name - 1] = '\0';
     char *all = malloc((size_t)ctx->local_size * sizeof name);
     if (!all) return DM_ERR(DM_ERR_NOMEM, "tune: out of memory");
     if (MPI_Allgather(name, (int)sizeof name, MPI_CHAR, all, (int)sizeof name, MPI_CHAR,
@@ -140,8 +141,10 @@ int dm_cmd_tune(dm_app *app, int argc, char **argv)
     if (json && tuner && rank == 0) {
         jf = fopen(json, "w");
         if (!jf) return dm_app_fail(app, cmd, DM_ERR(DM_ERR_IO, "%s: cannot write", json));
-        fprintf(jf, "{\"gpu\": \"%s\", \"cc\": \"%d.%d\", \"mode\": \"%s\", \"results\": [", ctx->dev.name,
-                ctx->dev.cc_major, ctx->dev.cc_minor, dm_tune_mode_name(mode));
+        fprintf(jf, "{\"gpu\": ");
+        dm_tune_json_string(jf, ctx->dev.name);
+        fprintf(jf, ", \"cc\": \"%d.%d\", \"mode\": \"%s\", \"results\": [", ctx->dev.cc_major,
+                ctx->dev.cc_minor, dm_tune_mode_name(mode));
     }
     int status = DM_OK, first = 1;
     dm_tune_policy prior;

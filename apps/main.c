@@ -174,6 +174,7 @@ int main(int argc, char **argv)
         dm_ctx ctx;
         dm_app app = {.ctx = &ctx, .report_path = g.report, .argc_all = full_argc, .argv_all = full_argv};
         int rc = dm_ctx_init(&ctx, &g.ctx);
+        dm_tune_set_local_rank(ctx.local_rank); /* node-local rank 0 tunes, the others wait */
         if (rc == DM_OK) rc = dm_tune_register_all();
         if (rc != DM_OK) code = dm_app_fail(&app, cmd->name, rc);
         else code = cmd->fn(&app, argc - 1, argv + 1);

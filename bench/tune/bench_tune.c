@@ -81,9 +81,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_tune: cannot write %s\n", json);
         return 1;
     }
-    fprintf(jf, "{\"bench\": \"tune\", \"gpu\": \"%s\", \"cc\": \"%d.%d\", \"date\": \"%s\", "
-                "\"repeats\": %d, \"prior\": \"%s\", \"kernels\": [",
-            gpu.name, gpu.cc / 10, gpu.cc % 10, date, repeats,
+    fprintf(jf, "{\"bench\": \"tune\", \"gpu\": ");
+    dm_tune_json_string(jf, gpu.name);
+    fprintf(jf, ", \"cc\": \"%d.%d\", \"date\": \"%s\", \"repeats\": %d, \"prior\": \"%s\", "
+                "\"kernels\": [",
+            gpu.cc / 10, gpu.cc % 10, date, repeats,
             have_prior ? dm_tune_policy_str(&prior, buf, sizeof buf) : "");
     printf("%-22s %6s %9s %9s %8s %10s %7s %6s %6s %s\n", "kernel", "inst", "msp_s", "exhaus_s",
            "s_ratio", "msp/best", "evals", "rank", "rank_p", "verdict");

@@ -7,10 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/status.h"
 #include "common/tune/copy.h"
 #include "common/tune/copy_kernels.cuh"
-#include "common/tune/tune_cuda.cuh"
+#include "common/cuda_check.h"
 
 namespace {
 
@@ -31,7 +32,7 @@ int copy_launch(const void *args, size_t n, void *stream)
         unsigned blocks = (unsigned)((threads + B - 1) / B);
         dm_copy_kernel<T, B, R, S><<<blocks, B, 0, static_cast<cudaStream_t>(stream)>>>(
             dst + off, src + off, cnt);
-        DM_TUNE_CUDA(cudaGetLastError());
+        DM_CUDA_TRY(cudaGetLastError());
     }
     return DM_OK;
 }
@@ -70,29 +71,30 @@ uint64_t splitmix64(uint64_t *s)
 int copy_bench_create(void **state, size_t n, uint64_t seed)
 {
     *state = NULL;
-    copy_bench *b = static_cast<copy_bench *>(calloc(1, sizeof *b));
+    copy_bench *b = static_cast<copy_bench *>(dm_calloc(1, sizeof *b));
     if (!b) return DM_ERR(DM_ERR_NOMEM, "copy bench: out of memory");
     b->n = b->cap = n;
-    size_t alloc = n ? n : 1;
-    uint64_t *host = static_cast<uint64_t *>(malloc((alloc + 7) / 8 * 8));
-    int rc = DM_OK;
-    cudaError_t e = cudaSuccess;
-    if (!host) rc = DM_ERR(DM_ERR_NOMEM, "copy bench: out of memory");
+    size_t words = (n + 7) / 8 + 1;
+    uint64_t *host = static_cast<uint64_t *>(dm_malloc(words * 8));
+    int rc = host ? DM_OK : DM_ERR(DM_ERR_NOMEM, "copy bench: out of memory (%zu bytes)", words * 8);
     if (rc == DM_OK) {
         uint64_t s = seed;
-        for (size_t i = 0; i < (alloc + 7) / 8; i++) host[i] = splitmix64(&s);
-        if ((e = cudaMalloc(&b->src, alloc)) != cudaSuccess ||
-            (e = cudaMalloc(&b->dst, alloc)) != cudaSuccess ||
-            (e = cudaMemcpy(b->src, host, alloc, cudaMemcpyHostToDevice)) != cudaSuccess ||
-            (e = cudaMemset(b->dst, 0xA5, alloc)) != cudaSuccess ||
+        for (size_t i = 0; i < words; i++) host[i] = splitmix64(&s);
+        rc = dm_device_alloc(&b->src, words * 8);
+    }
+    if (rc == DM_OK) rc = dm_device_alloc(&b->dst, words * 8);
+    if (rc == DM_OK) {
+        cudaError_t e;
+        if ((e = cudaMemcpy(b->src, host, words * 8, cudaMemcpyHostToDevice)) != cudaSuccess ||
+            (e = cudaMemset(b->dst, 0xA5, words * 8)) != cudaSuccess ||
             (e = cudaDeviceSynchronize()) != cudaSuccess)
             rc = DM_ERR(DM_ERR_CUDA, "copy bench (%zu bytes): %s", n, cudaGetErrorString(e));
     }
-    free(host);
+    dm_free(host);
     if (rc != DM_OK) {
-        cudaFree(b->src);
-        cudaFree(b->dst);
-        free(b);
+        dm_device_free(b->src);
+        dm_device_free(b->dst);
+        dm_free(b);
         return rc;
     }
     *state = b;
@@ -119,7 +121,7 @@ int copy_bench_output(void *state, void *host, size_t *nbytes)
     copy_bench *b = static_cast<copy_bench *>(state);
     *nbytes = b->n;
     if (!host || b->n == 0) return DM_OK;
-    DM_TUNE_CUDA(cudaMemcpy(host, b->dst, b->n, cudaMemcpyDeviceToHost));
+    DM_CUDA_TRY(cudaMemcpy(host, b->dst, b->n, cudaMemcpyDeviceToHost));
     return DM_OK;
 }
 
@@ -127,9 +129,9 @@ void copy_bench_destroy(void *state)
 {
     copy_bench *b = static_cast<copy_bench *>(state);
     if (!b) return;
-    cudaFree(b->src);
-    cudaFree(b->dst);
-    free(b);
+    dm_device_free(b->src);
+    dm_device_free(b->dst);
+    dm_free(b);
 }
 
 dm_tune_kernel make_kernel(const char *name, const char *desc, const dm_tune_instance *inst,
@@ -159,9 +161,15 @@ const dm_tune_kernel g_copy = make_kernel(
     "common.copy", "device-to-device copy of 16-byte items (memory-bound archetype)",
     g_copy_instances, (int)(sizeof g_copy_instances / sizeof g_copy_instances[0]), g_copy_default,
     16.0);
-const dm_tune_kernel g_copy_bytes = make_kernel(
-    "common.copy_bytes", "device-to-device copy of bytes (misaligned copies and tails)",
-    g_copy_bytes_instances, 1, 0, 1.0);
+dm_tune_kernel make_bytes_kernel(void)
+{
+    dm_tune_kernel k = make_kernel(
+        "common.copy_bytes", "device-to-device copy of bytes (misaligned copies and tails)",
+        g_copy_bytes_instances, 1, 0, 1.0);
+    k.bench_default_n = (size_t)16 << 20; /* tails and misaligned copies are small */
+    return k;
+}
+const dm_tune_kernel g_copy_bytes = make_bytes_kernel();
 
 } // namespace
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -356,4 +357,15 @@ int dm_tune_db_store(const char *path, const dm_tune_db_row *rows, int n)
     }
     close(lfd);
     return rc;
+}
+
+void dm_tune_db_key_lock_path(char *buf, size_t len, const char *db, const char *kernel,
+                              const char *gpu, int cc, int wclass)
+{
+    uint64_t h = 1469598103934665603ull;
+    char key[512], g[128];
+    dm_tune_db_set_name(g, sizeof g, gpu);
+    snprintf(key, sizeof key, "%s\t%s\t%d\t%d", kernel, g, cc, wclass);
+    for (const char *p = key; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    snprintf(buf, len, "%s.%016llx.tuning", db, (unsigned long long)h);
 }

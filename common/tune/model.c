@@ -97,8 +97,8 @@ int dm_tune_model_prune(dm_tune_cand *cand, const dm_tune_instance *inst, const 
         double b = c->transition_rake > 1.0 ? c->transition_rake : 1.0;
         int above = c->policy.rake > b;
         if ((any_below && above) || (!any_below && c->policy.rake > min_rake)) {
-            c->pruned = 1;
-            c->why = "rake above the transition rake b (idle SMs)";
+            c->demoted = 1;
+            c->why = "rake above the transition rake b (idle SMs): searched last";
         }
     }
     int kept = 0;
@@ -129,21 +129,20 @@ double dm_tune_policy_distance(const dm_tune_policy *p, const dm_tune_policy *q)
     return d;
 }
 
-static const dm_tune_cand *g_sort_cand;
-static const dm_tune_policy *g_sort_prior;
-
-static int cmp_order(const void *pa, const void *pb)
+static int cmp_order(const dm_tune_cand *cand, const dm_tune_policy *prior, int ia, int ib)
 {
-    const dm_tune_cand *a = &g_sort_cand[*(const int *)pa];
-    const dm_tune_cand *b = &g_sort_cand[*(const int *)pb];
+    const dm_tune_cand *a = &cand[ia];
+    const dm_tune_cand *b = &cand[ib];
     if (a->pruned != b->pruned) return a->pruned - b->pruned;
     if (a->valid != b->valid) return b->valid - a->valid;
-    if (g_sort_prior && !a->pruned) {
-        double da = dm_tune_policy_distance(&a->policy, g_sort_prior);
-        double db = dm_tune_policy_distance(&b->policy, g_sort_prior);
+    /* a prior (a measured best policy) outranks the model's demotion */
+    if (prior && !a->pruned) {
+        double da = dm_tune_policy_distance(&a->policy, prior);
+        double db = dm_tune_policy_distance(&b->policy, prior);
         if (da < db - 1e-12) return -1;
         if (da > db + 1e-12) return 1;
     }
+    if (!a->pruned && a->demoted != b->demoted) return a->demoted - b->demoted;
     if (a->score > b->score) return -1;
     if (a->score < b->score) return 1;
     return a->index - b->index;
@@ -151,13 +150,15 @@ static int cmp_order(const void *pa, const void *pb)
 
 void dm_tune_model_order(int *order, const dm_tune_cand *cand, int n, const dm_tune_policy *prior)
 {
-    for (int i = 0; i < n; i++) order[i] = i;
-    /* qsort with file-scope context: callers are not concurrent (the tuner runs under a lock) */
-    g_sort_cand = cand;
-    g_sort_prior = prior;
-    qsort(order, (size_t)n, sizeof *order, cmp_order);
-    g_sort_cand = NULL;
-    g_sort_prior = NULL;
+    /* insertion sort: spaces are small, and no global comparator context (thread-safe) */
+    for (int i = 0; i < n; i++) {
+        int v = i, j = i;
+        while (j > 0 && cmp_order(cand, prior, order[j - 1], v) > 0) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = v;
+    }
 }
 
 int dm_tune_msp_index(const double *t, int count, double tol)

@@ -121,6 +121,17 @@ void dm_tune_result_row(FILE *out, const dm_tune_kernel *k, const dm_tune_result
     fprintf(out, "\n");
 }
 
+void dm_tune_json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(out, "\\%c", *p);
+        else if (*p < 0x20) fprintf(out, "\\u%04x", *p);
+        else fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
 static void json_policy(FILE *out, const char *key, const dm_tune_policy *p)
 {
     fprintf(out, "\"%s\": {\"block\": %d, \"rake\": %d, \"strided\": %s, \"layout\": \"%s\", \"tile\": %d}",
@@ -129,16 +140,19 @@ static void json_policy(FILE *out, const char *key, const dm_tune_policy *p)
 
 void dm_tune_result_json(FILE *out, const dm_tune_kernel *k, const dm_tune_result *r)
 {
-    fprintf(out, "{\"kernel\": \"%s\", \"mode\": \"%s\", \"target_n\": %zu, \"msp_n\": %zu, ",
-            k->name, dm_tune_mode_name(r->mode), r->target_n, r->msp_n);
+    fprintf(out, "{\"kernel\": ");
+    dm_tune_json_string(out, k->name);
+    fprintf(out, ", \"mode\": \"%s\", \"target_n\": %zu, \"msp_n\": %zu, ",
+            dm_tune_mode_name(r->mode), r->target_n, r->msp_n);
     fprintf(out, "\"default_ms\": %.6g, \"tuned_ms\": %.6g, \"speedup\": %.4f, ", r->default_ms,
             r->tuned_ms, r->tuned_ms > 0 ? r->default_ms / r->tuned_ms : 0.0);
     json_policy(out, "default", &k->instances[r->default_instance].policy);
     fprintf(out, ", ");
     json_policy(out, "chosen", &k->instances[r->chosen].policy);
     fprintf(out, ", \"instances\": %d, \"valid\": %d, \"candidates\": %d, \"evaluated\": %d, "
-                 "\"rejected\": %d, \"search_s\": %.6g",
-            k->n_instances, r->n_valid, r->n_candidates, r->n_evaluated, r->n_rejected, r->search_s);
+                 "\"rejected\": %d, \"search_s\": %.6g, \"check_s\": %.6g",
+            k->n_instances, r->n_valid, r->n_candidates, r->n_evaluated, r->n_rejected, r->search_s,
+            r->check_s);
     if (r->exhaustive_best >= 0) {
         fprintf(out, ", ");
         json_policy(out, "exhaustive_best", &k->instances[r->exhaustive_best].policy);

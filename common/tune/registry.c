@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
 #include "common/tune/tune_db.h"
@@ -32,9 +33,7 @@ void dm_tune_warn(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    int rank = dm_status_rank();
-    if (rank >= 0) fprintf(stderr, "docmine[%d]: warning: tune: %s\n", rank, msg);
-    else fprintf(stderr, "docmine: warning: tune: %s\n", msg);
+    dm_log_warn("tune: %s", msg);
 }
 
 double dm_tune_now(void)
@@ -54,6 +53,12 @@ static void sleep_s(double s)
 
 /* ---- registry ----------------------------------------------------------------------------------- */
 
+static int policy_equal(const dm_tune_policy *a, const dm_tune_policy *b)
+{
+    return a->block == b->block && a->rake == b->rake && a->strided == b->strided &&
+           a->layout == b->layout && a->tile == b->tile;
+}
+
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static const dm_tune_kernel *g_kernels[DM_TUNE_MAX_KERNELS];
 static int g_n_kernels;
@@ -64,10 +69,26 @@ int dm_tune_register(const dm_tune_kernel *k)
         k->default_instance < 0 || k->default_instance >= k->n_instances)
         return DM_ERR(DM_ERR_INVALID_ARG, "tune: kernel %s: name, instances and default required",
                       k && k->name ? k->name : "(null)");
-    for (int i = 0; i < k->n_instances; i++)
-        if (!k->instances[i].launch)
+    for (int i = 0; i < k->n_instances; i++) {
+        const dm_tune_instance *in = &k->instances[i];
+        const dm_tune_policy *p = &in->policy;
+        if (!in->launch)
             return DM_ERR(DM_ERR_INVALID_ARG, "tune: kernel %s: instance %d has no launcher",
                           k->name, i);
+        /* the validity rule of a space: threads a multiple of 32 and <= 1024, rake >= 1, a known
+         * layout, a tile size exactly for the tiled layout (shared memory is checked against the
+         * device by the model) */
+        if (p->block < 32 || p->block > 1024 || p->block % 32 || p->rake < 1 ||
+            p->strided < 0 || p->strided > 1 || p->layout < DM_LAYOUT_NONE ||
+            p->layout > DM_LAYOUT_TILED || (p->layout == DM_LAYOUT_TILED) != (p->tile > 0))
+            return DM_ERR(DM_ERR_INVALID_ARG, "tune: kernel %s: instance %d has an invalid policy "
+                          "(block %d, rake %d, strided %d, layout %d, tile %d)",
+                          k->name, i, p->block, p->rake, p->strided, p->layout, p->tile);
+        for (int j = 0; j < i; j++)
+            if (policy_equal(&k->instances[j].policy, p))
+                return DM_ERR(DM_ERR_INVALID_ARG, "tune: kernel %s: instances %d and %d have the "
+                              "same policy", k->name, j, i);
+    }
     pthread_mutex_lock(&g_lock);
     int rc = DM_OK;
     for (int i = 0; i < g_n_kernels; i++) {
@@ -169,7 +190,7 @@ int dm_tune_workload_class(size_t n)
 /* ---- configuration ---------------------------------------------------------------------------- */
 
 static int g_mode = -1; /* -1: not set, read DOCMINE_TUNE */
-static int g_local_rank = 0;
+static int g_local_rank = -1; /* -1: not set, read from the launcher's environment */
 static char g_db_override[PATH_MAX];
 
 int dm_tune_set_mode(int mode)
@@ -212,6 +233,31 @@ int dm_tune_configure(int mode, const char *db_path, int local_rank)
     pthread_mutex_unlock(&g_lock);
     dm_tune_cache_clear();
     return DM_OK;
+}
+
+void dm_tune_set_local_rank(int local_rank)
+{
+    pthread_mutex_lock(&g_lock);
+    g_local_rank = local_rank < 0 ? -1 : local_rank;
+    pthread_mutex_unlock(&g_lock);
+}
+
+int dm_tune_get_local_rank(void)
+{
+    pthread_mutex_lock(&g_lock);
+    int r = g_local_rank;
+    pthread_mutex_unlock(&g_lock);
+    if (r >= 0) return r;
+    /* not set by dm_ctx: the node-local rank the launcher exports, else 0 */
+    static const char *const vars[] = {"SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                       "MPI_LOCALRANKID", "PMI_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long x;
+        if (v && v[0] && (x = strtol(v, &end, 10)) >= 0 && !*end && x < 1 << 20) return (int)x;
+    }
+    return 0;
 }
 
 void dm_tune_set_db_path(const char *path)
@@ -301,12 +347,6 @@ static void db_refresh(const char *path)
     else memset(&g_db_stat, 0, sizeof g_db_stat);
 }
 
-static int policy_equal(const dm_tune_policy *a, const dm_tune_policy *b)
-{
-    return a->block == b->block && a->rake == b->rake && a->strided == b->strided &&
-           a->layout == b->layout && a->tile == b->tile;
-}
-
 /* Instance of k with policy p, or -1. */
 static int instance_of(const dm_tune_kernel *k, const dm_tune_policy *p)
 {
@@ -357,20 +397,9 @@ static int model_choice(const dm_tune_kernel *k, size_t n, const dm_tune_gpu *gp
     return best;
 }
 
-/* Key lock file: PATH.<hash>.tuning (O_EXCL). Returns an fd-less token: 1 taken, 0 busy. */
-static void key_lock_path(char *buf, size_t len, const char *db, const dm_tune_kernel *k,
-                          const dm_tune_gpu *gpu, int wc)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a of the key */
-    char key[512];
-    snprintf(key, sizeof key, "%s\t%s\t%d\t%d", k->name, gpu->name, gpu->cc, wc);
-    for (const char *p = key; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    snprintf(buf, len, "%s.%016llx.tuning", db, (unsigned long long)h);
-}
-
 /* Takes the per-key tuning lock: an exclusive flock on a lock file, which the kernel releases
  * when the holder exits or dies, so a crashed or killed tuner never leaves the others waiting.
- * Returns 1 with *fd holding the lock, 0 when another process holds it, -1 on error. The file
+ * Returns 1 with *fd_out holding the lock, 0 when another process holds it, -1 on error. The file
  * itself stays (unlinking it would race with a process that has just opened it). */
 static int key_lock_take(const char *lock, int *fd_out)
 {
@@ -395,21 +424,30 @@ static void key_lock_release(int fd)
     close(fd);
 }
 
+/* The usable row's instance for (k, gpu, wc) under mode, or -1 (reloads the database). */
+static int db_lookup(const dm_tune_kernel *k, const dm_tune_gpu *gpu, int wc, int mode,
+                     const char *db)
+{
+    pthread_mutex_lock(&g_lock);
+    db_refresh(db);
+    const dm_tune_db_row *row = dm_tune_db_find(&g_db, k->name, gpu->name, gpu->cc, wc);
+    int inst = row && row->mode >= mode ? row_instance(k, row) : -1;
+    pthread_mutex_unlock(&g_lock);
+    return inst;
+}
+
 /* Tunes and stores the entry for (k, wc) or waits for another process to do it. Called without
  * g_lock. Returns the instance index. */
 static int tune_or_wait(const dm_tune_kernel *k, size_t n, int wc, int mode, const dm_tune_gpu *gpu,
                         const char *db)
 {
     char lock[PATH_MAX + 64];
-    key_lock_path(lock, sizeof lock, db, k, gpu, wc);
+    dm_tune_db_key_lock_path(lock, sizeof lock, db, k->name, gpu->name, gpu->cc, wc);
     if (dm_tune_db_mkdirs(db) != DM_OK) {
         dm_tune_warn("%s", dm_error_message());
         return k->default_instance;
     }
-    int local_rank;
-    pthread_mutex_lock(&g_lock);
-    local_rank = g_local_rank;
-    pthread_mutex_unlock(&g_lock);
+    int local_rank = dm_tune_get_local_rank();
     /* node-local rank 0 goes first; the others give it a moment to take the key */
     if (local_rank > 0) sleep_s(0.2 + 0.01 * (local_rank < 50 ? local_rank : 50));
     double wait_max = 600.0;
@@ -417,11 +455,7 @@ static int tune_or_wait(const dm_tune_kernel *k, size_t n, int wc, int mode, con
     if (w && atof(w) > 0) wait_max = atof(w);
     double t0 = dm_tune_now();
     for (;;) {
-        pthread_mutex_lock(&g_lock);
-        db_refresh(db);
-        const dm_tune_db_row *row = dm_tune_db_find(&g_db, k->name, gpu->name, gpu->cc, wc);
-        int inst = row ? row_instance(k, row) : -1;
-        pthread_mutex_unlock(&g_lock);
+        int inst = db_lookup(k, gpu, wc, mode, db);
         if (inst >= 0) return inst;
         int lock_fd = -1;
         int got = key_lock_take(lock, &lock_fd);
@@ -431,6 +465,12 @@ static int tune_or_wait(const dm_tune_kernel *k, size_t n, int wc, int mode, con
             return k->default_instance;
         }
         if (got == 1) {
+            /* another process may have stored the row between the lookup and the lock */
+            inst = db_lookup(k, gpu, wc, mode, db);
+            if (inst >= 0) {
+                key_lock_release(lock_fd);
+                return inst;
+            }
             dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
             opt.mode = mode;
             dm_tune_result res;
@@ -449,6 +489,19 @@ static int tune_or_wait(const dm_tune_kernel *k, size_t n, int wc, int mode, con
         }
         sleep_s(0.2);
     }
+}
+
+void dm_tune_override_gpu(const dm_tune_gpu *gpu)
+{
+    pthread_mutex_lock(&g_lock);
+    if (gpu) {
+        g_gpu = *gpu;
+        g_gpu_known = 1;
+    } else {
+        g_gpu_known = 0;
+    }
+    g_n_cache = 0;
+    pthread_mutex_unlock(&g_lock);
 }
 
 const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n)
@@ -481,15 +534,18 @@ const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n)
         pthread_mutex_lock(&g_lock);
         db_refresh(db);
         const dm_tune_db_row *row = dm_tune_db_find(&g_db, k->name, gpu.name, gpu.cc, wc);
-        inst = row ? row_instance(k, row) : -1;
+        /* a row from a weaker search (model < msp < exhaustive) does not answer a stronger one,
+         * unless the kernel cannot be tuned here (no bench hooks) */
+        int weak = row ? row_instance(k, row) : def;
+        inst = row && row->mode >= mode ? weak : -1;
         pthread_mutex_unlock(&g_lock);
-        if (inst < 0 && !has_bench(k)) inst = def;
+        if (inst < 0 && !has_bench(k)) inst = weak;
         if (inst < 0) {
             /* tune at the lower bound of the class (never above n), capped at the kernel's own
              * target size: beyond the saturation point the choice carries over, and the
              * tuning input must not compete with the application for memory */
             size_t tn = (size_t)1 << wc;
-            size_t cap = k->bench_default_n > ((size_t)1 << 20) ? k->bench_default_n : (size_t)1 << 20;
+            size_t cap = k->bench_default_n > 0 ? k->bench_default_n : (size_t)1 << 20;
             if (tn > cap) tn = cap;
             t_tuning = 1;
             inst = tune_or_wait(k, tn, wc, mode, &gpu, db);

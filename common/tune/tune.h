@@ -83,12 +83,13 @@ const dm_tune_kernel *dm_tune_kernel_find(const char *name);
  * for this GPU and workload class when known, else the default. Never NULL for a registered
  * kernel with instances. Cheap after the first call for a (kernel, class).
  * off: the default. model: the occupancy model's best predicted instance (no timing).
- * msp / exhaustive: the database's row for (kernel, GPU model, compute capability, class); when
- * there is none and the kernel has bench hooks, the first process to need it takes a key lock
- * file next to the database and tunes it (at min(2^class, max(bench_default_n, 2^20)) units, on
- * its own stream and inputs), stores it and returns it; processes that find the key locked wait
- * for the row (DOCMINE_TUNE_WAIT seconds, default 600, then the default). Node-local ranks > 0
- * give rank 0 a head start. Without a GPU, or on any tuning error (a warning), the default.
+ * msp / exhaustive: the database's row for (kernel, GPU model, compute capability, class) found
+ * by a search at least as strong (model < msp < exhaustive); when there is none and the kernel
+ * has bench hooks, the first process to need it takes a key lock (flock) next to the database and
+ * tunes it (at min(2^class, bench_default_n or 2^20) units, on its own stream and inputs),
+ * stores it and returns it; processes that find the key locked wait for the row
+ * (DOCMINE_TUNE_WAIT seconds, default 600, then the default). Node-local ranks > 0 give rank 0
+ * a head start. Without a GPU, or on any tuning error (a warning), the default.
  * The GPU is the current device at the first call of the process. Thread-safe. */
 const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n);
 
@@ -126,7 +127,9 @@ typedef struct dm_tune_options {
     const dm_tune_policy *prior; /* order candidates by closeness to this policy (e.g. the copy
                                     kernel's best: the memory-bound prior); NULL: model order */
     int compare_exhaustive;      /* also run the exhaustive search at the target size */
-    int prune;                   /* 1: MSP searches the model-pruned space; 0: every valid one */
+    int prune;                   /* MSP candidates: 0 every valid instance; 1 (default) without
+                                    low-occupancy ones, rakes above Fang's b searched last;
+                                    2 also without rakes above b (Fang's model strictly) */
     uint64_t seed;               /* seed of the tuning input */
     size_t check_max_n;          /* outputs are compared on at most this many units (0: 2^24) */
 } dm_tune_options;
@@ -140,9 +143,9 @@ typedef struct dm_tune_result {
     double default_ms, tuned_ms;
     int n_valid, n_candidates;      /* valid instances; candidates after pruning */
     int n_evaluated, n_rejected;    /* timed at the MSP; rejected for wrong output (bugs) */
-    double search_s;                /* wall time of the whole search (curve + MSP + confirm),
-                                       without the creation of tuning inputs (bench_create),
-                                       which is the same for every mode */
+    double search_s;                /* wall time of the search (curve + MSP + confirm) without
+                                       creating tuning inputs (bench_create) and without the
+                                       output checks (check_s): the timing work of the search */
     int winner_at_msp;              /* fastest at the MSP before confirmation */
     /* with compare_exhaustive (or mode exhaustive) */
     int exhaustive_best;            /* -1 when not run */
@@ -150,6 +153,8 @@ typedef struct dm_tune_result {
     int exhaustive_evaluated;
     /* position (1-based) of the exhaustive best in the MSP candidate order; 0 if not a candidate */
     int best_rank_in_order;
+    double check_s;                 /* wall time of all output checks (each instance once per
+                                       check size, at most check_max_n units) */
 } dm_tune_result;
 
 /* Tunes kernel k for n work units on the current GPU under opt (mode off: the default only).
@@ -157,12 +162,24 @@ typedef struct dm_tune_result {
  * Does not touch the database. */
 int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t n, const dm_tune_options *opt);
 
+/* Runs every instance of k on a fresh seeded tuning input of n units and compares its output
+ * with the default instance's (byte-identical, or within k->tolerance for float outputs).
+ * bad receives the indices of up to max_bad instances that differ, *n_bad their count (0: all
+ * agree). Needs a GPU (DM_ERR_NO_DEVICE) and the bench hooks (DM_ERR_UNSUPPORTED). */
+int dm_tune_check_instances(int *n_bad, int *bad, int max_bad, const dm_tune_kernel *k, size_t n,
+                            uint64_t seed);
+
 /* Process-wide configuration, usually from the command line:
  *  mode        as dm_tune_set_mode
  *  db_path     as dm_tune_set_db_path; NULL keeps the current setting
  *  local_rank  node-local MPI rank: rank 0 tunes missing entries first, the others wait for
  *              them and read (see dm_tune_select). */
 int dm_tune_configure(int mode, const char *db_path, int local_rank);
+/* The node-local MPI rank used by dm_tune_select (dm_ctx_init should set it). Not set (or < 0):
+ * SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, PMI_LOCAL_RANK or
+ * MV2_COMM_WORLD_LOCAL_RANK from the launcher, else 0. */
+void dm_tune_set_local_rank(int local_rank);
+int dm_tune_get_local_rank(void);
 /* Tunes k at n and stores the result in the database (atomic write); the result goes to *res
  * when res != NULL. */
 int dm_tune_and_store(dm_tune_result *res, const dm_tune_kernel *k, size_t n,

@@ -11,7 +11,7 @@
 
 #include "common/status.h"
 #include "common/tune/tune.h"
-#include "common/tune/tune_cuda.cuh"
+#include "common/cuda_check.h"
 #include "common/tune/tune_gpu.h"
 #include "common/tune/tune_model.h"
 
@@ -22,9 +22,9 @@ extern "C" int dm_tune_gpu_current(dm_tune_gpu *out)
         cudaGetLastError(); /* clear the sticky "no device" error */
         return DM_ERR(DM_ERR_NO_DEVICE, "tune: no CUDA device");
     }
-    DM_TUNE_CUDA(cudaGetDevice(&dev));
+    DM_CUDA_TRY(cudaGetDevice(&dev));
     cudaDeviceProp p;
-    DM_TUNE_CUDA(cudaGetDeviceProperties(&p, dev));
+    DM_CUDA_TRY(cudaGetDeviceProperties(&p, dev));
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%.*s", (int)sizeof out->name - 1, p.name);
     out->cc = p.major * 10 + p.minor;
@@ -43,18 +43,19 @@ extern "C" int dm_tune_gpu_attributes(dm_tune_attr *out, const dm_tune_instance 
     memset(out, 0, sizeof *out);
     out->active_blocks_per_sm = -1;
     if (!inst->func) {
+        out->smem_dynamic = inst->smem_per_block;
         out->max_threads_per_block = 1024;
         return DM_OK; /* no function to ask: the model estimates */
     }
     cudaFuncAttributes a;
-    DM_TUNE_CUDA(cudaFuncGetAttributes(&a, inst->func));
+    DM_CUDA_TRY(cudaFuncGetAttributes(&a, inst->func));
     out->regs_per_thread = a.numRegs;
     out->smem_static = a.sharedSizeBytes;
     out->smem_dynamic = inst->smem_per_block;
     out->max_threads_per_block = a.maxThreadsPerBlock;
     if (inst->policy.block <= a.maxThreadsPerBlock) {
         int blocks = 0;
-        DM_TUNE_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        DM_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
             &blocks, inst->func, inst->policy.block, inst->smem_per_block));
         out->active_blocks_per_sm = blocks;
     } else {
@@ -88,6 +89,14 @@ int create_timed(cuda_ctx *c, void **st, size_t n)
 {
     double t0 = wall();
     int rc = c->k->bench_create(st, n, c->opt->seed);
+    /* the hooks may fill the input with asynchronous copies on any stream: finish them */
+    cudaError_t e = rc == DM_OK ? cudaDeviceSynchronize() : cudaSuccess;
+    if (e != cudaSuccess) {
+        c->k->bench_destroy(*st);
+        *st = NULL;
+        rc = DM_ERR(DM_ERR_CUDA, "tune: %s: creating the tuning input: %s", c->k->name,
+                    cudaGetErrorString(e));
+    }
     c->setup_s += wall() - t0;
     return rc;
 }
@@ -117,12 +126,12 @@ int ensure_state(cuda_ctx *c, size_t n)
 
 int timed_batch(cuda_ctx *c, const dm_tune_instance *inst, int batch, double *ms)
 {
-    DM_TUNE_CUDA(cudaEventRecord(c->start, c->stream));
+    DM_CUDA_TRY(cudaEventRecord(c->start, c->stream));
     for (int b = 0; b < batch; b++) DM_TRY(c->k->bench_run(c->state, inst, c->stream));
-    DM_TUNE_CUDA(cudaEventRecord(c->stop, c->stream));
-    DM_TUNE_CUDA(cudaEventSynchronize(c->stop));
+    DM_CUDA_TRY(cudaEventRecord(c->stop, c->stream));
+    DM_CUDA_TRY(cudaEventSynchronize(c->stop));
     float f = 0.0f;
-    DM_TUNE_CUDA(cudaEventElapsedTime(&f, c->start, c->stop));
+    DM_CUDA_TRY(cudaEventElapsedTime(&f, c->start, c->stop));
     *ms = (double)f / batch;
     return DM_OK;
 }
@@ -155,8 +164,9 @@ int fresh_output(cuda_ctx *c, int i, size_t n, unsigned char **out, size_t *byte
     *out = NULL;
     DM_TRY(create_timed(c, &st, n));
     int rc = c->k->bench_run(st, &c->k->instances[i], c->stream);
-    if (rc == DM_OK && cudaStreamSynchronize(c->stream) != cudaSuccess)
-        rc = DM_ERR(DM_ERR_CUDA, "tune: %s: %s", c->k->name, cudaGetErrorString(cudaGetLastError()));
+    cudaError_t e = rc == DM_OK ? cudaStreamSynchronize(c->stream) : cudaSuccess;
+    if (e != cudaSuccess)
+        rc = DM_ERR(DM_ERR_CUDA, "tune: %s instance %d: %s", c->k->name, i, cudaGetErrorString(e));
     if (rc == DM_OK) rc = c->k->bench_output(st, NULL, bytes);
     if (rc == DM_OK) {
         *out = static_cast<unsigned char *>(malloc(*bytes ? *bytes : 1));
@@ -198,6 +208,8 @@ int op_attributes(void *ctx, int i, dm_tune_attr *out)
 
 } // namespace
 
+/* The tuner's stream is a blocking one, so that work the bench hooks issue on the legacy default
+ * stream (cudaMemcpy, cudaMemset) is ordered with the timed launches. */
 extern "C" int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
                            const dm_tune_options *opt)
 {
@@ -210,7 +222,7 @@ extern "C" int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t 
     memset(&c, 0, sizeof c);
     c.k = k;
     c.opt = opt;
-    DM_TUNE_CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+    DM_CUDA_TRY(cudaStreamCreate(&c.stream));
     int rc = DM_OK;
     cudaError_t e;
     if ((e = cudaEventCreate(&c.start)) != cudaSuccess || (e = cudaEventCreate(&c.stop)) != cudaSuccess)
@@ -233,6 +245,39 @@ extern "C" int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t 
     if (c.start) cudaEventDestroy(c.start);
     if (c.stop) cudaEventDestroy(c.stop);
     e = cudaStreamDestroy(c.stream);
+    if (rc == DM_OK && e != cudaSuccess)
+        rc = DM_ERR(DM_ERR_CUDA, "tune: cudaStreamDestroy: %s", cudaGetErrorString(e));
+    return rc;
+}
+
+extern "C" int dm_tune_check_instances(int *n_bad, int *bad, int max_bad, const dm_tune_kernel *k,
+                                       size_t n, uint64_t seed)
+{
+    if (!n_bad || !k || (max_bad > 0 && !bad)) return DM_ERR(DM_ERR_INVALID_ARG, "tune: bad arguments");
+    *n_bad = 0;
+    if (!k->bench_create || !k->bench_run || !k->bench_output || !k->bench_destroy)
+        return DM_ERR(DM_ERR_UNSUPPORTED, "tune: kernel %s has no tuning workload", k->name);
+    dm_tune_gpu gpu;
+    DM_TRY(dm_tune_gpu_current(&gpu));
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.seed = seed;
+    cuda_ctx c;
+    memset(&c, 0, sizeof c);
+    c.k = k;
+    c.opt = &opt;
+    DM_CUDA_TRY(cudaStreamCreate(&c.stream));
+    int rc = DM_OK;
+    for (int i = 0; i < k->n_instances && rc == DM_OK; i++) {
+        if (i == k->default_instance) continue;
+        int same = 0;
+        rc = op_check(&c, i, n, &same);
+        if (rc == DM_OK && !same) {
+            if (*n_bad < max_bad) bad[*n_bad] = i;
+            (*n_bad)++;
+        }
+    }
+    free(c.ref);
+    cudaError_t e = cudaStreamDestroy(c.stream);
     if (rc == DM_OK && e != cudaSuccess)
         rc = DM_ERR(DM_ERR_CUDA, "tune: cudaStreamDestroy: %s", cudaGetErrorString(e));
     return rc;

@@ -65,6 +65,11 @@ int dm_tune_db_put(dm_tune_db *db, const dm_tune_db_row *row);
  * merges (rows replace same-key rows), writes path.tmp.<pid> and renames it over path. Rejected
  * lines of the old file are dropped (they warned on load). */
 int dm_tune_db_store(const char *path, const dm_tune_db_row *rows, int n);
+/* The key lock file of (kernel, gpu, cc, wclass) next to the database at db: "<db>.<16 hex
+ * digits of FNV-1a of the key>.tuning". The process holding an exclusive flock on it tunes the
+ * key (the kernel drops the lock when that process dies). */
+void dm_tune_db_key_lock_path(char *buf, size_t len, const char *db, const char *kernel,
+                              const char *gpu, int cc, int wclass);
 /* Creates the directories of path's parent (mkdir -p). */
 int dm_tune_db_mkdirs(const char *path);
 

@@ -23,6 +23,11 @@ int dm_tune_gpu_current(dm_tune_gpu *out);
  * cudaOccupancyMaxActiveBlocksPerMultiprocessor with the instance's dynamic shared memory). */
 int dm_tune_gpu_attributes(dm_tune_attr *out, const dm_tune_instance *inst);
 
+/* Makes dm_tune_select treat the current GPU as *gpu (NULL: detect it again). For tests of the
+ * database and waiting paths without a device, and for debugging heterogeneous nodes. Clears the
+ * selection cache. Implemented in registry.c. */
+void dm_tune_override_gpu(const dm_tune_gpu *gpu);
+
 #ifdef __cplusplus
 }
 #endif

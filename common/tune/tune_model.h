@@ -46,6 +46,8 @@ typedef struct dm_tune_cand {
     dm_tune_policy policy;
     int valid;               /* 0: violates the validity rule (see why) */
     int pruned;              /* 1: removed by the model (see why); invalid ones are pruned too */
+    int demoted;             /* 1: rake above Fang's b: kept, but searched after the others
+                                (removed too with dm_tune_options.prune == 2) */
     const char *why;         /* static string, "" when kept */
     int active_warps;        /* per SM */
     double occupancy;        /* active warps / max warps per SM */
@@ -57,16 +59,20 @@ typedef struct dm_tune_cand {
  *  - invalid: block not a multiple of 32, > 1024, > the function's or device's maximum, shared
  *    memory above the per-block limit, no block fits on an SM;
  *  - low occupancy: active warps below half of the best valid instance's;
- *  - rake above the transition rake b (fewer threads than the GPU holds: idle SMs), unless no
- *    instance has a rake <= b, in which case those with the smallest rake stay.
- * cand[i] describes instance i (n entries). Returns the number kept, or a negative status. */
+ * and demotes (kept, searched last) a rake above the transition rake b (fewer threads than the
+ * GPU holds: idle SMs), unless no instance has a rake <= b, in which case those with the smallest
+ * rake are not demoted. Demoting rather than removing: a kernel whose output or reduction
+ * shrinks with the rake (streamcluster's pgain work buffer) can be fastest above b.
+ * cand[i] describes instance i (n entries). Returns the number kept (demoted ones included), or a
+ * negative status. */
 int dm_tune_model_prune(dm_tune_cand *cand, const dm_tune_instance *inst, const dm_tune_attr *attr,
                         int n, const dm_tune_limits *lim, double work_items);
 
-/* Candidate order: kept ones first by descending score (occupancy, then rake closest to b from
- * below, then grid-strided items, then block 256 closest), ties by index; pruned ones after.
+/* Candidate order: kept ones first (not demoted before demoted), each by descending score
+ * (occupancy, then rake closest to b from below, then grid-strided items, then block 256
+ * closest), ties by index; pruned ones after.
  * With prior != NULL the kept ones are ordered by distance to the prior policy first
- * (|log2 block ratio| + |log2 rake ratio| + strided mismatch + layout mismatch), ties by score.
+ * (|log2 block ratio| + |log2 rake ratio| + strided mismatch + layout mismatch), then as above.
  * order receives n instance indices. */
 void dm_tune_model_order(int *order, const dm_tune_cand *cand, int n, const dm_tune_policy *prior);
 

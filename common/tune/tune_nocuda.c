@@ -4,6 +4,7 @@
 #include "common/status.h"
 #include "common/tune/copy.h"
 #include "common/tune/tune_gpu.h"
+#include "common/tune/tune_model.h"
 
 #if !DM_HAVE_CUDA
 int dm_tune_gpu_current(dm_tune_gpu *out)
@@ -14,9 +15,14 @@ int dm_tune_gpu_current(dm_tune_gpu *out)
 
 int dm_tune_gpu_attributes(dm_tune_attr *out, const dm_tune_instance *inst)
 {
-    (void)out;
-    (void)inst;
-    return DM_ERR(DM_ERR_UNSUPPORTED, "tune: built without CUDA");
+    if (inst->func) return DM_ERR(DM_ERR_UNSUPPORTED, "tune: built without CUDA");
+    /* as tune_cuda.cu: no function to ask, the model estimates */
+    out->regs_per_thread = 0;
+    out->smem_static = 0;
+    out->smem_dynamic = inst->smem_per_block;
+    out->max_threads_per_block = 1024;
+    out->active_blocks_per_sm = -1;
+    return DM_OK;
 }
 
 int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t n, const dm_tune_options *opt)
@@ -25,6 +31,18 @@ int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t n, const dm
     (void)k;
     (void)n;
     (void)opt;
+    return DM_ERR(DM_ERR_UNSUPPORTED, "tune: built without CUDA");
+}
+
+int dm_tune_check_instances(int *n_bad, int *bad, int max_bad, const dm_tune_kernel *k, size_t n,
+                            uint64_t seed)
+{
+    (void)bad;
+    (void)max_bad;
+    (void)k;
+    (void)n;
+    (void)seed;
+    if (n_bad) *n_bad = 0;
     return DM_ERR(DM_ERR_UNSUPPORTED, "tune: built without CUDA");
 }
 

@@ -21,6 +21,8 @@ int dm_tune_list_print(FILE *out);
 void dm_tune_result_header(FILE *out, int with_exhaustive);
 void dm_tune_result_row(FILE *out, const dm_tune_kernel *k, const dm_tune_result *r,
                         int with_exhaustive);
+/* Writes s as a JSON string literal (quotes and escapes included). */
+void dm_tune_json_string(FILE *out, const char *s);
 /* One JSON object (no trailing newline or comma) describing r. */
 void dm_tune_result_json(FILE *out, const dm_tune_kernel *k, const dm_tune_result *r);
 

@@ -7,13 +7,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/status.h"
 #include "common/tune/tune.h"
 #include "common/tune/tune_db.h"
+#include "common/tune/tune_gpu.h"
+#include "common/tune/tune_model.h"
 #include "common/tune/tune_print.h"
 
 static char g_dir[256];
@@ -292,6 +297,28 @@ static void test_mode_env(void)
     CU_ASSERT_EQUAL(mode_from_env_in_child("bogus"), DM_TUNE_MSP); /* warns, default */
 }
 
+static void test_local_rank(void)
+{
+    dm_tune_set_local_rank(-1);
+    unsetenv("SLURM_LOCALID");
+    unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    unsetenv("MPI_LOCALRANKID");
+    unsetenv("PMI_LOCAL_RANK");
+    unsetenv("MV2_COMM_WORLD_LOCAL_RANK");
+    CU_ASSERT_EQUAL(dm_tune_get_local_rank(), 0);
+    setenv("MPI_LOCALRANKID", "3", 1);
+    CU_ASSERT_EQUAL(dm_tune_get_local_rank(), 3);
+    setenv("SLURM_LOCALID", "bogus", 1); /* ignored */
+    CU_ASSERT_EQUAL(dm_tune_get_local_rank(), 3);
+    setenv("SLURM_LOCALID", "5", 1);
+    CU_ASSERT_EQUAL(dm_tune_get_local_rank(), 5);
+    dm_tune_set_local_rank(2); /* set by the context: wins */
+    CU_ASSERT_EQUAL(dm_tune_get_local_rank(), 2);
+    unsetenv("SLURM_LOCALID");
+    unsetenv("MPI_LOCALRANKID");
+    dm_tune_set_local_rank(0);
+}
+
 static void test_modes(void)
 {
     int m = -1;
@@ -336,6 +363,32 @@ static const dm_tune_kernel g_fake_dup = {
 static const dm_tune_kernel g_fake_bad = {
     .name = "test.bad", .instances = g_fake_inst, .n_instances = 4, .default_instance = 4};
 
+static const dm_tune_instance g_bad_inst[][2] = {
+    {{{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}, {{100, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}},
+    {{{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}, {{2048, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}},
+    {{{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}, {{128, 0, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}},
+    {{{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}, {{128, 1, 0, DM_LAYOUT_TILED, 0}, fake_launch, NULL, 0}},
+    {{{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}, {{128, 1, 0, DM_LAYOUT_SOA, 4}, fake_launch, NULL, 0}},
+    {{{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}, {{128, 1, 0, 7, 0}, fake_launch, NULL, 0}},
+    {{{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}, {{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}},
+    {{{96, 1, 0, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0}, {{128, 1, 0, DM_LAYOUT_NONE, 0}, NULL, NULL, 0}},
+};
+
+static void test_register_validity(void)
+{
+    /* each space has one invalid or duplicate instance: rejected at registration */
+    for (size_t i = 0; i < sizeof g_bad_inst / sizeof g_bad_inst[0]; i++) {
+        dm_tune_kernel k = {.name = "test.invalid", .instances = g_bad_inst[i], .n_instances = 2,
+                            .default_instance = 0};
+        CU_ASSERT_EQUAL(dm_tune_register(&k), DM_ERR_INVALID_ARG);
+    }
+    CU_ASSERT_PTR_NULL(dm_tune_kernel_find("test.invalid"));
+    /* the first instance alone is valid (96 = 3 warps) */
+    static const dm_tune_kernel ok = {.name = "test.valid96", .instances = g_bad_inst[0],
+                                      .n_instances = 1, .default_instance = 0};
+    CU_ASSERT_EQUAL(dm_tune_register(&ok), DM_OK);
+}
+
 static void test_registry_select(void)
 {
     int before = dm_tune_kernel_count();
@@ -349,12 +402,18 @@ static void test_registry_select(void)
     CU_ASSERT_PTR_EQUAL(dm_tune_kernel_at(before), &g_fake);
     CU_ASSERT_PTR_NULL(dm_tune_kernel_find("test.none"));
     CU_ASSERT_PTR_NULL(dm_tune_kernel_at(before + 1));
-    /* without a GPU every mode selects the default (and never NULL) */
-    for (int m = DM_TUNE_OFF; m <= DM_TUNE_EXHAUSTIVE; m++) {
+    /* mode off: the default; without a GPU every mode selects the default (and never NULL) */
+    char path[512];
+    path_in_dir(path, sizeof path, "registry/tuning.tsv");
+    dm_tune_set_db_path(path);
+    dm_tune_gpu gpu;
+    int have_gpu = dm_tune_gpu_current(&gpu) == DM_OK;
+    for (int m = DM_TUNE_OFF; m <= (have_gpu ? DM_TUNE_OFF : DM_TUNE_EXHAUSTIVE); m++) {
         CU_ASSERT_EQUAL(dm_tune_set_mode(m), DM_OK);
         for (size_t n = 1; n < ((size_t)1 << 34); n *= 7)
             CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake, n), &g_fake_inst[1]);
     }
+    dm_tune_set_db_path(NULL);
     CU_ASSERT_PTR_NULL(dm_tune_select(NULL, 10));
     char buf[128];
     CU_ASSERT_STRING_EQUAL(dm_tune_policy_str(&g_fake_inst[0].policy, buf, sizeof buf),
@@ -363,6 +422,220 @@ static void test_registry_select(void)
                            "block=256 rake=4 strided layout=soa");
     CU_ASSERT_STRING_EQUAL(dm_tune_policy_str(&g_fake_inst[3].policy, buf, sizeof buf),
                            "block=512 rake=2 consecutive layout=tiled:8");
+}
+
+/* bench hooks of a host-only kernel: creating a tuning input needs a GPU, which these tests do
+ * not have, so the tuner's attempt fails and select falls back to the default */
+static int nogpu_create(void **state, size_t n, uint64_t seed)
+{
+    (void)n;
+    (void)seed;
+    *state = NULL;
+    return DM_ERR(DM_ERR_NO_DEVICE, "test kernel: needs a GPU");
+}
+static int nogpu_run(void *state, const dm_tune_instance *inst, void *stream)
+{
+    (void)state;
+    (void)inst;
+    (void)stream;
+    return DM_ERR_NO_DEVICE;
+}
+static int nogpu_output(void *state, void *host, size_t *nbytes)
+{
+    (void)state;
+    (void)host;
+    *nbytes = 0;
+    return DM_ERR_NO_DEVICE;
+}
+static void nogpu_destroy(void *state) { (void)state; }
+
+static const dm_tune_kernel g_fake_bench = {
+    .name = "test.fake_bench", .work_unit = "items", .instances = g_fake_inst, .n_instances = 4,
+    .default_instance = 1, .bench_create = nogpu_create, .bench_run = nogpu_run,
+    .bench_output = nogpu_output, .bench_destroy = nogpu_destroy, .bench_default_n = 1 << 20};
+
+static const dm_tune_gpu g_test_gpu = {"Test GPU 9000", 90, {132, 2048, 32, 1024, 65536, 233472, 232448}};
+
+static dm_tune_db_row row_for(const char *kernel, const char *gpu, int wc, const dm_tune_policy *p)
+{
+    dm_tune_db_row r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.kernel, sizeof r.kernel, "%s", kernel);
+    snprintf(r.gpu, sizeof r.gpu, "%s", gpu);
+    r.cc = 90;
+    r.wclass = wc;
+    r.policy = *p;
+    r.default_ms = 2.0;
+    r.tuned_ms = 1.0;
+    r.msp_n = 1000;
+    r.target_n = (unsigned long long)1 << wc;
+    r.mode = DM_TUNE_MSP;
+    r.unix_time = 1;
+    return r;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void test_select_from_db(void)
+{
+    char path[512];
+    path_in_dir(path, sizeof path, "select/tuning.tsv");
+    dm_tune_policy uncompiled = {64, 1, 0, DM_LAYOUT_NONE, 0};
+    dm_tune_db_row rows[3] = {row_for("test.fake", g_test_gpu.name, 20, &g_fake_inst[2].policy),
+                              row_for("test.fake", g_test_gpu.name, 21, &uncompiled),
+                              row_for("test.fake", "Another GPU", 22, &g_fake_inst[3].policy)};
+    CU_ASSERT_EQUAL_FATAL(dm_tune_db_store(path, rows, 3), DM_OK);
+    dm_tune_register(&g_fake);
+    CU_ASSERT_EQUAL(dm_tune_configure(DM_TUNE_MSP, path, 0), DM_OK);
+    dm_tune_override_gpu(&g_test_gpu);
+    /* the stored choice for this GPU and class */
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake, ((size_t)1 << 20) + 12345), &g_fake_inst[2]);
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake, (size_t)1 << 20), &g_fake_inst[2]);
+    /* a policy this build does not have: the default (with a warning) */
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake, (size_t)1 << 21), &g_fake_inst[1]);
+    /* another GPU model's row does not apply; no bench hooks: the default, nothing tuned */
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake, (size_t)1 << 22), &g_fake_inst[1]);
+    /* mode model: the occupancy model's best predicted instance, no database, no timing */
+    dm_tune_set_mode(DM_TUNE_MODEL);
+    {
+        dm_tune_attr attr[4];
+        dm_tune_cand cand[4];
+        int order[4];
+        for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(dm_tune_gpu_attributes(&attr[i], &g_fake_inst[i]), DM_OK);
+        size_t n = (size_t)1 << 26;
+        CU_ASSERT(dm_tune_model_prune(cand, g_fake_inst, attr, 4, &g_test_gpu.limits, (double)n) > 0);
+        dm_tune_model_order(order, cand, 4, NULL);
+        CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake, n), &g_fake_inst[order[0]]);
+    }
+    /* mode off ignores the database */
+    dm_tune_set_mode(DM_TUNE_OFF);
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake, (size_t)1 << 20), &g_fake_inst[1]);
+    /* the other GPU reads its own row */
+    dm_tune_gpu other = g_test_gpu;
+    snprintf(other.name, sizeof other.name, "Another GPU");
+    dm_tune_override_gpu(&other);
+    dm_tune_set_mode(DM_TUNE_MSP);
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake, (size_t)1 << 22), &g_fake_inst[3]);
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake, (size_t)1 << 20), &g_fake_inst[1]);
+    /* a row stored later (another process) is seen after the cache is cleared */
+    dm_tune_db_row late = row_for("test.fake", "Another GPU", 20, &g_fake_inst[0].policy);
+    CU_ASSERT_EQUAL(dm_tune_db_store(path, &late, 1), DM_OK);
+    dm_tune_cache_clear();
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake, (size_t)1 << 20), &g_fake_inst[0]);
+    dm_tune_override_gpu(NULL);
+    dm_tune_set_db_path(NULL);
+}
+
+/* Holds the key lock of path's key like a tuning process: an exclusive flock. */
+static int hold_key_lock(const char *lock)
+{
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return -1;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void test_select_waits(void)
+{
+    char path[512], lock[1024];
+    path_in_dir(path, sizeof path, "wait/tuning.tsv");
+    CU_ASSERT_EQUAL_FATAL(dm_tune_db_mkdirs(path), DM_OK);
+    CU_ASSERT_EQUAL(dm_tune_configure(DM_TUNE_MSP, path, 0), DM_OK);
+    dm_tune_override_gpu(&g_test_gpu);
+    /* another process tunes class 18: it holds the key lock and stores the row after 0.5 s */
+    dm_tune_db_key_lock_path(lock, sizeof lock, path, g_fake_bench.name, g_test_gpu.name, 90, 18);
+    int pipefd[2];
+    CU_ASSERT_FATAL(pipe(pipefd) == 0);
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        close(pipefd[0]);
+        int fd = hold_key_lock(lock);
+        char ok = fd >= 0 ? 'y' : 'n';
+        if (write(pipefd[1], &ok, 1) != 1) _exit(2);
+        struct timespec ts = {0, 500000000};
+        nanosleep(&ts, NULL);
+        dm_tune_db_row r = row_for(g_fake_bench.name, g_test_gpu.name, 18, &g_fake_inst[3].policy);
+        int rc = dm_tune_db_store(path, &r, 1);
+        _exit(fd >= 0 && rc == DM_OK ? 0 : 1); /* exiting releases the lock */
+    }
+    close(pipefd[1]);
+    char ok = 0;
+    CU_ASSERT_FATAL(read(pipefd[0], &ok, 1) == 1 && ok == 'y');
+    close(pipefd[0]);
+    setenv("DOCMINE_TUNE_WAIT", "30", 1);
+    double t0 = now_s();
+    const dm_tune_instance *sel = dm_tune_select(&g_fake_bench, (size_t)1 << 18);
+    double waited = now_s() - t0;
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CU_ASSERT_PTR_EQUAL(sel, &g_fake_inst[3]);
+    CU_ASSERT(waited >= 0.3 && waited < 30);
+    /* a lock that is held throughout: the default after DOCMINE_TUNE_WAIT seconds */
+    dm_tune_db_key_lock_path(lock, sizeof lock, path, g_fake_bench.name, g_test_gpu.name, 90, 19);
+    int held = hold_key_lock(lock);
+    CU_ASSERT_FATAL(held >= 0);
+    setenv("DOCMINE_TUNE_WAIT", "1", 1);
+    t0 = now_s();
+    sel = dm_tune_select(&g_fake_bench, (size_t)1 << 19);
+    waited = now_s() - t0;
+    CU_ASSERT_PTR_EQUAL(sel, &g_fake_inst[1]);
+    CU_ASSERT(waited >= 1.0);
+    close(held);
+    /* a tuner that died (its lock file left behind, no lock held) does not block anyone:
+     * this process takes the key, fails to tune without a GPU and releases the key */
+    dm_tune_db_key_lock_path(lock, sizeof lock, path, g_fake_bench.name, g_test_gpu.name, 90, 17);
+    FILE *f = fopen(lock, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fclose(f);
+    t0 = now_s();
+    sel = dm_tune_select(&g_fake_bench, (size_t)1 << 17);
+    CU_ASSERT_PTR_EQUAL(sel, &g_fake_inst[1]);
+    CU_ASSERT(now_s() - t0 < 1.0);
+    held = hold_key_lock(lock); /* released again */
+    CU_ASSERT(held >= 0);
+    if (held >= 0) close(held);
+    unsetenv("DOCMINE_TUNE_WAIT");
+    dm_tune_override_gpu(NULL);
+    dm_tune_set_db_path(NULL);
+}
+
+static void test_select_mode_strength(void)
+{
+    char path[512];
+    path_in_dir(path, sizeof path, "strength/tuning.tsv");
+    dm_tune_db_row rows[2] = {row_for("test.fake", g_test_gpu.name, 16, &g_fake_inst[2].policy),
+                              row_for("test.fake_bench", g_test_gpu.name, 16, &g_fake_inst[2].policy)};
+    CU_ASSERT_EQUAL_FATAL(dm_tune_db_store(path, rows, 2), DM_OK); /* both found by msp */
+    CU_ASSERT_EQUAL(dm_tune_configure(DM_TUNE_MSP, path, 0), DM_OK);
+    dm_tune_override_gpu(&g_test_gpu);
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake_bench, (size_t)1 << 16), &g_fake_inst[2]);
+    /* exhaustive asks for a stronger search: the tunable kernel is tuned again (which fails
+     * here without a GPU: the default), the one without bench hooks keeps the msp row */
+    setenv("DOCMINE_TUNE_WAIT", "5", 1);
+    dm_tune_set_mode(DM_TUNE_EXHAUSTIVE);
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake_bench, (size_t)1 << 16), &g_fake_inst[1]);
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake, (size_t)1 << 16), &g_fake_inst[2]);
+    /* an exhaustive row answers msp too */
+    dm_tune_db_row ex = row_for("test.fake_bench", g_test_gpu.name, 16, &g_fake_inst[3].policy);
+    ex.mode = DM_TUNE_EXHAUSTIVE;
+    CU_ASSERT_EQUAL(dm_tune_db_store(path, &ex, 1), DM_OK);
+    dm_tune_cache_clear();
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake_bench, (size_t)1 << 16), &g_fake_inst[3]);
+    dm_tune_set_mode(DM_TUNE_MSP);
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake_bench, (size_t)1 << 16), &g_fake_inst[3]);
+    unsetenv("DOCMINE_TUNE_WAIT");
+    dm_tune_override_gpu(NULL);
+    dm_tune_set_db_path(NULL);
 }
 
 static void test_list(void)
@@ -403,7 +676,12 @@ int main(void)
     CU_add_test(s, "concurrent_writers", test_concurrent_writers);
     CU_add_test(s, "path_resolution", test_path_resolution);
     CU_add_test(s, "modes", test_modes);
+    CU_add_test(s, "local_rank", test_local_rank);
+    CU_add_test(s, "register_validity", test_register_validity);
     CU_add_test(s, "registry_select", test_registry_select);
+    CU_add_test(s, "select_from_db", test_select_from_db);
+    CU_add_test(s, "select_waits", test_select_waits);
+    CU_add_test(s, "select_mode_strength", test_select_mode_strength);
     CU_add_test(s, "list", test_list);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();

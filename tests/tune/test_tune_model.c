@@ -2,7 +2,9 @@
  * occupancy estimate, model pruning and ordering, output comparison, and the whole search driver
  * (every mode) over synthetic performance models with a known optimum. */
 #include <CUnit/Basic.h>
+#include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include "common/status.h"
 #include "common/tune/tune.h"
 #include "common/tune/tune_model.h"
+#include "common/tune/tune_print.h"
 
 static uint64_t lcg(uint64_t *s)
 {
@@ -197,19 +200,21 @@ static void test_prune(void)
     CU_ASSERT(strstr(cand[0].why, "occupancy") != NULL);
     attr[0].regs_per_thread = 32;
 
-    /* little work: b around 2 for full occupancy -> rakes 4, 8, 16 pruned */
+    /* little work: b around 2 for full occupancy -> rakes 4, 8, 16 demoted, none pruned */
     double small = 132.0 * 64 * 32 * 2;
-    kept = dm_tune_model_prune(cand, inst, attr, n, &l, small);
+    int kept_small = dm_tune_model_prune(cand, inst, attr, n, &l, small);
+    CU_ASSERT_EQUAL(kept_small, expect_kept);
     for (int i = 0; i < n; i++) {
         if (!cand[i].valid) continue;
         double b = cand[i].transition_rake > 1 ? cand[i].transition_rake : 1;
-        CU_ASSERT_EQUAL(cand[i].pruned, inst[i].policy.rake > b);
+        CU_ASSERT_EQUAL(cand[i].demoted, inst[i].policy.rake > b);
+        CU_ASSERT(!cand[i].pruned);
     }
-    /* tiny work: every rake above b -> only the smallest rake stays */
+    /* tiny work: every rake above b -> all but the smallest rake demoted */
     kept = dm_tune_model_prune(cand, inst, attr, n, &l, 10.0);
-    CU_ASSERT(kept > 0);
+    CU_ASSERT_EQUAL(kept, expect_kept);
     for (int i = 0; i < n; i++)
-        if (cand[i].valid) CU_ASSERT_EQUAL(cand[i].pruned, inst[i].policy.rake != 1);
+        if (cand[i].valid) CU_ASSERT_EQUAL(cand[i].demoted, inst[i].policy.rake != 1);
 }
 
 static void test_order(void)
@@ -226,12 +231,19 @@ static void test_order(void)
     attr[5].regs_per_thread = 255; /* pruned for occupancy */
     int kept = dm_tune_model_prune(cand, inst, attr, n, &l, 132.0 * 64 * 32 * 4);
     dm_tune_model_order(order, cand, n, NULL);
-    /* a permutation, kept first with non-increasing score */
+    /* a permutation: kept first, not demoted before demoted, each with non-increasing score */
     int seen[32] = {0};
     for (int j = 0; j < n; j++) seen[order[j]]++;
     for (int i = 0; i < n; i++) CU_ASSERT_EQUAL(seen[i], 1);
     for (int j = 0; j < n; j++) CU_ASSERT_EQUAL(cand[order[j]].pruned, j >= kept);
-    for (int j = 1; j < kept; j++) CU_ASSERT(cand[order[j - 1]].score >= cand[order[j]].score);
+    for (int j = 1; j < kept; j++) {
+        const dm_tune_cand *a = &cand[order[j - 1]], *b = &cand[order[j]];
+        CU_ASSERT(a->demoted <= b->demoted);
+        if (a->demoted == b->demoted) CU_ASSERT(a->score >= b->score);
+    }
+    int n_demoted = 0;
+    for (int i = 0; i < n; i++) n_demoted += cand[i].demoted;
+    CU_ASSERT(n_demoted > 0); /* rake 8 > b = 4 */
     /* at full occupancy and b = 4: the best predicted is rake 4 strided block 256 */
     CU_ASSERT_EQUAL(inst[order[0]].policy.rake, 4);
     CU_ASSERT_EQUAL(inst[order[0]].policy.strided, 1);
@@ -472,6 +484,80 @@ static void test_search_prior(void)
     CU_ASSERT_EQUAL(r.chosen, best);
 }
 
+static void test_search_prune_levels(void)
+{
+    synth s;
+    dm_tune_kernel k;
+    dm_tune_ops ops;
+    synth_setup(&s, &k, &ops);
+    /* a kernel whose work shrinks with the rake: rake 8 is fastest although b = 1 here */
+    for (int i = 0; i < s.n; i++) s.speed[i] = 1e6 * (1.0 + 0.2 * g_inst[i].policy.rake);
+    size_t n = (size_t)132 * 64 * 32; /* b = 1 at full occupancy */
+    int best = fastest(&s, 0);
+    CU_ASSERT_EQUAL(g_inst[best].policy.rake, 8);
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.compare_exhaustive = 1;
+    dm_tune_result r;
+    opt.prune = 1; /* default: rakes above b searched last, still found */
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, n, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(g_inst[r.chosen].policy.rake, 8);
+    CU_ASSERT_EQUAL(r.n_candidates, g_ninst);
+    CU_ASSERT(r.best_rank_in_order > 1); /* the model's order puts it late */
+    opt.prune = 2; /* Fang strictly: only rake 1 is searched */
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, n, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(g_inst[r.chosen].policy.rake, 1);
+    CU_ASSERT(r.n_candidates < g_ninst);
+    CU_ASSERT_EQUAL(r.best_rank_in_order, 0); /* the exhaustive best was not a candidate */
+    opt.prune = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, n, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(g_inst[r.chosen].policy.rake, 8); /* six rake-8 instances tie */
+    CU_ASSERT_EQUAL(r.n_candidates, r.n_valid);
+}
+
+static void test_result_json_and_row(void)
+{
+    synth s;
+    dm_tune_kernel k;
+    dm_tune_ops ops;
+    synth_setup(&s, &k, &ops);
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.compare_exhaustive = 1;
+    dm_tune_result r;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    FILE *f = tmpfile();
+    CU_ASSERT_FATAL(f != NULL);
+    dm_tune_result_json(f, &k, &r);
+    fputc('\n', f);
+    dm_tune_result_header(f, 1);
+    dm_tune_result_row(f, &k, &r, 1);
+    rewind(f);
+    char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    char *nl = strchr(text, '\n');
+    CU_ASSERT_FATAL(nl != NULL);
+    *nl = '\0';
+    json_error_t err;
+    json_t *j = json_loads(text, 0, &err);
+    CU_ASSERT_FATAL(j != NULL);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "kernel")), "test.synth");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "mode")), "msp");
+    json_t *ch = json_object_get(j, "chosen");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(ch, "block")), g_inst[r.chosen].policy.block);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(ch, "rake")), g_inst[r.chosen].policy.rake);
+    CU_ASSERT(fabs(json_number_value(json_object_get(j, "speedup")) - r.default_ms / r.tuned_ms) < 1e-3);
+    CU_ASSERT(fabs(json_number_value(json_object_get(j, "msp_fraction_of_best")) -
+                   r.exhaustive_best_ms / r.tuned_ms) < 1e-3);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "msp_n")), (json_int_t)r.msp_n);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "instances")), g_ninst);
+    json_decref(j);
+    /* the table row names the kernel and the chosen policy */
+    char pol[128];
+    CU_ASSERT(strstr(nl + 1, "test.synth") != NULL);
+    CU_ASSERT(strstr(nl + 1, dm_tune_policy_str(&g_inst[r.chosen].policy, pol, sizeof pol)) != NULL);
+}
+
 int main(void)
 {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
@@ -491,6 +577,8 @@ int main(void)
     CU_add_test(s, "search_keeps_default", test_search_keeps_default);
     CU_add_test(s, "search_modes", test_search_modes);
     CU_add_test(s, "search_prior", test_search_prior);
+    CU_add_test(s, "search_prune_levels", test_search_prune_levels);
+    CU_add_test(s, "result_json_and_row", test_result_json_and_row);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures();
