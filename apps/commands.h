@@ -5,5 +5,6 @@
 #include "apps/app.h"
 
 dm_cmd_fn dm_cmd_info;
+dm_cmd_fn dm_cmd_synth;
 
 #endif

@@ -19,6 +19,7 @@ typedef struct {
 
 static const dm_command g_commands[] = {
     {"info", dm_cmd_info, "ranks, GPUs, library versions, tuning database; --bandwidth measures copies"},
+    {"synth", dm_cmd_synth, "write a synthetic labelled corpus (K Zipf topics), in parallel by rank"},
 };
 #define DM_NCOMMANDS ((int)(sizeof g_commands / sizeof g_commands[0]))
 

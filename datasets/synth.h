@@ -1,0 +1,59 @@
+/* The synthetic labelled corpus: news-like documents from K topics, each topic a Zipf
+ * distribution over its own vocabulary, mixed with a shared background vocabulary (the topic
+ * overlap). Document i depends only on (seed, i), so any split over ranks generates the same
+ * corpus, and millions of documents need no disk. Reference: itself (CPU only; it feeds the
+ * pipeline and the weak-scaling runs). */
+#ifndef DM_SYNTH_H
+#define DM_SYNTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dm_synth_options {
+    uint64_t docs;        /* number of documents */
+    int topics;           /* K >= 1 */
+    uint64_t seed;
+    int min_words;        /* document length, uniform in [min_words, max_words] tokens */
+    int max_words;
+    int topic_vocab;      /* words per topic vocabulary */
+    int shared_vocab;     /* words of the shared background vocabulary */
+    double overlap;       /* fraction of tokens drawn from the background, in [0, 1] */
+    double zipf_s;        /* Zipf exponent of every vocabulary */
+} dm_synth_options;
+#define DM_SYNTH_OPTIONS_INIT {20000, 10, 42, 50, 1000, 4000, 8000, 0.35, 0.8}
+
+typedef struct dm_synth {
+    dm_synth_options opt;
+    double *topic_cdf;   /* Zipf CDF over topic_vocab ranks */
+    double *shared_cdf;  /* Zipf CDF over shared_vocab ranks */
+} dm_synth;
+
+/* Validates the options (DM_ERR_INVALID_ARG naming the bad one) and precomputes the CDFs. */
+int dm_synth_init(dm_synth *s, const dm_synth_options *opt);
+void dm_synth_free(dm_synth *s);
+
+/* Document i: its topic label (0..K-1) and text (space-separated lower-case words, no trailing
+ * space) written into *buf (grown with dm_realloc as needed; *cap its capacity). */
+int dm_synth_doc(const dm_synth *s, uint64_t i, int *label, char **buf, size_t *cap, size_t *len);
+
+/* The word of a vocabulary of a corpus with `topics` topics: topic t (0..K-1) rank r, or the
+ * shared vocabulary (t = -1).
+ * Words are pronounceable consonant-vowel strings ending in 'a' or 'o' (Porter leaves them
+ * whole), unique across all vocabularies, and never an English stop word. */
+void dm_synth_word(char out[32], int topics, int topic, uint32_t rank);
+
+/* The documents [first, last) of this rank's share: an even split of docs over size ranks. */
+void dm_synth_share(uint64_t docs, int rank, int size, uint64_t *first, uint64_t *last);
+
+/* Writes documents [first, last) as TSV lines "id<TAB>label<TAB>text" to path (atomically).
+ * ids are "synth-<i>", labels "topic<k>". */
+int dm_synth_write_tsv(const dm_synth *s, const char *path, uint64_t first, uint64_t last);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
