@@ -1,0 +1,41 @@
+/* Sort primitives: radix sort of (key, value) pairs and segmented sort (term-sorting vector rows,
+ * boids by grid cell). CUDA backend: CUB (DeviceRadixSort, DeviceSegmentedSort), plus a tunable
+ * bitonic sort for small segments only where the benchmark shows it wins. Reference: the CPU
+ * backend (stable, readable). Plain C11: streams are void * (cudaStream_t).
+ *
+ * Two-call scratch protocol (as CUB's): call with temp == NULL to get *temp_bytes, allocate,
+ * call again with temp. The CPU backend needs no scratch (*temp_bytes = 0) and ignores stream.
+ * Pointers are device pointers for the CUDA backend and host pointers for the CPU backend.
+ * All sorts are stable; inputs are not modified. */
+#ifndef DM_SORTING_H
+#define DM_SORTING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sorts n pairs by the key bits [begin_bit, end_bit). */
+typedef int dm_sort_pairs_u32_fn(void *temp, size_t *temp_bytes, uint32_t *keys_out, uint32_t *vals_out,
+                                 const uint32_t *keys_in, const uint32_t *vals_in, size_t n,
+                                 int begin_bit, int end_bit, void *stream);
+dm_sort_pairs_u32_fn dm_sort_pairs_u32_cpu, dm_sort_pairs_u32_cuda;
+
+typedef int dm_sort_pairs_u64_fn(void *temp, size_t *temp_bytes, uint64_t *keys_out, uint32_t *vals_out,
+                                 const uint64_t *keys_in, const uint32_t *vals_in, size_t n,
+                                 int begin_bit, int end_bit, void *stream);
+dm_sort_pairs_u64_fn dm_sort_pairs_u64_cpu, dm_sort_pairs_u64_cuda;
+
+/* Sorts each segment s = [seg_off[s], seg_off[s+1]) of n (u32 key, float value) pairs by key:
+ * term-sorting the rows of a CSR matrix. */
+typedef int dm_segsort_pairs_fn(void *temp, size_t *temp_bytes, uint32_t *keys_out, float *vals_out,
+                                const uint32_t *keys_in, const float *vals_in, size_t n,
+                                const uint64_t *seg_off, size_t n_segments, void *stream);
+dm_segsort_pairs_fn dm_segsort_pairs_cpu, dm_segsort_pairs_cuda;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
