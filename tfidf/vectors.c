@@ -256,9 +256,8 @@ int dm_vectors_write(const dm_vectors *v, const char *path, const dm_ctx *ctx)
         pieces_free(&pc);
         return dm_ctx_agree(ctx, rc);
     }
-    if (rank == 0) e = MPI_File_set_size(fh, 0);
+    e = MPI_File_set_size(fh, 0); /* collective */
     rc = e == MPI_SUCCESS ? DM_OK : mpi_err(e, "MPI_File_set_size", tmp);
-    MPI_Barrier(comm);
     uint64_t crcs[2 * DM_NSEC];
     for (int s = 0; s < DM_NSEC; s++) {
         if (rc == DM_OK) rc = write_at(fh, sec_start[s] + elem_base[s], pc.p[s], pc.len[s], tmp);
