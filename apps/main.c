@@ -20,6 +20,8 @@ typedef struct {
 static const dm_command g_commands[] = {
     {"info", dm_cmd_info, "ranks, GPUs, library versions, tuning database; --bandwidth measures copies"},
     {"synth", dm_cmd_synth, "write a synthetic labelled corpus (K Zipf topics), in parallel by rank"},
+    {"vectorize", dm_cmd_vectorize, "corpus -> TF-IDF / TF-ICF sparse vectors (.dmv, svmlight, mtx)"},
+    {"icf-build", dm_cmd_icf_build, "write the TF-ICF table of a reference corpus"},
 };
 #define DM_NCOMMANDS ((int)(sizeof g_commands / sizeof g_commands[0]))
 

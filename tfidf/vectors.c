@@ -581,7 +581,7 @@ static int export_svmlight(FILE *f, const dm_vectors *v)
     }
     fprintf(f, "# docmine vectors: %" PRIu64 " rows, %" PRIu64 " columns, %" PRIu64 " non-zeros\n", v->n_rows,
             v->n_cols, dm_vectors_nnz(v));
-    fprintf(f, "# features are 1-based term ids + 1; label 0 = unlabelled; labels:\n");
+    fprintf(f, "# feature index = term id + 1 (1-based); label 0 = unlabelled; labels:\n");
     for (size_t i = 0; i < m.n; i++) {
         fprintf(f, "# label %zu ", i + 1);
         put_clean(f, m.names[i]);
