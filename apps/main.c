@@ -19,6 +19,10 @@ typedef struct {
 
 static const dm_command g_commands[] = {
     {"info", dm_cmd_info, "ranks, GPUs, library versions, tuning database; --bandwidth measures copies"},
+    {"preprocess", dm_cmd_preprocess, "read a corpus, normalise, tokenise, drop stop words, stem: token stream"},
+    {"stem", dm_cmd_stem, "Porter-stem words from stdin, one per line (compare the backends)"},
+    {"tune", dm_cmd_tune, "tune every kernel for this GPU (--list: the kernels and their spaces)"},
+    {"streamclust", dm_cmd_streamclust, "STREAM k-median (Rodinia streamcluster arguments), across ranks"},
     {"synth", dm_cmd_synth, "write a synthetic labelled corpus (K Zipf topics), in parallel by rank"},
     {"vectorize", dm_cmd_vectorize, "corpus -> TF-IDF / TF-ICF sparse vectors (.dmv, svmlight, mtx)"},
     {"icf-build", dm_cmd_icf_build, "write the TF-ICF table of a reference corpus"},

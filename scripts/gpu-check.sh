@@ -4,6 +4,8 @@
 # --bandwidth` on every GPU, the benchmarks that exist, and a summary table last.
 #   scripts/gpu-check.sh OUTDIR [--quick]      (--quick: skip the sanitizer and the benchmarks)
 # OUTDIR receives summary.txt, gpu-check.log, bandwidth.json, bench.json and logs.tar.gz.
+# Limits: DOCMINE_SANITIZER_TIMEOUT (s per program and tool, default 240), DOCMINE_BENCH_TIMEOUT
+# (s per benchmark, default 300); DOCMINE_BENCH_ONLY: a regex selecting benchmarks by name.
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [--quick]}
 quick=${2:-}
@@ -35,9 +37,9 @@ ctest --test-dir $b -L gpu --output-on-failure > $logs/ctest-gpu.log 2>&1
 row "ctest -L gpu" "$(grep -E 'tests passed|tests failed' $logs/ctest-gpu.log | tail -1)"
 cat $logs/ctest-gpu.log | tail -25
 echo "== ctest (all labels)"
-ctest --test-dir $b -j 8 --output-on-failure > $logs/ctest-all.log 2>&1
-row "ctest (all)" "$(grep -E 'tests passed|tests failed' $logs/ctest-all.log | tail -1)"
-grep -E 'Failed|\*\*\*' $logs/ctest-all.log | head -20
+ctest --test-dir $b -j 8 --timeout 180 --output-on-failure > "$out/ctest-all.log" 2>&1
+row "ctest (all)" "$(grep -E 'tests passed|tests failed' "$out/ctest-all.log" | tail -1)"
+grep -E 'Failed|\*\*\*|Timeout' "$out/ctest-all.log" | head -20
 if [ "$quick" != "--quick" ]; then
     # the GPU test programs, each run once as a single process under each sanitizer tool
     mapfile -t progs < <(ctest --test-dir $b -L gpu --show-only=json-v1 | python3 -c '
@@ -54,7 +56,7 @@ for c in seen: print(" ".join(c))')
             name=$(basename ${p%% *})
             # API errors are checked by docmine itself (and tests provoke some on purpose, e.g. an
             # impossible cudaMalloc); the sanitizer is here for memory errors and races.
-            if compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 $p > $logs/sanitizer-$tool-$name.log 2>&1; then
+            if timeout ${DOCMINE_SANITIZER_TIMEOUT:-240} compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 $p > $logs/sanitizer-$tool-$name.log 2>&1; then
                 okc=$((okc + 1))
             else
                 bad=$((bad + 1)); echo "sanitizer $tool FAILED: $p"; tail -30 $logs/sanitizer-$tool-$name.log
@@ -72,8 +74,13 @@ if [ "$quick" != "--quick" ] && [ -d $b/bench ]; then
     echo '{' > "$out/bench.json"; first=1
     for x in $(find $b/bench -maxdepth 3 -type f -executable -name 'bench_*' | sort); do
         name=$(basename $x)
+        [[ "$name" =~ ${DOCMINE_BENCH_ONLY:-.} ]] || continue
         echo "-- $name"
-        if $x --json $logs/$name.json > $logs/$name.txt 2>&1; then row "bench $name" "ok"; else row "bench $name" "FAILED (rc $?)"; fi
+        if timeout ${DOCMINE_BENCH_TIMEOUT:-300} $x --json $logs/$name.json > $logs/$name.txt 2>&1; then
+            row "bench $name" "ok"
+        else
+            row "bench $name" "FAILED or timed out (rc $?)"
+        fi
         cat $logs/$name.txt
         if [ -s $logs/$name.json ]; then
             [ $first = 1 ] || echo ',' >> "$out/bench.json"; first=0
