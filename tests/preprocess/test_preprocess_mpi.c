@@ -15,13 +15,19 @@
 #include "preprocess/preprocess.h"
 #include "testutil.h"
 
+#ifdef PP_TEST_GPU
+#define PP_MPI_BACKEND DM_BACKEND_CUDA /* test_preprocess_mpi_gpu: CUDA ranks vs one CPU process */
+#else
+#define PP_MPI_BACKEND DM_BACKEND_CPU
+#endif
+
 static dm_ctx g_ctx;
 static char g_tmp[1024];
 
 static int setup(void)
 {
     dm_ctx_options o = DM_CTX_OPTIONS_INIT;
-    o.backend = DM_BACKEND_CPU;
+    o.backend = PP_MPI_BACKEND;
     o.quiet = 1;
     if (dm_ctx_init(&g_ctx, &o) != DM_OK) return 1;
     if (g_ctx.rank == 0 && !dm_test_tmpdir(g_tmp, sizeof(g_tmp))) return 1;
@@ -72,7 +78,7 @@ static void compare_with_single(const char *corpus, int format)
 {
     dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
     o.reader.format = format;
-    o.backend = DM_BACKEND_CPU;
+    o.backend = PP_MPI_BACKEND;
     dm_token_stream s;
     int rc = dm_preprocess(&s, NULL, &g_ctx, corpus, &o);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
@@ -100,6 +106,7 @@ static void compare_with_single(const char *corpus, int format)
         dm_pp_file_list fl;
         CU_ASSERT_EQUAL_FATAL(dm_pp_list_files(&fl, corpus, &o.reader, &st), 0);
         dm_token_stream one;
+        o.backend = DM_BACKEND_CPU;
         CU_ASSERT_EQUAL_FATAL(dm_preprocess_files(&one, NULL, fl.files, fl.n, &o, DM_BACKEND_CPU), 0);
         size_t l1;
         char *ref = flatten(&one, &l1);
@@ -179,7 +186,7 @@ static void test_error_agreement(void)
     MPI_Barrier(g_ctx.world);
     dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
     o.reader.strict = 1;
-    o.backend = DM_BACKEND_CPU;
+    o.backend = PP_MPI_BACKEND;
     dm_token_stream s;
     int rc = dm_preprocess(&s, NULL, &g_ctx, dir, &o);
     CU_ASSERT_EQUAL(rc, DM_ERR_FORMAT);
@@ -194,5 +201,9 @@ int main(int argc, char **argv)
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"preprocess-mpi", setup, teardown, NULL, NULL, t}, CU_SUITE_INFO_NULL};
+#ifdef PP_TEST_GPU
+    return dm_test_run_gpu(argc, argv, suites);
+#else
     return dm_test_run_mpi(argc, argv, suites);
+#endif
 }
