@@ -142,6 +142,18 @@ typedef int dm_tf_count_fn(dm_tf_counts *out, const uint64_t *tok_off, const uin
                            size_t n_docs, uint32_t n_terms, dm_tf_count_options *opt);
 dm_tf_count_fn dm_tf_count_cpu, dm_tf_count_cuda;
 
+/* Tests and benchmarks of the CUDA tables: compiled instances of a variant's counting kernel,
+ * their names, and forcing instance i of whichever variant runs (-1: the tuner's choice). */
+int dm_tf_count_cuda_instances(int variant);
+const char *dm_tf_count_cuda_instance_name(int variant, int i, char *buf, size_t len);
+int dm_tf_count_cuda_force_instance(int i);
+/* Benchmark input: documents of term indices < n_terms covering n_tok tokens (lengths 1..400,
+ * one in 128 up to 5000; skewed term frequencies). tok_off holds up to n_tok + 1 entries. */
+int dm_tf_bench_docs(uint64_t *tok_off, uint32_t *tok, size_t n_tok, uint32_t n_terms, uint64_t seed,
+                     size_t *n_docs);
+/* Registers the tfidf kernels with the tuner (CUDA builds; common/tune/register_all.c). */
+int dm_tfidf_tune_register(void);
+
 /* ---------------------------------------------------------------------------------------------
  * The vocabulary / document-frequency table: merge and lookup, both backends. */
 typedef struct dm_vocab_table_options {
