@@ -89,11 +89,11 @@ static int hash_dups(uint64_t *out, const uint64_t *h, size_t n)
 /* ------------------------------------------------------------------ instances */
 
 /* Warp-per-item kernels: n = documents (or rows); threads = 32 n. */
-template <int B, int R>
+template <int B, int R, int S>
 static int launch_count_atomic(const void *args, size_t n, void *stream)
 {
     if (n == 0) return DM_OK;
-    dm_tf_count_atomic_kernel<B, R><<<grid_for(32 * n, B), B, 0, (cudaStream_t)stream>>>(*(const dm_tf_args *)args);
+    dm_tf_count_atomic_kernel<B, R, S><<<grid_for(32 * n, B), B, 0, (cudaStream_t)stream>>>(*(const dm_tf_args *)args);
     DM_CUDA_LAUNCH_CHECK();
     return DM_OK;
 }
@@ -149,14 +149,16 @@ DM_W_LAUNCHER(launch_w_len, dm_w_len_kernel)
 DM_W_LAUNCHER(launch_w_fill, dm_w_fill_kernel)
 DM_W_LAUNCHER(launch_w_norm, dm_w_norm_kernel)
 
-#define DM_CA(B, R) {{B, R, 0, DM_LAYOUT_NONE, 0}, launch_count_atomic<B, R>, (const void *)&dm_tf_count_atomic_kernel<B, R>, 0}
+#define DM_CA(B, R, S) {{B, R, S, DM_LAYOUT_NONE, 0}, launch_count_atomic<B, R, S>, (const void *)&dm_tf_count_atomic_kernel<B, R, S>, 0}
 #define DM_CN(B, R) {{B, R, 0, DM_LAYOUT_NONE, 0}, launch_count_noatomic<B, R>, (const void *)&dm_tf_count_noatomic_kernel<B, R>, 0}
 #define DM_I1(L, K, B) {{B, 1, 1, DM_LAYOUT_NONE, 0}, L<B>, (const void *)&K<B>, 0}
 
 /* one warp per document; block x tokens per lane per step */
-static const dm_tune_instance g_count_atomic[] = {DM_CA(64, 1),  DM_CA(64, 2),  DM_CA(64, 4),
-                                                  DM_CA(128, 1), DM_CA(128, 2), DM_CA(128, 4),
-                                                  DM_CA(256, 1), DM_CA(256, 2), DM_CA(256, 4)};
+/* block x tokens per lane per step x consecutive/strided (warp-coalesced) */
+static const dm_tune_instance g_count_atomic[] = {
+    DM_CA(64, 1, 0),  DM_CA(64, 2, 0),  DM_CA(64, 4, 0),  DM_CA(128, 1, 0), DM_CA(128, 2, 0), DM_CA(128, 4, 0),
+    DM_CA(256, 1, 0), DM_CA(256, 2, 0), DM_CA(256, 4, 0), DM_CA(64, 2, 1),  DM_CA(64, 4, 1),  DM_CA(128, 2, 1),
+    DM_CA(128, 4, 1), DM_CA(256, 2, 1), DM_CA(256, 4, 1)};
 static const dm_tune_instance g_count_noatomic[] = {DM_CN(64, 2),  DM_CN(64, 4),  DM_CN(64, 8),
                                                     DM_CN(128, 2), DM_CN(128, 4), DM_CN(128, 8),
                                                     DM_CN(256, 2), DM_CN(256, 4), DM_CN(256, 8)};
@@ -232,7 +234,7 @@ static const dm_tune_kernel *count_kernel(int variant);
 static const dm_tune_instance *count_instance(int variant, size_t n_tok)
 {
     const dm_tune_kernel *k = count_kernel(variant);
-    if (g_force_count >= 0 && g_force_count < k->n_instances) return &k->instances[g_force_count];
+    if (g_force_count >= 0) return g_force_count < k->n_instances ? &k->instances[g_force_count] : NULL;
     return dm_tune_select(k, n_tok);
 }
 
@@ -266,6 +268,7 @@ extern "C" int dm_tf_count_cuda(dm_tf_counts *out, const uint64_t *tok_off, cons
     if (rc == DM_OK) rc = up(r.d_tok_off, tok_off, 8 * (n_docs + 1), r.s);
     if (rc == DM_OK) rc = up(r.d_tok, tok, 4 * n_tok, r.s);
     const dm_tune_instance *inst = rc == DM_OK ? count_instance(opt->variant, (size_t)n_tok) : NULL;
+    if (rc == DM_OK && !inst) rc = DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_cuda: the forced instance does not exist for %s", dm_tf_variant_name(opt->variant));
     /* count; documents whose table overflowed get larger buckets and everything is rebuilt */
     for (int attempt = 0; rc == DM_OK; attempt++) {
         rc = table_offsets(tab_off, tok_off, n_docs, slack, grow);
@@ -944,7 +947,7 @@ static int merge_bench_output(void *state, void *host, size_t *nbytes)
 
 static const dm_tune_kernel k_count_atomic = {
     "tfidf.tf_count_atomic", "per-document term counts, warp per document, atomic bucket inserts", "tokens",
-    g_count_atomic, DM_N_CA, 4 /* block 128, rake 2 */, count_bench_create, count_bench_run, count_bench_output,
+    g_count_atomic, DM_N_CA, 11 /* block 128, rake 2, strided */, count_bench_create, count_bench_run, count_bench_output,
     count_bench_destroy, 0.0, (size_t)1 << 26, 1.0, NULL};
 static const dm_tune_kernel k_count_noatomic = {
     "tfidf.tf_count_noatomic", "per-document term counts, per-lane sub-tables merged by bucket (no atomics)",
@@ -995,7 +998,7 @@ extern "C" const char *dm_tf_count_cuda_instance_name(int variant, int i, char *
 
 extern "C" int dm_tf_count_cuda_force_instance(int i)
 {
-    if (i < -1 || i >= DM_N_CA || i >= DM_N_CN) return DM_ERR(DM_ERR_INVALID_ARG, "tf count: no instance %d", i);
+    if (i < -1 || (i >= DM_N_CA && i >= DM_N_CN)) return DM_ERR(DM_ERR_INVALID_ARG, "tf count: no instance %d", i);
     g_force_count = i;
     return DM_OK;
 }

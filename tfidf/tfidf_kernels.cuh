@@ -5,8 +5,9 @@
  * probing inside the bucket. A full bucket raises the document's overflow flag and the host
  * rebuilds with larger buckets: nothing is dropped.
  *  - atomic variant: one warp per document, lanes insert their tokens with atomicCAS on the key
- *    and atomicAdd on the count (the "intermediate buckets"); compaction then writes a header
- *    (occupied slots per bucket) and the entry array.
+ *    and atomicAdd on the count (the "intermediate buckets", in shared memory when the document's
+ *    table fits there); compaction then writes a header (occupied slots per bucket) and the entry
+ *    array.
  *  - no-atomic variant: one warp per document, in rounds of 32 x RAKE tokens; each lane first
  *    counts its RAKE tokens in a private sub-table (shared memory), then lane b merges bucket b
  *    of all sub-tables into bucket b of the document's table, which no other lane touches.
@@ -92,28 +93,57 @@ __device__ __forceinline__ bool dm_tf_insert_private(uint32_t *key, uint32_t *cn
     return false;
 }
 
-template <int BLOCK, int RAKE>
+/* Shared-memory staging: a document whose table has at most DM_TF_SMEM_SLOTS slots is built in
+ * the warp's shared memory (shared-memory atomics) and then copied slot for slot to its global
+ * table, so compaction sees the same layout; longer documents use the global table directly.
+ * STRIDED: a lane's RAKE tokens are lane, lane + 32, ... of a chunk of 32 x RAKE (coalesced);
+ * otherwise RAKE consecutive tokens. */
+#define DM_TF_SMEM_SLOTS 512
+
+template <int BLOCK, int RAKE, int STRIDED>
 __global__ void __launch_bounds__(BLOCK) dm_tf_count_atomic_kernel(dm_tf_args a)
 {
+    constexpr int WARPS = BLOCK / 32;
+    __shared__ uint32_t s_key[WARPS][DM_TF_SMEM_SLOTS];
+    __shared__ uint32_t s_cnt[WARPS][DM_TF_SMEM_SLOTS];
     const size_t warp = ((size_t)blockIdx.x * BLOCK + threadIdx.x) >> 5;
     const size_t n_warps = ((size_t)gridDim.x * BLOCK) >> 5;
-    const uint32_t lane = threadIdx.x & 31;
+    const uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     for (size_t d = warp; d < a.n_docs; d += n_warps) {
         uint64_t b = a.tok_off[d], e = a.tok_off[d + 1];
         uint64_t t0 = a.tab_off[d];
-        uint32_t bcap = (uint32_t)((a.tab_off[d + 1] - t0) / DM_TF_BUCKETS);
+        uint64_t slots = a.tab_off[d + 1] - t0;
+        uint32_t bcap = (uint32_t)(slots / DM_TF_BUCKETS);
+        const bool local = slots <= (uint64_t)DM_TF_SMEM_SLOTS; /* uniform over the warp */
+        uint32_t *key = local ? s_key[w] : a.tab_key + t0, *cnt = local ? s_cnt[w] : a.tab_cnt + t0;
+        if (local) {
+            for (uint32_t s = lane; s < slots; s += 32) {
+                key[s] = DM_TF_EMPTY;
+                cnt[s] = 0;
+            }
+            __syncwarp();
+        }
         bool ok = true;
-        for (uint64_t i = b + (uint64_t)lane * RAKE; i < e; i += 32 * RAKE) {
+        for (uint64_t c = b; c < e; c += 32 * RAKE) {
 #pragma unroll
             for (int r = 0; r < RAKE; r++) {
-                if (i + r >= e) break;
-                uint32_t t = a.tok[i + r];
+                uint64_t i = STRIDED ? c + lane + 32 * r : c + (uint64_t)lane * RAKE + r;
+                if (i >= e) continue;
+                uint32_t t = a.tok[i];
                 if (t >= a.n_terms) {
                     *a.bad_token = 1;
                     continue;
                 }
-                if (ok) ok = dm_tf_insert_atomic(a.tab_key + t0, a.tab_cnt + t0, bcap, t, 1);
+                if (ok) ok = dm_tf_insert_atomic(key, cnt, bcap, t, 1);
             }
+        }
+        if (local) {
+            __syncwarp();
+            for (uint32_t s = lane; s < slots; s += 32) {
+                a.tab_key[t0 + s] = key[s];
+                a.tab_cnt[t0 + s] = cnt[s];
+            }
+            __syncwarp();
         }
         if (!ok) a.overflow[d] = 1;
     }

@@ -1,4 +1,5 @@
-/* MPI tests of tfidf (mpiexec -n 1, 2, 4; CPU backend): vectors written collectively by all ranks
+/* MPI tests of tfidf (mpiexec -n 1, 2, 4 on the CPU backend; built again with TFIDF_TEST_GPU as
+ * test_tfidf_mpi_gpu, mpiexec -n 1, 2 on the CUDA backend): vectors written collectively by all ranks
  * are byte-identical to the file one process writes, for core inputs under a weak hash (so terms
  * collide across ranks), for a corpus on disk split by bytes (with ranks that get no file), for
  * TF-ICF tables and TF-ICF vectors, and for Reuters-21578 when present; the vocabulary is the
@@ -21,10 +22,14 @@
 static dm_ctx g_ctx;
 static char g_tmp[512];
 
+#ifndef TFIDF_TEST_GPU
+#define TFIDF_TEST_GPU 0
+#endif
+
 static int setup(void)
 {
     dm_ctx_options o = DM_CTX_OPTIONS_INIT;
-    o.backend = DM_BACKEND_CPU;
+    o.backend = TFIDF_TEST_GPU ? DM_BACKEND_CUDA : DM_BACKEND_CPU;
     o.quiet = 1;
     if (dm_ctx_init(&g_ctx, &o) != DM_OK) return 1;
     if (g_ctx.rank == 0 && !dm_test_tmpdir(g_tmp, sizeof g_tmp)) g_tmp[0] = '\0';
@@ -84,6 +89,7 @@ static void test_weak_hash_byte_identical(void)
     dm_tfidf_local l;
     CU_ASSERT_EQUAL_FATAL(tl_local_build(&l, (const char *const *)docs + a, b - a, tl_weak_hash, 2, "d", a, NULL), DM_OK);
     dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    o.backend = TFIDF_TEST_GPU ? DM_BACKEND_CUDA : DM_BACKEND_CPU; /* also for the one-process runs */
     o.table_initial_cap = 2;
     o.min_df_count = 2;
     o.max_df_frac = 0.5;
@@ -151,6 +157,7 @@ static void test_corpus_byte_identical(void)
     dm_preprocess_options pp = DM_PREPROCESS_OPTIONS_INIT;
     pp.batch_bytes = 4096;
     dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    o.backend = TFIDF_TEST_GPU ? DM_BACKEND_CUDA : DM_BACKEND_CPU; /* also for the one-process runs */
     dm_vectors v;
     dm_vocab voc;
     dm_tfidf_stats st;
@@ -219,6 +226,7 @@ static void test_error_reaches_every_rank(void)
     /* the last rank's counts name a term it does not have */
     if (g_ctx.rank == g_ctx.size - 1) l.counts.term[0] = 99;
     dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    o.backend = TFIDF_TEST_GPU ? DM_BACKEND_CUDA : DM_BACKEND_CPU; /* also for the one-process runs */
     dm_vectors v;
     CU_ASSERT_EQUAL(dm_tfidf_vectors(&v, NULL, NULL, &g_ctx, &l, &o), DM_ERR_INVALID_ARG);
     dm_tfidf_local_free(&l);
@@ -237,6 +245,7 @@ static void test_reuters_byte_identical(void)
     dm_preprocess_options pp = DM_PREPROCESS_OPTIONS_INIT;
     pp.reader.format = DM_PP_FORMAT_REUTERS;
     dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    o.backend = TFIDF_TEST_GPU ? DM_BACKEND_CUDA : DM_BACKEND_CPU; /* also for the one-process runs */
     o.min_df_count = 2;
     dm_vectors v;
     dm_vocab voc;
@@ -266,5 +275,5 @@ int main(int argc, char **argv)
                            {"reuters_byte_identical", test_reuters_byte_identical},
                            CU_TEST_INFO_NULL};
     CU_SuiteInfo suites[] = {{"tfidf_mpi", setup, teardown, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
-    return dm_test_run_mpi(argc, argv, suites);
+    return TFIDF_TEST_GPU ? dm_test_run_gpu(argc, argv, suites) : dm_test_run_mpi(argc, argv, suites);
 }
