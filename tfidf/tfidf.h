@@ -232,8 +232,10 @@ typedef struct dm_tfidf_options {
     double max_df_frac;         /* ... and df <= max_df_frac x N (default 1) */
     int tf_variant;             /* enum dm_tf_variant (CUDA backend) */
     size_t table_initial_cap;   /* vocabulary tables' first capacity (0 = automatic; tests) */
+    int by_bytes;               /* corpus input: resolve every token by its bytes as it is read
+                                   (the batched reader) even when no two stems share a hash */
 } dm_tfidf_options;
-#define DM_TFIDF_OPTIONS_INIT {0, DM_IDF_LOG, 0, 1, 1, 0.0, UINT64_MAX, 1.0, DM_TF_ATOMIC, 0}
+#define DM_TFIDF_OPTIONS_INIT {0, DM_IDF_LOG, 0, 1, 1, 0.0, UINT64_MAX, 1.0, DM_TF_ATOMIC, 0, 0}
 
 /* Counted over all ranks (identical on every rank after the driver returns). */
 typedef struct dm_tfidf_stats {
@@ -329,9 +331,12 @@ int dm_icf_vectors(dm_vectors *out, dm_tfidf_stats *stats, const dm_icf_table *t
                    const dm_tfidf_local *local, const dm_tfidf_options *opt, int backend);
 
 /* ---------------------------------------------------------------------------------------------
- * The corpus driver: reads this rank's share of a corpus (preprocess's readers and tokeniser,
- * batch by batch), resolves terms by bytes and counts them; then TF-IDF (icf == NULL) or TF-ICF
- * with the table (streaming: each batch is weighed and its tokens dropped; the table is first
+ * The corpus driver. TF-IDF: this rank's share of the corpus goes through dm_preprocess (its
+ * pipelined reader and tokeniser) and dm_tfidf_local_from_stream; when any two stems of the
+ * corpus share a 64-bit hash (counted by preprocess, summed over ranks), or with opt->by_bytes,
+ * the corpus is read batch by batch instead with every token resolved by its bytes. TF-ICF
+ * (icf != NULL): always batch by batch, each batch weighed with the table and its tokens
+ * dropped (streaming, no global pass; the table is first
  * checked against the preprocessing options, icf_name naming it in errors). ctx NULL = one
  * process. pp: preprocessing options (NULL = defaults). Collective. vocab, stats and pp_stats
  * may be NULL. */

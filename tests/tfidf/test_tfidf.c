@@ -763,7 +763,9 @@ static void test_corpus_driver(void)
     dm_vocab voc;
     dm_tfidf_stats st;
     dm_pp_stats ps;
+    o.by_bytes = 1; /* the batched reader, every token resolved by its bytes */
     CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&v, &voc, &st, &ps, NULL, dir, &pp, &o, NULL, NULL), DM_OK);
+    o.by_bytes = 0;
     CU_ASSERT_EQUAL(v.n_rows, 5);
     CU_ASSERT_EQUAL(st.docs, 5);
     CU_ASSERT_EQUAL(st.empty_docs, 1);
@@ -789,6 +791,10 @@ static void test_corpus_driver(void)
     dm_vectors_free(&v2);
     dm_vocab_free(&voc2);
     dm_tfidf_local_free(&l);
+    /* and dm_vectorize_corpus's default path (preprocess's reader + the stream) */
+    CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&v2, NULL, NULL, NULL, NULL, dir, &pp, &o, NULL, NULL), DM_OK);
+    CU_ASSERT_TRUE(tl_vectors_equal(&v, &v2, 0));
+    dm_vectors_free(&v2);
 
     /* a stream whose vocabulary has two stems under one hash is refused, naming both */
     if (s.n_terms >= 2) {

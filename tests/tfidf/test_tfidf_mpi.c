@@ -185,6 +185,7 @@ static void test_corpus_byte_identical(void)
     if (g_ctx.rank == 0) CU_ASSERT_EQUAL(dm_icf_table_write(&t, ta), DM_OK);
     dm_vectors vi;
     o.sublinear = 1;
+    o.by_bytes = 1; /* the batched reader across ranks too (TF-ICF always reads batch by batch) */
     CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&vi, NULL, &st, NULL, &g_ctx, dir, &pp, &o, &t, ta), DM_OK);
     CU_ASSERT_EQUAL(st.icf_unknown_tokens, 0);
     CU_ASSERT_EQUAL_FATAL(dm_vectors_write(&vi, ia, &g_ctx), DM_OK);
