@@ -259,6 +259,7 @@ static void compare_corpus(const char *path, int format)
         dm_tfidf_options og = oc;
         og.backend = DM_BACKEND_CUDA;
         og.tf_variant = v;
+        og.by_bytes = v == DM_TF_NOATOMIC; /* both corpus readers on the GPU backend */
         dm_vectors vg;
         dm_vocab kg;
         dm_tfidf_stats sg;
