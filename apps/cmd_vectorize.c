@@ -15,16 +15,18 @@
 #include "common/status.h"
 #include "common/timer.h"
 #include "tfidf/tfidf.h"
+#include "tfidf/tfidf_internal.h"
 
 const char dm_vectorize_pp_help[] =
     "reading and preprocessing (the same for vectorize and icf-build):\n"
     "  --format auto|text|jsonl|tsv|reuters   input format (default auto: by extension)\n"
     "  --labels format|dir|none  where labels come from (dir: first-level folder name)\n"
-    "  --stopwords FILE|none     stop-word list (default: built-in English list)\n"
+    "  --stopwords FILE          stop-word list (default: built-in English list); --no-stopwords: none\n"
     "  --no-stem                 do not Porter-stem\n"
     "  --keep-numbers            keep tokens made only of digits\n"
     "  --min-len N, --max-len N  token length limits in bytes (default 2, 64)\n"
-    "  --batch-bytes N           normalised bytes per batch (default 64 MiB)\n";
+    "  --batch-bytes N           normalised bytes per batch (default 64 MiB)\n"
+    "  --strict                  the first bad input is an error instead of a counted skip\n";
 
 static int parse_uint(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *v)
 {
@@ -51,6 +53,8 @@ int dm_vectorize_pp_option(dm_app *app, const char *cmd, int c, const char *arg,
         return 0;
     case DM_VO_STOPWORDS: pp->stopwords = strcmp(arg, "none") == 0 ? "" : arg; return 0;
     case DM_VO_NO_STEM: pp->tok.stem = 0; return 0;
+    case DM_VO_NO_STOPWORDS: pp->stopwords = ""; return 0;
+    case DM_VO_STRICT: pp->reader.strict = 1; return 0;
     case DM_VO_KEEP_NUMBERS: pp->tok.keep_numbers = 1; return 0;
     case DM_VO_MIN_LEN:
     case DM_VO_MAX_LEN:
@@ -70,13 +74,16 @@ int dm_vectorize_pp_option(dm_app *app, const char *cmd, int c, const char *arg,
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: docmine vectorize --corpus PATH -o VECTORS.dmv [options]\n\n"
+    fprintf(f, "usage: docmine vectorize --corpus PATH -o VECTORS.dmv [options]\n"
+               "       docmine vectorize --tokens STREAM -o VECTORS.dmv [options]\n\n"
                "Turns a corpus into sparse term-sorted document vectors (one row per document, in\n"
                "corpus order, the same file whatever the number of ranks). TF-IDF by default: terms\n"
                "are counted per document, document frequencies are summed across ranks and term ids\n"
                "follow the byte order of the terms. With --icf TABLE (from docmine icf-build) the\n"
                "weights are TF-ICF and the corpus is weighed batch by batch, without a global pass.\n\n"
                "  --corpus PATH         file or directory tree to read\n"
+               "  --tokens STREAM       a token stream of docmine preprocess -o STREAM instead (written by as\n"
+               "                        many ranks as this run: STREAM, or STREAM.rank<r> for several)\n"
                "  -o, --output FILE     the vectors (.dmv binary CSR with checksum)\n"
                "  --idf log|sklearn     log: ln(N/df) (default); sklearn: ln((1+N)/(1+df)) + 1\n"
                "  --sublinear           tf = 1 + ln(count) instead of count / document length\n"
@@ -142,23 +149,61 @@ static void report_stats(json_t *o, const dm_tfidf_stats *st, const dm_pp_stats 
     }
 }
 
+static int file_exists(const char *p)
+{
+    FILE *f = fopen(p, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+/* TF-IDF of a token stream written by `docmine preprocess -o STREAM` with as many ranks. */
+static int vectorize_tokens(dm_vectors *v, dm_vocab *vocab, dm_tfidf_stats *st, dm_pp_stats *ps, dm_ctx *ctx,
+                            const char *stream, const dm_tfidf_options *o)
+{
+    char path[4200], extra[4200];
+    int rc = DM_OK;
+    if (ctx->size == 1) snprintf(path, sizeof path, "%s", stream);
+    else snprintf(path, sizeof path, "%s.rank%d", stream, ctx->rank);
+    snprintf(extra, sizeof extra, "%s.rank%d", stream, ctx->size == 1 ? 0 : ctx->size);
+    if (!file_exists(path) && ctx->size == 1 && file_exists(extra))
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "%s was written by several ranks (%s): run vectorize with as many ranks", stream, extra);
+    else if (ctx->rank == 0 && ctx->size > 1 && file_exists(extra))
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "%s was written by more than %d ranks (%s exists): run vectorize with as many ranks",
+                    stream, ctx->size, extra);
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc < 0) return rc;
+    dm_token_stream s;
+    memset(&s, 0, sizeof s);
+    rc = dm_ctx_agree(ctx, dm_token_stream_read(&s, path));
+    if (rc < 0) return rc;
+    dm_tfidf_local local;
+    memset(&local, 0, sizeof local);
+    rc = dm_ctx_agree(ctx, dm_tfidf_local_from_stream(&local, &s, dm_tfidf_backend(ctx, o->backend), o));
+    *ps = s.stats; /* preprocess summed them over its ranks before writing */
+    dm_token_stream_free(&s);
+    if (rc == DM_OK) rc = dm_tfidf_vectors(v, vocab, st, ctx, &local, o);
+    dm_tfidf_local_free(&local);
+    return rc;
+}
+
 int dm_cmd_vectorize(dm_app *app, int argc, char **argv)
 {
     enum { O_CORPUS = DM_VO_SHARED_END + 1, O_IDF, O_SUBLINEAR, O_NOL2, O_MINDF, O_MAXDF, O_ICF, O_VOCAB, O_EXPORT,
-           O_TFTABLE };
+           O_TFTABLE, O_TOKENS };
     static const struct option opts[] = {
         {"corpus", required_argument, 0, O_CORPUS}, {"output", required_argument, 0, 'o'},
         {"idf", required_argument, 0, O_IDF},       {"sublinear", no_argument, 0, O_SUBLINEAR},
         {"no-l2", no_argument, 0, O_NOL2},          {"min-df", required_argument, 0, O_MINDF},
         {"max-df", required_argument, 0, O_MAXDF},  {"icf", required_argument, 0, O_ICF},
         {"vocab", required_argument, 0, O_VOCAB},   {"export", required_argument, 0, O_EXPORT},
-        {"tf-table", required_argument, 0, O_TFTABLE}, {"help", no_argument, 0, 'h'},
+        {"tf-table", required_argument, 0, O_TFTABLE}, {"tokens", required_argument, 0, O_TOKENS},
+        {"help", no_argument, 0, 'h'},
         DM_VECTORIZE_PP_LONGOPTS,                   {0, 0, 0, 0}};
     const char *cmd = "vectorize";
     dm_ctx *ctx = app->ctx;
     dm_preprocess_options pp = DM_PREPROCESS_OPTIONS_INIT;
     dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
-    const char *corpus = NULL, *out = NULL, *icf_path = NULL, *vocab_path = NULL;
+    const char *corpus = NULL, *out = NULL, *icf_path = NULL, *vocab_path = NULL, *tokens = NULL;
     int export_fmt = -1;
     optind = 1;
     opterr = 0;
@@ -171,6 +216,7 @@ int dm_cmd_vectorize(dm_app *app, int argc, char **argv)
         }
         switch (c) {
         case O_CORPUS: corpus = optarg; break;
+        case O_TOKENS: tokens = optarg; break;
         case 'o': out = optarg; break;
         case O_IDF:
             if (dm_idf_parse(optarg, &o.idf) != DM_OK) return dm_app_usage_error(app, cmd, "invalid --idf '%s' (log or sklearn)", optarg);
@@ -202,7 +248,10 @@ int dm_cmd_vectorize(dm_app *app, int argc, char **argv)
         }
     }
     if (optind < argc) return dm_app_usage_error(app, cmd, "unexpected argument '%s'", argv[optind]);
-    if (!corpus) return dm_app_usage_error(app, cmd, "missing --corpus PATH");
+    if (!corpus && !tokens) return dm_app_usage_error(app, cmd, "missing --corpus PATH (or --tokens STREAM)");
+    if (corpus && tokens) return dm_app_usage_error(app, cmd, "--corpus and --tokens exclude each other");
+    if (tokens && icf_path)
+        return dm_app_usage_error(app, cmd, "--icf needs --corpus: the table is checked against the preprocessing options");
     if (!out) return dm_app_usage_error(app, cmd, "missing -o FILE");
     if (pp.tok.min_len > pp.tok.max_len) return dm_app_usage_error(app, cmd, "--min-len is above --max-len");
     if (icf_path && (o.idf != DM_IDF_LOG || o.min_df_count != 1 || o.min_df_frac != 0.0 ||
@@ -223,7 +272,8 @@ int dm_cmd_vectorize(dm_app *app, int argc, char **argv)
     memset(&st, 0, sizeof st);
     memset(&ps, 0, sizeof ps);
     dm_timer_start("vectorize");
-    if (rc == DM_OK)
+    if (rc == DM_OK && tokens) rc = vectorize_tokens(&v, vocab_path ? &vocab : NULL, &st, &ps, ctx, tokens, &o);
+    else if (rc == DM_OK)
         rc = dm_vectorize_corpus(&v, vocab_path ? &vocab : NULL, &st, &ps, ctx, corpus, &pp, &o,
                                  icf_path ? &table : NULL, icf_path);
     dm_timer_stop("vectorize");

@@ -11,14 +11,15 @@
 /* getopt_long values of the shared options (above any single-character option). */
 enum {
     DM_VO_FORMAT = 1000, DM_VO_LABELS, DM_VO_STOPWORDS, DM_VO_NO_STEM, DM_VO_KEEP_NUMBERS,
-    DM_VO_MIN_LEN, DM_VO_MAX_LEN, DM_VO_BATCH, DM_VO_SHARED_END
+    DM_VO_MIN_LEN, DM_VO_MAX_LEN, DM_VO_BATCH, DM_VO_NO_STOPWORDS, DM_VO_STRICT, DM_VO_SHARED_END
 };
 #define DM_VECTORIZE_PP_LONGOPTS                                                                   \
     {"format", required_argument, 0, DM_VO_FORMAT}, {"labels", required_argument, 0, DM_VO_LABELS}, \
     {"stopwords", required_argument, 0, DM_VO_STOPWORDS}, {"no-stem", no_argument, 0, DM_VO_NO_STEM}, \
     {"keep-numbers", no_argument, 0, DM_VO_KEEP_NUMBERS},                                         \
     {"min-len", required_argument, 0, DM_VO_MIN_LEN}, {"max-len", required_argument, 0, DM_VO_MAX_LEN}, \
-    {"batch-bytes", required_argument, 0, DM_VO_BATCH}
+    {"batch-bytes", required_argument, 0, DM_VO_BATCH}, {"no-stopwords", no_argument, 0, DM_VO_NO_STOPWORDS}, \
+    {"strict", no_argument, 0, DM_VO_STRICT}
 
 /* The help lines of the shared options. */
 extern const char dm_vectorize_pp_help[];

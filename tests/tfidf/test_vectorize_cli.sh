@@ -59,6 +59,18 @@ done
     --max-df 0.9 --export mtx && head -1 "$tmp/s.mtx" | grep -q '^%%MatrixMarket matrix coordinate real general' \
     && ok "options and MatrixMarket" || bad "options and MatrixMarket"
 
+# from token streams of docmine preprocess (1 and 2 ranks): the same vectors as from the corpus
+"$dm" preprocess --backend cpu --quiet --corpus "$tmp/corpus" -o "$tmp/tok1" >/dev/null 2>&1 \
+    && "$dm" vectorize --backend cpu --quiet --tokens "$tmp/tok1" -o "$tmp/t1.dmv" && cmp -s "$tmp/v1.dmv" "$tmp/t1.dmv" \
+    && ok "vectorize --tokens, 1 rank" || bad "vectorize --tokens, 1 rank"
+"$mpiexec" -n 2 "$dm" preprocess --backend cpu --quiet --corpus "$tmp/corpus" -o "$tmp/tok2" >/dev/null 2>&1 \
+    && "$mpiexec" -n 2 "$dm" vectorize --backend cpu --quiet --tokens "$tmp/tok2" -o "$tmp/t2.dmv" \
+    && cmp -s "$tmp/v1.dmv" "$tmp/t2.dmv" && ok "vectorize --tokens, 2 ranks" || bad "vectorize --tokens, 2 ranks"
+expect "--tokens written by 2 ranks, read by 1" 2 "written by several ranks" -- \
+    "$dm" vectorize --backend cpu --tokens "$tmp/tok2" -o "$tmp/x.dmv"
+expect "--tokens with --icf" 2 "--icf needs --corpus" -- \
+    "$dm" vectorize --backend cpu --tokens "$tmp/tok1" --icf "$tmp/v1.dmv" -o "$tmp/x.dmv"
+
 # TF-ICF
 "$mpiexec" -n 2 "$dm" icf-build --backend cpu --quiet --corpus "$tmp/corpus" -o "$tmp/ref.icf" \
     && ok "icf-build, 2 ranks" || bad "icf-build, 2 ranks"
