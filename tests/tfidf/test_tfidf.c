@@ -293,6 +293,18 @@ static void test_sklearn_parity_hand_computed(void)
     CU_ASSERT_EQUAL(st.nnz, 7);
     CU_ASSERT_TRUE(tl_vectors_ok(&v, 1, 1e-6));
     dm_vectors_free(&v);
+    /* TfidfVectorizer(sublinear_tf=True): tf = 1 + ln(count). d2 = (idf2, (1 + ln 2) idf2, idf1)
+     * = (1.2876821, 2.1802353, 1.6931472), norm 3.0460299 -> (0.4227411, 0.7157629, 0.5558538);
+     * d0 = ((1 + ln 2) idf2, idf2) -> (1.6931472, 1) / sqrt(1.6931472^2 + 1) = (0.8610, 0.5085) */
+    o.sublinear = 1;
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&v, NULL, NULL, NULL, &l, &o), DM_OK);
+    CU_ASSERT_EQUAL(v.flags, DM_VECTORS_L2 | DM_VECTORS_IDF_SKLEARN | DM_VECTORS_SUBLINEAR);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 2, 0), 0.42274111, tol);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 2, 2), 0.71576292, tol);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 2, 3), 0.55585376, tol);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 0, 0), 1.6931472 / sqrt(1.6931472 * 1.6931472 + 1.0), tol);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 0, 1), 1.0 / sqrt(1.6931472 * 1.6931472 + 1.0), tol);
+    dm_vectors_free(&v);
     dm_vocab_free(&voc);
     dm_tfidf_local_free(&l);
 }
