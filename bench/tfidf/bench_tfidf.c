@@ -227,11 +227,13 @@ static int prepare(char *out, size_t cap, const char *src, int format, const cha
     size_t copies = total ? (min_bytes + total - 1) / total : 1;
     if (copies < 1) copies = 1;
     snprintf(out, cap, "%s/copies-%zu", work, copies);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", out, out);
+    if (snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", out, out) >= (int)sizeof cmd)
+        return DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long", out);
     if (system(cmd) != 0) return DM_ERR(DM_ERR_IO, "%s: cannot create", out);
     for (size_t c = 0; c < copies; c++) {
         char link[4400];
-        snprintf(link, sizeof link, "%s/c%05zu", out, c);
+        if (snprintf(link, sizeof link, "%s/c%05zu", out, c) >= (int)sizeof link)
+            return DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long", out);
         if (symlink(base, link) != 0) return DM_ERR(DM_ERR_IO, "%s: symlink failed: %s", link, strerror(errno));
     }
     return DM_OK;
@@ -240,7 +242,8 @@ static int prepare(char *out, size_t cap, const char *src, int format, const cha
 static double run_sklearn(const char *script, const char *corpus, int *ok)
 {
     char cmd[8400];
-    snprintf(cmd, sizeof cmd, "python3 '%s' '%s'", script, corpus);
+    *ok = 0;
+    if (snprintf(cmd, sizeof cmd, "python3 '%s' '%s'", script, corpus) >= (int)sizeof cmd) return 0;
     FILE *p = popen(cmd, "r");
     double v = 0;
     *ok = p && fscanf(p, "%lf", &v) == 1 && v > 0;
