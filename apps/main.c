@@ -24,6 +24,8 @@ static const dm_command g_commands[] = {
     {"tune", dm_cmd_tune, "tune every kernel for this GPU (--list: the kernels and their spaces)"},
     {"streamclust", dm_cmd_streamclust, "STREAM k-median (Rodinia streamcluster arguments), across ranks"},
     {"synth", dm_cmd_synth, "write a synthetic labelled corpus (K Zipf topics), in parallel by rank"},
+    {"vectorize", dm_cmd_vectorize, "corpus -> TF-IDF / TF-ICF sparse vectors (.dmv, svmlight, mtx)"},
+    {"icf-build", dm_cmd_icf_build, "write the TF-ICF table of a reference corpus"},
 };
 #define DM_NCOMMANDS ((int)(sizeof g_commands / sizeof g_commands[0]))
 

@@ -35,6 +35,38 @@ typedef int dm_segsort_pairs_fn(void *temp, size_t *temp_bytes, uint32_t *keys_o
                                 const uint64_t *seg_off, size_t n_segments, void *stream);
 dm_segsort_pairs_fn dm_segsort_pairs_cpu, dm_segsort_pairs_cuda;
 
+/* The same with u32 values (term-count rows). */
+typedef int dm_segsort_pairs_u32_fn(void *temp, size_t *temp_bytes, uint32_t *keys_out, uint32_t *vals_out,
+                                    const uint32_t *keys_in, const uint32_t *vals_in, size_t n,
+                                    const uint64_t *seg_off, size_t n_segments, void *stream);
+dm_segsort_pairs_u32_fn dm_segsort_pairs_u32_cpu, dm_segsort_pairs_u32_cuda;
+
+/* CUDA: a bitonic sort of small segments in shared memory, one block per segment, stable (ties
+ * broken by input position). Record layout in shared memory (AoS, SoA, tiled AoS), block size
+ * and segment capacity are tuning choices (kernel "sorting.bitonic_segsort"). Segments longer
+ * than DM_BITONIC_MAX_SEGMENT go to CUB's segmented sort. Same contract as dm_segsort_pairs_fn.
+ * dm_segsort_pairs_cuda uses it for the segments where it is faster (see bench/tfidf). */
+#define DM_BITONIC_MAX_SEGMENT 2048
+dm_segsort_pairs_fn dm_segsort_bitonic_cuda;
+/* CUB only (DeviceSegmentedSort::StableSortPairs), for comparisons. */
+dm_segsort_pairs_fn dm_segsort_cub_cuda;
+
+/* Chooses the segmented sort of dm_segsort_pairs_cuda: 0 = CUB (default), 1 = the bitonic
+ * hybrid (for the segment sizes where bench/tfidf shows it faster). */
+void dm_segsort_use_bitonic(int on);
+
+/* Tests and benchmarks: the compiled bitonic instances, their names, and forcing instance i for
+ * the following calls (-1: the tuner's choice). */
+int dm_segsort_bitonic_instances(void);
+const char *dm_segsort_bitonic_instance_name(int i, char *buf, size_t len);
+int dm_segsort_bitonic_force_instance(int i);
+/* Segment offsets with the length profile of TF-IDF rows (mostly 1..140, one in 64 up to 3000)
+ * covering n items: off must hold n + 1 entries; *n_seg gets the number of segments. */
+int dm_segsort_bench_lengths(uint64_t *off, size_t n, uint64_t seed, size_t *n_seg);
+
+/* Registers the sorting kernels with the tuner (CUDA builds; common/tune/register_all.c). */
+int dm_sorting_tune_register(void);
+
 #ifdef __cplusplus
 }
 #endif

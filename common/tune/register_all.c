@@ -9,6 +9,8 @@
 /* Registrars of other modules (CUDA builds only). */
 #if DM_HAVE_CUDA
 int dm_sc_tune_register(void);
+int dm_sorting_tune_register(void);
+int dm_tfidf_tune_register(void);
 #endif
 
 int dm_tune_register_all(void)
@@ -16,6 +18,8 @@ int dm_tune_register_all(void)
     DM_TRY(dm_copy_tune_register());
 #if DM_HAVE_CUDA
     DM_TRY(dm_sc_tune_register());
+    DM_TRY(dm_sorting_tune_register());
+    DM_TRY(dm_tfidf_tune_register());
 #endif
     return DM_OK;
 }
