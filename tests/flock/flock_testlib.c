@@ -32,15 +32,16 @@ int ft_gather(ft_state *st, dm_flock_sim *s, const dm_ctx *ctx)
     st->n = dm_flock_sim_docs(s);
     st->iteration = dm_flock_sim_iteration(s);
     const int32_t *lab = dm_flock_sim_labels(s);
-    int cnt = (int)(6 * v.n);
-    double *rec = malloc(sizeof *rec * (v.n ? 6 * v.n : 1));
+    int cnt = (int)(7 * v.n);
+    double *rec = malloc(sizeof *rec * (v.n ? 7 * v.n : 1));
     for (size_t i = 0; i < v.n; i++) {
-        rec[6 * i] = (double)v.id[i];
-        rec[6 * i + 1] = v.x[i];
-        rec[6 * i + 2] = v.y[i];
-        rec[6 * i + 3] = v.vx[i];
-        rec[6 * i + 4] = v.vy[i];
-        rec[6 * i + 5] = lab ? lab[i] : -2;
+        rec[7 * i] = (double)v.id[i];
+        rec[7 * i + 1] = v.x[i];
+        rec[7 * i + 2] = v.y[i];
+        rec[7 * i + 3] = v.vx[i];
+        rec[7 * i + 4] = v.vy[i];
+        rec[7 * i + 5] = lab ? lab[i] : -2;
+        rec[7 * i + 6] = ctx->rank;
     }
     int *counts = malloc(sizeof *counts * (size_t)ctx->size), *displs = malloc(sizeof *displs * (size_t)ctx->size);
     MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, ctx->world);
@@ -68,25 +69,27 @@ int ft_gather(ft_state *st, dm_flock_sim *s, const dm_ctx *ctx)
     st->stats.sim_cache_hits = b[6];
     int rc = DM_OK;
     if (ctx->rank == 0) {
-        if ((uint64_t)tot != 6 * st->n) rc = DM_ERR(DM_ERR_FORMAT, "gathered %d values for %llu docs", tot, (unsigned long long)st->n);
+        if ((uint64_t)tot != 7 * st->n) rc = DM_ERR(DM_ERR_FORMAT, "gathered %d values for %llu docs", tot, (unsigned long long)st->n);
         st->x = calloc(st->n, sizeof(double));
         st->y = calloc(st->n, sizeof(double));
         st->vx = calloc(st->n, sizeof(double));
         st->vy = calloc(st->n, sizeof(double));
         st->cluster = calloc(st->n, sizeof(int32_t));
+        st->owner = calloc(st->n, sizeof(int32_t));
         unsigned char *seen = calloc(st->n, 1);
-        for (int k = 0; k < tot / 6 && rc == DM_OK; k++) {
-            uint64_t id = (uint64_t)all[6 * k];
+        for (int k = 0; k < tot / 7 && rc == DM_OK; k++) {
+            uint64_t id = (uint64_t)all[7 * k];
             if (id >= st->n || seen[id]) {
                 rc = DM_ERR(DM_ERR_FORMAT, "document %llu owned twice or out of range", (unsigned long long)id);
                 break;
             }
             seen[id] = 1;
-            st->x[id] = all[6 * k + 1];
-            st->y[id] = all[6 * k + 2];
-            st->vx[id] = all[6 * k + 3];
-            st->vy[id] = all[6 * k + 4];
-            st->cluster[id] = (int32_t)all[6 * k + 5];
+            st->x[id] = all[7 * k + 1];
+            st->y[id] = all[7 * k + 2];
+            st->vx[id] = all[7 * k + 3];
+            st->vy[id] = all[7 * k + 4];
+            st->cluster[id] = (int32_t)all[7 * k + 5];
+            st->owner[id] = (int32_t)all[7 * k + 6];
         }
         free(seen);
     }
@@ -105,6 +108,7 @@ void ft_state_free(ft_state *st)
     free(st->vx);
     free(st->vy);
     free(st->cluster);
+    free(st->owner);
     memset(st, 0, sizeof *st);
 }
 

@@ -23,6 +23,7 @@ typedef struct ft_state {
     int iteration;
     double *x, *y, *vx, *vy;
     int32_t *cluster;
+    int32_t *owner;       /* rank that owned the document at the end */
     dm_flock_stats stats; /* summed over ranks */
 } ft_state;
 int ft_gather(ft_state *st, dm_flock_sim *s, const dm_ctx *ctx);
