@@ -35,6 +35,25 @@ typedef int dm_segsort_pairs_fn(void *temp, size_t *temp_bytes, uint32_t *keys_o
                                 const uint64_t *seg_off, size_t n_segments, void *stream);
 dm_segsort_pairs_fn dm_segsort_pairs_cpu, dm_segsort_pairs_cuda;
 
+/* The same with u32 values (term-count rows). */
+typedef int dm_segsort_pairs_u32_fn(void *temp, size_t *temp_bytes, uint32_t *keys_out, uint32_t *vals_out,
+                                    const uint32_t *keys_in, const uint32_t *vals_in, size_t n,
+                                    const uint64_t *seg_off, size_t n_segments, void *stream);
+dm_segsort_pairs_u32_fn dm_segsort_pairs_u32_cpu, dm_segsort_pairs_u32_cuda;
+
+/* CUDA: a bitonic sort of small segments in shared memory, one block per segment, stable (ties
+ * broken by input position). Record layout in shared memory (AoS, SoA, tiled AoS), block size
+ * and segment capacity are tuning choices (kernel "sorting.bitonic_segsort"). Segments longer
+ * than DM_BITONIC_MAX_SEGMENT go to CUB's segmented sort. Same contract as dm_segsort_pairs_fn.
+ * dm_segsort_pairs_cuda uses it for the segments where it is faster (see bench/tfidf). */
+#define DM_BITONIC_MAX_SEGMENT 2048
+dm_segsort_pairs_fn dm_segsort_bitonic_cuda;
+/* CUB only (DeviceSegmentedSort::StableSortPairs), for comparisons. */
+dm_segsort_pairs_fn dm_segsort_cub_cuda;
+
+/* Registers the sorting kernels with the tuner (CUDA builds; DM_OK otherwise). */
+int dm_sorting_register_kernels(void);
+
 #ifdef __cplusplus
 }
 #endif

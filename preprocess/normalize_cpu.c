@@ -1,0 +1,166 @@
+/* Unicode normalisation of document text on the CPU: invalid UTF-8 -> U+FFFD (counted), NUL ->
+ * separator (counted), NFKC + case fold + strip marks with utf8proc, then every code point that is
+ * not a letter (L*) or number (N*) -> ' ' (runs collapsed). Pure-ASCII chunks take a fast path with
+ * identical output. Reference: dm_normalize with force_unicode = 1 (utf8proc on everything).
+ * Long documents are normalised in chunks cut just before an ASCII space that is followed by an
+ * ASCII byte: no normalisation form interacts across such a point, so chunking changes nothing. */
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "common/status.h"
+#include "preprocess/preprocess.h"
+
+#define DM_NORM_CHUNK (1u << 20)
+
+static int dm_norm_reserve(char **out, size_t *cap, size_t need)
+{
+    if (need <= *cap) return DM_OK;
+    size_t nc = *cap ? *cap : 4096;
+    while (nc < need) nc *= 2;
+    char *p = realloc(*out, nc);
+    if (!p) return DM_ERR(DM_ERR_NOMEM, "normalise: cannot grow output to %zu bytes", nc);
+    *out = p;
+    *cap = nc;
+    return DM_OK;
+}
+
+/* Appends a separator unless the output already ends with one (or this document is empty). */
+static void dm_norm_sep(char *out, size_t *len, size_t doc_start)
+{
+    if (*len > doc_start && out[*len - 1] != ' ') out[(*len)++] = ' ';
+}
+
+static int dm_norm_is_token_cp(utf8proc_int32_t cp)
+{
+    utf8proc_category_t c = utf8proc_category(cp);
+    return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) ||
+           (c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO);
+}
+
+static int dm_norm_ascii(char **out, size_t *len, size_t *cap, size_t doc_start, const char *s,
+                         size_t n, dm_pp_stats *st)
+{
+    DM_TRY(dm_norm_reserve(out, cap, *len + n + 1));
+    char *o = *out;
+    size_t l = *len;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 'A' && c <= 'Z') o[l++] = (char)(c + 32);
+        else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) o[l++] = (char)c;
+        else {
+            if (c == 0 && st) st->nul_bytes++;
+            dm_norm_sep(o, &l, doc_start);
+        }
+    }
+    *len = l;
+    return DM_OK;
+}
+
+static int dm_norm_unicode(char **out, size_t *len, size_t *cap, size_t doc_start, const char *s,
+                           size_t n, dm_pp_stats *st)
+{
+    /* 1. sanitise: valid UTF-8 without NUL */
+    char *clean = malloc(3 * n + 1);
+    if (!clean) return DM_ERR(DM_ERR_NOMEM, "normalise: out of memory (%zu bytes)", 3 * n + 1);
+    size_t cl = 0;
+    for (size_t i = 0; i < n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k =
+            utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (k <= 0) {
+            if (st) st->invalid_utf8++;
+            memcpy(clean + cl, "\xEF\xBF\xBD", 3);
+            cl += 3;
+            i++;
+        } else if (cp == 0) {
+            if (st) st->nul_bytes++;
+            clean[cl++] = ' ';
+            i++;
+        } else {
+            memcpy(clean + cl, s + i, (size_t)k);
+            cl += (size_t)k;
+            i += (size_t)k;
+        }
+    }
+    /* 2. NFKC + case fold + strip marks */
+    utf8proc_uint8_t *mapped = NULL;
+    utf8proc_ssize_t ml = utf8proc_map((const utf8proc_uint8_t *)clean, (utf8proc_ssize_t)cl, &mapped,
+                                       UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT |
+                                           UTF8PROC_CASEFOLD | UTF8PROC_STRIPMARK);
+    free(clean);
+    if (ml < 0) {
+        /* only UTF8PROC_ERROR_NOMEM/OVERFLOW remain possible on sanitised input */
+        return DM_ERR(DM_ERR_NOMEM, "normalise: utf8proc: %s", utf8proc_errmsg(ml));
+    }
+    /* 3. keep L and N code points, others -> ' ' */
+    int rc = dm_norm_reserve(out, cap, *len + (size_t)ml + 1);
+    if (rc < 0) {
+        free(mapped);
+        return rc;
+    }
+    char *o = *out;
+    size_t l = *len;
+    for (utf8proc_ssize_t i = 0; i < ml;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate(mapped + i, ml - i, &cp);
+        if (k <= 0) { /* cannot happen: utf8proc's own output */
+            i++;
+            continue;
+        }
+        if (dm_norm_is_token_cp(cp)) {
+            memcpy(o + l, mapped + i, (size_t)k);
+            l += (size_t)k;
+        } else {
+            dm_norm_sep(o, &l, doc_start);
+        }
+        i += k;
+    }
+    *len = l;
+    free(mapped);
+    return DM_OK;
+}
+
+static int dm_norm_chunk_is_ascii(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] >= 0x80) return 0;
+    return 1;
+}
+
+/* End of the chunk starting at s[0]: just before an ASCII space followed by an ASCII byte, at or
+ * after DM_NORM_CHUNK bytes; the whole rest if none within 4 x DM_NORM_CHUNK (then cut at a byte
+ * that starts a UTF-8 sequence, the only safe fallback). */
+static size_t dm_norm_chunk_end(const char *s, size_t n)
+{
+    if (n <= DM_NORM_CHUNK) return n;
+    size_t limit = n < 4 * (size_t)DM_NORM_CHUNK ? n : 4 * (size_t)DM_NORM_CHUNK;
+    for (size_t i = DM_NORM_CHUNK; i + 1 < limit; i++) {
+        unsigned char c = (unsigned char)s[i], d = (unsigned char)s[i + 1];
+        if ((c == ' ' || c == '\n' || c == '\t' || c == '\r') && d < 0x80) return i;
+    }
+    if (limit == n) return n;
+    size_t i = limit;
+    while (i > DM_NORM_CHUNK && ((unsigned char)s[i] & 0xC0) == 0x80) i--;
+    return i;
+}
+
+int dm_normalize(char **out, size_t *out_len, size_t *out_cap, const char *text, size_t len,
+                 int force_unicode, dm_pp_stats *st)
+{
+    if (!out || !out_len || !out_cap || (!text && len))
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_normalize: NULL argument");
+    size_t doc_start = *out_len;
+    size_t pos = 0;
+    while (pos < len) {
+        size_t e = pos + dm_norm_chunk_end(text + pos, len - pos);
+        if (!force_unicode && dm_norm_chunk_is_ascii(text + pos, e - pos))
+            DM_TRY(dm_norm_ascii(out, out_len, out_cap, doc_start, text + pos, e - pos, st));
+        else
+            DM_TRY(dm_norm_unicode(out, out_len, out_cap, doc_start, text + pos, e - pos, st));
+        pos = e;
+    }
+    DM_TRY(dm_norm_reserve(out, out_cap, *out_len + 1));
+    dm_norm_sep(*out, out_len, doc_start);
+    return DM_OK;
+}

@@ -1,0 +1,343 @@
+/* preprocess: corpus readers, Unicode normalisation, tokenising, stop words, Porter stemming and
+ * 64-bit term hashing; the token stream that tfidf consumes and its binary file format.
+ * Reference: the CPU backend (dm_tokenize_cpu, with Snowball's "porter" from libstemmer).
+ * DESIGN.md sections 1, 7 ("Tokenising and stemming") and 8; issue 3. Plain C11, no CUDA types.
+ *
+ * Data flow of one rank:
+ *   files (split across ranks by bytes) -> readers -> raw documents (id, labels, bytes)
+ *   -> dm_normalize() (CPU, utf8proc)  -> normalised text: token code points and ' ' only
+ *   -> dm_tokenize_fn (CPU or CUDA)    -> per token: 64-bit hash of the stem, stem bytes
+ *   -> dm_token_stream (ids, labels, hashes per document, vocabulary of distinct stems).
+ *
+ * Token rules (identical on both backends; DM_HD code in preprocess/token_rules.h):
+ *  - Normalisation: invalid UTF-8 bytes -> U+FFFD (counted), NUL -> separator (counted), then
+ *    NFKC + case fold + strip marks (utf8proc). Every code point that is not a letter (L*) or a
+ *    number (N*) becomes one ASCII space. Pure-ASCII documents take a fast path with identical
+ *    output (letters lower-cased, digits kept, all else -> ' ').
+ *  - A token is a maximal run of non-space bytes of the normalised text, i.e. a run of L/N code
+ *    points. Tokens of fewer than min_len or more than max_len bytes are dropped (counted).
+ *  - A "pure number" is a token made only of ASCII digits after NFKC (which folds full-width,
+ *    superscript and circled digits to ASCII); such tokens are dropped unless keep_numbers.
+ *    Tokens written with other scripts' digits are kept.
+ *  - Stop words are matched on the normalised token, before stemming.
+ *  - Tokens made only of ASCII bytes are Porter-stemmed; others are kept as they are.
+ *  - The term key is dm_term_hash(stem) (FNV-1a 64 followed by the murmur3 64-bit finaliser).
+ */
+#ifndef DM_PREPROCESS_H
+#define DM_PREPROCESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct dm_ctx;
+
+/* ---------------------------------------------------------------------------------------------
+ * Statistics and counted skips. Every document that is read but not turned into a stream entry,
+ * and every file that is not read, is counted here with its reason; the first messages (naming
+ * file and line/record) are kept for the report. */
+enum dm_pp_skip {
+    DM_PP_SKIP_EMPTY_FILE = 0,   /* file of 0 bytes */
+    DM_PP_SKIP_EMPTY_DOC,        /* record without text (e.g. JSONL "text":"") */
+    DM_PP_SKIP_UNREADABLE,       /* open/read failed (permissions, vanished) */
+    DM_PP_SKIP_CORRUPT_GZIP,     /* truncated or corrupt gzip stream: file skipped */
+    DM_PP_SKIP_CORRUPT_ARCHIVE,  /* libarchive error: rest of archive skipped */
+    DM_PP_SKIP_BAD_JSON,         /* malformed JSONL line or missing "text" */
+    DM_PP_SKIP_BAD_TSV,          /* TSV line without 3 fields */
+    DM_PP_SKIP_BAD_SGML,         /* malformed Reuters record (no end tag, no NEWID) */
+    DM_PP_SKIP_SYMLINK_LOOP,     /* directory reached twice through links */
+    DM_PP_SKIP_NOT_REGULAR,      /* sockets, devices, fifos */
+    DM_PP_SKIP_COUNT
+};
+const char *dm_pp_skip_name(int reason);
+
+#define DM_PP_MAX_MESSAGES 16
+typedef struct dm_pp_stats {
+    uint64_t files_read, files_ignored; /* ignored: not matching --format (e.g. lewis.dtd) */
+    uint64_t bytes_read;                /* raw bytes after decompression */
+    uint64_t docs;                      /* documents in the stream */
+    uint64_t docs_labelled;             /* documents with at least one label */
+    uint64_t skipped[DM_PP_SKIP_COUNT]; /* per reason: documents (or files, for file reasons) */
+    uint64_t invalid_utf8;              /* invalid UTF-8 bytes replaced by U+FFFD */
+    uint64_t nul_bytes;                 /* NUL bytes turned into separators */
+    uint64_t tokens;                    /* tokens kept */
+    uint64_t tokens_short, tokens_long, tokens_number, tokens_stop; /* tokens dropped */
+    uint64_t hash_collisions;           /* distinct stems sharing a hash with another stem */
+    uint64_t n_messages;                /* messages produced (only the first DM_PP_MAX_MESSAGES kept) */
+    char messages[DM_PP_MAX_MESSAGES][256];
+} dm_pp_stats;
+
+/* Records a skip (reason) with a printf message naming file and line/record. */
+void dm_pp_stats_skip(dm_pp_stats *st, int reason, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+void dm_pp_stats_add(dm_pp_stats *into, const dm_pp_stats *from); /* counters only */
+uint64_t dm_pp_stats_skipped_total(const dm_pp_stats *st);
+/* Sums counters over ranks (MPI_Allreduce on *(MPI_Comm *)mpi_comm).
+ * Messages stay per rank. Collective. */
+int dm_pp_stats_allreduce(dm_pp_stats *st, const void *mpi_comm);
+
+/* ---------------------------------------------------------------------------------------------
+ * Readers. */
+enum dm_pp_format {
+    DM_PP_FORMAT_AUTO = 0, /* by extension: .sgm -> reuters, .jsonl -> jsonl, .tsv -> tsv,
+                              .tar/.tar.gz/.tgz -> archive members by their own names,
+                              anything else -> one text document per file; a trailing .gz is
+                              decompressed first */
+    DM_PP_FORMAT_TEXT,     /* every file is one document */
+    DM_PP_FORMAT_JSONL,    /* {"id":..,"text":..,"label":..} per line; label may be an array */
+    DM_PP_FORMAT_TSV,      /* id TAB label TAB text per line (text may hold further tabs) */
+    DM_PP_FORMAT_REUTERS   /* Reuters-21578 SGML; only *.sgm and *.sgm.gz files are read */
+};
+int dm_pp_format_parse(const char *s, int *format);
+
+enum dm_pp_labels { DM_PP_LABELS_FORMAT = 0, DM_PP_LABELS_DIR = 1, DM_PP_LABELS_NONE = 2 };
+
+typedef struct dm_reader_options {
+    int format;        /* enum dm_pp_format */
+    int labels;        /* enum dm_pp_labels: DIR = first-level folder name under the corpus root */
+    int strict;        /* 1: the first skip reason becomes an error (DM_ERR_FORMAT / DM_ERR_IO) */
+} dm_reader_options;
+#define DM_READER_OPTIONS_INIT {DM_PP_FORMAT_AUTO, DM_PP_LABELS_FORMAT, 0}
+
+/* One raw document as a reader hands it out. Pointers are valid during the callback only.
+ * labels: zero or more labels joined by ',' ("" = unlabelled). text is not NUL-terminated. */
+typedef struct dm_raw_doc {
+    const char *id;
+    const char *labels;
+    const char *text;
+    size_t len;
+} dm_raw_doc;
+/* Return 0 to continue, negative status to stop reading (passed up unchanged). */
+typedef int dm_doc_sink(void *user, const dm_raw_doc *doc);
+
+/* One input file of a corpus. */
+typedef struct dm_pp_file {
+    char *path;        /* path as opened */
+    char *rel;         /* path relative to the corpus root (ids and DIR labels) */
+    uint64_t size;     /* bytes on disk */
+} dm_pp_file;
+
+typedef struct dm_pp_file_list {
+    dm_pp_file *files;
+    size_t n, cap;
+} dm_pp_file_list;
+
+/* Lists the files of a corpus path (a file or a directory tree), sorted by relative path in byte
+ * order (deterministic), following symbolic links; a directory reached twice (symlink loop) is
+ * skipped and counted. Hidden entries (".name") are skipped. Files not of `format` are counted
+ * as ignored (Reuters: only *.sgm[.gz]). Errors: DM_ERR_IO when root does not exist or cannot be
+ * read. An empty list is not an error here (the driver reports an empty corpus). */
+int dm_pp_list_files(dm_pp_file_list *out, const char *root, const dm_reader_options *opt,
+                     dm_pp_stats *st);
+void dm_pp_file_list_free(dm_pp_file_list *l);
+
+/* Splits files[0..n) across `size` ranks into contiguous ranges of about equal bytes: rank r gets
+ * [*begin, *end). Ranges concatenated in rank order give the file order, so the document order
+ * of the whole corpus does not depend on the number of ranks. */
+void dm_pp_split_by_bytes(size_t *begin, size_t *end, const dm_pp_file_list *l, int rank, int size);
+
+/* Reads one file (decompressing .gz, expanding archives) and calls sink per document in file
+ * order. Bad input is skipped and counted in st (or an error with opt->strict). Returns 0, a
+ * negative status from the sink, or an error (DM_ERR_IO / DM_ERR_FORMAT in strict mode,
+ * DM_ERR_NOMEM). */
+int dm_pp_read_file(const dm_pp_file *f, const dm_reader_options *opt, dm_pp_stats *st,
+                    dm_doc_sink *sink, void *user);
+/* Same on an in-memory buffer (the fuzz targets and tests use it); name is used for ids and
+ * messages; format must not be AUTO unless name has an extension. */
+int dm_pp_read_buffer(const char *name, const void *data, size_t len, const dm_reader_options *opt,
+                      dm_pp_stats *st, dm_doc_sink *sink, void *user);
+
+/* ---------------------------------------------------------------------------------------------
+ * Normalisation (CPU, utf8proc). */
+
+/* Normalises text[0..len) into *out (grown with realloc as needed, *out_cap its capacity),
+ * appending to *out_len; always appends one trailing ' ' so documents stay separated when
+ * concatenated. Counts invalid UTF-8 and NUL bytes in st (may be NULL). Pure ASCII input takes
+ * the fast path unless force_unicode. Errors: DM_ERR_NOMEM. */
+int dm_normalize(char **out, size_t *out_len, size_t *out_cap, const char *text, size_t len,
+                 int force_unicode, dm_pp_stats *st);
+
+/* ---------------------------------------------------------------------------------------------
+ * Stop words: an exact set of normalised words, stored flat so the same table works on the host
+ * and, copied as is, on the device (open addressing on dm_term_hash, bytes compared). */
+typedef struct dm_stopset {
+    uint32_t cap;          /* power of two, > 2 x n */
+    uint32_t n;
+    uint64_t *keys;        /* cap entries; 0 = empty slot (a word hashing to 0 is stored as 1) */
+    uint32_t *word_off;    /* cap entries: offset of the word in bytes */
+    uint8_t *word_len;     /* cap entries */
+    char *bytes;           /* the words, concatenated */
+    size_t bytes_len;
+} dm_stopset;
+
+/* Builds the set from a word list (one word per line, '#' starts a comment, blank lines ignored;
+ * each word is normalised like text, its first token kept). path == NULL: the built-in English
+ * list (preprocess/stopwords_en.txt, compiled in). Errors: DM_ERR_IO naming the file. */
+int dm_stopset_load(dm_stopset *s, const char *path);
+int dm_stopset_from_text(dm_stopset *s, const char *text, size_t len);
+void dm_stopset_free(dm_stopset *s);
+int dm_stopset_contains(const dm_stopset *s, const char *w, size_t len);
+/* The built-in list (NUL-terminated). */
+extern const char dm_stopwords_en[];
+
+/* ---------------------------------------------------------------------------------------------
+ * Tokenising, stop words, stemming and hashing of a batch of normalised documents: the function
+ * both backends implement. */
+typedef struct dm_tok_options {
+    int min_len;       /* bytes, default 2 */
+    int max_len;       /* bytes, default 64 (<= DM_TOKEN_MAX_LEN) */
+    int keep_numbers;  /* 0: drop pure numbers */
+    int stem;          /* 1: Porter-stem ASCII tokens */
+} dm_tok_options;
+#define DM_TOK_OPTIONS_INIT {2, 64, 0, 1}
+#define DM_TOKEN_MAX_LEN 255
+
+/* Input: n_docs normalised documents concatenated in text; document d is
+ * text[doc_off[d] .. doc_off[d+1]) and ends with ' ' (as dm_normalize leaves it). */
+typedef struct dm_tok_batch {
+    const char *text;
+    size_t text_len;
+    const uint64_t *doc_off;   /* n_docs + 1 */
+    size_t n_docs;
+} dm_tok_batch;
+
+/* Output, owned by the caller (dm_tok_result_free). Token i of the batch (documents in order,
+ * tokens in text order): hash[i] = dm_term_hash(stem), stem bytes at stems[start[i] ..
+ * start[i] + stem_len[i]) (a stem is never longer than its token, so stems is a copy of text with
+ * each kept token's stem written over its start). doc_tok[d] .. doc_tok[d+1] are document d's
+ * tokens. Counters of dropped tokens go to the stats. */
+typedef struct dm_tok_result {
+    size_t n_tokens, cap;
+    uint64_t *hash;
+    uint64_t *start;
+    uint8_t *stem_len;
+    uint64_t *doc_tok;         /* n_docs + 1 */
+    char *stems;               /* text_len bytes */
+    size_t n_docs;
+    uint64_t n_short, n_long, n_number, n_stop;
+} dm_tok_result;
+void dm_tok_result_free(dm_tok_result *r);
+
+typedef int dm_tokenize_fn(dm_tok_result *out, const dm_tok_batch *in, const dm_stopset *stop,
+                           const dm_tok_options *opt);
+/* CPU: libstemmer porter. CUDA: our kernels (DM_ERR_UNSUPPORTED in a CPU-only build,
+ * DM_ERR_NO_DEVICE without a GPU). Errors: DM_ERR_INVALID_ARG, DM_ERR_NOMEM, DM_ERR_CUDA. */
+dm_tokenize_fn dm_tokenize_cpu, dm_tokenize_cuda;
+
+/* ---------------------------------------------------------------------------------------------
+ * Stemming of single words (the `docmine stem` command and the stemmer tests). Words with a
+ * non-ASCII byte, or longer than DM_TOKEN_MAX_LEN, are returned unchanged. out must hold len + 1
+ * bytes; *out_len gets the stem length (<= len); out is NUL-terminated. */
+typedef int dm_stem_words_fn(char *out, uint32_t *out_off, uint32_t *out_len, const char *words,
+                             const uint32_t *off, const uint32_t *len, size_t n);
+/* Stems n words words[off[i] .. off[i]+len[i]) into out at out_off[i] = off[i] (same layout),
+ * out_len[i] the stem length. out holds as many bytes as words. */
+dm_stem_words_fn dm_stem_words_cpu, dm_stem_words_cuda;
+/* The same with our own DM_HD Porter stemmer on the host (what the CUDA kernel runs). */
+dm_stem_words_fn dm_stem_words_hd;
+
+/* ---------------------------------------------------------------------------------------------
+ * The token stream: what `docmine preprocess` produces and tfidf consumes.
+ *
+ * In memory (all arrays owned by the stream, freed by dm_token_stream_free):
+ *   n_docs documents, in corpus order (file order, then record order within a file);
+ *   document d: id = ids + id_off[d] (NUL-terminated, id_off has n_docs + 1 entries, the last
+ *   being the bytes used), labels = labels + label_off[d] (NUL-terminated, labels joined by ',',
+ *   "" if none), its term hashes = hashes[tok_off[d] .. tok_off[d+1]) in text order.
+ *   Vocabulary: n_terms distinct (hash, stem bytes) pairs sorted by hash, then bytes; term t has
+ *   hash term_hash[t] and bytes term_bytes[term_off[t] .. term_off[t+1]) (not NUL-terminated).
+ *   Two terms with the same hash are a collision: both are kept, counted in stats.hash_collisions,
+ *   so that tfidf can resolve them (a hash never silently stands for two words).
+ *
+ * Binary file (`docmine preprocess -o FILE`), little-endian, written to FILE.tmp then renamed:
+ *   offset 0  char[8]  magic "DMTOKS\0\1"
+ *            u32      version (1)
+ *            u32      flags (bit 0: stemmed; bit 1: numbers kept)
+ *            u64      n_docs, n_tokens, n_terms, id_bytes, label_bytes, term_bytes
+ *            u64      hash_collisions
+ *   then, in order: u64 tok_off[n_docs+1]; u64 hashes[n_tokens]; u64 id_off[n_docs+1];
+ *            char ids[id_bytes]; u64 label_off[n_docs+1]; char labels[label_bytes];
+ *            u64 term_hash[n_terms]; u64 term_off[n_terms+1]; char term_bytes[term_bytes];
+ *   trailer  u32 crc32 (zlib) of every preceding byte, then char[4] "END\n".
+ * The reader checks magic, version, sizes against the file size, offsets monotone and the CRC.
+ * With several ranks, each rank writes its share to FILE.rank<r> (r = 0..size-1); reading the
+ * files in rank order gives the corpus order. */
+typedef struct dm_token_stream {
+    size_t n_docs;
+    uint64_t *tok_off;
+    uint64_t *hashes;
+    size_t n_tokens;
+    uint64_t *id_off;
+    char *ids;
+    uint64_t *label_off;
+    char *labels;
+    size_t n_terms;
+    uint64_t *term_hash;
+    uint64_t *term_off;
+    char *term_bytes;
+    uint32_t flags;
+    dm_pp_stats stats;
+} dm_token_stream;
+
+#define DM_TOKEN_STREAM_MAGIC "DMTOKS\0\1"
+#define DM_TOKEN_STREAM_VERSION 1u
+
+void dm_token_stream_free(dm_token_stream *s);
+static inline const char *dm_token_stream_id(const dm_token_stream *s, size_t d)
+{
+    return s->ids + s->id_off[d];
+}
+static inline const char *dm_token_stream_labels(const dm_token_stream *s, size_t d)
+{
+    return s->labels + s->label_off[d];
+}
+/* Index of the first vocabulary entry with this hash, or -1; entries t.. with equal term_hash
+ * are the colliding stems. */
+long dm_token_stream_term_find(const dm_token_stream *s, uint64_t hash);
+
+int dm_token_stream_write(const dm_token_stream *s, const char *path);
+/* Errors: DM_ERR_IO (open/read), DM_ERR_FORMAT (magic, version, sizes, CRC) naming the file. */
+int dm_token_stream_read(dm_token_stream *s, const char *path);
+/* Human-readable dump: per document "id<TAB>labels<TAB>stem stem ..." (stems from the vocabulary;
+ * a colliding hash prints as stem|other). */
+int dm_token_stream_dump(const dm_token_stream *s, FILE *f);
+
+/* ---------------------------------------------------------------------------------------------
+ * Driver. */
+typedef struct dm_preprocess_options {
+    dm_reader_options reader;
+    dm_tok_options tok;
+    const char *stopwords;    /* NULL: built-in English list; "" : no stop words */
+    int backend;              /* enum dm_backend (common/context.h); AUTO resolves from ctx */
+    size_t batch_bytes;       /* normalised bytes per batch; 0 = automatic */
+    int force_unicode;        /* 1: no ASCII fast path (tests) */
+} dm_preprocess_options;
+#define DM_PREPROCESS_OPTIONS_INIT {DM_READER_OPTIONS_INIT, DM_TOK_OPTIONS_INIT, NULL, 0, 0, 0}
+
+/* Per-stage seconds of one rank (the batch pipeline fills them; CPU backend: h2d = d2h = 0). */
+typedef struct dm_pp_times {
+    double read, normalize, h2d, kernels, d2h, build, wall;
+} dm_pp_times;
+
+/* Preprocesses the corpus at `path` on this rank's share of the files (split by bytes over
+ * ctx ranks; ctx == NULL: one process, all files). out receives this rank's stream, its stats
+ * summed over ranks. Errors agree across ranks (no hang): the first error of any rank is returned
+ * on every rank. An empty corpus (no document on any rank) is DM_ERR_INVALID_ARG naming path. */
+int dm_preprocess(dm_token_stream *out, dm_pp_times *times, const struct dm_ctx *ctx,
+                  const char *path, const dm_preprocess_options *opt);
+
+/* Same on an explicit list of files (this rank's share), one process. */
+int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_file *files,
+                        size_t n_files, const dm_preprocess_options *opt, int backend);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

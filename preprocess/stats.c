@@ -1,0 +1,103 @@
+/* Counted skips and counters of the preprocess stage (dm_pp_stats), their names and their sum
+ * over ranks. Reference: none (bookkeeping). */
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/status.h"
+#include "preprocess/preprocess.h"
+
+const char *dm_pp_skip_name(int reason)
+{
+    static const char *names[DM_PP_SKIP_COUNT] = {
+        "empty_file", "empty_doc", "unreadable", "corrupt_gzip", "corrupt_archive",
+        "bad_json", "bad_tsv", "bad_sgml", "symlink_loop", "not_regular"};
+    return reason >= 0 && reason < DM_PP_SKIP_COUNT ? names[reason] : "unknown";
+}
+
+void dm_pp_stats_skip(dm_pp_stats *st, int reason, const char *fmt, ...)
+{
+    if (!st) return;
+    if (reason >= 0 && reason < DM_PP_SKIP_COUNT) st->skipped[reason]++;
+    if (st->n_messages < DM_PP_MAX_MESSAGES) {
+        char *m = st->messages[st->n_messages];
+        int k = snprintf(m, 256, "skip (%s): ", dm_pp_skip_name(reason));
+        va_list ap;
+        va_start(ap, fmt);
+        if (k > 0 && k < 256) vsnprintf(m + k, 256 - (size_t)k, fmt, ap);
+        va_end(ap);
+    }
+    st->n_messages++;
+}
+
+/* The counters as an array, in a fixed order (for sums). */
+#define DM_PP_NCOUNTERS (13 + DM_PP_SKIP_COUNT)
+static void dm_pp_stats_pack(uint64_t *v, const dm_pp_stats *s)
+{
+    int k = 0;
+    v[k++] = s->files_read;
+    v[k++] = s->files_ignored;
+    v[k++] = s->bytes_read;
+    v[k++] = s->docs;
+    v[k++] = s->docs_labelled;
+    v[k++] = s->invalid_utf8;
+    v[k++] = s->nul_bytes;
+    v[k++] = s->tokens;
+    v[k++] = s->tokens_short;
+    v[k++] = s->tokens_long;
+    v[k++] = s->tokens_number;
+    v[k++] = s->tokens_stop;
+    v[k++] = s->hash_collisions;
+    for (int i = 0; i < DM_PP_SKIP_COUNT; i++) v[k++] = s->skipped[i];
+}
+
+static void dm_pp_stats_unpack(dm_pp_stats *s, const uint64_t *v)
+{
+    int k = 0;
+    s->files_read = v[k++];
+    s->files_ignored = v[k++];
+    s->bytes_read = v[k++];
+    s->docs = v[k++];
+    s->docs_labelled = v[k++];
+    s->invalid_utf8 = v[k++];
+    s->nul_bytes = v[k++];
+    s->tokens = v[k++];
+    s->tokens_short = v[k++];
+    s->tokens_long = v[k++];
+    s->tokens_number = v[k++];
+    s->tokens_stop = v[k++];
+    s->hash_collisions = v[k++];
+    for (int i = 0; i < DM_PP_SKIP_COUNT; i++) s->skipped[i] = v[k++];
+}
+
+void dm_pp_stats_add(dm_pp_stats *into, const dm_pp_stats *from)
+{
+    uint64_t a[DM_PP_NCOUNTERS], b[DM_PP_NCOUNTERS];
+    dm_pp_stats_pack(a, into);
+    dm_pp_stats_pack(b, from);
+    for (int i = 0; i < DM_PP_NCOUNTERS; i++) a[i] += b[i];
+    dm_pp_stats_unpack(into, a);
+    for (uint64_t m = 0; m < from->n_messages && into->n_messages < DM_PP_MAX_MESSAGES; m++) {
+        if (m < DM_PP_MAX_MESSAGES) memcpy(into->messages[into->n_messages], from->messages[m], 256);
+        into->n_messages++;
+    }
+}
+
+uint64_t dm_pp_stats_skipped_total(const dm_pp_stats *st)
+{
+    uint64_t t = 0;
+    for (int i = 0; i < DM_PP_SKIP_COUNT; i++) t += st->skipped[i];
+    return t;
+}
+
+int dm_pp_stats_allreduce(dm_pp_stats *st, const void *mpi_comm)
+{
+    MPI_Comm comm = *(const MPI_Comm *)mpi_comm;
+    uint64_t a[DM_PP_NCOUNTERS], b[DM_PP_NCOUNTERS];
+    dm_pp_stats_pack(a, st);
+    int rc = MPI_Allreduce(a, b, DM_PP_NCOUNTERS, MPI_UINT64_T, MPI_SUM, comm);
+    if (rc != MPI_SUCCESS) return DM_ERR(DM_ERR_MPI, "preprocess: MPI_Allreduce of the counters failed");
+    dm_pp_stats_unpack(st, b);
+    return DM_OK;
+}

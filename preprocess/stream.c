@@ -1,0 +1,462 @@
+/* The token stream: building it from tokenised batches (with the vocabulary of distinct stems and
+ * collision detection), its binary file format (write/read with CRC), the text dump and the
+ * gather to rank 0. Reference: the format described in preprocess.h. */
+#include <errno.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "common/status.h"
+#include "preprocess/preprocess.h"
+#include "preprocess/stream_build.h"
+
+void dm_token_stream_free(dm_token_stream *s)
+{
+    if (!s) return;
+    free(s->tok_off);
+    free(s->hashes);
+    free(s->id_off);
+    free(s->ids);
+    free(s->label_off);
+    free(s->labels);
+    free(s->term_hash);
+    free(s->term_off);
+    free(s->term_bytes);
+    memset(s, 0, sizeof(*s));
+}
+
+long dm_token_stream_term_find(const dm_token_stream *s, uint64_t hash)
+{
+    size_t lo = 0, hi = s->n_terms;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->term_hash[mid] < hash) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < s->n_terms && s->term_hash[lo] == hash ? (long)lo : -1;
+}
+
+/* ------------------------------------------------------------------ builder */
+
+static int dm_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return DM_OK;
+    size_t nc = *cap ? *cap : 1024;
+    while (nc < need) nc *= 2;
+    void *q = realloc(*p, nc * elem);
+    if (!q) return DM_ERR(DM_ERR_NOMEM, "token stream: cannot grow to %zu entries", nc);
+    *p = q;
+    *cap = nc;
+    return DM_OK;
+}
+
+int dm_sb_init(dm_stream_builder *b)
+{
+    memset(b, 0, sizeof(*b));
+    b->map_cap = 1 << 16;
+    b->map = calloc(b->map_cap, sizeof(*b->map));
+    if (!b->map) return DM_ERR(DM_ERR_NOMEM, "token stream: out of memory");
+    DM_TRY(dm_grow((void **)&b->s.tok_off, &b->tok_off_cap, 1, sizeof(uint64_t)));
+    DM_TRY(dm_grow((void **)&b->s.id_off, &b->id_off_cap, 1, sizeof(uint64_t)));
+    DM_TRY(dm_grow((void **)&b->s.label_off, &b->label_off_cap, 1, sizeof(uint64_t)));
+    b->s.tok_off[0] = b->s.id_off[0] = b->s.label_off[0] = 0;
+    return DM_OK;
+}
+
+void dm_sb_free(dm_stream_builder *b)
+{
+    dm_token_stream_free(&b->s);
+    free(b->map);
+    free(b->t_hash);
+    free(b->t_off);
+    free(b->t_len);
+    free(b->t_bytes);
+    memset(b, 0, sizeof(*b));
+}
+
+int dm_sb_add_doc(dm_stream_builder *b, const char *id, const char *labels)
+{
+    dm_token_stream *s = &b->s;
+    size_t il = strlen(id) + 1, ll = strlen(labels) + 1;
+    size_t d = s->n_docs;
+    DM_TRY(dm_grow((void **)&s->ids, &b->ids_cap, s->id_off[d] + il, 1));
+    DM_TRY(dm_grow((void **)&s->labels, &b->labels_cap, s->label_off[d] + ll, 1));
+    DM_TRY(dm_grow((void **)&s->id_off, &b->id_off_cap, d + 2, sizeof(uint64_t)));
+    DM_TRY(dm_grow((void **)&s->label_off, &b->label_off_cap, d + 2, sizeof(uint64_t)));
+    DM_TRY(dm_grow((void **)&s->tok_off, &b->tok_off_cap, d + 2, sizeof(uint64_t)));
+    memcpy(s->ids + s->id_off[d], id, il);
+    memcpy(s->labels + s->label_off[d], labels, ll);
+    s->id_off[d + 1] = s->id_off[d] + il;
+    s->label_off[d + 1] = s->label_off[d] + ll;
+    s->tok_off[d + 1] = s->tok_off[d];
+    s->n_docs++;
+    if (labels[0]) s->stats.docs_labelled++;
+    s->stats.docs++;
+    return DM_OK;
+}
+
+static int dm_sb_map_grow(dm_stream_builder *b)
+{
+    size_t nc = b->map_cap * 2;
+    uint32_t *m = calloc(nc, sizeof(*m));
+    if (!m) return DM_ERR(DM_ERR_NOMEM, "vocabulary: out of memory");
+    for (size_t t = 0; t < b->n_terms; t++) {
+        size_t i = (size_t)(b->t_hash[t] & (nc - 1));
+        while (m[i]) i = (i + 1) & (nc - 1);
+        m[i] = (uint32_t)(t + 1);
+    }
+    free(b->map);
+    b->map = m;
+    b->map_cap = nc;
+    return DM_OK;
+}
+
+/* Vocabulary insert: entries are (hash, bytes); equal hash with different bytes = collision. */
+static int dm_sb_term(dm_stream_builder *b, uint64_t h, const char *w, size_t n)
+{
+    size_t mask = b->map_cap - 1;
+    for (size_t i = (size_t)(h & mask);; i = (i + 1) & mask) {
+        uint32_t e = b->map[i];
+        if (!e) break;
+        size_t t = e - 1;
+        if (b->t_hash[t] == h) {
+            if (b->t_len[t] == n && memcmp(b->t_bytes + b->t_off[t], w, n) == 0) return DM_OK;
+        }
+    }
+    /* new entry: is it a collision with an existing hash? */
+    for (size_t i = (size_t)(h & mask);; i = (i + 1) & mask) {
+        uint32_t e = b->map[i];
+        if (!e) break;
+        if (b->t_hash[e - 1] == h) {
+            b->s.stats.hash_collisions++;
+            break;
+        }
+    }
+    size_t t = b->n_terms;
+    if (t + 1 >= UINT32_MAX) return DM_ERR(DM_ERR_NOMEM, "vocabulary: more than 2^32 terms");
+    DM_TRY(dm_grow((void **)&b->t_hash, &b->t_cap, t + 1, sizeof(uint64_t)));
+    size_t c1 = b->t_cap_off;
+    DM_TRY(dm_grow((void **)&b->t_off, &c1, t + 1, sizeof(uint64_t)));
+    size_t c2 = b->t_cap_off;
+    DM_TRY(dm_grow((void **)&b->t_len, &c2, t + 1, sizeof(uint8_t)));
+    b->t_cap_off = c1 < c2 ? c1 : c2;
+    DM_TRY(dm_grow((void **)&b->t_bytes, &b->t_bytes_cap, b->t_bytes_len + n, 1));
+    b->t_hash[t] = h;
+    b->t_off[t] = b->t_bytes_len;
+    b->t_len[t] = (uint8_t)n;
+    memcpy(b->t_bytes + b->t_bytes_len, w, n);
+    b->t_bytes_len += n;
+    b->n_terms++;
+    if (2 * b->n_terms > b->map_cap) DM_TRY(dm_sb_map_grow(b));
+    mask = b->map_cap - 1;
+    size_t i = (size_t)(h & mask);
+    while (b->map[i]) i = (i + 1) & mask;
+    b->map[i] = (uint32_t)(t + 1);
+    return DM_OK;
+}
+
+int dm_sb_add_tokens(dm_stream_builder *b, size_t first_doc, const dm_tok_result *r)
+{
+    dm_token_stream *s = &b->s;
+    if (first_doc + r->n_docs != s->n_docs)
+        return DM_ERR(DM_ERR_INVALID_ARG, "token stream: batch of %zu documents from %zu does not end at %zu",
+                      r->n_docs, first_doc, s->n_docs);
+    DM_TRY(dm_grow((void **)&s->hashes, &b->hashes_cap, s->n_tokens + r->n_tokens, sizeof(uint64_t)));
+    uint64_t base = s->tok_off[first_doc];
+    for (size_t d = 0; d < r->n_docs; d++) s->tok_off[first_doc + d + 1] = base + r->doc_tok[d + 1];
+    for (size_t i = 0; i < r->n_tokens; i++) {
+        s->hashes[s->n_tokens + i] = r->hash[i];
+        DM_TRY(dm_sb_term(b, r->hash[i], r->stems + r->start[i], r->stem_len[i]));
+    }
+    s->n_tokens += r->n_tokens;
+    s->stats.tokens += r->n_tokens;
+    s->stats.tokens_short += r->n_short;
+    s->stats.tokens_long += r->n_long;
+    s->stats.tokens_number += r->n_number;
+    s->stats.tokens_stop += r->n_stop;
+    return DM_OK;
+}
+
+static const dm_stream_builder *dm_sort_ctx;
+static int dm_term_cmp(const void *a, const void *b)
+{
+    const dm_stream_builder *B = dm_sort_ctx;
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    if (B->t_hash[x] != B->t_hash[y]) return B->t_hash[x] < B->t_hash[y] ? -1 : 1;
+    size_t lx = B->t_len[x], ly = B->t_len[y];
+    int c = memcmp(B->t_bytes + B->t_off[x], B->t_bytes + B->t_off[y], lx < ly ? lx : ly);
+    if (c) return c;
+    return lx < ly ? -1 : lx > ly;
+}
+
+int dm_sb_finish(dm_token_stream *out, dm_stream_builder *b)
+{
+    dm_token_stream *s = &b->s;
+    size_t n = b->n_terms;
+    uint32_t *idx = malloc((n ? n : 1) * sizeof(*idx));
+    s->term_hash = malloc((n ? n : 1) * sizeof(uint64_t));
+    s->term_off = malloc((n + 1) * sizeof(uint64_t));
+    s->term_bytes = malloc(b->t_bytes_len ? b->t_bytes_len : 1);
+    if (!s->hashes) s->hashes = malloc(sizeof(uint64_t));
+    if (!s->ids) s->ids = calloc(1, 1);
+    if (!s->labels) s->labels = calloc(1, 1);
+    if (!idx || !s->term_hash || !s->term_off || !s->term_bytes || !s->hashes || !s->ids || !s->labels) {
+        free(idx);
+        return DM_ERR(DM_ERR_NOMEM, "vocabulary: out of memory");
+    }
+    for (size_t t = 0; t < n; t++) idx[t] = (uint32_t)t;
+    dm_sort_ctx = b; /* single-threaded finish; qsort has no context argument in C11 */
+    qsort(idx, n, sizeof(*idx), dm_term_cmp);
+    size_t off = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t t = idx[k];
+        s->term_hash[k] = b->t_hash[t];
+        s->term_off[k] = off;
+        memcpy(s->term_bytes + off, b->t_bytes + b->t_off[t], b->t_len[t]);
+        off += b->t_len[t];
+    }
+    s->term_off[n] = off;
+    s->n_terms = n;
+    free(idx);
+    *out = *s;
+    memset(s, 0, sizeof(*s));
+    dm_sb_free(b);
+    return DM_OK;
+}
+
+/* ------------------------------------------------------------------ file format */
+
+typedef struct dm_wr {
+    FILE *f;
+    uLong crc;
+    int err;
+} dm_wr;
+
+static void dm_wr_put(dm_wr *w, const void *p, size_t n)
+{
+    if (w->err || n == 0) return;
+    if (fwrite(p, 1, n, w->f) != n) w->err = errno ? errno : EIO;
+    /* crc32 takes uInt lengths */
+    const Bytef *b = p;
+    while (n) {
+        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        w->crc = crc32(w->crc, b, k);
+        b += k;
+        n -= k;
+    }
+}
+
+static void dm_wr_u64(dm_wr *w, uint64_t v)
+{
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+    dm_wr_put(w, b, 8);
+}
+
+static void dm_wr_u64s(dm_wr *w, const uint64_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dm_wr_u64(w, v[i]);
+}
+
+int dm_token_stream_write(const dm_token_stream *s, const char *path)
+{
+    if (!s || !path) return DM_ERR(DM_ERR_INVALID_ARG, "dm_token_stream_write: NULL argument");
+    size_t pl = strlen(path) + 8;
+    char *tmp = malloc(pl);
+    if (!tmp) return DM_ERR(DM_ERR_NOMEM, "out of memory");
+    snprintf(tmp, pl, "%s.tmp", path);
+    dm_wr w = {fopen(tmp, "wb"), crc32(0L, Z_NULL, 0), 0};
+    if (!w.f) {
+        int e = errno;
+        free(tmp);
+        return DM_ERR(DM_ERR_IO, "%s: cannot create: %s", path, strerror(e));
+    }
+    dm_wr_put(&w, DM_TOKEN_STREAM_MAGIC, 8);
+    unsigned char v[8] = {DM_TOKEN_STREAM_VERSION & 0xff, 0, 0, 0, 0, 0, 0, 0};
+    for (int i = 0; i < 4; i++) v[4 + i] = (unsigned char)(s->flags >> (8 * i));
+    dm_wr_put(&w, v, 8);
+    dm_wr_u64(&w, s->n_docs);
+    dm_wr_u64(&w, s->n_tokens);
+    dm_wr_u64(&w, s->n_terms);
+    dm_wr_u64(&w, s->id_off[s->n_docs]);
+    dm_wr_u64(&w, s->label_off[s->n_docs]);
+    dm_wr_u64(&w, s->term_off[s->n_terms]);
+    dm_wr_u64(&w, s->stats.hash_collisions);
+    dm_wr_u64s(&w, s->tok_off, s->n_docs + 1);
+    dm_wr_u64s(&w, s->hashes, s->n_tokens);
+    dm_wr_u64s(&w, s->id_off, s->n_docs + 1);
+    dm_wr_put(&w, s->ids, s->id_off[s->n_docs]);
+    dm_wr_u64s(&w, s->label_off, s->n_docs + 1);
+    dm_wr_put(&w, s->labels, s->label_off[s->n_docs]);
+    dm_wr_u64s(&w, s->term_hash, s->n_terms);
+    dm_wr_u64s(&w, s->term_off, s->n_terms + 1);
+    dm_wr_put(&w, s->term_bytes, s->term_off[s->n_terms]);
+    uint32_t crc = (uint32_t)w.crc;
+    unsigned char t[8] = {(unsigned char)crc, (unsigned char)(crc >> 8), (unsigned char)(crc >> 16),
+                          (unsigned char)(crc >> 24), 'E', 'N', 'D', '\n'};
+    if (!w.err && fwrite(t, 1, 8, w.f) != 8) w.err = EIO;
+    if (fclose(w.f) != 0 && !w.err) w.err = errno ? errno : EIO;
+    if (w.err || rename(tmp, path) != 0) {
+        int e = w.err ? w.err : errno;
+        remove(tmp);
+        free(tmp);
+        return DM_ERR(DM_ERR_IO, "%s: write failed: %s", path, strerror(e));
+    }
+    free(tmp);
+    return DM_OK;
+}
+
+typedef struct dm_rdr {
+    const unsigned char *p;
+    size_t n, pos;
+} dm_rdr;
+
+static int dm_rd_u64(dm_rdr *r, uint64_t *v)
+{
+    if (r->n - r->pos < 8) return -1;
+    uint64_t x = 0;
+    for (int i = 0; i < 8; i++) x |= (uint64_t)r->p[r->pos + i] << (8 * i);
+    r->pos += 8;
+    *v = x;
+    return 0;
+}
+
+static int dm_rd_u64s(dm_rdr *r, uint64_t **out, uint64_t n)
+{
+    if (n > (r->n - r->pos) / 8) return -1;
+    *out = malloc((size_t)(n ? n : 1) * 8);
+    if (!*out) return -2;
+    for (uint64_t i = 0; i < n; i++) dm_rd_u64(r, &(*out)[i]);
+    return 0;
+}
+
+static int dm_rd_bytes(dm_rdr *r, char **out, uint64_t n)
+{
+    if (n > r->n - r->pos) return -1;
+    *out = malloc((size_t)(n ? n : 1));
+    if (!*out) return -2;
+    memcpy(*out, r->p + r->pos, (size_t)n);
+    r->pos += (size_t)n;
+    return 0;
+}
+
+static int dm_monotone(const uint64_t *o, uint64_t n, uint64_t last)
+{
+    if (o[0] != 0) return 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (o[i + 1] < o[i]) return 0;
+    return o[n] == last;
+}
+
+int dm_token_stream_read(dm_token_stream *s, const char *path)
+{
+    if (!s || !path) return DM_ERR(DM_ERR_INVALID_ARG, "dm_token_stream_read: NULL argument");
+    memset(s, 0, sizeof(*s));
+    FILE *f = fopen(path, "rb");
+    if (!f) return DM_ERR(DM_ERR_IO, "%s: %s", path, strerror(errno));
+    unsigned char *buf = NULL;
+    size_t n = 0, cap = 0, k;
+    for (;;) {
+        if (cap - n < 65536) {
+            size_t nc = cap ? 2 * cap : 1 << 20;
+            unsigned char *q = realloc(buf, nc);
+            if (!q) {
+                free(buf);
+                fclose(f);
+                return DM_ERR(DM_ERR_NOMEM, "%s: out of memory", path);
+            }
+            buf = q;
+            cap = nc;
+        }
+        k = fread(buf + n, 1, cap - n, f);
+        if (k == 0) break;
+        n += k;
+    }
+    int ferr = ferror(f);
+    fclose(f);
+    if (ferr) {
+        free(buf);
+        return DM_ERR(DM_ERR_IO, "%s: read error", path);
+    }
+    const char *why = NULL;
+    if (n < 16 + 7 * 8 + 8 || memcmp(buf, DM_TOKEN_STREAM_MAGIC, 8) != 0) why = "not a docmine token stream (bad magic)";
+    else if (memcmp(buf + n - 4, "END\n", 4) != 0) why = "truncated (no end marker)";
+    else {
+        uint32_t want = (uint32_t)buf[n - 8] | (uint32_t)buf[n - 7] << 8 | (uint32_t)buf[n - 6] << 16 |
+                        (uint32_t)buf[n - 5] << 24;
+        uLong crc = crc32(0L, Z_NULL, 0);
+        for (size_t p = 0; p < n - 8;) {
+            uInt c = n - 8 - p > (1u << 30) ? (1u << 30) : (uInt)(n - 8 - p);
+            crc = crc32(crc, buf + p, c);
+            p += c;
+        }
+        if ((uint32_t)crc != want) why = "checksum mismatch (corrupt file)";
+    }
+    uint32_t version = why ? 0 : (uint32_t)buf[8] | (uint32_t)buf[9] << 8 | (uint32_t)buf[10] << 16 | (uint32_t)buf[11] << 24;
+    if (!why && version != DM_TOKEN_STREAM_VERSION) why = "unsupported version";
+    if (why) {
+        free(buf);
+        return DM_ERR(DM_ERR_FORMAT, "%s: %s", path, why);
+    }
+    s->flags = (uint32_t)buf[12] | (uint32_t)buf[13] << 8 | (uint32_t)buf[14] << 16 | (uint32_t)buf[15] << 24;
+    dm_rdr r = {buf, n - 8, 16};
+    uint64_t nd, nt, nv, ib, lb, tb, coll;
+    int e = dm_rd_u64(&r, &nd) | dm_rd_u64(&r, &nt) | dm_rd_u64(&r, &nv) | dm_rd_u64(&r, &ib) |
+            dm_rd_u64(&r, &lb) | dm_rd_u64(&r, &tb) | dm_rd_u64(&r, &coll);
+    if (!e && nd >= n) e = -1;
+    if (!e) e = dm_rd_u64s(&r, &s->tok_off, nd + 1);
+    if (!e) e = dm_rd_u64s(&r, &s->hashes, nt);
+    if (!e) e = dm_rd_u64s(&r, &s->id_off, nd + 1);
+    if (!e) e = dm_rd_bytes(&r, &s->ids, ib);
+    if (!e) e = dm_rd_u64s(&r, &s->label_off, nd + 1);
+    if (!e) e = dm_rd_bytes(&r, &s->labels, lb);
+    if (!e && nv >= n) e = -1;
+    if (!e) e = dm_rd_u64s(&r, &s->term_hash, nv);
+    if (!e) e = dm_rd_u64s(&r, &s->term_off, nv + 1);
+    if (!e) e = dm_rd_bytes(&r, &s->term_bytes, tb);
+    if (!e && r.pos != r.n) e = -1;
+    if (!e && (!dm_monotone(s->tok_off, nd, nt) || !dm_monotone(s->id_off, nd, ib) ||
+               !dm_monotone(s->label_off, nd, lb) || !dm_monotone(s->term_off, nv, tb)))
+        e = -1;
+    /* ids and labels must be NUL-terminated strings */
+    for (uint64_t d = 0; !e && d < nd; d++)
+        if ((s->id_off[d + 1] > s->id_off[d] && s->ids[s->id_off[d + 1] - 1] != 0) || s->id_off[d + 1] == s->id_off[d] ||
+            s->label_off[d + 1] == s->label_off[d] || s->labels[s->label_off[d + 1] - 1] != 0)
+            e = -1;
+    free(buf);
+    if (e) {
+        dm_token_stream_free(s);
+        return e == -2 ? DM_ERR(DM_ERR_NOMEM, "%s: out of memory", path)
+                       : DM_ERR(DM_ERR_FORMAT, "%s: inconsistent sizes or offsets", path);
+    }
+    s->n_docs = (size_t)nd;
+    s->n_tokens = (size_t)nt;
+    s->n_terms = (size_t)nv;
+    s->stats.hash_collisions = coll;
+    s->stats.docs = nd;
+    s->stats.tokens = nt;
+    return DM_OK;
+}
+
+int dm_token_stream_dump(const dm_token_stream *s, FILE *f)
+{
+    for (size_t d = 0; d < s->n_docs; d++) {
+        fprintf(f, "%s\t%s\t", dm_token_stream_id(s, d), dm_token_stream_labels(s, d));
+        for (uint64_t i = s->tok_off[d]; i < s->tok_off[d + 1]; i++) {
+            long t = dm_token_stream_term_find(s, s->hashes[i]);
+            if (i > s->tok_off[d]) fputc(' ', f);
+            if (t < 0) {
+                fprintf(f, "#%016llx", (unsigned long long)s->hashes[i]);
+                continue;
+            }
+            for (size_t k = (size_t)t; k < s->n_terms && s->term_hash[k] == s->hashes[i]; k++) {
+                if (k > (size_t)t) fputc('|', f);
+                fwrite(s->term_bytes + s->term_off[k], 1, s->term_off[k + 1] - s->term_off[k], f);
+            }
+        }
+        fputc('\n', f);
+    }
+    return ferror(f) ? DM_ERR(DM_ERR_IO, "dump: write error") : DM_OK;
+}

@@ -1,0 +1,50 @@
+/* The CUDA entry points of sorting in a CPU-only build (DOCMINE_CUDA=OFF): they report
+ * DM_ERR_UNSUPPORTED. Reference: sorting_cuda.cu. */
+#include "common/status.h"
+#include "sorting/sorting.h"
+
+#define DM_NO_CUDA() DM_ERR(DM_ERR_UNSUPPORTED, "sorting: this docmine was built without CUDA")
+
+int dm_sort_pairs_u32_cuda(void *temp, size_t *temp_bytes, uint32_t *keys_out, uint32_t *vals_out,
+                           const uint32_t *keys_in, const uint32_t *vals_in, size_t n, int begin_bit,
+                           int end_bit, void *stream)
+{
+    return DM_NO_CUDA();
+}
+
+int dm_sort_pairs_u64_cuda(void *temp, size_t *temp_bytes, uint64_t *keys_out, uint32_t *vals_out,
+                           const uint64_t *keys_in, const uint32_t *vals_in, size_t n, int begin_bit,
+                           int end_bit, void *stream)
+{
+    return DM_NO_CUDA();
+}
+
+int dm_segsort_pairs_cuda(void *temp, size_t *temp_bytes, uint32_t *keys_out, float *vals_out,
+                          const uint32_t *keys_in, const float *vals_in, size_t n, const uint64_t *seg_off,
+                          size_t n_segments, void *stream)
+{
+    return DM_NO_CUDA();
+}
+
+int dm_segsort_pairs_u32_cuda(void *temp, size_t *temp_bytes, uint32_t *keys_out, uint32_t *vals_out,
+                              const uint32_t *keys_in, const uint32_t *vals_in, size_t n,
+                              const uint64_t *seg_off, size_t n_segments, void *stream)
+{
+    return DM_NO_CUDA();
+}
+
+int dm_segsort_bitonic_cuda(void *temp, size_t *temp_bytes, uint32_t *keys_out, float *vals_out,
+                            const uint32_t *keys_in, const float *vals_in, size_t n, const uint64_t *seg_off,
+                            size_t n_segments, void *stream)
+{
+    return DM_NO_CUDA();
+}
+
+int dm_segsort_cub_cuda(void *temp, size_t *temp_bytes, uint32_t *keys_out, float *vals_out,
+                        const uint32_t *keys_in, const float *vals_in, size_t n, const uint64_t *seg_off,
+                        size_t n_segments, void *stream)
+{
+    return DM_NO_CUDA();
+}
+
+int dm_sorting_register_kernels(void) { return DM_OK; }

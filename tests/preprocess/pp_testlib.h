@@ -1,0 +1,33 @@
+/* Helpers shared by the preprocess tests: the Reuters directory, collecting documents through the
+ * readers, distinct normalised tokens, seeded word generators. Reference: none (test support). */
+#ifndef DM_PP_TESTLIB_H
+#define DM_PP_TESTLIB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "preprocess/preprocess.h"
+
+/* Directory of Reuters-21578 (*.sgm.gz) or NULL when absent. */
+const char *pp_reuters_dir(void);
+
+/* A list of words in one buffer. */
+typedef struct pp_words {
+    char *bytes;
+    size_t len, cap;
+    uint32_t *off, *wlen;
+    size_t n, ncap;
+} pp_words;
+void pp_words_add(pp_words *w, const char *s, size_t n);
+void pp_words_free(pp_words *w);
+/* Distinct tokens (every maximal run of the normalised text, no filtering) of the documents of
+ * corpus, in first-seen order. Returns the number of documents read. */
+size_t pp_distinct_tokens(pp_words *out, const char *corpus, int format);
+/* Seeded generators: random lower-case ASCII words, and words built from Porter suffixes. */
+void pp_gen_random_words(pp_words *out, size_t n, uint64_t seed);
+void pp_gen_suffix_words(pp_words *out, size_t n, uint64_t seed);
+uint64_t pp_rand(uint64_t *s);
+/* Writes a file (creating it), returns 0 on success. */
+int pp_write_file(const char *path, const void *data, size_t len);
+
+#endif

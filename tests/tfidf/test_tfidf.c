@@ -1,0 +1,917 @@
+/* Unit tests of tfidf on the CPU backend (one process): the term table under a weak hash and a
+ * tiny capacity, per-document counts against a brute-force oracle, the vocabulary merge and
+ * lookups, TF-IDF weights against hand-computed values (default idf and scikit-learn parity),
+ * min_df/max_df, empty documents and an all-stop-word corpus, the .dmv file (round trip, partial
+ * reads, corruption), the SVMlight and MatrixMarket exports, TF-ICF tables, and the corpus driver
+ * against the token-stream path. */
+#include <CUnit/CUnit.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/context.h"
+#include "common/fileio.h"
+#include "common/status.h"
+#include "preprocess/preprocess.h"
+#include "testutil.h"
+#include "tfidf/tfidf.h"
+#include "tfidf_testlib.h"
+
+static char g_tmp[512];
+
+static int setup(void) { return dm_test_tmpdir(g_tmp, sizeof g_tmp) ? 0 : 1; }
+static int teardown(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    return system(cmd) == 0 ? 0 : 1;
+}
+
+static const char *tmp_path(char *buf, size_t len, const char *name)
+{
+    snprintf(buf, len, "%s/%s", g_tmp, name);
+    return buf;
+}
+
+/* Finds a term's id in a vocabulary by bytes (linear: tests only). */
+static long vocab_id(const dm_vocab *v, const char *w)
+{
+    for (size_t i = 0; i < v->terms.n; i++)
+        if (dm_termlist_len(&v->terms, i) == strlen(w) && memcmp(dm_termlist_bytes(&v->terms, i), w, strlen(w)) == 0)
+            return (long)i;
+    return -1;
+}
+
+/* The stored weight of column c in row r, or 0. */
+static double weight(const dm_vectors *v, uint64_t r, long c)
+{
+    for (uint64_t k = v->row_off[r]; k < v->row_off[r + 1]; k++)
+        if ((long)v->col[k] == c) return v->val[k];
+    return 0.0;
+}
+
+/* ------------------------------------------------------------------ term table */
+
+static void test_termtab_weak_hash_tiny_capacity(void)
+{
+    /* 500 distinct words, 3 hash values, starting with 2 slots: every insert probes through
+     * colliding entries, and the table must grow many times without losing a term */
+    dm_termtab t;
+    CU_ASSERT_EQUAL_FATAL(dm_termtab_init(&t, 2), DM_OK);
+    char w[32];
+    uint32_t idx[500];
+    for (int i = 0; i < 500; i++) {
+        int n = snprintf(w, sizeof w, "w%dx", i * 7919);
+        int added = -1;
+        CU_ASSERT_EQUAL_FATAL(dm_termtab_insert(&t, &idx[i], &added, tl_weak_hash(w, (size_t)n), w, (size_t)n), DM_OK);
+        CU_ASSERT_EQUAL(added, 1);
+        CU_ASSERT_EQUAL(idx[i], (uint32_t)i);
+    }
+    CU_ASSERT_EQUAL(t.terms.n, 500);
+    CU_ASSERT_TRUE(t.rebuilds >= 8); /* 2 -> 1024 slots at least */
+    CU_ASSERT_TRUE(t.cap >= 1000);
+    CU_ASSERT_EQUAL(t.collisions, 500 - 3); /* all but the first of each hash value */
+    for (int i = 0; i < 500; i++) {
+        int n = snprintf(w, sizeof w, "w%dx", i * 7919);
+        CU_ASSERT_EQUAL(dm_termtab_find(&t, tl_weak_hash(w, (size_t)n), w, (size_t)n), (uint32_t)i);
+        uint32_t again;
+        int added = -1;
+        CU_ASSERT_EQUAL(dm_termtab_insert(&t, &again, &added, tl_weak_hash(w, (size_t)n), w, (size_t)n), DM_OK);
+        CU_ASSERT_EQUAL(added, 0);
+        CU_ASSERT_EQUAL(again, (uint32_t)i);
+    }
+    /* same hash, different bytes: absent */
+    CU_ASSERT_EQUAL(dm_termtab_find(&t, tl_weak_hash("zz", 2), "zz", 2), DM_TERM_NONE);
+    /* same bytes, different hash: a different term (hash is part of the identity) */
+    CU_ASSERT_EQUAL(dm_termtab_find(&t, 12345, "w0x", 3), DM_TERM_NONE);
+    dm_termtab_free(&t);
+}
+
+/* ------------------------------------------------------------------ counts */
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_tf_count_vs_bruteforce(void)
+{
+    uint64_t s = 77;
+    size_t n_docs = 1237;
+    uint32_t n_terms = 3001;
+    uint64_t *off = dm_malloc(sizeof(uint64_t) * (n_docs + 1));
+    off[0] = 0;
+    for (size_t d = 0; d < n_docs; d++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        size_t len = (d % 17 == 0) ? 0 : (size_t)((s >> 33) % 700);
+        off[d + 1] = off[d] + len;
+    }
+    uint32_t *tok = dm_malloc(sizeof(uint32_t) * (off[n_docs] + 1));
+    for (uint64_t i = 0; i < off[n_docs]; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t a = (uint32_t)((s >> 33) % n_terms), b = (uint32_t)((s >> 13) % n_terms);
+        tok[i] = (uint32_t)((uint64_t)a * b / n_terms); /* skewed: repeats within documents */
+    }
+    dm_tf_counts c;
+    dm_tf_count_options o = DM_TF_COUNT_OPTIONS_INIT;
+    CU_ASSERT_EQUAL_FATAL(dm_tf_count_cpu(&c, off, tok, n_docs, n_terms, &o), DM_OK);
+    CU_ASSERT_EQUAL(c.n_rows, n_docs);
+    int ok = 1;
+    uint32_t *sorted = dm_malloc(sizeof(uint32_t) * 700);
+    for (size_t d = 0; d < n_docs && ok; d++) {
+        size_t len = (size_t)(off[d + 1] - off[d]);
+        memcpy(sorted, tok + off[d], sizeof(uint32_t) * len);
+        qsort(sorted, len, sizeof *sorted, cmp_u32);
+        uint64_t k = c.row_off[d];
+        for (size_t i = 0; i < len && ok;) {
+            size_t j = i;
+            while (j < len && sorted[j] == sorted[i]) j++;
+            ok = k < c.row_off[d + 1] && c.term[k] == sorted[i] && c.count[k] == (uint32_t)(j - i);
+            k++;
+            i = j;
+        }
+        ok = ok && k == c.row_off[d + 1];
+        if (len == 0) ok = ok && c.row_off[d + 1] == c.row_off[d];
+    }
+    CU_ASSERT_TRUE(ok);
+    dm_tf_counts_free(&c);
+    /* a token outside the term range is refused */
+    tok[5] = n_terms;
+    CU_ASSERT_EQUAL(dm_tf_count_cpu(&c, off, tok, n_docs, n_terms, &o), DM_ERR_INVALID_ARG);
+    dm_free(sorted);
+    dm_free(tok);
+    dm_free(off);
+}
+
+/* ------------------------------------------------------------------ vocabulary table */
+
+static void test_vocab_merge_and_lookup_collisions(void)
+{
+    /* 2000 occurrences of 300 words under the weak hash; the merge must keep them apart */
+    dm_termlist in = {0};
+    size_t cap = 0, bcap = 0;
+    char w[32];
+    uint64_t expect_sum[300] = {0};
+    uint64_t s = 5;
+    for (int i = 0; i < 2000; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        int k = (int)((s >> 33) % 300);
+        int n = snprintf(w, sizeof w, "t%d", k);
+        uint64_t val = 1 + (s >> 50) % 5;
+        expect_sum[k] += val;
+        CU_ASSERT_EQUAL_FATAL(dm_termlist_push(&in, &cap, &bcap, tl_weak_hash(w, (size_t)n), w, (size_t)n, val), DM_OK);
+    }
+    dm_termlist out;
+    dm_vocab_table_options o = DM_VOCAB_TABLE_OPTIONS_INIT;
+    o.initial_cap = 2;
+    CU_ASSERT_EQUAL_FATAL(dm_vocab_merge_cpu(&out, &in, &o), DM_OK);
+    CU_ASSERT_TRUE(o.rebuilds > 0);
+    size_t distinct = 0;
+    for (int k = 0; k < 300; k++) distinct += expect_sum[k] > 0;
+    CU_ASSERT_EQUAL(out.n, distinct);
+    CU_ASSERT_EQUAL(o.collisions, distinct - 3);
+    /* first-occurrence order, summed values */
+    size_t next = 0;
+    int ok = 1;
+    for (size_t i = 0; i < in.n && ok; i++) {
+        int seen = 0;
+        for (size_t j = 0; j < i; j++)
+            if (dm_termlist_len(&in, j) == dm_termlist_len(&in, i) &&
+                memcmp(dm_termlist_bytes(&in, j), dm_termlist_bytes(&in, i), dm_termlist_len(&in, i)) == 0)
+                seen = 1;
+        if (seen) continue;
+        int k = atoi(dm_termlist_bytes(&in, i) + 1);
+        ok = dm_termlist_len(&out, next) == dm_termlist_len(&in, i) &&
+             memcmp(dm_termlist_bytes(&out, next), dm_termlist_bytes(&in, i), dm_termlist_len(&in, i)) == 0 &&
+             out.val[next] == expect_sum[k] && out.hash[next] == in.hash[i];
+        next++;
+    }
+    CU_ASSERT_TRUE(ok);
+    /* lookups of every input term find its merged entry; unknown words are absent */
+    uint32_t *ids = dm_malloc(sizeof(uint32_t) * in.n);
+    o.initial_cap = 2;
+    CU_ASSERT_EQUAL_FATAL(dm_vocab_lookup_cpu(ids, &out, &in, &o), DM_OK);
+    ok = 1;
+    for (size_t i = 0; i < in.n && ok; i++)
+        ok = ids[i] < out.n && dm_termlist_len(&out, ids[i]) == dm_termlist_len(&in, i) &&
+             memcmp(dm_termlist_bytes(&out, ids[i]), dm_termlist_bytes(&in, i), dm_termlist_len(&in, i)) == 0;
+    CU_ASSERT_TRUE(ok);
+    dm_termlist q = {0};
+    cap = bcap = 0;
+    dm_termlist_push(&q, &cap, &bcap, tl_weak_hash("t9999", 5), "t9999", 5, 0);
+    dm_termlist_push(&q, &cap, &bcap, tl_weak_hash("t1", 2) + 1, "t1", 2, 0); /* right bytes, wrong hash */
+    uint32_t qi[2];
+    CU_ASSERT_EQUAL(dm_vocab_lookup_cpu(qi, &out, &q, &o), DM_OK);
+    CU_ASSERT_EQUAL(qi[0], DM_TERM_NONE);
+    CU_ASSERT_EQUAL(qi[1], DM_TERM_NONE);
+    /* a vocabulary with a repeated term is refused */
+    CU_ASSERT_EQUAL(dm_vocab_lookup_cpu(ids, &in, &q, &o), DM_ERR_INVALID_ARG);
+    /* hash-only lookup: unambiguous under the real hash, ambiguous under the weak one */
+    uint64_t h[2] = {in.hash[0], 77};
+    CU_ASSERT_EQUAL(dm_hash_lookup_cpu(qi, &out, h, 2, &o), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "stands for both"));
+    dm_termlist_free(&q);
+    dm_free(ids);
+    dm_termlist_free(&out);
+    dm_termlist_free(&in);
+}
+
+static void test_hash_lookup_real_hash(void)
+{
+    dm_termlist v = {0};
+    size_t cap = 0, bcap = 0;
+    char w[32];
+    for (int i = 0; i < 1000; i++) {
+        int n = snprintf(w, sizeof w, "term%d", i);
+        dm_termlist_push(&v, &cap, &bcap, tl_real_hash(w, (size_t)n), w, (size_t)n, 0);
+    }
+    uint64_t h[1001];
+    for (int i = 0; i < 1000; i++) h[i] = v.hash[999 - i];
+    h[1000] = tl_real_hash("absent", 6);
+    uint32_t ids[1001];
+    dm_vocab_table_options o = DM_VOCAB_TABLE_OPTIONS_INIT;
+    o.initial_cap = 4;
+    CU_ASSERT_EQUAL_FATAL(dm_hash_lookup_cpu(ids, &v, h, 1001, &o), DM_OK);
+    int ok = 1;
+    for (int i = 0; i < 1000; i++) ok = ok && ids[i] == (uint32_t)(999 - i);
+    CU_ASSERT_TRUE(ok);
+    CU_ASSERT_EQUAL(ids[1000], DM_TERM_NONE);
+    CU_ASSERT_TRUE(o.rebuilds > 0);
+    dm_termlist_free(&v);
+}
+
+/* ------------------------------------------------------------------ weights */
+
+static const char *g_small[] = {"apple banana apple", "banana cherry", "apple cherry cherry date"};
+
+static void test_sklearn_parity_hand_computed(void)
+{
+    /* scikit-learn TfidfVectorizer(smooth_idf=True, norm='l2'): idf = ln((1+N)/(1+df)) + 1,
+     * tf = raw count, then L2. N = 3; df(apple) = df(banana) = df(cherry) = 2, df(date) = 1.
+     * Worked by hand:
+     *   idf2 = ln(4/3) + 1 = 1.2876820724517809, idf1 = ln(2) + 1 = 1.6931471805599454
+     *   d0 = (apple 2 x idf2, banana 1 x idf2)  -> (2, 1) / sqrt(5)
+     *   d1 = (banana idf2, cherry idf2)         -> (1, 1) / sqrt(2)
+     *   d2 = (apple idf2, cherry 2 idf2, date idf1), |d2| = sqrt(5 idf2^2 + idf1^2)
+     *      = sqrt(5 x 1.6581250 + 2.8667474) = 3.3402654
+     *      -> apple 0.38550292, cherry 0.77100584, date 0.50689001 */
+    dm_tfidf_local l;
+    CU_ASSERT_EQUAL_FATAL(tl_local_build(&l, g_small, 3, tl_real_hash, 0, "d", 0, NULL), DM_OK);
+    dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    o.idf = DM_IDF_SKLEARN;
+    dm_vectors v;
+    dm_vocab voc;
+    dm_tfidf_stats st;
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&v, &voc, &st, NULL, &l, &o), DM_OK);
+    CU_ASSERT_EQUAL(voc.terms.n, 4);
+    CU_ASSERT_EQUAL(v.n_cols, 4);
+    /* ids in byte order of the terms */
+    CU_ASSERT_EQUAL(vocab_id(&voc, "apple"), 0);
+    CU_ASSERT_EQUAL(vocab_id(&voc, "banana"), 1);
+    CU_ASSERT_EQUAL(vocab_id(&voc, "cherry"), 2);
+    CU_ASSERT_EQUAL(vocab_id(&voc, "date"), 3);
+    CU_ASSERT_EQUAL(voc.terms.val[0], 2);
+    CU_ASSERT_EQUAL(voc.terms.val[3], 1);
+    CU_ASSERT_EQUAL(voc.n_docs, 3);
+    CU_ASSERT_EQUAL(v.flags, DM_VECTORS_L2 | DM_VECTORS_IDF_SKLEARN);
+    const double tol = 1e-6;
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 0, 0), 0.894427191, tol);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 0, 1), 0.447213595, tol);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 1, 1), 0.707106781, tol);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 1, 2), 0.707106781, tol);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 2, 0), 0.38550292, tol);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 2, 2), 0.77100584, tol);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 2, 3), 0.50689001, tol);
+    CU_ASSERT_EQUAL(dm_vectors_nnz(&v), 7);
+    CU_ASSERT_STRING_EQUAL(dm_vectors_id(&v, 2), "d2");
+    CU_ASSERT_EQUAL(st.docs, 3);
+    CU_ASSERT_EQUAL(st.tokens, 9);
+    CU_ASSERT_EQUAL(st.nnz, 7);
+    CU_ASSERT_TRUE(tl_vectors_ok(&v, 1, 1e-6));
+    dm_vectors_free(&v);
+    dm_vocab_free(&voc);
+    dm_tfidf_local_free(&l);
+}
+
+static void test_default_idf_sublinear_nol2(void)
+{
+    /* idf = ln(N/df). Without L2: d0 apple tf = 2/3 -> 2/3 ln(3/2) = 0.270310; banana 1/3 ln(3/2)
+     * = 0.135155. Sublinear, no L2: d2 cherry (1 + ln 2) ln(3/2) = 0.686512, date 1 x ln 3. */
+    dm_tfidf_local l;
+    CU_ASSERT_EQUAL_FATAL(tl_local_build(&l, g_small, 3, tl_real_hash, 0, "d", 0, NULL), DM_OK);
+    dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    o.l2 = 0;
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&v, NULL, NULL, NULL, &l, &o), DM_OK);
+    CU_ASSERT_EQUAL(v.flags, 0u);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 0, 0), 0.27031007, 1e-7);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 0, 1), 0.13515504, 1e-7);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 2, 3), 1.0986123 / 4.0, 1e-7);
+    dm_vectors_free(&v);
+    o.sublinear = 1;
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&v, NULL, NULL, NULL, &l, &o), DM_OK);
+    CU_ASSERT_EQUAL(v.flags, DM_VECTORS_SUBLINEAR);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 2, 2), 0.68651210, 1e-7);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 2, 3), 1.0986123, 1e-7);
+    dm_vectors_free(&v);
+    dm_tfidf_local_free(&l);
+}
+
+static void test_zero_idf_and_empty_rows(void)
+{
+    /* "the" is in every document: idf 0, not stored; d1 holds only "the": an empty row;
+     * d3 is an empty document: an empty row too */
+    const char *docs[] = {"the cat", "the", "the dog cat", ""};
+    dm_tfidf_local l;
+    CU_ASSERT_EQUAL_FATAL(tl_local_build(&l, docs, 4, tl_real_hash, 0, "d", 0, NULL), DM_OK);
+    dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    dm_vectors v;
+    dm_tfidf_stats st;
+    dm_vocab voc;
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&v, &voc, &st, NULL, &l, &o), DM_OK);
+    /* "the" is not in every document (d3 is empty): df 3 of N 4, so it is stored */
+    CU_ASSERT_EQUAL(voc.n_docs, 4);
+    CU_ASSERT_EQUAL(st.empty_docs, 1);
+    CU_ASSERT_EQUAL(v.row_off[4] - v.row_off[3], 0);
+    CU_ASSERT_EQUAL(v.row_off[2] - v.row_off[1], 1);
+    dm_vectors_free(&v);
+    dm_vocab_free(&voc);
+    dm_tfidf_local_free(&l);
+    const char *docs2[] = {"the cat", "the", "the dog cat"};
+    CU_ASSERT_EQUAL_FATAL(tl_local_build(&l, docs2, 3, tl_real_hash, 0, "d", 0, NULL), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&v, &voc, &st, NULL, &l, &o), DM_OK);
+    CU_ASSERT_EQUAL(vocab_id(&voc, "the"), 2); /* still a term: its column exists */
+    CU_ASSERT_EQUAL(st.zero_weight, 3);
+    CU_ASSERT_EQUAL(st.empty_docs, 1);
+    CU_ASSERT_EQUAL(v.row_off[2], v.row_off[1]);
+    CU_ASSERT_EQUAL(weight(&v, 0, 2), 0.0);
+    CU_ASSERT_TRUE(tl_vectors_ok(&v, 1, 1e-6));
+    dm_vectors_free(&v);
+    dm_vocab_free(&voc);
+    dm_tfidf_local_free(&l);
+}
+
+static void test_no_terms_is_an_error(void)
+{
+    const char *docs[] = {"", "", ""};
+    dm_tfidf_local l;
+    CU_ASSERT_EQUAL_FATAL(tl_local_build(&l, docs, 3, tl_real_hash, 0, "d", 0, NULL), DM_OK);
+    dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    dm_vectors v;
+    CU_ASSERT_EQUAL(dm_tfidf_vectors(&v, NULL, NULL, NULL, &l, &o), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "no terms"));
+    dm_tfidf_local_free(&l);
+}
+
+static void test_min_max_df(void)
+{
+    const char *docs[] = {"a1 b1 c1 z9", "a1 b1 z9", "a1 c1 z9", "a1 d1 z9", "a1 z9"};
+    dm_tfidf_local l;
+    CU_ASSERT_EQUAL_FATAL(tl_local_build(&l, docs, 5, tl_real_hash, 0, "d", 0, NULL), DM_OK);
+    dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    o.min_df_count = 2;    /* drops d1 (df 1) */
+    o.max_df_frac = 0.9;   /* drops a1 and z9 (df 5 > 4.5) */
+    dm_vectors v;
+    dm_vocab voc;
+    dm_tfidf_stats st;
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&v, &voc, &st, NULL, &l, &o), DM_OK);
+    CU_ASSERT_EQUAL(voc.terms.n, 2);
+    CU_ASSERT_EQUAL(vocab_id(&voc, "b1"), 0);
+    CU_ASSERT_EQUAL(vocab_id(&voc, "c1"), 1);
+    CU_ASSERT_EQUAL(st.terms_seen, 5);
+    CU_ASSERT_EQUAL(st.pruned_min_df, 1);
+    CU_ASSERT_EQUAL(st.pruned_max_df, 2);
+    /* rows of d3, d4 are empty now; tf counts only vocabulary tokens */
+    CU_ASSERT_EQUAL(st.empty_docs, 2);
+    CU_ASSERT_TRUE(tl_vectors_ok(&v, 1, 1e-6));
+    dm_vectors_free(&v);
+    dm_vocab_free(&voc);
+    /* everything pruned: a clear error */
+    o.min_df_count = 6;
+    CU_ASSERT_EQUAL(dm_tfidf_vectors(&v, NULL, NULL, NULL, &l, &o), DM_ERR_INVALID_ARG);
+    /* contradictory thresholds */
+    o.min_df_count = 4;
+    o.max_df_count = 2;
+    CU_ASSERT_EQUAL(dm_tfidf_vectors(&v, NULL, NULL, NULL, &l, &o), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "max_df"));
+    dm_tfidf_local_free(&l);
+}
+
+static void test_collisions_get_distinct_ids(void)
+{
+    /* the same corpus under the real and the weak hash: identical vocabularies and weights
+     * (ids come from the bytes), although under the weak hash almost every term collides */
+    char **docs = tl_random_docs(300, 400, 60, 9);
+    dm_tfidf_local a, b;
+    CU_ASSERT_EQUAL_FATAL(tl_local_build(&a, (const char *const *)docs, 300, tl_real_hash, 0, "d", 0, NULL), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(tl_local_build(&b, (const char *const *)docs, 300, tl_weak_hash, 2, "d", 0, NULL), DM_OK);
+    CU_ASSERT_TRUE(b.hash_collisions > 100);
+    CU_ASSERT_TRUE(b.table_rebuilds > 0);
+    dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    dm_vectors va, vb;
+    dm_vocab ka, kb;
+    dm_tfidf_stats sa, sb;
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&va, &ka, &sa, NULL, &a, &o), DM_OK);
+    o.table_initial_cap = 2;
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&vb, &kb, &sb, NULL, &b, &o), DM_OK);
+    CU_ASSERT_EQUAL(sa.hash_collisions, 0);
+    CU_ASSERT_EQUAL(sb.hash_collisions, kb.terms.n - 3);
+    CU_ASSERT_TRUE(sb.table_rebuilds > 0);
+    CU_ASSERT_EQUAL_FATAL(ka.terms.n, kb.terms.n);
+    CU_ASSERT_EQUAL(memcmp(ka.terms.off, kb.terms.off, 8 * (ka.terms.n + 1)), 0);
+    CU_ASSERT_EQUAL(memcmp(ka.terms.bytes, kb.terms.bytes, ka.terms.off[ka.terms.n]), 0);
+    CU_ASSERT_EQUAL(memcmp(ka.terms.val, kb.terms.val, 8 * ka.terms.n), 0);
+    CU_ASSERT_TRUE(tl_vectors_equal(&va, &vb, 0));
+    CU_ASSERT_TRUE(tl_vectors_ok(&va, 1, 1e-5));
+    /* ids follow byte order */
+    int sorted = 1;
+    for (size_t i = 1; i < ka.terms.n; i++)
+        sorted = sorted && dm_term_cmp(dm_termlist_bytes(&ka.terms, i - 1), dm_termlist_len(&ka.terms, i - 1), 0,
+                                       dm_termlist_bytes(&ka.terms, i), dm_termlist_len(&ka.terms, i), 0) < 0;
+    CU_ASSERT_TRUE(sorted);
+    dm_vectors_free(&va);
+    dm_vectors_free(&vb);
+    dm_vocab_free(&ka);
+    dm_vocab_free(&kb);
+    dm_tfidf_local_free(&a);
+    dm_tfidf_local_free(&b);
+    tl_docs_free(docs, 300);
+}
+
+/* ------------------------------------------------------------------ files */
+
+static void make_vectors(dm_vectors *v, dm_vocab *voc, size_t n_docs, uint64_t seed)
+{
+    char **docs = tl_random_docs(n_docs, 500, 80, seed);
+    const char **labels = malloc(sizeof(char *) * n_docs);
+    static const char *names[] = {"", "earn", "acq,earn", "grain", "money-fx,trade,grain"};
+    for (size_t d = 0; d < n_docs; d++) labels[d] = names[d % 5];
+    dm_tfidf_local l;
+    CU_ASSERT_EQUAL_FATAL(tl_local_build(&l, (const char *const *)docs, n_docs, tl_real_hash, 0, "doc-", 0, labels), DM_OK);
+    dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(v, voc, NULL, NULL, &l, &o), DM_OK);
+    dm_tfidf_local_free(&l);
+    tl_docs_free(docs, n_docs);
+    free(labels);
+}
+
+static void test_dmv_round_trip_and_rows(void)
+{
+    dm_vectors v, r, part;
+    make_vectors(&v, NULL, 403, 3);
+    char p[600], q[600];
+    tmp_path(p, sizeof p, "a.dmv");
+    tmp_path(q, sizeof q, "b.dmv");
+    CU_ASSERT_EQUAL_FATAL(dm_vectors_write(&v, p, NULL), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_vectors_read(&r, p), DM_OK);
+    CU_ASSERT_TRUE(tl_vectors_equal(&v, &r, 0));
+    CU_ASSERT_EQUAL(r.row_base, 0);
+    CU_ASSERT_EQUAL_FATAL(dm_vectors_write(&r, q, NULL), DM_OK);
+    CU_ASSERT_TRUE(tl_files_equal(p, q));
+    /* a slice of rows equals the same rows of the whole */
+    CU_ASSERT_EQUAL_FATAL(dm_vectors_read_rows(&part, p, 101, 57, 1), DM_OK);
+    CU_ASSERT_EQUAL(part.n_rows, 57);
+    CU_ASSERT_EQUAL(part.row_base, 101);
+    int ok = 1;
+    for (uint64_t i = 0; i < 57 && ok; i++) {
+        uint64_t len = v.row_off[101 + i + 1] - v.row_off[101 + i];
+        ok = part.row_off[i + 1] - part.row_off[i] == len &&
+             memcmp(part.col + part.row_off[i], v.col + v.row_off[101 + i], 4 * len) == 0 &&
+             memcmp(part.val + part.row_off[i], v.val + v.row_off[101 + i], 4 * len) == 0 &&
+             strcmp(dm_vectors_id(&part, i), dm_vectors_id(&v, 101 + i)) == 0 &&
+             strcmp(dm_vectors_labels(&part, i), dm_vectors_labels(&v, 101 + i)) == 0;
+    }
+    CU_ASSERT_TRUE(ok);
+    dm_vectors_free(&part);
+    /* clipped at the end */
+    CU_ASSERT_EQUAL_FATAL(dm_vectors_read_rows(&part, p, 400, 100, 0), DM_OK);
+    CU_ASSERT_EQUAL(part.n_rows, 3);
+    dm_vectors_free(&part);
+    dm_vectors_free(&r);
+    dm_vectors_free(&v);
+}
+
+static void test_dmv_corruption(void)
+{
+    dm_vectors v, r;
+    make_vectors(&v, NULL, 200, 4);
+    char p[600];
+    tmp_path(p, sizeof p, "c.dmv");
+    CU_ASSERT_EQUAL_FATAL(dm_vectors_write(&v, p, NULL), DM_OK);
+    size_t len;
+    char *orig = tl_read_file(p, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(orig);
+    /* a flipped byte in the values: checksum error */
+    CU_ASSERT_EQUAL(tl_flip_byte(p, (long)(64 + 8 * 201 + 4 * v.row_off[200] + 4 * 3)), 0);
+    CU_ASSERT_EQUAL(dm_vectors_read(&r, p), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "checksum"));
+    /* in the header: header checksum error, even for partial reads */
+    tl_write_file(p, orig, len);
+    CU_ASSERT_EQUAL(tl_flip_byte(p, 20), 0);
+    CU_ASSERT_EQUAL(dm_vectors_read_rows(&r, p, 0, 10, 0), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "checksum"));
+    /* truncated */
+    tl_write_file(p, orig, len - 9);
+    CU_ASSERT_EQUAL(dm_vectors_read(&r, p), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "truncated"));
+    /* not a vector file at all */
+    tl_write_file(p, "hello world, this is not a vector file at all, no, not at all....", 66);
+    CU_ASSERT_EQUAL(dm_vectors_read(&r, p), DM_ERR_FORMAT);
+    /* missing */
+    tmp_path(p, sizeof p, "missing.dmv");
+    CU_ASSERT_EQUAL(dm_vectors_read(&r, p), DM_ERR_IO);
+    dm_free(orig);
+    dm_vectors_free(&v);
+}
+
+static void test_exports_parse_back(void)
+{
+    dm_vectors v;
+    make_vectors(&v, NULL, 97, 5);
+    char p[600];
+    /* MatrixMarket: header, size line, then (row, col, value) 1-based in row order */
+    tmp_path(p, sizeof p, "v.mtx");
+    CU_ASSERT_EQUAL_FATAL(dm_vectors_export(&v, p, DM_EXPORT_MTX), DM_OK);
+    FILE *f = fopen(p, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char line[65536];
+    CU_ASSERT_PTR_NOT_NULL(fgets(line, sizeof line, f));
+    CU_ASSERT_EQUAL(strncmp(line, "%%MatrixMarket matrix coordinate real general", 45), 0);
+    while (fgets(line, sizeof line, f) && line[0] == '%') {
+    }
+    unsigned long long R, C, Z;
+    CU_ASSERT_EQUAL(sscanf(line, "%llu %llu %llu", &R, &C, &Z), 3);
+    CU_ASSERT_EQUAL(R, v.n_rows);
+    CU_ASSERT_EQUAL(C, v.n_cols);
+    CU_ASSERT_EQUAL(Z, dm_vectors_nnz(&v));
+    int ok = 1;
+    for (uint64_t r = 0; r < v.n_rows && ok; r++)
+        for (uint64_t k = v.row_off[r]; k < v.row_off[r + 1] && ok; k++) {
+            unsigned long long i, j;
+            float x;
+            ok = fscanf(f, "%llu %llu %f", &i, &j, &x) == 3 && i == r + 1 && j == v.col[k] + 1ull && x == v.val[k];
+        }
+    CU_ASSERT_TRUE(ok);
+    fclose(f);
+    /* SVMlight: comments, then one line per row: labels, col+1:val ..., # id */
+    tmp_path(p, sizeof p, "v.svm");
+    CU_ASSERT_EQUAL_FATAL(dm_vectors_export(&v, p, DM_EXPORT_SVMLIGHT), DM_OK);
+    f = fopen(p, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char names[16][32];
+    int n_names = 0;
+    uint64_t r = 0;
+    ok = 1;
+    while (ok && fgets(line, sizeof line, f)) {
+        if (line[0] == '#') {
+            int id;
+            char nm[32];
+            if (sscanf(line, "# label %d %31s", &id, nm) == 2) {
+                ok = id == n_names + 1;
+                strcpy(names[n_names++], nm);
+            }
+            continue;
+        }
+        /* labels back to names */
+        char *sp = strchr(line, ' ');
+        ok = sp != NULL;
+        if (!ok) break;
+        *sp = '\0';
+        char labs[256] = "";
+        if (strcmp(line, "0") != 0) {
+            for (char *t = strtok(line, ","); t; t = strtok(NULL, ",")) {
+                if (labs[0]) strcat(labs, ",");
+                strcat(labs, names[atoi(t) - 1]);
+            }
+        }
+        /* labels are exported as a set in name order: compare as sorted sets */
+        ok = ok && strlen(labs) == strlen(dm_vectors_labels(&v, r));
+        char *p2 = sp + 1;
+        uint64_t k = v.row_off[r];
+        while (ok && *p2 && *p2 != '#') {
+            unsigned c;
+            float x;
+            int used = 0;
+            if (sscanf(p2, "%u:%f %n", &c, &x, &used) != 2) break;
+            ok = k < v.row_off[r + 1] && c == v.col[k] + 1 && x == v.val[k];
+            k++;
+            p2 += used;
+        }
+        ok = ok && k == v.row_off[r + 1] && strncmp(p2, "# ", 2) == 0 &&
+             strncmp(p2 + 2, dm_vectors_id(&v, r), strlen(dm_vectors_id(&v, r))) == 0;
+        r++;
+    }
+    CU_ASSERT_TRUE(ok);
+    CU_ASSERT_EQUAL(r, v.n_rows);
+    CU_ASSERT_EQUAL(n_names, 5); /* acq earn grain money-fx trade */
+    CU_ASSERT_STRING_EQUAL(names[0], "acq");
+    CU_ASSERT_STRING_EQUAL(names[4], "trade");
+    fclose(f);
+    int fmt;
+    CU_ASSERT_EQUAL(dm_export_format_parse("csv", &fmt), DM_ERR_INVALID_ARG);
+    dm_vectors_free(&v);
+}
+
+static void test_vocab_tsv(void)
+{
+    dm_vocab voc;
+    dm_vectors v;
+    make_vectors(&v, &voc, 50, 6);
+    char p[600];
+    tmp_path(p, sizeof p, "vocab.tsv");
+    CU_ASSERT_EQUAL_FATAL(dm_vocab_write_tsv(&voc, p, "df"), DM_OK);
+    FILE *f = fopen(p, "r");
+    char line[256];
+    CU_ASSERT_PTR_NOT_NULL(fgets(line, sizeof line, f));
+    CU_ASSERT_STRING_EQUAL(line, "id\tterm\tdf\n");
+    size_t i = 0;
+    int ok = 1;
+    while (fgets(line, sizeof line, f)) {
+        size_t id;
+        char term[64];
+        unsigned long long df;
+        ok = ok && sscanf(line, "%zu\t%63[^\t]\t%llu", &id, term, &df) == 3 && id == i &&
+             strlen(term) == dm_termlist_len(&voc.terms, i) &&
+             memcmp(term, dm_termlist_bytes(&voc.terms, i), strlen(term)) == 0 && df == voc.terms.val[i];
+        i++;
+    }
+    CU_ASSERT_TRUE(ok);
+    CU_ASSERT_EQUAL(i, voc.terms.n);
+    fclose(f);
+    dm_vectors_free(&v);
+    dm_vocab_free(&voc);
+}
+
+/* ------------------------------------------------------------------ TF-ICF */
+
+static void test_icf_table_and_vectors(void)
+{
+    /* reference corpus: N_ref = 4; cf(apple) = 3, cf(banana) = 1, cf(cherry) = 4 */
+    const char *ref[] = {"apple banana cherry", "apple cherry", "apple cherry cherry", "cherry"};
+    dm_tfidf_local l;
+    CU_ASSERT_EQUAL_FATAL(tl_local_build(&l, ref, 4, tl_real_hash, 0, "r", 0, NULL), DM_OK);
+    dm_pp_signature sig;
+    CU_ASSERT_EQUAL_FATAL(dm_pp_signature_of(&sig, NULL), DM_OK);
+    dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    dm_icf_table t, t2;
+    CU_ASSERT_EQUAL_FATAL(dm_icf_build(&t, NULL, NULL, &l, &sig, &o), DM_OK);
+    CU_ASSERT_EQUAL(t.vocab.n_docs, 4);
+    CU_ASSERT_EQUAL(t.vocab.terms.n, 3);
+    CU_ASSERT_EQUAL(t.vocab.terms.val[0], 3);
+    CU_ASSERT_EQUAL(t.vocab.terms.val[1], 1);
+    CU_ASSERT_EQUAL(t.vocab.terms.val[2], 4);
+    char p[600];
+    tmp_path(p, sizeof p, "t.icf");
+    CU_ASSERT_EQUAL_FATAL(dm_icf_table_write(&t, p), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_icf_table_read(&t2, p), DM_OK);
+    CU_ASSERT_EQUAL(t2.vocab.terms.n, 3);
+    CU_ASSERT_EQUAL(memcmp(&t2.sig, &t.sig, sizeof sig), 0);
+    CU_ASSERT_EQUAL(dm_icf_table_check(&t2, &sig, p), DM_OK);
+    /* vectorise new documents: durian is unknown (dropped, counted); tf over known tokens only.
+     * icf(apple) = ln(4/3) = 0.2876821, icf(banana) = ln 4 = 1.3862944, icf(cherry) = 0.
+     * doc0 "apple banana durian": tf 1/2 each -> (0.1438410, 0.6931472), L2 -> (0.2031, 0.9792) */
+    const char *docs[] = {"apple banana durian", "cherry durian durian", "banana"};
+    dm_tfidf_local d;
+    CU_ASSERT_EQUAL_FATAL(tl_local_build(&d, docs, 3, tl_real_hash, 0, "n", 0, NULL), DM_OK);
+    dm_vectors v;
+    dm_tfidf_stats st;
+    memset(&st, 0, sizeof st);
+    CU_ASSERT_EQUAL_FATAL(dm_icf_vectors(&v, &st, &t2, &d, &o, DM_BACKEND_CPU), DM_OK);
+    CU_ASSERT_EQUAL(v.n_cols, 3);
+    CU_ASSERT_EQUAL(v.flags, DM_VECTORS_ICF | DM_VECTORS_L2);
+    double a = log(4.0 / 3.0) / 2, b = log(4.0) / 2, n = sqrt(a * a + b * b);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 0, 0), a / n, 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 0, 1), b / n, 1e-6);
+    CU_ASSERT_EQUAL(v.row_off[2] - v.row_off[1], 0); /* cherry has icf 0, durian is unknown */
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 2, 1), 1.0, 1e-6);
+    CU_ASSERT_EQUAL(st.icf_unknown_tokens, 3);
+    CU_ASSERT_EQUAL(st.empty_docs, 1);
+    CU_ASSERT_EQUAL(st.zero_weight, 1);
+    dm_vectors_free(&v);
+    /* a table built with other preprocessing is refused with a clear message */
+    dm_pp_signature other = sig;
+    other.flags &= ~1u;
+    CU_ASSERT_EQUAL(dm_icf_table_check(&t2, &other, p), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "stemming"));
+    other = sig;
+    other.stop_fingerprint ^= 1;
+    CU_ASSERT_EQUAL(dm_icf_table_check(&t2, &other, p), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "stop-word"));
+    other = sig;
+    other.max_len = 10;
+    CU_ASSERT_EQUAL(dm_icf_table_check(&t2, &other, p), DM_ERR_INVALID_ARG);
+    /* a table whose hashes are not dm_term_hash (another hash function) is refused */
+    dm_icf_table w;
+    dm_tfidf_local lw;
+    CU_ASSERT_EQUAL_FATAL(tl_local_build(&lw, ref, 4, tl_weak_hash, 0, "r", 0, NULL), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_icf_build(&w, NULL, NULL, &lw, &sig, &o), DM_OK);
+    CU_ASSERT_EQUAL(dm_icf_table_check(&w, &sig, "weak.icf"), DM_ERR_FORMAT);
+    dm_icf_table_free(&w);
+    dm_tfidf_local_free(&lw);
+    /* corrupt and truncated tables */
+    size_t len;
+    char *orig = tl_read_file(p, &len);
+    tl_flip_byte(p, (long)len - 12);
+    dm_icf_table bad;
+    CU_ASSERT_EQUAL(dm_icf_table_read(&bad, p), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "checksum"));
+    tl_write_file(p, orig, len - 3);
+    CU_ASSERT_EQUAL(dm_icf_table_read(&bad, p), DM_ERR_FORMAT);
+    /* a vector file is not an ICF table */
+    dm_vectors vv;
+    make_vectors(&vv, NULL, 10, 8);
+    dm_vectors_write(&vv, p, NULL);
+    CU_ASSERT_EQUAL(dm_icf_table_read(&bad, p), DM_ERR_FORMAT);
+    dm_vectors_free(&vv);
+    dm_free(orig);
+    dm_tfidf_local_free(&d);
+    dm_icf_table_free(&t);
+    dm_icf_table_free(&t2);
+    dm_tfidf_local_free(&l);
+}
+
+/* ------------------------------------------------------------------ corpus driver */
+
+static void write_tsv_corpus(const char *dir)
+{
+    char p[700];
+    snprintf(p, sizeof p, "%s/part-a.tsv", dir);
+    const char *a = "d1\tsport\tThe runners were running; the runner runs fast.\n"
+                    "d2\tsport\tOf the and a an\n" /* stop words only: an empty row */
+                    "d3\tpolitics\tElections: the voters voted, the elected govern.\n";
+    tl_write_file(p, a, strlen(a));
+    snprintf(p, sizeof p, "%s/part-b.tsv", dir);
+    const char *b = "d4\tpolitics,sport\tGovernments run elections; runners vote.\n"
+                    "d5\t\tCaf\xc3\xa9 na\xc3\xafve r\xc3\xa9sum\xc3\xa9 running 2024 42\n";
+    tl_write_file(p, b, strlen(b));
+}
+
+static void test_corpus_driver(void)
+{
+    char dir[600];
+    tmp_path(dir, sizeof dir, "corpus");
+    CU_ASSERT_EQUAL_FATAL(dm_mkdirs(dir), DM_OK);
+    write_tsv_corpus(dir);
+    dm_preprocess_options pp = DM_PREPROCESS_OPTIONS_INIT;
+    pp.batch_bytes = 64; /* several batches */
+    dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    dm_vectors v;
+    dm_vocab voc;
+    dm_tfidf_stats st;
+    dm_pp_stats ps;
+    CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&v, &voc, &st, &ps, NULL, dir, &pp, &o, NULL, NULL), DM_OK);
+    CU_ASSERT_EQUAL(v.n_rows, 5);
+    CU_ASSERT_EQUAL(st.docs, 5);
+    CU_ASSERT_EQUAL(st.empty_docs, 1);
+    CU_ASSERT_EQUAL(v.row_off[2], v.row_off[1]);
+    CU_ASSERT_STRING_EQUAL(dm_vectors_id(&v, 3), "d4");
+    CU_ASSERT_STRING_EQUAL(dm_vectors_labels(&v, 3), "politics,sport");
+    CU_ASSERT_TRUE(ps.tokens_stop > 0);
+    CU_ASSERT_TRUE(vocab_id(&voc, "run") >= 0);   /* Porter: runners/running/runs -> run(ner) */
+    CU_ASSERT_TRUE(vocab_id(&voc, "the") < 0);    /* a stop word */
+    CU_ASSERT_TRUE(vocab_id(&voc, "2024") < 0);   /* numbers dropped */
+    CU_ASSERT_TRUE(tl_vectors_ok(&v, 1, 1e-6));
+
+    /* the same through dm_preprocess + the token stream: identical vectors */
+    dm_token_stream s;
+    CU_ASSERT_EQUAL_FATAL(dm_preprocess(&s, NULL, NULL, dir, &pp), DM_OK);
+    dm_tfidf_local l;
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_local_from_stream(&l, &s, DM_BACKEND_CPU, &o), DM_OK);
+    dm_vectors v2;
+    dm_vocab voc2;
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&v2, &voc2, NULL, NULL, &l, &o), DM_OK);
+    CU_ASSERT_TRUE(tl_vectors_equal(&v, &v2, 0));
+    CU_ASSERT_EQUAL(voc.terms.n, voc2.terms.n);
+    dm_vectors_free(&v2);
+    dm_vocab_free(&voc2);
+    dm_tfidf_local_free(&l);
+
+    /* a stream whose vocabulary has two stems under one hash is refused, naming both */
+    if (s.n_terms >= 2) {
+        s.term_hash[1] = s.term_hash[0];
+        for (size_t i = 0; i < s.n_tokens; i++)
+            if (s.hashes[i] == s.term_hash[1]) s.hashes[i] = s.term_hash[0];
+        CU_ASSERT_EQUAL(dm_tfidf_local_from_stream(&l, &s, DM_BACKEND_CPU, &o), DM_ERR_FORMAT);
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "stands for both"));
+    }
+    dm_token_stream_free(&s);
+
+    /* TF-ICF from the corpus itself as reference */
+    dm_tfidf_local ref;
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_local_from_corpus(&ref, NULL, NULL, dir, &pp, &o), DM_OK);
+    dm_pp_signature sig;
+    dm_pp_signature_of(&sig, &pp);
+    dm_icf_table t;
+    CU_ASSERT_EQUAL_FATAL(dm_icf_build(&t, NULL, NULL, &ref, &sig, &o), DM_OK);
+    dm_vectors vi;
+    CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&vi, NULL, &st, NULL, NULL, dir, &pp, &o, &t, "t.icf"), DM_OK);
+    /* with the corpus as its own reference, icf = idf: the same vectors but the ICF flag */
+    CU_ASSERT_EQUAL(vi.flags, v.flags | DM_VECTORS_ICF);
+    vi.flags = v.flags;
+    CU_ASSERT_TRUE(tl_vectors_equal(&v, &vi, 1e-6));
+    CU_ASSERT_EQUAL(st.icf_unknown_tokens, 0);
+    dm_vectors_free(&vi);
+    /* preprocessing that differs from the table's: a clear error */
+    dm_preprocess_options pp2 = pp;
+    pp2.tok.stem = 0;
+    CU_ASSERT_EQUAL(dm_vectorize_corpus(&vi, NULL, NULL, NULL, NULL, dir, &pp2, &o, &t, "t.icf"), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "t.icf does not match"));
+    dm_icf_table_free(&t);
+    dm_tfidf_local_free(&ref);
+    dm_vectors_free(&v);
+    dm_vocab_free(&voc);
+}
+
+static void test_all_stop_words_corpus(void)
+{
+    char dir[600];
+    tmp_path(dir, sizeof dir, "stops");
+    CU_ASSERT_EQUAL_FATAL(dm_mkdirs(dir), DM_OK);
+    char p[700];
+    snprintf(p, sizeof p, "%s/a.tsv", dir);
+    const char *a = "s1\tx\tthe and of a\ns2\tx\tit is what it is, is it not?\n";
+    tl_write_file(p, a, strlen(a));
+    dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    dm_vectors v;
+    dm_pp_stats ps;
+    CU_ASSERT_EQUAL(dm_vectorize_corpus(&v, NULL, NULL, &ps, NULL, dir, NULL, &o, NULL, NULL), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "no terms"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "stop words"));
+}
+
+static void test_reuters_properties(void)
+{
+    char buf[1024];
+    const char *path = dm_test_dataset("reuters21578", buf, sizeof buf);
+    if (!path) {
+        /* the directory itself cannot be fopen'ed as a file on every system: try a member */
+        char m[1024];
+        if (!dm_test_dataset("reuters21578/reut2-000.sgm", m, sizeof m)) {
+            printf("(Reuters not present: skipped) ");
+            return;
+        }
+        snprintf(buf, sizeof buf, "%s", m);
+        *strrchr(buf, '/') = '\0';
+        path = buf;
+    }
+    dm_preprocess_options pp = DM_PREPROCESS_OPTIONS_INIT;
+    pp.reader.format = DM_PP_FORMAT_REUTERS;
+    dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    dm_vectors v;
+    dm_vocab voc;
+    dm_tfidf_stats st;
+    CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&v, &voc, &st, NULL, NULL, path, &pp, &o, NULL, NULL), DM_OK);
+    CU_ASSERT_TRUE(v.n_rows > 20000);
+    CU_ASSERT_TRUE(voc.terms.n > 10000);
+    CU_ASSERT_TRUE(tl_vectors_ok(&v, 1, 1e-5));
+    CU_ASSERT_EQUAL(st.hash_collisions, 0);
+    uint64_t df_sum = 0;
+    for (size_t i = 0; i < voc.terms.n; i++) df_sum += voc.terms.val[i];
+    CU_ASSERT_EQUAL(df_sum, st.nnz + st.zero_weight);
+    char p[600];
+    tmp_path(p, sizeof p, "reuters.dmv");
+    CU_ASSERT_EQUAL(dm_vectors_write(&v, p, NULL), DM_OK);
+    dm_vectors r;
+    CU_ASSERT_EQUAL_FATAL(dm_vectors_read(&r, p), DM_OK);
+    CU_ASSERT_TRUE(tl_vectors_equal(&v, &r, 0));
+    dm_vectors_free(&r);
+    dm_vectors_free(&v);
+    dm_vocab_free(&voc);
+}
+
+int main(void)
+{
+    CU_TestInfo terms[] = {{"termtab_weak_hash_tiny_capacity", test_termtab_weak_hash_tiny_capacity},
+                           {"tf_count_vs_bruteforce", test_tf_count_vs_bruteforce},
+                           {"vocab_merge_and_lookup_collisions", test_vocab_merge_and_lookup_collisions},
+                           {"hash_lookup_real_hash", test_hash_lookup_real_hash},
+                           CU_TEST_INFO_NULL};
+    CU_TestInfo weights[] = {{"sklearn_parity_hand_computed", test_sklearn_parity_hand_computed},
+                             {"default_idf_sublinear_nol2", test_default_idf_sublinear_nol2},
+                             {"zero_idf_and_empty_rows", test_zero_idf_and_empty_rows},
+                             {"no_terms_is_an_error", test_no_terms_is_an_error},
+                             {"min_max_df", test_min_max_df},
+                             {"collisions_get_distinct_ids", test_collisions_get_distinct_ids},
+                             CU_TEST_INFO_NULL};
+    CU_TestInfo files[] = {{"dmv_round_trip_and_rows", test_dmv_round_trip_and_rows},
+                           {"dmv_corruption", test_dmv_corruption},
+                           {"exports_parse_back", test_exports_parse_back},
+                           {"vocab_tsv", test_vocab_tsv},
+                           CU_TEST_INFO_NULL};
+    CU_TestInfo icf[] = {{"icf_table_and_vectors", test_icf_table_and_vectors}, CU_TEST_INFO_NULL};
+    CU_TestInfo corpus[] = {{"corpus_driver", test_corpus_driver},
+                            {"all_stop_words_corpus", test_all_stop_words_corpus},
+                            {"reuters_properties", test_reuters_properties},
+                            CU_TEST_INFO_NULL};
+    CU_SuiteInfo suites[] = {{"tfidf_terms", setup, teardown, NULL, NULL, terms},
+                             {"tfidf_weights", setup, teardown, NULL, NULL, weights},
+                             {"tfidf_files", setup, teardown, NULL, NULL, files},
+                             {"tfidf_icf", setup, teardown, NULL, NULL, icf},
+                             {"tfidf_corpus", setup, teardown, NULL, NULL, corpus},
+                             CU_SUITE_INFO_NULL};
+    return dm_test_run(suites);
+}

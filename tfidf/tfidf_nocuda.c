@@ -1,0 +1,35 @@
+/* The CUDA entry points of tfidf in a CPU-only build (DOCMINE_CUDA=OFF): they report
+ * DM_ERR_UNSUPPORTED. Reference: tfidf_cuda.cu. */
+#include "common/status.h"
+#include "tfidf/tfidf.h"
+
+#define DM_NO_CUDA() DM_ERR(DM_ERR_UNSUPPORTED, "tfidf: this docmine was built without CUDA")
+
+int dm_tf_count_cuda(dm_tf_counts *out, const uint64_t *tok_off, const uint32_t *tok, size_t n_docs,
+                     uint32_t n_terms, dm_tf_count_options *opt)
+{
+    return DM_NO_CUDA();
+}
+
+int dm_vocab_merge_cuda(dm_termlist *out, const dm_termlist *in, dm_vocab_table_options *opt)
+{
+    return DM_NO_CUDA();
+}
+
+int dm_vocab_lookup_cuda(uint32_t *ids_out, const dm_termlist *vocab, const dm_termlist *queries,
+                         dm_vocab_table_options *opt)
+{
+    return DM_NO_CUDA();
+}
+
+int dm_hash_lookup_cuda(uint32_t *ids_out, const dm_termlist *vocab, const uint64_t *hashes, size_t n,
+                        dm_vocab_table_options *opt)
+{
+    return DM_NO_CUDA();
+}
+
+int dm_tfidf_weigh_cuda(dm_vectors *out, const dm_tf_counts *counts, const uint32_t *term_map,
+                        size_t n_local_terms, const double *col_w, uint64_t n_cols, dm_weigh_options *opt)
+{
+    return DM_NO_CUDA();
+}
