@@ -16,10 +16,12 @@ int dm_flock_sort_pairs_u32_cpu(uint32_t *keys_out, uint32_t *vals_out, const ui
 {
     size_t bytes = 0;
     DM_TRY(dm_sort_pairs_u32_cpu(NULL, &bytes, keys_out, vals_out, keys_in, vals_in, n, 0, end_bit, NULL));
-    void *tmp = NULL;
-    if (bytes && !(tmp = dm_malloc(bytes))) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for sort scratch");
+    /* temp == NULL means "size query" (as CUB): pass real scratch even when none is needed */
+    uint64_t none;
+    void *tmp = bytes ? dm_malloc(bytes) : &none;
+    if (!tmp) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for sort scratch");
     int rc = dm_sort_pairs_u32_cpu(tmp, &bytes, keys_out, vals_out, keys_in, vals_in, n, 0, end_bit, NULL);
-    dm_free(tmp);
+    if (tmp != &none) dm_free(tmp);
     return rc;
 }
 
