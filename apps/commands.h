@@ -6,5 +6,6 @@
 
 dm_cmd_fn dm_cmd_info;
 dm_cmd_fn dm_cmd_synth;
+dm_cmd_fn dm_cmd_flock;
 
 #endif

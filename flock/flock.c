@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "common/timer.h"
 #include "flock/flock_impl.h"
+#include "flock/flock_synth.h"
 
 /* Cells are a hair larger than r so that rounding in x / cw can never put two boids closer
  * than r in cells two apart. */
@@ -498,6 +499,33 @@ int dm_flock_sim_run(dm_flock_sim *s)
         if (s->opt.stop_after > 0 && s->iteration >= s->opt.stop_after) break;
     }
     dm_progress_end(&pr, (uint64_t)s->iteration);
+    return rc;
+}
+
+int dm_flock_calibrate(double *speed, const dm_ctx *ctx)
+{
+    *speed = 0;
+    dm_ctx self = *ctx;
+    self.world = MPI_COMM_SELF;
+    self.rank = 0;
+    self.size = 1;
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.tokens = 300;
+    const uint64_t n = ctx->backend == DM_BACKEND_CUDA ? 200000 : 20000;
+    dm_vectors v;
+    DM_TRY(dm_flock_synth_vectors(&v, &so, 0, n));
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 6;
+    dm_flock_sim *s = NULL;
+    int rc = dm_flock_sim_init(&s, &self, &v, &o);
+    double t0 = 0;
+    for (int i = 0; i < o.iterations && rc == DM_OK; i++) {
+        if (i == 2) t0 = dm_wtime(); /* the first steps warm caches (and the CUDA pair cache) */
+        rc = dm_flock_sim_step(s);
+    }
+    if (rc == DM_OK) *speed = (double)n * (o.iterations - 2) / (dm_wtime() - t0);
+    dm_flock_sim_free(s);
+    dm_flock_vectors_release(&v);
     return rc;
 }
 

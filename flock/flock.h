@@ -91,8 +91,15 @@ uint64_t dm_flock_sim_docs(const dm_flock_sim *s);
 const dm_flock_stats *dm_flock_sim_stats(const dm_flock_sim *s);
 /* The plane at the current iteration. */
 void dm_flock_sim_plane(const dm_flock_sim *s, double *W, double *H);
+/* Adds this rank's counters to the run's counters (dm_counter_add "flock.*") for the report. */
+void dm_flock_stats_publish(const dm_flock_sim *s);
 /* This rank's own boids, copied to the host first on the CUDA backend. */
 int dm_flock_sim_view(dm_flock_sim *s, dm_flock_view *out);
+
+/* This rank's speed in boid-iterations per second on its backend, measured alone (over
+ * MPI_COMM_SELF) on a small synthetic problem; used to size slices when GPUs differ. Not
+ * collective. */
+int dm_flock_calibrate(double *speed, const dm_ctx *ctx);
 
 /* Writes the checkpoint now (collective; atomic; rank 0 writes). */
 int dm_flock_checkpoint_write(dm_flock_sim *s, const char *path);

@@ -159,8 +159,6 @@ void dm_flock_grid_free(dm_flock_grid *g);
 int dm_flock_sort_pairs_u32_cpu(uint32_t *keys_out, uint32_t *vals_out, const uint32_t *keys_in,
                                 const uint32_t *vals_in, size_t n, int end_bit);
 
-/* Adds this rank's counters to the run's dm_counter_* (called by the driver). */
-void dm_flock_stats_publish(const dm_flock_sim *s);
 
 /* Checkpoint internals (flock_checkpoint.c): reads the records of global documents
  * [first, first + n) into x, y, vx, vy and the iteration into *iteration, after checking that
