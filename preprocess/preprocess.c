@@ -1,9 +1,13 @@
 /* The preprocess driver: lists the corpus, splits files across ranks by bytes, reads and normalises
  * documents into batches, tokenises each batch with the chosen backend and builds the token
  * stream; errors agree across ranks. Reference: the CPU backend (dm_tokenize_cpu).
- * The CUDA backend's double-buffered pipeline lives in preprocess_cuda.cu; this file runs batches
- * one after another through dm_tokenize_fn. */
+ * Pipeline: the calling thread reads and normalises batch k+2 while batch k+1 waits in the queue
+ * and a worker thread tokenises batch k (CPU, or CUDA: H2D, kernels, D2H on the worker's stream)
+ * and appends it to the stream in order; DM_PP_SLOTS batch buffers circulate between the two.
+ * Output does not depend on batch sizes or timing (batches are consumed in order). */
 #include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,61 +24,175 @@ static double dm_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-#define DM_PP_DEFAULT_BATCH (64u << 20)
+#define DM_PP_DEFAULT_BATCH (32u << 20)
+#define DM_PP_SLOTS 3 /* batch k+2 is filled while k+1 waits and k is tokenised */
+
+/* One batch of normalised documents with their ids and labels. */
+typedef struct dm_pp_batch {
+    char *text;
+    size_t text_len, text_cap;
+    uint64_t *doc_off;
+    size_t doc_cap, n_docs;
+    char *meta; /* per document: id NUL labels NUL */
+    size_t meta_len, meta_cap;
+} dm_pp_batch;
+
+/* A bounded FIFO of batch pointers. */
+typedef struct dm_pp_queue {
+    dm_pp_batch *items[DM_PP_SLOTS + 1];
+    int head, count;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} dm_pp_queue;
+
+static void dm_pp_queue_push(dm_pp_queue *q, dm_pp_batch *b)
+{
+    pthread_mutex_lock(&q->mu);
+    q->items[(q->head + q->count) % (DM_PP_SLOTS + 1)] = b;
+    q->count++;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+static dm_pp_batch *dm_pp_queue_pop(dm_pp_queue *q)
+{
+    pthread_mutex_lock(&q->mu);
+    while (q->count == 0) pthread_cond_wait(&q->cv, &q->mu);
+    dm_pp_batch *b = q->items[q->head];
+    q->head = (q->head + 1) % (DM_PP_SLOTS + 1);
+    q->count--;
+    pthread_mutex_unlock(&q->mu);
+    return b;
+}
 
 typedef struct dm_pp_run {
     const dm_preprocess_options *opt;
     dm_tokenize_fn *tokenize;
+    int cuda;
+    int device;              /* the calling thread's GPU, bound in the worker (CUDA) */
     dm_stopset stop;
-    dm_stream_builder sb;
-    dm_pp_stats st;          /* reader + normaliser counters */
+    dm_stream_builder sb;    /* touched by the worker only */
+    dm_pp_stats st;          /* reader + normaliser counters (main thread) */
     dm_pp_times *times;
-    /* current batch */
-    char *text;
-    size_t text_len, text_cap;
-    uint64_t *doc_off;
-    size_t doc_cap, batch_docs, batch_first;
+    double t_tok, t_build, t_h2d, t_kern, t_d2h; /* worker */
+    dm_pp_batch slots[DM_PP_SLOTS];
+    dm_pp_queue free_q, full_q;
+    dm_pp_batch *cur;        /* being filled by the main thread */
     size_t batch_bytes;
+    int worker_rc;           /* first error of the worker (under rc_mu) */
+    char worker_msg[512];    /* its message (error messages are thread-local) */
+    pthread_mutex_t rc_mu;
 } dm_pp_run;
 
-static int dm_pp_flush(dm_pp_run *r)
+static int dm_pp_worker_rc(dm_pp_run *r)
 {
-    if (r->batch_docs == 0) return DM_OK;
-    dm_tok_batch b = {r->text, r->text_len, r->doc_off, r->batch_docs};
-    dm_tok_result res;
-    double t0 = dm_now();
-    DM_TRY(r->tokenize(&res, &b, &r->stop, &r->opt->tok));
-    double t1 = dm_now();
-    int rc = dm_sb_add_tokens(&r->sb, r->batch_first, &res);
-    dm_tok_result_free(&res);
-    r->times->kernels += t1 - t0;
-    r->times->build += dm_now() - t1;
-    r->batch_first += r->batch_docs;
-    r->batch_docs = 0;
-    r->text_len = 0;
-    r->doc_off[0] = 0;
+    pthread_mutex_lock(&r->rc_mu);
+    int rc = r->worker_rc;
+    pthread_mutex_unlock(&r->rc_mu);
     return rc;
+}
+
+/* Worker: tokenises batches in order and builds the stream. */
+static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b)
+{
+    size_t first = r->sb.s.n_docs;
+    double t0 = dm_now();
+    for (size_t d = 0, m = 0; d < b->n_docs; d++) {
+        const char *id = b->meta + m;
+        const char *lab = id + strlen(id) + 1;
+        m = (size_t)(lab - b->meta) + strlen(lab) + 1;
+        DM_TRY(dm_sb_add_doc(&r->sb, id, lab));
+    }
+    dm_tok_batch tb = {b->text ? b->text : "", b->text_len, b->doc_off, b->n_docs};
+    dm_tok_result res;
+    double t1 = dm_now();
+    DM_TRY(r->tokenize(&res, &tb, &r->stop, &r->opt->tok));
+    double t2 = dm_now();
+    int rc = dm_sb_add_tokens(&r->sb, first, &res);
+    dm_tok_result_free(&res);
+    double t3 = dm_now();
+    r->t_tok += t2 - t1;
+    r->t_build += (t1 - t0) + (t3 - t2);
+    if (r->cuda) {
+        double h2d, kern, d2h;
+        dm_pp_cuda_take_times(&h2d, &kern, &d2h);
+        r->t_h2d += h2d;
+        r->t_kern += kern;
+        r->t_d2h += d2h;
+    }
+    return rc;
+}
+
+static void *dm_pp_worker(void *arg)
+{
+    dm_pp_run *r = arg;
+    if (r->cuda) {
+        int rc = dm_pp_cuda_set_device(r->device);
+        if (rc < 0) {
+            pthread_mutex_lock(&r->rc_mu);
+            r->worker_rc = rc;
+            snprintf(r->worker_msg, sizeof(r->worker_msg), "%s", dm_error_message());
+            pthread_mutex_unlock(&r->rc_mu);
+        }
+    }
+    for (;;) {
+        dm_pp_batch *b = dm_pp_queue_pop(&r->full_q);
+        if (!b) break;
+        if (dm_pp_worker_rc(r) >= 0) {
+            int rc = dm_pp_work(r, b);
+            if (rc < 0) {
+                pthread_mutex_lock(&r->rc_mu);
+                r->worker_rc = rc;
+                snprintf(r->worker_msg, sizeof(r->worker_msg), "%s", dm_error_message());
+                pthread_mutex_unlock(&r->rc_mu);
+            }
+        }
+        b->text_len = b->n_docs = b->meta_len = 0;
+        b->doc_off[0] = 0;
+        dm_pp_queue_push(&r->free_q, b);
+    }
+    return NULL;
+}
+
+static int dm_pp_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return DM_OK;
+    size_t nc = *cap ? *cap : 4096;
+    while (nc < need) nc *= 2;
+    void *q = realloc(*p, nc * elem);
+    if (!q) return DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory (%zu bytes)", nc * elem);
+    *p = q;
+    *cap = nc;
+    return DM_OK;
+}
+
+/* Hands the current batch to the worker and takes a free one. */
+static int dm_pp_submit(dm_pp_run *r)
+{
+    if (r->cur->n_docs == 0) return DM_OK;
+    dm_pp_queue_push(&r->full_q, r->cur);
+    r->cur = dm_pp_queue_pop(&r->free_q);
+    return dm_pp_worker_rc(r);
 }
 
 static int dm_pp_sink(void *user, const dm_raw_doc *doc)
 {
     dm_pp_run *r = user;
+    dm_pp_batch *b = r->cur;
     double t0 = dm_now();
-    DM_TRY(dm_sb_add_doc(&r->sb, doc->id, doc->labels));
-    if (r->batch_docs + 2 > r->doc_cap) {
-        size_t nc = r->doc_cap ? 2 * r->doc_cap : 4096;
-        uint64_t *q = realloc(r->doc_off, nc * sizeof(*q));
-        if (!q) return DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory");
-        r->doc_off = q;
-        r->doc_cap = nc;
-    }
-    DM_TRY(dm_normalize(&r->text, &r->text_len, &r->text_cap, doc->text, doc->len,
+    size_t il = strlen(doc->id) + 1, ll = strlen(doc->labels) + 1;
+    DM_TRY(dm_pp_grow((void **)&b->meta, &b->meta_cap, b->meta_len + il + ll, 1));
+    memcpy(b->meta + b->meta_len, doc->id, il);
+    memcpy(b->meta + b->meta_len + il, doc->labels, ll);
+    b->meta_len += il + ll;
+    DM_TRY(dm_pp_grow((void **)&b->doc_off, &b->doc_cap, b->n_docs + 2, sizeof(uint64_t)));
+    DM_TRY(dm_normalize(&b->text, &b->text_len, &b->text_cap, doc->text, doc->len,
                         r->opt->force_unicode, &r->st));
-    r->batch_docs++;
-    r->doc_off[r->batch_docs] = r->text_len;
+    b->n_docs++;
+    b->doc_off[b->n_docs] = b->text_len;
     r->times->normalize += dm_now() - t0;
     /* a document larger than a batch simply makes a batch of its own: never truncated */
-    if (r->text_len >= r->batch_bytes) DM_TRY(dm_pp_flush(r));
+    if (b->text_len >= r->batch_bytes) DM_TRY(dm_pp_submit(r));
     return DM_OK;
 }
 
@@ -87,43 +205,86 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
     memset(times, 0, sizeof(*times));
     memset(out, 0, sizeof(*out));
     double w0 = dm_now();
-    dm_pp_run r;
-    memset(&r, 0, sizeof(r));
-    r.opt = opt;
-    r.times = times;
-    r.tokenize = backend == DM_BACKEND_CUDA ? dm_tokenize_cuda : dm_tokenize_cpu;
-    r.batch_bytes = opt->batch_bytes ? opt->batch_bytes : DM_PP_DEFAULT_BATCH;
+    dm_pp_run *r = calloc(1, sizeof(*r));
+    if (!r) return DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory");
+    r->opt = opt;
+    r->times = times;
+    r->cuda = backend == DM_BACKEND_CUDA;
+    r->tokenize = backend == DM_BACKEND_CUDA ? dm_tokenize_cuda
+                  : backend == DM_PP_BACKEND_HD ? dm_tokenize_hd
+                                                : dm_tokenize_cpu;
+    r->batch_bytes = opt->batch_bytes ? opt->batch_bytes : DM_PP_DEFAULT_BATCH;
     int rc;
-    if (opt->stopwords && opt->stopwords[0] == 0) rc = dm_stopset_from_text(&r.stop, "", 0);
-    else rc = dm_stopset_load(&r.stop, opt->stopwords);
-    if (rc < 0) return rc;
-    rc = dm_sb_init(&r.sb);
+    if (r->cuda && (rc = dm_pp_cuda_get_device(&r->device)) < 0) {
+        free(r);
+        return rc;
+    }
+    if (opt->stopwords && opt->stopwords[0] == 0) rc = dm_stopset_from_text(&r->stop, "", 0);
+    else rc = dm_stopset_load(&r->stop, opt->stopwords);
+    if (rc < 0) {
+        free(r);
+        return rc;
+    }
+    rc = dm_sb_init(&r->sb);
+    pthread_mutex_init(&r->free_q.mu, NULL);
+    pthread_cond_init(&r->free_q.cv, NULL);
+    pthread_mutex_init(&r->full_q.mu, NULL);
+    pthread_cond_init(&r->full_q.cv, NULL);
+    pthread_mutex_init(&r->rc_mu, NULL);
+    for (int i = 0; rc >= 0 && i < DM_PP_SLOTS; i++) {
+        r->slots[i].doc_cap = 1024;
+        r->slots[i].doc_off = malloc(r->slots[i].doc_cap * sizeof(uint64_t));
+        if (!r->slots[i].doc_off) rc = DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory");
+        else r->slots[i].doc_off[0] = 0;
+        if (i > 0) dm_pp_queue_push(&r->free_q, &r->slots[i]);
+    }
+    r->cur = &r->slots[0];
+    pthread_t worker;
+    int started = 0;
     if (rc >= 0) {
-        r.doc_cap = 4096;
-        r.doc_off = malloc(r.doc_cap * sizeof(uint64_t));
-        if (!r.doc_off) rc = DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory");
-        else r.doc_off[0] = 0;
+        if (pthread_create(&worker, NULL, dm_pp_worker, r) != 0)
+            rc = DM_ERR(DM_ERR_NOMEM, "preprocess: cannot start the worker thread");
+        else started = 1;
     }
     for (size_t i = 0; rc >= 0 && i < n_files; i++) {
-        double t0 = dm_now();
-        double n0 = times->normalize + times->kernels + times->build;
-        rc = dm_pp_read_file(&files[i], &opt->reader, &r.st, dm_pp_sink, &r);
+        double t0 = dm_now(), n0 = times->normalize;
+        rc = dm_pp_read_file(&files[i], &opt->reader, &r->st, dm_pp_sink, r);
         /* read time = time in the reader minus the sink's work */
-        times->read += dm_now() - t0 - (times->normalize + times->kernels + times->build - n0);
+        times->read += dm_now() - t0 - (times->normalize - n0);
+        if (rc >= 0) rc = dm_pp_worker_rc(r);
     }
-    if (rc >= 0) rc = dm_pp_flush(&r);
+    if (rc >= 0) rc = dm_pp_submit(r);
+    if (started) {
+        dm_pp_queue_push(&r->full_q, NULL);
+        pthread_join(worker, NULL);
+    }
+    if (r->worker_rc < 0) /* carry the worker's message over to this thread */
+        rc = DM_ERR(r->worker_rc, "%s", r->worker_msg);
+    times->kernels = r->cuda ? r->t_kern : r->t_tok;
+    times->h2d = r->t_h2d;
+    times->d2h = r->t_d2h;
+    times->build = r->t_build;
     if (rc >= 0) {
-        dm_pp_stats_add(&r.sb.s.stats, &r.st);
-        r.sb.s.flags = (opt->tok.stem ? 1u : 0u) | (opt->tok.keep_numbers ? 2u : 0u);
+        dm_pp_stats_add(&r->sb.s.stats, &r->st);
+        r->sb.s.flags = (opt->tok.stem ? 1u : 0u) | (opt->tok.keep_numbers ? 2u : 0u);
         double t0 = dm_now();
-        rc = dm_sb_finish(out, &r.sb);
+        rc = dm_sb_finish(out, &r->sb);
         times->build += dm_now() - t0;
     } else {
-        dm_sb_free(&r.sb);
+        dm_sb_free(&r->sb);
     }
-    free(r.text);
-    free(r.doc_off);
-    dm_stopset_free(&r.stop);
+    for (int i = 0; i < DM_PP_SLOTS; i++) {
+        free(r->slots[i].text);
+        free(r->slots[i].doc_off);
+        free(r->slots[i].meta);
+    }
+    pthread_mutex_destroy(&r->free_q.mu);
+    pthread_cond_destroy(&r->free_q.cv);
+    pthread_mutex_destroy(&r->full_q.mu);
+    pthread_cond_destroy(&r->full_q.cv);
+    pthread_mutex_destroy(&r->rc_mu);
+    dm_stopset_free(&r->stop);
+    free(r);
     times->wall = dm_now() - w0;
     return rc;
 }

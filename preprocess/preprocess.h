@@ -230,6 +230,8 @@ typedef int dm_tokenize_fn(dm_tok_result *out, const dm_tok_batch *in, const dm_
 /* CPU: libstemmer porter. CUDA: our kernels (DM_ERR_UNSUPPORTED in a CPU-only build,
  * DM_ERR_NO_DEVICE without a GPU). Errors: DM_ERR_INVALID_ARG, DM_ERR_NOMEM, DM_ERR_CUDA. */
 dm_tokenize_fn dm_tokenize_cpu, dm_tokenize_cuda;
+/* The CUDA backend's algorithm (same per-element code) run on the host: tests it without a GPU. */
+dm_tokenize_fn dm_tokenize_hd;
 
 /* ---------------------------------------------------------------------------------------------
  * Stemming of single words (the `docmine stem` command and the stemmer tests). Words with a
@@ -333,9 +335,33 @@ typedef struct dm_pp_times {
 int dm_preprocess(dm_token_stream *out, dm_pp_times *times, const struct dm_ctx *ctx,
                   const char *path, const dm_preprocess_options *opt);
 
-/* Same on an explicit list of files (this rank's share), one process. */
+/* Backend value for dm_preprocess_files only: the CUDA algorithm emulated on the host
+ * (dm_tokenize_hd), for tests without a GPU. */
+#define DM_PP_BACKEND_HD 100
+
+/* Same on an explicit list of files (this rank's share), one process. backend: DM_BACKEND_CPU,
+ * DM_BACKEND_CUDA or DM_PP_BACKEND_HD. */
 int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_file *files,
                         size_t n_files, const dm_preprocess_options *opt, int backend);
+
+/* ---------------------------------------------------------------------------------------------
+ * Kernels of the CUDA backend, for the tuner and the tests. dm_preprocess_tune_register registers
+ * them with the tuner (to be called from dm_tune_register_all). dm_pp_cuda_force_instance makes
+ * the CUDA backend launch instance `instance` of kernel number `kernel` (0-based, in
+ * registration order) instead of the tuner's choice; instance -1 restores the tuner's choice.
+ * Both return DM_ERR_UNSUPPORTED in a CPU-only build. */
+int dm_preprocess_tune_register(void);
+int dm_pp_cuda_kernel_count(void);
+/* Number of compiled instances of kernel k, and its name. */
+int dm_pp_cuda_instance_count(int kernel);
+const char *dm_pp_cuda_kernel_name(int kernel);
+int dm_pp_cuda_force_instance(int kernel, int instance);
+/* The calling thread's current GPU, and binding a (worker) thread to it: CUDA's current device
+ * is per thread, and the pipeline's worker must use the rank's GPU. */
+int dm_pp_cuda_get_device(int *dev);
+int dm_pp_cuda_set_device(int dev);
+/* Seconds spent in H2D copies, kernels and D2H copies (CUDA events) since the last call; resets. */
+void dm_pp_cuda_take_times(double *h2d, double *kernels, double *d2h);
 
 #ifdef __cplusplus
 }

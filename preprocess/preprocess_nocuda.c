@@ -14,3 +14,22 @@ int dm_stem_words_cuda(char *out, uint32_t *out_off, uint32_t *out_len, const ch
 {
     return DM_ERR(DM_ERR_UNSUPPORTED, "preprocess: this docmine was built without CUDA");
 }
+
+int dm_preprocess_tune_register(void) { return DM_OK; }
+int dm_pp_cuda_kernel_count(void) { return 0; }
+int dm_pp_cuda_instance_count(int kernel) { return 0; }
+const char *dm_pp_cuda_kernel_name(int kernel) { return "none"; }
+int dm_pp_cuda_force_instance(int kernel, int instance)
+{
+    return DM_ERR(DM_ERR_UNSUPPORTED, "preprocess: this docmine was built without CUDA");
+}
+void dm_pp_cuda_take_times(double *h2d, double *kernels, double *d2h) { *h2d = *kernels = *d2h = 0; }
+int dm_pp_cuda_get_device(int *dev)
+{
+    *dev = -1;
+    return DM_ERR(DM_ERR_UNSUPPORTED, "preprocess: this docmine was built without CUDA");
+}
+int dm_pp_cuda_set_device(int dev)
+{
+    return DM_ERR(DM_ERR_UNSUPPORTED, "preprocess: this docmine was built without CUDA");
+}

@@ -1,0 +1,202 @@
+/* `docmine preprocess`: reads a corpus (split across ranks by bytes), normalises, tokenises,
+ * removes stop words, stems and hashes, and writes the token stream (binary format of
+ * preprocess/preprocess.h) or, with --dump-tokens, readable text. Reference: dm_preprocess. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/commands.h"
+#include "common/report.h"
+#include "common/status.h"
+#include "common/timer.h"
+#include "preprocess/preprocess.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: docmine preprocess --corpus PATH (-o FILE | --dump-tokens) [options]\n\n"
+            "Turns a corpus into the token stream (per document: id, labels, 64-bit term hashes,\n"
+            "plus the vocabulary of distinct stems). With several ranks, rank r writes FILE.rank<r>.\n\n"
+            "  --corpus PATH       file or directory tree (.gz, .tar[.gz], .jsonl, .tsv, .sgm, text)\n"
+            "  -o, --output FILE   binary token stream\n"
+            "  --dump-tokens       readable text instead: id<TAB>labels<TAB>stems (to FILE or stdout)\n"
+            "  --format F          auto (default), text, jsonl, tsv, reuters\n"
+            "  --labels L          format (default), dir (first-level folder name), none\n"
+            "  --stopwords FILE    replace the built-in English stop list; --no-stopwords: none\n"
+            "  --min-len N         minimum token bytes (default 2); --max-len N (default 64)\n"
+            "  --keep-numbers      keep pure numbers; --no-stem: no Porter stemming\n"
+            "  --strict            the first bad input is an error instead of a counted skip\n"
+            "  --batch-bytes N     normalised bytes per batch (default automatic)\n\n"
+            "examples:\n"
+            "  docmine preprocess --corpus ../shared/datasets/reuters21578 --format reuters -o reuters.dmtok\n"
+            "  mpiexec -n 2 docmine preprocess --corpus corpus/ --labels dir -o corpus.dmtok\n");
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int dm_cmd_preprocess(dm_app *app, int argc, char **argv)
+{
+    enum { O_CORPUS = 1000, O_DUMP, O_FORMAT, O_LABELS, O_STOP, O_NOSTOP, O_MIN, O_MAX, O_NUM,
+           O_NOSTEM, O_STRICT, O_BATCH };
+    static const struct option opts[] = {
+        {"corpus", required_argument, 0, O_CORPUS}, {"output", required_argument, 0, 'o'},
+        {"dump-tokens", no_argument, 0, O_DUMP},     {"format", required_argument, 0, O_FORMAT},
+        {"labels", required_argument, 0, O_LABELS}, {"stopwords", required_argument, 0, O_STOP},
+        {"no-stopwords", no_argument, 0, O_NOSTOP}, {"min-len", required_argument, 0, O_MIN},
+        {"max-len", required_argument, 0, O_MAX},   {"keep-numbers", no_argument, 0, O_NUM},
+        {"no-stem", no_argument, 0, O_NOSTEM},      {"strict", no_argument, 0, O_STRICT},
+        {"batch-bytes", required_argument, 0, O_BATCH}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    dm_ctx *ctx = app->ctx;
+    dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
+    const char *corpus = NULL, *output = NULL;
+    int dump = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        switch (c) {
+        case O_CORPUS: corpus = optarg; break;
+        case 'o': output = optarg; break;
+        case O_DUMP: dump = 1; break;
+        case O_FORMAT:
+            if (dm_pp_format_parse(optarg, &o.reader.format) < 0)
+                return dm_app_usage_error(app, "preprocess", "invalid --format '%s'", optarg);
+            break;
+        case O_LABELS:
+            if (strcmp(optarg, "format") == 0) o.reader.labels = DM_PP_LABELS_FORMAT;
+            else if (strcmp(optarg, "dir") == 0) o.reader.labels = DM_PP_LABELS_DIR;
+            else if (strcmp(optarg, "none") == 0) o.reader.labels = DM_PP_LABELS_NONE;
+            else return dm_app_usage_error(app, "preprocess", "invalid --labels '%s' (format, dir, none)", optarg);
+            break;
+        case O_STOP: o.stopwords = optarg; break;
+        case O_NOSTOP: o.stopwords = ""; break;
+        case O_MIN:
+            if (parse_int(optarg, 1, DM_TOKEN_MAX_LEN, &o.tok.min_len))
+                return dm_app_usage_error(app, "preprocess", "invalid --min-len '%s'", optarg);
+            break;
+        case O_MAX:
+            if (parse_int(optarg, 1, DM_TOKEN_MAX_LEN, &o.tok.max_len))
+                return dm_app_usage_error(app, "preprocess", "invalid --max-len '%s' (1..%d)", optarg,
+                                          DM_TOKEN_MAX_LEN);
+            break;
+        case O_NUM: o.tok.keep_numbers = 1; break;
+        case O_NOSTEM: o.tok.stem = 0; break;
+        case O_STRICT: o.reader.strict = 1; break;
+        case O_BATCH: {
+            char *end;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (*end || v < 4096) return dm_app_usage_error(app, "preprocess", "invalid --batch-bytes '%s' (>= 4096)", optarg);
+            o.batch_bytes = (size_t)v;
+            break;
+        }
+        case 'h':
+            if (ctx->rank == 0) usage(stdout);
+            return DM_EXIT_OK;
+        default:
+            return dm_app_usage_error(app, "preprocess", "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return dm_app_usage_error(app, "preprocess", "unexpected argument '%s'", argv[optind]);
+    if (!corpus) return dm_app_usage_error(app, "preprocess", "--corpus PATH is required");
+    if (!output && !dump) return dm_app_usage_error(app, "preprocess", "-o FILE or --dump-tokens is required");
+    if (o.tok.max_len < o.tok.min_len)
+        return dm_app_usage_error(app, "preprocess", "--max-len is below --min-len");
+
+    dm_token_stream s;
+    dm_pp_times t;
+    int rc = dm_preprocess(&s, &t, ctx, corpus, &o);
+    if (rc < 0) return dm_app_fail(app, "preprocess", rc);
+    dm_timer_add("preprocess.read", t.read);
+    dm_timer_add("preprocess.normalize", t.normalize);
+    dm_timer_add("preprocess.h2d", t.h2d);
+    dm_timer_add("preprocess.kernels", t.kernels);
+    dm_timer_add("preprocess.d2h", t.d2h);
+    dm_timer_add("preprocess.build", t.build);
+    dm_timer_add("preprocess.wall", t.wall);
+
+    /* output: one file per rank when several ranks */
+    char path[4096];
+    if (output) {
+        if (ctx->size > 1) snprintf(path, sizeof(path), "%s.rank%d", output, ctx->rank);
+        else snprintf(path, sizeof(path), "%s", output);
+    }
+    if (dump) {
+        if (output) {
+            FILE *f = fopen(path, "w");
+            if (!f) rc = DM_ERR(DM_ERR_IO, "%s: cannot create", path);
+            else {
+                rc = dm_token_stream_dump(&s, f);
+                if (fclose(f) != 0 && rc >= 0) rc = DM_ERR(DM_ERR_IO, "%s: write error", path);
+            }
+        } else {
+            for (int r = 0; r < ctx->size; r++) { /* ranks print in turn: corpus order */
+                if (r == ctx->rank) {
+                    rc = dm_token_stream_dump(&s, stdout);
+                    fflush(stdout);
+                }
+                MPI_Barrier(ctx->world);
+            }
+        }
+    } else {
+        rc = dm_token_stream_write(&s, path);
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc >= 0 && ctx->rank == 0) {
+        const dm_pp_stats *st = &s.stats;
+        fprintf(stderr,
+                "docmine preprocess: %llu documents (%llu labelled), %llu tokens, %llu skipped, "
+                "%llu invalid UTF-8 bytes, %llu hash collisions\n",
+                (unsigned long long)st->docs, (unsigned long long)st->docs_labelled,
+                (unsigned long long)st->tokens, (unsigned long long)dm_pp_stats_skipped_total(st),
+                (unsigned long long)st->invalid_utf8, (unsigned long long)st->hash_collisions);
+        for (uint64_t i = 0; i < st->n_messages && i < DM_PP_MAX_MESSAGES; i++)
+            fprintf(stderr, "docmine preprocess: %s\n", st->messages[i]);
+        if (st->n_messages > DM_PP_MAX_MESSAGES)
+            fprintf(stderr, "docmine preprocess: ... %llu more messages on rank 0\n",
+                    (unsigned long long)(st->n_messages - DM_PP_MAX_MESSAGES));
+    }
+    if (rc >= 0 && app->report_path) {
+        dm_report rep;
+        rc = dm_report_init(&rep, "preprocess", app->argc_all, app->argv_all);
+        if (rc >= 0) {
+            const dm_pp_stats *st = &s.stats;
+            json_t *r = rep.results;
+            json_object_set_new(r, "documents", json_integer((json_int_t)st->docs));
+            json_object_set_new(r, "documents_labelled", json_integer((json_int_t)st->docs_labelled));
+            json_object_set_new(r, "tokens", json_integer((json_int_t)st->tokens));
+            json_object_set_new(r, "bytes_read", json_integer((json_int_t)st->bytes_read));
+            json_object_set_new(r, "invalid_utf8", json_integer((json_int_t)st->invalid_utf8));
+            json_object_set_new(r, "nul_bytes", json_integer((json_int_t)st->nul_bytes));
+            json_object_set_new(r, "hash_collisions", json_integer((json_int_t)st->hash_collisions));
+            json_t *sk = json_object();
+            for (int i = 0; i < DM_PP_SKIP_COUNT; i++)
+                json_object_set_new(sk, dm_pp_skip_name(i), json_integer((json_int_t)st->skipped[i]));
+            json_object_set_new(r, "skipped", sk);
+            json_t *dropped = json_object();
+            json_object_set_new(dropped, "short", json_integer((json_int_t)st->tokens_short));
+            json_object_set_new(dropped, "long", json_integer((json_int_t)st->tokens_long));
+            json_object_set_new(dropped, "number", json_integer((json_int_t)st->tokens_number));
+            json_object_set_new(dropped, "stop", json_integer((json_int_t)st->tokens_stop));
+            json_object_set_new(r, "tokens_dropped", dropped);
+            json_t *msgs = json_array();
+            for (uint64_t i = 0; i < st->n_messages && i < DM_PP_MAX_MESSAGES; i++)
+                json_array_append_new(msgs, json_string(st->messages[i]));
+            json_object_set_new(r, "messages_rank0", msgs);
+            double sum = t.read + t.normalize + t.h2d + t.kernels + t.d2h + t.build;
+            json_object_set_new(r, "overlap", json_real(t.wall > 0 ? sum / t.wall : 0));
+            rc = dm_report_collect(&rep, ctx);
+            if (rc >= 0) rc = dm_report_write(&rep, ctx, app->report_path);
+            dm_report_free(&rep);
+        }
+    }
+    dm_token_stream_free(&s);
+    return rc < 0 ? dm_app_fail(app, "preprocess", rc) : DM_EXIT_OK;
+}

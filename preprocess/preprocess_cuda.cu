@@ -1,0 +1,751 @@
+/* The CUDA backend of preprocess: extern "C" dm_tokenize_cuda (mark -> scan -> place -> process ->
+ * scan -> compact -> per-document bounds, CUB scans) and dm_stem_words_cuda, the kernels' tuner
+ * registration (compiled block/rake instances, bench_* hooks), forced instances for the tests and
+ * per-stage CUDA-event times. Reference: dm_tokenize_cpu / dm_stem_words_cpu (identical output). */
+#include <cub/cub.cuh>
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/cuda_check.h"
+#include "common/status.h"
+#include "common/tune/tune.h"
+#include "preprocess/preprocess.h"
+#include "preprocess/preprocess_kernels.cuh"
+
+/* ------------------------------------------------------------------ launchers and instances */
+
+#define DM_PP_LAUNCHER(NAME, KERNEL, ARGS)                                                         \
+    template <int B, int R, bool S>                                                                \
+    static int NAME(const void *args, size_t n, void *stream)                                      \
+    {                                                                                              \
+        if (n == 0) return DM_OK;                                                                  \
+        size_t per = (size_t)B * R, grid = (n + per - 1) / per;                                    \
+        if (grid > 0x7fffffffu)                                                                    \
+            return DM_ERR(DM_ERR_INVALID_ARG, #KERNEL ": %zu work units exceed one grid", n);      \
+        KERNEL<B, R, S><<<(unsigned)grid, B, 0, (cudaStream_t)stream>>>(*(const ARGS *)args);      \
+        DM_CUDA_LAUNCH_CHECK();                                                                    \
+        return DM_OK;                                                                              \
+    }
+
+DM_PP_LAUNCHER(dm_pp_mark_launch, dm_pp_mark_kernel, dm_pp_mark_args)
+DM_PP_LAUNCHER(dm_pp_place_launch, dm_pp_place_kernel, dm_pp_place_args)
+DM_PP_LAUNCHER(dm_pp_process_launch, dm_pp_process_kernel, dm_pp_process_args)
+DM_PP_LAUNCHER(dm_pp_compact_launch, dm_pp_compact_kernel, dm_pp_compact_args)
+DM_PP_LAUNCHER(dm_pp_docs_launch, dm_pp_docs_kernel, dm_pp_docs_args)
+
+#define DM_PP_INST(LAUNCH, KERNEL, B, R, S)                                                        \
+    {{B, R, S, DM_LAYOUT_NONE, 0}, LAUNCH<B, R, S>, (const void *)KERNEL<B, R, S>, 0}
+
+static const dm_tune_instance g_mark_inst[] = {
+    DM_PP_INST(dm_pp_mark_launch, dm_pp_mark_kernel, 256, 4, false),
+    DM_PP_INST(dm_pp_mark_launch, dm_pp_mark_kernel, 128, 1, false),
+    DM_PP_INST(dm_pp_mark_launch, dm_pp_mark_kernel, 256, 1, false),
+    DM_PP_INST(dm_pp_mark_launch, dm_pp_mark_kernel, 256, 4, true),
+    DM_PP_INST(dm_pp_mark_launch, dm_pp_mark_kernel, 512, 8, true),
+    DM_PP_INST(dm_pp_mark_launch, dm_pp_mark_kernel, 1024, 2, true),
+};
+static const dm_tune_instance g_place_inst[] = {
+    DM_PP_INST(dm_pp_place_launch, dm_pp_place_kernel, 256, 4, false),
+    DM_PP_INST(dm_pp_place_launch, dm_pp_place_kernel, 256, 1, false),
+    DM_PP_INST(dm_pp_place_launch, dm_pp_place_kernel, 512, 4, true),
+};
+static const dm_tune_instance g_process_inst[] = {
+    DM_PP_INST(dm_pp_process_launch, dm_pp_process_kernel, 128, 1, false),
+    DM_PP_INST(dm_pp_process_launch, dm_pp_process_kernel, 64, 1, false),
+    DM_PP_INST(dm_pp_process_launch, dm_pp_process_kernel, 256, 1, false),
+    DM_PP_INST(dm_pp_process_launch, dm_pp_process_kernel, 128, 2, true),
+};
+static const dm_tune_instance g_compact_inst[] = {
+    DM_PP_INST(dm_pp_compact_launch, dm_pp_compact_kernel, 256, 1, false),
+    DM_PP_INST(dm_pp_compact_launch, dm_pp_compact_kernel, 128, 4, true),
+};
+static const dm_tune_instance g_docs_inst[] = {
+    DM_PP_INST(dm_pp_docs_launch, dm_pp_docs_kernel, 128, 1, false),
+    DM_PP_INST(dm_pp_docs_launch, dm_pp_docs_kernel, 256, 1, false),
+};
+
+/* ------------------------------------------------------------------ stem kernel (docmine stem) */
+
+typedef struct dm_pp_stem_args {
+    const char *words;
+    const uint32_t *off, *len;
+    size_t n;
+    char *out;
+    uint32_t *out_len;
+} dm_pp_stem_args;
+
+template <int BLOCK, int RAKE, bool STRIDED>
+__global__ void __launch_bounds__(BLOCK) dm_pp_stem_kernel(dm_pp_stem_args a)
+{
+    size_t gtid = (size_t)blockIdx.x * BLOCK + threadIdx.x, nth = (size_t)gridDim.x * BLOCK;
+    for (int r = 0; r < RAKE; r++) {
+        size_t i = dm_pp_item<RAKE, STRIDED>(gtid, nth, r);
+        if (i >= a.n) continue;
+        const char *w = a.words + a.off[i];
+        uint32_t n = a.len[i];
+        char *o = a.out + a.off[i];
+        if (n > DM_TOKEN_MAX_LEN || !dm_pp_is_ascii(w, n)) {
+            for (uint32_t k = 0; k < n; k++) o[k] = w[k];
+            a.out_len[i] = n;
+            continue;
+        }
+        char buf[DM_TOKEN_MAX_LEN + 1];
+        for (uint32_t k = 0; k < n; k++) buf[k] = w[k];
+        int sl = dm_porter_stem(buf, (int)n);
+        for (int k = 0; k < sl; k++) o[k] = buf[k];
+        a.out_len[i] = (uint32_t)sl;
+    }
+}
+DM_PP_LAUNCHER(dm_pp_stem_launch, dm_pp_stem_kernel, dm_pp_stem_args)
+static const dm_tune_instance g_stem_inst[] = {
+    DM_PP_INST(dm_pp_stem_launch, dm_pp_stem_kernel, 128, 1, false),
+    DM_PP_INST(dm_pp_stem_launch, dm_pp_stem_kernel, 64, 1, false),
+    DM_PP_INST(dm_pp_stem_launch, dm_pp_stem_kernel, 256, 2, true),
+};
+
+/* ------------------------------------------------------------------ bench hooks */
+
+/* Tuning input: n bytes of seeded normalised text (ASCII and multibyte words, stop words, numbers,
+ * separated by single spaces), device-resident, with the token arrays already placed so that the
+ * process kernel can be timed alone. */
+typedef struct dm_pp_bench {
+    size_t n, t;
+    char *text, *stems;
+    uint32_t *start, *scan, *tok_start, *tok_end, *keep;
+    uint8_t *endf, *stem_len;
+    uint64_t *hash;
+    unsigned long long *drops;
+    void *cub_tmp;
+    size_t cub_bytes;
+    dm_stopset stop;
+    uint64_t *d_keys;
+    uint32_t *d_woff;
+    uint8_t *d_wlen;
+    char *d_wbytes;
+    int which; /* 0 mark, 1 process, 2 stem */
+    char *words_out;
+    uint32_t *w_off, *w_len, *w_out_len;
+} dm_pp_bench;
+
+static uint64_t dm_pp_splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void dm_pp_bench_destroy(void *state)
+{
+    dm_pp_bench *b = (dm_pp_bench *)state;
+    if (!b) return;
+    cudaFree(b->text);
+    cudaFree(b->stems);
+    cudaFree(b->start);
+    cudaFree(b->scan);
+    cudaFree(b->tok_start);
+    cudaFree(b->tok_end);
+    cudaFree(b->keep);
+    cudaFree(b->endf);
+    cudaFree(b->stem_len);
+    cudaFree(b->hash);
+    cudaFree(b->drops);
+    cudaFree(b->cub_tmp);
+    cudaFree(b->d_keys);
+    cudaFree(b->d_woff);
+    cudaFree(b->d_wlen);
+    cudaFree(b->d_wbytes);
+    cudaFree(b->words_out);
+    cudaFree(b->w_off);
+    cudaFree(b->w_len);
+    cudaFree(b->w_out_len);
+    dm_stopset_free(&b->stop);
+    free(b);
+}
+
+static int dm_pp_bench_create_common(dm_pp_bench **out, size_t n, uint64_t seed, int which)
+{
+    static const char *words[] = {"the", "market", "prices", "rose", "1987", "generalization",
+                                  "naïve", "données", "ελλάδα", "日本語", "running", "of", "ab",
+                                  "connections", "happily", "oil", "x"};
+    dm_pp_bench *b = (dm_pp_bench *)calloc(1, sizeof(*b));
+    if (!b) return DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
+    *out = b;
+    b->which = which;
+    if (n < 64) n = 64;
+    char *h = (char *)malloc(n);
+    uint32_t *hoff = (uint32_t *)malloc(n * sizeof(uint32_t)), *hlen = (uint32_t *)malloc(n * sizeof(uint32_t));
+    if (!h || !hoff || !hlen) {
+        free(h);
+        free(hoff);
+        free(hlen);
+        return DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
+    }
+    size_t l = 0, nw = 0;
+    while (l < n) {
+        const char *w = words[dm_pp_splitmix(&seed) % (sizeof(words) / sizeof(words[0]))];
+        size_t k = strlen(w);
+        if (l + k + 1 > n) break;
+        hoff[nw] = (uint32_t)l;
+        hlen[nw] = (uint32_t)k;
+        nw++;
+        memcpy(h + l, w, k);
+        l += k;
+        h[l++] = ' ';
+    }
+    while (l < n) h[l++] = ' ';
+    b->n = n;
+    int rc = dm_stopset_load(&b->stop, NULL);
+    cudaError_t e = cudaSuccess;
+#define DM_BM(p, sz) if (e == cudaSuccess) e = cudaMalloc((void **)&(p), (size_t)(sz) > 0 ? (size_t)(sz) : 1)
+    DM_BM(b->text, n);
+    DM_BM(b->stems, n);
+    DM_BM(b->start, n * 4);
+    DM_BM(b->scan, n * 4);
+    DM_BM(b->endf, n);
+    DM_BM(b->tok_start, n * 4);
+    DM_BM(b->tok_end, n * 4);
+    DM_BM(b->keep, n * 4);
+    DM_BM(b->hash, n * 8);
+    DM_BM(b->stem_len, n);
+    DM_BM(b->drops, 32);
+    DM_BM(b->d_keys, b->stop.cap * 8);
+    DM_BM(b->d_woff, b->stop.cap * 4);
+    DM_BM(b->d_wlen, b->stop.cap);
+    DM_BM(b->d_wbytes, b->stop.bytes_len);
+    DM_BM(b->words_out, n);
+    DM_BM(b->w_off, nw * 4);
+    DM_BM(b->w_len, nw * 4);
+    DM_BM(b->w_out_len, nw * 4);
+#undef DM_BM
+    if (e == cudaSuccess) e = cudaMemcpy(b->text, h, n, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpy(b->w_off, hoff, nw * 4, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpy(b->w_len, hlen, nw * 4, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess && rc >= 0) {
+        e = cudaMemcpy(b->d_keys, b->stop.keys, b->stop.cap * 8, cudaMemcpyHostToDevice);
+        if (e == cudaSuccess) e = cudaMemcpy(b->d_woff, b->stop.word_off, b->stop.cap * 4, cudaMemcpyHostToDevice);
+        if (e == cudaSuccess) e = cudaMemcpy(b->d_wlen, b->stop.word_len, b->stop.cap, cudaMemcpyHostToDevice);
+        if (e == cudaSuccess) e = cudaMemcpy(b->d_wbytes, b->stop.bytes, b->stop.bytes_len, cudaMemcpyHostToDevice);
+    }
+    free(h);
+    free(hoff);
+    free(hlen);
+    b->t = nw; /* stem bench: words; process bench: tokens (set below) */
+    if (rc < 0) return rc;
+    if (e != cudaSuccess) return DM_ERR(DM_ERR_CUDA, "bench: %s", cudaGetErrorString(e));
+    if (which == 1) { /* place the tokens once with the default instances */
+        dm_pp_mark_args ma = {b->text, n, b->start, b->endf};
+        DM_TRY(g_mark_inst[0].launch(&ma, n, NULL));
+        DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(NULL, b->cub_bytes, b->start, b->scan, (int)n));
+        DM_CUDA_TRY(cudaMalloc(&b->cub_tmp, b->cub_bytes));
+        DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(b->cub_tmp, b->cub_bytes, b->start, b->scan, (int)n));
+        dm_pp_place_args pa = {b->start, b->endf, b->scan, n, b->tok_start, b->tok_end};
+        DM_TRY(g_place_inst[0].launch(&pa, n, NULL));
+        DM_CUDA_TRY(cudaDeviceSynchronize());
+        b->t = nw;
+    }
+    return DM_OK;
+}
+
+static int dm_pp_bench_create_mark(void **state, size_t n, uint64_t seed)
+{
+    dm_pp_bench *b = NULL;
+    int rc = dm_pp_bench_create_common(&b, n, seed, 0);
+    if (rc < 0) dm_pp_bench_destroy(b), b = NULL;
+    *state = b;
+    return rc;
+}
+static int dm_pp_bench_create_process(void **state, size_t n, uint64_t seed)
+{
+    dm_pp_bench *b = NULL;
+    int rc = dm_pp_bench_create_common(&b, n, seed, 1);
+    if (rc < 0) dm_pp_bench_destroy(b), b = NULL;
+    *state = b;
+    return rc;
+}
+static int dm_pp_bench_create_stem(void **state, size_t n, uint64_t seed)
+{
+    dm_pp_bench *b = NULL;
+    int rc = dm_pp_bench_create_common(&b, n, seed, 2);
+    if (rc < 0) dm_pp_bench_destroy(b), b = NULL;
+    *state = b;
+    return rc;
+}
+
+static dm_stop_view dm_pp_bench_stop(const dm_pp_bench *b)
+{
+    dm_stop_view v = {b->d_keys, b->d_woff, b->d_wlen, b->d_wbytes, b->stop.cap};
+    return v;
+}
+
+static int dm_pp_bench_run(void *state, const dm_tune_instance *inst, void *stream)
+{
+    dm_pp_bench *b = (dm_pp_bench *)state;
+    if (b->which == 0) {
+        dm_pp_mark_args a = {b->text, b->n, b->start, b->endf};
+        return inst->launch(&a, b->n, stream);
+    }
+    if (b->which == 1) {
+        DM_CUDA_TRY(cudaMemcpyAsync(b->stems, b->text, b->n, cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
+        DM_CUDA_TRY(cudaMemsetAsync(b->drops, 0, 32, (cudaStream_t)stream));
+        dm_tok_params p = {2, 64, 0, 1};
+        dm_pp_process_args a = {b->text, b->stems, b->tok_start, b->tok_end, b->t, dm_pp_bench_stop(b),
+                                p, b->keep, b->hash, b->stem_len, b->drops};
+        return inst->launch(&a, b->t, stream);
+    }
+    dm_pp_stem_args a = {b->text, b->w_off, b->w_len, b->t, b->words_out, b->w_out_len};
+    return inst->launch(&a, b->t, stream);
+}
+
+static int dm_pp_bench_output(void *state, void *host, size_t *nbytes)
+{
+    dm_pp_bench *b = (dm_pp_bench *)state;
+    size_t sz = b->which == 0 ? b->n * 5 : b->which == 1 ? b->t * 13 + b->n : b->n + b->t * 4;
+    *nbytes = sz;
+    if (!host) return DM_OK;
+    char *h = (char *)host;
+    if (b->which == 0) {
+        DM_CUDA_TRY(cudaMemcpy(h, b->start, b->n * 4, cudaMemcpyDeviceToHost));
+        DM_CUDA_TRY(cudaMemcpy(h + b->n * 4, b->endf, b->n, cudaMemcpyDeviceToHost));
+    } else if (b->which == 1) {
+        DM_CUDA_TRY(cudaMemcpy(h, b->keep, b->t * 4, cudaMemcpyDeviceToHost));
+        DM_CUDA_TRY(cudaMemcpy(h + b->t * 4, b->hash, b->t * 8, cudaMemcpyDeviceToHost));
+        DM_CUDA_TRY(cudaMemcpy(h + b->t * 12, b->stem_len, b->t, cudaMemcpyDeviceToHost));
+        DM_CUDA_TRY(cudaMemcpy(h + b->t * 13, b->stems, b->n, cudaMemcpyDeviceToHost));
+    } else {
+        DM_CUDA_TRY(cudaMemcpy(h, b->words_out, b->n, cudaMemcpyDeviceToHost));
+        DM_CUDA_TRY(cudaMemcpy(h + b->n, b->w_out_len, b->t * 4, cudaMemcpyDeviceToHost));
+    }
+    return DM_OK;
+}
+
+#define DM_PP_NINST(a) ((int)(sizeof(a) / sizeof((a)[0])))
+static const dm_tune_kernel g_kernels[] = {
+    {"preprocess.mark", "token start/end flags of normalised text", "bytes", g_mark_inst,
+     DM_PP_NINST(g_mark_inst), 0, dm_pp_bench_create_mark, dm_pp_bench_run, dm_pp_bench_output,
+     dm_pp_bench_destroy, 0.0, (size_t)256 << 20},
+    {"preprocess.place", "token [start, end) from the scanned flags", "bytes", g_place_inst,
+     DM_PP_NINST(g_place_inst), 0, NULL, NULL, NULL, NULL, 0.0, (size_t)256 << 20},
+    {"preprocess.process", "filter, stop set, Porter stem, hash per token", "tokens", g_process_inst,
+     DM_PP_NINST(g_process_inst), 0, dm_pp_bench_create_process, dm_pp_bench_run, dm_pp_bench_output,
+     dm_pp_bench_destroy, 0.0, (size_t)256 << 20},
+    {"preprocess.compact", "scatter kept tokens", "tokens", g_compact_inst, DM_PP_NINST(g_compact_inst), 0,
+     NULL, NULL, NULL, NULL, 0.0, (size_t)64 << 20},
+    {"preprocess.docs", "per-document token bounds", "documents", g_docs_inst, DM_PP_NINST(g_docs_inst), 0,
+     NULL, NULL, NULL, NULL, 0.0, (size_t)1 << 20},
+    {"preprocess.stem_words", "Porter stem of a word list (docmine stem)", "words", g_stem_inst,
+     DM_PP_NINST(g_stem_inst), 0, dm_pp_bench_create_stem, dm_pp_bench_run, dm_pp_bench_output,
+     dm_pp_bench_destroy, 0.0, (size_t)64 << 20},
+};
+enum { K_MARK = 0, K_PLACE, K_PROCESS, K_COMPACT, K_DOCS, K_STEM, K_COUNT };
+static int g_force[K_COUNT] = {-1, -1, -1, -1, -1, -1};
+
+static const dm_tune_instance *dm_pp_pick(int k, size_t n)
+{
+    if (g_force[k] >= 0) return &g_kernels[k].instances[g_force[k]];
+    return dm_tune_select(&g_kernels[k], n);
+}
+
+extern "C" int dm_preprocess_tune_register(void)
+{
+    for (int k = 0; k < K_COUNT; k++) DM_TRY(dm_tune_register(&g_kernels[k]));
+    return DM_OK;
+}
+extern "C" int dm_pp_cuda_kernel_count(void) { return K_COUNT; }
+extern "C" int dm_pp_cuda_instance_count(int k) { return k >= 0 && k < K_COUNT ? g_kernels[k].n_instances : 0; }
+extern "C" const char *dm_pp_cuda_kernel_name(int k) { return k >= 0 && k < K_COUNT ? g_kernels[k].name : "?"; }
+extern "C" int dm_pp_cuda_force_instance(int k, int instance)
+{
+    if (k < 0 || k >= K_COUNT || instance < -1 || instance >= g_kernels[k].n_instances)
+        return DM_ERR(DM_ERR_INVALID_ARG, "preprocess: no instance %d of kernel %d", instance, k);
+    g_force[k] = instance;
+    return DM_OK;
+}
+
+/* ------------------------------------------------------------------ device of worker threads */
+
+extern "C" int dm_pp_cuda_get_device(int *dev)
+{
+    DM_CUDA_TRY(cudaGetDevice(dev));
+    return DM_OK;
+}
+extern "C" int dm_pp_cuda_set_device(int dev)
+{
+    DM_CUDA_TRY(cudaSetDevice(dev));
+    return DM_OK;
+}
+
+/* ------------------------------------------------------------------ per-stage times */
+
+static double g_t_h2d, g_t_kern, g_t_d2h;
+extern "C" void dm_pp_cuda_take_times(double *h2d, double *kernels, double *d2h)
+{
+    *h2d = g_t_h2d;
+    *kernels = g_t_kern;
+    *d2h = g_t_d2h;
+    g_t_h2d = g_t_kern = g_t_d2h = 0;
+}
+
+/* ------------------------------------------------------------------ device workspace */
+
+/* Grown on demand, kept between batches (no per-batch allocation once warm). */
+typedef struct dm_pp_ws {
+    size_t n_cap, t_cap, d_cap, cub_cap, stop_cap, stop_bytes;
+    char *text, *stems;
+    uint32_t *start, *scan, *tok_start, *tok_end, *keep, *pos;
+    uint8_t *endf, *stem_len, *out_len;
+    uint64_t *hash, *out_hash, *out_start, *doc_off, *doc_tok;
+    unsigned long long *drops;
+    void *cub;
+    uint64_t *keys;
+    uint32_t *woff;
+    uint8_t *wlen;
+    char *wbytes;
+    uint64_t stop_sum; /* checksum of the set last uploaded (0 = none) */
+    cudaStream_t stream;
+    cudaEvent_t ev[4];
+} dm_pp_ws;
+static dm_pp_ws g_ws;
+
+static int dm_pp_ws_grow(void **p, size_t *cap, size_t need)
+{
+    if (need <= *cap && *p) return DM_OK;
+    cudaFree(*p);
+    *p = NULL;
+    size_t nc = need + need / 4 + 4096;
+    DM_CUDA_TRY(cudaMalloc(p, nc));
+    *cap = nc;
+    return DM_OK;
+}
+
+static int dm_pp_ws_reserve(size_t n, size_t n_docs)
+{
+    dm_pp_ws *w = &g_ws;
+    if (!w->stream) {
+        DM_CUDA_TRY(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
+        for (int i = 0; i < 4; i++) DM_CUDA_TRY(cudaEventCreate(&w->ev[i]));
+        DM_CUDA_TRY(cudaMalloc((void **)&w->drops, 4 * sizeof(unsigned long long)));
+    }
+    if (n > w->n_cap || !w->text) {
+        cudaFree(w->text); cudaFree(w->stems); cudaFree(w->start); cudaFree(w->scan); cudaFree(w->endf);
+        cudaFree(w->tok_start); cudaFree(w->tok_end); cudaFree(w->keep); cudaFree(w->pos);
+        cudaFree(w->stem_len); cudaFree(w->out_len); cudaFree(w->hash); cudaFree(w->out_hash);
+        cudaFree(w->out_start);
+        w->text = w->stems = NULL;
+        size_t nc = n + n / 4 + 4096, tc = nc / 2 + 1;
+        w->n_cap = w->t_cap = 0;
+        DM_CUDA_TRY(cudaMalloc((void **)&w->text, nc));
+        DM_CUDA_TRY(cudaMalloc((void **)&w->stems, nc));
+        DM_CUDA_TRY(cudaMalloc((void **)&w->start, nc * 4));
+        DM_CUDA_TRY(cudaMalloc((void **)&w->scan, nc * 4));
+        DM_CUDA_TRY(cudaMalloc((void **)&w->endf, nc));
+        DM_CUDA_TRY(cudaMalloc((void **)&w->tok_start, tc * 4));
+        DM_CUDA_TRY(cudaMalloc((void **)&w->tok_end, tc * 4));
+        DM_CUDA_TRY(cudaMalloc((void **)&w->keep, tc * 4));
+        DM_CUDA_TRY(cudaMalloc((void **)&w->pos, tc * 4));
+        DM_CUDA_TRY(cudaMalloc((void **)&w->stem_len, tc));
+        DM_CUDA_TRY(cudaMalloc((void **)&w->out_len, tc));
+        DM_CUDA_TRY(cudaMalloc((void **)&w->hash, tc * 8));
+        DM_CUDA_TRY(cudaMalloc((void **)&w->out_hash, tc * 8));
+        DM_CUDA_TRY(cudaMalloc((void **)&w->out_start, tc * 8));
+        w->n_cap = nc;
+        w->t_cap = tc;
+        /* CUB temporary storage for scans of up to nc items */
+        size_t b1 = 0;
+        DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(NULL, b1, w->start, w->scan, (int)nc));
+        DM_TRY(dm_pp_ws_grow(&w->cub, &w->cub_cap, b1));
+    }
+    if (n_docs + 1 > w->d_cap || !w->doc_off) {
+        cudaFree(w->doc_off);
+        cudaFree(w->doc_tok);
+        w->doc_off = w->doc_tok = NULL;
+        size_t dc = n_docs + 1 + (n_docs + 1) / 4 + 64;
+        DM_CUDA_TRY(cudaMalloc((void **)&w->doc_off, dc * 8));
+        DM_CUDA_TRY(cudaMalloc((void **)&w->doc_tok, dc * 8));
+        w->d_cap = dc;
+    }
+    return DM_OK;
+}
+
+static int dm_pp_ws_stop(const dm_stopset *s)
+{
+    dm_pp_ws *w = &g_ws;
+    static const uint64_t empty_key = 0;
+    uint32_t cap = s && s->cap ? s->cap : 1;
+    DM_TRY(dm_pp_ws_grow((void **)&w->keys, &w->stop_cap, (size_t)cap * 8));
+    size_t c2 = 0, c3 = 0, c4 = 0;
+    cudaFree(w->woff);
+    cudaFree(w->wlen);
+    cudaFree(w->wbytes);
+    w->woff = NULL;
+    w->wlen = NULL;
+    w->wbytes = NULL;
+    DM_TRY(dm_pp_ws_grow((void **)&w->woff, &c2, (size_t)cap * 4));
+    DM_TRY(dm_pp_ws_grow((void **)&w->wlen, &c3, cap));
+    DM_TRY(dm_pp_ws_grow((void **)&w->wbytes, &c4, s && s->bytes_len ? s->bytes_len : 1));
+    if (s && s->cap) {
+        DM_CUDA_TRY(cudaMemcpy(w->keys, s->keys, (size_t)s->cap * 8, cudaMemcpyHostToDevice));
+        DM_CUDA_TRY(cudaMemcpy(w->woff, s->word_off, (size_t)s->cap * 4, cudaMemcpyHostToDevice));
+        DM_CUDA_TRY(cudaMemcpy(w->wlen, s->word_len, s->cap, cudaMemcpyHostToDevice));
+        if (s->bytes_len) DM_CUDA_TRY(cudaMemcpy(w->wbytes, s->bytes, s->bytes_len, cudaMemcpyHostToDevice));
+    } else {
+        DM_CUDA_TRY(cudaMemcpy(w->keys, &empty_key, 8, cudaMemcpyHostToDevice));
+    }
+    return DM_OK;
+}
+
+/* ------------------------------------------------------------------ one sub-batch */
+
+static int dm_pp_append(dm_tok_result *out, size_t need)
+{
+    if (need <= out->cap) return DM_OK;
+    size_t nc = out->cap ? out->cap : 1024;
+    while (nc < need) nc *= 2;
+    uint64_t *h = (uint64_t *)realloc(out->hash, nc * 8);
+    if (h) out->hash = h;
+    uint64_t *s = (uint64_t *)realloc(out->start, nc * 8);
+    if (s) out->start = s;
+    uint8_t *l = (uint8_t *)realloc(out->stem_len, nc);
+    if (l) out->stem_len = l;
+    if (!h || !s || !l) return DM_ERR(DM_ERR_NOMEM, "tokenise: cannot hold %zu tokens", nc);
+    out->cap = nc;
+    return DM_OK;
+}
+
+/* Documents [d0, d1) of in: text bytes in->doc_off[d0] .. in->doc_off[d1]. */
+static int dm_pp_run_range(dm_tok_result *out, const dm_tok_batch *in, size_t d0, size_t d1,
+                           const dm_stopset *stop, const dm_tok_options *opt)
+{
+    dm_pp_ws *w = &g_ws;
+    size_t base = in->doc_off[d0], n = in->doc_off[d1] - base, nd = d1 - d0;
+    if (n >= 0x7fffffffu) return DM_ERR(DM_ERR_INVALID_ARG, "tokenise: a sub-batch of %zu bytes exceeds 2 GB", n);
+    DM_TRY(dm_pp_ws_reserve(n, nd));
+    cudaStream_t st = w->stream;
+    /* relative document offsets */
+    uint64_t *doff = (uint64_t *)malloc((nd + 1) * 8);
+    if (!doff) return DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");
+    for (size_t d = 0; d <= nd; d++) doff[d] = in->doc_off[d0 + d] - base;
+    int rc = DM_OK;
+    uint32_t t = 0, kept = 0, last_keep = 0, last_pos = 0, last_start = 0, last_scan = 0;
+    unsigned long long drops[4] = {0, 0, 0, 0};
+    float ms;
+    const dm_tune_instance *inst;
+#define DM_PP_CHECK(call)                                                                          \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            rc = DM_ERR(DM_ERR_CUDA, "%s: %s", #call, cudaGetErrorString(e_));                     \
+            goto done;                                                                             \
+        }                                                                                          \
+    } while (0)
+#define DM_PP_RUN(call)                                                                            \
+    do {                                                                                           \
+        rc = (call);                                                                               \
+        if (rc < 0) goto done;                                                                     \
+    } while (0)
+    DM_PP_CHECK(cudaEventRecord(w->ev[0], st));
+    DM_PP_CHECK(cudaMemcpyAsync(w->text, in->text + base, n, cudaMemcpyHostToDevice, st));
+    DM_PP_CHECK(cudaMemcpyAsync(w->doc_off, doff, (nd + 1) * 8, cudaMemcpyHostToDevice, st));
+    DM_PP_CHECK(cudaEventRecord(w->ev[1], st));
+    if (n > 0) {
+        DM_PP_CHECK(cudaMemcpyAsync(w->stems, w->text, n, cudaMemcpyDeviceToDevice, st));
+        DM_PP_CHECK(cudaMemsetAsync(w->drops, 0, 4 * sizeof(unsigned long long), st));
+        dm_pp_mark_args ma = {w->text, n, w->start, w->endf};
+        inst = dm_pp_pick(K_MARK, n);
+        DM_PP_RUN(inst->launch(&ma, n, st));
+        size_t cb = w->cub_cap;
+        DM_PP_CHECK(cub::DeviceScan::ExclusiveSum(w->cub, cb, w->start, w->scan, (int)n, st));
+        DM_PP_CHECK(cudaMemcpyAsync(&last_start, w->start + n - 1, 4, cudaMemcpyDeviceToHost, st));
+        DM_PP_CHECK(cudaMemcpyAsync(&last_scan, w->scan + n - 1, 4, cudaMemcpyDeviceToHost, st));
+        DM_PP_CHECK(cudaStreamSynchronize(st));
+        t = last_start + last_scan;
+    }
+    if (t > 0) {
+        dm_pp_place_args pa = {w->start, w->endf, w->scan, n, w->tok_start, w->tok_end};
+        inst = dm_pp_pick(K_PLACE, n);
+        DM_PP_RUN(inst->launch(&pa, n, st));
+        dm_stop_view sv = {w->keys, w->woff, w->wlen, w->wbytes, stop ? stop->cap : 0};
+        dm_tok_params p = {opt->min_len, opt->max_len, opt->keep_numbers, opt->stem};
+        dm_pp_process_args pr = {w->text, w->stems, w->tok_start, w->tok_end, t, sv, p,
+                                 w->keep, w->hash, w->stem_len, w->drops};
+        inst = dm_pp_pick(K_PROCESS, t);
+        DM_PP_RUN(inst->launch(&pr, t, st));
+        size_t cb = w->cub_cap;
+        DM_PP_CHECK(cub::DeviceScan::ExclusiveSum(w->cub, cb, w->keep, w->pos, (int)t, st));
+        DM_PP_CHECK(cudaMemcpyAsync(&last_keep, w->keep + t - 1, 4, cudaMemcpyDeviceToHost, st));
+        DM_PP_CHECK(cudaMemcpyAsync(&last_pos, w->pos + t - 1, 4, cudaMemcpyDeviceToHost, st));
+        DM_PP_CHECK(cudaMemcpyAsync(drops, w->drops, sizeof(drops), cudaMemcpyDeviceToHost, st));
+        DM_PP_CHECK(cudaStreamSynchronize(st));
+        kept = last_keep + last_pos;
+        dm_pp_compact_args ca = {w->keep, w->pos, w->tok_start, w->hash, w->stem_len, t,
+                                 w->out_hash, w->out_start, w->out_len};
+        inst = dm_pp_pick(K_COMPACT, t);
+        DM_PP_RUN(inst->launch(&ca, t, st));
+    }
+    {
+        dm_pp_docs_args da = {w->doc_off, nd, w->out_start, kept, w->doc_tok};
+        inst = dm_pp_pick(K_DOCS, nd + 1);
+        DM_PP_RUN(inst->launch(&da, nd + 1, st));
+    }
+    DM_PP_CHECK(cudaEventRecord(w->ev[2], st));
+    /* results back */
+    DM_PP_RUN(dm_pp_append(out, out->n_tokens + kept));
+    {
+        size_t o = out->n_tokens;
+        if (kept) {
+            DM_PP_CHECK(cudaMemcpyAsync(out->hash + o, w->out_hash, (size_t)kept * 8, cudaMemcpyDeviceToHost, st));
+            DM_PP_CHECK(cudaMemcpyAsync(out->start + o, w->out_start, (size_t)kept * 8, cudaMemcpyDeviceToHost, st));
+            DM_PP_CHECK(cudaMemcpyAsync(out->stem_len + o, w->out_len, kept, cudaMemcpyDeviceToHost, st));
+        }
+        if (n) DM_PP_CHECK(cudaMemcpyAsync(out->stems + base, w->stems, n, cudaMemcpyDeviceToHost, st));
+        DM_PP_CHECK(cudaMemcpyAsync(out->doc_tok + d0, w->doc_tok, (nd + 1) * 8, cudaMemcpyDeviceToHost, st));
+        DM_PP_CHECK(cudaEventRecord(w->ev[3], st));
+        DM_PP_CHECK(cudaStreamSynchronize(st));
+        for (size_t i = o; i < o + kept; i++) out->start[i] += base;
+        for (size_t d = d0; d <= d1; d++) out->doc_tok[d] += o;
+        out->n_tokens += kept;
+        out->n_short += drops[0];
+        out->n_long += drops[1];
+        out->n_number += drops[2];
+        out->n_stop += drops[3];
+    }
+    if (cudaEventElapsedTime(&ms, w->ev[0], w->ev[1]) == cudaSuccess) g_t_h2d += ms * 1e-3;
+    if (cudaEventElapsedTime(&ms, w->ev[1], w->ev[2]) == cudaSuccess) g_t_kern += ms * 1e-3;
+    if (cudaEventElapsedTime(&ms, w->ev[2], w->ev[3]) == cudaSuccess) g_t_d2h += ms * 1e-3;
+done:
+    if (rc < 0) cudaStreamSynchronize(st); /* no copy may still read doff */
+    free(doff);
+    return rc;
+#undef DM_PP_CHECK
+#undef DM_PP_RUN
+}
+
+/* The dedicated path for one document larger than the device workspace can hold: the CPU
+ * reference tokenises it (identical output by contract), never truncated. */
+static int dm_pp_run_big_doc(dm_tok_result *out, const dm_tok_batch *in, size_t d, const dm_stopset *stop,
+                             const dm_tok_options *opt)
+{
+    size_t base = in->doc_off[d];
+    uint64_t off[2] = {0, in->doc_off[d + 1] - base};
+    dm_tok_batch one = {in->text + base, (size_t)off[1], off, 1};
+    dm_tok_result r;
+    DM_TRY(dm_tokenize_cpu(&r, &one, stop, opt));
+    int rc = dm_pp_append(out, out->n_tokens + r.n_tokens);
+    if (rc >= 0) {
+        size_t o = out->n_tokens;
+        memcpy(out->hash + o, r.hash, r.n_tokens * 8);
+        memcpy(out->stem_len + o, r.stem_len, r.n_tokens);
+        for (size_t i = 0; i < r.n_tokens; i++) out->start[o + i] = r.start[i] + base;
+        memcpy(out->stems + base, r.stems, (size_t)off[1]);
+        out->doc_tok[d] = o;
+        out->doc_tok[d + 1] = o + r.n_tokens;
+        out->n_tokens += r.n_tokens;
+        out->n_short += r.n_short;
+        out->n_long += r.n_long;
+        out->n_number += r.n_number;
+        out->n_stop += r.n_stop;
+    }
+    dm_tok_result_free(&r);
+    return rc;
+}
+
+extern "C" int dm_tokenize_cuda(dm_tok_result *out, const dm_tok_batch *in, const dm_stopset *stop,
+                                const dm_tok_options *opt)
+{
+    if (!out || !in || !opt || (!in->text && in->text_len) || !in->doc_off)
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tokenize_cuda: NULL argument");
+    if (opt->min_len < 1 || opt->max_len < opt->min_len || opt->max_len > DM_TOKEN_MAX_LEN)
+        return DM_ERR(DM_ERR_INVALID_ARG, "tokenise: token length bounds %d..%d outside 1..%d",
+                      opt->min_len, opt->max_len, DM_TOKEN_MAX_LEN);
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0)
+        return DM_ERR(DM_ERR_NO_DEVICE, "tokenise: no CUDA device");
+    memset(out, 0, sizeof(*out));
+    out->n_docs = in->n_docs;
+    out->doc_tok = (uint64_t *)malloc((in->n_docs + 1) * 8);
+    out->stems = (char *)malloc(in->text_len ? in->text_len : 1);
+    if (!out->doc_tok || !out->stems) {
+        dm_tok_result_free(out);
+        return DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");
+    }
+    int rc = DM_OK;
+    /* upload the stop set when its content changed (checksum over its tables) */
+    uint64_t sum = 0x9e3779b97f4a7c15ull;
+    if (stop && stop->cap) {
+        sum ^= dm_term_hash((const char *)stop->keys, (size_t)stop->cap * 8);
+        sum = sum * 31 + dm_term_hash(stop->bytes, stop->bytes_len);
+        sum = sum * 31 + dm_term_hash((const char *)stop->word_off, (size_t)stop->cap * 4);
+    }
+    if (sum == 0) sum = 1;
+    if (g_ws.stop_sum != sum || !g_ws.keys) {
+        rc = dm_pp_ws_stop(stop);
+        if (rc >= 0) g_ws.stop_sum = sum;
+    }
+    /* sub-batches sized to free device memory (about 34 bytes of workspace per text byte); a
+     * document larger than that still goes whole, as its own sub-batch */
+    size_t free_b = 0, total_b = 0;
+    if (rc >= 0 && cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) free_b = (size_t)1 << 30;
+    size_t limit = (free_b + g_ws.n_cap * 34) / 40;
+    if (limit > ((size_t)1 << 30)) limit = (size_t)1 << 30;
+    if (limit < ((size_t)1 << 20)) limit = (size_t)1 << 20;
+    const char *env = getenv("DOCMINE_PP_CUDA_LIMIT"); /* tests: force sub-batches and the big path */
+    if (env && strtoull(env, NULL, 10) > 0) limit = (size_t)strtoull(env, NULL, 10);
+    for (size_t d0 = 0; rc >= 0 && d0 < in->n_docs;) {
+        size_t d1 = d0 + 1;
+        while (d1 < in->n_docs && in->doc_off[d1 + 1] - in->doc_off[d0] <= limit) d1++;
+        if (d1 == d0 + 1 && in->doc_off[d1] - in->doc_off[d0] > limit)
+            rc = dm_pp_run_big_doc(out, in, d0, stop, opt); /* larger than the device can hold */
+        else
+            rc = dm_pp_run_range(out, in, d0, d1, stop, opt);
+        d0 = d1;
+    }
+    if (rc >= 0 && in->n_docs == 0) out->doc_tok[0] = 0;
+    if (rc < 0) dm_tok_result_free(out);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ word stemming */
+
+extern "C" int dm_stem_words_cuda(char *out, uint32_t *out_off, uint32_t *out_len, const char *words,
+                                  const uint32_t *off, const uint32_t *len, size_t n)
+{
+    if ((n > 0) && (!out || !out_off || !out_len || !words || !off || !len))
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_stem_words_cuda: NULL argument");
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0)
+        return DM_ERR(DM_ERR_NO_DEVICE, "stem: no CUDA device");
+    if (n == 0) return DM_OK;
+    size_t bytes = (size_t)off[n - 1] + len[n - 1];
+    for (size_t i = 0; i < n; i++)
+        if ((size_t)off[i] + len[i] > bytes) bytes = (size_t)off[i] + len[i];
+    char *dw = NULL, *dout = NULL;
+    uint32_t *doff = NULL, *dlen = NULL, *dol = NULL;
+    int rc = DM_OK;
+    cudaError_t e = cudaMalloc((void **)&dw, bytes ? bytes : 1);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&dout, bytes ? bytes : 1);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&doff, n * 4);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&dlen, n * 4);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&dol, n * 4);
+    if (e == cudaSuccess) e = cudaMemcpy(dw, words, bytes, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpy(doff, off, n * 4, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpy(dlen, len, n * 4, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaMemcpy(dout, words, bytes, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "stem: %s", cudaGetErrorString(e));
+    if (rc >= 0) {
+        dm_pp_stem_args a = {dw, doff, dlen, n, dout, dol};
+        rc = dm_pp_pick(K_STEM, n)->launch(&a, n, NULL);
+    }
+    if (rc >= 0) {
+        e = cudaMemcpy(out, dout, bytes, cudaMemcpyDeviceToHost);
+        if (e == cudaSuccess) e = cudaMemcpy(out_len, dol, n * 4, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "stem: %s", cudaGetErrorString(e));
+    }
+    for (size_t i = 0; i < n; i++) out_off[i] = off[i];
+    cudaFree(dw);
+    cudaFree(dout);
+    cudaFree(doff);
+    cudaFree(dlen);
+    cudaFree(dol);
+    return rc;
+}

@@ -1,0 +1,85 @@
+/* The per-element steps of the GPU tokeniser as DM_HD functions, so the CUDA kernels
+ * (preprocess_kernels.cuh) and their host emulation (dm_tokenize_hd, tokenize_hd.c) run the same
+ * code: (1) mark token starts and ends in the normalised text, (2) after an exclusive scan of the
+ * start flags, place each token's [start, end), (3) per token: filter, stem (porter.h), hash and
+ * write the stem over the token's first bytes, (4) after a scan of the keep flags, compact, and
+ * (5) per document, count its kept tokens by binary search over the kept starts.
+ * Reference: dm_tokenize_cpu (identical output is tested). */
+#ifndef DM_TOKENIZE_HD_H
+#define DM_TOKENIZE_HD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/hd.h"
+#include "preprocess/porter.h"
+#include "preprocess/token_rules.h"
+
+/* Device-side view of a stop set (pointers valid where the kernel runs). */
+typedef struct dm_stop_view {
+    const uint64_t *keys;
+    const uint32_t *word_off;
+    const uint8_t *word_len;
+    const char *bytes;
+    uint32_t cap;
+} dm_stop_view;
+
+typedef struct dm_tok_params {
+    int min_len, max_len, keep_numbers, stem;
+} dm_tok_params;
+
+/* (1) flags[i] = 1 when a token starts at i; ends: bit 1 when a token ends at i (text[i+1] is a
+ * separator). Documents end with a separator, so tokens never cross documents. */
+DM_HD uint32_t dm_tok_mark_one(const char *text, size_t n, size_t i)
+{
+    unsigned char c = (unsigned char)text[i];
+    if (dm_pp_is_sep(c)) return 0;
+    uint32_t f = 0;
+    if (i == 0 || dm_pp_is_sep((unsigned char)text[i - 1])) f |= 1u;
+    if (i + 1 == n || dm_pp_is_sep((unsigned char)text[i + 1])) f |= 2u;
+    return f;
+}
+
+/* (2) with scan[i] = number of starts before i: token k = scan[i] starts at i; the token ending
+ * at i is number scan[i] + (starts at i) - 1. */
+DM_HD void dm_tok_place_one(uint64_t *tok_start, uint64_t *tok_end, uint32_t flag, uint64_t scan,
+                            size_t i)
+{
+    if (flag & 1u) tok_start[scan] = i;
+    if (flag & 2u) tok_end[scan + (flag & 1u) - 1] = i + 1;
+}
+
+/* (3) one token: returns the verdict (DM_PP_KEEP or a drop reason); on keep writes the stem over
+ * stems[start ..] and sets *hash, *stem_len. */
+DM_HD int dm_tok_process_one(char *stems, const char *text, uint64_t start, uint64_t end,
+                             const dm_stop_view *stop, const dm_tok_params *p, uint64_t *hash,
+                             uint8_t *stem_len)
+{
+    const char *w = text + start;
+    size_t n = (size_t)(end - start);
+    int v = dm_pp_token_verdict(w, n, p->min_len, p->max_len, p->keep_numbers, stop->keys,
+                                stop->word_off, stop->word_len, stop->bytes, stop->cap);
+    if (v != DM_PP_KEEP) return v;
+    char buf[256];
+    for (size_t i = 0; i < n; i++) buf[i] = w[i];
+    int sl = (int)n;
+    if (p->stem && dm_pp_is_ascii(w, n)) sl = dm_porter_stem(buf, (int)n);
+    for (int i = 0; i < sl; i++) stems[start + (uint64_t)i] = buf[i];
+    *hash = dm_term_hash(buf, (size_t)sl);
+    *stem_len = (uint8_t)sl;
+    return DM_PP_KEEP;
+}
+
+/* (5) number of kept tokens whose start is below pos (kept starts are ascending). */
+DM_HD uint64_t dm_tok_lower_bound(const uint64_t *starts, uint64_t n, uint64_t pos)
+{
+    uint64_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (starts[mid] < pos) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+#endif

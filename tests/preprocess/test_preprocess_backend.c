@@ -1,0 +1,216 @@
+/* Backend agreement: the token stream (ids, labels, hashes, order, vocabulary bytes) of the tested
+ * backend equals the CPU backend's on all of Reuters and on generated multibyte text, with default
+ * and other token options and with batches much smaller than the corpus.
+ * Built twice: as test_preprocess_hd (unit: the CUDA algorithm emulated on the host,
+ * dm_tokenize_hd) and as test_preprocess_gpu (gpu: dm_tokenize_cuda, over every compiled instance
+ * of every preprocess kernel; exits 77 without a GPU). Reference: dm_tokenize_cpu. */
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/context.h"
+#include "common/status.h"
+#include "pp_testlib.h"
+#include "preprocess/preprocess.h"
+#include "testutil.h"
+
+#ifdef PP_TEST_GPU
+#define PP_BACKEND DM_BACKEND_CUDA
+#else
+#define PP_BACKEND DM_PP_BACKEND_HD
+#endif
+
+static char g_tmp[1024];
+
+static int setup(void) { return dm_test_tmpdir(g_tmp, sizeof(g_tmp)) ? 0 : 1; }
+static int teardown(void)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_tmp);
+    return system(cmd) == 0 ? 0 : 1;
+}
+
+static int streams_equal(const dm_token_stream *a, const dm_token_stream *b)
+{
+    if (a->n_docs != b->n_docs || a->n_tokens != b->n_tokens || a->n_terms != b->n_terms) {
+        printf("\n  sizes differ: docs %zu/%zu tokens %zu/%zu terms %zu/%zu", a->n_docs, b->n_docs,
+               a->n_tokens, b->n_tokens, a->n_terms, b->n_terms);
+        return 0;
+    }
+    int ok = memcmp(a->tok_off, b->tok_off, 8 * (a->n_docs + 1)) == 0 &&
+             memcmp(a->hashes, b->hashes, 8 * a->n_tokens) == 0 &&
+             memcmp(a->id_off, b->id_off, 8 * (a->n_docs + 1)) == 0 &&
+             memcmp(a->ids, b->ids, a->id_off[a->n_docs]) == 0 &&
+             memcmp(a->labels, b->labels, a->label_off[a->n_docs]) == 0 &&
+             memcmp(a->term_hash, b->term_hash, 8 * a->n_terms) == 0 &&
+             memcmp(a->term_off, b->term_off, 8 * (a->n_terms + 1)) == 0 &&
+             memcmp(a->term_bytes, b->term_bytes, a->term_off[a->n_terms]) == 0 &&
+             a->stats.tokens_short == b->stats.tokens_short && a->stats.tokens_long == b->stats.tokens_long &&
+             a->stats.tokens_number == b->stats.tokens_number && a->stats.tokens_stop == b->stats.tokens_stop;
+    if (!ok) printf("\n  streams differ");
+    return ok;
+}
+
+static void compare(const char *corpus, int format, const dm_tok_options *tok, size_t batch)
+{
+    dm_reader_options ro = DM_READER_OPTIONS_INIT;
+    ro.format = format;
+    dm_pp_stats st;
+    memset(&st, 0, sizeof(st));
+    dm_pp_file_list fl;
+    CU_ASSERT_EQUAL_FATAL(dm_pp_list_files(&fl, corpus, &ro, &st), 0);
+    dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
+    o.reader = ro;
+    o.tok = *tok;
+    o.batch_bytes = batch;
+    dm_token_stream a, b;
+    CU_ASSERT_EQUAL_FATAL(dm_preprocess_files(&a, NULL, fl.files, fl.n, &o, DM_BACKEND_CPU), 0);
+    int nk = dm_pp_cuda_kernel_count();
+    int rounds = 1;
+#ifdef PP_TEST_GPU
+    /* every instance of every kernel (others at their default) */
+    for (int k = 0; k < nk; k++) rounds += dm_pp_cuda_instance_count(k);
+#endif
+    for (int r = 0; r < rounds; r++) {
+#ifdef PP_TEST_GPU
+        int k = 0, idx = r - 1;
+        while (idx >= 0 && k < nk && idx >= dm_pp_cuda_instance_count(k)) idx -= dm_pp_cuda_instance_count(k++);
+        for (int j = 0; j < nk; j++) dm_pp_cuda_force_instance(j, -1);
+        if (r > 0) {
+            CU_ASSERT_EQUAL(dm_pp_cuda_force_instance(k, idx), 0);
+            printf("\n  %s instance %d", dm_pp_cuda_kernel_name(k), idx);
+        }
+#endif
+        int rc = dm_preprocess_files(&b, NULL, fl.files, fl.n, &o, PP_BACKEND);
+        CU_ASSERT_EQUAL(rc, 0);
+        if (rc != 0) {
+            printf("\n  %s", dm_error_message());
+            continue;
+        }
+        CU_ASSERT(streams_equal(&a, &b));
+        dm_token_stream_free(&b);
+    }
+    (void)nk;
+    printf("\n  %zu docs, %zu tokens compared", a.n_docs, a.n_tokens);
+    dm_token_stream_free(&a);
+    dm_pp_file_list_free(&fl);
+}
+
+static void test_reuters(void)
+{
+    const char *dir = pp_reuters_dir();
+    if (!dir) {
+        printf("(Reuters not found: skipped) ");
+        return;
+    }
+    dm_tok_options t = DM_TOK_OPTIONS_INIT;
+    compare(dir, DM_PP_FORMAT_REUTERS, &t, 0);
+    t.keep_numbers = 1;
+    t.min_len = 1;
+    t.max_len = 12;
+    compare(dir, DM_PP_FORMAT_REUTERS, &t, 1 << 20);
+}
+
+static void test_multibyte(void)
+{
+    static const char *w[] = {"naïve", "Ελλάδα", "日本語テキスト", "données", "Straße", "ﬁnance",
+                              "running", "the", "1987", "über", "ЖУРНАЛ", "x²", "cafés", "a",
+                              "generalizations", "\xff\xfe", "e\xcc\x81t\xc3\xa9", "q\x01z", "it's"};
+    const size_t nw = sizeof(w) / sizeof(w[0]);
+    uint64_t seed = 7;
+    char dir[1100];
+    snprintf(dir, sizeof(dir), "%s/mb", g_tmp);
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    for (int f = 0; f < 9; f++) {
+        /* sizes not multiples of 32 or of any block size, one much larger than a block */
+        size_t n = f == 0 ? 1 : f == 1 ? 33 : 1000 + pp_rand(&seed) % 70001;
+        char *t = malloc(n * 24 + 1);
+        size_t l = 0;
+        for (size_t i = 0; i < n; i++) {
+            const char *x = w[pp_rand(&seed) % nw];
+            memcpy(t + l, x, strlen(x));
+            l += strlen(x);
+            int r = (int)(pp_rand(&seed) % 10);
+            t[l++] = r < 7 ? ' ' : r < 8 ? '\n' : r < 9 ? ',' : '-';
+        }
+        /* a long run without separators: a token of more than 255 bytes */
+        if (f == 3) {
+            memset(t + l, 'k', 300);
+            l += 300;
+        }
+        char p[1200];
+        snprintf(p, sizeof(p), "%s/f%d.txt", dir, f);
+        CU_ASSERT_EQUAL(pp_write_file(p, t, l), 0);
+        free(t);
+    }
+    dm_tok_options t = DM_TOK_OPTIONS_INIT;
+    compare(dir, DM_PP_FORMAT_AUTO, &t, 0);
+    compare(dir, DM_PP_FORMAT_AUTO, &t, 4096); /* many small batches */
+#ifdef PP_TEST_GPU
+    /* device sub-batches of 4 KB: documents above that take the dedicated big-document path */
+    setenv("DOCMINE_PP_CUDA_LIMIT", "4096", 1);
+    compare(dir, DM_PP_FORMAT_AUTO, &t, 0);
+    unsetenv("DOCMINE_PP_CUDA_LIMIT");
+#endif
+    t.stem = 0;
+    t.keep_numbers = 1;
+    compare(dir, DM_PP_FORMAT_AUTO, &t, 0);
+}
+
+#ifdef PP_TEST_GPU
+/* The CUDA stemmer (every instance) == libstemmer on Reuters tokens and generated words. */
+static void test_stem_words_cuda(void)
+{
+    pp_words w = {0};
+    const char *dir = pp_reuters_dir();
+    if (dir) pp_distinct_tokens(&w, dir, DM_PP_FORMAT_REUTERS);
+    pp_gen_random_words(&w, 100001, 21);
+    pp_gen_suffix_words(&w, 200003, 22);
+    pp_words_add(&w, "caf\xc3\xa9", 5);
+    char *a = malloc(w.len + 1), *b = malloc(w.len + 1);
+    uint32_t *o1 = malloc(w.n * 4), *l1 = malloc(w.n * 4), *o2 = malloc(w.n * 4), *l2 = malloc(w.n * 4);
+    CU_ASSERT_EQUAL_FATAL(dm_stem_words_cpu(a, o1, l1, w.bytes, w.off, w.wlen, w.n), 0);
+    int k = 5; /* preprocess.stem_words */
+    CU_ASSERT_STRING_EQUAL(dm_pp_cuda_kernel_name(k), "preprocess.stem_words");
+    for (int i = 0; i < dm_pp_cuda_instance_count(k); i++) {
+        CU_ASSERT_EQUAL(dm_pp_cuda_force_instance(k, i), 0);
+        CU_ASSERT_EQUAL_FATAL(dm_stem_words_cuda(b, o2, l2, w.bytes, w.off, w.wlen, w.n), 0);
+        size_t bad = 0;
+        for (size_t j = 0; j < w.n; j++)
+            if (l1[j] != l2[j] || memcmp(a + o1[j], b + o2[j], l1[j]) != 0) bad++;
+        printf("\n  stem_words instance %d: %zu words, %zu differences", i, w.n, bad);
+        CU_ASSERT_EQUAL(bad, 0);
+    }
+    dm_pp_cuda_force_instance(k, -1);
+    free(a);
+    free(b);
+    free(o1);
+    free(l1);
+    free(o2);
+    free(l2);
+    pp_words_free(&w);
+}
+#endif
+
+int main(int argc, char **argv)
+{
+    CU_TestInfo t[] = {
+#ifdef PP_TEST_GPU
+        {"CUDA stemmer == libstemmer, every instance", test_stem_words_cuda},
+#endif
+        {"generated multibyte text: backend == CPU", test_multibyte},
+        {"all of Reuters: backend == CPU", test_reuters},
+        CU_TEST_INFO_NULL,
+    };
+    CU_SuiteInfo suites[] = {{"preprocess-backend", setup, teardown, NULL, NULL, t}, CU_SUITE_INFO_NULL};
+#ifdef PP_TEST_GPU
+    return dm_test_run_gpu(argc, argv, suites);
+#else
+    (void)argc;
+    (void)argv;
+    return dm_test_run(suites);
+#endif
+}

@@ -1,0 +1,209 @@
+/* MPI tests of preprocess (1, 2, 4 ranks, CPU backend): the token streams of all ranks,
+ * concatenated in rank order, are identical (ids, labels, hashes, order) to the one-process stream,
+ * on all of Reuters and on a generated multibyte corpus; an error on one rank (a bad file seen only
+ * by it in strict mode) reaches every rank without a hang. Reference: dm_preprocess_files on one
+ * process. */
+#include <CUnit/CUnit.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/context.h"
+#include "common/status.h"
+#include "pp_testlib.h"
+#include "preprocess/preprocess.h"
+#include "testutil.h"
+
+#ifdef PP_TEST_GPU
+#define PP_MPI_BACKEND DM_BACKEND_CUDA /* test_preprocess_mpi_gpu: CUDA ranks vs one CPU process */
+#else
+#define PP_MPI_BACKEND DM_BACKEND_CPU
+#endif
+
+static dm_ctx g_ctx;
+static char g_tmp[1024];
+
+static int setup(void)
+{
+    dm_ctx_options o = DM_CTX_OPTIONS_INIT;
+    o.backend = PP_MPI_BACKEND;
+    o.quiet = 1;
+    if (dm_ctx_init(&g_ctx, &o) != DM_OK) return 1;
+    if (g_ctx.rank == 0 && !dm_test_tmpdir(g_tmp, sizeof(g_tmp))) return 1;
+    MPI_Bcast(g_tmp, sizeof(g_tmp), MPI_CHAR, 0, g_ctx.world);
+    return 0;
+}
+
+static int teardown(void)
+{
+    MPI_Barrier(g_ctx.world);
+    if (g_ctx.rank == 0) {
+        char cmd[1200];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_tmp);
+        if (system(cmd) != 0) return 1;
+    }
+    dm_ctx_free(&g_ctx);
+    return 0;
+}
+
+/* Serialises a stream's ids, labels and hashes (per document) into one buffer. */
+static char *flatten(const dm_token_stream *s, size_t *len)
+{
+    size_t n = 0;
+    for (size_t d = 0; d < s->n_docs; d++)
+        n += strlen(dm_token_stream_id(s, d)) + strlen(dm_token_stream_labels(s, d)) + 2 + 8 +
+             8 * (s->tok_off[d + 1] - s->tok_off[d]);
+    char *b = malloc(n + 1), *p = b;
+    for (size_t d = 0; d < s->n_docs; d++) {
+        size_t k = strlen(dm_token_stream_id(s, d)) + 1;
+        memcpy(p, dm_token_stream_id(s, d), k);
+        p += k;
+        k = strlen(dm_token_stream_labels(s, d)) + 1;
+        memcpy(p, dm_token_stream_labels(s, d), k);
+        p += k;
+        uint64_t nt = s->tok_off[d + 1] - s->tok_off[d];
+        memcpy(p, &nt, 8);
+        p += 8;
+        memcpy(p, s->hashes + s->tok_off[d], 8 * nt);
+        p += 8 * nt;
+    }
+    *len = n;
+    return b;
+}
+
+/* Runs the corpus on all ranks, gathers the flattened streams on rank 0 and compares them with a
+ * one-process run over every file. */
+static void compare_with_single(const char *corpus, int format)
+{
+    dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
+    o.reader.format = format;
+    o.backend = PP_MPI_BACKEND;
+    dm_token_stream s;
+    int rc = dm_preprocess(&s, NULL, &g_ctx, corpus, &o);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    size_t len;
+    char *mine = flatten(&s, &len);
+    int n = (int)len, *counts = NULL, *displs = NULL;
+    if (g_ctx.rank == 0) {
+        counts = malloc(sizeof(int) * (size_t)g_ctx.size);
+        displs = malloc(sizeof(int) * (size_t)g_ctx.size);
+    }
+    MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, g_ctx.world);
+    char *all = NULL;
+    size_t total = 0;
+    if (g_ctx.rank == 0) {
+        for (int r = 0; r < g_ctx.size; r++) {
+            displs[r] = (int)total;
+            total += (size_t)counts[r];
+        }
+        all = malloc(total + 1);
+    }
+    MPI_Gatherv(mine, n, MPI_CHAR, all, counts, displs, MPI_CHAR, 0, g_ctx.world);
+    if (g_ctx.rank == 0) {
+        dm_pp_stats st;
+        memset(&st, 0, sizeof(st));
+        dm_pp_file_list fl;
+        CU_ASSERT_EQUAL_FATAL(dm_pp_list_files(&fl, corpus, &o.reader, &st), 0);
+        dm_token_stream one;
+        o.backend = DM_BACKEND_CPU;
+        CU_ASSERT_EQUAL_FATAL(dm_preprocess_files(&one, NULL, fl.files, fl.n, &o, DM_BACKEND_CPU), 0);
+        size_t l1;
+        char *ref = flatten(&one, &l1);
+        CU_ASSERT_EQUAL(l1, total);
+        CU_ASSERT(l1 == total && memcmp(ref, all, total) == 0);
+        CU_ASSERT_EQUAL(s.stats.docs, one.n_docs); /* stats are summed over ranks */
+        printf("\n  %d rank(s): %zu documents, %zu bytes of stream compared", g_ctx.size, one.n_docs, l1);
+        free(ref);
+        dm_token_stream_free(&one);
+        dm_pp_file_list_free(&fl);
+    }
+    free(all);
+    free(counts);
+    free(displs);
+    free(mine);
+    dm_token_stream_free(&s);
+}
+
+static void test_reuters(void)
+{
+    const char *dir = pp_reuters_dir();
+    if (!dir) {
+        printf("(Reuters not found: skipped) ");
+        return;
+    }
+    compare_with_single(dir, DM_PP_FORMAT_REUTERS);
+}
+
+static void test_multibyte_corpus(void)
+{
+    static const char *words[] = {"naïve", "Ελλάδα", "日本語", "données", "straße", "ﬁnance",
+                                  "running", "the", "1987", "über", "ЖУРНАЛ", "x²", "cafés"};
+    char dir[1100];
+    snprintf(dir, sizeof(dir), "%s/mb", g_tmp);
+    if (g_ctx.rank == 0) {
+        char cmd[2400];
+        snprintf(cmd, sizeof(cmd), "mkdir -p '%s/a' '%s/b'", dir, dir);
+        CU_ASSERT_EQUAL(system(cmd), 0);
+        uint64_t seed = 99;
+        for (int f = 0; f < 13; f++) {
+            size_t n = 100 + pp_rand(&seed) % 20000; /* uneven sizes */
+            char *t = malloc(n * 12 + 16);
+            size_t l = 0;
+            for (size_t i = 0; i < n; i++) {
+                const char *w = words[pp_rand(&seed) % 13];
+                memcpy(t + l, w, strlen(w));
+                l += strlen(w);
+                t[l++] = pp_rand(&seed) % 7 ? ' ' : '\n';
+            }
+            char p[1200];
+            snprintf(p, sizeof(p), "%s/%s/f%02d.txt", dir, f % 2 ? "a" : "b", f);
+            CU_ASSERT_EQUAL(pp_write_file(p, t, l), 0);
+            free(t);
+        }
+    }
+    MPI_Barrier(g_ctx.world);
+    compare_with_single(dir, DM_PP_FORMAT_AUTO);
+}
+
+/* A bad file in strict mode fails on the rank that reads it; every rank returns the error. */
+static void test_error_agreement(void)
+{
+    char dir[1100];
+    snprintf(dir, sizeof(dir), "%s/err", g_tmp);
+    if (g_ctx.rank == 0) {
+        char cmd[1200], p[1200];
+        snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
+        CU_ASSERT_EQUAL(system(cmd), 0);
+        for (int f = 0; f < 8; f++) {
+            snprintf(p, sizeof(p), "%s/f%d.jsonl", dir, f);
+            const char *good = "{\"id\":\"a\",\"text\":\"fine words here\"}\n";
+            const char *bad = "{\"id\":\"a\",\"text\":\"fine words here\"}\n{broken\n";
+            const char *t = f == 7 ? bad : good; /* the last file: read by the last rank */
+            CU_ASSERT_EQUAL(pp_write_file(p, t, strlen(t)), 0);
+        }
+    }
+    MPI_Barrier(g_ctx.world);
+    dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
+    o.reader.strict = 1;
+    o.backend = PP_MPI_BACKEND;
+    dm_token_stream s;
+    int rc = dm_preprocess(&s, NULL, &g_ctx, dir, &o);
+    CU_ASSERT_EQUAL(rc, DM_ERR_FORMAT);
+}
+
+int main(int argc, char **argv)
+{
+    CU_TestInfo t[] = {
+        {"Reuters: ranks concatenated == one process", test_reuters},
+        {"multibyte corpus: ranks concatenated == one process", test_multibyte_corpus},
+        {"an error on one rank reaches all", test_error_agreement},
+        CU_TEST_INFO_NULL,
+    };
+    CU_SuiteInfo suites[] = {{"preprocess-mpi", setup, teardown, NULL, NULL, t}, CU_SUITE_INFO_NULL};
+#ifdef PP_TEST_GPU
+    return dm_test_run_gpu(argc, argv, suites);
+#else
+    return dm_test_run_mpi(argc, argv, suites);
+#endif
+}

@@ -1,0 +1,292 @@
+/* Normaliser, tokeniser and token-stream tests: the ASCII fast path equals utf8proc on every ASCII
+ * byte and on random text; NFKC / case fold / mark stripping; chunked normalisation of long
+ * documents equals unchunked; token rules (lengths, numbers, stop words, --stopwords FILE);
+ * hashes = dm_term_hash(stem); the binary file round trip, corruption detection and collision
+ * detection in the vocabulary. Reference: dm_normalize(force_unicode = 1), dm_tokenize_cpu. */
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/status.h"
+#include "pp_testlib.h"
+#include "preprocess/preprocess.h"
+#include "preprocess/stream_build.h"
+#include "preprocess/token_rules.h"
+#include "testutil.h"
+
+static char *norm(const char *s, size_t n, int force, dm_pp_stats *st, size_t *out_len)
+{
+    char *o = NULL;
+    size_t l = 0, c = 0;
+    CU_ASSERT_EQUAL(dm_normalize(&o, &l, &c, s, n, force, st), 0);
+    *out_len = l;
+    if (!o) o = calloc(1, 1);
+    return o;
+}
+
+static void test_ascii_fast_path_identical(void)
+{
+    char all[256];
+    for (int i = 0; i < 128; i++) all[i] = (char)i;
+    size_t a, b;
+    char *x = norm(all, 128, 0, NULL, &a), *y = norm(all, 128, 1, NULL, &b);
+    CU_ASSERT(a == b && memcmp(x, y, a) == 0);
+    CU_ASSERT(a > 0 && memcmp(x, "0123456789 abcdefghijklmnopqrstuvwxyz abcdefghijklmnopqrstuvwxyz ", a) == 0);
+    free(x);
+    free(y);
+    uint64_t seed = 11;
+    size_t n = 3 << 20; /* several chunks */
+    char *t = malloc(n);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = pp_rand(&seed) % 100;
+        t[i] = r < 15 ? ' ' : r < 17 ? '\n' : r < 20 ? (char)('0' + r % 10) : (char)(pp_rand(&seed) % 128);
+    }
+    x = norm(t, n, 0, NULL, &a);
+    y = norm(t, n, 1, NULL, &b);
+    CU_ASSERT(a == b && memcmp(x, y, a) == 0);
+    free(x);
+    free(y);
+    free(t);
+}
+
+static void test_unicode_rules(void)
+{
+    struct { const char *in, *want; } c[] = {
+        {"\xef\xac\x81nance", "finance "},                          /* ligature fi (NFKC) */
+        {"\xef\xbc\xa6\xef\xbd\x95\xef\xbd\x8c\xef\xbd\x8c", "full "}, /* full-width */
+        {"Caf\xc3\xa9 Stra\xc3\x9f" "e", "cafe strasse "},             /* marks, case fold */
+        {"e\xcc\x81t\xc3\xa9", "ete "},                               /* combining acute */
+        {"x\xc2\xb2 \xe2\x91\xa0", "x2 1 "},                          /* superscript, circled */
+        {"\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e, text!", "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e text "},
+        {"a\xe2\x80\x94" "b\xe2\x80\x83" "c", "a b c "},              /* dash, em space */
+        {"", ""},
+        {"  ...  ", ""},
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        size_t l;
+        char *o = norm(c[i].in, strlen(c[i].in), 0, NULL, &l);
+        CU_ASSERT(l == strlen(c[i].want) && memcmp(o, c[i].want, l) == 0);
+        if (l != strlen(c[i].want) || memcmp(o, c[i].want, l) != 0) printf("\n  [%s] -> [%.*s]", c[i].in, (int)l, o);
+        free(o);
+    }
+    /* invalid UTF-8 never fails: bytes replaced and counted; overlong and surrogates too */
+    dm_pp_stats st;
+    memset(&st, 0, sizeof(st));
+    const char bad[] = "ok\xff\xfe" "a\xc0\xaf" "b\xed\xa0\x80" "c\xe2\x82";
+    size_t l;
+    char *o = norm(bad, sizeof(bad) - 1, 0, &st, &l);
+    CU_ASSERT(st.invalid_utf8 >= 7);
+    CU_ASSERT(l == 9 && memcmp(o, "ok a b c ", 9) == 0);
+    free(o);
+}
+
+/* A long multibyte document normalised in chunks equals the concatenation of its pieces cut at
+ * spaces (each normalised alone). */
+static void test_chunking_invariant(void)
+{
+    static const char *pieces[] = {"na\xc3\xafve", "\xce\xbb\xcf\x8c\xce\xb3\xce\xbf\xcf\x82",
+                                   "e\xcc\x81", "word", "\xef\xac\x81", "123", "\xe6\x97\xa5"};
+    uint64_t seed = 3;
+    size_t cap = 6 << 20, n = 0;
+    char *t = malloc(cap + 64);
+    while (n < cap) {
+        const char *p = pieces[pp_rand(&seed) % 7];
+        size_t k = strlen(p);
+        memcpy(t + n, p, k);
+        n += k;
+        t[n++] = pp_rand(&seed) % 5 ? ' ' : '\n';
+    }
+    size_t a;
+    char *x = norm(t, n, 0, NULL, &a);
+    /* reference: normalise piece by piece */
+    char *ref = NULL;
+    size_t rl = 0, rc = 0;
+    for (size_t p = 0; p < n;) {
+        size_t e = p;
+        while (e < n && t[e] != ' ' && t[e] != '\n') e++;
+        size_t before = rl;
+        dm_normalize(&ref, &rl, &rc, t + p, e - p, 1, NULL);
+        (void)before;
+        p = e + 1;
+    }
+    CU_ASSERT(a == rl && memcmp(x, ref, a) == 0);
+    free(x);
+    free(ref);
+    free(t);
+}
+
+/* Tokenises one text with the CPU backend. */
+static void tok1(dm_tok_result *r, const char *text, const dm_stopset *stop, const dm_tok_options *o,
+                 char **normed)
+{
+    size_t l = 0, c = 0;
+    *normed = NULL;
+    CU_ASSERT_EQUAL_FATAL(dm_normalize(normed, &l, &c, text, strlen(text), 0, NULL), 0);
+    uint64_t off[2] = {0, l};
+    dm_tok_batch b = {*normed ? *normed : "", l, off, 1};
+    CU_ASSERT_EQUAL_FATAL(dm_tokenize_cpu(r, &b, stop, o), 0);
+}
+
+static void stems_of(char *out, const dm_tok_result *r)
+{
+    out[0] = 0;
+    for (size_t i = 0; i < r->n_tokens; i++) {
+        if (i) strcat(out, " ");
+        strncat(out, r->stems + r->start[i], r->stem_len[i]);
+        CU_ASSERT_EQUAL(r->hash[i], dm_term_hash(r->stems + r->start[i], r->stem_len[i]));
+    }
+}
+
+static void test_token_rules(void)
+{
+    dm_stopset stop;
+    CU_ASSERT_EQUAL_FATAL(dm_stopset_load(&stop, NULL), 0);
+    CU_ASSERT(stop.n > 100);
+    CU_ASSERT(dm_stopset_contains(&stop, "the", 3));
+    CU_ASSERT(!dm_stopset_contains(&stop, "thé", 4));
+    dm_tok_options o = DM_TOK_OPTIONS_INIT;
+    dm_tok_result r;
+    char *n, s[4096];
+    char text[600];
+    memset(text, 'z', sizeof(text));
+    strcpy(text, "The 1987 prices of x crude-oil rose 12.5% in Q3 ");
+    memset(text + strlen(text), 'k', 65); /* 65 bytes: too long */
+    strcpy(text + strlen(text), " and 64 ");
+    size_t k = strlen(text);
+    memset(text + k, 'm', 64); /* exactly 64: kept */
+    strcpy(text + k + 64, " end");
+    tok1(&r, text, &stop, &o, &n);
+    stems_of(s, &r);
+    char want[512];
+    snprintf(want, sizeof(want), "price crude oil rose q3 %.64s end",
+             "mmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmmm");
+    CU_ASSERT_STRING_EQUAL(s, want);
+    CU_ASSERT_EQUAL(r.n_long, 1);
+    CU_ASSERT_EQUAL(r.n_short, 2);  /* x 5 (length is checked first) */
+    CU_ASSERT_EQUAL(r.n_number, 3); /* 1987 12 64 */
+    CU_ASSERT_EQUAL(r.n_stop, 4);   /* the of in and */
+    dm_tok_result_free(&r);
+    free(n);
+    /* numbers kept, no stemming, other bounds */
+    o.keep_numbers = 1;
+    o.stem = 0;
+    o.min_len = 1;
+    tok1(&r, "The 1987 prices of x", &stop, &o, &n);
+    stems_of(s, &r);
+    CU_ASSERT_STRING_EQUAL(s, "1987 prices x");
+    dm_tok_result_free(&r);
+    free(n);
+    dm_stopset_free(&stop);
+    /* --stopwords FILE replaces the list (normalised, comments allowed) */
+    char dir[1024], path[1100];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dm_test_tmpdir(dir, sizeof(dir)));
+    snprintf(path, sizeof(path), "%s/stop.txt", dir);
+    const char *list = "# my list\nPRICES\n  Rose # flower\n\n";
+    CU_ASSERT_EQUAL(pp_write_file(path, list, strlen(list)), 0);
+    CU_ASSERT_EQUAL_FATAL(dm_stopset_load(&stop, path), 0);
+    CU_ASSERT_EQUAL(stop.n, 2);
+    dm_tok_options o2 = DM_TOK_OPTIONS_INIT;
+    tok1(&r, "The prices rose", &stop, &o2, &n);
+    stems_of(s, &r);
+    CU_ASSERT_STRING_EQUAL(s, "the");
+    dm_tok_result_free(&r);
+    free(n);
+    dm_stopset_free(&stop);
+    remove(path);
+    CU_ASSERT_EQUAL(dm_stopset_load(&stop, path), DM_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "stop.txt"));
+    rmdir(dir);
+}
+
+/* Builds a small stream with a forced collision: two different stems given the same hash. */
+static void test_stream_file_and_collisions(void)
+{
+    dm_stream_builder b;
+    CU_ASSERT_EQUAL_FATAL(dm_sb_init(&b), 0);
+    dm_sb_add_doc(&b, "d0", "a,b");
+    dm_sb_add_doc(&b, "d1", "");
+    char stems[] = "alpha beta gamma alpha zeta";
+    uint64_t start[] = {0, 6, 11, 17, 23};
+    uint8_t len[] = {5, 4, 5, 5, 4};
+    uint64_t hash[5];
+    for (int i = 0; i < 5; i++) hash[i] = dm_term_hash(stems + start[i], len[i]);
+    hash[4] = hash[1]; /* "zeta" collides with "beta" */
+    uint64_t doc_tok[] = {0, 3, 5};
+    dm_tok_result r = {5, 5, hash, start, len, doc_tok, stems, 2, 0, 0, 0, 0};
+    CU_ASSERT_EQUAL_FATAL(dm_sb_add_tokens(&b, 0, &r), 0);
+    dm_token_stream s;
+    CU_ASSERT_EQUAL_FATAL(dm_sb_finish(&s, &b), 0);
+    CU_ASSERT_EQUAL(s.n_terms, 4);
+    CU_ASSERT_EQUAL(s.stats.hash_collisions, 1);
+    long t = dm_token_stream_term_find(&s, hash[1]);
+    CU_ASSERT(t >= 0 && (size_t)t + 1 < s.n_terms && s.term_hash[t + 1] == hash[1]);
+    /* file round trip */
+    char dir[1024], path[1100];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dm_test_tmpdir(dir, sizeof(dir)));
+    snprintf(path, sizeof(path), "%s/t.dmtok", dir);
+    CU_ASSERT_EQUAL_FATAL(dm_token_stream_write(&s, path), 0);
+    dm_token_stream u;
+    CU_ASSERT_EQUAL_FATAL(dm_token_stream_read(&u, path), 0);
+    CU_ASSERT_EQUAL(u.n_docs, 2);
+    CU_ASSERT_EQUAL(u.n_tokens, 5);
+    CU_ASSERT_EQUAL(u.n_terms, 4);
+    CU_ASSERT_EQUAL(u.stats.hash_collisions, 1);
+    CU_ASSERT_STRING_EQUAL(dm_token_stream_id(&u, 1), "d1");
+    CU_ASSERT_STRING_EQUAL(dm_token_stream_labels(&u, 0), "a,b");
+    CU_ASSERT_EQUAL(memcmp(u.hashes, s.hashes, 5 * 8), 0);
+    CU_ASSERT_EQUAL(memcmp(u.term_bytes, s.term_bytes, s.term_off[4]), 0);
+    /* dump names the colliding stems */
+    FILE *f = tmpfile();
+    CU_ASSERT_EQUAL(dm_token_stream_dump(&u, f), 0);
+    rewind(f);
+    char line[256];
+    CU_ASSERT_PTR_NOT_NULL(fgets(line, sizeof(line), f));
+    CU_ASSERT_PTR_NOT_NULL(fgets(line, sizeof(line), f));
+    CU_ASSERT(strstr(line, "beta|zeta") || strstr(line, "zeta|beta"));
+    fclose(f);
+    dm_token_stream_free(&u);
+    /* every single flipped byte and every truncation is detected */
+    FILE *in = fopen(path, "rb");
+    static unsigned char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof(buf), in);
+    fclose(in);
+    size_t undetected = 0;
+    for (size_t i = 0; i < n; i++) {
+        buf[i] ^= 0x5a;
+        pp_write_file(path, buf, n);
+        if (dm_token_stream_read(&u, path) == 0) {
+            undetected++;
+            dm_token_stream_free(&u);
+        }
+        buf[i] ^= 0x5a;
+    }
+    for (size_t k = 0; k < n; k += 7) {
+        pp_write_file(path, buf, k);
+        if (dm_token_stream_read(&u, path) == 0) {
+            undetected++;
+            dm_token_stream_free(&u);
+        }
+    }
+    CU_ASSERT_EQUAL(undetected, 0);
+    CU_ASSERT_EQUAL(dm_token_stream_read(&u, path), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "t.dmtok"));
+    remove(path);
+    rmdir(dir);
+    dm_token_stream_free(&s);
+}
+
+int main(void)
+{
+    CU_TestInfo t[] = {
+        {"ASCII fast path == utf8proc", test_ascii_fast_path_identical},
+        {"NFKC, case fold, marks, invalid UTF-8", test_unicode_rules},
+        {"chunked normalisation == unchunked", test_chunking_invariant},
+        {"token rules and stop words", test_token_rules},
+        {"stream file, corruption, collisions", test_stream_file_and_collisions},
+        CU_TEST_INFO_NULL,
+    };
+    CU_SuiteInfo suites[] = {{"preprocess-tokens", NULL, NULL, NULL, NULL, t}, CU_SUITE_INFO_NULL};
+    return dm_test_run(suites);
+}
