@@ -108,6 +108,11 @@ int dm_flock_checkpoint_write(dm_flock_sim *s, const char *path);
 typedef int dm_flock_step_fn(dm_flock_sim *s);
 dm_flock_step_fn dm_flock_step_cpu, dm_flock_step_cuda;
 
+/* Registers the CUDA kernels of flock with the tuner (flock.cell_keys, .cell_bounds, .gather,
+ * .count, .detect, .similarity, .forces, .update, .cache_move). Idempotent; CUDA builds only (for
+ * dm_tune_register_all); the CUDA backend also calls it when a simulation starts. */
+int dm_flock_tune_register(void);
+
 /* ---- clusters -------------------------------------------------------------------------------- */
 
 typedef struct dm_flock_cluster_options {

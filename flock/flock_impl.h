@@ -29,6 +29,7 @@ typedef struct dm_flock_store {
     float *val;
     size_t pool, pool_cap; /* pool entries used (holes included) / allocated */
     size_t live;           /* entries referenced by boids */
+    uint64_t compactions;  /* times the pool was compacted (boids' offsets changed) */
 } dm_flock_store;
 
 void dm_flock_store_init(dm_flock_store *s);
@@ -172,6 +173,9 @@ int dm_flock_cuda_init(dm_flock_sim *s);
 void dm_flock_cuda_free(dm_flock_sim *s);
 /* Copies the device state to the host store (own), when stale. */
 int dm_flock_cuda_sync_host(dm_flock_sim *s);
+/* Tests: launch instance `index` of kernel `kernel` ("flock.forces", ...) instead of the tuner's
+ * choice (-1: back to the tuner). */
+int dm_flock_cuda_force_instance(const char *kernel, int index);
 #endif
 
 #ifdef __cplusplus

@@ -98,10 +98,9 @@ int dm_flock_store_filter(dm_flock_store *s, const uint8_t *keep)
     }
     s->n = j;
     if (s->pool > 2 * s->live + 4096) {
-        /* compact in place: boids keep their relative pool order, so moves go left only */
+        /* compact in place: pushes append at the end of the pool and filtering keeps the order,
+         * so voff increases with i and every move goes left */
         size_t at = 0;
-        /* order of voff is not monotone after appends from several sources? It is: pushes append
-         * at the end and filtering preserves order, so voff increases with i. */
         for (size_t i = 0; i < s->n; i++) {
             DM_ASSERT(s->voff[i] >= at);
             if (s->voff[i] != at && s->vlen[i]) {
@@ -112,6 +111,7 @@ int dm_flock_store_filter(dm_flock_store *s, const uint8_t *keep)
             at += s->vlen[i];
         }
         s->pool = at;
+        s->compactions++;
         DM_ASSERT(at == s->live);
     }
     return DM_OK;
