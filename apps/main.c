@@ -26,6 +26,7 @@ static const dm_command g_commands[] = {
     {"synth", dm_cmd_synth, "write a synthetic labelled corpus (K Zipf topics), in parallel by rank"},
     {"vectorize", dm_cmd_vectorize, "corpus -> TF-IDF / TF-ICF sparse vectors (.dmv, svmlight, mtx)"},
     {"icf-build", dm_cmd_icf_build, "write the TF-ICF table of a reference corpus"},
+    {"flock", dm_cmd_flock, "cluster document vectors by multi-species flocking on a sliced plane"},
 };
 #define DM_NCOMMANDS ((int)(sizeof g_commands / sizeof g_commands[0]))
 

@@ -11,6 +11,8 @@
 int dm_sc_tune_register(void);
 int dm_sorting_tune_register(void);
 int dm_tfidf_tune_register(void);
+int dm_preprocess_tune_register(void);
+int dm_flock_tune_register(void);
 #endif
 
 int dm_tune_register_all(void)
@@ -20,6 +22,8 @@ int dm_tune_register_all(void)
     DM_TRY(dm_sc_tune_register());
     DM_TRY(dm_sorting_tune_register());
     DM_TRY(dm_tfidf_tune_register());
+    DM_TRY(dm_preprocess_tune_register());
+    DM_TRY(dm_flock_tune_register());
 #endif
     return DM_OK;
 }

@@ -1,0 +1,544 @@
+/* The flock driver (backend-neutral): validates options, sizes the plane and the grid, cuts the
+ * slices, places every document from the counter-based RNG keyed by (seed, document index) or
+ * from a checkpoint, distributes the boids to their slice owners, runs the iterations through the
+ * backend step, writes checkpoints, and gathers the final state. Reference: DESIGN.md section 7
+ * ("Multi-species flocking"); the CPU backend (flock_cpu.c) is the oracle for the CUDA one. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/rng.h"
+#include "common/status.h"
+#include "common/timer.h"
+#include "flock/flock_impl.h"
+#include "flock/flock_synth.h"
+
+/* Cells are a hair larger than r so that rounding in x / cw can never put two boids closer
+ * than r in cells two apart. */
+#define CELL_SLACK 1e-9
+/* The halo margin: boids within this distance of a slice edge are sent to the neighbour. A
+ * superset of "within r" is harmless (the receiver decides with the exact model arithmetic). */
+#define MARGIN_SLACK 1e-3
+
+void dm_flock_plane_at(const dm_flock_sim *s, int t, double *W, double *H)
+{
+    double f = 1.0 - s->opt.shrink * ((double)t / (double)s->opt.iterations);
+    *W = s->W0 * f;
+    *H = s->H0 * f;
+}
+
+void dm_flock_slice_bounds(const dm_flock_sim *s, int k, double H, double *lo, double *hi)
+{
+    *lo = k == 0 ? 0.0 : s->cut[k] * H;
+    *hi = k == s->size - 1 ? H : s->cut[k + 1] * H;
+}
+
+int dm_flock_slice_of(const dm_flock_sim *s, double y, double H)
+{
+    /* the largest k with lo_k <= y (bounds computed exactly as dm_flock_slice_bounds does) */
+    int lo = 0, hi = s->size - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        double b = s->cut[mid] * H;
+        if (b <= y) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+int dm_flock_halo_dirs(const dm_flock_sim *s, double y, double H)
+{
+    double lo, hi;
+    dm_flock_slice_bounds(s, s->rank, H, &lo, &hi);
+    return (y - lo < s->margin ? 1 : 0) | (hi - y < s->margin ? 2 : 0);
+}
+
+int dm_flock_params_at(dm_flock_params *p, const dm_flock_sim *s, int t)
+{
+    const dm_flock_options *o = &s->opt;
+    memset(p, 0, sizeof *p);
+    p->r = o->radius;
+    p->r2 = o->radius * o->radius;
+    p->dmin2 = (o->min_dist * o->radius) * (o->min_dist * o->radius);
+    p->threshold = o->threshold;
+    p->w_sep = o->w_separation;
+    p->w_dis = o->w_dissimilar;
+    p->w_ali = o->w_alignment;
+    p->w_coh = o->w_cohesion;
+    p->vmax = o->v_max;
+    p->vmax2 = o->v_max * o->v_max;
+    dm_flock_plane_at(s, t, &p->W, &p->H);
+    int tn = t < o->iterations ? t + 1 : t;
+    dm_flock_plane_at(s, tn, &p->W1, &p->H1);
+    p->half_W = 0.5 * p->W;
+    p->half_H = 0.5 * p->H;
+    p->ratio_x = p->W1 / p->W;
+    p->ratio_y = p->H1 / p->H;
+    double cmin = o->radius * (1.0 + CELL_SLACK);
+    double c = floor(p->W / cmin), r = floor(p->H / cmin);
+    if (c < 3 || r < 3)
+        return DM_ERR(DM_ERR_INVALID_ARG,
+                      "flock: the plane (%.4g x %.4g at iteration %d) is smaller than 3 x 3 cells of "
+                      "radius %.4g: use more documents, a smaller --radius or less --shrink",
+                      p->W, p->H, t, o->radius);
+    if (c * r > 4.0e9)
+        return DM_ERR(DM_ERR_INVALID_ARG, "flock: the plane has too many grid cells (%.3g); use a larger radius", c * r);
+    p->C = (int)c;
+    p->R = (int)r;
+    p->cw = p->W / c;
+    p->ch = p->H / r;
+    for (int k = 0; k < s->size && s->size > 1; k++) {
+        double lo, hi;
+        dm_flock_slice_bounds(s, k, p->H, &lo, &hi);
+        if (hi - lo <= s->margin)
+            return DM_ERR(DM_ERR_INVALID_ARG,
+                          "flock: slice %d is %.4g high at iteration %d, not above the halo margin %.4g: "
+                          "too many ranks (%d) for %llu documents, or use less --shrink",
+                          k, hi - lo, t, s->margin, s->size, (unsigned long long)s->n_global);
+    }
+    return DM_OK;
+}
+
+void dm_flock_window_of(dm_flock_window *w, const dm_flock_sim *s, const dm_flock_params *p)
+{
+    if (s->size == 1) {
+        w->first_row = 0;
+        w->nb = p->R;
+        return;
+    }
+    double lo, hi;
+    dm_flock_slice_bounds(s, s->rank, p->H, &lo, &hi);
+    long lo_row = (long)floor((lo - s->margin) / p->ch), hi_row = (long)floor((hi + s->margin) / p->ch);
+    long nb = hi_row - lo_row + 3; /* one spare row each side against rounding */
+    if (nb >= p->R) {
+        w->first_row = 0;
+        w->nb = p->R;
+        return;
+    }
+    long first = (lo_row - 1) % p->R;
+    if (first < 0) first += p->R;
+    w->first_row = (int)first;
+    w->nb = (int)nb;
+}
+
+/* ---- options and set-up ------------------------------------------------------------------- */
+
+static int validate(const dm_flock_options *o, int size)
+{
+    if (o->iterations < 1) return DM_ERR(DM_ERR_INVALID_ARG, "flock: --iterations must be >= 1");
+    if (!(o->radius > 0) || !isfinite(o->radius)) return DM_ERR(DM_ERR_INVALID_ARG, "flock: --radius must be > 0");
+    if (!(o->neighbours > 0)) return DM_ERR(DM_ERR_INVALID_ARG, "flock: --neighbours must be > 0");
+    if (!(o->threshold >= -1.0 && o->threshold <= 1.0))
+        return DM_ERR(DM_ERR_INVALID_ARG, "flock: --threshold must be in [-1, 1]");
+    if (!(o->v_max > 0 && o->v_max < o->radius))
+        return DM_ERR(DM_ERR_INVALID_ARG, "flock: --vmax must be in (0, radius)");
+    if (!(o->shrink >= 0 && o->shrink < 1)) return DM_ERR(DM_ERR_INVALID_ARG, "flock: --shrink must be in [0, 1)");
+    if (!(o->min_dist > 0 && o->min_dist <= 1)) return DM_ERR(DM_ERR_INVALID_ARG, "flock: min_dist must be in (0, 1]");
+    const double w[4] = {o->w_separation, o->w_dissimilar, o->w_alignment, o->w_cohesion};
+    for (int i = 0; i < 4; i++)
+        if (!isfinite(w[i]) || w[i] < 0) return DM_ERR(DM_ERR_INVALID_ARG, "flock: weights must be finite and >= 0");
+    if ((o->checkpoint_every > 0 || o->resume) && (!o->checkpoint || !*o->checkpoint))
+        return DM_ERR(DM_ERR_INVALID_ARG, "flock: checkpoints need a checkpoint file");
+    if (o->checkpoint_every < 0) return DM_ERR(DM_ERR_INVALID_ARG, "flock: --checkpoint-every must be >= 0");
+    if (o->slice_weights)
+        for (int k = 0; k < size; k++)
+            if (!(o->slice_weights[k] > 0) || !isfinite(o->slice_weights[k]))
+                return DM_ERR(DM_ERR_INVALID_ARG, "flock: slice weights must be > 0");
+    return DM_OK;
+}
+
+/* Checks that the ranks' shares tile 0..N-1 in rank order; sets n_global. */
+static int check_shares(dm_flock_sim *s, const dm_vectors *v)
+{
+    uint64_t mine[2] = {v->row_base, v->n_rows};
+    uint64_t *all = dm_malloc(sizeof *all * 2 * (size_t)s->size);
+    if (!all) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    if (MPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, s->comm) != MPI_SUCCESS) {
+        dm_free(all);
+        return DM_ERR(DM_ERR_MPI, "flock: MPI_Allgather failed");
+    }
+    uint64_t next = 0;
+    int rc = DM_OK;
+    for (int k = 0; k < s->size; k++) {
+        if (all[2 * k] != next && rc == DM_OK)
+            rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: rank %d's documents start at %llu, expected %llu", k,
+                        (unsigned long long)all[2 * k], (unsigned long long)next);
+        next = all[2 * k] + all[2 * k + 1];
+    }
+    s->n_global = next;
+    dm_free(all);
+    if (rc == DM_OK && next == 0) rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: no documents");
+    if (rc == DM_OK && next > UINT32_MAX)
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: more than 2^32 documents are not supported");
+    return rc;
+}
+
+/* Unit-length copy of row r of v (float weights divided by the double norm); checks the row is
+ * term-sorted. */
+static int unit_row(const dm_vectors *v, uint64_t r, uint32_t *col, float *val, uint32_t *len)
+{
+    uint64_t a = v->row_off[r], b = v->row_off[r + 1];
+    if (b < a || b - a > UINT32_MAX) return DM_ERR(DM_ERR_FORMAT, "flock: corrupt vector row %llu", (unsigned long long)r);
+    double ss = 0;
+    for (uint64_t k = a; k < b; k++) {
+        if (k > a && v->col[k] <= v->col[k - 1])
+            return DM_ERR(DM_ERR_FORMAT, "flock: vector row %llu is not term-sorted", (unsigned long long)(v->row_base + r));
+        if (!isfinite(v->val[k])) return DM_ERR(DM_ERR_FORMAT, "flock: non-finite weight in row %llu", (unsigned long long)(v->row_base + r));
+        ss += (double)v->val[k] * (double)v->val[k];
+    }
+    double norm = sqrt(ss);
+    *len = (uint32_t)(b - a);
+    for (uint64_t k = a; k < b; k++) {
+        col[k - a] = v->col[k];
+        val[k - a] = norm > 0 ? (float)((double)v->val[k] / norm) : 0.0f;
+    }
+    return DM_OK;
+}
+
+/* Initial state of document id: position uniform on the plane, velocity of uniform direction
+ * and speed uniform in [0, v_max / 2). Streams (seed, id), counters 0..3. */
+static void initial_state(const dm_flock_sim *s, uint64_t id, double W, double H, double *x, double *y,
+                          double *vx, double *vy)
+{
+    uint64_t seed = s->opt.seed;
+    *x = W * dm_rng_uniform(seed, id, 0);
+    *y = H * dm_rng_uniform(seed, id, 1);
+    double a = 6.283185307179586 * dm_rng_uniform(seed, id, 2);
+    double sp = 0.5 * s->opt.v_max * dm_rng_uniform(seed, id, 3);
+    *vx = sp * cos(a);
+    *vy = sp * sin(a);
+}
+
+/* Builds this rank's input boids and sends each to the owner of its slice (all-to-all). */
+static int distribute(dm_flock_sim *s, const dm_vectors *v)
+{
+    int rc = DM_OK;
+    int P = s->size;
+    size_t n = (size_t)v->n_rows;
+    double W, H;
+    double *x = NULL, *y = NULL, *vx = NULL, *vy = NULL;
+    dm_flock_store in;
+    dm_flock_store_init(&in);
+    x = dm_malloc(sizeof *x * (n ? n : 1));
+    y = dm_malloc(sizeof *y * (n ? n : 1));
+    vx = dm_malloc(sizeof *vx * (n ? n : 1));
+    vy = dm_malloc(sizeof *vy * (n ? n : 1));
+    if (!x || !y || !vx || !vy) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    int it = 0;
+    if (rc == DM_OK && s->opt.resume) {
+        rc = dm_flock_checkpoint_read_rows(s, s->opt.checkpoint, v->row_base, n, x, y, vx, vy, &it);
+    }
+    /* every rank must agree on the iteration (the checkpoint is one file) */
+    rc = dm_ctx_agree(s->ctx, rc);
+    if (rc != DM_OK) goto done;
+    if (s->opt.resume) {
+        int itmin = it, itmax = it;
+        if (n == 0) itmin = INT32_MAX, itmax = -1;
+        MPI_Allreduce(MPI_IN_PLACE, &itmin, 1, MPI_INT, MPI_MIN, s->comm);
+        MPI_Allreduce(MPI_IN_PLACE, &itmax, 1, MPI_INT, MPI_MAX, s->comm);
+        if (itmin != itmax) rc = DM_ERR(DM_ERR_FORMAT, "flock: checkpoint iteration read inconsistently");
+        else if (itmin > s->opt.iterations)
+            rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: the checkpoint is at iteration %d, beyond --iterations %d", itmin,
+                        s->opt.iterations);
+        s->iteration = itmin;
+        rc = dm_ctx_agree(s->ctx, rc);
+        if (rc != DM_OK) goto done;
+    }
+    dm_flock_plane_at(s, s->iteration, &W, &H);
+    if (!s->opt.resume)
+        for (size_t r = 0; r < n; r++) initial_state(s, v->row_base + r, W, H, &x[r], &y[r], &vx[r], &vy[r]);
+    for (size_t r = 0; r < n && rc == DM_OK; r++)
+        if (!(x[r] >= 0 && x[r] < W && y[r] >= 0 && y[r] < H) || !isfinite(vx[r]) || !isfinite(vy[r]))
+            rc = DM_ERR(DM_ERR_FORMAT, "flock: checkpoint position of document %llu is off the plane",
+                        (unsigned long long)(v->row_base + r));
+    if (rc == DM_OK) rc = dm_flock_store_reserve(&in, n, (size_t)(v->row_off[n] - v->row_off[0]));
+    for (size_t r = 0; r < n && rc == DM_OK; r++) {
+        uint32_t len = 0;
+        uint64_t a = v->row_off[r];
+        /* copy then normalise in place at the pool's end */
+        rc = dm_flock_store_reserve(&in, in.n + 1, in.pool + (size_t)(v->row_off[r + 1] - a));
+        if (rc != DM_OK) break;
+        rc = unit_row(v, r, in.col + in.pool, in.val + in.pool, &len);
+        if (rc != DM_OK) break;
+        size_t at = in.n++;
+        in.id[at] = v->row_base + r;
+        in.x[at] = x[r];
+        in.y[at] = y[r];
+        in.vx[at] = vx[r];
+        in.vy[at] = vy[r];
+        in.voff[at] = in.pool;
+        in.vlen[at] = len;
+        in.pool += len;
+        in.live += len;
+    }
+    rc = dm_ctx_agree(s->ctx, rc);
+    if (rc != DM_OK) goto done;
+
+    /* all-to-all by owner slice: one message per destination, counts in 8-byte units */
+    {
+        uint32_t *idx = dm_malloc(sizeof *idx * (n ? n : 1));
+        int *owner = dm_malloc(sizeof *owner * (n ? n : 1));
+        uint64_t *ssize = dm_calloc((size_t)P, sizeof *ssize), *rsize = dm_calloc((size_t)P, sizeof *rsize);
+        char **sbuf = dm_calloc((size_t)P, sizeof *sbuf), **rbuf = dm_calloc((size_t)P, sizeof *rbuf);
+        MPI_Request *req = dm_malloc(sizeof *req * 2 * (size_t)P);
+        MPI_Status *st = dm_malloc(sizeof *st * 2 * (size_t)P);
+        if (!idx || !owner || !ssize || !rsize || !sbuf || !rbuf || !req || !st) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        for (size_t r = 0; r < n && rc == DM_OK; r++) owner[r] = dm_flock_slice_of(s, in.y[r], H);
+        for (int q = 0; q < P && rc == DM_OK; q++) {
+            size_t cnt = 0;
+            uint64_t nnz = 0;
+            for (size_t r = 0; r < n; r++)
+                if (owner[r] == q) {
+                    idx[cnt++] = (uint32_t)r;
+                    nnz += in.vlen[r];
+                }
+            dm_flock_msg_layout l;
+            dm_flock_msg_layout_of(&l, cnt, nnz);
+            if (l.total / 8 > 2147483647u) {
+                rc = DM_ERR(DM_ERR_UNSUPPORTED, "flock: a 16 GiB+ initial message; use more ranks");
+                break;
+            }
+            sbuf[q] = dm_malloc(l.total);
+            if (!sbuf[q]) {
+                rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+                break;
+            }
+            dm_flock_msg_pack(sbuf[q], &in, idx, cnt);
+            ssize[q] = l.total;
+        }
+        dm_free(idx);
+        dm_free(owner);
+        rc = dm_ctx_agree(s->ctx, rc);
+        if (rc == DM_OK && MPI_Alltoall(ssize, 1, MPI_UINT64_T, rsize, 1, MPI_UINT64_T, s->comm) != MPI_SUCCESS)
+            rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Alltoall failed");
+        for (int q = 0; q < P && rc == DM_OK; q++)
+            if (!(rbuf[q] = dm_malloc(rsize[q] ? rsize[q] : 8))) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        rc = dm_ctx_agree(s->ctx, rc);
+        if (rc == DM_OK) {
+            int nr = 0;
+            for (int q = 0; q < P; q++) {
+                MPI_Irecv(rbuf[q], (int)(rsize[q] / 8), MPI_UINT64_T, q, 300, s->comm, &req[nr++]);
+                MPI_Isend(sbuf[q], (int)(ssize[q] / 8), MPI_UINT64_T, q, 300, s->comm, &req[nr++]);
+            }
+            if (MPI_Waitall(nr, req, st) != MPI_SUCCESS) rc = DM_ERR(DM_ERR_MPI, "flock: initial distribution failed");
+        }
+        /* unpack in source-rank order (any order gives the same trajectories) */
+        for (int q = 0; q < P && rc == DM_OK; q++) rc = dm_flock_msg_unpack(&s->own, rbuf[q], rsize[q]);
+        for (int q = 0; q < P && sbuf && rbuf; q++) {
+            dm_free(sbuf[q]);
+            dm_free(rbuf[q]);
+        }
+        dm_free(sbuf);
+        dm_free(rbuf);
+        dm_free(ssize);
+        dm_free(rsize);
+        dm_free(req);
+        dm_free(st);
+    }
+    rc = dm_ctx_agree(s->ctx, rc);
+done:
+    dm_flock_store_free(&in);
+    dm_free(x);
+    dm_free(y);
+    dm_free(vx);
+    dm_free(vy);
+    return rc;
+}
+
+int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v, const dm_flock_options *opt)
+{
+    *out = NULL;
+    int rc = validate(opt, ctx->size);
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc != DM_OK) return rc;
+    dm_flock_sim *s = dm_calloc(1, sizeof *s);
+    if (!s) return dm_ctx_agree(ctx, DM_ERR(DM_ERR_NOMEM, "flock: out of memory"));
+    s->ctx = ctx;
+    s->comm = ctx->world;
+    s->rank = ctx->rank;
+    s->size = ctx->size;
+    s->backend = ctx->backend;
+    s->opt = *opt;
+    s->opt.slice_weights = NULL; /* not owned; the cut below keeps what is needed */
+    s->opt.checkpoint = NULL;
+    s->host_valid = 1;
+    dm_flock_store_init(&s->own);
+    dm_flock_store_init(&s->halo);
+    if (opt->checkpoint && !(s->opt.checkpoint = dm_strdup(opt->checkpoint))) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    s->cut = dm_malloc(sizeof *s->cut * (size_t)(s->size + 1));
+    if (!s->cut) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    if (rc == DM_OK) {
+        double tot = 0;
+        for (int k = 0; k < s->size; k++) tot += opt->slice_weights ? opt->slice_weights[k] : 1.0;
+        double acc = 0;
+        s->cut[0] = 0.0;
+        for (int k = 0; k < s->size; k++) {
+            acc += opt->slice_weights ? opt->slice_weights[k] : 1.0;
+            s->cut[k + 1] = k == s->size - 1 ? 1.0 : acc / tot;
+        }
+        s->margin = opt->radius * (1.0 + MARGIN_SLACK);
+        /* neighbour slices */
+        if (s->size == 2) {
+            s->nb.n = 1;
+            s->nb.rank[0] = 1 - s->rank;
+            s->nb.dir_mask[0] = 3;
+        } else if (s->size > 2) {
+            s->nb.n = 2;
+            s->nb.rank[0] = (s->rank - 1 + s->size) % s->size;
+            s->nb.dir_mask[0] = 1;
+            s->nb.rank[1] = (s->rank + 1) % s->size;
+            s->nb.dir_mask[1] = 2;
+        }
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) rc = check_shares(s, v);
+    if (rc == DM_OK) {
+        double area = (double)s->n_global * 3.141592653589793 * opt->radius * opt->radius / opt->neighbours;
+        s->W0 = s->H0 = sqrt(area);
+        /* the plane is smallest at the last iteration; every iteration's grid and slices must fit */
+        dm_flock_params p;
+        rc = dm_flock_params_at(&p, s, opt->iterations);
+        if (rc == DM_OK) rc = dm_flock_params_at(&p, s, 0);
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) rc = distribute(s, v);
+#if DM_FLOCK_CUDA
+    if (rc == DM_OK && s->backend == DM_BACKEND_CUDA) rc = dm_ctx_agree(ctx, dm_flock_cuda_init(s));
+#else
+    if (rc == DM_OK && s->backend == DM_BACKEND_CUDA)
+        rc = dm_ctx_agree(ctx, DM_ERR(DM_ERR_UNSUPPORTED, "flock: built without the CUDA backend"));
+#endif
+    if (rc != DM_OK) {
+        dm_flock_sim_free(s);
+        return rc;
+    }
+    *out = s;
+    return DM_OK;
+}
+
+void dm_flock_sim_free(dm_flock_sim *s)
+{
+    if (!s) return;
+#if DM_FLOCK_CUDA
+    if (s->dev) dm_flock_cuda_free(s);
+#endif
+    dm_flock_store_free(&s->own);
+    dm_flock_store_free(&s->halo);
+    dm_free(s->cut);
+    dm_free((void *)s->opt.checkpoint);
+    dm_free(s->labels);
+    dm_free(s);
+}
+
+int dm_flock_sim_iteration(const dm_flock_sim *s) { return s->iteration; }
+uint64_t dm_flock_sim_docs(const dm_flock_sim *s) { return s->n_global; }
+const dm_flock_stats *dm_flock_sim_stats(const dm_flock_sim *s) { return &s->stats; }
+void dm_flock_sim_plane(const dm_flock_sim *s, double *W, double *H) { dm_flock_plane_at(s, s->iteration, W, H); }
+const int32_t *dm_flock_sim_labels(const dm_flock_sim *s) { return s->labels; }
+
+int dm_flock_sim_view(dm_flock_sim *s, dm_flock_view *out)
+{
+#if DM_FLOCK_CUDA
+    if (s->backend == DM_BACKEND_CUDA && !s->host_valid) DM_TRY(dm_flock_cuda_sync_host(s));
+#endif
+    out->n = s->own.n;
+    out->id = s->own.id;
+    out->x = s->own.x;
+    out->y = s->own.y;
+    out->vx = s->own.vx;
+    out->vy = s->own.vy;
+    return DM_OK;
+}
+
+int dm_flock_sim_step(dm_flock_sim *s)
+{
+    if (s->iteration >= s->opt.iterations) return DM_OK;
+    dm_free(s->labels);
+    s->labels = NULL;
+    s->halo_valid = 0;
+    dm_timer_start("flock.step");
+    int rc = s->backend == DM_BACKEND_CUDA ? dm_flock_step_cuda(s) : dm_flock_step_cpu(s);
+    dm_timer_stop("flock.step");
+    return dm_ctx_agree(s->ctx, rc);
+}
+
+void dm_flock_stats_publish(const dm_flock_sim *s)
+{
+    dm_counter_add("flock.pairs", (int64_t)s->stats.pairs);
+    dm_counter_add("flock.similar_pairs", (int64_t)s->stats.similar);
+    dm_counter_add("flock.halo_sent", (int64_t)s->stats.halo_sent);
+    dm_counter_add("flock.migrated", (int64_t)s->stats.migrated_out);
+    dm_counter_add("flock.seam_crossings", (int64_t)s->stats.seam_crossings);
+    dm_counter_add("flock.sim_cache_hits", (int64_t)s->stats.sim_cache_hits);
+}
+
+int dm_flock_sim_run(dm_flock_sim *s)
+{
+    dm_progress pr;
+    dm_progress_begin(&pr, "flock", "it", (uint64_t)s->opt.iterations);
+    int rc = DM_OK;
+    while (rc == DM_OK && s->iteration < s->opt.iterations) {
+        rc = dm_flock_sim_step(s);
+        if (rc != DM_OK) break;
+        if (s->opt.checkpoint_every > 0 && s->iteration % s->opt.checkpoint_every == 0 &&
+            s->iteration < s->opt.iterations) {
+            dm_timer_start("flock.checkpoint");
+            rc = dm_flock_checkpoint_write(s, s->opt.checkpoint);
+            dm_timer_stop("flock.checkpoint");
+            if (rc != DM_OK) break;
+        }
+        if (s->opt.on_iteration) {
+            int stop = s->opt.on_iteration(s, s->opt.user);
+            MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, s->comm);
+            if (stop) break;
+        }
+        dm_progress_update(&pr, (uint64_t)s->iteration);
+        if (s->opt.stop_after > 0 && s->iteration >= s->opt.stop_after) break;
+    }
+    dm_progress_end(&pr, (uint64_t)s->iteration);
+    return rc;
+}
+
+int dm_flock_calibrate(double *speed, const dm_ctx *ctx)
+{
+    *speed = 0;
+    dm_ctx self = *ctx;
+    self.world = MPI_COMM_SELF;
+    self.rank = 0;
+    self.size = 1;
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.tokens = 300;
+    const uint64_t n = ctx->backend == DM_BACKEND_CUDA ? 200000 : 20000;
+    dm_vectors v;
+    DM_TRY(dm_flock_synth_vectors(&v, &so, 0, n));
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 6;
+    dm_flock_sim *s = NULL;
+    int rc = dm_flock_sim_init(&s, &self, &v, &o);
+    double t0 = 0;
+    for (int i = 0; i < o.iterations && rc == DM_OK; i++) {
+        if (i == 2) t0 = dm_wtime(); /* the first steps warm caches (and the CUDA pair cache) */
+        rc = dm_flock_sim_step(s);
+    }
+    if (rc == DM_OK) *speed = (double)n * (o.iterations - 2) / (dm_wtime() - t0);
+    dm_flock_sim_free(s);
+    dm_flock_vectors_release(&v);
+    return rc;
+}
+
+#if !DM_FLOCK_CUDA
+int dm_flock_step_cuda(dm_flock_sim *s)
+{
+    (void)s;
+    return DM_ERR(DM_ERR_UNSUPPORTED, "flock: built without the CUDA backend");
+}
+int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *s)
+{
+    (void)out;
+    (void)s;
+    return DM_ERR(DM_ERR_UNSUPPORTED, "flock: built without the CUDA backend");
+}
+#endif

@@ -1,0 +1,203 @@
+/* Multi-species flocking (MSF) document clustering: every document is a boid on a toroidal plane
+ * that flies with similar documents and away from dissimilar ones; clusters are the connected
+ * components of "within r and similarity >= T" at the end. The plane is cut into P horizontal
+ * slices, one per rank, with halo and migrating boids exchanged between neighbour slices.
+ * Reference: DESIGN.md section 7 ("Multi-species flocking"); the model's arithmetic is
+ * flock/flock_model.h, the CPU backend (flock_cpu.c) is the oracle of the CUDA backend.
+ * Plain C11, no CUDA types.
+ *
+ * Determinism: trajectories depend only on the vectors, the options and the seed - not on the
+ * number of ranks, the slice widths, the order of boids on a rank or an interruption and
+ * resume - and are bit-identical across those on one backend (see flock_model.h for how). */
+#ifndef DM_FLOCK_H
+#define DM_FLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/context.h"
+#include "tfidf/vectors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dm_flock_sim dm_flock_sim;
+
+typedef struct dm_flock_options {
+    int iterations;          /* total iterations of the run */
+    double radius;           /* interaction radius r (plane units) */
+    double neighbours;       /* expected neighbours within r at the initial uniform density: the
+                                plane is square with area N * pi r^2 / neighbours */
+    double threshold;        /* T: neighbours with cosine >= T are similar */
+    double w_separation;     /* separation from similar neighbours */
+    double w_dissimilar;     /* separation from dissimilar neighbours (stronger) */
+    double w_alignment;      /* alignment with similar neighbours */
+    double w_cohesion;       /* cohesion with similar neighbours */
+    double v_max;            /* speed cap (plane units), 0 < v_max < radius */
+    double shrink;           /* the side of the plane shrinks linearly by this fraction over the
+                                run: side(t) = side(0) (1 - shrink t / iterations), 0 <= shrink < 1 */
+    double min_dist;         /* separation softening, as a fraction of r: closer neighbours push
+                                as if at this distance */
+    uint64_t seed;           /* initial positions and velocities: RNG keyed by (seed, document) */
+    const double *slice_weights; /* NULL: equal slices; else one relative speed per rank (the
+                                    slice heights are proportional), identical on every rank */
+    int checkpoint_every;    /* write a checkpoint every K iterations (0: never) */
+    const char *checkpoint;  /* checkpoint file (required when checkpoint_every > 0 or resume) */
+    int resume;              /* continue from the checkpoint file */
+    int stop_after;          /* > 0: return after this iteration as if interrupted (tests) */
+    /* called on every rank after every iteration (collective use allowed); non-zero stops */
+    int (*on_iteration)(dm_flock_sim *sim, void *user);
+    void *user;
+} dm_flock_options;
+#define DM_FLOCK_OPTIONS_INIT                                                                      \
+    {500, 1.0, 15.0, 0.10, 0.02, 0.25, 0.30, 0.05, 0.5, 0.5, 0.05, 42, NULL, 0, NULL, 0, 0, NULL, NULL}
+
+/* Counters of one rank since the start of the run (the driver also adds them to the report). */
+typedef struct dm_flock_stats {
+    uint64_t pairs;          /* neighbour pairs examined within r (ordered: x sees i) */
+    uint64_t similar;        /* of which similar */
+    uint64_t halo_sent;      /* halo boids sent */
+    uint64_t migrated_out;   /* boids that left this rank's slice */
+    uint64_t migrated_in;
+    uint64_t seam_crossings; /* boids of this rank that crossed the torus seam in y */
+    uint64_t sim_cache_hits; /* similarity decisions taken from the CUDA pair cache */
+} dm_flock_stats;
+
+/* A read-only view of this rank's own boids (host memory, valid until the next step). */
+typedef struct dm_flock_view {
+    size_t n;
+    const uint64_t *id;      /* global document index (vectors' row_base + row) */
+    const double *x, *y, *vx, *vy;
+} dm_flock_view;
+
+/* Creates the simulation over ctx->world from this rank's share of the vectors (v->row_base
+ * gives the global document index of its rows; shares must tile 0..N-1 in rank order).
+ * Places every document (RNG or checkpoint), distributes boids to their slice owners, with
+ * their vectors normalised to unit length. Uses ctx->backend. Collective.
+ * Errors: DM_ERR_INVALID_ARG (options, a plane too small for the ranks, shares), DM_ERR_NOMEM,
+ * DM_ERR_IO / DM_ERR_FORMAT (checkpoint), DM_ERR_CUDA, DM_ERR_MPI; agreed on every rank. */
+int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v, const dm_flock_options *opt);
+void dm_flock_sim_free(dm_flock_sim *s);
+
+/* Runs iterations until opt->iterations (or stop_after, or a hook's stop), writing checkpoints.
+ * Collective. Status agreed on every rank. */
+int dm_flock_sim_run(dm_flock_sim *s);
+/* One iteration (halo exchange, forces, update, migration). Collective. */
+int dm_flock_sim_step(dm_flock_sim *s);
+
+int dm_flock_sim_iteration(const dm_flock_sim *s);
+uint64_t dm_flock_sim_docs(const dm_flock_sim *s);
+const dm_flock_stats *dm_flock_sim_stats(const dm_flock_sim *s);
+/* The plane at the current iteration. */
+void dm_flock_sim_plane(const dm_flock_sim *s, double *W, double *H);
+/* Adds this rank's counters to the run's counters (dm_counter_add "flock.*") for the report. */
+void dm_flock_stats_publish(const dm_flock_sim *s);
+/* This rank's own boids, copied to the host first on the CUDA backend. */
+int dm_flock_sim_view(dm_flock_sim *s, dm_flock_view *out);
+
+/* This rank's speed in boid-iterations per second on its backend, measured alone (over
+ * MPI_COMM_SELF) on a small synthetic problem; used to size slices when GPUs differ. Not
+ * collective. */
+int dm_flock_calibrate(double *speed, const dm_ctx *ctx);
+
+/* Writes the checkpoint now (collective; atomic; rank 0 writes). */
+int dm_flock_checkpoint_write(dm_flock_sim *s, const char *path);
+
+/* The backend step: one iteration on this rank, including its halo and migration exchanges. */
+typedef int dm_flock_step_fn(dm_flock_sim *s);
+dm_flock_step_fn dm_flock_step_cpu, dm_flock_step_cuda;
+
+/* Registers the CUDA kernels of flock with the tuner (flock.cell_keys, .cell_bounds, .gather,
+ * .count, .detect, .similarity, .forces, .update, .cache_move). Idempotent; CUDA builds only (for
+ * dm_tune_register_all); the CUDA backend also calls it when a simulation starts. */
+int dm_flock_tune_register(void);
+
+/* ---- clusters -------------------------------------------------------------------------------- */
+
+typedef struct dm_flock_cluster_options {
+    int min_size;   /* components with fewer documents are small */
+    int attach;     /* 0: small components are noise (-1); 1: each of their documents joins the
+                       cluster of its nearest (plane distance, ties by document index) neighbour
+                       within r that is in a cluster, else noise */
+} dm_flock_cluster_options;
+#define DM_FLOCK_CLUSTER_OPTIONS_INIT {5, 0}
+
+/* The edges of the final graph: pairs (own boid, neighbour) within r and similar. Both backends
+ * implement it; src_is_halo tells whether the neighbour index is into the halo. */
+typedef struct dm_flock_edges {
+    size_t n, cap;
+    uint32_t *own;   /* index of the own boid */
+    uint32_t *nbr;   /* index of the neighbour (own or halo store) */
+    uint8_t *halo;   /* 1: nbr indexes the halo store */
+} dm_flock_edges;
+typedef int dm_flock_edges_fn(dm_flock_edges *out, dm_flock_sim *s);
+dm_flock_edges_fn dm_flock_edges_cpu, dm_flock_edges_cuda;
+void dm_flock_edges_free(dm_flock_edges *e);
+
+/* Labels every own boid with its cluster: connected components of the graph merged across
+ * slices, components below min_size small (noise or attached), clusters numbered 0..K-1 by their
+ * smallest document index - so labels do not depend on the number of ranks. Collective.
+ * *n_clusters gets K on every rank. The labels stay in the simulation (dm_flock_sim_labels). */
+int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, int32_t *n_clusters);
+/* Cluster label per own boid, in the order of dm_flock_sim_view (NULL before clustering). */
+const int32_t *dm_flock_sim_labels(const dm_flock_sim *s);
+
+/* The final state gathered by global document index. */
+typedef struct dm_flock_result {
+    uint64_t n;          /* documents (every rank) */
+    int32_t n_clusters;  /* every rank */
+    /* rank 0 only (NULL elsewhere): */
+    double *x, *y;
+    int32_t *cluster;    /* -1: noise; all -1 before clustering */
+    /* every rank: the clusters of its input rows v->row_base .. + n_rows (for top terms) */
+    int32_t *row_cluster;
+    uint64_t row_base, n_rows;
+} dm_flock_result;
+
+/* Collective: gathers positions and clusters to rank 0 and scatters clusters back to the input
+ * rows of each rank (v must be the vectors the simulation was created from). */
+int dm_flock_gather(dm_flock_result *out, dm_flock_sim *s, const dm_vectors *v);
+void dm_flock_result_free(dm_flock_result *r);
+
+/* ---- quality metrics (flock_metrics.c) --------------------------------------------------- */
+
+typedef struct dm_flock_metrics {
+    double nmi;      /* normalised mutual information, arithmetic-mean normalisation */
+    double ari;      /* adjusted Rand index */
+    double purity;   /* sum over clusters of the largest class count, over n */
+    uint64_t n;      /* labelled documents compared */
+    int32_t classes, clusters;
+} dm_flock_metrics;
+
+/* Compares predicted clusters with true classes over the n items whose truth >= 0 (unlabelled
+ * items have truth < 0 and are skipped). Noise (pred = -1) counts as one cluster of its own.
+ * Labels are arbitrary integers. DM_ERR_INVALID_ARG when no item is labelled. */
+int dm_flock_metrics_compute(dm_flock_metrics *out, const int32_t *truth, const int32_t *pred, size_t n);
+
+/* ---- outputs (flock_output.c; rank 0 writes unless noted) --------------------------------- */
+
+/* Top terms of every cluster by summed weight, from the input rows' vectors and row_cluster.
+ * Collective: ranks reduce to rank 0. *out (rank 0) has n_clusters * k term ids (UINT32_MAX
+ * where a cluster has fewer terms) and weights. */
+int dm_flock_top_terms(uint32_t **terms, double **weights, const dm_flock_result *r, const dm_vectors *v,
+                       int k, const dm_ctx *ctx);
+
+/* A vocabulary: term names by id, from "id<TAB>term<TAB>df" lines. */
+typedef struct dm_flock_vocab {
+    uint64_t n;
+    char **term;   /* n entries, NULL where an id is not listed */
+    char *blob;
+} dm_flock_vocab;
+int dm_flock_vocab_read(dm_flock_vocab *out, const char *path);
+void dm_flock_vocab_free(dm_flock_vocab *v);
+
+/* Renders points coloured by an integer label (< 0: grey) into an RGB PNG of at most
+ * max_side pixels on the longer side, written atomically. */
+int dm_flock_png_write(const char *path, const double *x, const double *y, const int32_t *color, size_t n,
+                       double W, double H, int max_side);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,417 @@
+/* Clusters at the end of a flock run (DESIGN.md section 7, "Clusters"): connected components of
+ * the graph "within r and similarity >= T", found per rank with union-find over the edges of the
+ * backend (dm_flock_edges_*), merged across slices by propagating the smallest document index of
+ * each component through the halo until no label changes; components smaller than min_size are
+ * noise or attached to the cluster of their nearest clustered neighbour; clusters are numbered
+ * by their smallest document index, so the labels do not depend on the number of ranks.
+ * Reference: none beyond the design; tests/flock check components spanning slices and ranks. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/status.h"
+#include "common/timer.h"
+#include "flock/flock_impl.h"
+
+static uint32_t uf_find(uint32_t *parent, uint32_t i)
+{
+    while (parent[i] != i) {
+        parent[i] = parent[parent[i]];
+        i = parent[i];
+    }
+    return i;
+}
+
+static void uf_union(uint32_t *parent, uint32_t a, uint32_t b)
+{
+    a = uf_find(parent, a);
+    b = uf_find(parent, b);
+    if (a == b) return;
+    if (a < b) parent[b] = a;
+    else parent[a] = b;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sends, per neighbour, vals[i] of the own boids in that neighbour's halo (the same selection
+ * and order as the halo message), and returns the values of this rank's halo boids in halo store
+ * order (the concatenation of the neighbours' messages in neighbour order). */
+static int halo_values(dm_flock_sim *s, const uint64_t *vals, uint64_t *halo_vals, int tag)
+{
+    double W, H;
+    dm_flock_plane_at(s, s->iteration, &W, &H);
+    char *send[2] = {NULL, NULL}, *recv[2] = {NULL, NULL};
+    uint64_t size[2] = {0, 0}, rsize[2] = {0, 0};
+    int rc = DM_OK;
+    for (int k = 0; k < s->nb.n && rc == DM_OK; k++) {
+        size_t cnt = 0;
+        for (size_t i = 0; i < s->own.n; i++)
+            if (dm_flock_halo_dirs(s, s->own.y[i], H) & s->nb.dir_mask[k]) cnt++;
+        uint64_t *b = dm_malloc(8 * (cnt ? cnt : 1));
+        if (!b) {
+            rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+            break;
+        }
+        cnt = 0;
+        for (size_t i = 0; i < s->own.n; i++)
+            if (dm_flock_halo_dirs(s, s->own.y[i], H) & s->nb.dir_mask[k]) b[cnt++] = vals[i];
+        send[k] = (char *)b;
+        size[k] = 8 * cnt;
+    }
+    dm_flock_xchg x;
+    int rb = dm_flock_xchg_begin(&x, s->comm, &s->nb, tag, (const char *const *)send, size, rc);
+    int re = dm_flock_xchg_end(&x, recv, rsize);
+    if (rc == DM_OK) rc = rb != DM_OK ? rb : re;
+    size_t at = 0;
+    for (int k = 0; k < s->nb.n; k++) {
+        if (rc == DM_OK) {
+            if (at + rsize[k] / 8 > s->halo.n) rc = DM_ERR(DM_ERR_FORMAT, "flock: halo label message too long");
+            else if (rsize[k]) memcpy(halo_vals + at, recv[k], rsize[k]);
+            at += rsize[k] / 8;
+        }
+        dm_free(send[k]);
+        dm_free(recv[k]);
+    }
+    if (rc == DM_OK && at != s->halo.n) rc = DM_ERR(DM_ERR_FORMAT, "flock: halo label count mismatch");
+    return rc;
+}
+
+/* Attaches own boids of small components (cluster -1) to the cluster of their nearest neighbour
+ * within r that is in a cluster (plane distance, ties by smaller document index). */
+static int attach_small(dm_flock_sim *s, int32_t *cl, const int32_t *halo_cl)
+{
+    dm_flock_params p;
+    DM_TRY(dm_flock_params_at(&p, s, s->iteration));
+    dm_flock_window w;
+    dm_flock_window_of(&w, s, &p);
+    int32_t *res = dm_malloc(sizeof *res * (s->own.n ? s->own.n : 1));
+    double *best = dm_malloc(sizeof *best * (s->own.n ? s->own.n : 1));
+    uint64_t *best_id = dm_malloc(sizeof *best_id * (s->own.n ? s->own.n : 1));
+    if (!res || !best || !best_id) {
+        dm_free(res);
+        dm_free(best);
+        dm_free(best_id);
+        return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    }
+    for (size_t i = 0; i < s->own.n; i++) {
+        res[i] = cl[i];
+        best[i] = 2 * p.r2;
+        best_id[i] = UINT64_MAX;
+    }
+    int rc = DM_OK;
+    for (int pass = 0; pass < 2 && rc == DM_OK; pass++) {
+        const dm_flock_store *src = pass == 0 ? &s->own : &s->halo;
+        const int32_t *scl = pass == 0 ? cl : halo_cl;
+        if (src->n == 0) continue;
+        dm_flock_grid g;
+        rc = dm_flock_grid_build(&g, s, &p, &w, src->x, src->y, src->n);
+        if (rc != DM_OK) break;
+        for (size_t i = 0; i < s->own.n; i++) {
+            if (cl[i] >= 0) continue;
+            int row = dm_flock_cell(s->own.y[i], p.ch, p.R), col = dm_flock_cell(s->own.x[i], p.cw, p.C);
+            for (int dr = -1; dr <= 1; dr++) {
+                int lr = dm_flock_window_row(&w, p.R, (row + dr + p.R) % p.R);
+                if (lr < 0) continue;
+                for (int dc = -1; dc <= 1; dc++) {
+                    size_t cell = (size_t)lr * (size_t)p.C + (size_t)((col + dc + p.C) % p.C);
+                    for (uint32_t k = g.start[cell]; k < g.start[cell + 1]; k++) {
+                        uint32_t j = g.order[k];
+                        if (scl[j] < 0) continue;
+                        double dx, dy;
+                        double d2 = dm_flock_offset(&p, s->own.x[i], s->own.y[i], src->x[j], src->y[j], &dx, &dy);
+                        if (!(d2 < p.r2)) continue;
+                        if (d2 < best[i] || (d2 == best[i] && src->id[j] < best_id[i])) {
+                            best[i] = d2;
+                            best_id[i] = src->id[j];
+                            res[i] = scl[j];
+                        }
+                    }
+                }
+            }
+        }
+        dm_flock_grid_free(&g);
+    }
+    memcpy(cl, res, sizeof *cl * s->own.n);
+    dm_free(res);
+    dm_free(best);
+    dm_free(best_id);
+    return rc;
+}
+
+int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, int32_t *n_clusters)
+{
+    *n_clusters = 0;
+    dm_timer_start("flock.clusters");
+    dm_flock_view v;
+    int rc = dm_flock_sim_view(s, &v);
+    rc = dm_ctx_agree(s->ctx, rc);
+    if (rc != DM_OK) {
+        dm_timer_stop("flock.clusters");
+        return rc;
+    }
+    dm_flock_edges e;
+    memset(&e, 0, sizeof e);
+    rc = s->backend == DM_BACKEND_CUDA ? dm_flock_edges_cuda(&e, s) : dm_flock_edges_cpu(&e, s);
+    rc = dm_ctx_agree(s->ctx, rc);
+    size_t n = s->own.n, nh = s->halo.n;
+    uint32_t *parent = dm_malloc(sizeof *parent * (n ? n : 1));
+    uint64_t *lab = dm_malloc(sizeof *lab * (n ? n : 1));      /* per root: smallest index */
+    uint64_t *own_lab = dm_malloc(sizeof *own_lab * (n ? n : 1));
+    uint64_t *halo_lab = dm_malloc(sizeof *halo_lab * (nh ? nh : 1));
+    uint8_t *crossing = dm_calloc(n ? n : 1, 1);                /* per root */
+    uint32_t *local_cnt = dm_calloc(n ? n : 1, sizeof *local_cnt); /* per root */
+    uint64_t *local_min = dm_malloc(sizeof *local_min * (n ? n : 1)); /* per root: own smallest */
+    int32_t *cl = dm_malloc(sizeof *cl * (n ? n : 1));
+    if (rc == DM_OK && (!parent || !lab || !own_lab || !halo_lab || !crossing || !local_cnt || !local_min || !cl))
+        rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for clusters");
+    rc = dm_ctx_agree(s->ctx, rc);
+    if (rc == DM_OK) {
+        for (size_t i = 0; i < n; i++) parent[i] = (uint32_t)i;
+        for (size_t k = 0; k < e.n; k++)
+            if (!e.halo[k]) uf_union(parent, e.own[k], e.nbr[k]);
+        for (size_t i = 0; i < n; i++) local_min[i] = UINT64_MAX;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t r = uf_find(parent, (uint32_t)i);
+            if (s->own.id[i] < local_min[r]) local_min[r] = s->own.id[i];
+            local_cnt[r]++;
+        }
+        for (size_t i = 0; i < n; i++) lab[i] = local_min[i];
+        for (size_t k = 0; k < e.n; k++)
+            if (e.halo[k]) crossing[uf_find(parent, e.own[k])] = 1;
+    }
+    /* propagate the smallest index through the halo until no component label changes */
+    while (rc == DM_OK) {
+        for (size_t i = 0; i < n; i++) own_lab[i] = lab[uf_find(parent, (uint32_t)i)];
+        if (s->size == 1) break;
+        rc = halo_values(s, own_lab, halo_lab, 400);
+        rc = dm_ctx_agree(s->ctx, rc);
+        if (rc != DM_OK) break;
+        int changed = 0;
+        for (size_t k = 0; k < e.n; k++) {
+            if (!e.halo[k]) continue;
+            uint32_t r = uf_find(parent, e.own[k]);
+            if (halo_lab[e.nbr[k]] < lab[r]) {
+                lab[r] = halo_lab[e.nbr[k]];
+                changed = 1;
+            }
+        }
+        MPI_Allreduce(MPI_IN_PLACE, &changed, 1, MPI_INT, MPI_MAX, s->comm);
+        if (!changed) break; /* labels only decrease, so this terminates */
+    }
+    /* global sizes: local components are complete; crossing ones are summed over ranks */
+    uint64_t *gsize = NULL, *pairs = NULL, *all = NULL;
+    int *counts = NULL, *displs = NULL;
+    int npairs = 0, total = 0;
+    if (rc == DM_OK) {
+        gsize = dm_malloc(sizeof *gsize * (n ? n : 1));
+        pairs = dm_malloc(sizeof *pairs * 2 * (n ? n : 1));
+        counts = dm_malloc(sizeof *counts * (size_t)s->size);
+        displs = dm_malloc(sizeof *displs * (size_t)s->size);
+        if (!gsize || !pairs || !counts || !displs) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    }
+    rc = dm_ctx_agree(s->ctx, rc);
+    if (rc == DM_OK) {
+        for (size_t i = 0; i < n; i++)
+            if (parent[i] == i) {
+                gsize[i] = local_cnt[i];
+                if (crossing[i]) {
+                    pairs[2 * npairs] = lab[i];
+                    pairs[2 * npairs + 1] = local_cnt[i];
+                    npairs++;
+                }
+            }
+        int c2 = 2 * npairs;
+        MPI_Allgather(&c2, 1, MPI_INT, counts, 1, MPI_INT, s->comm);
+        for (int k = 0; k < s->size; k++) {
+            displs[k] = total;
+            total += counts[k];
+        }
+        all = dm_malloc(sizeof *all * (size_t)(total ? total : 1));
+        if (!all) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    }
+    rc = dm_ctx_agree(s->ctx, rc);
+    if (rc == DM_OK) {
+        MPI_Allgatherv(pairs, 2 * npairs, MPI_UINT64_T, all, counts, displs, MPI_UINT64_T, s->comm);
+        /* sort (label, count) pairs by label and sum */
+        qsort(all, (size_t)total / 2, 2 * sizeof *all, cmp_u64);
+        for (size_t i = 0; i < n; i++) {
+            if (parent[i] != i || !crossing[i]) continue;
+            size_t lo = 0, hi = (size_t)total / 2;
+            while (lo < hi) { /* first pair with label >= lab[i] */
+                size_t mid = (lo + hi) / 2;
+                if (all[2 * mid] < lab[i]) lo = mid + 1;
+                else hi = mid;
+            }
+            uint64_t sum = 0;
+            for (size_t k = lo; k < (size_t)total / 2 && all[2 * k] == lab[i]; k++) sum += all[2 * k + 1];
+            gsize[i] = sum;
+        }
+    }
+    /* number the big components by their smallest index: the rank holding that boid lists it */
+    uint64_t *big = NULL, *allbig = NULL;
+    int nbig = 0, totbig = 0;
+    if (rc == DM_OK) {
+        big = dm_malloc(sizeof *big * (n ? n : 1));
+        if (!big) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    }
+    rc = dm_ctx_agree(s->ctx, rc);
+    if (rc == DM_OK) {
+        for (size_t i = 0; i < n; i++)
+            if (parent[i] == i && gsize[i] >= (uint64_t)opt->min_size && local_min[i] == lab[i]) big[nbig++] = lab[i];
+        MPI_Allgather(&nbig, 1, MPI_INT, counts, 1, MPI_INT, s->comm);
+        for (int k = 0; k < s->size; k++) {
+            displs[k] = totbig;
+            totbig += counts[k];
+        }
+        allbig = dm_malloc(sizeof *allbig * (size_t)(totbig ? totbig : 1));
+        if (!allbig) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    }
+    rc = dm_ctx_agree(s->ctx, rc);
+    if (rc == DM_OK) {
+        MPI_Allgatherv(big, nbig, MPI_UINT64_T, allbig, counts, displs, MPI_UINT64_T, s->comm);
+        qsort(allbig, (size_t)totbig, sizeof *allbig, cmp_u64);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t r = uf_find(parent, (uint32_t)i);
+            cl[i] = -1;
+            if (gsize[r] < (uint64_t)opt->min_size) continue;
+            uint64_t *f = bsearch(&lab[r], allbig, (size_t)totbig, sizeof *allbig, cmp_u64);
+            DM_ASSERT(f != NULL);
+            cl[i] = (int32_t)(f - allbig);
+        }
+        *n_clusters = totbig;
+    }
+    if (rc == DM_OK && opt->attach) {
+        int32_t *hcl = dm_malloc(sizeof *hcl * (nh ? nh : 1));
+        uint64_t *tmp = dm_malloc(sizeof *tmp * (n ? n : 1));
+        if (!hcl || !tmp) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        if (rc == DM_OK) {
+            for (size_t i = 0; i < n; i++) tmp[i] = (uint64_t)(int64_t)cl[i];
+            if (s->size > 1) rc = halo_values(s, tmp, halo_lab, 500);
+            for (size_t h = 0; h < nh && rc == DM_OK; h++) hcl[h] = (int32_t)(int64_t)halo_lab[h];
+        }
+        rc = dm_ctx_agree(s->ctx, rc);
+        if (rc == DM_OK) rc = attach_small(s, cl, hcl);
+        rc = dm_ctx_agree(s->ctx, rc);
+        dm_free(hcl);
+        dm_free(tmp);
+    }
+    if (rc == DM_OK) {
+        dm_free(s->labels);
+        s->labels = cl;
+        cl = NULL;
+    }
+    dm_flock_edges_free(&e);
+    dm_free(parent);
+    dm_free(lab);
+    dm_free(own_lab);
+    dm_free(halo_lab);
+    dm_free(crossing);
+    dm_free(local_cnt);
+    dm_free(local_min);
+    dm_free(cl);
+    dm_free(gsize);
+    dm_free(pairs);
+    dm_free(all);
+    dm_free(counts);
+    dm_free(displs);
+    dm_free(big);
+    dm_free(allbig);
+    dm_timer_stop("flock.clusters");
+    return dm_ctx_agree(s->ctx, rc);
+}
+
+/* ---- gathering the result ----------------------------------------------------------------------- */
+
+int dm_flock_gather(dm_flock_result *out, dm_flock_sim *s, const dm_vectors *vec)
+{
+    memset(out, 0, sizeof *out);
+    out->n = s->n_global;
+    out->row_base = vec->row_base;
+    out->n_rows = vec->n_rows;
+    dm_flock_view v;
+    int rc = dm_flock_sim_view(s, &v);
+    int32_t nc = 0;
+    if (s->labels)
+        for (size_t i = 0; i < v.n; i++)
+            if (s->labels[i] + 1 > nc) nc = s->labels[i] + 1;
+    MPI_Allreduce(MPI_IN_PLACE, &nc, 1, MPI_INT32_T, MPI_MAX, s->comm);
+    out->n_clusters = nc;
+    size_t n = v.n;
+    double *rec = dm_malloc(sizeof *rec * 4 * (n ? n : 1));
+    if (!rec && rc == DM_OK) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    if (rc == DM_OK)
+        for (size_t i = 0; i < n; i++) {
+            rec[4 * i] = (double)v.id[i];
+            rec[4 * i + 1] = v.x[i];
+            rec[4 * i + 2] = v.y[i];
+            rec[4 * i + 3] = s->labels ? (double)s->labels[i] : -1.0;
+        }
+    int cnt = (int)(4 * n), *counts = NULL, *displs = NULL;
+    double *all = NULL;
+    uint64_t *rows = NULL;
+    int32_t *scat = NULL;
+    if (s->rank == 0) {
+        counts = dm_malloc(sizeof *counts * (size_t)s->size);
+        displs = dm_malloc(sizeof *displs * (size_t)s->size);
+        all = dm_malloc(sizeof *all * 4 * (size_t)s->n_global);
+        out->x = dm_malloc(sizeof *out->x * (size_t)s->n_global);
+        out->y = dm_malloc(sizeof *out->y * (size_t)s->n_global);
+        out->cluster = dm_malloc(sizeof *out->cluster * (size_t)s->n_global);
+        rows = dm_malloc(sizeof *rows * 2 * (size_t)s->size);
+        if (!counts || !displs || !all || !out->x || !out->y || !out->cluster || !rows)
+            rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory gathering results");
+    }
+    out->row_cluster = dm_malloc(sizeof *out->row_cluster * (size_t)(vec->n_rows ? vec->n_rows : 1));
+    if (!out->row_cluster && rc == DM_OK) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    rc = dm_ctx_agree(s->ctx, rc);
+    if (rc == DM_OK) {
+        MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, s->comm);
+        if (s->rank == 0) {
+            int tot = 0;
+            for (int k = 0; k < s->size; k++) {
+                displs[k] = tot;
+                tot += counts[k];
+            }
+            DM_ASSERT((uint64_t)tot == 4 * s->n_global);
+        }
+        MPI_Gatherv(rec, cnt, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, s->comm);
+        uint64_t mine[2] = {vec->row_base, vec->n_rows};
+        MPI_Gather(mine, 2, MPI_UINT64_T, rows, 2, MPI_UINT64_T, 0, s->comm);
+        if (s->rank == 0) {
+            for (uint64_t k = 0; k < s->n_global; k++) {
+                uint64_t id = (uint64_t)all[4 * k];
+                DM_ASSERT(id < s->n_global);
+                out->x[id] = all[4 * k + 1];
+                out->y[id] = all[4 * k + 2];
+                out->cluster[id] = (int32_t)all[4 * k + 3];
+            }
+            for (int k = 0; k < s->size; k++) {
+                counts[k] = (int)rows[2 * k + 1];
+                displs[k] = (int)rows[2 * k];
+            }
+        }
+        scat = out->cluster;
+        MPI_Scatterv(scat, counts, displs, MPI_INT32_T, out->row_cluster, (int)vec->n_rows, MPI_INT32_T, 0, s->comm);
+    }
+    dm_free(rec);
+    dm_free(counts);
+    dm_free(displs);
+    dm_free(all);
+    dm_free(rows);
+    if (rc != DM_OK) dm_flock_result_free(out);
+    return rc;
+}
+
+void dm_flock_result_free(dm_flock_result *r)
+{
+    dm_free(r->x);
+    dm_free(r->y);
+    dm_free(r->cluster);
+    dm_free(r->row_cluster);
+    r->x = r->y = NULL;
+    r->cluster = r->row_cluster = NULL;
+}

@@ -1,0 +1,251 @@
+/* The CPU backend of flock, the reference: the uniform grid (cell >= r, boids sorted by cell
+ * with the sorting module, each boid scans its 3 x 3 cells), the exact cosine similarity of the
+ * neighbours' sparse vectors, the force sums and the update of flock_model.h, and the final
+ * graph's edges for the clusters. OpenMP over target boids (each thread writes only its own
+ * boids' sums, so the result does not depend on the thread count). Reference: DESIGN.md section
+ * 7 and flock_model.h; tests/flock/test_flock.c checks it by hand and against brute force. */
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/status.h"
+#include "common/timer.h"
+#include "flock/flock_impl.h"
+
+static int bits_for(uint64_t v)
+{
+    int b = 1;
+    while (b < 32 && (v >> b) != 0) b++;
+    return b;
+}
+
+int dm_flock_grid_build(dm_flock_grid *g, const dm_flock_sim *s, const dm_flock_params *p,
+                        const dm_flock_window *w, const double *x, const double *y, size_t n)
+{
+    (void)s;
+    memset(g, 0, sizeof *g);
+    g->w = *w;
+    g->C = p->C;
+    g->n = n;
+    size_t cells = (size_t)p->C * (size_t)w->nb;
+    uint32_t *keys = dm_malloc(sizeof *keys * (n ? n : 1));
+    uint32_t *idx = dm_malloc(sizeof *idx * (n ? n : 1));
+    uint32_t *skeys = dm_malloc(sizeof *skeys * (n ? n : 1));
+    g->order = dm_malloc(sizeof *g->order * (n ? n : 1));
+    g->start = dm_calloc(cells + 1, sizeof *g->start);
+    int rc = DM_OK;
+    if (!keys || !idx || !skeys || !g->order || !g->start) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for the grid");
+    for (size_t i = 0; i < n && rc == DM_OK; i++) {
+        int row = dm_flock_cell(y[i], p->ch, p->R), col = dm_flock_cell(x[i], p->cw, p->C);
+        int lr = dm_flock_window_row(w, p->R, row);
+        /* own boids are in the slice and halo boids within the margin: always inside */
+        DM_ASSERT(lr >= 0);
+        keys[i] = (uint32_t)((size_t)lr * (size_t)p->C + (size_t)col);
+        idx[i] = (uint32_t)i;
+    }
+    if (rc == DM_OK) rc = dm_flock_sort_pairs_u32_cpu(skeys, g->order, keys, idx, n, bits_for(cells));
+    if (rc == DM_OK) {
+        for (size_t i = 0; i < n; i++) g->start[skeys[i] + 1]++;
+        for (size_t c = 0; c < cells; c++) g->start[c + 1] += g->start[c];
+    }
+    dm_free(keys);
+    dm_free(idx);
+    dm_free(skeys);
+    if (rc != DM_OK) dm_flock_grid_free(g);
+    return rc;
+}
+
+void dm_flock_grid_free(dm_flock_grid *g)
+{
+    dm_free(g->start);
+    dm_free(g->order);
+    memset(g, 0, sizeof *g);
+}
+
+/* The similar/dissimilar decision for a pair: exact cosine of the unit vectors. */
+static int pair_similar(const dm_flock_store *a, size_t i, const dm_flock_store *b, size_t j, double threshold)
+{
+    int64_t dot = dm_flock_dot_fix(a->col + a->voff[i], a->val + a->voff[i], a->vlen[i], b->col + b->voff[j],
+                                   b->val + b->voff[j], b->vlen[j]);
+    return dm_flock_is_similar(dot, threshold);
+}
+
+/* Adds the contributions of the sources (a store with its grid) to every own boid's sums.
+ * same: the sources are the own boids (skip the boid itself). */
+static void interact(dm_flock_acc *acc, const dm_flock_store *own, const dm_flock_store *src, const dm_flock_grid *g,
+                     const dm_flock_params *p, int same, uint64_t *pairs, uint64_t *similar)
+{
+    uint64_t np = 0, ns = 0;
+    const long n = (long)own->n;
+#pragma omp parallel for schedule(dynamic, 256) reduction(+ : np, ns)
+    for (long i = 0; i < n; i++) {
+        int row = dm_flock_cell(own->y[i], p->ch, p->R), col = dm_flock_cell(own->x[i], p->cw, p->C);
+        for (int dr = -1; dr <= 1; dr++) {
+            int lr = dm_flock_window_row(&g->w, p->R, (row + dr + p->R) % p->R);
+            if (lr < 0) continue;
+            for (int dc = -1; dc <= 1; dc++) {
+                size_t cell = (size_t)lr * (size_t)p->C + (size_t)((col + dc + p->C) % p->C);
+                for (uint32_t k = g->start[cell]; k < g->start[cell + 1]; k++) {
+                    uint32_t j = g->order[k];
+                    if (same && j == (uint32_t)i) continue;
+                    double dx, dy;
+                    double d2 = dm_flock_offset(p, own->x[i], own->y[i], src->x[j], src->y[j], &dx, &dy);
+                    if (!(d2 < p->r2)) continue;
+                    int sim = pair_similar(own, (size_t)i, src, j, p->threshold);
+                    dm_flock_acc_add(&acc[i], p, dx, dy, d2, src->vx[j], src->vy[j], sim);
+                    np++;
+                    ns += (uint64_t)sim;
+                }
+            }
+        }
+    }
+    *pairs += np;
+    *similar += ns;
+}
+
+int dm_flock_step_cpu(dm_flock_sim *s)
+{
+    dm_flock_params p;
+    DM_TRY(dm_flock_params_at(&p, s, s->iteration)); /* validated at init for every iteration */
+    dm_flock_window w;
+    dm_flock_window_of(&w, s, &p);
+    dm_flock_store *own = &s->own;
+
+    /* 1. post the halo exchange; 2. own-own interactions while it flies */
+    dm_flock_xchg x;
+    char *send[2] = {NULL, NULL};
+    int rc = dm_flock_halo_exchange_begin(s, &x, send, DM_OK);
+    dm_flock_acc *acc = dm_malloc(sizeof *acc * (own->n ? own->n : 1));
+    if (!acc && rc == DM_OK) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    dm_flock_grid g;
+    memset(&g, 0, sizeof g);
+    if (rc == DM_OK) {
+        for (size_t i = 0; i < own->n; i++) dm_flock_acc_zero(&acc[i]);
+        dm_timer_start("flock.grid");
+        rc = dm_flock_grid_build(&g, s, &p, &w, own->x, own->y, own->n);
+        dm_timer_stop("flock.grid");
+    }
+    if (rc == DM_OK) {
+        dm_timer_start("flock.interact");
+        interact(acc, own, own, &g, &p, 1, &s->stats.pairs, &s->stats.similar);
+        dm_timer_stop("flock.interact");
+    }
+    dm_flock_grid_free(&g);
+
+    /* 3. own-halo interactions */
+    int re = dm_flock_halo_exchange_end(s, &x, send);
+    if (rc == DM_OK) rc = re;
+    if (rc == DM_OK && s->halo.n) {
+        dm_timer_start("flock.grid");
+        rc = dm_flock_grid_build(&g, s, &p, &w, s->halo.x, s->halo.y, s->halo.n);
+        dm_timer_stop("flock.grid");
+        if (rc == DM_OK) {
+            dm_timer_start("flock.interact");
+            interact(acc, own, &s->halo, &g, &p, 0, &s->stats.pairs, &s->stats.similar);
+            dm_timer_stop("flock.interact");
+        }
+        dm_flock_grid_free(&g);
+    }
+
+    /* 4. update on the next plane */
+    if (rc == DM_OK) {
+        dm_timer_start("flock.update");
+        uint64_t seam = 0;
+        const long n = (long)own->n;
+#pragma omp parallel for schedule(static) reduction(+ : seam)
+        for (long i = 0; i < n; i++)
+            seam += (uint64_t)dm_flock_update(&p, &acc[i], &own->x[i], &own->y[i], &own->vx[i], &own->vy[i]);
+        s->stats.seam_crossings += seam;
+        dm_timer_stop("flock.update");
+    }
+    dm_free(acc);
+
+    /* 5. migration to the neighbour slices (always entered: the neighbours wait for it) */
+    rc = dm_flock_migrate_host(s, p.H1, rc);
+    s->halo_valid = 0;
+    if (rc == DM_OK) s->iteration++;
+    return rc;
+}
+
+/* ---- edges of the final graph ----------------------------------------------------------------- */
+
+static int edges_push(dm_flock_edges *e, uint32_t own, uint32_t nbr, uint8_t halo)
+{
+    if (e->n == e->cap) {
+        size_t c = e->cap ? 2 * e->cap : 1024;
+        uint32_t *a = dm_realloc(e->own, sizeof *a * c);
+        if (!a) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for edges");
+        e->own = a;
+        uint32_t *b = dm_realloc(e->nbr, sizeof *b * c);
+        if (!b) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for edges");
+        e->nbr = b;
+        uint8_t *h = dm_realloc(e->halo, c);
+        if (!h) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for edges");
+        e->halo = h;
+        e->cap = c;
+    }
+    e->own[e->n] = own;
+    e->nbr[e->n] = nbr;
+    e->halo[e->n] = halo;
+    e->n++;
+    return DM_OK;
+}
+
+void dm_flock_edges_free(dm_flock_edges *e)
+{
+    dm_free(e->own);
+    dm_free(e->nbr);
+    dm_free(e->halo);
+    memset(e, 0, sizeof *e);
+}
+
+/* Edges from the own boids to one source store (serial: run once, at the end). */
+static int edges_from(dm_flock_edges *e, const dm_flock_store *own, const dm_flock_store *src, const dm_flock_grid *g,
+                      const dm_flock_params *p, int same)
+{
+    for (size_t i = 0; i < own->n; i++) {
+        int row = dm_flock_cell(own->y[i], p->ch, p->R), col = dm_flock_cell(own->x[i], p->cw, p->C);
+        for (int dr = -1; dr <= 1; dr++) {
+            int lr = dm_flock_window_row(&g->w, p->R, (row + dr + p->R) % p->R);
+            if (lr < 0) continue;
+            for (int dc = -1; dc <= 1; dc++) {
+                size_t cell = (size_t)lr * (size_t)p->C + (size_t)((col + dc + p->C) % p->C);
+                for (uint32_t k = g->start[cell]; k < g->start[cell + 1]; k++) {
+                    uint32_t j = g->order[k];
+                    if (same && j == (uint32_t)i) continue;
+                    double dx, dy;
+                    double d2 = dm_flock_offset(p, own->x[i], own->y[i], src->x[j], src->y[j], &dx, &dy);
+                    if (!(d2 < p->r2) || !pair_similar(own, i, src, j, p->threshold)) continue;
+                    DM_TRY(edges_push(e, (uint32_t)i, j, (uint8_t)!same));
+                }
+            }
+        }
+    }
+    return DM_OK;
+}
+
+int dm_flock_edges_cpu(dm_flock_edges *out, dm_flock_sim *s)
+{
+    memset(out, 0, sizeof *out);
+    dm_flock_params p;
+    DM_TRY(dm_flock_params_at(&p, s, s->iteration));
+    dm_flock_window w;
+    dm_flock_window_of(&w, s, &p);
+    int rc = DM_OK;
+    if (!s->halo_valid) {
+        dm_flock_xchg x;
+        char *send[2] = {NULL, NULL};
+        rc = dm_flock_halo_exchange_begin(s, &x, send, rc);
+        int re = dm_flock_halo_exchange_end(s, &x, send);
+        if (rc == DM_OK) rc = re;
+    }
+    dm_flock_grid g;
+    for (int pass = 0; pass < 2 && rc == DM_OK; pass++) {
+        const dm_flock_store *src = pass == 0 ? &s->own : &s->halo;
+        if (src->n == 0) continue;
+        rc = dm_flock_grid_build(&g, s, &p, &w, src->x, src->y, src->n);
+        if (rc == DM_OK) rc = edges_from(out, &s->own, src, &g, &p, pass == 0);
+        dm_flock_grid_free(&g);
+    }
+    if (rc != DM_OK) dm_flock_edges_free(out);
+    return rc;
+}

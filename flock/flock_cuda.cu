@@ -1,0 +1,1165 @@
+/* The CUDA backend of flock: device-resident boids and vectors; per iteration the grid build
+ * (cell keys, radix sort by cell through the sorting module, cell bounds, gather into the sorted
+ * layout of the forces kernel), neighbour counting and detection with a per-boid cache of exact
+ * similarity decisions, the warp-cooperative exact similarity of the cache misses, the force sums
+ * and the update. With several ranks the halo exchange (host-staged, non-blocking MPI) overlaps
+ * the own-own pass on stream A while the halo pass runs on stream B; migration then mirrors the
+ * host store. Every kernel is launched through the tuner (dm_tune_select) and registered with
+ * its compiled instances and bench hooks. The results are bit-identical to the CPU reference:
+ * same DM_HD model arithmetic, fixed-point sums, -fmad=false.
+ * Reference: flock_cpu.c (dm_flock_step_cpu, dm_flock_edges_cpu). */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cuda/std/functional>
+#include <new>
+
+#include "common/alloc.h"
+#include "common/cuda_check.h"
+#include "common/log.h"
+#include "common/rng.h"
+#include "common/status.h"
+#include "common/timer.h"
+#include "common/tune/tune.h"
+#include "flock/flock_impl.h"
+#include "flock/flock_kernels.cuh"
+#include "flock/flock_synth.h"
+#if DM_FLOCK_HAVE_SORTING_CUDA
+#include "sorting/sorting.h"
+#endif
+
+namespace {
+
+/* ================================================================ launchers and instances ==== */
+
+inline unsigned blocks_for(size_t n, int block, int rake)
+{
+    size_t threads = (n + (size_t)rake - 1) / (size_t)rake;
+    size_t b = (threads + (size_t)block - 1) / (size_t)block;
+    return (unsigned)(b ? b : 1);
+}
+
+#define FK_LAUNCHER(NAME, KERNEL, ARGS)                                                            \
+    template <int B, int R, bool S>                                                                \
+    int NAME(const void *args, size_t n, void *stream)                                             \
+    {                                                                                              \
+        if (n == 0) return DM_OK;                                                                  \
+        ARGS a = *static_cast<const ARGS *>(args);                                                 \
+        KERNEL<B, R, S><<<blocks_for(n, B, R), B, 0, static_cast<cudaStream_t>(stream)>>>(a);      \
+        DM_CUDA_LAUNCH_CHECK();                                                                    \
+        return DM_OK;                                                                              \
+    }
+
+FK_LAUNCHER(launch_keys, fk_cell_keys, fk_keys_args)
+FK_LAUNCHER(launch_bounds, fk_cell_bounds, fk_bounds_args)
+FK_LAUNCHER(launch_gather, fk_gather, fk_gather_args)
+FK_LAUNCHER(launch_count, fk_count, fk_pass_args)
+FK_LAUNCHER(launch_detect, fk_detect, fk_pass_args)
+FK_LAUNCHER(launch_update, fk_update, fk_update_args)
+
+/* n = pairs; a warp per pair, RAKE pairs per warp */
+template <int B, int R, bool S>
+int launch_similarity(const void *args, size_t n, void *stream)
+{
+    if (n == 0) return DM_OK;
+    fk_sim_args a = *static_cast<const fk_sim_args *>(args);
+    size_t warps = (n + R - 1) / R, threads = warps * 32;
+    unsigned blocks = (unsigned)((threads + B - 1) / B);
+    fk_similarity<B, R, S><<<blocks, B, 0, static_cast<cudaStream_t>(stream)>>>(a);
+    DM_CUDA_LAUNCH_CHECK();
+    return DM_OK;
+}
+
+template <int B, int R, bool S, int L>
+int launch_forces(const void *args, size_t n, void *stream)
+{
+    if (n == 0) return DM_OK;
+    fk_forces_args a = *static_cast<const fk_forces_args *>(args);
+    fk_forces<B, R, S, L><<<blocks_for(n, B, R), B, 0, static_cast<cudaStream_t>(stream)>>>(a);
+    DM_CUDA_LAUNCH_CHECK();
+    return DM_OK;
+}
+
+/* n = cache slots to move (rows x FK_CACHE) */
+template <int B>
+int launch_cache_move(const void *args, size_t n, void *stream)
+{
+    if (n == 0) return DM_OK;
+    fk_cache_move_args a = *static_cast<const fk_cache_move_args *>(args);
+    fk_cache_move<B><<<blocks_for(n, B, 1), B, 0, static_cast<cudaStream_t>(stream)>>>(a);
+    DM_CUDA_LAUNCH_CHECK();
+    return DM_OK;
+}
+
+#define FK_I(LAUNCH, KERNEL, B, R, S)                                                              \
+    {{B, R, S, DM_LAYOUT_NONE, 0}, LAUNCH<B, R, S>, reinterpret_cast<const void *>(&KERNEL<B, R, S>), 0}
+/* block {128, 256, 512} x rake {1 consecutive, 4 consecutive, 4 strided} */
+#define FK_SPACE(LAUNCH, KERNEL)                                                                   \
+    FK_I(LAUNCH, KERNEL, 128, 1, false), FK_I(LAUNCH, KERNEL, 128, 4, false), FK_I(LAUNCH, KERNEL, 128, 4, true), \
+        FK_I(LAUNCH, KERNEL, 256, 1, false), FK_I(LAUNCH, KERNEL, 256, 4, false),                  \
+        FK_I(LAUNCH, KERNEL, 256, 4, true), FK_I(LAUNCH, KERNEL, 512, 1, false),                   \
+        FK_I(LAUNCH, KERNEL, 512, 4, false), FK_I(LAUNCH, KERNEL, 512, 4, true)
+#define FK_SPACE_DEFAULT 3 /* block 256, rake 1 */
+/* neighbour scans: rake {1, 2 consecutive, 2 strided} */
+#define FK_SPACE2(LAUNCH, KERNEL)                                                                  \
+    FK_I(LAUNCH, KERNEL, 128, 1, false), FK_I(LAUNCH, KERNEL, 128, 2, false), FK_I(LAUNCH, KERNEL, 128, 2, true), \
+        FK_I(LAUNCH, KERNEL, 256, 1, false), FK_I(LAUNCH, KERNEL, 256, 2, false),                  \
+        FK_I(LAUNCH, KERNEL, 256, 2, true), FK_I(LAUNCH, KERNEL, 512, 1, false),                   \
+        FK_I(LAUNCH, KERNEL, 512, 2, false), FK_I(LAUNCH, KERNEL, 512, 2, true)
+
+const dm_tune_instance g_keys_inst[] = {FK_SPACE(launch_keys, fk_cell_keys)};
+const dm_tune_instance g_bounds_inst[] = {FK_SPACE(launch_bounds, fk_cell_bounds)};
+const dm_tune_instance g_gather_inst[] = {FK_SPACE(launch_gather, fk_gather)};
+const dm_tune_instance g_count_inst[] = {FK_SPACE2(launch_count, fk_count)};
+const dm_tune_instance g_detect_inst[] = {FK_SPACE2(launch_detect, fk_detect)};
+const dm_tune_instance g_update_inst[] = {FK_SPACE(launch_update, fk_update)};
+/* similarity: block x pairs per warp {1, 4 consecutive, 4 strided} */
+const dm_tune_instance g_sim_inst[] = {FK_SPACE(launch_similarity, fk_similarity)};
+
+#define FK_F(B, R, S, L)                                                                           \
+    {{B, R, S, L, (L) == DM_LAYOUT_TILED ? FK_TILE : 0}, launch_forces<B, R, S, L>,                \
+     reinterpret_cast<const void *>(&fk_forces<B, R, S, L>), 0}
+#define FK_F_L(L)                                                                                  \
+    FK_F(128, 1, false, L), FK_F(128, 2, true, L), FK_F(256, 1, false, L), FK_F(256, 2, true, L),  \
+        FK_F(512, 1, false, L), FK_F(512, 2, true, L)
+/* forces: block {128, 256, 512} x rake {1, 2 strided} x layout {SoA, AoS, tiled AoS of 32} */
+const dm_tune_instance g_forces_inst[] = {FK_F_L(DM_LAYOUT_SOA), FK_F_L(DM_LAYOUT_AOS), FK_F_L(DM_LAYOUT_TILED)};
+#define FK_FORCES_DEFAULT 8 /* block 256, rake 1, AoS */
+
+const dm_tune_instance g_move_inst[] = {
+    {{256, 1, 0, DM_LAYOUT_NONE, 0}, launch_cache_move<256>, reinterpret_cast<const void *>(&fk_cache_move<256>), 0},
+    {{512, 1, 0, DM_LAYOUT_NONE, 0}, launch_cache_move<512>, reinterpret_cast<const void *>(&fk_cache_move<512>), 0}};
+
+#define NINST(a) ((int)(sizeof a / sizeof a[0]))
+
+/* ================================================================ device state ================ */
+
+template <typename T>
+int ensure(T **p, size_t *cap, size_t n)
+{
+    if (n <= *cap && *p) return DM_OK;
+    size_t c = *cap ? *cap : 1024;
+    while (c < n) c += c / 2 + 1;
+    if (*p) dm_device_free(*p);
+    *p = NULL;
+    *cap = 0;
+    void *q = NULL;
+    DM_TRY(dm_device_alloc(&q, c * sizeof(T)));
+    *p = static_cast<T *>(q);
+    *cap = c;
+    return DM_OK;
+}
+template <typename T>
+void release(T **p)
+{
+    if (*p) dm_device_free(*p);
+    *p = NULL;
+}
+
+/* A set of boids on the device (own or halo) with its grid and sorted copies. */
+struct dset {
+    size_t n = 0, cap = 0, pool_cap = 0, pool_n = 0;
+    double *x = 0, *y = 0, *vx = 0, *vy = 0;
+    uint64_t *id = 0, *voff = 0;
+    uint32_t *vlen = 0, *col = 0;
+    float *val = 0;
+    size_t cap_x = 0, cap_y = 0, cap_vx = 0, cap_vy = 0, cap_id = 0, cap_voff = 0, cap_vlen = 0, cap_col = 0, cap_val = 0;
+    /* grid */
+    uint32_t *keys = 0, *idx = 0, *skeys = 0, *sidx = 0, *cstart = 0, *cend = 0;
+    size_t cap_keys = 0, cap_idx = 0, cap_skeys = 0, cap_sidx = 0, cap_cs = 0, cap_ce = 0;
+    void *sort_tmp = 0;
+    size_t sort_tmp_cap = 0;
+    /* sorted */
+    double *sx = 0, *sy = 0, *lbuf = 0;
+    uint64_t *sid = 0, *svoff = 0;
+    uint32_t *svlen = 0;
+    size_t cap_sx = 0, cap_sy = 0, cap_lbuf = 0, cap_sid = 0, cap_svoff = 0, cap_svlen = 0, lcap = 0;
+    int first_row = 0, nb = 0;
+    void free_all()
+    {
+        release(&x), release(&y), release(&vx), release(&vy), release(&id), release(&voff), release(&vlen);
+        release(&col), release(&val), release(&keys), release(&idx), release(&skeys), release(&sidx);
+        release(&cstart), release(&cend), release(&sort_tmp), release(&sx), release(&sy), release(&lbuf);
+        release(&sid), release(&svoff), release(&svlen);
+    }
+};
+
+/* The pair lists of one pass (own targets against a source set). */
+struct dpass {
+    uint32_t *cnt = 0, *pairs = 0;
+    uint64_t *off = 0;
+    unsigned long long *miss = 0;
+    size_t cap_cnt = 0, cap_off = 0, cap_pairs = 0, cap_miss = 0;
+    void *scan_tmp = 0;
+    size_t scan_tmp_cap = 0;
+    uint64_t total = 0;
+    unsigned long long n_miss = 0;
+    void free_all()
+    {
+        release(&cnt), release(&pairs), release(&off), release(&miss), release(&scan_tmp);
+    }
+};
+
+struct dstate {
+    cudaStream_t sa = 0, sb = 0;
+    cudaEvent_t own_done = 0, halo_done = 0;
+    cudaEvent_t ev[16] = {0};
+    dset own, halo;
+    dpass pown, phalo;
+    dm_flock_acc *acc = 0;
+    size_t cap_acc = 0;
+    uint64_t *cache[2] = {0, 0};
+    size_t cap_cache[2] = {0, 0};
+    int cur = 0; /* cache[cur] holds the last iteration's decisions */
+    int *fill = 0;
+    size_t cap_fill = 0;
+    unsigned long long *ctr = 0; /* [0] pairs [1] similar [2] seam [3] misses [4, 5] miss counters */
+    int *err = 0;
+    unsigned long long *hctr = 0; /* pinned mirror of ctr */
+    size_t host_pool_seen = 0;    /* own pool entries already on the device */
+    uint64_t host_compactions = 0;
+    void free_all()
+    {
+        own.free_all(), halo.free_all(), pown.free_all(), phalo.free_all();
+        release(&acc), release(&cache[0]), release(&cache[1]), release(&fill), release(&ctr), release(&err);
+        if (hctr) dm_host_free_pinned(hctr);
+        hctr = 0;
+        if (sa) cudaStreamDestroy(sa);
+        if (sb) cudaStreamDestroy(sb);
+        if (own_done) cudaEventDestroy(own_done);
+        if (halo_done) cudaEventDestroy(halo_done);
+        for (int i = 0; i < 16; i++)
+            if (ev[i]) cudaEventDestroy(ev[i]);
+    }
+};
+
+/* ================================================================ kernel registry ============= */
+
+enum { K_KEYS, K_BOUNDS, K_GATHER, K_COUNT, K_DETECT, K_SIM, K_FORCES, K_UPDATE, K_MOVE, K_N };
+extern const dm_tune_kernel g_kernels[K_N];
+int g_forced[K_N] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+
+const dm_tune_instance *pick(int k, size_t n)
+{
+    const dm_tune_kernel *kd = &g_kernels[k];
+    if (g_forced[k] >= 0 && g_forced[k] < kd->n_instances) return &kd->instances[g_forced[k]];
+    return dm_tune_select(kd, n ? n : 1);
+}
+
+/* ================================================================ pipeline =================== */
+
+int upload_set(dset *d, const dm_flock_store *h, cudaStream_t st, size_t vectors_from)
+{
+    size_t n = h->n;
+    DM_TRY(ensure(&d->x, &d->cap_x, n));
+    DM_TRY(ensure(&d->y, &d->cap_y, n));
+    DM_TRY(ensure(&d->vx, &d->cap_vx, n));
+    DM_TRY(ensure(&d->vy, &d->cap_vy, n));
+    DM_TRY(ensure(&d->id, &d->cap_id, n));
+    DM_TRY(ensure(&d->voff, &d->cap_voff, n));
+    DM_TRY(ensure(&d->vlen, &d->cap_vlen, n));
+    d->n = n;
+    if (n) {
+        DM_CUDA_TRY(cudaMemcpyAsync(d->x, h->x, 8 * n, cudaMemcpyHostToDevice, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(d->y, h->y, 8 * n, cudaMemcpyHostToDevice, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(d->vx, h->vx, 8 * n, cudaMemcpyHostToDevice, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(d->vy, h->vy, 8 * n, cudaMemcpyHostToDevice, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(d->id, h->id, 8 * n, cudaMemcpyHostToDevice, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(d->voff, h->voff, 8 * n, cudaMemcpyHostToDevice, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(d->vlen, h->vlen, 4 * n, cudaMemcpyHostToDevice, st));
+    }
+    /* the vector pool: entries [vectors_from, pool) are new (0: everything) */
+    size_t pool = h->pool;
+    if (pool > d->pool_cap || !d->col) {
+        /* growing reallocates: copy everything */
+        vectors_from = 0;
+        size_t c = pool + pool / 4 + 1024;
+        DM_TRY(ensure(&d->col, &d->cap_col, c));
+        DM_TRY(ensure(&d->val, &d->cap_val, c));
+        d->pool_cap = d->cap_col < d->cap_val ? d->cap_col : d->cap_val;
+    }
+    if (pool > vectors_from) {
+        DM_CUDA_TRY(cudaMemcpyAsync(d->col + vectors_from, h->col + vectors_from, 4 * (pool - vectors_from),
+                                    cudaMemcpyHostToDevice, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(d->val + vectors_from, h->val + vectors_from, 4 * (pool - vectors_from),
+                                    cudaMemcpyHostToDevice, st));
+    }
+    d->pool_n = pool;
+    return DM_OK;
+}
+
+int sort_pairs(dset *d, size_t n, int bits, cudaStream_t st)
+{
+#if DM_FLOCK_HAVE_SORTING_CUDA
+    size_t bytes = 0;
+    DM_TRY(dm_sort_pairs_u32_cuda(NULL, &bytes, d->skeys, d->sidx, d->keys, d->idx, n, 0, bits, st));
+    DM_TRY(ensure(reinterpret_cast<char **>(&d->sort_tmp), &d->sort_tmp_cap, bytes ? bytes : 1));
+    return dm_sort_pairs_u32_cuda(d->sort_tmp, &bytes, d->skeys, d->sidx, d->keys, d->idx, n, 0, bits, st);
+#else
+    /* the sorting module's CUDA backend is not in this build: CUB directly, same contract */
+    size_t bytes = 0;
+    DM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(NULL, bytes, d->keys, d->skeys, d->idx, d->sidx, (int)n, 0, bits, st));
+    DM_TRY(ensure(reinterpret_cast<char **>(&d->sort_tmp), &d->sort_tmp_cap, bytes ? bytes : 1));
+    DM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(d->sort_tmp, bytes, d->keys, d->skeys, d->idx, d->sidx, (int)n, 0,
+                                                bits, st));
+    return DM_OK;
+#endif
+}
+
+int bits_for(uint64_t v)
+{
+    int b = 1;
+    while (b < 32 && (v >> b) != 0) b++;
+    return b;
+}
+
+/* Grid of a set: keys, sort, bounds, gather into layout. */
+int build_grid(dstate *s, dset *d, const dm_flock_params &p, const dm_flock_window &w, int layout, cudaStream_t st)
+{
+    size_t n = d->n;
+    size_t cells = (size_t)p.C * (size_t)w.nb;
+    d->first_row = w.first_row;
+    d->nb = w.nb;
+    DM_TRY(ensure(&d->keys, &d->cap_keys, n));
+    DM_TRY(ensure(&d->idx, &d->cap_idx, n));
+    DM_TRY(ensure(&d->skeys, &d->cap_skeys, n));
+    DM_TRY(ensure(&d->sidx, &d->cap_sidx, n));
+    DM_TRY(ensure(&d->cstart, &d->cap_cs, cells));
+    DM_TRY(ensure(&d->cend, &d->cap_ce, cells));
+    size_t lcap = (n + FK_TILE - 1) / FK_TILE * FK_TILE;
+    DM_TRY(ensure(&d->sx, &d->cap_sx, n));
+    DM_TRY(ensure(&d->sy, &d->cap_sy, n));
+    DM_TRY(ensure(&d->sid, &d->cap_sid, n));
+    DM_TRY(ensure(&d->svoff, &d->cap_svoff, n));
+    DM_TRY(ensure(&d->svlen, &d->cap_svlen, n));
+    DM_TRY(ensure(&d->lbuf, &d->cap_lbuf, 4 * (lcap ? lcap : FK_TILE)));
+    d->lcap = lcap;
+    DM_CUDA_TRY(cudaMemsetAsync(d->cstart, 0, 4 * cells, st));
+    DM_CUDA_TRY(cudaMemsetAsync(d->cend, 0, 4 * cells, st));
+    if (n == 0) return DM_OK;
+    fk_keys_args ka = {d->x, d->y, n, p, w.first_row, w.nb, d->keys, d->idx, s->err};
+    DM_TRY(pick(K_KEYS, n)->launch(&ka, n, st));
+    DM_TRY(sort_pairs(d, n, bits_for(cells), st));
+    fk_bounds_args ba = {d->skeys, n, d->cstart, d->cend};
+    DM_TRY(pick(K_BOUNDS, n)->launch(&ba, n, st));
+    fk_gather_args ga = {d->sidx, d->id, d->voff, d->vlen, d->x, d->y, d->vx, d->vy, n, d->sx, d->sy, d->sid,
+                         d->svoff, d->svlen, d->lbuf, layout, lcap};
+    DM_TRY(pick(K_GATHER, n)->launch(&ga, n, st));
+    return DM_OK;
+}
+
+fk_pass_args pass_args(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_flock_params &p, int same)
+{
+    fk_pass_args a;
+    memset(&a, 0, sizeof a);
+    a.p = p;
+    a.first_row = src->first_row;
+    a.nb = src->nb;
+    a.n_targets = t->n;
+    a.tx = t->sx;
+    a.ty = t->sy;
+    a.tidx = t->sidx;
+    a.tid = t->sid;
+    a.sx = src->sx;
+    a.sy = src->sy;
+    a.sid = src->sid;
+    a.cstart = src->cstart;
+    a.cend = src->cend;
+    a.same = same;
+    a.cnt = ps->cnt;
+    a.off = ps->off;
+    a.pairs = ps->pairs;
+    a.cache = s->cache[s->cur];
+    a.miss = ps->miss;
+    a.n_miss = &s->ctr[same ? 4 : 5];
+    return a;
+}
+
+/* Count, scan, detect and resolve the similarity of one pass: the pair lists are complete and
+ * every pair's state is similar or dissimilar on return (stream st synchronised). */
+int pairs_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_flock_params &p, int same,
+               cudaStream_t st, double *t_detect, double *t_sim)
+{
+    size_t n = t->n;
+    DM_TRY(ensure(&ps->cnt, &ps->cap_cnt, n + 1));
+    DM_TRY(ensure(&ps->off, &ps->cap_off, n + 1));
+    ps->total = 0;
+    ps->n_miss = 0;
+    if (n == 0 || src->n == 0) {
+        if (n) DM_CUDA_TRY(cudaMemsetAsync(ps->cnt, 0, 4 * (n + 1), st));
+        if (n) DM_CUDA_TRY(cudaMemsetAsync(ps->off, 0, 8 * (n + 1), st));
+        return DM_OK;
+    }
+    cudaEvent_t e0 = s->ev[same ? 0 : 4], e1 = s->ev[same ? 1 : 5], e2 = s->ev[same ? 2 : 6];
+    DM_CUDA_TRY(cudaEventRecord(e0, st));
+    DM_CUDA_TRY(cudaMemsetAsync(ps->cnt + n, 0, 4, st));
+    fk_pass_args a = pass_args(s, ps, t, src, p, same);
+    DM_TRY(pick(K_COUNT, n)->launch(&a, n, st));
+    size_t bytes = 0;
+    DM_CUDA_TRY(cub::DeviceScan::ExclusiveScan(NULL, bytes, ps->cnt, ps->off, cuda::std::plus<uint64_t>(),
+                                               (uint64_t)0, (int)(n + 1), st));
+    DM_TRY(ensure(reinterpret_cast<char **>(&ps->scan_tmp), &ps->scan_tmp_cap, bytes ? bytes : 1));
+    DM_CUDA_TRY(cub::DeviceScan::ExclusiveScan(ps->scan_tmp, bytes, ps->cnt, ps->off, cuda::std::plus<uint64_t>(),
+                                               (uint64_t)0, (int)(n + 1), st));
+    uint64_t total = 0;
+    DM_CUDA_TRY(cudaMemcpyAsync(&total, ps->off + n, 8, cudaMemcpyDeviceToHost, st));
+    DM_CUDA_TRY(cudaStreamSynchronize(st));
+    if (total >= ((uint64_t)1 << 32) || src->n >= ((size_t)1 << 30))
+        return DM_ERR(DM_ERR_UNSUPPORTED, "flock: %llu neighbour pairs on a rank (limit 2^32); use more ranks",
+                      (unsigned long long)total);
+    ps->total = total;
+    DM_TRY(ensure(&ps->pairs, &ps->cap_pairs, total ? total : 1));
+    DM_TRY(ensure(&ps->miss, &ps->cap_miss, total ? total : 1));
+    a = pass_args(s, ps, t, src, p, same);
+    DM_CUDA_TRY(cudaMemsetAsync(a.n_miss, 0, 8, st));
+    DM_TRY(pick(K_DETECT, n)->launch(&a, n, st));
+    unsigned long long nm = 0;
+    DM_CUDA_TRY(cudaMemcpyAsync(&nm, a.n_miss, 8, cudaMemcpyDeviceToHost, st));
+    DM_CUDA_TRY(cudaEventRecord(e1, st));
+    DM_CUDA_TRY(cudaStreamSynchronize(st));
+    ps->n_miss = nm;
+    fk_sim_args sa = {ps->miss, (size_t)nm, t->sidx, s->own.voff, s->own.vlen, s->own.col, s->own.val,
+                      src->svoff, src->svlen, src->col, src->val, ps->pairs, p.threshold};
+    DM_TRY(pick(K_SIM, (size_t)nm)->launch(&sa, (size_t)nm, st));
+    DM_CUDA_TRY(cudaEventRecord(e2, st));
+    DM_CUDA_TRY(cudaEventSynchronize(e2));
+    float ms1 = 0, ms2 = 0;
+    DM_CUDA_TRY(cudaEventElapsedTime(&ms1, e0, e1));
+    DM_CUDA_TRY(cudaEventElapsedTime(&ms2, e1, e2));
+    *t_detect += ms1 / 1e3;
+    *t_sim += ms2 / 1e3;
+    return DM_OK;
+}
+
+int forces_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_flock_params &p, int accumulate,
+                const dm_tune_instance *fi, cudaStream_t st)
+{
+    size_t n = t->n;
+    if (n == 0) return DM_OK;
+    if (!accumulate || ps->total) {
+        fk_forces_args fa = {p, n, t->sidx, t->lbuf, t->lcap, src->lbuf, src->lcap, src->sid, ps->cnt, ps->off,
+                             ps->pairs, s->acc, accumulate, s->cache[1 - s->cur], s->fill, s->ctr};
+        DM_TRY(fi->launch(&fa, n, st));
+    }
+    return DM_OK;
+}
+
+int ensure_own_buffers(dstate *s, size_t n)
+{
+    DM_TRY(ensure(&s->acc, &s->cap_acc, n ? n : 1));
+    DM_TRY(ensure(&s->fill, &s->cap_fill, n ? n : 1));
+    for (int b = 0; b < 2; b++) {
+        size_t old = s->cap_cache[b];
+        uint64_t *prev = s->cache[b];
+        if (n * FK_CACHE <= old && prev) continue;
+        /* grow keeping the rows (the cache of the last iteration is read next) */
+        size_t c = (n + n / 4 + 256) * FK_CACHE;
+        void *q = NULL;
+        DM_TRY(dm_device_alloc(&q, c * 8));
+        DM_CUDA_TRY(cudaMemsetAsync(q, 0, c * 8, s->sa));
+        if (prev) {
+            DM_CUDA_TRY(cudaMemcpyAsync(q, prev, old * 8, cudaMemcpyDeviceToDevice, s->sa));
+            DM_CUDA_TRY(cudaStreamSynchronize(s->sa));
+            dm_device_free(prev);
+        }
+        s->cache[b] = static_cast<uint64_t *>(q);
+        s->cap_cache[b] = c;
+    }
+    return DM_OK;
+}
+
+int read_counters(dm_flock_sim *sim, dstate *s)
+{
+    DM_CUDA_TRY(cudaMemcpyAsync(s->hctr, s->ctr, 8 * 6, cudaMemcpyDeviceToHost, s->sa));
+    int herr = 0;
+    DM_CUDA_TRY(cudaMemcpyAsync(&herr, s->err, sizeof herr, cudaMemcpyDeviceToHost, s->sa));
+    DM_CUDA_TRY(cudaStreamSynchronize(s->sa));
+    if (herr) return DM_ERR(DM_ERR_CUDA, "flock: a boid outside its grid window (internal error)");
+    sim->stats.pairs += s->hctr[0];
+    sim->stats.similar += s->hctr[1];
+    sim->stats.seam_crossings += s->hctr[2];
+    DM_CUDA_TRY(cudaMemsetAsync(s->ctr, 0, 8 * 3, s->sa));
+    return DM_OK;
+}
+
+/* Host own store -> device, after a migration: per-boid arrays in full, the vector pool from the
+ * first entry the device lacks (all of it after the host compacted its pool). The cache rows
+ * filled this iteration (cache[1 - cur]) of the boids that stayed move to cache[cur] (keep_src:
+ * old index per new index, n_kept of them; arrivals get empty rows), which the caller then keeps
+ * as the cache of the last iteration (no swap). */
+int mirror_after_migration(dm_flock_sim *sim, dstate *s, const uint32_t *keep_src, size_t n_kept)
+{
+    dm_flock_store *h = &sim->own;
+    size_t from = h->compactions != s->host_compactions ? 0 : s->host_pool_seen;
+    if (from > h->pool) from = 0;
+    s->host_compactions = h->compactions;
+    DM_TRY(upload_set(&s->own, h, s->sa, from));
+    s->host_pool_seen = h->pool;
+    DM_TRY(ensure_own_buffers(s, h->n)); /* may grow the caches, keeping their rows */
+    uint64_t *fresh = s->cache[1 - s->cur], *dst = s->cache[s->cur];
+    if (n_kept) {
+        void *q = NULL;
+        DM_TRY(dm_device_alloc(&q, 4 * n_kept));
+        uint32_t *dsrc = static_cast<uint32_t *>(q);
+        int rc = DM_OK;
+        if (cudaMemcpyAsync(dsrc, keep_src, 4 * n_kept, cudaMemcpyHostToDevice, s->sa) != cudaSuccess)
+            rc = DM_ERR(DM_ERR_CUDA, "flock: copying the migration map failed");
+        fk_cache_move_args ma = {fresh, dsrc, n_kept, dst};
+        if (rc == DM_OK) rc = pick(K_MOVE, n_kept * FK_CACHE)->launch(&ma, n_kept * FK_CACHE, s->sa);
+        if (cudaStreamSynchronize(s->sa) != cudaSuccess && rc == DM_OK) rc = DM_ERR(DM_ERR_CUDA, "flock: sync failed");
+        dm_device_free(dsrc);
+        DM_TRY(rc);
+    }
+    if (h->n > n_kept) DM_CUDA_TRY(cudaMemsetAsync(dst + n_kept * FK_CACHE, 0, 8 * (h->n - n_kept) * FK_CACHE, s->sa));
+    return DM_OK;
+}
+
+} // namespace
+
+/* ================================================================ backend entry points ======== */
+
+extern "C" int dm_flock_tune_register(void)
+{
+    for (int k = 0; k < K_N; k++) DM_TRY(dm_tune_register(&g_kernels[k]));
+    return DM_OK;
+}
+
+extern "C" int dm_flock_cuda_force_instance(const char *kernel, int index)
+{
+    for (int k = 0; k < K_N; k++)
+        if (strcmp(g_kernels[k].name, kernel) == 0) {
+            if (index >= g_kernels[k].n_instances) return DM_ERR(DM_ERR_INVALID_ARG, "flock: no instance %d of %s", index, kernel);
+            g_forced[k] = index;
+            return DM_OK;
+        }
+    return DM_ERR(DM_ERR_INVALID_ARG, "flock: no kernel %s", kernel);
+}
+
+extern "C" int dm_flock_cuda_init(dm_flock_sim *sim)
+{
+    DM_TRY(dm_flock_tune_register());
+    dstate *s = new (std::nothrow) dstate();
+    if (!s) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    sim->dev = s;
+    DM_CUDA_TRY(cudaStreamCreateWithFlags(&s->sa, cudaStreamNonBlocking));
+    DM_CUDA_TRY(cudaStreamCreateWithFlags(&s->sb, cudaStreamNonBlocking));
+    DM_CUDA_TRY(cudaEventCreateWithFlags(&s->own_done, cudaEventDisableTiming));
+    DM_CUDA_TRY(cudaEventCreateWithFlags(&s->halo_done, cudaEventDisableTiming));
+    for (int i = 0; i < 16; i++) DM_CUDA_TRY(cudaEventCreate(&s->ev[i]));
+    size_t cap8 = 0, cap1 = 0;
+    DM_TRY(ensure(&s->ctr, &cap8, 8));
+    DM_CUDA_TRY(cudaMemset(s->ctr, 0, 8 * 8));
+    DM_TRY(ensure(&s->err, &cap1, 1));
+    DM_CUDA_TRY(cudaMemset(s->err, 0, sizeof(int)));
+    void *h = NULL;
+    DM_TRY(dm_host_alloc_pinned(&h, 8 * 8));
+    s->hctr = static_cast<unsigned long long *>(h);
+    DM_TRY(upload_set(&s->own, &sim->own, s->sa, 0));
+    s->host_pool_seen = sim->own.pool;
+    s->host_compactions = sim->own.compactions;
+    DM_TRY(ensure_own_buffers(s, sim->own.n));
+    DM_CUDA_TRY(cudaMemsetAsync(s->cache[0], 0, 8 * s->cap_cache[0], s->sa));
+    DM_CUDA_TRY(cudaStreamSynchronize(s->sa));
+    sim->host_valid = 1;
+    return DM_OK;
+}
+
+extern "C" void dm_flock_cuda_free(dm_flock_sim *sim)
+{
+    dstate *s = static_cast<dstate *>(sim->dev);
+    if (!s) return;
+    if (s->sa) cudaStreamSynchronize(s->sa);
+    if (s->sb) cudaStreamSynchronize(s->sb);
+    s->free_all();
+    delete s;
+    sim->dev = NULL;
+}
+
+extern "C" int dm_flock_cuda_sync_host(dm_flock_sim *sim)
+{
+    dstate *s = static_cast<dstate *>(sim->dev);
+    if (sim->host_valid) return DM_OK;
+    dm_flock_store *h = &sim->own;
+    DM_ASSERT(s->own.n == h->n);
+    size_t n = h->n;
+    if (n) {
+        DM_CUDA_TRY(cudaMemcpyAsync(h->x, s->own.x, 8 * n, cudaMemcpyDeviceToHost, s->sa));
+        DM_CUDA_TRY(cudaMemcpyAsync(h->y, s->own.y, 8 * n, cudaMemcpyDeviceToHost, s->sa));
+        DM_CUDA_TRY(cudaMemcpyAsync(h->vx, s->own.vx, 8 * n, cudaMemcpyDeviceToHost, s->sa));
+        DM_CUDA_TRY(cudaMemcpyAsync(h->vy, s->own.vy, 8 * n, cudaMemcpyDeviceToHost, s->sa));
+    }
+    DM_CUDA_TRY(cudaStreamSynchronize(s->sa));
+    sim->host_valid = 1;
+    return DM_OK;
+}
+
+/* One iteration (see the file comment). */
+extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
+{
+    dstate *s = static_cast<dstate *>(sim->dev);
+    dm_flock_params p;
+    DM_TRY(dm_flock_params_at(&p, sim, sim->iteration));
+    dm_flock_window w;
+    dm_flock_window_of(&w, sim, &p);
+    const int multi = sim->size > 1;
+    int rc = DM_OK;
+    double t_grid = 0, t_detect = 0, t_sim = 0, t_forces = 0;
+
+    /* 1. halo exchange posted (the host store is current when there are several ranks) */
+    dm_flock_xchg x;
+    char *send[2] = {NULL, NULL};
+    if (multi) {
+        DM_ASSERT(sim->host_valid);
+        rc = dm_flock_halo_exchange_begin(sim, &x, send, DM_OK);
+    }
+
+    /* 2. own-own on stream A while the messages fly */
+    const dm_tune_instance *fi = pick(K_FORCES, sim->own.n);
+    int layout = fi->policy.layout;
+    size_t n = s->own.n;
+    if (rc == DM_OK) rc = ensure_own_buffers(s, n);
+    if (rc == DM_OK) {
+        cudaStream_t a = s->sa;
+        if (n) {
+            if (cudaMemsetAsync(s->cache[1 - s->cur], 0, 8 * n * FK_CACHE, a) != cudaSuccess)
+                rc = DM_ERR(DM_ERR_CUDA, "flock: cudaMemsetAsync failed");
+        }
+        if (rc == DM_OK && cudaEventRecord(s->ev[8], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+        if (rc == DM_OK) rc = build_grid(s, &s->own, p, w, layout, a);
+        if (rc == DM_OK && cudaEventRecord(s->ev[9], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+        if (rc == DM_OK) rc = pairs_pass(s, &s->pown, &s->own, &s->own, p, 1, a, &t_detect, &t_sim);
+        if (rc == DM_OK && cudaEventRecord(s->ev[10], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+        if (rc == DM_OK) rc = forces_pass(s, &s->pown, &s->own, &s->own, p, 0, fi, a);
+        if (rc == DM_OK && cudaEventRecord(s->own_done, a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+    }
+
+    /* 3. own-halo on stream B */
+    if (multi) {
+        int re = dm_flock_halo_exchange_end(sim, &x, send);
+        if (rc == DM_OK) rc = re;
+        cudaStream_t b = s->sb;
+        if (rc == DM_OK) rc = upload_set(&s->halo, &sim->halo, b, 0);
+        if (rc == DM_OK && cudaEventRecord(s->ev[12], b) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+        if (rc == DM_OK) rc = build_grid(s, &s->halo, p, w, layout, b);
+        if (rc == DM_OK && cudaEventRecord(s->ev[13], b) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+        /* the targets are the own boids in own-grid order: wait for that grid (stream A) */
+        if (rc == DM_OK && cudaStreamWaitEvent(b, s->ev[9], 0) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "wait");
+        if (rc == DM_OK) rc = pairs_pass(s, &s->phalo, &s->own, &s->halo, p, 0, b, &t_detect, &t_sim);
+        if (rc == DM_OK && cudaStreamWaitEvent(b, s->own_done, 0) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "wait");
+        if (rc == DM_OK) rc = forces_pass(s, &s->phalo, &s->own, &s->halo, p, 1, fi, b);
+        if (rc == DM_OK && cudaEventRecord(s->halo_done, b) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+        if (rc == DM_OK && cudaStreamWaitEvent(s->sa, s->halo_done, 0) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "wait");
+        float ms = 0;
+        if (rc == DM_OK && cudaEventSynchronize(s->ev[13]) == cudaSuccess &&
+            cudaEventElapsedTime(&ms, s->ev[12], s->ev[13]) == cudaSuccess)
+            t_grid += ms / 1e3;
+    }
+
+    /* 4. update */
+    if (rc == DM_OK && n) {
+        fk_update_args ua = {p, n, s->acc, s->own.x, s->own.y, s->own.vx, s->own.vy, &s->ctr[2]};
+        rc = pick(K_UPDATE, n)->launch(&ua, n, s->sa);
+    }
+    if (rc == DM_OK && cudaEventRecord(s->ev[11], s->sa) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+    if (rc == DM_OK) rc = read_counters(sim, s);
+    if (rc == DM_OK) {
+        float ms = 0;
+        if (cudaEventElapsedTime(&ms, s->ev[8], s->ev[9]) == cudaSuccess) t_grid += ms / 1e3;
+        if (cudaEventElapsedTime(&ms, s->ev[10], s->ev[11]) == cudaSuccess) t_forces += ms / 1e3;
+        dm_timer_add("flock.grid", t_grid);
+        dm_timer_add("flock.detect", t_detect);
+        dm_timer_add("flock.similarity", t_sim);
+        dm_timer_add("flock.forces", t_forces);
+        sim->stats.sim_cache_hits += (s->pown.total - s->pown.n_miss) + (s->phalo.total - s->phalo.n_miss);
+    }
+    sim->host_valid = 0;
+
+    /* 5. migration (several ranks): host decides and exchanges, the device mirrors */
+    if (multi) {
+        if (rc == DM_OK) rc = dm_flock_cuda_sync_host(sim);
+        size_t old_n = sim->own.n;
+        uint64_t *old_id = NULL;
+        if (rc == DM_OK && !(old_id = static_cast<uint64_t *>(dm_malloc(8 * (old_n ? old_n : 1)))))
+            rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        if (rc == DM_OK) memcpy(old_id, sim->own.id, 8 * old_n);
+        /* the neighbours wait for the migration exchange even when this rank failed */
+        rc = dm_flock_migrate_host(sim, p.H1, rc);
+        if (rc == DM_OK) {
+            /* kept boids stay first, in order: map their new index to the old one */
+            size_t nk = 0;
+            uint32_t *src = static_cast<uint32_t *>(dm_malloc(4 * (sim->own.n ? sim->own.n : 1)));
+            if (!src) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+            for (size_t i = 0, j = 0; rc == DM_OK && i < old_n && j < sim->own.n; i++)
+                if (old_id[i] == sim->own.id[j]) {
+                    src[nk++] = (uint32_t)i;
+                    j++;
+                }
+            if (rc == DM_OK) rc = mirror_after_migration(sim, s, src, nk);
+            dm_free(src);
+        }
+        dm_free(old_id);
+        sim->host_valid = 1;
+    }
+    if (rc == DM_OK) {
+        /* this iteration's decisions are read next (after a migration they were moved to cur) */
+        if (!multi) s->cur = 1 - s->cur;
+        sim->iteration++;
+    }
+    return rc;
+}
+
+/* The edges of the final graph (own-own and own-halo, similar and within r), for the clusters. */
+extern "C" int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *sim)
+{
+    memset(out, 0, sizeof *out);
+    dstate *s = static_cast<dstate *>(sim->dev);
+    DM_TRY(dm_flock_cuda_sync_host(sim));
+    dm_flock_params p;
+    DM_TRY(dm_flock_params_at(&p, sim, sim->iteration));
+    dm_flock_window w;
+    dm_flock_window_of(&w, sim, &p);
+    int rc = DM_OK;
+    if (!sim->halo_valid) {
+        dm_flock_xchg x;
+        char *send[2] = {NULL, NULL};
+        rc = dm_flock_halo_exchange_begin(sim, &x, send, rc);
+        int re = dm_flock_halo_exchange_end(sim, &x, send);
+        if (rc == DM_OK) rc = re;
+    }
+    double td = 0, ts = 0;
+    size_t n = s->own.n;
+    uint32_t *cnt = NULL, *pairs = NULL, *tidx = NULL, *sidx = NULL;
+    uint64_t *off = NULL;
+    for (int pass = 0; pass < 2 && rc == DM_OK; pass++) {
+        dset *src = pass == 0 ? &s->own : &s->halo;
+        dpass *ps = pass == 0 ? &s->pown : &s->phalo;
+        if (pass == 1) {
+            if (sim->halo.n == 0) break;
+            rc = upload_set(&s->halo, &sim->halo, s->sa, 0);
+        }
+        if (rc == DM_OK) rc = build_grid(s, src, p, w, DM_LAYOUT_SOA, s->sa);
+        if (rc == DM_OK) rc = pairs_pass(s, ps, &s->own, src, p, pass == 0, s->sa, &td, &ts);
+        if (rc != DM_OK) break;
+        size_t tot = (size_t)ps->total;
+        cnt = static_cast<uint32_t *>(dm_malloc(4 * (n + 1)));
+        off = static_cast<uint64_t *>(dm_malloc(8 * (n + 1)));
+        pairs = static_cast<uint32_t *>(dm_malloc(4 * (tot ? tot : 1)));
+        tidx = static_cast<uint32_t *>(dm_malloc(4 * (n ? n : 1)));
+        sidx = static_cast<uint32_t *>(dm_malloc(4 * (src->n ? src->n : 1)));
+        if (!cnt || !off || !pairs || !tidx || !sidx) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        if (rc == DM_OK && n) {
+            if (cudaMemcpy(cnt, ps->cnt, 4 * n, cudaMemcpyDeviceToHost) != cudaSuccess ||
+                cudaMemcpy(off, ps->off, 8 * n, cudaMemcpyDeviceToHost) != cudaSuccess ||
+                (tot && cudaMemcpy(pairs, ps->pairs, 4 * tot, cudaMemcpyDeviceToHost) != cudaSuccess) ||
+                cudaMemcpy(tidx, s->own.sidx, 4 * n, cudaMemcpyDeviceToHost) != cudaSuccess ||
+                (src->n && cudaMemcpy(sidx, src->sidx, 4 * src->n, cudaMemcpyDeviceToHost) != cudaSuccess))
+                rc = DM_ERR(DM_ERR_CUDA, "flock: copying the edges failed");
+        }
+        for (size_t pos = 0; pos < n && rc == DM_OK; pos++)
+            for (uint32_t k = 0; k < cnt[pos]; k++) {
+                uint32_t e = pairs[off[pos] + k];
+                if (!(e & 1u)) continue;
+                if (out->n == out->cap) {
+                    size_t c = out->cap ? 2 * out->cap : 1024;
+                    uint32_t *a = static_cast<uint32_t *>(dm_realloc(out->own, 4 * c));
+                    if (a) out->own = a;
+                    uint32_t *b = static_cast<uint32_t *>(dm_realloc(out->nbr, 4 * c));
+                    if (b) out->nbr = b;
+                    uint8_t *h = static_cast<uint8_t *>(dm_realloc(out->halo, c));
+                    if (h) out->halo = h;
+                    if (!a || !b || !h) {
+                        rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for edges");
+                        break;
+                    }
+                    out->cap = c;
+                }
+                out->own[out->n] = tidx[pos];
+                out->nbr[out->n] = sidx[e >> 2];
+                out->halo[out->n] = (uint8_t)pass;
+                out->n++;
+            }
+        dm_free(cnt), dm_free(off), dm_free(pairs), dm_free(tidx), dm_free(sidx);
+        cnt = pairs = tidx = sidx = NULL;
+        off = NULL;
+    }
+    if (rc != DM_OK) dm_flock_edges_free(out);
+    return rc;
+}
+
+/* ================================================================ bench hooks (tuner) ======== */
+
+namespace {
+
+/* A seeded flock problem of nb boids on the device (one rank, whole plane), advanced to the input
+ * of kernel k: the kernels before it run with their default instances. */
+struct bench {
+    int k;
+    size_t n, cap;    /* work units */
+    dm_flock_store host;
+    dstate *s;
+    dm_flock_params p;
+    dm_flock_window w;
+    /* inputs kept pristine for kernels that write them */
+    double *x0, *y0, *vx0, *vy0;
+    uint32_t *src_map;
+    uint64_t *move_out;
+};
+
+int bench_problem(bench *b, size_t nb, uint64_t seed)
+{
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.tokens = 80;
+    so.seed = seed;
+    dm_vectors v;
+    DM_TRY(dm_flock_synth_vectors(&v, &so, 0, nb));
+    double W = sqrt((double)nb * 3.141592653589793 / 15.0);
+    if (W < 3.5) W = 3.5;
+    memset(&b->p, 0, sizeof b->p);
+    b->p.r = 1;
+    b->p.r2 = 1;
+    b->p.dmin2 = 0.0025;
+    b->p.threshold = 0.08;
+    b->p.w_sep = 0.02, b->p.w_dis = 0.25, b->p.w_ali = 0.3, b->p.w_coh = 0.05;
+    b->p.vmax = 0.5, b->p.vmax2 = 0.25;
+    b->p.W = b->p.H = b->p.W1 = b->p.H1 = W;
+    b->p.half_W = b->p.half_H = W / 2;
+    b->p.ratio_x = b->p.ratio_y = 1;
+    b->p.C = b->p.R = (int)floor(W / (1 + 1e-9));
+    b->p.cw = b->p.ch = W / b->p.C;
+    b->w.first_row = 0;
+    b->w.nb = b->p.R;
+    dm_flock_store_init(&b->host);
+    int rc = DM_OK;
+    for (size_t i = 0; i < nb && rc == DM_OK; i++) {
+        uint64_t a = v.row_off[i], e = v.row_off[i + 1];
+        double ss = 0;
+        for (uint64_t q = a; q < e; q++) ss += (double)v.val[q] * v.val[q];
+        for (uint64_t q = a; q < e; q++) v.val[q] = (float)(v.val[q] / sqrt(ss));
+        dm_philox4 r = dm_rng4(seed, i, 7);
+        rc = dm_flock_store_push(&b->host, i, W * (r.v[0] / 4294967296.0), W * (r.v[1] / 4294967296.0),
+                                 0.2 * (r.v[2] / 4294967296.0 - 0.5), 0.2 * (r.v[3] / 4294967296.0 - 0.5),
+                                 v.col + a, v.val + a, (uint32_t)(e - a));
+    }
+    dm_flock_vectors_release(&v);
+    if (rc != DM_OK) return rc;
+    b->s = new (std::nothrow) dstate();
+    if (!b->s) return DM_ERR(DM_ERR_NOMEM, "flock bench: out of memory");
+    dstate *s = b->s;
+    DM_CUDA_TRY(cudaStreamCreateWithFlags(&s->sa, cudaStreamNonBlocking));
+    for (int i = 0; i < 16; i++) DM_CUDA_TRY(cudaEventCreate(&s->ev[i]));
+    size_t c8 = 0, c1 = 0;
+    DM_TRY(ensure(&s->ctr, &c8, 8));
+    DM_TRY(ensure(&s->err, &c1, 1));
+    DM_CUDA_TRY(cudaMemset(s->ctr, 0, 64));
+    DM_CUDA_TRY(cudaMemset(s->err, 0, sizeof(int)));
+    DM_TRY(upload_set(&s->own, &b->host, s->sa, 0));
+    DM_TRY(ensure_own_buffers(s, nb));
+    DM_CUDA_TRY(cudaMemsetAsync(s->cache[0], 0, 8 * s->cap_cache[0], s->sa));
+    DM_CUDA_TRY(cudaStreamSynchronize(s->sa));
+    return DM_OK;
+}
+
+/* Runs one iteration's pipeline up to (not including) kernel k with the default instances. An
+ * iteration is run first so that the pair cache holds decisions, as in a real run. */
+int bench_advance(bench *b)
+{
+    dstate *s = b->s;
+    const dm_tune_instance *fi = &g_kernels[K_FORCES].instances[g_kernels[K_FORCES].default_instance];
+    double td = 0, ts = 0;
+    int saved[K_N];
+    for (int k = 0; k < K_N; k++) {
+        saved[k] = g_forced[k];
+        g_forced[k] = g_kernels[k].default_instance;
+    }
+    int rc = build_grid(s, &s->own, b->p, b->w, fi->policy.layout, s->sa);
+    if (rc == DM_OK) rc = pairs_pass(s, &s->pown, &s->own, &s->own, b->p, 1, s->sa, &td, &ts);
+    if (rc == DM_OK) rc = forces_pass(s, &s->pown, &s->own, &s->own, b->p, 0, fi, s->sa);
+    if (rc == DM_OK) {
+        s->cur = 1 - s->cur;
+        /* second iteration's grid and pairs (with cache hits) are the kernels' inputs */
+        if (cudaMemsetAsync(s->cache[1 - s->cur], 0, 8 * s->own.n * FK_CACHE, s->sa) != cudaSuccess)
+            rc = DM_ERR(DM_ERR_CUDA, "memset");
+    }
+    int layout = fi->policy.layout;
+    if (b->k == K_FORCES) layout = DM_LAYOUT_SOA; /* rebuilt per instance below */
+    if (rc == DM_OK) rc = build_grid(s, &s->own, b->p, b->w, layout, s->sa);
+    /* the similarity kernel's work is the cache misses: with an empty cache every pair is one */
+    if (rc == DM_OK && b->k == K_SIM &&
+        cudaMemsetAsync(s->cache[s->cur], 0, 8 * s->own.n * FK_CACHE, s->sa) != cudaSuccess)
+        rc = DM_ERR(DM_ERR_CUDA, "memset");
+    if (rc == DM_OK && b->k != K_KEYS && b->k != K_BOUNDS && b->k != K_GATHER && b->k != K_COUNT)
+        rc = pairs_pass(s, &s->pown, &s->own, &s->own, b->p, 1, s->sa, &td, &ts);
+    for (int k = 0; k < K_N; k++) g_forced[k] = saved[k];
+    if (rc == DM_OK && cudaStreamSynchronize(s->sa) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "sync");
+    return rc;
+}
+
+void bench_free(bench *b)
+{
+    if (!b) return;
+    if (b->s) {
+        cudaStreamSynchronize(b->s->sa);
+        b->s->free_all();
+        delete b->s;
+    }
+    release(&b->x0), release(&b->y0), release(&b->vx0), release(&b->vy0), release(&b->src_map), release(&b->move_out);
+    dm_flock_store_free(&b->host);
+    free(b);
+}
+
+int bench_create_k(void **state, size_t n, uint64_t seed, int k)
+{
+    *state = NULL;
+    bench *b = static_cast<bench *>(calloc(1, sizeof *b));
+    if (!b) return DM_ERR(DM_ERR_NOMEM, "flock bench: out of memory");
+    b->k = k;
+    /* work units -> boids: similarity counts pairs, cache moves count slots */
+    size_t nb = n;
+    if (k == K_SIM) nb = n / 10 + 64; /* about 15 pairs per boid */
+    if (k == K_MOVE) nb = n / FK_CACHE + 1;
+    if (nb < 64) nb = 64;
+    int rc = bench_problem(b, nb, seed);
+    if (rc == DM_OK) rc = bench_advance(b);
+    dstate *s = b->s;
+    if (rc == DM_OK && k == K_UPDATE) {
+        size_t c = 0;
+        rc = ensure(&b->x0, &c, nb);
+        c = 0;
+        if (rc == DM_OK) rc = ensure(&b->y0, &c, nb);
+        c = 0;
+        if (rc == DM_OK) rc = ensure(&b->vx0, &c, nb);
+        c = 0;
+        if (rc == DM_OK) rc = ensure(&b->vy0, &c, nb);
+        if (rc == DM_OK && (cudaMemcpy(b->x0, s->own.x, 8 * nb, cudaMemcpyDeviceToDevice) != cudaSuccess ||
+                            cudaMemcpy(b->y0, s->own.y, 8 * nb, cudaMemcpyDeviceToDevice) != cudaSuccess ||
+                            cudaMemcpy(b->vx0, s->own.vx, 8 * nb, cudaMemcpyDeviceToDevice) != cudaSuccess ||
+                            cudaMemcpy(b->vy0, s->own.vy, 8 * nb, cudaMemcpyDeviceToDevice) != cudaSuccess))
+            rc = DM_ERR(DM_ERR_CUDA, "flock bench: copy");
+        /* sums to update from: one forces pass */
+        if (rc == DM_OK)
+            rc = forces_pass(s, &s->pown, &s->own, &s->own, b->p, 0,
+                             &g_kernels[K_FORCES].instances[g_kernels[K_FORCES].default_instance], s->sa);
+    }
+    if (rc == DM_OK && k == K_MOVE) {
+        size_t c = 0;
+        uint32_t *h = static_cast<uint32_t *>(malloc(4 * nb));
+        if (!h) rc = DM_ERR(DM_ERR_NOMEM, "flock bench: out of memory");
+        for (size_t i = 0; rc == DM_OK && i < nb; i++) h[i] = (uint32_t)(nb - 1 - i);
+        if (rc == DM_OK) rc = ensure(&b->src_map, &c, nb);
+        c = 0;
+        if (rc == DM_OK) rc = ensure(&b->move_out, &c, nb * FK_CACHE);
+        if (rc == DM_OK && cudaMemcpy(b->src_map, h, 4 * nb, cudaMemcpyHostToDevice) != cudaSuccess)
+            rc = DM_ERR(DM_ERR_CUDA, "flock bench: copy");
+        free(h);
+    }
+    /* the units this state can run */
+    size_t units = nb;
+    if (k == K_SIM) units = (size_t)s->pown.n_miss;
+    if (k == K_MOVE) units = nb * FK_CACHE;
+    b->cap = units;
+    b->n = n < units ? n : units;
+    if (rc == DM_OK && cudaDeviceSynchronize() != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "flock bench: sync");
+    if (rc != DM_OK) {
+        bench_free(b);
+        return rc;
+    }
+    *state = b;
+    return DM_OK;
+}
+
+int bench_run(void *state, const dm_tune_instance *inst, void *stream)
+{
+    bench *b = static_cast<bench *>(state);
+    dstate *s = b->s;
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    size_t n = b->n;
+    dset *d = &s->own;
+    switch (b->k) {
+    case K_KEYS: {
+        fk_keys_args a = {d->x, d->y, n, b->p, 0, b->w.nb, d->keys, d->idx, s->err};
+        return inst->launch(&a, n, stream);
+    }
+    case K_BOUNDS: {
+        size_t cells = (size_t)b->p.C * (size_t)b->w.nb;
+        DM_CUDA_TRY(cudaMemsetAsync(d->cstart, 0, 4 * cells, st));
+        DM_CUDA_TRY(cudaMemsetAsync(d->cend, 0, 4 * cells, st));
+        fk_bounds_args a = {d->skeys, n, d->cstart, d->cend};
+        return inst->launch(&a, n, stream);
+    }
+    case K_GATHER: {
+        fk_gather_args a = {d->sidx, d->id, d->voff, d->vlen, d->x, d->y, d->vx, d->vy, n, d->sx, d->sy, d->sid,
+                            d->svoff, d->svlen, d->lbuf, DM_LAYOUT_AOS, d->lcap};
+        return inst->launch(&a, n, stream);
+    }
+    case K_COUNT: {
+        fk_pass_args a = pass_args(s, &s->pown, d, d, b->p, 1);
+        a.n_targets = n;
+        return inst->launch(&a, n, stream);
+    }
+    case K_DETECT: {
+        fk_pass_args a = pass_args(s, &s->pown, d, d, b->p, 1);
+        a.n_targets = n;
+        DM_CUDA_TRY(cudaMemsetAsync(a.n_miss, 0, 8, st));
+        return inst->launch(&a, n, stream);
+    }
+    case K_SIM: {
+        fk_sim_args a = {s->pown.miss, n, d->sidx, d->voff, d->vlen, d->col, d->val, d->svoff, d->svlen, d->col, d->val,
+                         s->pown.pairs, b->p.threshold};
+        return inst->launch(&a, n, stream);
+    }
+    case K_FORCES: {
+        /* the sorted state in this instance's layout */
+        fk_gather_args g = {d->sidx, d->id, d->voff, d->vlen, d->x, d->y, d->vx, d->vy, d->n, d->sx, d->sy, d->sid,
+                            d->svoff, d->svlen, d->lbuf, inst->policy.layout, d->lcap};
+        DM_TRY(g_kernels[K_GATHER].instances[g_kernels[K_GATHER].default_instance].launch(&g, d->n, stream));
+        DM_CUDA_TRY(cudaMemsetAsync(s->cache[1 - s->cur], 0, 8 * d->n * FK_CACHE, st));
+        fk_forces_args a = {b->p, n, d->sidx, d->lbuf, d->lcap, d->lbuf, d->lcap, d->sid, s->pown.cnt, s->pown.off,
+                            s->pown.pairs, s->acc, 0, s->cache[1 - s->cur], s->fill, s->ctr};
+        return inst->launch(&a, n, stream);
+    }
+    case K_UPDATE: {
+        DM_CUDA_TRY(cudaMemcpyAsync(d->x, b->x0, 8 * n, cudaMemcpyDeviceToDevice, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(d->y, b->y0, 8 * n, cudaMemcpyDeviceToDevice, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(d->vx, b->vx0, 8 * n, cudaMemcpyDeviceToDevice, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(d->vy, b->vy0, 8 * n, cudaMemcpyDeviceToDevice, st));
+        fk_update_args a = {b->p, n, s->acc, d->x, d->y, d->vx, d->vy, &s->ctr[2]};
+        return inst->launch(&a, n, stream);
+    }
+    case K_MOVE: {
+        fk_cache_move_args a = {s->cache[s->cur], b->src_map, n / FK_CACHE, b->move_out};
+        return inst->launch(&a, (n / FK_CACHE) * FK_CACHE, stream);
+    }
+    }
+    return DM_ERR(DM_ERR_INVALID_ARG, "flock bench: unknown kernel");
+}
+
+int bench_output(void *state, void *host, size_t *nbytes)
+{
+    bench *b = static_cast<bench *>(state);
+    dstate *s = b->s;
+    dset *d = &s->own;
+    size_t n = b->n;
+    struct part {
+        const void *p;
+        size_t bytes;
+    } parts[8];
+    int np = 0;
+    switch (b->k) {
+    case K_KEYS: parts[np++] = {d->keys, 4 * n}, parts[np++] = {d->idx, 4 * n}; break;
+    case K_BOUNDS: {
+        size_t cells = (size_t)b->p.C * (size_t)b->w.nb;
+        parts[np++] = {d->cstart, 4 * cells}, parts[np++] = {d->cend, 4 * cells};
+        break;
+    }
+    case K_GATHER:
+        parts[np++] = {d->sx, 8 * n}, parts[np++] = {d->sy, 8 * n}, parts[np++] = {d->sid, 8 * n};
+        parts[np++] = {d->lbuf, 8 * 4 * d->lcap};
+        break;
+    case K_COUNT: parts[np++] = {s->pown.cnt, 4 * n}; break;
+    case K_DETECT: {
+        /* the pair lists of the first n targets */
+        uint64_t end = 0;
+        if (n) DM_CUDA_TRY(cudaMemcpy(&end, s->pown.off + n, 8, cudaMemcpyDeviceToHost));
+        parts[np++] = {s->pown.pairs, 4 * (size_t)end};
+        break;
+    }
+    case K_SIM: parts[np++] = {s->pown.pairs, 4 * (size_t)s->pown.total}; break;
+    case K_FORCES: parts[np++] = {s->acc, sizeof(dm_flock_acc) * n}; break;
+    case K_UPDATE:
+        parts[np++] = {d->x, 8 * n}, parts[np++] = {d->y, 8 * n}, parts[np++] = {d->vx, 8 * n}, parts[np++] = {d->vy, 8 * n};
+        break;
+    case K_MOVE: parts[np++] = {b->move_out, 8 * (n / FK_CACHE) * FK_CACHE}; break;
+    }
+    size_t tot = 0;
+    for (int i = 0; i < np; i++) tot += parts[i].bytes;
+    *nbytes = tot;
+    if (!host) return DM_OK;
+    DM_CUDA_TRY(cudaDeviceSynchronize());
+    char *h = static_cast<char *>(host);
+    for (int i = 0; i < np; i++) {
+        if (parts[i].bytes) DM_CUDA_TRY(cudaMemcpy(h, parts[i].p, parts[i].bytes, cudaMemcpyDeviceToHost));
+        h += parts[i].bytes;
+    }
+    return DM_OK;
+}
+
+int bench_resize(void *state, size_t n)
+{
+    bench *b = static_cast<bench *>(state);
+    if (n > b->cap) return DM_ERR(DM_ERR_INVALID_ARG, "flock bench: resize to %zu > %zu", n, b->cap);
+    b->n = b->k == K_MOVE ? n / FK_CACHE * FK_CACHE : n;
+    return DM_OK;
+}
+
+void bench_destroy(void *state) { bench_free(static_cast<bench *>(state)); }
+
+#define FK_BENCH_CREATE(K)                                                                         \
+    int bench_create_##K(void **state, size_t n, uint64_t seed) { return bench_create_k(state, n, seed, K); }
+FK_BENCH_CREATE(K_KEYS)
+FK_BENCH_CREATE(K_BOUNDS)
+FK_BENCH_CREATE(K_GATHER)
+FK_BENCH_CREATE(K_COUNT)
+FK_BENCH_CREATE(K_DETECT)
+FK_BENCH_CREATE(K_SIM)
+FK_BENCH_CREATE(K_FORCES)
+FK_BENCH_CREATE(K_UPDATE)
+FK_BENCH_CREATE(K_MOVE)
+
+/* bench_resize is a newer field of dm_tune_kernel: set it where the tuner has it */
+template <typename K>
+auto set_resize(K &k, int) -> decltype(k.bench_resize = bench_resize, void())
+{
+    k.bench_resize = bench_resize;
+}
+template <typename K>
+void set_resize(K &, long)
+{
+}
+
+dm_tune_kernel make_kernel(const char *name, const char *desc, const char *unit, const dm_tune_instance *inst, int n,
+                           int def, int (*create)(void **, size_t, uint64_t), size_t dflt_n)
+{
+    dm_tune_kernel k;
+    memset(&k, 0, sizeof k);
+    k.name = name;
+    k.description = desc;
+    k.work_unit = unit;
+    k.instances = inst;
+    k.n_instances = n;
+    k.default_instance = def;
+    k.bench_create = create;
+    k.bench_run = bench_run;
+    k.bench_output = bench_output;
+    k.bench_destroy = bench_destroy;
+    k.tolerance = 0.0; /* every flock kernel's output is exact (integers or fixed-point sums) */
+    k.bench_default_n = dflt_n;
+    set_resize(k, 0);
+    return k;
+}
+
+const dm_tune_kernel g_kernels[K_N] = {
+    make_kernel("flock.cell_keys", "grid cell key of every boid", "boids", g_keys_inst, NINST(g_keys_inst),
+                FK_SPACE_DEFAULT, bench_create_K_KEYS, (size_t)1 << 20),
+    make_kernel("flock.cell_bounds", "first and last sorted boid of every grid cell", "boids", g_bounds_inst,
+                NINST(g_bounds_inst), FK_SPACE_DEFAULT, bench_create_K_BOUNDS, (size_t)1 << 20),
+    make_kernel("flock.gather", "boids in cell order, forces layout", "boids", g_gather_inst, NINST(g_gather_inst),
+                FK_SPACE_DEFAULT, bench_create_K_GATHER, (size_t)1 << 20),
+    make_kernel("flock.count", "neighbours within r per boid (3x3 cells)", "boids", g_count_inst, NINST(g_count_inst),
+                FK_SPACE_DEFAULT, bench_create_K_COUNT, (size_t)1 << 20),
+    make_kernel("flock.detect", "neighbour pair lists and pair-cache lookups", "boids", g_detect_inst,
+                NINST(g_detect_inst), FK_SPACE_DEFAULT, bench_create_K_DETECT, (size_t)1 << 20),
+    make_kernel("flock.similarity", "exact cosine of sparse vectors, a warp per pair", "pairs", g_sim_inst,
+                NINST(g_sim_inst), FK_SPACE_DEFAULT, bench_create_K_SIM, (size_t)1 << 21),
+    make_kernel("flock.forces", "fixed-point force sums over the pair lists", "boids", g_forces_inst,
+                NINST(g_forces_inst), FK_FORCES_DEFAULT, bench_create_K_FORCES, (size_t)1 << 20),
+    make_kernel("flock.update", "velocity and position update", "boids", g_update_inst, NINST(g_update_inst),
+                FK_SPACE_DEFAULT, bench_create_K_UPDATE, (size_t)1 << 20),
+    make_kernel("flock.cache_move", "pair-cache rows of the boids kept after migration", "slots", g_move_inst,
+                NINST(g_move_inst), 0, bench_create_K_MOVE, (size_t)1 << 24),
+};
+
+} // namespace

@@ -1,0 +1,212 @@
+/* Neighbour-slice exchanges of the sliced-space decomposition (DESIGN.md section 7, "Sliced
+ * space across ranks"): the non-blocking exchange with the two neighbour slices, the halo
+ * messages (own boids within the margin of a slice edge, with their vectors) and the migration
+ * of boids that left the slice. Used by both backends (the CUDA backend stages through host
+ * memory). Reference: none beyond the design; tests/flock/test_flock_mpi.c checks that the result
+ * does not depend on the number of ranks and that every document has exactly one owner. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/status.h"
+#include "common/timer.h"
+#include "flock/flock_impl.h"
+
+/* Messages travel as 8-byte units so that counts fit an int up to 16 GiB per message. */
+#define UNIT 8
+static const uint64_t ERR_FLAG = UINT64_MAX;
+
+int dm_flock_xchg_begin(dm_flock_xchg *x, MPI_Comm comm, const dm_flock_nbrs *nb, int tag,
+                        const char *const *send, const uint64_t *send_size, int local_status)
+{
+    memset(x, 0, sizeof *x);
+    x->comm = comm;
+    x->tag = tag;
+    x->nb = *nb;
+    if (nb->n == 0) {
+        x->active = 1;
+        return local_status;
+    }
+    MPI_Request hs[4];
+    int nh = 0;
+    for (int k = 0; k < nb->n; k++) {
+        x->send_size[k] = local_status < 0 ? ERR_FLAG : send_size[k];
+        x->send_buf[k] = send[k];
+        if (MPI_Irecv(&x->recv_size[k], 1, MPI_UINT64_T, nb->rank[k], tag, comm, &hs[nh++]) != MPI_SUCCESS ||
+            MPI_Isend(&x->send_size[k], 1, MPI_UINT64_T, nb->rank[k], tag, comm, &hs[nh++]) != MPI_SUCCESS)
+            return DM_ERR(DM_ERR_MPI, "flock: posting the exchange handshake failed");
+    }
+    MPI_Status st[4];
+    if (MPI_Waitall(nh, hs, st) != MPI_SUCCESS)
+        return DM_ERR(DM_ERR_MPI, "flock: exchange handshake failed");
+    int rc = local_status;
+    for (int k = 0; k < nb->n; k++) {
+        if (x->recv_size[k] == ERR_FLAG) {
+            if (rc == DM_OK) {
+                rc = DM_ERR(DM_ERR_MPI, "flock: neighbour rank %d failed", nb->rank[k]);
+                dm_error_mark_remote();
+            }
+            continue;
+        }
+        if (x->recv_size[k] % UNIT) return DM_ERR(DM_ERR_FORMAT, "flock: exchange size not a multiple of 8");
+        x->recv_buf[k] = dm_malloc(x->recv_size[k] ? x->recv_size[k] : 1);
+        if (!x->recv_buf[k]) {
+            rc = DM_ERR(DM_ERR_NOMEM, "flock: no memory for a %llu-byte exchange message",
+                        (unsigned long long)x->recv_size[k]);
+            /* the sender sends anyway: receive into nothing is impossible, so fail the job */
+            DM_ASSERT(!"out of memory during a neighbour exchange");
+        }
+        if (x->recv_size[k] &&
+            MPI_Irecv(x->recv_buf[k], (int)(x->recv_size[k] / UNIT), MPI_UINT64_T, nb->rank[k], tag + 1,
+                      comm, &x->req[x->n_req++]) != MPI_SUCCESS)
+            return DM_ERR(DM_ERR_MPI, "flock: MPI_Irecv failed");
+    }
+    for (int k = 0; k < nb->n; k++) {
+        if (x->send_size[k] == ERR_FLAG || x->send_size[k] == 0) continue;
+        DM_ASSERT(x->send_size[k] % UNIT == 0 && x->send_size[k] / UNIT <= (uint64_t)2147483647);
+        if (MPI_Isend(send[k], (int)(x->send_size[k] / UNIT), MPI_UINT64_T, nb->rank[k], tag + 1, comm,
+                      &x->req[x->n_req++]) != MPI_SUCCESS)
+            return DM_ERR(DM_ERR_MPI, "flock: MPI_Isend failed");
+    }
+    x->active = 1;
+    return rc;
+}
+
+int dm_flock_xchg_end(dm_flock_xchg *x, char **recv, uint64_t *recv_size)
+{
+    DM_ASSERT(x->active);
+    x->active = 0;
+    int rc = DM_OK;
+    MPI_Status st[4];
+    if (x->n_req && MPI_Waitall(x->n_req, x->req, st) != MPI_SUCCESS)
+        rc = DM_ERR(DM_ERR_MPI, "flock: exchange failed");
+    for (int k = 0; k < x->nb.n; k++) {
+        recv[k] = x->recv_buf[k];
+        recv_size[k] = x->recv_size[k] == ERR_FLAG ? 0 : x->recv_size[k];
+        if (x->recv_size[k] == ERR_FLAG && rc == DM_OK) {
+            rc = DM_ERR(DM_ERR_MPI, "flock: neighbour rank %d failed", x->nb.rank[k]);
+            dm_error_mark_remote();
+        }
+    }
+    return rc;
+}
+
+/* Packs the own boids selected per neighbour (sel(i) & dir_mask) into one message each. */
+static int pack_selected(dm_flock_sim *s, const uint8_t *dirs, char **send, uint64_t *size, uint64_t *count_out)
+{
+    const dm_flock_store *o = &s->own;
+    uint32_t *idx = dm_malloc(sizeof *idx * (o->n ? o->n : 1));
+    if (!idx) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory packing a message");
+    for (int k = 0; k < s->nb.n; k++) {
+        size_t cnt = 0;
+        uint64_t nnz = 0;
+        for (size_t i = 0; i < o->n; i++)
+            if (dirs[i] & s->nb.dir_mask[k]) {
+                idx[cnt++] = (uint32_t)i;
+                nnz += o->vlen[i];
+            }
+        dm_flock_msg_layout l;
+        dm_flock_msg_layout_of(&l, cnt, nnz);
+        send[k] = dm_malloc(l.total);
+        if (!send[k]) {
+            dm_free(idx);
+            return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for a %zu-byte message", l.total);
+        }
+        dm_flock_msg_pack(send[k], o, idx, cnt);
+        size[k] = l.total;
+        if (count_out) *count_out += cnt;
+    }
+    dm_free(idx);
+    return DM_OK;
+}
+
+int dm_flock_halo_exchange_begin(dm_flock_sim *s, dm_flock_xchg *x, char **send, int local_status)
+{
+    double W, H;
+    dm_flock_plane_at(s, s->iteration, &W, &H);
+    send[0] = send[1] = NULL;
+    uint64_t size[2] = {0, 0};
+    int rc = local_status;
+    dm_timer_start("flock.comm");
+    if (rc == DM_OK && s->nb.n) {
+        uint8_t *dirs = dm_malloc(s->own.n ? s->own.n : 1);
+        if (!dirs) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        else {
+            for (size_t i = 0; i < s->own.n; i++) dirs[i] = (uint8_t)dm_flock_halo_dirs(s, s->own.y[i], H);
+            rc = pack_selected(s, dirs, send, size, &s->stats.halo_sent);
+            dm_free(dirs);
+        }
+    }
+    rc = dm_flock_xchg_begin(x, s->comm, &s->nb, 100, (const char *const *)send, size, rc);
+    dm_timer_stop("flock.comm");
+    return rc;
+}
+
+int dm_flock_halo_exchange_end(dm_flock_sim *s, dm_flock_xchg *x, char **send)
+{
+    char *recv[2] = {NULL, NULL};
+    uint64_t rsize[2] = {0, 0};
+    dm_timer_start("flock.comm");
+    int rc = dm_flock_xchg_end(x, recv, rsize);
+    dm_flock_store_clear(&s->halo);
+    for (int k = 0; k < s->nb.n; k++) {
+        if (rc == DM_OK && recv[k] && rsize[k]) rc = dm_flock_msg_unpack(&s->halo, recv[k], rsize[k]);
+        dm_free(recv[k]);
+        dm_free(send[k]);
+        send[k] = NULL;
+    }
+    dm_timer_stop("flock.comm");
+    s->halo_valid = rc == DM_OK;
+    return rc;
+}
+
+int dm_flock_migrate_host(dm_flock_sim *s, double H1, int local_status)
+{
+    int rc = local_status;
+    dm_flock_store *o = &s->own;
+    uint8_t *dirs = NULL, *keep = NULL;
+    char *send[2] = {NULL, NULL}, *recv[2] = {NULL, NULL};
+    uint64_t size[2] = {0, 0}, rsize[2] = {0, 0};
+    dm_timer_start("flock.comm");
+    if (rc == DM_OK && s->size > 1) {
+        dirs = dm_calloc(o->n ? o->n : 1, 1);
+        keep = dm_malloc(o->n ? o->n : 1);
+        if (!dirs || !keep) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    }
+    uint64_t moved = 0;
+    if (rc == DM_OK && s->size > 1) {
+        for (size_t i = 0; i < o->n; i++) {
+            int k = dm_flock_slice_of(s, o->y[i], H1);
+            keep[i] = k == s->rank;
+            if (k == s->rank) continue;
+            /* the speed cap is below the thinnest slice: a boid moves at most one slice */
+            int below = (s->rank - 1 + s->size) % s->size, above = (s->rank + 1) % s->size;
+            DM_ASSERT(k == below || k == above);
+            dirs[i] = (uint8_t)(k == below ? 1 : 2);
+            if (s->size == 2) dirs[i] = 3;
+            moved++;
+        }
+        rc = pack_selected(s, dirs, send, size, NULL);
+        if (rc == DM_OK) rc = dm_flock_store_filter(o, keep);
+    }
+    if (s->size > 1) {
+        dm_flock_xchg x;
+        int rb = dm_flock_xchg_begin(&x, s->comm, &s->nb, 200, (const char *const *)send, size, rc);
+        int re = dm_flock_xchg_end(&x, recv, rsize);
+        if (rc == DM_OK) rc = rb != DM_OK ? rb : re;
+        for (int k = 0; k < s->nb.n; k++) {
+            if (rc == DM_OK && recv[k] && rsize[k]) {
+                size_t before = o->n;
+                rc = dm_flock_msg_unpack(o, recv[k], rsize[k]);
+                s->stats.migrated_in += o->n - before;
+            }
+            dm_free(recv[k]);
+            dm_free(send[k]);
+        }
+    }
+    s->stats.migrated_out += moved;
+    dm_free(dirs);
+    dm_free(keep);
+    dm_timer_stop("flock.comm");
+    return rc;
+}

@@ -1,0 +1,184 @@
+/* Internals of the flock module shared by the driver (flock.c), the backends (flock_cpu.c,
+ * flock_cuda.cu), the exchange (flock_exchange.c) and the clusters (flock_clusters.c): the boid
+ * store, the simulation state, slices, the grid window and the exchange message format.
+ * Reference: DESIGN.md section 7. Plain C11 (the .cu file includes it inside extern "C"). */
+#ifndef DM_FLOCK_IMPL_H
+#define DM_FLOCK_IMPL_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "flock/flock.h"
+#include "flock/flock_model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Boids on the host, structure of arrays, with their unit vectors in a pool: boid i's vector is
+ * col/val[voff[i] .. voff[i] + vlen[i]). Removing boids leaves holes in the pool, which is
+ * compacted when more than half of it is garbage. */
+typedef struct dm_flock_store {
+    size_t n, cap;
+    uint64_t *id;
+    double *x, *y, *vx, *vy;
+    uint64_t *voff;
+    uint32_t *vlen;
+    uint32_t *col;
+    float *val;
+    size_t pool, pool_cap; /* pool entries used (holes included) / allocated */
+    size_t live;           /* entries referenced by boids */
+    uint64_t compactions;  /* times the pool was compacted (boids' offsets changed) */
+} dm_flock_store;
+
+void dm_flock_store_init(dm_flock_store *s);
+void dm_flock_store_free(dm_flock_store *s);
+void dm_flock_store_clear(dm_flock_store *s);
+int dm_flock_store_reserve(dm_flock_store *s, size_t n, size_t pool);
+/* Appends one boid (vector copied). */
+int dm_flock_store_push(dm_flock_store *s, uint64_t id, double x, double y, double vx, double vy,
+                        const uint32_t *col, const float *val, uint32_t len);
+/* Keeps the boids with keep[i] != 0 (order preserved); compacts the pool when worthwhile. */
+int dm_flock_store_filter(dm_flock_store *s, const uint8_t *keep);
+
+/* The exchange message (one per destination rank and kind), 8-byte aligned sections:
+ *   u64 n, u64 nnz, u64 flags | u64 id[n] | f64 x[n], y[n], vx[n], vy[n] | u64 off[n+1] |
+ *   u32 col[nnz] (padded to 8 bytes) | f32 val[nnz] (padded to 8 bytes)
+ * off[] are offsets of each boid's vector within col/val (off[0] = 0, off[n] = nnz). */
+#define DM_FLOCK_MSG_HEADER 24
+typedef struct dm_flock_msg_layout {
+    size_t id, x, y, vx, vy, off, col, val, total;
+} dm_flock_msg_layout;
+void dm_flock_msg_layout_of(dm_flock_msg_layout *l, uint64_t n, uint64_t nnz);
+/* Packs the listed boids of a store (host) into buf (size from the layout). */
+void dm_flock_msg_pack(char *buf, const dm_flock_store *s, const uint32_t *idx, size_t count);
+/* Appends the boids of a message to a store. DM_ERR_FORMAT when the message is malformed. */
+int dm_flock_msg_unpack(dm_flock_store *s, const char *buf, size_t size);
+
+/* Neighbour slices of this rank: the distinct ranks among rank-1 and rank+1 (mod P), without
+ * this rank. dir_mask[k]: bit 0 = the neighbour is below (rank - 1), bit 1 = above (rank + 1). */
+typedef struct dm_flock_nbrs {
+    int n;
+    int rank[2];
+    int dir_mask[2];
+} dm_flock_nbrs;
+
+/* A non-blocking exchange with the neighbour slices: begin() sends this rank's messages (one per
+ * neighbour, any size) and posts the receives once the sizes are known (a short handshake);
+ * end() waits and hands back the received messages. A rank that failed before the exchange
+ * sends an error flag instead of data, so that no neighbour waits forever. */
+typedef struct dm_flock_xchg {
+    MPI_Comm comm;
+    int tag;
+    dm_flock_nbrs nb;
+    uint64_t send_size[2], recv_size[2];
+    const char *send_buf[2];
+    char *recv_buf[2];
+    size_t recv_cap[2];
+    MPI_Request req[4];
+    int n_req;
+    int active;
+} dm_flock_xchg;
+
+int dm_flock_xchg_begin(dm_flock_xchg *x, MPI_Comm comm, const dm_flock_nbrs *nb, int tag,
+                        const char *const *send, const uint64_t *send_size, int local_status);
+/* Waits for the exchange; recv[k] (dm_malloc'ed, caller frees) and recv_size[k] per neighbour.
+ * A neighbour's error flag gives DM_ERR_MPI ("a neighbour failed"). */
+int dm_flock_xchg_end(dm_flock_xchg *x, char **recv, uint64_t *recv_size);
+
+/* The uniform grid window of a rank: rows first_row .. first_row + nb - 1 (mod R) of the global
+ * grid, covering its slice and the halo margin above and below (all rows when P == 1). */
+typedef struct dm_flock_window {
+    int first_row, nb;
+} dm_flock_window;
+
+struct dm_flock_sim {
+    const dm_ctx *ctx;
+    MPI_Comm comm;
+    int rank, size;
+    int backend;
+    dm_flock_options opt;
+    uint64_t n_global;
+    double W0, H0;
+    double *cut;        /* P + 1 fractions of the height: slice k = [cut[k] H, cut[k+1] H) */
+    double margin;      /* halo margin (> r) */
+    int iteration;
+    dm_flock_store own;  /* this rank's boids (host copy; see host_valid) */
+    dm_flock_store halo; /* the neighbours' boids near this slice, refreshed every iteration */
+    dm_flock_nbrs nb;
+    int host_valid;     /* CUDA: 0 when the device holds newer state than own */
+    int halo_valid;     /* halo matches the current own positions (clusters) */
+    void *dev;          /* CUDA backend state */
+    dm_flock_stats stats;
+    int32_t *labels;    /* clusters per own boid (after dm_flock_sim_cluster) */
+};
+
+/* Plane side at iteration t (host, the only place it is computed). */
+void dm_flock_plane_at(const dm_flock_sim *s, int t, double *W, double *H);
+/* The parameters of iteration t (grid over the plane of iteration t). DM_ERR_INVALID_ARG when
+ * the plane is too small for the grid or the slices. */
+int dm_flock_params_at(dm_flock_params *p, const dm_flock_sim *s, int t);
+/* Bounds of slice k on a plane of height H. */
+void dm_flock_slice_bounds(const dm_flock_sim *s, int k, double H, double *lo, double *hi);
+/* The slice owning coordinate y in [0, H). */
+int dm_flock_slice_of(const dm_flock_sim *s, double y, double H);
+/* The grid window of this rank for the parameters p. */
+void dm_flock_window_of(dm_flock_window *w, const dm_flock_sim *s, const dm_flock_params *p);
+/* The row of y within the window, or -1 when outside. */
+static inline int dm_flock_window_row(const dm_flock_window *w, int R, int row)
+{
+    int lr = row - w->first_row;
+    if (lr < 0) lr += R;
+    if (lr >= R) lr -= R;
+    return lr < w->nb ? lr : -1;
+}
+/* Direction bits (1: within the margin of the lower edge, 2: of the upper edge) of a boid at y
+ * in this rank's slice on a plane of height H. */
+int dm_flock_halo_dirs(const dm_flock_sim *s, double y, double H);
+
+/* Host exchange helpers used by both backends' steps (flock_exchange.c): builds the halo
+ * messages of own boids at the current plane; the migration messages of boids now outside
+ * the slice on plane H1 (they are removed from own). */
+int dm_flock_halo_exchange_begin(dm_flock_sim *s, dm_flock_xchg *x, char **send, int local_status);
+int dm_flock_halo_exchange_end(dm_flock_sim *s, dm_flock_xchg *x, char **send);
+int dm_flock_migrate_host(dm_flock_sim *s, double H1, int local_status);
+
+/* Host grid (CPU backend and clusters): source boids sorted by cell of the window. */
+typedef struct dm_flock_grid {
+    dm_flock_window w;
+    int C;
+    uint32_t *start; /* C * w.nb + 1 cell starts into order */
+    uint32_t *order; /* source indices sorted by cell */
+    size_t n;
+} dm_flock_grid;
+int dm_flock_grid_build(dm_flock_grid *g, const dm_flock_sim *s, const dm_flock_params *p,
+                        const dm_flock_window *w, const double *x, const double *y, size_t n);
+void dm_flock_grid_free(dm_flock_grid *g);
+
+/* Sort pairs by key (stable): sorting.h when linked, else a local radix sort (flock_sort.c). */
+int dm_flock_sort_pairs_u32_cpu(uint32_t *keys_out, uint32_t *vals_out, const uint32_t *keys_in,
+                                const uint32_t *vals_in, size_t n, int end_bit);
+
+
+/* Checkpoint internals (flock_checkpoint.c): reads the records of global documents
+ * [first, first + n) into x, y, vx, vy and the iteration into *iteration, after checking that
+ * the file was written for the same documents, seed and model options. */
+int dm_flock_checkpoint_read_rows(const dm_flock_sim *s, const char *path, uint64_t first, uint64_t n, double *x,
+                                  double *y, double *vx, double *vy, int *iteration);
+
+#if DM_FLOCK_CUDA
+/* CUDA backend state (flock_cuda.cu). */
+int dm_flock_cuda_init(dm_flock_sim *s);
+void dm_flock_cuda_free(dm_flock_sim *s);
+/* Copies the device state to the host store (own), when stale. */
+int dm_flock_cuda_sync_host(dm_flock_sim *s);
+/* Tests: launch instance `index` of kernel `kernel` ("flock.forces", ...) instead of the tuner's
+ * choice (-1: back to the tuner). */
+int dm_flock_cuda_force_instance(const char *kernel, int index);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

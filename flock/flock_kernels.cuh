@@ -1,0 +1,424 @@
+/* CUDA kernels of flock (included only by flock_cuda.cu): the grid build (cell keys, cell bounds,
+ * gather into the sorted boid layout), neighbour counting and detection with the per-boid pair
+ * cache, the warp-cooperative exact similarity of sparse vectors, the force sums, the update, and
+ * the cache move after migration. Templates only for compile-time launch parameters: block size,
+ * rake (items per thread, consecutive or strided by the grid) and the boid layout of the forces
+ * kernel (AoS, SoA, tiled AoS). The model arithmetic is flock_model.h, shared with the CPU
+ * reference (flock_cpu.c), which every kernel reproduces bit for bit.
+ * Reference: flock_cpu.c (dm_flock_step_cpu, dm_flock_edges_cpu). */
+#ifndef DM_FLOCK_KERNELS_CUH
+#define DM_FLOCK_KERNELS_CUH
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/tune/tune.h"
+#include "flock/flock_model.h"
+
+/* Pair states in the low 2 bits of a pair entry (source index << 2 | state). */
+#define FK_DISSIMILAR 0u
+#define FK_SIMILAR 1u
+#define FK_UNKNOWN 2u
+/* Pair-cache rows: FK_CACHE slots of u64 ((document + 1) << 1 | similar), 0 = empty; filled to at
+ * most half so that probes stay short. 128 remembered neighbours cover the densest flocks seen. */
+#define FK_CACHE_BITS 8
+#define FK_CACHE (1 << FK_CACHE_BITS)
+#define FK_CACHE_FILL (FK_CACHE / 2)
+#define FK_TILE 32
+
+/* The items of a thread: RAKE of them, consecutive (t*RAKE + r) or strided by the grid. */
+#define FK_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, N, I)                                                 \
+    {                                                                                              \
+        const size_t fk_t_ = (size_t)blockIdx.x * (BLOCK) + threadIdx.x;                           \
+        const size_t fk_T_ = (size_t)gridDim.x * (BLOCK);                                          \
+        for (int fk_r_ = 0; fk_r_ < (RAKE); fk_r_++) {                                             \
+            const size_t I = (STRIDED) ? fk_t_ + (size_t)fk_r_ * fk_T_ : fk_t_ * (RAKE) + fk_r_;   \
+            if (I >= (N)) continue;
+#define FK_ITEMS_END                                                                               \
+    }                                                                                              \
+    }
+
+/* ---- boid layouts of the sorted state (x, y, vx, vy) ---------------------------------------- */
+
+/* Index of field f (0..3) of boid i in a buffer of cap boids. */
+template <int LAYOUT>
+__device__ __forceinline__ size_t fk_lidx(size_t i, int f, size_t cap)
+{
+    if (LAYOUT == DM_LAYOUT_AOS) return 4 * i + (size_t)f;
+    if (LAYOUT == DM_LAYOUT_SOA) return (size_t)f * cap + i;
+    return (i / FK_TILE) * (4 * FK_TILE) + (size_t)f * FK_TILE + (i % FK_TILE); /* tiled */
+}
+__device__ __forceinline__ size_t fk_lidx_rt(int layout, size_t i, int f, size_t cap)
+{
+    if (layout == DM_LAYOUT_AOS) return fk_lidx<DM_LAYOUT_AOS>(i, f, cap);
+    if (layout == DM_LAYOUT_SOA) return fk_lidx<DM_LAYOUT_SOA>(i, f, cap);
+    return fk_lidx<DM_LAYOUT_TILED>(i, f, cap);
+}
+
+template <int LAYOUT>
+__device__ __forceinline__ void fk_load(const double *__restrict__ b, size_t i, size_t cap, double *x, double *y,
+                                        double *vx, double *vy)
+{
+    if (LAYOUT == DM_LAYOUT_AOS) {
+        const double2 *p = reinterpret_cast<const double2 *>(b + 4 * i);
+        double2 a = p[0], c = p[1];
+        *x = a.x;
+        *y = a.y;
+        *vx = c.x;
+        *vy = c.y;
+    } else {
+        *x = b[fk_lidx<LAYOUT>(i, 0, cap)];
+        *y = b[fk_lidx<LAYOUT>(i, 1, cap)];
+        *vx = b[fk_lidx<LAYOUT>(i, 2, cap)];
+        *vy = b[fk_lidx<LAYOUT>(i, 3, cap)];
+    }
+}
+
+/* ---- grid build -------------------------------------------------------------------------------- */
+
+struct fk_keys_args {
+    const double *x, *y;
+    size_t n;
+    dm_flock_params p;
+    int first_row, nb;
+    uint32_t *keys, *idx;
+    int *err; /* set when a boid lies outside the window (a broken invariant) */
+};
+
+template <int BLOCK, int RAKE, bool STRIDED>
+__global__ void __launch_bounds__(BLOCK) fk_cell_keys(fk_keys_args a)
+{
+    FK_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.n, i)
+    int row = dm_flock_cell(a.y[i], a.p.ch, a.p.R), col = dm_flock_cell(a.x[i], a.p.cw, a.p.C);
+    int lr = row - a.first_row;
+    if (lr < 0) lr += a.p.R;
+    if (lr >= a.nb) {
+        *a.err = 1;
+        lr = 0;
+    }
+    a.keys[i] = (uint32_t)lr * (uint32_t)a.p.C + (uint32_t)col;
+    a.idx[i] = (uint32_t)i;
+    FK_ITEMS_END
+}
+
+struct fk_bounds_args {
+    const uint32_t *skeys;
+    size_t n;
+    uint32_t *cstart, *cend; /* zeroed before */
+};
+
+template <int BLOCK, int RAKE, bool STRIDED>
+__global__ void __launch_bounds__(BLOCK) fk_cell_bounds(fk_bounds_args a)
+{
+    FK_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.n, i)
+    uint32_t k = a.skeys[i];
+    if (i == 0 || a.skeys[i - 1] != k) a.cstart[k] = (uint32_t)i;
+    if (i == a.n - 1 || a.skeys[i + 1] != k) a.cend[k] = (uint32_t)(i + 1);
+    FK_ITEMS_END
+}
+
+struct fk_gather_args {
+    const uint32_t *sidx;
+    const uint64_t *id, *voff;
+    const uint32_t *vlen;
+    const double *x, *y, *vx, *vy;
+    size_t n;
+    double *sx, *sy;      /* sorted positions (SoA) for the detection */
+    uint64_t *sid, *svoff;
+    uint32_t *svlen;
+    double *lbuf;         /* sorted x, y, vx, vy in the forces kernel's layout */
+    int layout;
+    size_t lcap;
+};
+
+template <int BLOCK, int RAKE, bool STRIDED>
+__global__ void __launch_bounds__(BLOCK) fk_gather(fk_gather_args a)
+{
+    FK_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.n, i)
+    uint32_t j = a.sidx[i];
+    double x = a.x[j], y = a.y[j];
+    a.sx[i] = x;
+    a.sy[i] = y;
+    a.sid[i] = a.id[j];
+    a.svoff[i] = a.voff[j];
+    a.svlen[i] = a.vlen[j];
+    a.lbuf[fk_lidx_rt(a.layout, i, 0, a.lcap)] = x;
+    a.lbuf[fk_lidx_rt(a.layout, i, 1, a.lcap)] = y;
+    a.lbuf[fk_lidx_rt(a.layout, i, 2, a.lcap)] = a.vx[j];
+    a.lbuf[fk_lidx_rt(a.layout, i, 3, a.lcap)] = a.vy[j];
+    FK_ITEMS_END
+}
+
+/* ---- neighbour detection ------------------------------------------------------------------------ */
+
+/* Targets: the own boids in own-grid order (tx, ty sorted); sources: a sorted set with its grid. */
+struct fk_pass_args {
+    dm_flock_params p;
+    int first_row, nb;
+    size_t n_targets;
+    const double *tx, *ty;     /* targets' sorted positions */
+    const uint32_t *tidx;      /* sorted position -> own index */
+    const uint64_t *tid;       /* sorted position -> document */
+    const double *sx, *sy;     /* sources' sorted positions */
+    const uint64_t *sid;       /* sources' documents */
+    const uint32_t *cstart, *cend;
+    int same;                  /* sources are the targets: skip the boid itself */
+    uint32_t *cnt;             /* count: per target */
+    const uint64_t *off;       /* detect: exclusive sums of cnt */
+    uint32_t *pairs;           /* detect: (source << 2) | state */
+    const uint64_t *cache;     /* detect: last iteration's pair cache rows (by own index) */
+    unsigned long long *miss;  /* detect: (target sorted position << 32) | pair index */
+    unsigned long long *n_miss;
+};
+
+__device__ __forceinline__ unsigned fk_hash(uint64_t id)
+{
+    return (unsigned)((id * 0x9E3779B97F4A7C15ull) >> (64 - FK_CACHE_BITS));
+}
+
+/* The cached state of (row, document), or FK_UNKNOWN. */
+__device__ __forceinline__ uint32_t fk_cache_lookup(const uint64_t *__restrict__ row, uint64_t id)
+{
+    const uint64_t key = (id + 1) << 1;
+    unsigned h = fk_hash(id) & (FK_CACHE - 1);
+    for (int k = 0; k < FK_CACHE; k++) {
+        uint64_t e = row[h];
+        if (e == 0) return FK_UNKNOWN;
+        if ((e & ~1ull) == key) return (uint32_t)(e & 1);
+        h = (h + 1) & (FK_CACHE - 1);
+    }
+    return FK_UNKNOWN;
+}
+
+/* Inserts (document, similar) unless present or the row is at its fill limit. */
+__device__ __forceinline__ void fk_cache_insert(uint64_t *__restrict__ row, int *fill, uint64_t id, uint32_t sim)
+{
+    const uint64_t key = (id + 1) << 1;
+    unsigned h = fk_hash(id) & (FK_CACHE - 1);
+    for (int k = 0; k < FK_CACHE; k++) {
+        uint64_t e = row[h];
+        if ((e & ~1ull) == key) return;
+        if (e == 0) {
+            if (*fill >= FK_CACHE_FILL) return;
+            row[h] = key | sim;
+            (*fill)++;
+            return;
+        }
+        h = (h + 1) & (FK_CACHE - 1);
+    }
+}
+
+/* Visits the sources within r of target pos: body(j, dx, dy, d2). */
+template <typename F>
+__device__ __forceinline__ void fk_visit(const fk_pass_args &a, size_t pos, F body)
+{
+    const dm_flock_params &p = a.p;
+    double xx = a.tx[pos], xy = a.ty[pos];
+    int row = dm_flock_cell(xy, p.ch, p.R), col = dm_flock_cell(xx, p.cw, p.C);
+    for (int dr = -1; dr <= 1; dr++) {
+        int gr = row + dr;
+        gr = gr < 0 ? gr + p.R : (gr >= p.R ? gr - p.R : gr);
+        int lr = gr - a.first_row;
+        if (lr < 0) lr += p.R;
+        if (lr >= a.nb) continue;
+        for (int dc = -1; dc <= 1; dc++) {
+            int gc = col + dc;
+            gc = gc < 0 ? gc + p.C : (gc >= p.C ? gc - p.C : gc);
+            size_t cell = (size_t)lr * (size_t)p.C + (size_t)gc;
+            uint32_t e = a.cend[cell];
+            for (uint32_t j = a.cstart[cell]; j < e; j++) {
+                if (a.same && j == (uint32_t)pos) continue;
+                double dx, dy;
+                double d2 = dm_flock_offset(&p, xx, xy, a.sx[j], a.sy[j], &dx, &dy);
+                if (d2 < p.r2) body(j, dx, dy, d2);
+            }
+        }
+    }
+}
+
+template <int BLOCK, int RAKE, bool STRIDED>
+__global__ void __launch_bounds__(BLOCK) fk_count(fk_pass_args a)
+{
+    FK_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.n_targets, pos)
+    uint32_t c = 0;
+    fk_visit(a, pos, [&](uint32_t, double, double, double) { c++; });
+    a.cnt[pos] = c;
+    FK_ITEMS_END
+}
+
+template <int BLOCK, int RAKE, bool STRIDED>
+__global__ void __launch_bounds__(BLOCK) fk_detect(fk_pass_args a)
+{
+    FK_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.n_targets, pos)
+    uint64_t q = a.off[pos];
+    const uint64_t *row = a.cache + (size_t)a.tidx[pos] * FK_CACHE;
+    fk_visit(a, pos, [&](uint32_t j, double, double, double) {
+        uint32_t st = fk_cache_lookup(row, a.sid[j]);
+        a.pairs[q] = (j << 2) | st;
+        if (st == FK_UNKNOWN) {
+            unsigned long long m = atomicAdd(a.n_miss, 1ull);
+            a.miss[m] = ((unsigned long long)pos << 32) | (unsigned long long)(uint32_t)q;
+        }
+        q++;
+    });
+    FK_ITEMS_END
+}
+
+/* ---- similarity: one warp per pair ---------------------------------------------------------- */
+
+struct fk_sim_args {
+    const unsigned long long *miss;
+    size_t n_miss;
+    const uint32_t *tidx;              /* target sorted position -> own index */
+    const uint64_t *tvoff;             /* own vectors (by own index) */
+    const uint32_t *tvlen;
+    const uint32_t *tcol;
+    const float *tval;
+    const uint64_t *svoff;             /* sources' vectors (by sorted index) */
+    const uint32_t *svlen;
+    const uint32_t *scol;
+    const float *sval;
+    uint32_t *pairs;
+    double threshold;
+};
+
+/* RAKE pairs per warp (consecutive or strided over the grid's warps). Lane l takes the target's
+ * terms l, l + 32, ... and binary-searches each in the source's terms; the fixed-point partial
+ * sums are reduced over the warp (integer: any split gives the same bits). */
+template <int BLOCK, int RAKE, bool STRIDED>
+__global__ void __launch_bounds__(BLOCK) fk_similarity(fk_sim_args a)
+{
+    const int lane = threadIdx.x & 31;
+    const size_t w = ((size_t)blockIdx.x * BLOCK + threadIdx.x) >> 5;
+    const size_t W = ((size_t)gridDim.x * BLOCK) >> 5;
+    for (int r = 0; r < RAKE; r++) {
+        const size_t m = STRIDED ? w + (size_t)r * W : w * RAKE + r;
+        if (m >= a.n_miss) break; /* uniform over the warp */
+        unsigned long long e = a.miss[m];
+        uint32_t q = (uint32_t)e, pos = (uint32_t)(e >> 32);
+        uint32_t i = a.tidx[pos], j = a.pairs[q] >> 2;
+        const uint32_t *ca = a.tcol + a.tvoff[i], *cb = a.scol + a.svoff[j];
+        const float *va = a.tval + a.tvoff[i], *vb = a.sval + a.svoff[j];
+        uint32_t na = a.tvlen[i], nb = a.svlen[j];
+        long long s = 0;
+        for (uint32_t k = (uint32_t)lane; k < na; k += 32) {
+            uint32_t c = ca[k];
+            uint32_t lo = 0, hi = nb;
+            while (lo < hi) {
+                uint32_t mid = (lo + hi) >> 1;
+                if (cb[mid] < c) lo = mid + 1;
+                else hi = mid;
+            }
+            if (lo < nb && cb[lo] == c) s += dm_flock_rint64((double)va[k] * (double)vb[lo] * DM_FLOCK_DOT_SCALE);
+        }
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+        if (lane == 0) a.pairs[q] = (j << 2) | (uint32_t)dm_flock_is_similar((int64_t)s, a.threshold);
+    }
+}
+
+/* ---- forces ------------------------------------------------------------------------------------- */
+
+struct fk_forces_args {
+    dm_flock_params p;
+    size_t n_targets;
+    const uint32_t *tidx;
+    const double *tl;            /* targets' sorted state, layout L */
+    size_t tcap;
+    const double *sl;            /* sources' sorted state, layout L */
+    size_t scap;
+    const uint64_t *sid;
+    const uint32_t *cnt;
+    const uint64_t *off;
+    const uint32_t *pairs;
+    dm_flock_acc *acc;           /* by own index */
+    int accumulate;              /* 0: start from zero (first pass) */
+    uint64_t *cache_new;         /* this iteration's pair cache rows (by own index) */
+    int *cache_fill;
+    unsigned long long *stats;   /* [0] pairs, [1] similar */
+};
+
+template <int BLOCK, int RAKE, bool STRIDED, int LAYOUT>
+__global__ void __launch_bounds__(BLOCK) fk_forces(fk_forces_args a)
+{
+    unsigned long long np = 0, ns = 0;
+    FK_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.n_targets, pos)
+    uint32_t i = a.tidx[pos];
+    double xx, xy, xvx, xvy;
+    fk_load<LAYOUT>(a.tl, pos, a.tcap, &xx, &xy, &xvx, &xvy);
+    dm_flock_acc acc;
+    if (a.accumulate) acc = a.acc[i];
+    else dm_flock_acc_zero(&acc);
+    uint64_t *row = a.cache_new + (size_t)i * FK_CACHE;
+    int fill = a.accumulate ? a.cache_fill[i] : 0;
+    uint64_t q0 = a.off[pos];
+    uint32_t c = a.cnt[pos];
+    for (uint32_t k = 0; k < c; k++) {
+        uint32_t e = a.pairs[q0 + k], j = e >> 2, sim = e & 1u;
+        double ix, iy, ivx, ivy;
+        fk_load<LAYOUT>(a.sl, j, a.scap, &ix, &iy, &ivx, &ivy);
+        double dx, dy;
+        double d2 = dm_flock_offset(&a.p, xx, xy, ix, iy, &dx, &dy);
+        dm_flock_acc_add(&acc, &a.p, dx, dy, d2, ivx, ivy, (int)sim);
+        fk_cache_insert(row, &fill, a.sid[j], sim);
+        ns += sim;
+    }
+    np += c;
+    a.acc[i] = acc;
+    a.cache_fill[i] = fill;
+    FK_ITEMS_END
+    /* counters: warp sums, one atomic per warp */
+    for (int o = 16; o > 0; o >>= 1) {
+        np += __shfl_down_sync(0xffffffffu, np, o);
+        ns += __shfl_down_sync(0xffffffffu, ns, o);
+    }
+    if ((threadIdx.x & 31) == 0 && np) {
+        atomicAdd(&a.stats[0], np);
+        atomicAdd(&a.stats[1], ns);
+    }
+}
+
+/* ---- update ------------------------------------------------------------------------------------- */
+
+struct fk_update_args {
+    dm_flock_params p;
+    size_t n;
+    const dm_flock_acc *acc;
+    double *x, *y, *vx, *vy;
+    unsigned long long *seam;
+};
+
+template <int BLOCK, int RAKE, bool STRIDED>
+__global__ void __launch_bounds__(BLOCK) fk_update(fk_update_args a)
+{
+    unsigned long long s = 0;
+    FK_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.n, i)
+    double x = a.x[i], y = a.y[i], vx = a.vx[i], vy = a.vy[i];
+    s += (unsigned long long)dm_flock_update(&a.p, &a.acc[i], &x, &y, &vx, &vy);
+    a.x[i] = x;
+    a.y[i] = y;
+    a.vx[i] = vx;
+    a.vy[i] = vy;
+    FK_ITEMS_END
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+    if ((threadIdx.x & 31) == 0 && s) atomicAdd(a.seam, s);
+}
+
+/* ---- cache rows after migration: row k of dst = row src[k] of old ----------------------------- */
+
+struct fk_cache_move_args {
+    const uint64_t *old_rows;
+    const uint32_t *src;
+    size_t n; /* rows kept */
+    uint64_t *dst;
+};
+
+template <int BLOCK>
+__global__ void __launch_bounds__(BLOCK) fk_cache_move(fk_cache_move_args a)
+{
+    size_t t = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+    if (t >= a.n * FK_CACHE) return;
+    size_t k = t / FK_CACHE, s = t % FK_CACHE;
+    a.dst[t] = a.old_rows[(size_t)a.src[k] * FK_CACHE + s];
+}
+
+#endif

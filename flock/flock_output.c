@@ -1,0 +1,320 @@
+/* Outputs of a flock run (DESIGN.md section 8): top terms of each cluster by summed weight
+ * (reduced over ranks), the vocabulary file reader for term names, and the PNG rendering of the
+ * plane (libpng, written atomically). The TSV/CSV files are written by apps/cmd_flock.c.
+ * Reference: none (formats); tests/flock/test_flock.c checks top terms and the PNG round trip. */
+#include <errno.h>
+#include <math.h>
+#include <png.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/fileio.h"
+#include "common/status.h"
+#include "flock/flock.h"
+
+typedef struct tw {
+    uint64_t key; /* cluster << 32 | term */
+    double w;
+} tw;
+
+static int cmp_tw_key(const void *a, const void *b)
+{
+    uint64_t x = ((const tw *)a)->key, y = ((const tw *)b)->key;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts by key and sums equal keys; returns the new count. */
+static size_t reduce_tw(tw *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_tw_key);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m && v[m - 1].key == v[i].key) v[m - 1].w += v[i].w;
+        else v[m++] = v[i];
+    }
+    return m;
+}
+
+int dm_flock_top_terms(uint32_t **terms, double **weights, const dm_flock_result *r, const dm_vectors *v, int k,
+                       const dm_ctx *ctx)
+{
+    *terms = NULL;
+    *weights = NULL;
+    int rc = DM_OK;
+    size_t nnz = 0;
+    for (uint64_t i = 0; i < v->n_rows; i++)
+        if (r->row_cluster[i] >= 0) nnz += (size_t)(v->row_off[i + 1] - v->row_off[i]);
+    tw *loc = dm_malloc(sizeof *loc * (nnz ? nnz : 1));
+    if (!loc) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for top terms");
+    size_t m = 0;
+    if (rc == DM_OK) {
+        for (uint64_t i = 0; i < v->n_rows; i++) {
+            if (r->row_cluster[i] < 0) continue;
+            for (uint64_t q = v->row_off[i]; q < v->row_off[i + 1]; q++) {
+                loc[m].key = ((uint64_t)(uint32_t)r->row_cluster[i] << 32) | v->col[q];
+                loc[m].w = v->val[q];
+                m++;
+            }
+        }
+        m = reduce_tw(loc, m);
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    int cnt = (int)m, *counts = NULL, *displs = NULL, total = 0;
+    uint64_t *keys = NULL, *allk = NULL;
+    double *ws = NULL, *allw = NULL;
+    if (rc == DM_OK) {
+        keys = dm_malloc(sizeof *keys * (m ? m : 1));
+        ws = dm_malloc(sizeof *ws * (m ? m : 1));
+        if (!keys || !ws) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        for (size_t i = 0; i < m && rc == DM_OK; i++) {
+            keys[i] = loc[i].key;
+            ws[i] = loc[i].w;
+        }
+        if (ctx->rank == 0) {
+            counts = dm_malloc(sizeof *counts * (size_t)ctx->size);
+            displs = dm_malloc(sizeof *displs * (size_t)ctx->size);
+            if (!counts || !displs) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        }
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, ctx->world);
+        if (ctx->rank == 0) {
+            for (int q = 0; q < ctx->size; q++) {
+                displs[q] = total;
+                total += counts[q];
+            }
+            allk = dm_malloc(sizeof *allk * (size_t)(total ? total : 1));
+            allw = dm_malloc(sizeof *allw * (size_t)(total ? total : 1));
+            if (!allk || !allw) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        }
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        MPI_Gatherv(keys, cnt, MPI_UINT64_T, allk, counts, displs, MPI_UINT64_T, 0, ctx->world);
+        MPI_Gatherv(ws, cnt, MPI_DOUBLE, allw, counts, displs, MPI_DOUBLE, 0, ctx->world);
+    }
+    if (rc == DM_OK && ctx->rank == 0) {
+        int nc = r->n_clusters;
+        tw *all = dm_malloc(sizeof *all * (size_t)(total ? total : 1));
+        *terms = dm_malloc(sizeof **terms * (size_t)(nc ? nc : 1) * (size_t)k);
+        *weights = dm_malloc(sizeof **weights * (size_t)(nc ? nc : 1) * (size_t)k);
+        if (!all || !*terms || !*weights) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        if (rc == DM_OK) {
+            for (int i = 0; i < total; i++) {
+                all[i].key = allk[i];
+                all[i].w = allw[i];
+            }
+            size_t n = reduce_tw(all, (size_t)total);
+            for (size_t i = 0; i < (size_t)nc * (size_t)k; i++) {
+                (*terms)[i] = UINT32_MAX;
+                (*weights)[i] = 0;
+            }
+            /* per cluster: keep the k heaviest (ties: smaller term id) by insertion */
+            for (size_t i = 0; i < n; i++) {
+                int c = (int)(all[i].key >> 32);
+                uint32_t t = (uint32_t)all[i].key;
+                if (c >= nc) continue;
+                uint32_t *ct = *terms + (size_t)c * k;
+                double *cw = *weights + (size_t)c * k;
+                int pos = k;
+                while (pos > 0 && (ct[pos - 1] == UINT32_MAX || cw[pos - 1] < all[i].w)) pos--;
+                if (pos >= k) continue;
+                memmove(ct + pos + 1, ct + pos, sizeof *ct * (size_t)(k - pos - 1));
+                memmove(cw + pos + 1, cw + pos, sizeof *cw * (size_t)(k - pos - 1));
+                ct[pos] = t;
+                cw[pos] = all[i].w;
+            }
+        }
+        dm_free(all);
+        if (rc != DM_OK) {
+            dm_free(*terms);
+            dm_free(*weights);
+            *terms = NULL;
+            *weights = NULL;
+        }
+    }
+    dm_free(loc);
+    dm_free(keys);
+    dm_free(ws);
+    dm_free(allk);
+    dm_free(allw);
+    dm_free(counts);
+    dm_free(displs);
+    return dm_ctx_agree(ctx, rc);
+}
+
+/* ---- vocabulary ----------------------------------------------------------------------------- */
+
+int dm_flock_vocab_read(dm_flock_vocab *out, const char *path)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f) return DM_ERR(DM_ERR_IO, "%s: %s", path, strerror(errno));
+    fseeko(f, 0, SEEK_END);
+    long long size = (long long)ftello(f);
+    fseeko(f, 0, SEEK_SET);
+    if (size < 0) {
+        fclose(f);
+        return DM_ERR(DM_ERR_IO, "%s: cannot tell its size", path);
+    }
+    out->blob = dm_malloc((size_t)size + 1);
+    if (!out->blob) {
+        fclose(f);
+        return DM_ERR(DM_ERR_NOMEM, "%s: out of memory", path);
+    }
+    size_t got = fread(out->blob, 1, (size_t)size, f);
+    fclose(f);
+    if (got != (size_t)size) {
+        dm_flock_vocab_free(out);
+        return DM_ERR(DM_ERR_IO, "%s: read failed", path);
+    }
+    out->blob[size] = '\0';
+    /* two passes: the largest id, then the names (terms point into the blob) */
+    uint64_t maxid = 0;
+    int any = 0, rc = DM_OK;
+    long line = 0;
+    for (int pass = 0; pass < 2 && rc == DM_OK; pass++) {
+        char *p = out->blob, *end = out->blob + size;
+        line = 0;
+        while (p < end && rc == DM_OK) {
+            char *nl = memchr(p, '\n', (size_t)(end - p));
+            char *le = nl ? nl : end;
+            line++;
+            if (le > p && le[-1] == '\r') le[-1] = '\0', le--;
+            if (le == p || *p == '#') {
+                p = le + 1;
+                continue;
+            }
+            char *tab = memchr(p, '\t', (size_t)(le - p));
+            char *num_end;
+            errno = 0;
+            unsigned long long id = strtoull(p, &num_end, 10);
+            if (!tab || num_end != tab || errno || p == tab) {
+                /* a header line "id<TAB>term<TAB>df" is allowed as the first line */
+                if (line == 1 && tab) {
+                    p = le + 1;
+                    continue;
+                }
+                rc = DM_ERR(DM_ERR_FORMAT, "%s:%ld: expected id<TAB>term<TAB>df", path, line);
+                break;
+            }
+            char *term = tab + 1, *tab2 = memchr(term, '\t', (size_t)(le - term));
+            if (pass == 0) {
+                if (!any || id > maxid) maxid = id;
+                any = 1;
+            } else {
+                *(tab2 ? tab2 : le) = '\0';
+                out->term[id] = term;
+            }
+            p = le + 1;
+        }
+        if (pass == 0 && rc == DM_OK) {
+            out->n = any ? maxid + 1 : 0;
+            if (out->n > ((uint64_t)1 << 32)) rc = DM_ERR(DM_ERR_FORMAT, "%s: term id too large", path);
+            else if (!(out->term = dm_calloc((size_t)(out->n ? out->n : 1), sizeof *out->term)))
+                rc = DM_ERR(DM_ERR_NOMEM, "%s: out of memory", path);
+        }
+    }
+    if (rc != DM_OK) dm_flock_vocab_free(out);
+    return rc;
+}
+
+void dm_flock_vocab_free(dm_flock_vocab *v)
+{
+    dm_free(v->term);
+    dm_free(v->blob);
+    memset(v, 0, sizeof *v);
+}
+
+/* ---- PNG ------------------------------------------------------------------------------------- */
+
+/* A distinct colour per label: golden-ratio hues, alternating saturation and value. */
+static void label_rgb(int32_t label, unsigned char rgb[3])
+{
+    if (label < 0) {
+        rgb[0] = rgb[1] = rgb[2] = 190;
+        return;
+    }
+    double h = fmod((double)label * 0.6180339887498949, 1.0) * 6.0;
+    double s = (label / 7) % 2 ? 0.55 : 0.85, v = (label / 3) % 2 ? 0.75 : 0.95;
+    int i = (int)h;
+    double f = h - i, p = v * (1 - s), q = v * (1 - s * f), t = v * (1 - s * (1 - f));
+    double r, g, b;
+    switch (i % 6) {
+    case 0: r = v, g = t, b = p; break;
+    case 1: r = q, g = v, b = p; break;
+    case 2: r = p, g = v, b = t; break;
+    case 3: r = p, g = q, b = v; break;
+    case 4: r = t, g = p, b = v; break;
+    default: r = v, g = p, b = q; break;
+    }
+    rgb[0] = (unsigned char)(255 * r);
+    rgb[1] = (unsigned char)(255 * g);
+    rgb[2] = (unsigned char)(255 * b);
+}
+
+static int png_emit(FILE *f, const unsigned char *img, int w, int h)
+{
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    if (!png) return DM_ERR(DM_ERR_NOMEM, "libpng: cannot create a writer");
+    png_infop info = png_create_info_struct(png);
+    if (!info) {
+        png_destroy_write_struct(&png, NULL);
+        return DM_ERR(DM_ERR_NOMEM, "libpng: cannot create an info struct");
+    }
+    if (setjmp(png_jmpbuf(png))) {
+        png_destroy_write_struct(&png, &info);
+        return DM_ERR(DM_ERR_IO, "libpng: write failed");
+    }
+    png_init_io(png, f);
+    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(png, info);
+    for (int y = 0; y < h; y++) png_write_row(png, (png_const_bytep)(img + (size_t)y * (size_t)w * 3));
+    png_write_end(png, NULL);
+    png_destroy_write_struct(&png, &info);
+    return DM_OK;
+}
+
+int dm_flock_png_write(const char *path, const double *x, const double *y, const int32_t *color, size_t n,
+                       double W, double H, int max_side)
+{
+    if (!(W > 0 && H > 0) || max_side < 16) return DM_ERR(DM_ERR_INVALID_ARG, "png: bad plane or size");
+    int w = W >= H ? max_side : (int)fmax(16, max_side * W / H);
+    int h = H >= W ? max_side : (int)fmax(16, max_side * H / W);
+    unsigned char *img = dm_malloc((size_t)w * (size_t)h * 3);
+    if (!img) return DM_ERR(DM_ERR_NOMEM, "png: out of memory for a %dx%d image", w, h);
+    memset(img, 255, (size_t)w * (size_t)h * 3);
+    /* dot size: about a third of the mean spacing of the points, 1..5 pixels */
+    double spacing = sqrt((double)w * (double)h / (double)(n ? n : 1));
+    int dot = (int)fmin(5, fmax(1, spacing / 3));
+    /* noise first, so clusters draw on top */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < n; i++) {
+            int32_t c = color ? color[i] : 0;
+            if ((pass == 0) != (c < 0)) continue;
+            unsigned char rgb[3];
+            label_rgb(c, rgb);
+            int px = (int)(x[i] / W * w), py = (int)((1.0 - y[i] / H) * h); /* y up */
+            for (int dy = 0; dy < dot; dy++)
+                for (int dx = 0; dx < dot; dx++) {
+                    int qx = (px + dx) % w, qy = (py + dy) % h;
+                    if (qx < 0) qx += w;
+                    if (qy < 0) qy += h;
+                    memcpy(img + ((size_t)qy * (size_t)w + (size_t)qx) * 3, rgb, 3);
+                }
+        }
+    dm_atomic_file af;
+    int rc = dm_atomic_open(&af, path);
+    if (rc == DM_OK) {
+        rc = png_emit(af.fp, img, w, h);
+        if (rc == DM_OK) rc = dm_atomic_commit(&af);
+        else dm_atomic_abort(&af);
+    }
+    dm_free(img);
+    return rc;
+}

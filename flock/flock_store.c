@@ -1,0 +1,198 @@
+/* The host boid store (structure of arrays plus a vector pool) and the exchange message format
+ * (flock_impl.h). Reference: none (data structures). */
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/status.h"
+#include "flock/flock_impl.h"
+
+void dm_flock_store_init(dm_flock_store *s) { memset(s, 0, sizeof *s); }
+
+void dm_flock_store_free(dm_flock_store *s)
+{
+    dm_free(s->id);
+    dm_free(s->x);
+    dm_free(s->y);
+    dm_free(s->vx);
+    dm_free(s->vy);
+    dm_free(s->voff);
+    dm_free(s->vlen);
+    dm_free(s->col);
+    dm_free(s->val);
+    memset(s, 0, sizeof *s);
+}
+
+void dm_flock_store_clear(dm_flock_store *s) { s->n = s->pool = s->live = 0; }
+
+static int grow(void **p, size_t elem, size_t n)
+{
+    void *q = dm_realloc(*p, elem * (n ? n : 1));
+    if (!q) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for %zu boid entries", n);
+    *p = q;
+    return DM_OK;
+}
+
+int dm_flock_store_reserve(dm_flock_store *s, size_t n, size_t pool)
+{
+    if (n > s->cap) {
+        size_t c = s->cap ? s->cap : 64;
+        while (c < n) c += c / 2 + 1;
+        DM_TRY(grow((void **)&s->id, sizeof *s->id, c));
+        DM_TRY(grow((void **)&s->x, sizeof *s->x, c));
+        DM_TRY(grow((void **)&s->y, sizeof *s->y, c));
+        DM_TRY(grow((void **)&s->vx, sizeof *s->vx, c));
+        DM_TRY(grow((void **)&s->vy, sizeof *s->vy, c));
+        DM_TRY(grow((void **)&s->voff, sizeof *s->voff, c));
+        DM_TRY(grow((void **)&s->vlen, sizeof *s->vlen, c));
+        s->cap = c;
+    }
+    if (pool > s->pool_cap) {
+        size_t c = s->pool_cap ? s->pool_cap : 1024;
+        while (c < pool) c += c / 2 + 1;
+        DM_TRY(grow((void **)&s->col, sizeof *s->col, c));
+        DM_TRY(grow((void **)&s->val, sizeof *s->val, c));
+        s->pool_cap = c;
+    }
+    return DM_OK;
+}
+
+int dm_flock_store_push(dm_flock_store *s, uint64_t id, double x, double y, double vx, double vy,
+                        const uint32_t *col, const float *val, uint32_t len)
+{
+    DM_TRY(dm_flock_store_reserve(s, s->n + 1, s->pool + len));
+    size_t i = s->n++;
+    s->id[i] = id;
+    s->x[i] = x;
+    s->y[i] = y;
+    s->vx[i] = vx;
+    s->vy[i] = vy;
+    s->voff[i] = s->pool;
+    s->vlen[i] = len;
+    if (len) {
+        memcpy(s->col + s->pool, col, sizeof *col * len);
+        memcpy(s->val + s->pool, val, sizeof *val * len);
+    }
+    s->pool += len;
+    s->live += len;
+    return DM_OK;
+}
+
+int dm_flock_store_filter(dm_flock_store *s, const uint8_t *keep)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (!keep[i]) {
+            s->live -= s->vlen[i];
+            continue;
+        }
+        if (j != i) {
+            s->id[j] = s->id[i];
+            s->x[j] = s->x[i];
+            s->y[j] = s->y[i];
+            s->vx[j] = s->vx[i];
+            s->vy[j] = s->vy[i];
+            s->voff[j] = s->voff[i];
+            s->vlen[j] = s->vlen[i];
+        }
+        j++;
+    }
+    s->n = j;
+    if (s->pool > 2 * s->live + 4096) {
+        /* compact in place: pushes append at the end of the pool and filtering keeps the order,
+         * so voff increases with i and every move goes left */
+        size_t at = 0;
+        for (size_t i = 0; i < s->n; i++) {
+            DM_ASSERT(s->voff[i] >= at);
+            if (s->voff[i] != at && s->vlen[i]) {
+                memmove(s->col + at, s->col + s->voff[i], sizeof *s->col * s->vlen[i]);
+                memmove(s->val + at, s->val + s->voff[i], sizeof *s->val * s->vlen[i]);
+            }
+            s->voff[i] = at;
+            at += s->vlen[i];
+        }
+        s->pool = at;
+        s->compactions++;
+        DM_ASSERT(at == s->live);
+    }
+    return DM_OK;
+}
+
+static size_t pad8(size_t v) { return (v + 7) & ~(size_t)7; }
+
+void dm_flock_msg_layout_of(dm_flock_msg_layout *l, uint64_t n, uint64_t nnz)
+{
+    size_t at = DM_FLOCK_MSG_HEADER;
+    l->id = at;
+    at += 8 * n;
+    l->x = at;
+    at += 8 * n;
+    l->y = at;
+    at += 8 * n;
+    l->vx = at;
+    at += 8 * n;
+    l->vy = at;
+    at += 8 * n;
+    l->off = at;
+    at += 8 * (n + 1);
+    l->col = at;
+    at += pad8(4 * nnz);
+    l->val = at;
+    at += pad8(4 * nnz);
+    l->total = at;
+}
+
+void dm_flock_msg_pack(char *buf, const dm_flock_store *s, const uint32_t *idx, size_t count)
+{
+    uint64_t nnz = 0;
+    for (size_t k = 0; k < count; k++) nnz += s->vlen[idx[k]];
+    dm_flock_msg_layout l;
+    dm_flock_msg_layout_of(&l, count, nnz);
+    uint64_t head[3] = {count, nnz, 0};
+    memcpy(buf, head, sizeof head);
+    uint64_t *id = (uint64_t *)(buf + l.id), *off = (uint64_t *)(buf + l.off);
+    double *x = (double *)(buf + l.x), *y = (double *)(buf + l.y);
+    double *vx = (double *)(buf + l.vx), *vy = (double *)(buf + l.vy);
+    uint32_t *col = (uint32_t *)(buf + l.col);
+    float *val = (float *)(buf + l.val);
+    uint64_t at = 0;
+    for (size_t k = 0; k < count; k++) {
+        uint32_t i = idx[k];
+        id[k] = s->id[i];
+        x[k] = s->x[i];
+        y[k] = s->y[i];
+        vx[k] = s->vx[i];
+        vy[k] = s->vy[i];
+        off[k] = at;
+        if (s->vlen[i]) {
+            memcpy(col + at, s->col + s->voff[i], sizeof *col * s->vlen[i]);
+            memcpy(val + at, s->val + s->voff[i], sizeof *val * s->vlen[i]);
+        }
+        at += s->vlen[i];
+    }
+    off[count] = at;
+}
+
+int dm_flock_msg_unpack(dm_flock_store *s, const char *buf, size_t size)
+{
+    if (size < DM_FLOCK_MSG_HEADER) return DM_ERR(DM_ERR_FORMAT, "flock: short exchange message (%zu bytes)", size);
+    uint64_t head[3];
+    memcpy(head, buf, sizeof head);
+    dm_flock_msg_layout l;
+    if (head[0] > size || head[1] > size) return DM_ERR(DM_ERR_FORMAT, "flock: corrupt exchange message");
+    dm_flock_msg_layout_of(&l, head[0], head[1]);
+    if (l.total != size) return DM_ERR(DM_ERR_FORMAT, "flock: exchange message of %zu bytes, expected %zu", size, l.total);
+    size_t n = (size_t)head[0];
+    const uint64_t *id = (const uint64_t *)(buf + l.id), *off = (const uint64_t *)(buf + l.off);
+    const double *x = (const double *)(buf + l.x), *y = (const double *)(buf + l.y);
+    const double *vx = (const double *)(buf + l.vx), *vy = (const double *)(buf + l.vy);
+    const uint32_t *col = (const uint32_t *)(buf + l.col);
+    const float *val = (const float *)(buf + l.val);
+    if (off[0] != 0 || off[n] != head[1]) return DM_ERR(DM_ERR_FORMAT, "flock: corrupt exchange offsets");
+    DM_TRY(dm_flock_store_reserve(s, s->n + n, s->pool + (size_t)head[1]));
+    for (size_t k = 0; k < n; k++) {
+        if (off[k + 1] < off[k]) return DM_ERR(DM_ERR_FORMAT, "flock: corrupt exchange offsets");
+        DM_TRY(dm_flock_store_push(s, id[k], x[k], y[k], vx[k], vy[k], col + off[k], val + off[k],
+                                   (uint32_t)(off[k + 1] - off[k])));
+    }
+    return DM_OK;
+}

@@ -1,0 +1,147 @@
+/* Synthetic labelled document vectors for flock's tests, benchmark and `docmine flock --synth`:
+ * document i draws a topic and `tokens` words from Zipf distributions over its topic's
+ * vocabulary (probability 1 - overlap) or a shared background vocabulary (overlap), the same
+ * generative model as datasets/synth.c but straight to term ids, so a million documents need no
+ * text, tokeniser or TF-IDF pass. Weights: (1 + ln tf) (1 + ln(1 + Zipf rank)), a stand-in for
+ * TF-IDF that damps the most frequent words. Document i depends only on (seed, i).
+ * Reference: none (a generator); vectors are term-sorted, unnormalised (flock normalises). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/rng.h"
+#include "common/status.h"
+#include "flock/flock_synth.h"
+
+static double *zipf_cdf(int n, double s)
+{
+    double *c = dm_malloc(sizeof *c * (size_t)n);
+    if (!c) return NULL;
+    double acc = 0;
+    for (int r = 0; r < n; r++) c[r] = acc += 1.0 / pow((double)(r + 1), s);
+    for (int r = 0; r < n; r++) c[r] /= acc;
+    return c;
+}
+
+static int zipf_draw(const double *cdf, int n, double u)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (cdf[mid] < u) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int dm_flock_synth_topic(const dm_flock_synth_options *o, uint64_t i)
+{
+    return (int)(dm_rng_uniform(o->seed, i, 0) * o->topics) % o->topics;
+}
+
+int dm_flock_synth_vectors(dm_vectors *out, const dm_flock_synth_options *o, uint64_t first, uint64_t count)
+{
+    memset(out, 0, sizeof *out);
+    if (o->topics < 1 || o->tokens < 1 || o->topic_vocab < 1 || o->shared_vocab < 1 || !(o->overlap >= 0 && o->overlap <= 1))
+        return DM_ERR(DM_ERR_INVALID_ARG, "synthetic vectors: bad options");
+    double *tc = zipf_cdf(o->topic_vocab, o->zipf), *sc = zipf_cdf(o->shared_vocab, o->zipf);
+    size_t n = (size_t)count, per = (size_t)o->tokens;
+    out->n_rows = count;
+    out->row_base = first;
+    out->n_cols = (uint64_t)o->topics * (uint64_t)o->topic_vocab + (uint64_t)o->shared_vocab;
+    out->row_off = dm_malloc(sizeof *out->row_off * (n + 1));
+    out->col = dm_malloc(sizeof *out->col * (n * per > 0 ? n * per : 1));
+    out->val = dm_malloc(sizeof *out->val * (n * per > 0 ? n * per : 1));
+    uint32_t *len = dm_malloc(sizeof *len * (n ? n : 1));
+    out->id_off = dm_malloc(sizeof *out->id_off * (n + 1));
+    out->ids = dm_malloc(32 * (n ? n : 1));
+    out->label_off = dm_malloc(sizeof *out->label_off * (n + 1));
+    out->labels = dm_malloc(16 * (n ? n : 1));
+    if (!tc || !sc || !out->row_off || !out->col || !out->val || !len || !out->id_off || !out->ids ||
+        !out->label_off || !out->labels) {
+        dm_free(tc);
+        dm_free(sc);
+        dm_free(len);
+        dm_flock_vectors_release(out);
+        return DM_ERR(DM_ERR_NOMEM, "synthetic vectors: out of memory for %llu documents", (unsigned long long)count);
+    }
+    const long nl = (long)n;
+    /* each document fills its own fixed-size slot, then rows are packed */
+#pragma omp parallel for schedule(dynamic, 64)
+    for (long d = 0; d < nl; d++) {
+        uint64_t gid = first + (uint64_t)d;
+        int topic = dm_flock_synth_topic(o, gid);
+        uint32_t *c = out->col + (size_t)d * per;
+        float *v = out->val + (size_t)d * per;
+        uint32_t rank_of_base = (uint32_t)o->topics * (uint32_t)o->topic_vocab;
+        for (size_t t = 0; t < per; t++) {
+            dm_philox4 r = dm_rng4(o->seed ^ 0x5eed5eedULL, gid, (uint64_t)t);
+            double u0 = r.v[0] * (1.0 / 4294967296.0), u1 = (r.v[1] + 0.5) * (1.0 / 4294967296.0);
+            if (u0 < o->overlap) c[t] = rank_of_base + (uint32_t)zipf_draw(sc, o->shared_vocab, u1);
+            else c[t] = (uint32_t)topic * (uint32_t)o->topic_vocab + (uint32_t)zipf_draw(tc, o->topic_vocab, u1);
+        }
+        qsort(c, per, sizeof *c, cmp_u32);
+        size_t m = 0;
+        for (size_t t = 0; t < per;) {
+            size_t e = t;
+            while (e < per && c[e] == c[t]) e++;
+            uint32_t term = c[t];
+            uint32_t rank = term >= rank_of_base ? term - rank_of_base : term % (uint32_t)o->topic_vocab;
+            c[m] = term;
+            v[m] = (float)((1.0 + log((double)(e - t))) * (1.0 + log(1.0 + rank)));
+            m++;
+            t = e;
+        }
+        len[d] = (uint32_t)m;
+    }
+    uint64_t at = 0;
+    out->row_off[0] = 0;
+    for (size_t d = 0; d < n; d++) {
+        if (at != (uint64_t)d * per) {
+            memmove(out->col + at, out->col + d * per, sizeof *out->col * len[d]);
+            memmove(out->val + at, out->val + d * per, sizeof *out->val * len[d]);
+        }
+        at += len[d];
+        out->row_off[d + 1] = at;
+    }
+    uint64_t io = 0, lo = 0;
+    for (size_t d = 0; d < n; d++) {
+        out->id_off[d] = io;
+        out->label_off[d] = lo;
+        io += (uint64_t)snprintf(out->ids + io, 32, "synth-%llu", (unsigned long long)(first + d)) + 1;
+        lo += (uint64_t)snprintf(out->labels + lo, 16, "topic%d", dm_flock_synth_topic(o, first + d)) + 1;
+    }
+    out->id_off[n] = io;
+    out->label_off[n] = lo;
+    dm_free(tc);
+    dm_free(sc);
+    dm_free(len);
+    return DM_OK;
+}
+
+void dm_flock_vectors_release(dm_vectors *v)
+{
+    dm_free(v->row_off);
+    dm_free(v->col);
+    dm_free(v->val);
+    dm_free(v->id_off);
+    dm_free(v->ids);
+    dm_free(v->label_off);
+    dm_free(v->labels);
+    memset(v, 0, sizeof *v);
+}
+
+void dm_flock_share(uint64_t n, int rank, int size, uint64_t *first, uint64_t *count)
+{
+    uint64_t base = n / (uint64_t)size, extra = n % (uint64_t)size, r = (uint64_t)rank;
+    *first = r * base + (r < extra ? r : extra);
+    *count = base + (r < extra ? 1 : 0);
+}

@@ -1,0 +1,44 @@
+/* Helpers of the flock tests: run contexts over sub-communicators (to compare 1, 2, 3, 4 ranks
+ * inside one MPI job), synthetic shares, a simulation run gathered by document index, and a
+ * checkpoint writer that places boids by hand (the documented checkpoint format). */
+#ifndef DM_FLOCK_TESTLIB_H
+#define DM_FLOCK_TESTLIB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/context.h"
+#include "flock/flock.h"
+#include "flock/flock_synth.h"
+
+/* A context over comm (rank and size from it; the rest copied from base). */
+void ft_ctx_sub(dm_ctx *out, const dm_ctx *base, MPI_Comm comm);
+
+/* This rank's share of n synthetic documents. */
+int ft_synth_share(dm_vectors *v, const dm_flock_synth_options *so, uint64_t n, int rank, int size);
+
+/* Final state gathered on rank 0 of ctx by document index (NULL arrays elsewhere). */
+typedef struct ft_state {
+    uint64_t n;
+    int iteration;
+    double *x, *y, *vx, *vy;
+    int32_t *cluster;
+    int32_t *owner;       /* rank that owned the document at the end */
+    dm_flock_stats stats; /* summed over ranks */
+} ft_state;
+int ft_gather(ft_state *st, dm_flock_sim *s, const dm_ctx *ctx);
+void ft_state_free(ft_state *st);
+
+/* Creates, runs and gathers a simulation of n synthetic docs on ctx (cluster when copt != NULL). */
+int ft_run(ft_state *st, const dm_ctx *ctx, const dm_flock_synth_options *so, uint64_t n,
+           const dm_flock_options *fo, const dm_flock_cluster_options *copt);
+
+/* Writes a checkpoint for opt / n documents at iteration `iteration` with the given state. */
+int ft_write_checkpoint(const char *path, const dm_flock_options *opt, uint64_t n, int iteration,
+                        const double *x, const double *y, const double *vx, const double *vy);
+
+/* Builds vectors from explicit rows: row r has terms col[off[r]..off[r+1]) with weights val. */
+int ft_vectors(dm_vectors *v, uint64_t n, const uint64_t *off, const uint32_t *col, const float *val,
+               uint64_t row_base);
+
+#endif

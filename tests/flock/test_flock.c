@@ -1,0 +1,720 @@
+/* Unit tests of flock on the CPU backend (one rank): the exact similarity, forces and updates on
+ * hand-checked configurations (also across the torus seam), the grid neighbour search against
+ * brute force on random data, determinism, the speed cap and the shrinking plane, clusters of a
+ * hand-made configuration (noise and attach), resume, metrics against hand-computed values, top
+ * terms, the vocabulary reader and the PNG output. */
+#include <CUnit/CUnit.h>
+#include <math.h>
+#include <omp.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/context.h"
+#include "common/status.h"
+#include "flock/flock.h"
+#include "flock/flock_impl.h"
+#include "flock/flock_synth.h"
+#include "flock_testlib.h"
+#include "testutil.h"
+
+static dm_ctx g_ctx;
+static char g_tmp[4096];
+
+static int setup(void)
+{
+    dm_ctx_options o = DM_CTX_OPTIONS_INIT;
+    o.backend = DM_BACKEND_CPU;
+    o.quiet = 1;
+    if (!dm_test_tmpdir(g_tmp, sizeof g_tmp)) return 1;
+    return dm_ctx_init(&g_ctx, &o) == DM_OK ? 0 : 1;
+}
+static int teardown(void)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+    dm_ctx_free(&g_ctx);
+    return 0;
+}
+
+/* ---- similarity ----------------------------------------------------------------------------- */
+
+static void test_dot_exact(void)
+{
+    /* a = (0.6 e1 + 0.8 e3), b = (0.6 e3 + 0.8 e5): cosine 0.8 * 0.6 = 0.48 */
+    uint32_t ca[] = {1, 3}, cb[] = {3, 5};
+    float va[] = {0.6f, 0.8f}, vb[] = {0.6f, 0.8f};
+    double c = dm_flock_cos_from_fix(dm_flock_dot_fix(ca, va, 2, cb, vb, 2));
+    CU_ASSERT_DOUBLE_EQUAL(c, (double)0.8f * (double)0.6f, 1e-15);
+    CU_ASSERT_EQUAL(dm_flock_dot_fix(ca, va, 2, cb, vb, 2), dm_flock_dot_fix(cb, vb, 2, ca, va, 2));
+    /* disjoint and empty rows */
+    uint32_t cc[] = {0, 2, 4};
+    float vc[] = {0.5f, 0.5f, 0.5f};
+    CU_ASSERT_EQUAL(dm_flock_dot_fix(ca, va, 2, cc, vc, 3), 0);
+    CU_ASSERT_EQUAL(dm_flock_dot_fix(ca, va, 0, cc, vc, 3), 0);
+    /* the fixed-point sum is the same whatever the split of the terms (order independence) */
+    uint32_t cx[64], cy[64];
+    float vx[64], vy[64];
+    double ss = 0;
+    for (int i = 0; i < 64; i++) {
+        cx[i] = cy[i] = (uint32_t)(3 * i + 1);
+        vx[i] = (float)(0.01 + 0.001 * i); /* sum of products below 1, as for unit vectors */
+        vy[i] = (float)(0.09 - 0.001 * i);
+        ss += (double)vx[i] * (double)vy[i];
+    }
+    int64_t whole = dm_flock_dot_fix(cx, vx, 64, cy, vy, 64);
+    int64_t parts = dm_flock_dot_fix(cx + 40, vx + 40, 24, cy + 40, vy + 40, 24) + dm_flock_dot_fix(cx, vx, 40, cy, vy, 40);
+    CU_ASSERT_EQUAL(whole, parts);
+    CU_ASSERT_DOUBLE_EQUAL(dm_flock_cos_from_fix(whole), ss, 1e-15);
+    CU_ASSERT_TRUE(dm_flock_is_similar(dm_flock_dot_fix(ca, va, 2, cb, vb, 2), 0.48 - 1e-9));
+    CU_ASSERT_FALSE(dm_flock_is_similar(dm_flock_dot_fix(ca, va, 2, cb, vb, 2), 0.4801));
+}
+
+/* ---- hand-checked forces and updates -------------------------------------------------------- */
+
+#define W_SEP 0.1
+#define W_DIS 0.2
+#define W_ALI 0.5
+#define W_COH 0.2
+#define VMAX 0.5
+
+static dm_flock_options hand_options(int iterations)
+{
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = iterations;
+    o.radius = 1.0;
+    o.neighbours = 0.1; /* 4 documents: area 4 pi / 0.1, side 11.21 */
+    o.threshold = 0.5;
+    o.w_separation = W_SEP;
+    o.w_dissimilar = W_DIS;
+    o.w_alignment = W_ALI;
+    o.w_cohesion = W_COH;
+    o.v_max = VMAX;
+    o.shrink = 0.0;
+    o.min_dist = 0.05;
+    return o;
+}
+
+/* The expected update of one boid (the model written out by hand for the test). */
+static void expect_update(double *x, double *y, double *vx, double *vy, double sx, double sy, double dx_, double dy_,
+                          int n_sim, double mvx, double mvy, double cx, double cy, double W, double H)
+{
+    double fx = W_SEP * sx + W_DIS * dx_, fy = W_SEP * sy + W_DIS * dy_;
+    if (n_sim) {
+        fx += W_ALI * (mvx - *vx) + W_COH * cx;
+        fy += W_ALI * (mvy - *vy) + W_COH * cy;
+    }
+    double nvx = *vx + fx, nvy = *vy + fy, sp = sqrt(nvx * nvx + nvy * nvy);
+    if (sp > VMAX) {
+        nvx *= VMAX / sp;
+        nvy *= VMAX / sp;
+    }
+    *vx = nvx;
+    *vy = nvy;
+    *x = fmod(*x + nvx + W, W);
+    *y = fmod(*y + nvy + H, H);
+}
+
+/* Four boids: 0 at (5, 5) v (0.1, 0); 1 at (5.5, 5) v (0, 0.2), similar to 0 (cosine 0.8);
+ * 2 at (5, 4.6) at rest, dissimilar to both; 3 alone at (1, 1) v (0.05, 0.05). All three of
+ * 0, 1, 2 are within r = 1 of each other. Shifted by (sx, sy) on the torus. */
+static void run_hand(double shift_x, double shift_y)
+{
+    dm_flock_options o = hand_options(10);
+    const uint64_t off[] = {0, 1, 3, 4, 5};
+    const uint32_t col[] = {0, 0, 1, 2, 3};
+    const float val[] = {1.0f, 0.8f, 0.6f, 1.0f, 1.0f};
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_vectors(&v, 4, off, col, val, 0), DM_OK);
+    double W = sqrt(4 * 3.141592653589793 / 0.1), H = W;
+    double x[4] = {5, 5.5, 5, 1}, y[4] = {5, 5, 4.6, 1}, vx[4] = {0.1, 0, 0, 0.05}, vy[4] = {0, 0.2, 0, 0.05};
+    for (int i = 0; i < 4; i++) {
+        x[i] = fmod(x[i] + shift_x, W);
+        y[i] = fmod(y[i] + shift_y, H);
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/hand.ck", g_tmp);
+    CU_ASSERT_EQUAL_FATAL(ft_write_checkpoint(path, &o, 4, 0, x, y, vx, vy), DM_OK);
+    o.resume = 1;
+    o.checkpoint = path;
+    dm_flock_sim *s;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
+    double pw, ph;
+    dm_flock_sim_plane(s, &pw, &ph);
+    CU_ASSERT_DOUBLE_EQUAL(pw, W, 1e-12);
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_step(s), DM_OK);
+    ft_state st;
+    CU_ASSERT_EQUAL_FATAL(ft_gather(&st, s, &g_ctx), DM_OK);
+
+    /* boid 0: sep_S from 1 = (-0.5, 0)/0.25; sep_D from 2 = (0, 0.4)/0.16; align (0, 0.2);
+     * cohesion (0.5, 0) -> v' = (-0.05, 0.6), clamped to 0.5 */
+    double ex = x[0], ey = y[0], evx = vx[0], evy = vy[0];
+    expect_update(&ex, &ey, &evx, &evy, -0.5 / 0.25, 0, 0, 0.4 / 0.16, 1, 0, 0.2, 0.5, 0, W, H);
+    CU_ASSERT_DOUBLE_EQUAL(sqrt(evx * evx + evy * evy), VMAX, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(st.vx[0], evx, 1e-8);
+    CU_ASSERT_DOUBLE_EQUAL(st.vy[0], evy, 1e-8);
+    CU_ASSERT_DOUBLE_EQUAL(st.x[0], ex, 1e-8);
+    CU_ASSERT_DOUBLE_EQUAL(st.y[0], ey, 1e-8);
+    /* boid 1: sep_S from 0 = (0.5, 0)/0.25; sep_D from 2 = (0.5, 0.4)/0.41; align (0.1, 0) - v;
+     * cohesion (-0.5, 0) -> v' = (0.3939, 0.2951), under the cap */
+    ex = x[1], ey = y[1], evx = vx[1], evy = vy[1];
+    expect_update(&ex, &ey, &evx, &evy, 0.5 / 0.25, 0, 0.5 / 0.41, 0.4 / 0.41, 1, 0.1, 0, -0.5, 0, W, H);
+    CU_ASSERT_TRUE(sqrt(evx * evx + evy * evy) < VMAX);
+    CU_ASSERT_DOUBLE_EQUAL(st.vx[1], evx, 1e-8);
+    CU_ASSERT_DOUBLE_EQUAL(st.vy[1], evy, 1e-8);
+    CU_ASSERT_DOUBLE_EQUAL(st.x[1], ex, 1e-8);
+    CU_ASSERT_DOUBLE_EQUAL(st.y[1], ey, 1e-8);
+    /* boid 2: only dissimilar neighbours: sep_D = (0, -0.4)/0.16 + (-0.5, -0.4)/0.41, clamped */
+    ex = x[2], ey = y[2], evx = vx[2], evy = vy[2];
+    expect_update(&ex, &ey, &evx, &evy, 0, 0, -0.5 / 0.41, -0.4 / 0.16 - 0.4 / 0.41, 0, 0, 0, 0, 0, W, H);
+    CU_ASSERT_DOUBLE_EQUAL(st.vx[2], evx, 1e-8);
+    CU_ASSERT_DOUBLE_EQUAL(st.vy[2], evy, 1e-8);
+    CU_ASSERT_DOUBLE_EQUAL(st.x[2], ex, 1e-8);
+    CU_ASSERT_DOUBLE_EQUAL(st.y[2], ey, 1e-8);
+    /* boid 3: no neighbours: keeps its velocity */
+    CU_ASSERT_EQUAL(st.vx[3], vx[3]);
+    CU_ASSERT_EQUAL(st.vy[3], vy[3]);
+    CU_ASSERT_DOUBLE_EQUAL(st.x[3], fmod(x[3] + 0.05, W), 1e-12);
+    /* ordered pairs within r: 0-1, 0-2, 1-2 both ways; similar: 0-1 both ways */
+    CU_ASSERT_EQUAL(st.stats.pairs, 6);
+    CU_ASSERT_EQUAL(st.stats.similar, 2);
+    ft_state_free(&st);
+    dm_flock_sim_free(s);
+    dm_flock_vectors_release(&v);
+}
+
+static void test_hand_forces(void) { run_hand(0, 0); }
+/* the same configuration across the torus corner: boid 0 at (W - 0.2, H - 0.1), boid 1 across the
+ * x seam, boid 2 next to it: the interactions must be identical */
+static void test_hand_forces_seam(void)
+{
+    double W = sqrt(4 * 3.141592653589793 / 0.1);
+    run_hand(W - 5.2, W - 5.1);
+}
+
+static void test_pair_contribution(void)
+{
+    /* one neighbour closer than the softening distance: pushes as if at min_dist */
+    dm_flock_params p;
+    memset(&p, 0, sizeof p);
+    p.r2 = 1;
+    p.dmin2 = 0.01; /* min distance 0.1 */
+    dm_flock_acc a;
+    dm_flock_acc_zero(&a);
+    dm_flock_acc_add(&a, &p, 0.01, 0, 0.0001, 0, 0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(dm_flock_unfix(a.sep_d[0]), -0.01 / 0.01, 1e-9);
+    CU_ASSERT_EQUAL(a.n_dis, 1);
+    CU_ASSERT_EQUAL(a.n_sim, 0);
+    /* coincident boids exert no force (no direction) */
+    dm_flock_acc_zero(&a);
+    dm_flock_acc_add(&a, &p, 0, 0, 0, 0.3, 0.1, 1);
+    CU_ASSERT_EQUAL(a.sep_s[0], 0);
+    CU_ASSERT_EQUAL(a.sep_s[1], 0);
+    CU_ASSERT_DOUBLE_EQUAL(dm_flock_unfix(a.vel[0]), 0.3, 1e-9);
+    /* fixed point: sums in any order are identical */
+    dm_flock_acc a1, a2;
+    dm_flock_acc_zero(&a1);
+    dm_flock_acc_zero(&a2);
+    double d[5][2] = {{0.1, 0.3}, {-0.4, 0.2}, {0.7, -0.1}, {0.05, 0.6}, {-0.3, -0.3}};
+    for (int i = 0; i < 5; i++) dm_flock_acc_add(&a1, &p, d[i][0], d[i][1], d[i][0] * d[i][0] + d[i][1] * d[i][1], d[i][1], d[i][0], i & 1);
+    for (int i = 4; i >= 0; i--) dm_flock_acc_add(&a2, &p, d[i][0], d[i][1], d[i][0] * d[i][0] + d[i][1] * d[i][1], d[i][1], d[i][0], i & 1);
+    CU_ASSERT_EQUAL(memcmp(&a1, &a2, sizeof a1), 0);
+    /* wrap */
+    CU_ASSERT_EQUAL(dm_flock_wrap(10.25, 10.0), 10.25 - 10.0);
+    CU_ASSERT_EQUAL(dm_flock_wrap(-0.5, 10.0), 9.5);
+    CU_ASSERT_EQUAL(dm_flock_wrap(-1e-300, 10.0), 0.0);
+    CU_ASSERT_EQUAL(dm_flock_min_image(9.0, 10.0, 5.0), -1.0);
+    CU_ASSERT_EQUAL(dm_flock_min_image(-9.5, 10.0, 5.0), 0.5);
+}
+
+/* ---- grid vs brute force ---------------------------------------------------------------------- */
+
+/* Steps the simulation `iters` times and checks each step against an O(N^2) evaluation of the
+ * model from the same state: positions and velocities must be bit-identical. */
+static void grid_vs_brute(uint64_t n, double neighbours, int iters, double shrink)
+{
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.topics = 3;
+    so.tokens = 40;
+    so.topic_vocab = 200;
+    so.shared_vocab = 300;
+    so.seed = 11;
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_synth_share(&v, &so, n, 0, 1), DM_OK);
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 20;
+    o.neighbours = neighbours;
+    o.shrink = shrink;
+    o.threshold = 0.15;
+    o.seed = 5;
+    dm_flock_sim *s;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
+    dm_flock_store *own = &s->own;
+    size_t m = own->n;
+    CU_ASSERT_EQUAL_FATAL(m, n);
+    double *x = malloc(8 * m), *y = malloc(8 * m), *vx = malloc(8 * m), *vy = malloc(8 * m);
+    uint64_t *id = malloc(8 * m);
+    dm_flock_acc *acc = malloc(sizeof *acc * m);
+    uint64_t total_pairs = 0, brute_pairs = 0;
+    for (int it = 0; it < iters; it++) {
+        dm_flock_params p;
+        CU_ASSERT_EQUAL_FATAL(dm_flock_params_at(&p, s, s->iteration), DM_OK);
+        memcpy(x, own->x, 8 * m);
+        memcpy(y, own->y, 8 * m);
+        memcpy(vx, own->vx, 8 * m);
+        memcpy(vy, own->vy, 8 * m);
+        memcpy(id, own->id, 8 * m);
+        for (size_t i = 0; i < m; i++) {
+            dm_flock_acc_zero(&acc[i]);
+            for (size_t j = 0; j < m; j++) {
+                if (i == j) continue;
+                double dx, dy, d2 = dm_flock_offset(&p, x[i], y[i], x[j], y[j], &dx, &dy);
+                if (!(d2 < p.r2)) continue;
+                int64_t dot = dm_flock_dot_fix(own->col + own->voff[i], own->val + own->voff[i], own->vlen[i],
+                                               own->col + own->voff[j], own->val + own->voff[j], own->vlen[j]);
+                dm_flock_acc_add(&acc[i], &p, dx, dy, d2, vx[j], vy[j], dm_flock_is_similar(dot, p.threshold));
+                brute_pairs++;
+            }
+        }
+        for (size_t i = 0; i < m; i++) dm_flock_update(&p, &acc[i], &x[i], &y[i], &vx[i], &vy[i]);
+        uint64_t before = s->stats.pairs;
+        CU_ASSERT_EQUAL_FATAL(dm_flock_sim_step(s), DM_OK);
+        total_pairs += s->stats.pairs - before;
+        /* one rank: no migration, the order of own boids is unchanged */
+        CU_ASSERT_EQUAL_FATAL(own->n, m);
+        int same = 1;
+        for (size_t i = 0; i < m; i++) {
+            CU_ASSERT_EQUAL_FATAL(own->id[i], id[i]);
+            if (own->x[i] != x[i] || own->y[i] != y[i] || own->vx[i] != vx[i] || own->vy[i] != vy[i]) same = 0;
+        }
+        CU_ASSERT_TRUE(same);
+    }
+    CU_ASSERT_EQUAL(total_pairs, brute_pairs);
+    CU_ASSERT_TRUE(brute_pairs > 0);
+    free(x);
+    free(y);
+    free(vx);
+    free(vy);
+    free(id);
+    free(acc);
+    dm_flock_sim_free(s);
+    dm_flock_vectors_release(&v);
+}
+
+static void test_grid_vs_brute_large(void) { grid_vs_brute(1500, 15, 3, 0.5); }
+/* a 3 x 3 grid: every cell's neighbourhood wraps around the torus */
+static void test_grid_vs_brute_3x3(void) { grid_vs_brute(50, 15, 5, 0.0); }
+/* dense: many neighbours per boid and coincident-ish boids */
+static void test_grid_vs_brute_dense(void) { grid_vs_brute(400, 60, 4, 0.3); }
+
+static void test_edges_vs_brute(void)
+{
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.topics = 2;
+    so.tokens = 30;
+    so.topic_vocab = 100;
+    so.shared_vocab = 100;
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_synth_share(&v, &so, 700, 0, 1), DM_OK);
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 10;
+    o.threshold = 0.2;
+    dm_flock_sim *s;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
+    for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL_FATAL(dm_flock_sim_step(s), DM_OK);
+    dm_flock_edges e;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_edges_cpu(&e, s), DM_OK);
+    dm_flock_params p;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_params_at(&p, s, s->iteration), DM_OK);
+    size_t m = s->own.n;
+    unsigned char *adj = calloc(m * m, 1);
+    for (size_t k = 0; k < e.n; k++) {
+        CU_ASSERT_FALSE(e.halo[k]);
+        CU_ASSERT_EQUAL(adj[(size_t)e.own[k] * m + e.nbr[k]], 0); /* no duplicates */
+        adj[(size_t)e.own[k] * m + e.nbr[k]] = 1;
+    }
+    const dm_flock_store *w = &s->own;
+    size_t expect = 0, bad = 0;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < m; j++) {
+            if (i == j) continue;
+            double dx, dy, d2 = dm_flock_offset(&p, w->x[i], w->y[i], w->x[j], w->y[j], &dx, &dy);
+            int64_t dot = dm_flock_dot_fix(w->col + w->voff[i], w->val + w->voff[i], w->vlen[i], w->col + w->voff[j],
+                                           w->val + w->voff[j], w->vlen[j]);
+            int want = d2 < p.r2 && dm_flock_is_similar(dot, p.threshold);
+            expect += (size_t)want;
+            bad += (size_t)(want != adj[i * m + j]);
+        }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(e.n, expect);
+    CU_ASSERT_TRUE(expect > 0);
+    free(adj);
+    dm_flock_edges_free(&e);
+    dm_flock_sim_free(s);
+    dm_flock_vectors_release(&v);
+}
+
+/* ---- determinism, cap, plane ---------------------------------------------------------------- */
+
+static int same_state(const ft_state *a, const ft_state *b)
+{
+    return a->n == b->n && memcmp(a->x, b->x, 8 * a->n) == 0 && memcmp(a->y, b->y, 8 * a->n) == 0 &&
+           memcmp(a->vx, b->vx, 8 * a->n) == 0 && memcmp(a->vy, b->vy, 8 * a->n) == 0;
+}
+
+static void test_determinism(void)
+{
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.topics = 4;
+    so.tokens = 50;
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 15;
+    ft_state a, b, c;
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    CU_ASSERT_EQUAL_FATAL(ft_run(&a, &g_ctx, &so, 600, &o, NULL), DM_OK);
+    omp_set_num_threads(threads > 1 ? threads : 2);
+    CU_ASSERT_EQUAL_FATAL(ft_run(&b, &g_ctx, &so, 600, &o, NULL), DM_OK);
+    omp_set_num_threads(threads);
+    CU_ASSERT_TRUE(same_state(&a, &b));
+    o.seed = 43;
+    CU_ASSERT_EQUAL_FATAL(ft_run(&c, &g_ctx, &so, 600, &o, NULL), DM_OK);
+    CU_ASSERT_FALSE(same_state(&a, &c));
+    ft_state_free(&a);
+    ft_state_free(&b);
+    ft_state_free(&c);
+}
+
+static int check_cap(dm_flock_sim *s, void *user)
+{
+    int *bad = user;
+    dm_flock_view v;
+    if (dm_flock_sim_view(s, &v) != DM_OK) return 1;
+    double W, H;
+    dm_flock_sim_plane(s, &W, &H);
+    for (size_t i = 0; i < v.n; i++) {
+        double sp = sqrt(v.vx[i] * v.vx[i] + v.vy[i] * v.vy[i]);
+        if (sp > 0.5 * (1 + 1e-12)) bad[0]++;
+        if (!(v.x[i] >= 0 && v.x[i] < W && v.y[i] >= 0 && v.y[i] < H)) bad[1]++;
+    }
+    return 0;
+}
+
+static void test_speed_cap_and_shrink(void)
+{
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.topics = 3;
+    so.tokens = 40;
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 30;
+    o.v_max = 0.5;
+    o.shrink = 0.5;
+    o.w_dissimilar = 2.0; /* strong pushes: the cap must bite */
+    int bad[2] = {0, 0};
+    o.on_iteration = check_cap;
+    o.user = bad;
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_synth_share(&v, &so, 500, 0, 1), DM_OK);
+    dm_flock_sim *s;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
+    double W0, H0, W, H;
+    dm_flock_sim_plane(s, &W0, &H0);
+    CU_ASSERT_DOUBLE_EQUAL(W0 * H0, 500 * 3.141592653589793 / 15.0, 1e-9);
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_run(s), DM_OK);
+    dm_flock_sim_plane(s, &W, &H);
+    CU_ASSERT_DOUBLE_EQUAL(W, 0.5 * W0, 1e-12);
+    CU_ASSERT_EQUAL(bad[0], 0);
+    CU_ASSERT_EQUAL(bad[1], 0);
+    /* someone hit the cap */
+    dm_flock_view vw;
+    CU_ASSERT_EQUAL(dm_flock_sim_view(s, &vw), DM_OK);
+    int capped = 0;
+    for (size_t i = 0; i < vw.n; i++) capped += fabs(sqrt(vw.vx[i] * vw.vx[i] + vw.vy[i] * vw.vy[i]) - 0.5) < 1e-12;
+    CU_ASSERT_TRUE(capped > 0);
+    dm_flock_sim_free(s);
+    dm_flock_vectors_release(&v);
+}
+
+static void test_options_rejected(void)
+{
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.tokens = 10;
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_synth_share(&v, &so, 300, 0, 1), DM_OK);
+    dm_flock_sim *s = NULL;
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.v_max = 1.0; /* must be below r */
+    CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NULL(s);
+    o = (dm_flock_options)DM_FLOCK_OPTIONS_INIT;
+    o.neighbours = 100; /* area 300 pi / 100, halved in side by the end: less than 3 x 3 cells */
+    CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_INVALID_ARG);
+    o = (dm_flock_options)DM_FLOCK_OPTIONS_INIT;
+    o.checkpoint_every = 5; /* no file */
+    CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_INVALID_ARG);
+    /* unsorted rows are a format error */
+    CU_ASSERT_TRUE_FATAL(v.row_off[1] >= 2);
+    v.col[1] = v.col[0];
+    o = (dm_flock_options)DM_FLOCK_OPTIONS_INIT;
+    int rc = dm_flock_sim_init(&s, &g_ctx, &v, &o);
+    CU_ASSERT_EQUAL(rc, DM_ERR_FORMAT);
+    if (rc != DM_ERR_FORMAT) fprintf(stderr, "got %s: %s\n", dm_status_name(rc), dm_error_message());
+    dm_flock_vectors_release(&v);
+}
+
+/* ---- clusters ----------------------------------------------------------------------------------- */
+
+/* 10 documents placed by hand (no iteration): a chain A = {0, 2, 4, 6} of similar documents each
+ * within r of the next only (0 and 6 are 2.4 apart); B = {1, 3, 5} close and similar to each other,
+ * dissimilar to A; 7 next to A but dissimilar to all; 8 and 9 similar to each other but a pair
+ * only (below min size 3), 9 within r of B's 5. */
+static void clusters_hand(int attach, int32_t *cl_out, int32_t *k_out)
+{
+    dm_flock_options o = hand_options(5);
+    o.neighbours = 0.2; /* 10 documents: side 12.5 */
+    const uint64_t off[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    const uint32_t col[] = {0, 1, 0, 1, 0, 1, 0, 2, 3, 3};
+    const float val[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_vectors(&v, 10, off, col, val, 0), DM_OK);
+    double x[10] = {2.0, 8.0, 2.8, 8.5, 3.6, 8.2, 4.4, 2.4, 9.5, 8.9};
+    double y[10] = {2.0, 8.0, 2.0, 8.0, 2.0, 8.6, 2.0, 2.5, 9.9, 9.2};
+    double z[10] = {0};
+    char path[4200];
+    snprintf(path, sizeof path, "%s/clusters.ck", g_tmp);
+    CU_ASSERT_EQUAL_FATAL(ft_write_checkpoint(path, &o, 10, 5, x, y, z, z), DM_OK);
+    o.resume = 1;
+    o.checkpoint = path;
+    dm_flock_sim *s;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
+    CU_ASSERT_EQUAL(dm_flock_sim_iteration(s), 5);
+    CU_ASSERT_EQUAL(dm_flock_sim_run(s), DM_OK); /* nothing left to run */
+    dm_flock_cluster_options co = {3, attach};
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, k_out), DM_OK);
+    dm_flock_result r;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_gather(&r, s, &v), DM_OK);
+    memcpy(cl_out, r.cluster, sizeof *cl_out * 10);
+    CU_ASSERT_EQUAL(memcmp(r.row_cluster, r.cluster, sizeof *cl_out * 10), 0);
+    CU_ASSERT_EQUAL(r.n_clusters, *k_out);
+    CU_ASSERT_EQUAL(r.x[4], 3.6);
+    dm_flock_result_free(&r);
+    dm_flock_sim_free(s);
+    dm_flock_vectors_release(&v);
+}
+
+static void test_clusters_hand(void)
+{
+    int32_t cl[10], k;
+    clusters_hand(0, cl, &k);
+    CU_ASSERT_EQUAL(k, 2);
+    /* A has the smallest document (0): cluster 0; B (smallest 1): cluster 1 */
+    int32_t want[10] = {0, 1, 0, 1, 0, 1, 0, -1, -1, -1};
+    for (int i = 0; i < 10; i++) CU_ASSERT_EQUAL(cl[i], want[i]);
+    clusters_hand(1, cl, &k);
+    CU_ASSERT_EQUAL(k, 2);
+    /* attach: 7 joins A (nearest clustered neighbour 0 at distance 0.64... vs 2 at 0.64: ties by
+     * document index); 9 joins B through 5; 8 has no clustered neighbour within r: noise */
+    int32_t want2[10] = {0, 1, 0, 1, 0, 1, 0, 0, -1, 1};
+    for (int i = 0; i < 10; i++) CU_ASSERT_EQUAL(cl[i], want2[i]);
+}
+
+/* ---- resume ------------------------------------------------------------------------------------- */
+
+static void test_resume_identical(void)
+{
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.topics = 3;
+    so.tokens = 40;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/resume.ck", g_tmp);
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 30;
+    ft_state full, part, resumed;
+    dm_flock_cluster_options co = DM_FLOCK_CLUSTER_OPTIONS_INIT;
+    CU_ASSERT_EQUAL_FATAL(ft_run(&full, &g_ctx, &so, 400, &o, &co), DM_OK);
+    o.checkpoint_every = 7;
+    o.checkpoint = path;
+    o.stop_after = 17; /* "killed" after iteration 17: the last checkpoint is at 14 */
+    CU_ASSERT_EQUAL_FATAL(ft_run(&part, &g_ctx, &so, 400, &o, NULL), DM_OK);
+    CU_ASSERT_EQUAL(part.iteration, 17);
+    o.stop_after = 0;
+    o.resume = 1;
+    CU_ASSERT_EQUAL_FATAL(ft_run(&resumed, &g_ctx, &so, 400, &o, &co), DM_OK);
+    CU_ASSERT_EQUAL(resumed.iteration, 30);
+    CU_ASSERT_TRUE(same_state(&full, &resumed));
+    CU_ASSERT_EQUAL(memcmp(full.cluster, resumed.cluster, 4 * full.n), 0);
+    /* other model options: refused */
+    double t0 = o.threshold;
+    o.threshold = 0.3;
+    ft_state bad;
+    CU_ASSERT_EQUAL(ft_run(&bad, &g_ctx, &so, 400, &o, NULL), DM_ERR_INVALID_ARG);
+    /* a corrupted checkpoint: refused */
+    o.threshold = t0;
+    FILE *f = fopen(path, "r+b");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fseek(f, 200, SEEK_SET);
+    fputc(0x55, f);
+    fclose(f);
+    CU_ASSERT_EQUAL(ft_run(&bad, &g_ctx, &so, 400, &o, NULL), DM_ERR_FORMAT);
+    ft_state_free(&full);
+    ft_state_free(&part);
+    ft_state_free(&resumed);
+}
+
+/* ---- metrics ------------------------------------------------------------------------------------- */
+
+static void test_metrics_hand(void)
+{
+    dm_flock_metrics m;
+    /* truth 000111, pred 001122: contingency [[2,1,0],[0,1,2]], a = (3,3), b = (2,2,2), N = 6.
+     * MI = 2 * (2/6) ln(6*2/(3*2)) = (2/3) ln 2; H(U) = ln 2; H(V) = ln 3;
+     * NMI = (2/3) ln 2 / ((ln 2 + ln 3)/2) = 0.515803742979...
+     * ARI: sum C(nij,2) = 2, sum C(a,2) = 6, sum C(b,2) = 3, C(6,2) = 15, expected = 6*3/15 = 1.2,
+     * max = 4.5: ARI = 0.8 / 3.3; purity = (2 + 1 + 2) / 6 */
+    int32_t t1[] = {0, 0, 0, 1, 1, 1}, p1[] = {0, 0, 1, 1, 2, 2};
+    CU_ASSERT_EQUAL_FATAL(dm_flock_metrics_compute(&m, t1, p1, 6), DM_OK);
+    CU_ASSERT_DOUBLE_EQUAL(m.nmi, (2.0 / 3.0) * log(2.0) / ((log(2.0) + log(3.0)) / 2), 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.nmi, 0.515803742979, 1e-11);
+    CU_ASSERT_DOUBLE_EQUAL(m.ari, 0.8 / 3.3, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.purity, 5.0 / 6.0, 1e-12);
+    CU_ASSERT_EQUAL(m.classes, 2);
+    CU_ASSERT_EQUAL(m.clusters, 3);
+    /* truth 0012, pred 0011: ARI = (1 - 1/3) / (1.5 - 1/3) = 4/7 (scikit-learn's doc example) */
+    int32_t t2[] = {0, 0, 1, 2}, p2[] = {0, 0, 1, 1};
+    CU_ASSERT_EQUAL_FATAL(dm_flock_metrics_compute(&m, t2, p2, 4), DM_OK);
+    CU_ASSERT_DOUBLE_EQUAL(m.ari, 4.0 / 7.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.purity, 3.0 / 4.0, 1e-12);
+    /* a relabelled perfect clustering: all 1; unlabelled items (truth -1) are skipped; noise (-1)
+     * is one cluster */
+    int32_t t3[] = {5, 5, 9, 9, -1, 7}, p3[] = {-1, -1, 3, 3, 0, 8};
+    CU_ASSERT_EQUAL_FATAL(dm_flock_metrics_compute(&m, t3, p3, 6), DM_OK);
+    CU_ASSERT_EQUAL(m.n, 5);
+    CU_ASSERT_DOUBLE_EQUAL(m.nmi, 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.ari, 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.purity, 1.0, 1e-12);
+    /* everything in one cluster against two balanced classes: NMI 0, ARI 0, purity 1/2 */
+    int32_t t4[] = {0, 1, 0, 1}, p4[] = {4, 4, 4, 4};
+    CU_ASSERT_EQUAL_FATAL(dm_flock_metrics_compute(&m, t4, p4, 4), DM_OK);
+    CU_ASSERT_DOUBLE_EQUAL(m.nmi, 0.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.ari, 0.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.purity, 0.5, 1e-12);
+    int32_t t5[] = {-1, -1};
+    CU_ASSERT_EQUAL(dm_flock_metrics_compute(&m, t5, p4, 2), DM_ERR_INVALID_ARG);
+}
+
+/* ---- outputs ------------------------------------------------------------------------------------- */
+
+static void test_top_terms(void)
+{
+    /* cluster 0: rows 0, 2 (term 7: 0.5 + 0.25, term 3: 0.6, term 9: 0.1); cluster 1: row 1
+     * (term 3: 0.2, term 4: 0.9); row 3 noise (term 8: 5.0 must not count) */
+    const uint64_t off[] = {0, 2, 4, 6, 7};
+    const uint32_t col[] = {3, 7, 3, 4, 7, 9, 8};
+    const float val[] = {0.6f, 0.5f, 0.2f, 0.9f, 0.25f, 0.1f, 5.0f};
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_vectors(&v, 4, off, col, val, 0), DM_OK);
+    int32_t rc[4] = {0, 1, 0, -1};
+    dm_flock_result r;
+    memset(&r, 0, sizeof r);
+    r.n = 4;
+    r.n_clusters = 2;
+    r.row_cluster = rc;
+    r.n_rows = 4;
+    uint32_t *t;
+    double *w;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_top_terms(&t, &w, &r, &v, 3, &g_ctx), DM_OK);
+    CU_ASSERT_EQUAL(t[0], 7);
+    CU_ASSERT_DOUBLE_EQUAL(w[0], 0.75, 1e-7);
+    CU_ASSERT_EQUAL(t[1], 3);
+    CU_ASSERT_EQUAL(t[2], 9);
+    CU_ASSERT_EQUAL(t[3], 4);
+    CU_ASSERT_EQUAL(t[4], 3);
+    CU_ASSERT_EQUAL(t[5], UINT32_MAX); /* cluster 1 has two terms only */
+    dm_free(t);
+    dm_free(w);
+    dm_flock_vectors_release(&v);
+}
+
+static void test_vocab(void)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/vocab.tsv", g_tmp);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "id\tterm\tdf\n0\tmarket\t12\n3\tbank\t4\r\n2\toil\t7\n");
+    fclose(f);
+    dm_flock_vocab voc;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_vocab_read(&voc, path), DM_OK);
+    CU_ASSERT_EQUAL(voc.n, 4);
+    CU_ASSERT_STRING_EQUAL(voc.term[0], "market");
+    CU_ASSERT_PTR_NULL(voc.term[1]);
+    CU_ASSERT_STRING_EQUAL(voc.term[2], "oil");
+    CU_ASSERT_STRING_EQUAL(voc.term[3], "bank");
+    dm_flock_vocab_free(&voc);
+    f = fopen(path, "w");
+    fprintf(f, "0\tmarket\t1\nxyz\n");
+    fclose(f);
+    CU_ASSERT_EQUAL(dm_flock_vocab_read(&voc, path), DM_ERR_FORMAT);
+}
+
+static void test_png(void)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/f.png", g_tmp);
+    double x[3] = {0.5, 5, 9.9}, y[3] = {0.5, 2.5, 4.9};
+    int32_t c[3] = {0, 1, -1};
+    CU_ASSERT_EQUAL_FATAL(dm_flock_png_write(path, x, y, c, 3, 10, 5, 200), DM_OK);
+    FILE *f = fopen(path, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(png);
+    if (setjmp(png_jmpbuf(png))) {
+        CU_FAIL("libpng could not read the image back");
+    } else {
+        png_init_io(png, f);
+        png_read_info(png, info);
+        CU_ASSERT_EQUAL(png_get_image_width(png, info), 200);
+        CU_ASSERT_EQUAL(png_get_image_height(png, info), 100);
+        CU_ASSERT_EQUAL(png_get_color_type(png, info), PNG_COLOR_TYPE_RGB);
+        /* the pixel of point 1 (centre) is coloured, not background */
+        png_bytep rows = malloc(200 * 3);
+        int coloured = 0;
+        for (int yy = 0; yy < 100; yy++) {
+            png_read_row(png, rows, NULL);
+            if (yy == 50)
+                for (int k = 0; k < 3; k++) coloured |= rows[100 * 3 + k] != 255;
+        }
+        CU_ASSERT_TRUE(coloured);
+        free(rows);
+    }
+    png_destroy_read_struct(&png, &info, NULL);
+    fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+    CU_TestInfo unit[] = {
+        {"dot product exact and order independent", test_dot_exact},
+        {"pair contribution and torus helpers", test_pair_contribution},
+        {"forces and update: hand-checked configuration", test_hand_forces},
+        {"forces and update: the same across the torus corner", test_hand_forces_seam},
+        {"grid search equals brute force (1500 docs)", test_grid_vs_brute_large},
+        {"grid search equals brute force (3x3 grid)", test_grid_vs_brute_3x3},
+        {"grid search equals brute force (dense)", test_grid_vs_brute_dense},
+        {"final-graph edges equal brute force", test_edges_vs_brute},
+        {"determinism (threads, seed)", test_determinism},
+        {"speed cap and shrinking plane", test_speed_cap_and_shrink},
+        {"invalid options rejected", test_options_rejected},
+        {"clusters of a hand-made configuration", test_clusters_hand},
+        {"resume gives the uninterrupted result", test_resume_identical},
+        {"metrics against hand-computed values", test_metrics_hand},
+        {"top terms by summed weight", test_top_terms},
+        {"vocabulary reader", test_vocab},
+        {"PNG round trip", test_png},
+        CU_TEST_INFO_NULL};
+    CU_SuiteInfo suites[] = {{"flock", setup, teardown, NULL, NULL, unit}, CU_SUITE_INFO_NULL};
+    return dm_test_run_mpi(argc, argv, suites);
+}

@@ -1,0 +1,233 @@
+/* GPU tests of flock (skipped without a GPU; mpiexec -n 1, 2, 4 on the GPU machine):
+ *  - CPU vs CUDA: positions and velocities after 10 iterations agree within a normalised error
+ *    of 1e-12 (stated tolerance; the backends share the model arithmetic, fixed-point sums and
+ *    -fmad=false, so the expected difference is 0 and the test prints it), with the same neighbour
+ *    and similarity counts;
+ *  - every compiled instance of every flock kernel, forced in turn, gives the CPU result;
+ *  - the tuner's bench hooks: every instance's output equals the default instance's, exactly;
+ *  - the CUDA backend on 1..P ranks (sub-communicators) gives bit-identical trajectories and the
+ *    same clusters as the CPU backend.
+ * Inputs: seeded synthetic corpora of sizes that are not multiples of 32 or of a block size. */
+#include <CUnit/CUnit.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/context.h"
+#include "common/status.h"
+#include "common/tune/tune.h"
+#include "flock/flock.h"
+#include "flock/flock_impl.h"
+#include "flock/flock_synth.h"
+#include "flock_testlib.h"
+#include "testutil.h"
+
+#define TOL 1e-12
+
+static dm_ctx g_ctx;   /* CUDA backend over the job */
+static dm_ctx g_cpu;   /* the same, CPU backend */
+
+static int setup(void)
+{
+    dm_ctx_options o = DM_CTX_OPTIONS_INIT;
+    o.backend = DM_BACKEND_CUDA;
+    o.quiet = 1;
+    if (dm_ctx_init(&g_ctx, &o) != DM_OK) return 1;
+    g_cpu = g_ctx;
+    g_cpu.backend = DM_BACKEND_CPU;
+    dm_tune_set_mode(DM_TUNE_OFF); /* defaults unless forced: the tests choose instances */
+    return 0;
+}
+static int teardown(void)
+{
+    dm_ctx_free(&g_ctx);
+    return 0;
+}
+
+static dm_flock_synth_options corpus(int tokens)
+{
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.topics = 5;
+    so.tokens = tokens;
+    so.topic_vocab = 1000;
+    so.shared_vocab = 2000;
+    so.seed = 17;
+    return so;
+}
+
+/* max |a - b| / max(max |a|, tiny) over the four state arrays */
+static double norm_err(const ft_state *a, const ft_state *b)
+{
+    double num = 0, den = 1e-300;
+    const double *pa[4] = {a->x, a->y, a->vx, a->vy}, *pb[4] = {b->x, b->y, b->vx, b->vy};
+    for (int f = 0; f < 4; f++)
+        for (uint64_t i = 0; i < a->n; i++) {
+            num = fmax(num, fabs(pa[f][i] - pb[f][i]));
+            den = fmax(den, fabs(pa[f][i]));
+        }
+    return num / den;
+}
+
+static int bit_identical(const ft_state *a, const ft_state *b)
+{
+    return a->n == b->n && !memcmp(a->x, b->x, 8 * a->n) && !memcmp(a->y, b->y, 8 * a->n) &&
+           !memcmp(a->vx, b->vx, 8 * a->n) && !memcmp(a->vy, b->vy, 8 * a->n);
+}
+
+/* runs on the first q ranks of the job with ctx's backend */
+static int run_on(ft_state *st, const dm_ctx *base, int q, const dm_flock_synth_options *so, uint64_t n,
+                  const dm_flock_options *o, const dm_flock_cluster_options *co)
+{
+    memset(st, 0, sizeof *st);
+    MPI_Comm sub;
+    MPI_Comm_split(base->world, base->rank < q ? 0 : MPI_UNDEFINED, base->rank, &sub);
+    int rc = DM_OK;
+    if (sub != MPI_COMM_NULL) {
+        dm_ctx c;
+        ft_ctx_sub(&c, base, sub);
+        rc = ft_run(st, &c, so, n, o, co);
+        MPI_Comm_free(&sub);
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, base->world);
+    return rc;
+}
+
+static void test_cpu_vs_cuda(void)
+{
+    dm_flock_synth_options so = corpus(300);
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 10;
+    o.threshold = 0.08;
+    ft_state c, g;
+    CU_ASSERT_EQUAL_FATAL(run_on(&c, &g_cpu, 1, &so, 4999, &o, NULL), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(run_on(&g, &g_ctx, 1, &so, 4999, &o, NULL), DM_OK);
+    if (g_ctx.rank == 0) {
+        double e = norm_err(&c, &g);
+        printf("\n  CPU vs CUDA after 10 iterations: normalised error %.3g (%s)\n", e,
+               bit_identical(&c, &g) ? "bit-identical" : "not bit-identical");
+        CU_ASSERT_TRUE(e <= TOL);
+        CU_ASSERT_EQUAL(c.stats.pairs, g.stats.pairs);
+        CU_ASSERT_EQUAL(c.stats.similar, g.stats.similar);
+        CU_ASSERT_TRUE(g.stats.sim_cache_hits > 0);
+        CU_ASSERT_TRUE(g.stats.similar > 0);
+    }
+    ft_state_free(&c);
+    ft_state_free(&g);
+}
+
+static const char *const g_kernel_names[] = {"flock.cell_keys", "flock.cell_bounds", "flock.gather",
+                                             "flock.count", "flock.detect", "flock.similarity",
+                                             "flock.forces", "flock.update", "flock.cache_move"};
+#define NK ((int)(sizeof g_kernel_names / sizeof g_kernel_names[0]))
+
+static void test_every_instance_vs_cpu(void)
+{
+    CU_ASSERT_EQUAL_FATAL(dm_flock_tune_register(), DM_OK);
+    dm_flock_synth_options so = corpus(120);
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 3;
+    o.threshold = 0.08;
+    ft_state ref;
+    /* several ranks so that the cache-move kernel (migration) runs too */
+    CU_ASSERT_EQUAL_FATAL(run_on(&ref, &g_cpu, g_ctx.size, &so, 3001, &o, NULL), DM_OK);
+    int bad = 0, runs = 0;
+    for (int k = 0; k < NK; k++) {
+        const dm_tune_kernel *kd = dm_tune_kernel_find(g_kernel_names[k]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(kd);
+        for (int i = 0; i < kd->n_instances; i++) {
+            CU_ASSERT_EQUAL_FATAL(dm_flock_cuda_force_instance(g_kernel_names[k], i), DM_OK);
+            ft_state g;
+            int rc = run_on(&g, &g_ctx, g_ctx.size, &so, 3001, &o, NULL);
+            CU_ASSERT_EQUAL(rc, DM_OK);
+            if (g_ctx.rank == 0 && rc == DM_OK) {
+                char pol[128];
+                int ok = norm_err(&ref, &g) <= TOL && ref.stats.pairs == g.stats.pairs && ref.stats.similar == g.stats.similar;
+                if (!ok) {
+                    printf("\n  %s instance %d (%s) differs from the CPU: error %.3g\n", g_kernel_names[k], i,
+                           dm_tune_policy_str(&kd->instances[i].policy, pol, sizeof pol), norm_err(&ref, &g));
+                    bad++;
+                }
+                runs++;
+            }
+            ft_state_free(&g);
+        }
+        dm_flock_cuda_force_instance(g_kernel_names[k], -1);
+    }
+    if (g_ctx.rank == 0) printf("\n  %d instance runs, %d differ\n", runs, bad);
+    CU_ASSERT_EQUAL(bad, 0);
+    ft_state_free(&ref);
+}
+
+static void test_bench_hooks(void)
+{
+    CU_ASSERT_EQUAL_FATAL(dm_flock_tune_register(), DM_OK);
+    if (g_ctx.rank != 0) return;
+    for (int k = 0; k < NK; k++) {
+        const dm_tune_kernel *kd = dm_tune_kernel_find(g_kernel_names[k]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(kd);
+        size_t n = strcmp(kd->work_unit, "slots") == 0 ? 3001 * 256 : strcmp(kd->work_unit, "pairs") == 0 ? 40001 : 3001;
+        void *st = NULL;
+        CU_ASSERT_EQUAL_FATAL(kd->bench_create(&st, n, 7), DM_OK);
+        size_t bytes = 0;
+        CU_ASSERT_EQUAL_FATAL(kd->bench_run(st, &kd->instances[kd->default_instance], NULL), DM_OK);
+        CU_ASSERT_EQUAL_FATAL(kd->bench_output(st, NULL, &bytes), DM_OK);
+        CU_ASSERT_TRUE(bytes > 0);
+        unsigned char *want = malloc(bytes ? bytes : 1), *got = malloc(bytes ? bytes : 1);
+        CU_ASSERT_EQUAL(kd->bench_output(st, want, &bytes), DM_OK);
+        for (int i = 0; i < kd->n_instances; i++) {
+            size_t b2 = 0;
+            memset(got, 0xA5, bytes);
+            CU_ASSERT_EQUAL(kd->bench_run(st, &kd->instances[i], NULL), DM_OK);
+            CU_ASSERT_EQUAL(kd->bench_output(st, got, &b2), DM_OK);
+            CU_ASSERT_EQUAL(b2, bytes);
+            if (memcmp(want, got, bytes) != 0) {
+                char pol[128];
+                printf("\n  bench output of %s instance %d (%s) differs from the default\n", kd->name, i,
+                       dm_tune_policy_str(&kd->instances[i].policy, pol, sizeof pol));
+                CU_FAIL("instance output differs");
+            }
+        }
+        free(want);
+        free(got);
+        kd->bench_destroy(st);
+    }
+}
+
+static void test_cuda_rank_independence(void)
+{
+    dm_flock_synth_options so = corpus(100);
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 50;
+    o.threshold = 0.08;
+    dm_flock_cluster_options co = DM_FLOCK_CLUSTER_OPTIONS_INIT;
+    ft_state cpu, one, st;
+    CU_ASSERT_EQUAL_FATAL(run_on(&cpu, &g_cpu, 1, &so, 1999, &o, &co), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(run_on(&one, &g_ctx, 1, &so, 1999, &o, &co), DM_OK);
+    if (g_ctx.rank == 0) {
+        printf("\n  CPU vs CUDA after 50 iterations: normalised error %.3g\n", norm_err(&cpu, &one));
+        CU_ASSERT_EQUAL(memcmp(cpu.cluster, one.cluster, 4 * cpu.n), 0);
+    }
+    for (int q = 2; q <= g_ctx.size; q++) {
+        CU_ASSERT_EQUAL_FATAL(run_on(&st, &g_ctx, q, &so, 1999, &o, &co), DM_OK);
+        if (g_ctx.rank == 0) {
+            CU_ASSERT_TRUE(bit_identical(&one, &st));
+            CU_ASSERT_EQUAL(memcmp(one.cluster, st.cluster, 4 * one.n), 0);
+            CU_ASSERT_TRUE(st.stats.migrated_out > 0);
+        }
+        ft_state_free(&st);
+    }
+    ft_state_free(&cpu);
+    ft_state_free(&one);
+}
+
+int main(int argc, char **argv)
+{
+    CU_TestInfo gpu[] = {{"CPU vs CUDA after 10 iterations", test_cpu_vs_cuda},
+                         {"every instance of every kernel vs the CPU", test_every_instance_vs_cpu},
+                         {"bench hooks: every instance equals the default", test_bench_hooks},
+                         {"CUDA backend: rank independence and clusters", test_cuda_rank_independence},
+                         CU_TEST_INFO_NULL};
+    CU_SuiteInfo suites[] = {{"flock_gpu", setup, teardown, NULL, NULL, gpu}, CU_SUITE_INFO_NULL};
+    return dm_test_run_gpu(argc, argv, suites);
+}

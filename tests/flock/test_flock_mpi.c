@@ -1,0 +1,266 @@
+/* MPI tests of flock (mpiexec -n 1, 2, 4; CPU backend): trajectories after 50 iterations are
+ * bit-identical for 1, 2, 3 and 4 ranks (sub-communicators of this job) and for uneven slices,
+ * with boids crossing slice edges and the torus seam; every document has exactly one owner
+ * after every iteration; clusters are identical and some span slices; a checkpoint written by
+ * P ranks resumes on any number of ranks to the uninterrupted result; an error on one rank is
+ * reported on all without a hang. */
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/context.h"
+#include "common/status.h"
+#include "flock/flock.h"
+#include "flock/flock_impl.h"
+#include "flock/flock_synth.h"
+#include "flock_testlib.h"
+#include "testutil.h"
+
+static dm_ctx g_ctx;
+static char g_tmp[4096];
+#define NDOCS 800
+#define ITERS 50
+
+static int setup(void)
+{
+    dm_ctx_options o = DM_CTX_OPTIONS_INIT;
+    o.backend = DM_BACKEND_CPU;
+    o.quiet = 1;
+    if (dm_ctx_init(&g_ctx, &o) != DM_OK) return 1;
+    /* one temporary directory for the job, named by rank 0 */
+    if (g_ctx.rank == 0 && !dm_test_tmpdir(g_tmp, sizeof g_tmp)) return 1;
+    MPI_Bcast(g_tmp, sizeof g_tmp, MPI_CHAR, 0, g_ctx.world);
+    return 0;
+}
+static int teardown(void)
+{
+    MPI_Barrier(g_ctx.world);
+    if (g_ctx.rank == 0) {
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+    }
+    dm_ctx_free(&g_ctx);
+    return 0;
+}
+
+static dm_flock_synth_options corpus(void)
+{
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.topics = 4;
+    so.tokens = 60;
+    so.topic_vocab = 300;
+    so.shared_vocab = 300;
+    so.seed = 3;
+    return so;
+}
+
+static dm_flock_options model(void)
+{
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = ITERS;
+    o.threshold = 0.12;
+    o.seed = 99;
+    return o;
+}
+
+static int same_bits(const ft_state *a, const ft_state *b)
+{
+    return a->n == b->n && memcmp(a->x, b->x, 8 * a->n) == 0 && memcmp(a->y, b->y, 8 * a->n) == 0 &&
+           memcmp(a->vx, b->vx, 8 * a->n) == 0 && memcmp(a->vy, b->vy, 8 * a->n) == 0;
+}
+
+/* Runs on the first q ranks of the job (others idle); the state lands on rank 0. */
+static int run_on(ft_state *st, int q, const dm_flock_options *o, const dm_flock_cluster_options *co)
+{
+    memset(st, 0, sizeof *st);
+    MPI_Comm sub;
+    MPI_Comm_split(g_ctx.world, g_ctx.rank < q ? 0 : MPI_UNDEFINED, g_ctx.rank, &sub);
+    int rc = DM_OK;
+    if (sub != MPI_COMM_NULL) {
+        dm_ctx c;
+        ft_ctx_sub(&c, &g_ctx, sub);
+        dm_flock_synth_options so = corpus();
+        rc = ft_run(st, &c, &so, NDOCS, o, co);
+        MPI_Comm_free(&sub);
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, g_ctx.world);
+    return rc;
+}
+
+static void test_rank_independence(void)
+{
+    dm_flock_options o = model();
+    dm_flock_cluster_options co = DM_FLOCK_CLUSTER_OPTIONS_INIT;
+    ft_state ref, st;
+    CU_ASSERT_EQUAL_FATAL(run_on(&ref, 1, &o, &co), DM_OK);
+    for (int q = 2; q <= g_ctx.size; q++) {
+        CU_ASSERT_EQUAL_FATAL(run_on(&st, q, &o, &co), DM_OK);
+        if (g_ctx.rank == 0) {
+            CU_ASSERT_TRUE(same_bits(&ref, &st));
+            CU_ASSERT_EQUAL(memcmp(ref.cluster, st.cluster, 4 * ref.n), 0);
+            /* the run exercised the decomposition: halos, migrations, seam crossings */
+            CU_ASSERT_TRUE(st.stats.halo_sent > 0);
+            CU_ASSERT_TRUE(st.stats.migrated_out > 0);
+            CU_ASSERT_EQUAL(st.stats.migrated_out, st.stats.migrated_in);
+            CU_ASSERT_TRUE(st.stats.seam_crossings > 0);
+            CU_ASSERT_EQUAL(st.stats.pairs, ref.stats.pairs);
+            CU_ASSERT_EQUAL(st.stats.similar, ref.stats.similar);
+            /* some cluster has members on two ranks, so its label came from the merge */
+            int spans = 0;
+            for (uint64_t i = 0; i < st.n && !spans; i++)
+                for (uint64_t j = i + 1; j < st.n && !spans; j++)
+                    spans = st.cluster[i] >= 0 && st.cluster[i] == st.cluster[j] && st.owner[i] != st.owner[j];
+            CU_ASSERT_TRUE(spans);
+            printf("\n  %d ranks: %llu migrations, %llu seam crossings, %llu halo boids, %llu pairs\n", q,
+                   (unsigned long long)st.stats.migrated_out, (unsigned long long)st.stats.seam_crossings,
+                   (unsigned long long)st.stats.halo_sent, (unsigned long long)st.stats.pairs);
+        }
+        ft_state_free(&st);
+    }
+    if (g_ctx.rank == 0) {
+        CU_ASSERT_TRUE(ref.stats.seam_crossings > 0);
+        int clustered = 0;
+        for (uint64_t i = 0; i < ref.n; i++) clustered += ref.cluster[i] >= 0;
+        CU_ASSERT_TRUE(clustered > 0);
+    }
+    /* uneven slices (as for GPUs of different speeds): the same bits */
+    if (g_ctx.size > 1) {
+        double w[4] = {1.0, 2.0, 1.0, 1.5};
+        o.slice_weights = w;
+        CU_ASSERT_EQUAL_FATAL(run_on(&st, g_ctx.size, &o, &co), DM_OK);
+        if (g_ctx.rank == 0) {
+            CU_ASSERT_TRUE(same_bits(&ref, &st));
+            CU_ASSERT_EQUAL(memcmp(ref.cluster, st.cluster, 4 * ref.n), 0);
+        }
+        ft_state_free(&st);
+    }
+    ft_state_free(&ref);
+}
+
+/* after every iteration: every document owned by exactly one rank */
+typedef struct conservation {
+    int iterations, violations;
+    uint64_t n;
+} conservation;
+
+static int check_owners(dm_flock_sim *s, void *user)
+{
+    conservation *c = user;
+    dm_flock_view v;
+    if (dm_flock_sim_view(s, &v) != DM_OK) return 1;
+    int cnt = (int)v.n, *counts = NULL, *displs = NULL, tot = 0;
+    uint64_t *all = NULL;
+    if (g_ctx.rank == 0) {
+        counts = malloc(sizeof *counts * (size_t)g_ctx.size);
+        displs = malloc(sizeof *displs * (size_t)g_ctx.size);
+    }
+    MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, g_ctx.world);
+    if (g_ctx.rank == 0) {
+        for (int k = 0; k < g_ctx.size; k++) {
+            displs[k] = tot;
+            tot += counts[k];
+        }
+        all = malloc(8 * (size_t)(tot ? tot : 1));
+    }
+    MPI_Gatherv(v.id, cnt, MPI_UINT64_T, all, counts, displs, MPI_UINT64_T, 0, g_ctx.world);
+    if (g_ctx.rank == 0) {
+        unsigned char *seen = calloc(c->n, 1);
+        int bad = (uint64_t)tot != c->n;
+        for (int k = 0; k < tot; k++) {
+            if (all[k] >= c->n || seen[all[k]]) bad = 1;
+            else seen[all[k]] = 1;
+        }
+        c->violations += bad;
+        free(seen);
+    }
+    /* own boids lie in this rank's slice */
+    double W, H;
+    dm_flock_sim_plane(s, &W, &H);
+    for (size_t i = 0; i < v.n; i++) c->violations += dm_flock_slice_of(s, v.y[i], H) != g_ctx.rank;
+    c->iterations++;
+    free(counts);
+    free(displs);
+    free(all);
+    return 0;
+}
+
+static void test_conservation(void)
+{
+    dm_flock_options o = model();
+    conservation c = {0, 0, NDOCS};
+    o.on_iteration = check_owners;
+    o.user = &c;
+    ft_state st;
+    dm_flock_synth_options so = corpus();
+    CU_ASSERT_EQUAL_FATAL(ft_run(&st, &g_ctx, &so, NDOCS, &o, NULL), DM_OK);
+    CU_ASSERT_EQUAL(c.iterations, ITERS);
+    MPI_Allreduce(MPI_IN_PLACE, &c.violations, 1, MPI_INT, MPI_SUM, g_ctx.world);
+    CU_ASSERT_EQUAL(c.violations, 0);
+    ft_state_free(&st);
+}
+
+static void test_resume_across_ranks(void)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/mpi.ck", g_tmp);
+    dm_flock_options o = model();
+    dm_flock_cluster_options co = DM_FLOCK_CLUSTER_OPTIONS_INIT;
+    ft_state full, part, res;
+    CU_ASSERT_EQUAL_FATAL(run_on(&full, g_ctx.size, &o, &co), DM_OK);
+    o.checkpoint_every = 10;
+    o.checkpoint = path;
+    o.stop_after = 35; /* interrupted after 35; the last checkpoint is at 30 */
+    CU_ASSERT_EQUAL_FATAL(run_on(&part, g_ctx.size, &o, NULL), DM_OK);
+    o.stop_after = 0;
+    o.resume = 1;
+    o.checkpoint_every = 0;
+    /* resume on every number of ranks up to the job's */
+    for (int q = 1; q <= g_ctx.size; q++) {
+        CU_ASSERT_EQUAL_FATAL(run_on(&res, q, &o, &co), DM_OK);
+        if (g_ctx.rank == 0) {
+            CU_ASSERT_EQUAL(part.iteration, 35);
+            CU_ASSERT_EQUAL(res.iteration, ITERS);
+            CU_ASSERT_TRUE(same_bits(&full, &res));
+            CU_ASSERT_EQUAL(memcmp(full.cluster, res.cluster, 4 * full.n), 0);
+        }
+        ft_state_free(&res);
+    }
+    ft_state_free(&full);
+    ft_state_free(&part);
+}
+
+static void test_error_on_one_rank(void)
+{
+    /* the last rank's vectors are not term-sorted: every rank gets the error, none hangs */
+    dm_flock_synth_options so = corpus();
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_synth_share(&v, &so, NDOCS, g_ctx.rank, g_ctx.size), DM_OK);
+    if (g_ctx.rank == g_ctx.size - 1 && v.row_off[1] >= 2) v.col[1] = v.col[0];
+    dm_flock_options o = model();
+    dm_flock_sim *s = NULL;
+    CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NULL(s);
+    dm_flock_vectors_release(&v);
+    /* too many ranks for the plane: refused on every rank */
+    if (g_ctx.size > 1) {
+        CU_ASSERT_EQUAL_FATAL(ft_synth_share(&v, &so, 60, g_ctx.rank, g_ctx.size), DM_OK);
+        o.neighbours = 5; /* side 6.1, slices below the halo margin with 4 ranks at the end */
+        o.shrink = 0.8;
+        CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_INVALID_ARG);
+        dm_flock_vectors_release(&v);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    CU_TestInfo mpi[] = {{"rank independence (bit-identical) and clusters", test_rank_independence},
+                         {"conservation: one owner per document per iteration", test_conservation},
+                         {"resume across rank counts", test_resume_across_ranks},
+                         {"an error on one rank reaches all", test_error_on_one_rank},
+                         CU_TEST_INFO_NULL};
+    CU_SuiteInfo suites[] = {{"flock_mpi", setup, teardown, NULL, NULL, mpi}, CU_SUITE_INFO_NULL};
+    return dm_test_run_mpi(argc, argv, suites);
+}
