@@ -141,6 +141,9 @@ typedef struct dm_tf_count_options {
 typedef int dm_tf_count_fn(dm_tf_counts *out, const uint64_t *tok_off, const uint32_t *tok,
                            size_t n_docs, uint32_t n_terms, dm_tf_count_options *opt);
 dm_tf_count_fn dm_tf_count_cpu, dm_tf_count_cuda;
+/* The CUDA backend's table algorithm (same per-element code, tfidf_tables.h) run on the host, lane
+ * by lane: tests it without a GPU. Not a production backend. */
+dm_tf_count_fn dm_tf_count_hd;
 
 /* Tests and benchmarks of the CUDA tables: compiled instances of a variant's counting kernel,
  * their names, and forcing instance i of whichever variant runs (-1: the tuner's choice). */

@@ -186,23 +186,20 @@ static const dm_tune_instance g_w_fill[] = {DM_I1(launch_w_fill, dm_w_fill_kerne
 static const dm_tune_instance g_w_norm[] = {DM_I1(launch_w_norm, dm_w_norm_kernel, 128),
                                             DM_I1(launch_w_norm, dm_w_norm_kernel, 256)};
 
-static int g_force_count = -1;
+static int g_force_count = -1; /* tests: instance index of the chosen variant, -1 = tuner */
 
 struct dm_widen_u32 {
     __host__ __device__ uint64_t operator()(uint32_t x) const { return (uint64_t)x; }
-}; /* tests: instance index of the chosen variant, -1 = tuner */
+};
 
 /* ------------------------------------------------------------------ per-document tables */
 
-/* Document tables: bcap_d = max(1, ceil(slack x len_d x 2^grow_d / 32)) slots per bucket. */
+/* Document tables: dm_tf_bcap slots per bucket (tfidf_tables.h). */
 static int table_offsets(uint64_t *tab_off, const uint64_t *tok_off, size_t n_docs, int slack, const uint8_t *grow)
 {
     tab_off[0] = 0;
     for (size_t d = 0; d < n_docs; d++) {
-        uint64_t len = tok_off[d + 1] - tok_off[d];
-        uint64_t want = ((uint64_t)slack * len << grow[d]) + DM_TF_BUCKETS - 1;
-        uint64_t bcap = want / DM_TF_BUCKETS;
-        if (bcap < 1) bcap = 1;
+        uint64_t bcap = dm_tf_bcap(tok_off[d + 1] - tok_off[d], slack, grow[d]);
         if (bcap > UINT32_MAX / 2) return DM_ERR(DM_ERR_UNSUPPORTED, "tf table: document %zu is too long", d);
         tab_off[d + 1] = tab_off[d] + DM_TF_BUCKETS * bcap;
     }
