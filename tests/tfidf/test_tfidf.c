@@ -580,6 +580,21 @@ static void test_dmv_corruption(void)
     CU_ASSERT_EQUAL(tl_flip_byte(p, (long)(64 + 8 * 201 + 4 * v.row_off[200] + 4 * 3)), 0);
     CU_ASSERT_EQUAL(dm_vectors_read(&r, p), DM_ERR_FORMAT);
     CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "checksum"));
+    /* a partial read of other rows finds it when asked to verify, and reads without */
+    CU_ASSERT_EQUAL(dm_vectors_read_rows(&r, p, 150, 20, 1), DM_ERR_FORMAT);
+    CU_ASSERT_EQUAL_FATAL(dm_vectors_read_rows(&r, p, 150, 20, 0), DM_OK);
+    CU_ASSERT_EQUAL(r.n_rows, 20);
+    dm_vectors_free(&r);
+    /* a column out of range (structure check, even with a matching checksum) */
+    {
+        dm_vectors w;
+        CU_ASSERT_EQUAL_FATAL(dm_vectors_read_rows(&w, p, 0, 200, 0), DM_OK);
+        w.n_cols = 1;
+        char q[600];
+        tmp_path(q, sizeof q, "cols.dmv");
+        CU_ASSERT_EQUAL(dm_vectors_write(&w, q, NULL), DM_ERR_INVALID_ARG);
+        dm_vectors_free(&w);
+    }
     /* in the header: header checksum error, even for partial reads */
     tl_write_file(p, orig, len);
     CU_ASSERT_EQUAL(tl_flip_byte(p, 20), 0);
