@@ -150,6 +150,10 @@ dm_tf_count_fn dm_tf_count_hd;
 int dm_tf_count_cuda_instances(int variant);
 const char *dm_tf_count_cuda_instance_name(int variant, int i, char *buf, size_t len);
 int dm_tf_count_cuda_force_instance(int i);
+/* The CUDA backend counts and weighs in chunks of whole documents of at most `tokens` tokens and
+ * rows of at most `entries` entries (device memory of one call); 0 restores the defaults
+ * (2^26, 2^27). Tests make them small to exercise the chunking. */
+void dm_tfidf_cuda_set_chunks(uint64_t tokens, uint64_t entries);
 /* Benchmark input: documents of term indices < n_terms covering n_tok tokens (lengths 1..400,
  * one in 128 up to 5000; skewed term frequencies). tok_off holds up to n_tok + 1 entries. */
 int dm_tf_bench_docs(uint64_t *tok_off, uint32_t *tok, size_t n_tok, uint32_t n_terms, uint64_t seed,
