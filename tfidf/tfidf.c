@@ -575,6 +575,19 @@ int dm_tfidf_local_from_stream(dm_tfidf_local *out, const dm_token_stream *s, in
     return DM_OK;
 }
 
+int dm_tfidf_from_stream(dm_vectors *out, dm_vocab *vocab, dm_tfidf_stats *stats, const dm_ctx *ctx,
+                         const dm_token_stream *s, const dm_tfidf_options *opt)
+{
+    if (!out || !s || !opt) return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_from_stream: NULL argument");
+    memset(out, 0, sizeof *out);
+    dm_tfidf_local local;
+    int rc = agree(ctx, dm_tfidf_local_from_stream(&local, s, dm_tfidf_backend(ctx, opt->backend), opt));
+    if (rc < 0) return rc;
+    rc = dm_tfidf_vectors(out, vocab, stats, ctx, &local, opt);
+    dm_tfidf_local_free(&local);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ TF-ICF */
 
 int dm_icf_build(dm_icf_table *out, dm_tfidf_stats *stats, const dm_ctx *ctx, dm_tfidf_local *local,

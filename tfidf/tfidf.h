@@ -296,6 +296,11 @@ int dm_tfidf_vectors(dm_vectors *out, dm_vocab *vocab, dm_tfidf_stats *stats, co
 int dm_tfidf_local_from_stream(dm_tfidf_local *out, const dm_token_stream *s, int backend,
                                const dm_tfidf_options *opt);
 
+/* Collective: TF-IDF vectors of this rank's token stream (dm_preprocess's output): local counts
+ * (dm_tfidf_local_from_stream) then dm_tfidf_vectors. For `docmine pipeline`. Errors agree. */
+int dm_tfidf_from_stream(dm_vectors *out, dm_vocab *vocab, dm_tfidf_stats *stats, const struct dm_ctx *ctx,
+                         const dm_token_stream *s, const dm_tfidf_options *opt);
+
 /* ---------------------------------------------------------------------------------------------
  * TF-ICF tables (Reed et al.): the vocabulary of a reference corpus with cf = document
  * frequency there and N_ref documents, plus the preprocessing that produced its terms, so that a

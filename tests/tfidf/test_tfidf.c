@@ -877,6 +877,10 @@ static void test_corpus_driver(void)
     dm_vectors_free(&v2);
     dm_vocab_free(&voc2);
     dm_tfidf_local_free(&l);
+    /* the pipeline's entry point */
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_from_stream(&v2, NULL, NULL, NULL, &s, &o), DM_OK);
+    CU_ASSERT_TRUE(tl_vectors_equal(&v, &v2, 0));
+    dm_vectors_free(&v2);
     /* and dm_vectorize_corpus's default path (preprocess's reader + the stream) */
     CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&v2, NULL, NULL, NULL, NULL, dir, &pp, &o, NULL, NULL), DM_OK);
     CU_ASSERT_TRUE(tl_vectors_equal(&v, &v2, 0));
