@@ -483,8 +483,8 @@ int dm_flock_sim_run(dm_flock_sim *s)
     while (rc == DM_OK && s->iteration < s->opt.iterations) {
         rc = dm_flock_sim_step(s);
         if (rc != DM_OK) break;
-        if (s->opt.checkpoint_every > 0 && s->iteration % s->opt.checkpoint_every == 0 &&
-            s->iteration < s->opt.iterations) {
+        /* the last iteration too: --resume then only re-clusters (other cluster options) */
+        if (s->opt.checkpoint_every > 0 && s->iteration % s->opt.checkpoint_every == 0) {
             dm_timer_start("flock.checkpoint");
             rc = dm_flock_checkpoint_write(s, s->opt.checkpoint);
             dm_timer_stop("flock.checkpoint");
@@ -535,10 +535,11 @@ int dm_flock_step_cuda(dm_flock_sim *s)
     (void)s;
     return DM_ERR(DM_ERR_UNSUPPORTED, "flock: built without the CUDA backend");
 }
-int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *s)
+int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *s, double threshold)
 {
     (void)out;
     (void)s;
+    (void)threshold;
     return DM_ERR(DM_ERR_UNSUPPORTED, "flock: built without the CUDA backend");
 }
 #endif

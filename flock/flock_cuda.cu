@@ -713,7 +713,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
 }
 
 /* The edges of the final graph (own-own and own-halo, similar and within r), for the clusters. */
-extern "C" int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *sim)
+extern "C" int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *sim, double threshold)
 {
     memset(out, 0, sizeof *out);
     dstate *s = static_cast<dstate *>(sim->dev);
@@ -729,6 +729,12 @@ extern "C" int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *sim)
         rc = dm_flock_halo_exchange_begin(sim, &x, send, rc);
         int re = dm_flock_halo_exchange_end(sim, &x, send);
         if (rc == DM_OK) rc = re;
+    }
+    /* the pair cache holds decisions at the model's threshold: another one needs fresh ones */
+    if (rc == DM_OK && threshold != p.threshold) {
+        p.threshold = threshold;
+        if (s->own.n && cudaMemset(s->cache[s->cur], 0, 8 * s->own.n * FK_CACHE) != cudaSuccess)
+            rc = DM_ERR(DM_ERR_CUDA, "flock: clearing the pair cache failed");
     }
     double td = 0, ts = 0;
     size_t n = s->own.n;

@@ -49,7 +49,7 @@ static void usage(void)
            "                        frequent (default 10 with --corpus; 0 = all)\n"
            "  --iterations I        (default 500)\n"
            "  --threshold T --radius R --neighbours K --vmax V --shrink F --weights S,D,A,C\n"
-           "  --min-cluster N --attach   cluster options\n"
+           "  --min-cluster N --attach --cluster-threshold T   cluster options\n"
            "  --kmeans              seeded spherical k-means on the same vectors (rank 0)\n"
            "  --study               parameter study: threshold x weight presets (quality table)\n"
            "  --backend cpu|cuda    (default: cuda when a GPU is present)\n"
@@ -410,14 +410,14 @@ int main(int argc, char **argv)
     dm_ctx_options co = DM_CTX_OPTIONS_INIT;
     co.quiet = 0;
     enum { O_DOCS = 256, O_DPR, O_TOPICS, O_TOKENS, O_CORPUS, O_TOPL, O_ITER, O_THR, O_RAD, O_NB, O_VMAX, O_SHR, O_W,
-           O_MINC, O_ATT, O_KM, O_STUDY, O_BACK, O_SEED, O_JSON, O_VOCAB, O_VECOUT };
+           O_MINC, O_ATT, O_KM, O_STUDY, O_BACK, O_SEED, O_JSON, O_VOCAB, O_VECOUT, O_CTHR };
     static const struct option lo[] = {
         {"docs", 1, 0, O_DOCS}, {"docs-per-rank", 1, 0, O_DPR}, {"topics", 1, 0, O_TOPICS}, {"tokens", 1, 0, O_TOKENS},
         {"corpus", 1, 0, O_CORPUS}, {"top-labels", 1, 0, O_TOPL}, {"iterations", 1, 0, O_ITER},
         {"threshold", 1, 0, O_THR}, {"radius", 1, 0, O_RAD}, {"neighbours", 1, 0, O_NB}, {"vmax", 1, 0, O_VMAX},
         {"shrink", 1, 0, O_SHR}, {"weights", 1, 0, O_W}, {"min-cluster", 1, 0, O_MINC}, {"attach", 0, 0, O_ATT},
         {"kmeans", 0, 0, O_KM}, {"study", 0, 0, O_STUDY}, {"backend", 1, 0, O_BACK}, {"seed", 1, 0, O_SEED},
-        {"json", 1, 0, O_JSON}, {"vocab-out", 1, 0, O_VOCAB}, {"vectors-out", 1, 0, O_VECOUT}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"json", 1, 0, O_JSON}, {"vocab-out", 1, 0, O_VOCAB}, {"vectors-out", 1, 0, O_VECOUT}, {"cluster-threshold", 1, 0, O_CTHR}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c, bad = 0;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
@@ -440,6 +440,7 @@ int main(int argc, char **argv)
             break;
         case O_MINC: o.co.min_size = atoi(optarg); break;
         case O_ATT: o.co.attach = 1; break;
+        case O_CTHR: o.co.threshold = atof(optarg); break;
         case O_KM: o.kmeans = 1; break;
         case O_STUDY: o.study = 1; break;
         case O_BACK: bad |= dm_backend_parse(optarg, &co.backend) != DM_OK; break;
