@@ -510,8 +510,8 @@ int dm_flock_calibrate(double *speed, const dm_ctx *ctx)
     self.rank = 0;
     self.size = 1;
     dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
-    so.tokens = 300;
-    const uint64_t n = ctx->backend == DM_BACKEND_CUDA ? 200000 : 20000;
+    so.tokens = ctx->backend == DM_BACKEND_CUDA ? 300 : 100;
+    const uint64_t n = ctx->backend == DM_BACKEND_CUDA ? 200000 : 3000;
     dm_vectors v;
     DM_TRY(dm_flock_synth_vectors(&v, &so, 0, n));
     dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
