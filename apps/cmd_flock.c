@@ -45,7 +45,7 @@ static void usage(FILE *f)
             "                          area N pi R^2 / K (default 15)\n"
             "  --threshold T           similar when cosine >= T (default 0.10)\n"
             "  --weights S,D,A,C       separation from similar, separation from dissimilar,\n"
-            "                          alignment, cohesion (default 0.02,0.25,0.30,0.05)\n"
+            "                          alignment, cohesion (default 0.02,0.05,0.30,0.05)\n"
             "  --vmax V                speed cap, < R (default 0.5)\n"
             "  --shrink F              the plane's side shrinks by this fraction over the run (0.5)\n"
             "clusters:\n"

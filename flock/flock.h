@@ -51,7 +51,7 @@ typedef struct dm_flock_options {
     void *user;
 } dm_flock_options;
 #define DM_FLOCK_OPTIONS_INIT                                                                      \
-    {500, 1.0, 15.0, 0.10, 0.02, 0.25, 0.30, 0.05, 0.5, 0.5, 0.05, 42, NULL, 0, NULL, 0, 0, NULL, NULL}
+    {500, 1.0, 15.0, 0.10, 0.02, 0.05, 0.30, 0.05, 0.5, 0.5, 0.05, 42, NULL, 0, NULL, 0, 0, NULL, NULL}
 
 /* Counters of one rank since the start of the run (the driver also adds them to the report). */
 typedef struct dm_flock_stats {

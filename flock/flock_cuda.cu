@@ -829,7 +829,7 @@ int bench_problem(bench *b, size_t nb, uint64_t seed)
     b->p.r2 = 1;
     b->p.dmin2 = 0.0025;
     b->p.threshold = 0.08;
-    b->p.w_sep = 0.02, b->p.w_dis = 0.25, b->p.w_ali = 0.3, b->p.w_coh = 0.05;
+    b->p.w_sep = 0.02, b->p.w_dis = 0.05, b->p.w_ali = 0.3, b->p.w_coh = 0.05;
     b->p.vmax = 0.5, b->p.vmax2 = 0.25;
     b->p.W = b->p.H = b->p.W1 = b->p.H1 = W;
     b->p.half_W = b->p.half_H = W / 2;

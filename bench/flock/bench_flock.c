@@ -541,8 +541,8 @@ int main(int argc, char **argv)
     if (o.study) {
         /* threshold x weight presets at the given iterations */
         static const double thr[] = {0.04, 0.06, 0.08, 0.10, 0.12, 0.15, 0.20};
-        static const double wts[][4] = {{0.02, 0.25, 0.30, 0.05}, {0.02, 0.10, 0.30, 0.05}, {0.05, 0.50, 0.30, 0.10},
-                                        {0.01, 0.25, 0.50, 0.02}, {0.02, 0.25, 0.10, 0.20}};
+        static const double wts[][4] = {{0.02, 0.05, 0.30, 0.05}, {0.02, 0.25, 0.30, 0.05}, {0.01, 0.05, 0.30, 0.50},
+                                        {0.005, 0.02, 0.50, 0.50}, {0.02, 0.10, 0.30, 0.20}};
         json_t *rows = json_array();
         if (ctx.rank == 0) printf("\nparameter study: %llu documents, %d iterations\n%-9s %-26s %8s %8s %8s %9s %8s\n",
                                   (unsigned long long)N, o.fo.iterations, "threshold", "weights S,D,A,C", "NMI", "ARI",
