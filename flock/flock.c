@@ -461,6 +461,8 @@ int dm_flock_sim_step(dm_flock_sim *s)
     s->halo_valid = 0;
     dm_timer_start("flock.step");
     int rc = s->backend == DM_BACKEND_CUDA ? dm_flock_step_cuda(s) : dm_flock_step_cpu(s);
+    /* the halo of this step belongs to the positions before the update and migration */
+    s->halo_valid = 0;
     dm_timer_stop("flock.step");
     return dm_ctx_agree(s->ctx, rc);
 }

@@ -704,6 +704,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         dm_free(old_id);
         sim->host_valid = 1;
     }
+    sim->halo_valid = 0; /* the halo was exchanged before the update */
     if (rc == DM_OK) {
         /* this iteration's decisions are read next (after a migration they were moved to cur) */
         if (!multi) s->cur = 1 - s->cur;
@@ -1062,8 +1063,9 @@ int bench_output(void *state, void *host, size_t *nbytes)
         break;
     }
     case K_GATHER:
+        /* the AoS buffer's first n boids: the padding to the tile size is never written */
         parts[np++] = {d->sx, 8 * n}, parts[np++] = {d->sy, 8 * n}, parts[np++] = {d->sid, 8 * n};
-        parts[np++] = {d->lbuf, 8 * 4 * d->lcap};
+        parts[np++] = {d->lbuf, 8 * 4 * n};
         break;
     case K_COUNT: parts[np++] = {s->pown.cnt, 4 * n}; break;
     case K_DETECT: {
