@@ -6,6 +6,11 @@
 
 dm_cmd_fn dm_cmd_info;
 dm_cmd_fn dm_cmd_synth;
+dm_cmd_fn dm_cmd_tune;
+dm_cmd_fn dm_cmd_streamclust;
+dm_cmd_fn dm_cmd_stem;
+dm_cmd_fn dm_cmd_preprocess;
+dm_cmd_fn dm_cmd_vectorize, dm_cmd_icf_build;
 dm_cmd_fn dm_cmd_flock;
 
 #endif

@@ -19,7 +19,13 @@ typedef struct {
 
 static const dm_command g_commands[] = {
     {"info", dm_cmd_info, "ranks, GPUs, library versions, tuning database; --bandwidth measures copies"},
+    {"preprocess", dm_cmd_preprocess, "read a corpus, normalise, tokenise, drop stop words, stem: token stream"},
+    {"stem", dm_cmd_stem, "Porter-stem words from stdin, one per line (compare the backends)"},
+    {"tune", dm_cmd_tune, "tune every kernel for this GPU (--list: the kernels and their spaces)"},
+    {"streamclust", dm_cmd_streamclust, "STREAM k-median (Rodinia streamcluster arguments), across ranks"},
     {"synth", dm_cmd_synth, "write a synthetic labelled corpus (K Zipf topics), in parallel by rank"},
+    {"vectorize", dm_cmd_vectorize, "corpus -> TF-IDF / TF-ICF sparse vectors (.dmv, svmlight, mtx)"},
+    {"icf-build", dm_cmd_icf_build, "write the TF-ICF table of a reference corpus"},
     {"flock", dm_cmd_flock, "cluster document vectors by multi-species flocking on a sliced plane"},
 };
 #define DM_NCOMMANDS ((int)(sizeof g_commands / sizeof g_commands[0]))
@@ -171,6 +177,7 @@ int main(int argc, char **argv)
         dm_ctx ctx;
         dm_app app = {.ctx = &ctx, .report_path = g.report, .argc_all = full_argc, .argv_all = full_argv};
         int rc = dm_ctx_init(&ctx, &g.ctx);
+        dm_tune_set_local_rank(ctx.local_rank); /* node-local rank 0 tunes, the others wait */
         if (rc == DM_OK) rc = dm_tune_register_all();
         if (rc != DM_OK) code = dm_app_fail(&app, cmd->name, rc);
         else code = cmd->fn(&app, argc - 1, argv + 1);

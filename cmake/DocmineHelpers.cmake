@@ -4,6 +4,10 @@
 #  - RANKS 1 2 4: registers one ctest per rank count, run under mpiexec (label mpi added).
 #  - GPU: label gpu; the program returns 77 (DM_TEST_SKIP) when no device is present, which ctest
 #    reports as skipped.
+# Every test runs with kernel tuning off and a tuning database of its own in the build tree:
+# tests check results, and a test that wants tuning sets the mode itself.
+set(DM_TEST_ENV "DOCMINE_SOURCE_DIR=${PROJECT_SOURCE_DIR};DOCMINE_TUNE=off;DOCMINE_TUNING_DB=${PROJECT_BINARY_DIR}/test-tuning.tsv")
+
 function(dm_add_test)
   cmake_parse_arguments(T "GPU" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;RANKS;ARGS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
@@ -24,13 +28,13 @@ function(dm_add_test)
                WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
       set_tests_properties(${T_NAME}_np${_n} PROPERTIES LABELS "${_labels}" TIMEOUT ${T_TIMEOUT}
                            SKIP_RETURN_CODE 77 PROCESSORS ${_n}
-                           ENVIRONMENT "DOCMINE_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+                           ENVIRONMENT "${DM_TEST_ENV}")
     endforeach()
   else()
     add_test(NAME ${T_NAME} COMMAND ${T_NAME} ${T_ARGS} WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
     set_tests_properties(${T_NAME} PROPERTIES LABELS "${_labels}" TIMEOUT ${T_TIMEOUT}
                          SKIP_RETURN_CODE 77
-                         ENVIRONMENT "DOCMINE_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+                         ENVIRONMENT "${DM_TEST_ENV}")
   endif()
 endfunction()
 

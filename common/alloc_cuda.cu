@@ -9,6 +9,7 @@ extern "C" int dm_host_alloc_pinned(void **out, size_t n)
     cudaError_t e = cudaHostAlloc(out, n ? n : 1, cudaHostAllocDefault);
     if (e != cudaSuccess) {
         *out = NULL;
+        cudaGetLastError(); /* reported here: do not let a later launch check see it again */
         return DM_ERR(DM_ERR_NOMEM, "cudaHostAlloc of %zu pinned bytes: %s", n, cudaGetErrorString(e));
     }
     int rc = dm_mem_track(DM_MEM_PINNED, *out, n);
@@ -32,6 +33,7 @@ extern "C" int dm_device_alloc(void **out, size_t n)
     cudaError_t e = cudaMalloc(out, n ? n : 1);
     if (e != cudaSuccess) {
         *out = NULL;
+        cudaGetLastError(); /* reported here: do not let a later launch check see it again */
         size_t fr = 0, tot = 0;
         cudaMemGetInfo(&fr, &tot);
         return DM_ERR(e == cudaErrorMemoryAllocation ? DM_ERR_NOMEM : DM_ERR_CUDA,

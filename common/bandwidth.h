@@ -16,7 +16,7 @@ typedef struct dm_bandwidth {
     double h2d_gbs;     /* GB/s = 1e9 bytes/s */
     double d2h_gbs;
     double d2d_gbs;     /* cudaMemcpy D2D, bytes read + written */
-    double d2d_kernel_gbs; /* the tuned copy kernel, bytes read + written (0 if not available) */
+    double d2d_kernel_gbs; /* the tuned copy kernel common.copy (dm_copy_cuda), read + written */
 } dm_bandwidth;
 
 int dm_bandwidth_measure(dm_bandwidth *out, size_t bytes, int repeats);

@@ -6,6 +6,7 @@
 #include "common/alloc.h"
 #include "common/bandwidth.h"
 #include "common/cuda_check.h"
+#include "common/tune/copy.h"
 
 static int cmp_float(const void *a, const void *b)
 {
@@ -13,9 +14,10 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Median milliseconds of `repeats` cudaMemcpyAsync calls of `bytes` from src to dst. */
+/* Median milliseconds of `repeats` copies of `bytes` from src to dst: cudaMemcpyAsync of the given
+ * kind, or the tuned copy kernel (dm_copy_cuda) when kernel is set. */
 static int time_copy(float *ms_out, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
-                     int repeats)
+                     int kernel, int repeats)
 {
     cudaEvent_t a, b;
     DM_CUDA_TRY(cudaEventCreate(&a));
@@ -25,7 +27,12 @@ static int time_copy(float *ms_out, void *dst, const void *src, size_t bytes, cu
     int rc = DM_OK;
     for (int r = -1; r < repeats && rc == DM_OK; r++) {
         cudaError_t e = cudaEventRecord(a);
-        if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, bytes, kind);
+        if (e == cudaSuccess && kernel) {
+            rc = dm_copy_cuda(dst, src, bytes, NULL);
+            if (rc != DM_OK) break;
+        } else if (e == cudaSuccess) {
+            e = cudaMemcpyAsync(dst, src, bytes, kind);
+        }
         if (e == cudaSuccess) e = cudaEventRecord(b);
         if (e == cudaSuccess) e = cudaEventSynchronize(b);
         if (e == cudaSuccess && r >= 0) e = cudaEventElapsedTime(&ms[r], a, b);
@@ -54,12 +61,14 @@ extern "C" int dm_bandwidth_measure(dm_bandwidth *out, size_t bytes, int repeats
     if (rc == DM_OK) {
         memset(h, 1, bytes);
         float ms = 0;
-        rc = time_copy(&ms, d0, h, bytes, cudaMemcpyHostToDevice, repeats);
+        rc = time_copy(&ms, d0, h, bytes, cudaMemcpyHostToDevice, 0, repeats);
         if (rc == DM_OK) out->h2d_gbs = (double)bytes / (ms * 1e6);
-        if (rc == DM_OK) rc = time_copy(&ms, h, d0, bytes, cudaMemcpyDeviceToHost, repeats);
+        if (rc == DM_OK) rc = time_copy(&ms, h, d0, bytes, cudaMemcpyDeviceToHost, 0, repeats);
         if (rc == DM_OK) out->d2h_gbs = (double)bytes / (ms * 1e6);
-        if (rc == DM_OK) rc = time_copy(&ms, d1, d0, bytes, cudaMemcpyDeviceToDevice, repeats);
+        if (rc == DM_OK) rc = time_copy(&ms, d1, d0, bytes, cudaMemcpyDeviceToDevice, 0, repeats);
         if (rc == DM_OK) out->d2d_gbs = 2.0 * (double)bytes / (ms * 1e6);
+        if (rc == DM_OK) rc = time_copy(&ms, d1, d0, bytes, cudaMemcpyDeviceToDevice, 1, repeats);
+        if (rc == DM_OK) out->d2d_kernel_gbs = 2.0 * (double)bytes / (ms * 1e6);
     }
     dm_host_free_pinned(h);
     dm_device_free(d0);

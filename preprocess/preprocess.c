@@ -1,9 +1,10 @@
 /* The preprocess driver: lists the corpus, splits files across ranks by bytes, reads and normalises
  * documents into batches, tokenises each batch with the chosen backend and builds the token
  * stream; errors agree across ranks. Reference: the CPU backend (dm_tokenize_cpu).
- * Pipeline: the calling thread reads and normalises batch k+2 while batch k+1 waits in the queue
- * and a worker thread tokenises batch k (CPU, or CUDA: H2D, kernels, D2H on the worker's stream)
- * and appends it to the stream in order; DM_PP_SLOTS batch buffers circulate between the two.
+ * Pipeline: the calling thread reads and normalises batch k+2 while two worker threads tokenise
+ * batches k and k+1 (CPU, or CUDA: each worker has its own device workspace and stream, so one
+ * batch's H2D/D2H copies overlap the other's kernels) and append them to the stream strictly in
+ * batch order; DM_PP_SLOTS batch buffers circulate.
  * Output does not depend on batch sizes or timing (batches are consumed in order). */
 #include <mpi.h>
 #include <pthread.h>
@@ -25,10 +26,12 @@ static double dm_now(void)
 }
 
 #define DM_PP_DEFAULT_BATCH (32u << 20)
-#define DM_PP_SLOTS 3 /* batch k+2 is filled while k+1 waits and k is tokenised */
+#define DM_PP_WORKERS 2 /* batches k and k+1 are tokenised at once (CUDA: two streams) */
+#define DM_PP_SLOTS (DM_PP_WORKERS + 2) /* + the batch being filled + one waiting */
 
 /* One batch of normalised documents with their ids and labels. */
 typedef struct dm_pp_batch {
+    uint64_t seq;  /* order of the batch in the stream */
     char *text;
     size_t text_len, text_cap;
     uint64_t *doc_off;
@@ -79,6 +82,10 @@ typedef struct dm_pp_run {
     dm_pp_queue free_q, full_q;
     dm_pp_batch *cur;        /* being filled by the main thread */
     size_t batch_bytes;
+    uint64_t next_seq;       /* sequence number of the next submitted batch (main thread) */
+    uint64_t next_commit;    /* the batch whose turn it is to enter the stream (under commit_mu) */
+    pthread_mutex_t commit_mu;
+    pthread_cond_t commit_cv;
     int worker_rc;           /* first error of the worker (under rc_mu) */
     char worker_msg[512];    /* its message (error messages are thread-local) */
     pthread_mutex_t rc_mu;
@@ -92,34 +99,50 @@ static int dm_pp_worker_rc(dm_pp_run *r)
     return rc;
 }
 
-/* Worker: tokenises batches in order and builds the stream. */
-static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b)
+static void dm_pp_set_rc(dm_pp_run *r, int rc)
 {
-    size_t first = r->sb.s.n_docs;
-    double t0 = dm_now();
-    for (size_t d = 0, m = 0; d < b->n_docs; d++) {
-        const char *id = b->meta + m;
-        const char *lab = id + strlen(id) + 1;
-        m = (size_t)(lab - b->meta) + strlen(lab) + 1;
-        DM_TRY(dm_sb_add_doc(&r->sb, id, lab));
+    pthread_mutex_lock(&r->rc_mu);
+    if (r->worker_rc >= 0) {
+        r->worker_rc = rc;
+        snprintf(r->worker_msg, sizeof(r->worker_msg), "%s", dm_error_message());
     }
+    pthread_mutex_unlock(&r->rc_mu);
+}
+
+/* Worker: tokenises a batch (in parallel with the other worker), then waits for its turn and
+ * appends documents and tokens to the stream in batch order. */
+static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b, dm_tok_result *res, int *have_res)
+{
     dm_tok_batch tb = {b->text ? b->text : "", b->text_len, b->doc_off, b->n_docs};
-    dm_tok_result res;
     double t1 = dm_now();
-    DM_TRY(r->tokenize(&res, &tb, &r->stop, &r->opt->tok));
+    int rc = r->tokenize(res, &tb, &r->stop, &r->opt->tok);
     double t2 = dm_now();
-    int rc = dm_sb_add_tokens(&r->sb, first, &res);
-    dm_tok_result_free(&res);
-    double t3 = dm_now();
+    *have_res = rc >= 0;
+    double h2d = 0, kern = 0, d2h = 0;
+    if (r->cuda) dm_pp_cuda_take_times(&h2d, &kern, &d2h);
+    /* in order: wait for this batch's turn */
+    pthread_mutex_lock(&r->commit_mu);
+    while (r->next_commit != b->seq) pthread_cond_wait(&r->commit_cv, &r->commit_mu);
     r->t_tok += t2 - t1;
-    r->t_build += (t1 - t0) + (t3 - t2);
-    if (r->cuda) {
-        double h2d, kern, d2h;
-        dm_pp_cuda_take_times(&h2d, &kern, &d2h);
-        r->t_h2d += h2d;
-        r->t_kern += kern;
-        r->t_d2h += d2h;
+    r->t_h2d += h2d;
+    r->t_kern += kern;
+    r->t_d2h += d2h;
+    if (rc >= 0 && dm_pp_worker_rc(r) >= 0) {
+        double t3 = dm_now();
+        size_t first = r->sb.s.n_docs;
+        for (size_t d = 0, m = 0; rc >= 0 && d < b->n_docs; d++) {
+            const char *id = b->meta + m;
+            const char *lab = id + strlen(id) + 1;
+            m = (size_t)(lab - b->meta) + strlen(lab) + 1;
+            rc = dm_sb_add_doc(&r->sb, id, lab);
+        }
+        if (rc >= 0) rc = dm_sb_add_tokens(&r->sb, first, res);
+        r->t_build += dm_now() - t3;
     }
+    if (rc < 0) dm_pp_set_rc(r, rc);
+    r->next_commit++;
+    pthread_cond_broadcast(&r->commit_cv);
+    pthread_mutex_unlock(&r->commit_mu);
     return rc;
 }
 
@@ -128,25 +151,26 @@ static void *dm_pp_worker(void *arg)
     dm_pp_run *r = arg;
     if (r->cuda) {
         int rc = dm_pp_cuda_set_device(r->device);
-        if (rc < 0) {
-            pthread_mutex_lock(&r->rc_mu);
-            r->worker_rc = rc;
-            snprintf(r->worker_msg, sizeof(r->worker_msg), "%s", dm_error_message());
-            pthread_mutex_unlock(&r->rc_mu);
-        }
+        if (rc < 0) dm_pp_set_rc(r, rc);
     }
     for (;;) {
         dm_pp_batch *b = dm_pp_queue_pop(&r->full_q);
-        if (!b) break;
-        if (dm_pp_worker_rc(r) >= 0) {
-            int rc = dm_pp_work(r, b);
-            if (rc < 0) {
-                pthread_mutex_lock(&r->rc_mu);
-                r->worker_rc = rc;
-                snprintf(r->worker_msg, sizeof(r->worker_msg), "%s", dm_error_message());
-                pthread_mutex_unlock(&r->rc_mu);
-            }
+        if (!b) {
+            dm_pp_queue_push(&r->full_q, NULL); /* let the other workers see the end too */
+            break;
         }
+        dm_tok_result res;
+        int have = 0;
+        if (dm_pp_worker_rc(r) >= 0) {
+            dm_pp_work(r, b, &res, &have);
+        } else { /* after an error: only keep the commit order moving */
+            pthread_mutex_lock(&r->commit_mu);
+            while (r->next_commit != b->seq) pthread_cond_wait(&r->commit_cv, &r->commit_mu);
+            r->next_commit++;
+            pthread_cond_broadcast(&r->commit_cv);
+            pthread_mutex_unlock(&r->commit_mu);
+        }
+        if (have) dm_tok_result_free(&res);
         b->text_len = b->n_docs = b->meta_len = 0;
         b->doc_off[0] = 0;
         dm_pp_queue_push(&r->free_q, b);
@@ -170,6 +194,7 @@ static int dm_pp_grow(void **p, size_t *cap, size_t need, size_t elem)
 static int dm_pp_submit(dm_pp_run *r)
 {
     if (r->cur->n_docs == 0) return DM_OK;
+    r->cur->seq = r->next_seq++;
     dm_pp_queue_push(&r->full_q, r->cur);
     r->cur = dm_pp_queue_pop(&r->free_q);
     return dm_pp_worker_rc(r);
@@ -213,7 +238,14 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
     r->tokenize = backend == DM_BACKEND_CUDA ? dm_tokenize_cuda
                   : backend == DM_PP_BACKEND_HD ? dm_tokenize_hd
                                                 : dm_tokenize_cpu;
-    r->batch_bytes = opt->batch_bytes ? opt->batch_bytes : DM_PP_DEFAULT_BATCH;
+    /* automatic batches: about an eighth of this rank's input so that small corpora still
+     * pipeline, between 1 MB and DM_PP_DEFAULT_BATCH */
+    uint64_t in_bytes = 0;
+    for (size_t i = 0; i < n_files; i++) in_bytes += files[i].size;
+    size_t autob = (size_t)(in_bytes / 8);
+    if (autob < ((size_t)1 << 20)) autob = (size_t)1 << 20;
+    if (autob > DM_PP_DEFAULT_BATCH) autob = DM_PP_DEFAULT_BATCH;
+    r->batch_bytes = opt->batch_bytes ? opt->batch_bytes : autob;
     int rc;
     if (r->cuda && (rc = dm_pp_cuda_get_device(&r->device)) < 0) {
         free(r);
@@ -231,6 +263,8 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
     pthread_mutex_init(&r->full_q.mu, NULL);
     pthread_cond_init(&r->full_q.cv, NULL);
     pthread_mutex_init(&r->rc_mu, NULL);
+    pthread_mutex_init(&r->commit_mu, NULL);
+    pthread_cond_init(&r->commit_cv, NULL);
     for (int i = 0; rc >= 0 && i < DM_PP_SLOTS; i++) {
         r->slots[i].doc_cap = 1024;
         r->slots[i].doc_off = malloc(r->slots[i].doc_cap * sizeof(uint64_t));
@@ -239,12 +273,12 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
         if (i > 0) dm_pp_queue_push(&r->free_q, &r->slots[i]);
     }
     r->cur = &r->slots[0];
-    pthread_t worker;
+    pthread_t worker[DM_PP_WORKERS];
     int started = 0;
-    if (rc >= 0) {
-        if (pthread_create(&worker, NULL, dm_pp_worker, r) != 0)
-            rc = DM_ERR(DM_ERR_NOMEM, "preprocess: cannot start the worker thread");
-        else started = 1;
+    for (int i = 0; rc >= 0 && i < DM_PP_WORKERS; i++) {
+        if (pthread_create(&worker[i], NULL, dm_pp_worker, r) != 0)
+            rc = DM_ERR(DM_ERR_NOMEM, "preprocess: cannot start a worker thread");
+        else started++;
     }
     for (size_t i = 0; rc >= 0 && i < n_files; i++) {
         double t0 = dm_now(), n0 = times->normalize;
@@ -255,8 +289,8 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
     }
     if (rc >= 0) rc = dm_pp_submit(r);
     if (started) {
-        dm_pp_queue_push(&r->full_q, NULL);
-        pthread_join(worker, NULL);
+        dm_pp_queue_push(&r->full_q, NULL); /* each worker passes the end marker on */
+        for (int i = 0; i < started; i++) pthread_join(worker[i], NULL);
     }
     if (r->worker_rc < 0) /* carry the worker's message over to this thread */
         rc = DM_ERR(r->worker_rc, "%s", r->worker_msg);
@@ -283,6 +317,8 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
     pthread_mutex_destroy(&r->full_q.mu);
     pthread_cond_destroy(&r->full_q.cv);
     pthread_mutex_destroy(&r->rc_mu);
+    pthread_mutex_destroy(&r->commit_mu);
+    pthread_cond_destroy(&r->commit_cv);
     dm_stopset_free(&r->stop);
     free(r);
     times->wall = dm_now() - w0;

@@ -318,12 +318,18 @@ typedef struct dm_preprocess_options {
     dm_tok_options tok;
     const char *stopwords;    /* NULL: built-in English list; "" : no stop words */
     int backend;              /* enum dm_backend (common/context.h); AUTO resolves from ctx */
-    size_t batch_bytes;       /* normalised bytes per batch; 0 = automatic */
+    size_t batch_bytes;       /* normalised bytes per batch; 0 = automatic (an eighth of the
+                                 rank's input bytes, clamped to 1..32 MB). A document larger than
+                                 a batch forms a batch of its own; the CUDA backend further splits
+                                 batches to fit free device memory and tokenises a document too
+                                 large for the device on the CPU (same output), never truncating */
     int force_unicode;        /* 1: no ASCII fast path (tests) */
 } dm_preprocess_options;
 #define DM_PREPROCESS_OPTIONS_INIT {DM_READER_OPTIONS_INIT, DM_TOK_OPTIONS_INIT, NULL, 0, 0, 0}
 
-/* Per-stage seconds of one rank (the batch pipeline fills them; CPU backend: h2d = d2h = 0). */
+/* Per-stage seconds of one rank (the batch pipeline fills them; CPU backend: h2d = d2h = 0).
+ * read + normalize run on the calling thread, h2d/kernels/d2h (CUDA events) and build on the
+ * pipeline's worker thread, so overlap = (sum of stages) / wall exceeds 1 when they overlap. */
 typedef struct dm_pp_times {
     double read, normalize, h2d, kernels, d2h, build, wall;
 } dm_pp_times;

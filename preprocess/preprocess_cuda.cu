@@ -324,19 +324,19 @@ static int dm_pp_bench_output(void *state, void *host, size_t *nbytes)
 static const dm_tune_kernel g_kernels[] = {
     {"preprocess.mark", "token start/end flags of normalised text", "bytes", g_mark_inst,
      DM_PP_NINST(g_mark_inst), 0, dm_pp_bench_create_mark, dm_pp_bench_run, dm_pp_bench_output,
-     dm_pp_bench_destroy, 0.0, (size_t)256 << 20},
+     dm_pp_bench_destroy, 0.0, (size_t)256 << 20, 1.0, NULL},
     {"preprocess.place", "token [start, end) from the scanned flags", "bytes", g_place_inst,
-     DM_PP_NINST(g_place_inst), 0, NULL, NULL, NULL, NULL, 0.0, (size_t)256 << 20},
+     DM_PP_NINST(g_place_inst), 0, NULL, NULL, NULL, NULL, 0.0, (size_t)256 << 20, 1.0, NULL},
     {"preprocess.process", "filter, stop set, Porter stem, hash per token", "tokens", g_process_inst,
      DM_PP_NINST(g_process_inst), 0, dm_pp_bench_create_process, dm_pp_bench_run, dm_pp_bench_output,
-     dm_pp_bench_destroy, 0.0, (size_t)256 << 20},
+     dm_pp_bench_destroy, 0.0, (size_t)256 << 20, 1.0, NULL},
     {"preprocess.compact", "scatter kept tokens", "tokens", g_compact_inst, DM_PP_NINST(g_compact_inst), 0,
-     NULL, NULL, NULL, NULL, 0.0, (size_t)64 << 20},
+     NULL, NULL, NULL, NULL, 0.0, (size_t)64 << 20, 1.0, NULL},
     {"preprocess.docs", "per-document token bounds", "documents", g_docs_inst, DM_PP_NINST(g_docs_inst), 0,
-     NULL, NULL, NULL, NULL, 0.0, (size_t)1 << 20},
+     NULL, NULL, NULL, NULL, 0.0, (size_t)1 << 20, 1.0, NULL},
     {"preprocess.stem_words", "Porter stem of a word list (docmine stem)", "words", g_stem_inst,
      DM_PP_NINST(g_stem_inst), 0, dm_pp_bench_create_stem, dm_pp_bench_run, dm_pp_bench_output,
-     dm_pp_bench_destroy, 0.0, (size_t)64 << 20},
+     dm_pp_bench_destroy, 0.0, (size_t)64 << 20, 1.0, NULL},
 };
 enum { K_MARK = 0, K_PLACE, K_PROCESS, K_COMPACT, K_DOCS, K_STEM, K_COUNT };
 static int g_force[K_COUNT] = {-1, -1, -1, -1, -1, -1};
@@ -378,7 +378,8 @@ extern "C" int dm_pp_cuda_set_device(int dev)
 
 /* ------------------------------------------------------------------ per-stage times */
 
-static double g_t_h2d, g_t_kern, g_t_d2h;
+/* per thread: each pipeline worker has its own workspace, stream and times */
+static thread_local double g_t_h2d, g_t_kern, g_t_d2h;
 extern "C" void dm_pp_cuda_take_times(double *h2d, double *kernels, double *d2h)
 {
     *h2d = g_t_h2d;
@@ -389,7 +390,9 @@ extern "C" void dm_pp_cuda_take_times(double *h2d, double *kernels, double *d2h)
 
 /* ------------------------------------------------------------------ device workspace */
 
-/* Grown on demand, kept between batches (no per-batch allocation once warm). */
+/* Grown on demand, kept between batches (no per-batch allocation once warm). One per host thread
+ * (thread_local): two pipeline workers use two workspaces and two streams, so that one batch's
+ * copies overlap the other's kernels. (Released at process exit.) */
 typedef struct dm_pp_ws {
     size_t n_cap, t_cap, d_cap, cub_cap, stop_cap, stop_bytes;
     char *text, *stems;
@@ -406,7 +409,7 @@ typedef struct dm_pp_ws {
     cudaStream_t stream;
     cudaEvent_t ev[4];
 } dm_pp_ws;
-static dm_pp_ws g_ws;
+static thread_local dm_pp_ws g_ws;
 
 static int dm_pp_ws_grow(void **p, size_t *cap, size_t need)
 {
@@ -686,7 +689,8 @@ extern "C" int dm_tokenize_cuda(dm_tok_result *out, const dm_tok_batch *in, cons
      * document larger than that still goes whole, as its own sub-batch */
     size_t free_b = 0, total_b = 0;
     if (rc >= 0 && cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) free_b = (size_t)1 << 30;
-    size_t limit = (free_b + g_ws.n_cap * 34) / 40;
+    /* two pipeline workers hold a workspace each: plan for half of the free memory */
+    size_t limit = (free_b + g_ws.n_cap * 34) / 80;
     if (limit > ((size_t)1 << 30)) limit = (size_t)1 << 30;
     if (limit < ((size_t)1 << 20)) limit = (size_t)1 << 20;
     const char *env = getenv("DOCMINE_PP_CUDA_LIMIT"); /* tests: force sub-batches and the big path */

@@ -2,15 +2,27 @@
 # One run on a GPU machine answers everything: configure + build, the GPU tests, the GPU tests
 # again under compute-sanitizer (memcheck and racecheck), the whole suite, `docmine info
 # --bandwidth` on every GPU, the benchmarks that exist, and a summary table last.
-#   scripts/gpu-check.sh OUTDIR [--quick]      (--quick: skip the sanitizer and the benchmarks)
+#   scripts/gpu-check.sh OUTDIR [--quick | --no-bench | --bench-only]
+#     --quick: no sanitizer, no benchmarks; --no-bench: no benchmarks; --bench-only: build,
+#     bandwidth and benchmarks (for a second run within one lease).
 # OUTDIR receives summary.txt, gpu-check.log, bandwidth.json, bench.json and logs.tar.gz.
+# Limits: DOCMINE_SANITIZER_TIMEOUT (s per program and tool, default 240), DOCMINE_BENCH_TIMEOUT
+# (s per benchmark, default 300); DOCMINE_BENCH_ONLY: a regex selecting benchmarks by name.
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [--quick]}
-quick=${2:-}
+mode=${2:-}
+tests=1; sanitize=1; bench=1
+case "$mode" in
+    --quick) sanitize=0; bench=0 ;;
+    --no-bench) bench=0 ;;
+    --bench-only) tests=0; sanitize=0 ;;
+    "") ;;
+    *) echo "gpu-check: unknown option $mode"; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 mkdir -p "$out"
 logs=$(mktemp -d)
-summary=$logs/summary.txt
+summary=$out/summary.txt  # written as we go: it survives a time-out
 : > "$summary"
 exec > >(tee "$out/gpu-check.log") 2>&1
 row() { printf '%-44s %s\n' "$1" "$2" | tee -a "$summary" >/dev/null; }
@@ -27,18 +39,20 @@ if cmake -S . -B $b -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch
 else
     tail -50 $logs/configure.log $logs/build.log
     row "build" "FAILED"
-    tar -czf "$out/logs.tar.gz" -C "$logs" . ; cp "$summary" "$out/"; cat "$summary"; exit 1
+    tar -czf "$out/logs.tar.gz" -C "$logs" . ; cat "$summary"; exit 1
 fi
 export DOCMINE_DATASETS=${DOCMINE_DATASETS:-$PWD/.data/datasets}
+if [ $tests = 1 ]; then
 echo "== ctest -L gpu"
 ctest --test-dir $b -L gpu --output-on-failure > $logs/ctest-gpu.log 2>&1
 row "ctest -L gpu" "$(grep -E 'tests passed|tests failed' $logs/ctest-gpu.log | tail -1)"
 cat $logs/ctest-gpu.log | tail -25
 echo "== ctest (all labels)"
-ctest --test-dir $b -j 8 --output-on-failure > $logs/ctest-all.log 2>&1
-row "ctest (all)" "$(grep -E 'tests passed|tests failed' $logs/ctest-all.log | tail -1)"
-grep -E 'Failed|\*\*\*' $logs/ctest-all.log | head -20
-if [ "$quick" != "--quick" ]; then
+OMP_NUM_THREADS=2 ctest --test-dir $b -j 8 --timeout 180 --output-on-failure > "$out/ctest-all.log" 2>&1
+row "ctest (all)" "$(grep -E 'tests passed|tests failed' "$out/ctest-all.log" | tail -1)"
+grep -E 'Failed|\*\*\*|Timeout' "$out/ctest-all.log" | head -20
+fi
+if [ $sanitize = 1 ]; then
     # the GPU test programs, each run once as a single process under each sanitizer tool
     mapfile -t progs < <(ctest --test-dir $b -L gpu --show-only=json-v1 | python3 -c '
 import json, sys, os
@@ -54,7 +68,7 @@ for c in seen: print(" ".join(c))')
             name=$(basename ${p%% *})
             # API errors are checked by docmine itself (and tests provoke some on purpose, e.g. an
             # impossible cudaMalloc); the sanitizer is here for memory errors and races.
-            if compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 $p > $logs/sanitizer-$tool-$name.log 2>&1; then
+            if DOCMINE_SANITIZER=$tool timeout ${DOCMINE_SANITIZER_TIMEOUT:-240} compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 $p > $logs/sanitizer-$tool-$name.log 2>&1; then
                 okc=$((okc + 1))
             else
                 bad=$((bad + 1)); echo "sanitizer $tool FAILED: $p"; tail -30 $logs/sanitizer-$tool-$name.log
@@ -67,13 +81,18 @@ echo "== docmine info --bandwidth"
 np=$(( ngpu > 2 ? ngpu : 2 ))   # at least 2 ranks: ranks share a GPU when there is one
 mpiexec -n $np $b/apps/docmine info --bandwidth --report "$out/bandwidth.json" 2>&1 | tee $logs/bandwidth.txt
 row "info --bandwidth (ranks=$np)" "$(awk '/^bandwidth/{f=1;next} f&&/^[0-9]/{printf "r%s H2D %s D2H %s D2D %s; ", $1, $(NF-3), $(NF-2), $(NF-1)}' $logs/bandwidth.txt)"
-if [ "$quick" != "--quick" ] && [ -d $b/bench ]; then
+if [ $bench = 1 ] && [ -d $b/bench ]; then
     echo "== benchmarks"
     echo '{' > "$out/bench.json"; first=1
     for x in $(find $b/bench -maxdepth 3 -type f -executable -name 'bench_*' | sort); do
         name=$(basename $x)
+        [[ "$name" =~ ${DOCMINE_BENCH_ONLY:-.} ]] || continue
         echo "-- $name"
-        if $x --json $logs/$name.json > $logs/$name.txt 2>&1; then row "bench $name" "ok"; else row "bench $name" "FAILED (rc $?)"; fi
+        if timeout ${DOCMINE_BENCH_TIMEOUT:-300} $x --json $logs/$name.json > $logs/$name.txt 2>&1; then
+            row "bench $name" "ok"
+        else
+            row "bench $name" "FAILED or timed out (rc $?)"
+        fi
         cat $logs/$name.txt
         if [ -s $logs/$name.json ]; then
             [ $first = 1 ] || echo ',' >> "$out/bench.json"; first=0
@@ -82,6 +101,6 @@ if [ "$quick" != "--quick" ] && [ -d $b/bench ]; then
     done
     echo '}' >> "$out/bench.json"
 fi
-cp "$summary" "$out/summary.txt"
+
 tar -czf "$out/logs.tar.gz" -C "$logs" .
 echo; echo "== summary"; cat "$summary"

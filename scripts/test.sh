@@ -12,6 +12,9 @@ else
     preset=cpu
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake --preset "$preset" >/dev/null
+# DOCMINE_CUDA_ARCH (e.g. 90) builds one CUDA architecture instead of the preset's two
+extra=()
+[ -n "${DOCMINE_CUDA_ARCH:-}" ] && [ "$preset" = default ] && extra=(-DCMAKE_CUDA_ARCHITECTURES="$DOCMINE_CUDA_ARCH")
+cmake --preset "$preset" "${extra[@]}" >/dev/null
 cmake --build --preset "$preset" -j "$jobs"
 ctest --preset "$preset" -j "$jobs" "$@"

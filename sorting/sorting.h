@@ -51,8 +51,21 @@ dm_segsort_pairs_fn dm_segsort_bitonic_cuda;
 /* CUB only (DeviceSegmentedSort::StableSortPairs), for comparisons. */
 dm_segsort_pairs_fn dm_segsort_cub_cuda;
 
-/* Registers the sorting kernels with the tuner (CUDA builds; DM_OK otherwise). */
-int dm_sorting_register_kernels(void);
+/* Chooses the segmented sort of dm_segsort_pairs_cuda: 0 = CUB (default), 1 = the bitonic
+ * hybrid (for the segment sizes where bench/tfidf shows it faster). */
+void dm_segsort_use_bitonic(int on);
+
+/* Tests and benchmarks: the compiled bitonic instances, their names, and forcing instance i for
+ * the following calls (-1: the tuner's choice). */
+int dm_segsort_bitonic_instances(void);
+const char *dm_segsort_bitonic_instance_name(int i, char *buf, size_t len);
+int dm_segsort_bitonic_force_instance(int i);
+/* Segment offsets with the length profile of TF-IDF rows (mostly 1..140, one in 64 up to 3000)
+ * covering n items: off must hold n + 1 entries; *n_seg gets the number of segments. */
+int dm_segsort_bench_lengths(uint64_t *off, size_t n, uint64_t seed, size_t *n_seg);
+
+/* Registers the sorting kernels with the tuner (CUDA builds; common/tune/register_all.c). */
+int dm_sorting_tune_register(void);
 
 #ifdef __cplusplus
 }

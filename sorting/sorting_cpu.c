@@ -161,3 +161,30 @@ int dm_segsort_pairs_u32_cpu(void *temp, size_t *temp_bytes, uint32_t *keys_out,
 {
     DM_SEGSORT_BODY(uint32_t)
 }
+
+/* ------------------------------------------------------------------ benchmark inputs */
+
+static uint64_t bench_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+int dm_segsort_bench_lengths(uint64_t *off, size_t n, uint64_t seed, size_t *n_seg)
+{
+    /* lengths 1..140 (about the rows of news articles' vectors), one in 64 rows 200..2999 */
+    uint64_t s = seed, pos = 0;
+    size_t k = 0;
+    off[0] = 0;
+    while (pos < n) {
+        uint64_t r = bench_rand(&s);
+        uint64_t len = (r & 63) == 0 ? 200 + (r >> 8) % 2800 : 1 + ((r >> 8) % 140);
+        if (len > n - pos) len = n - pos;
+        pos += len;
+        off[++k] = pos;
+    }
+    *n_seg = k;
+    return DM_OK;
+}

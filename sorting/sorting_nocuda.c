@@ -1,5 +1,7 @@
 /* The CUDA entry points of sorting in a CPU-only build (DOCMINE_CUDA=OFF): they report
  * DM_ERR_UNSUPPORTED. Reference: sorting_cuda.cu. */
+#include <stdio.h>
+
 #include "common/status.h"
 #include "sorting/sorting.h"
 
@@ -47,4 +49,12 @@ int dm_segsort_cub_cuda(void *temp, size_t *temp_bytes, uint32_t *keys_out, floa
     return DM_NO_CUDA();
 }
 
-int dm_sorting_register_kernels(void) { return DM_OK; }
+void dm_segsort_use_bitonic(int on) { (void)on; }
+int dm_segsort_bitonic_instances(void) { return 0; }
+const char *dm_segsort_bitonic_instance_name(int i, char *buf, size_t len)
+{
+    snprintf(buf, len, "none");
+    return buf;
+}
+int dm_segsort_bitonic_force_instance(int i) { return DM_NO_CUDA(); }
+int dm_sorting_tune_register(void) { return DM_OK; }

@@ -254,10 +254,10 @@ static int accumulate(corpus_run *r, dm_tfidf_local *b)
     return DM_OK;
 }
 
-int dm_tfidf_local_from_corpus(dm_tfidf_local *out, dm_pp_stats *pp_stats, const dm_ctx *ctx, const char *path,
-                               const dm_preprocess_options *pp, const dm_tfidf_options *opt)
+/* The batched reader: every token resolved by its bytes as it is read. */
+static int local_by_bytes(dm_tfidf_local *out, dm_pp_stats *pp_stats, const dm_ctx *ctx, const char *path,
+                          const dm_preprocess_options *pp, const dm_tfidf_options *opt)
 {
-    if (!out || !path || !opt) return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_local_from_corpus: NULL argument");
     memset(out, 0, sizeof *out);
     dm_preprocess_options def = DM_PREPROCESS_OPTIONS_INIT;
     corpus_run r;
@@ -286,6 +286,37 @@ int dm_tfidf_local_from_corpus(dm_tfidf_local *out, dm_pp_stats *pp_stats, const
         out->table_rebuilds += r.tab.rebuilds;
     }
     run_free(&r);
+    if (ctx) rc = dm_ctx_agree(ctx, rc);
+    if (rc < 0) dm_tfidf_local_free(out);
+    return rc;
+}
+
+int dm_tfidf_local_from_corpus(dm_tfidf_local *out, dm_pp_stats *pp_stats, const dm_ctx *ctx, const char *path,
+                               const dm_preprocess_options *pp, const dm_tfidf_options *opt)
+{
+    if (!out || !path || !opt) return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_local_from_corpus: NULL argument");
+    memset(out, 0, sizeof *out);
+    if (opt->by_bytes) return local_by_bytes(out, pp_stats, ctx, path, pp, opt);
+    /* preprocess's pipelined reader (batches read while others are tokenised), then the token
+     * hashes onto the stream's vocabulary and the counts, on the chosen backend */
+    dm_preprocess_options p = DM_PREPROCESS_OPTIONS_INIT;
+    if (pp) p = *pp;
+    p.backend = dm_tfidf_backend(ctx, opt->backend);
+    dm_token_stream s;
+    dm_timer_start("tfidf.preprocess");
+    int rc = dm_preprocess(&s, NULL, ctx, path, &p); /* errors agree across ranks */
+    dm_timer_stop("tfidf.preprocess");
+    if (rc < 0) return rc;
+    if (pp_stats) *pp_stats = s.stats;
+    /* hash_collisions is summed over ranks: every rank takes the same branch */
+    if (s.stats.hash_collisions > 0) {
+        dm_log_warn("%s: %" PRIu64 " stems share a 64-bit hash with another stem; reading again with terms "
+                    "resolved by their bytes", path, s.stats.hash_collisions);
+        dm_token_stream_free(&s);
+        return local_by_bytes(out, pp_stats, ctx, path, pp, opt);
+    }
+    rc = dm_tfidf_local_from_stream(out, &s, p.backend, opt);
+    dm_token_stream_free(&s);
     if (ctx) rc = dm_ctx_agree(ctx, rc);
     if (rc < 0) dm_tfidf_local_free(out);
     return rc;

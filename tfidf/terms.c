@@ -238,3 +238,36 @@ int dm_idf_parse(const char *s, int *kind)
     else return DM_ERR(DM_ERR_INVALID_ARG, "unknown idf '%s' (expected log or sklearn)", s);
     return DM_OK;
 }
+
+/* ------------------------------------------------------------------ benchmark inputs */
+
+static uint64_t bench_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+int dm_tf_bench_docs(uint64_t *tok_off, uint32_t *tok, size_t n_tok, uint32_t n_terms, uint64_t seed, size_t *n_docs)
+{
+    /* documents of 1..400 tokens, one in 128 of 400..4999; term ids skewed (product of two
+     * uniforms), so frequent terms repeat within documents as in text */
+    uint64_t s = seed, pos = 0;
+    size_t d = 0;
+    tok_off[0] = 0;
+    while (pos < n_tok) {
+        uint64_t r = bench_rand(&s);
+        uint64_t len = (r & 127) == 0 ? 400 + (r >> 8) % 4600 : 1 + (r >> 8) % 400;
+        if (len > n_tok - pos) len = n_tok - pos;
+        for (uint64_t i = 0; i < len; i++) {
+            uint64_t x = bench_rand(&s);
+            uint64_t a = (x & 0xffffffffull) % n_terms, b = (x >> 32) % n_terms;
+            tok[pos + i] = (uint32_t)(a * b / n_terms);
+        }
+        pos += len;
+        tok_off[++d] = pos;
+    }
+    *n_docs = d;
+    return DM_OK;
+}

@@ -142,6 +142,18 @@ typedef int dm_tf_count_fn(dm_tf_counts *out, const uint64_t *tok_off, const uin
                            size_t n_docs, uint32_t n_terms, dm_tf_count_options *opt);
 dm_tf_count_fn dm_tf_count_cpu, dm_tf_count_cuda;
 
+/* Tests and benchmarks of the CUDA tables: compiled instances of a variant's counting kernel,
+ * their names, and forcing instance i of whichever variant runs (-1: the tuner's choice). */
+int dm_tf_count_cuda_instances(int variant);
+const char *dm_tf_count_cuda_instance_name(int variant, int i, char *buf, size_t len);
+int dm_tf_count_cuda_force_instance(int i);
+/* Benchmark input: documents of term indices < n_terms covering n_tok tokens (lengths 1..400,
+ * one in 128 up to 5000; skewed term frequencies). tok_off holds up to n_tok + 1 entries. */
+int dm_tf_bench_docs(uint64_t *tok_off, uint32_t *tok, size_t n_tok, uint32_t n_terms, uint64_t seed,
+                     size_t *n_docs);
+/* Registers the tfidf kernels with the tuner (CUDA builds; common/tune/register_all.c). */
+int dm_tfidf_tune_register(void);
+
 /* ---------------------------------------------------------------------------------------------
  * The vocabulary / document-frequency table: merge and lookup, both backends. */
 typedef struct dm_vocab_table_options {
@@ -220,8 +232,10 @@ typedef struct dm_tfidf_options {
     double max_df_frac;         /* ... and df <= max_df_frac x N (default 1) */
     int tf_variant;             /* enum dm_tf_variant (CUDA backend) */
     size_t table_initial_cap;   /* vocabulary tables' first capacity (0 = automatic; tests) */
+    int by_bytes;               /* corpus input: resolve every token by its bytes as it is read
+                                   (the batched reader) even when no two stems share a hash */
 } dm_tfidf_options;
-#define DM_TFIDF_OPTIONS_INIT {0, DM_IDF_LOG, 0, 1, 1, 0.0, UINT64_MAX, 1.0, DM_TF_ATOMIC, 0}
+#define DM_TFIDF_OPTIONS_INIT {0, DM_IDF_LOG, 0, 1, 1, 0.0, UINT64_MAX, 1.0, DM_TF_ATOMIC, 0, 0}
 
 /* Counted over all ranks (identical on every rank after the driver returns). */
 typedef struct dm_tfidf_stats {
@@ -317,9 +331,12 @@ int dm_icf_vectors(dm_vectors *out, dm_tfidf_stats *stats, const dm_icf_table *t
                    const dm_tfidf_local *local, const dm_tfidf_options *opt, int backend);
 
 /* ---------------------------------------------------------------------------------------------
- * The corpus driver: reads this rank's share of a corpus (preprocess's readers and tokeniser,
- * batch by batch), resolves terms by bytes and counts them; then TF-IDF (icf == NULL) or TF-ICF
- * with the table (streaming: each batch is weighed and its tokens dropped; the table is first
+ * The corpus driver. TF-IDF: this rank's share of the corpus goes through dm_preprocess (its
+ * pipelined reader and tokeniser) and dm_tfidf_local_from_stream; when any two stems of the
+ * corpus share a 64-bit hash (counted by preprocess, summed over ranks), or with opt->by_bytes,
+ * the corpus is read batch by batch instead with every token resolved by its bytes. TF-ICF
+ * (icf != NULL): always batch by batch, each batch weighed with the table and its tokens
+ * dropped (streaming, no global pass; the table is first
  * checked against the preprocessing options, icf_name naming it in errors). ctx NULL = one
  * process. pp: preprocessing options (NULL = defaults). Collective. vocab, stats and pp_stats
  * may be NULL. */

@@ -1,5 +1,7 @@
 /* The CUDA entry points of tfidf in a CPU-only build (DOCMINE_CUDA=OFF): they report
  * DM_ERR_UNSUPPORTED. Reference: tfidf_cuda.cu. */
+#include <stdio.h>
+
 #include "common/status.h"
 #include "tfidf/tfidf.h"
 
@@ -33,3 +35,12 @@ int dm_tfidf_weigh_cuda(dm_vectors *out, const dm_tf_counts *counts, const uint3
 {
     return DM_NO_CUDA();
 }
+
+int dm_tf_count_cuda_instances(int variant) { return 0; }
+const char *dm_tf_count_cuda_instance_name(int variant, int i, char *buf, size_t len)
+{
+    snprintf(buf, len, "none");
+    return buf;
+}
+int dm_tf_count_cuda_force_instance(int i) { return DM_NO_CUDA(); }
+int dm_tfidf_tune_register(void) { return DM_OK; }

@@ -256,9 +256,8 @@ int dm_vectors_write(const dm_vectors *v, const char *path, const dm_ctx *ctx)
         pieces_free(&pc);
         return dm_ctx_agree(ctx, rc);
     }
-    if (rank == 0) e = MPI_File_set_size(fh, 0);
+    e = MPI_File_set_size(fh, 0); /* collective */
     rc = e == MPI_SUCCESS ? DM_OK : mpi_err(e, "MPI_File_set_size", tmp);
-    MPI_Barrier(comm);
     uint64_t crcs[2 * DM_NSEC];
     for (int s = 0; s < DM_NSEC; s++) {
         if (rc == DM_OK) rc = write_at(fh, sec_start[s] + elem_base[s], pc.p[s], pc.len[s], tmp);
@@ -582,7 +581,7 @@ static int export_svmlight(FILE *f, const dm_vectors *v)
     }
     fprintf(f, "# docmine vectors: %" PRIu64 " rows, %" PRIu64 " columns, %" PRIu64 " non-zeros\n", v->n_rows,
             v->n_cols, dm_vectors_nnz(v));
-    fprintf(f, "# features are 1-based term ids + 1; label 0 = unlabelled; labels:\n");
+    fprintf(f, "# feature index = term id + 1 (1-based); label 0 = unlabelled; labels:\n");
     for (size_t i = 0; i < m.n; i++) {
         fprintf(f, "# label %zu ", i + 1);
         put_clean(f, m.names[i]);

@@ -62,6 +62,14 @@ typedef struct dm_tune_kernel {
      * error max|a-b| / max(max|a|, tiny) which must not exceed this tolerance. */
     double tolerance;
     size_t bench_default_n;  /* target size for `docmine tune` */
+    /* appended fields (keep designated initialisers elsewhere valid) */
+    double work_per_item;    /* work units one item (one rake step of a thread) covers, e.g. 16 for
+                                a copy of uint4 items counted in bytes; 0 means 1. Used by the
+                                occupancy model (Fang's transition rake). */
+    /* optional: makes a state created for n0 work units run on n <= n0 units from now on
+     * (without reallocating), so the tuner builds one input at the target size and reuses its
+     * prefix for the throughput curve and the MSP. NULL: the tuner creates a state per size. */
+    int (*bench_resize)(void *state, size_t n);
 } dm_tune_kernel;
 
 /* Registry. Modules register their kernels from dm_tune_register_all() (common/tune/registry.c). */
@@ -73,7 +81,16 @@ const dm_tune_kernel *dm_tune_kernel_find(const char *name);
 
 /* The instance to launch for n work units of kernel k, under the current mode: the tuned choice
  * for this GPU and workload class when known, else the default. Never NULL for a registered
- * kernel with instances. Cheap after the first call for a (kernel, class). */
+ * kernel with instances. Cheap after the first call for a (kernel, class).
+ * off: the default. model: the occupancy model's best predicted instance (no timing).
+ * msp / exhaustive: the database's row for (kernel, GPU model, compute capability, class) found
+ * by a search at least as strong (model < msp < exhaustive); when there is none and the kernel
+ * has bench hooks, the first process to need it takes a key lock (flock) next to the database and
+ * tunes it (at min(2^class, bench_default_n or 2^20) units, on its own stream and inputs),
+ * stores it and returns it; processes that find the key locked wait for the row
+ * (DOCMINE_TUNE_WAIT seconds, default 600, then the default). Node-local ranks > 0 give rank 0
+ * a head start. Without a GPU, or on any tuning error (a warning), the default.
+ * The GPU is the current device at the first call of the process. Thread-safe. */
 const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n);
 
 /* Human-readable policy, e.g. "block=256 rake=4 consecutive layout=soa". */
@@ -81,14 +98,94 @@ const char *dm_tune_policy_str(const dm_tune_policy *p, char *buf, size_t len);
 const char *dm_layout_name(int layout);
 
 /* Where the tuning database lives: --tuning-db / dm_tune_set_db_path, else $DOCMINE_TUNING_DB,
- * else $XDG_CACHE_HOME/docmine/tuning.tsv, else $HOME/.cache/docmine/tuning.tsv. */
+ * else $XDG_CACHE_HOME/docmine/tuning.tsv, else $HOME/.cache/docmine/tuning.tsv. The string is
+ * owned by the tuner and valid until the next call of either function. */
 const char *dm_tune_db_path(void);
 void dm_tune_set_db_path(const char *path);
 
 int dm_tune_set_mode(int mode);
+/* The mode in force: set by dm_tune_set_mode / dm_tune_configure, else the environment variable
+ * DOCMINE_TUNE (off|model|msp|exhaustive; an invalid value warns and is ignored), else msp. */
 int dm_tune_get_mode(void);
 int dm_tune_mode_parse(const char *s, int *mode);
 const char *dm_tune_mode_name(int mode);
+
+/* ---- additions (common/tune owns them) ------------------------------------------------------ */
+
+/* Workload class of n work units: floor(log2(n)) (0 for n <= 1). The database keeps one choice
+ * per kernel x GPU model x compute capability x class. */
+int dm_tune_workload_class(size_t n);
+
+/* Search options (DM_TUNE_OPTIONS_INIT). */
+typedef struct dm_tune_options {
+    int mode;                    /* enum dm_tune_mode */
+    double msp_tolerance;        /* MSP: throughput within this fraction of the best (0.10) */
+    int warmup;                  /* untimed launches before each measurement */
+    int repeats;                 /* timed launches; the median is kept */
+    size_t min_n;                /* smallest size of the throughput curve (0: automatic) */
+    int max_evals;               /* candidates timed at the MSP at most (0: all after pruning) */
+    const dm_tune_policy *prior; /* order candidates by closeness to this policy (e.g. the copy
+                                    kernel's best: the memory-bound prior); NULL: model order */
+    int compare_exhaustive;      /* also run the exhaustive search at the target size */
+    int prune;                   /* MSP candidates: 0 every valid instance; 1 (default) without
+                                    low-occupancy ones, rakes above Fang's b searched last;
+                                    2 also without rakes above b (Fang's model strictly) */
+    uint64_t seed;               /* seed of the tuning input */
+    size_t check_max_n;          /* outputs are compared on at most this many units (0: 2^24) */
+} dm_tune_options;
+#define DM_TUNE_OPTIONS_INIT {DM_TUNE_MSP, 0.10, 2, 7, 0, 0, NULL, 0, 1, 42, 0}
+
+/* What one tuning run found. Times are medians in milliseconds at the target size. */
+typedef struct dm_tune_result {
+    int mode;
+    size_t target_n, msp_n;
+    int default_instance, chosen;   /* instance indices */
+    double default_ms, tuned_ms;
+    int n_valid, n_candidates;      /* valid instances; candidates after pruning */
+    int n_evaluated, n_rejected;    /* timed at the MSP; rejected for wrong output (bugs) */
+    double search_s;                /* wall time of the search (curve + MSP + confirm) without
+                                       creating tuning inputs (bench_create) and without the
+                                       output checks (check_s): the timing work of the search */
+    int winner_at_msp;              /* fastest at the MSP before confirmation */
+    /* with compare_exhaustive (or mode exhaustive) */
+    int exhaustive_best;            /* -1 when not run */
+    double exhaustive_best_ms, exhaustive_s; /* exhaustive_s: as search_s */
+    int exhaustive_evaluated;
+    /* position (1-based) of the exhaustive best in the MSP candidate order; 0 if not a candidate */
+    int best_rank_in_order;
+    double check_s;                 /* wall time of all output checks (each instance once per
+                                       check size, at most check_max_n units) */
+} dm_tune_result;
+
+/* Tunes kernel k for n work units on the current GPU under opt (mode off: the default only).
+ * Needs the kernel's bench hooks (DM_ERR_UNSUPPORTED without them) and a GPU (DM_ERR_NO_DEVICE).
+ * Does not touch the database. */
+int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t n, const dm_tune_options *opt);
+
+/* Runs every instance of k on a fresh seeded tuning input of n units and compares its output
+ * with the default instance's (byte-identical, or within k->tolerance for float outputs).
+ * bad receives the indices of up to max_bad instances that differ, *n_bad their count (0: all
+ * agree). Needs a GPU (DM_ERR_NO_DEVICE) and the bench hooks (DM_ERR_UNSUPPORTED). */
+int dm_tune_check_instances(int *n_bad, int *bad, int max_bad, const dm_tune_kernel *k, size_t n,
+                            uint64_t seed);
+
+/* Process-wide configuration, usually from the command line:
+ *  mode        as dm_tune_set_mode
+ *  db_path     as dm_tune_set_db_path; NULL keeps the current setting
+ *  local_rank  node-local MPI rank: rank 0 tunes missing entries first, the others wait for
+ *              them and read (see dm_tune_select). */
+int dm_tune_configure(int mode, const char *db_path, int local_rank);
+/* The node-local MPI rank used by dm_tune_select (dm_ctx_init should set it). Not set (or < 0):
+ * SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, PMI_LOCAL_RANK or
+ * MV2_COMM_WORLD_LOCAL_RANK from the launcher, else 0. */
+void dm_tune_set_local_rank(int local_rank);
+int dm_tune_get_local_rank(void);
+/* Tunes k at n and stores the result in the database (atomic write); the result goes to *res
+ * when res != NULL. */
+int dm_tune_and_store(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
+                      const dm_tune_options *opt);
+/* Forgets the cached selections (after the database changed). */
+void dm_tune_cache_clear(void);
 
 #ifdef __cplusplus
 }

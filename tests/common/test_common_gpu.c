@@ -3,6 +3,7 @@
  * bandwidth measurement. */
 #include <CUnit/CUnit.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -98,7 +99,9 @@ static void test_dbuf_round_trip(void)
 static void test_bandwidth(void)
 {
     dm_bandwidth bw;
-    CU_ASSERT_EQUAL_FATAL(dm_bandwidth_measure(&bw, (size_t)64 << 20, 3), DM_OK);
+    int rc = dm_bandwidth_measure(&bw, (size_t)64 << 20, 3);
+    if (rc != DM_OK) fprintf(stderr, "%s\n", dm_error_message());
+    CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
     /* sanity bounds only (performance is measured by `docmine info --bandwidth`, not tests) */
     CU_ASSERT_TRUE(bw.h2d_gbs > 0.1 && bw.h2d_gbs < 1000);
     CU_ASSERT_TRUE(bw.d2h_gbs > 0.1 && bw.d2h_gbs < 1000);

@@ -133,6 +133,7 @@ static void test_reuters_all(void)
     dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
     o.reader.format = DM_PP_FORMAT_REUTERS;
     o.backend = 1;
+    o.batch_bytes = 1 << 16; /* hundreds of batches through the pipeline's workers */
     dm_token_stream s;
     CU_ASSERT_EQUAL_FATAL(dm_preprocess(&s, NULL, NULL, dir, &o), 0);
     printf("\n  reuters: %zu docs, %llu labelled (oracle %zu), %zu tokens, %zu terms, "
@@ -155,6 +156,11 @@ static void test_reuters_all(void)
     for (int i = 1; i <= 21578; i++) once += seen[i] == 1;
     CU_ASSERT_EQUAL(once, 21578);
     free(seen);
+    /* corpus order: NEWIDs increase through the files, so the stream must list them in order */
+    size_t ordered = 0;
+    for (size_t d = 1; d < s.n_docs; d++)
+        ordered += atol(dm_token_stream_id(&s, d - 1)) < atol(dm_token_stream_id(&s, d));
+    CU_ASSERT_EQUAL(ordered, s.n_docs - 1);
     /* NEWID 1 is "BAHIA COCOA REVIEW", topic cocoa (entity decoding: see test_bad_inputs) */
     size_t d1 = find_doc(&s, "1");
     CU_ASSERT_STRING_EQUAL(dm_token_stream_labels(&s, d1), "cocoa");

@@ -149,14 +149,12 @@ static void test_token_rules(void)
     dm_tok_options o = DM_TOK_OPTIONS_INIT;
     dm_tok_result r;
     char *n, s[4096];
-    char text[600];
-    memset(text, 'z', sizeof(text));
-    strcpy(text, "The 1987 prices of x crude-oil rose 12.5% in Q3 ");
-    memset(text + strlen(text), 'k', 65); /* 65 bytes: too long */
-    strcpy(text + strlen(text), " and 64 ");
-    size_t k = strlen(text);
-    memset(text + k, 'm', 64); /* exactly 64: kept */
-    strcpy(text + k + 64, " end");
+    char text[600], k65[66], m64[65];
+    memset(k65, 'k', 65); /* 65 bytes: too long */
+    k65[65] = 0;
+    memset(m64, 'm', 64); /* exactly 64: kept */
+    m64[64] = 0;
+    snprintf(text, sizeof(text), "The 1987 prices of x crude-oil rose 12.5%% in Q3 %s and 64 %s end", k65, m64);
     tok1(&r, text, &stop, &o, &n);
     stems_of(s, &r);
     char want[512];

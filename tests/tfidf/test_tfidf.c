@@ -293,6 +293,18 @@ static void test_sklearn_parity_hand_computed(void)
     CU_ASSERT_EQUAL(st.nnz, 7);
     CU_ASSERT_TRUE(tl_vectors_ok(&v, 1, 1e-6));
     dm_vectors_free(&v);
+    /* TfidfVectorizer(sublinear_tf=True): tf = 1 + ln(count). d2 = (idf2, (1 + ln 2) idf2, idf1)
+     * = (1.2876821, 2.1802353, 1.6931472), norm 3.0460299 -> (0.4227411, 0.7157629, 0.5558538);
+     * d0 = ((1 + ln 2) idf2, idf2) -> (1.6931472, 1) / sqrt(1.6931472^2 + 1) = (0.8610, 0.5085) */
+    o.sublinear = 1;
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&v, NULL, NULL, NULL, &l, &o), DM_OK);
+    CU_ASSERT_EQUAL(v.flags, DM_VECTORS_L2 | DM_VECTORS_IDF_SKLEARN | DM_VECTORS_SUBLINEAR);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 2, 0), 0.42274111, tol);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 2, 2), 0.71576292, tol);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 2, 3), 0.55585376, tol);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 0, 0), 1.6931472 / sqrt(1.6931472 * 1.6931472 + 1.0), tol);
+    CU_ASSERT_DOUBLE_EQUAL(weight(&v, 0, 1), 1.0 / sqrt(1.6931472 * 1.6931472 + 1.0), tol);
+    dm_vectors_free(&v);
     dm_vocab_free(&voc);
     dm_tfidf_local_free(&l);
 }
@@ -763,7 +775,9 @@ static void test_corpus_driver(void)
     dm_vocab voc;
     dm_tfidf_stats st;
     dm_pp_stats ps;
+    o.by_bytes = 1; /* the batched reader, every token resolved by its bytes */
     CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&v, &voc, &st, &ps, NULL, dir, &pp, &o, NULL, NULL), DM_OK);
+    o.by_bytes = 0;
     CU_ASSERT_EQUAL(v.n_rows, 5);
     CU_ASSERT_EQUAL(st.docs, 5);
     CU_ASSERT_EQUAL(st.empty_docs, 1);
@@ -789,6 +803,10 @@ static void test_corpus_driver(void)
     dm_vectors_free(&v2);
     dm_vocab_free(&voc2);
     dm_tfidf_local_free(&l);
+    /* and dm_vectorize_corpus's default path (preprocess's reader + the stream) */
+    CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&v2, NULL, NULL, NULL, NULL, dir, &pp, &o, NULL, NULL), DM_OK);
+    CU_ASSERT_TRUE(tl_vectors_equal(&v, &v2, 0));
+    dm_vectors_free(&v2);
 
     /* a stream whose vocabulary has two stems under one hash is refused, naming both */
     if (s.n_terms >= 2) {

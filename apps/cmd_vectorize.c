@@ -1,0 +1,320 @@
+/* `docmine vectorize`: corpus -> TF-IDF (or TF-ICF with --icf) sparse vectors in a .dmv file,
+ * written collectively by all ranks, with optional SVMlight / MatrixMarket export and vocabulary.
+ * Reference: tfidf/tfidf.h (dm_vectorize_corpus, dm_vectors_write). */
+#include "apps/cmd_vectorize.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apps/commands.h"
+#include "common/log.h"
+#include "common/report.h"
+#include "common/status.h"
+#include "common/timer.h"
+#include "tfidf/tfidf.h"
+#include "tfidf/tfidf_internal.h"
+
+const char dm_vectorize_pp_help[] =
+    "reading and preprocessing (the same for vectorize and icf-build):\n"
+    "  --format auto|text|jsonl|tsv|reuters   input format (default auto: by extension)\n"
+    "  --labels format|dir|none  where labels come from (dir: first-level folder name)\n"
+    "  --stopwords FILE          stop-word list (default: built-in English list); --no-stopwords: none\n"
+    "  --no-stem                 do not Porter-stem\n"
+    "  --keep-numbers            keep tokens made only of digits\n"
+    "  --min-len N, --max-len N  token length limits in bytes (default 2, 64)\n"
+    "  --batch-bytes N           normalised bytes per batch (default 64 MiB)\n"
+    "  --strict                  the first bad input is an error instead of a counted skip\n";
+
+static int parse_uint(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *v)
+{
+    char *end;
+    errno = 0;
+    if (!s || !*s || *s == '-') return -1;
+    *v = strtoull(s, &end, 10);
+    return (errno || *end || *v < lo || *v > hi) ? -1 : 0;
+}
+
+int dm_vectorize_pp_option(dm_app *app, const char *cmd, int c, const char *arg, dm_preprocess_options *pp)
+{
+    unsigned long long v;
+    switch (c) {
+    case DM_VO_FORMAT:
+        if (dm_pp_format_parse(arg, &pp->reader.format) != DM_OK)
+            return dm_app_usage_error(app, cmd, "invalid --format '%s'", arg);
+        return 0;
+    case DM_VO_LABELS:
+        if (strcmp(arg, "format") == 0) pp->reader.labels = DM_PP_LABELS_FORMAT;
+        else if (strcmp(arg, "dir") == 0) pp->reader.labels = DM_PP_LABELS_DIR;
+        else if (strcmp(arg, "none") == 0) pp->reader.labels = DM_PP_LABELS_NONE;
+        else return dm_app_usage_error(app, cmd, "invalid --labels '%s' (expected format, dir or none)", arg);
+        return 0;
+    case DM_VO_STOPWORDS: pp->stopwords = strcmp(arg, "none") == 0 ? "" : arg; return 0;
+    case DM_VO_NO_STEM: pp->tok.stem = 0; return 0;
+    case DM_VO_NO_STOPWORDS: pp->stopwords = ""; return 0;
+    case DM_VO_STRICT: pp->reader.strict = 1; return 0;
+    case DM_VO_KEEP_NUMBERS: pp->tok.keep_numbers = 1; return 0;
+    case DM_VO_MIN_LEN:
+    case DM_VO_MAX_LEN:
+        if (parse_uint(arg, 1, DM_TOKEN_MAX_LEN, &v))
+            return dm_app_usage_error(app, cmd, "invalid token length '%s' (1..%d)", arg, DM_TOKEN_MAX_LEN);
+        if (c == DM_VO_MIN_LEN) pp->tok.min_len = (int)v;
+        else pp->tok.max_len = (int)v;
+        return 0;
+    case DM_VO_BATCH:
+        if (parse_uint(arg, 1024, 1ull << 40, &v))
+            return dm_app_usage_error(app, cmd, "invalid --batch-bytes '%s' (at least 1024)", arg);
+        pp->batch_bytes = (size_t)v;
+        return 0;
+    default: return dm_app_usage_error(app, cmd, "internal: unknown shared option %d", c);
+    }
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: docmine vectorize --corpus PATH -o VECTORS.dmv [options]\n"
+               "       docmine vectorize --tokens STREAM -o VECTORS.dmv [options]\n\n"
+               "Turns a corpus into sparse term-sorted document vectors (one row per document, in\n"
+               "corpus order, the same file whatever the number of ranks). TF-IDF by default: terms\n"
+               "are counted per document, document frequencies are summed across ranks and term ids\n"
+               "follow the byte order of the terms. With --icf TABLE (from docmine icf-build) the\n"
+               "weights are TF-ICF and the corpus is weighed batch by batch, without a global pass.\n\n"
+               "  --corpus PATH         file or directory tree to read\n"
+               "  --tokens STREAM       a token stream of docmine preprocess -o STREAM instead (written by as\n"
+               "                        many ranks as this run: STREAM, or STREAM.rank<r> for several)\n"
+               "  -o, --output FILE     the vectors (.dmv binary CSR with checksum)\n"
+               "  --idf log|sklearn     log: ln(N/df) (default); sklearn: ln((1+N)/(1+df)) + 1\n"
+               "  --sublinear           tf = 1 + ln(count) instead of count / document length\n"
+               "  --no-l2               do not L2-normalise rows\n"
+               "  --min-df X            keep terms in at least X documents (X < 1: fraction of N)\n"
+               "  --max-df X            keep terms in at most X documents (X <= 1.0 with a '.': fraction)\n"
+               "  --icf TABLE           TF-ICF with the table of docmine icf-build\n"
+               "  --vocab FILE          write the vocabulary as TSV: id, term, df (cf with --icf)\n"
+               "  --export svmlight|mtx also write OUTPUT with .svm / .mtx for scikit-learn / SciPy\n"
+               "  --tf-table atomic|noatomic   GPU per-document table variant (default atomic)\n\n"
+               "%s\n"
+               "examples:\n"
+               "  docmine vectorize --corpus reuters21578 --format reuters -o reuters.dmv --vocab vocab.tsv\n"
+               "  mpiexec -n 4 docmine vectorize --corpus news/ -o news.dmv --min-df 2 --max-df 0.5\n"
+               "  docmine icf-build --corpus ref/ -o ref.icf && docmine vectorize --corpus new/ --icf ref.icf -o new.dmv\n",
+               dm_vectorize_pp_help);
+}
+
+/* min_df / max_df: an integer is a document count, a number with '.' or an exponent a fraction. */
+static int parse_df(const char *s, uint64_t *count, double *frac, int is_max)
+{
+    if (strpbrk(s, ".eE")) {
+        char *end;
+        double v = strtod(s, &end);
+        if (*end || !(v >= 0.0 && v <= 1.0)) return -1;
+        *frac = v;
+        return 0;
+    }
+    unsigned long long v;
+    if (parse_uint(s, is_max ? 0 : 1, UINT64_MAX, &v)) return -1;
+    *count = v;
+    return 0;
+}
+
+/* OUT.dmv -> OUT.<ext>; other names get .<ext> appended. */
+static void export_path(char *buf, size_t len, const char *out, const char *ext)
+{
+    size_t n = strlen(out);
+    if (n > 4 && strcmp(out + n - 4, ".dmv") == 0) snprintf(buf, len, "%.*s.%s", (int)(n - 4), out, ext);
+    else snprintf(buf, len, "%s.%s", out, ext);
+}
+
+static void report_stats(json_t *o, const dm_tfidf_stats *st, const dm_pp_stats *ps)
+{
+    json_object_set_new(o, "docs", json_integer((json_int_t)st->docs));
+    json_object_set_new(o, "empty_docs", json_integer((json_int_t)st->empty_docs));
+    json_object_set_new(o, "tokens", json_integer((json_int_t)st->tokens));
+    json_object_set_new(o, "terms", json_integer((json_int_t)st->terms));
+    json_object_set_new(o, "terms_seen", json_integer((json_int_t)st->terms_seen));
+    json_object_set_new(o, "pruned_min_df", json_integer((json_int_t)st->pruned_min_df));
+    json_object_set_new(o, "pruned_max_df", json_integer((json_int_t)st->pruned_max_df));
+    json_object_set_new(o, "nnz", json_integer((json_int_t)st->nnz));
+    json_object_set_new(o, "zero_weight_entries", json_integer((json_int_t)st->zero_weight));
+    json_object_set_new(o, "icf_unknown_tokens", json_integer((json_int_t)st->icf_unknown_tokens));
+    json_object_set_new(o, "hash_collisions", json_integer((json_int_t)st->hash_collisions));
+    json_object_set_new(o, "table_rebuilds", json_integer((json_int_t)st->table_rebuilds));
+    if (ps) {
+        json_object_set_new(o, "bytes_read", json_integer((json_int_t)ps->bytes_read));
+        json_object_set_new(o, "files_read", json_integer((json_int_t)ps->files_read));
+        json_object_set_new(o, "docs_skipped", json_integer((json_int_t)dm_pp_stats_skipped_total(ps)));
+        json_object_set_new(o, "tokens_stop", json_integer((json_int_t)ps->tokens_stop));
+        json_object_set_new(o, "invalid_utf8", json_integer((json_int_t)ps->invalid_utf8));
+    }
+}
+
+static int file_exists(const char *p)
+{
+    FILE *f = fopen(p, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+/* TF-IDF of a token stream written by `docmine preprocess -o STREAM` with as many ranks. */
+static int vectorize_tokens(dm_vectors *v, dm_vocab *vocab, dm_tfidf_stats *st, dm_pp_stats *ps, dm_ctx *ctx,
+                            const char *stream, const dm_tfidf_options *o)
+{
+    char path[4200], extra[4200];
+    int rc = DM_OK;
+    if (ctx->size == 1) snprintf(path, sizeof path, "%s", stream);
+    else snprintf(path, sizeof path, "%s.rank%d", stream, ctx->rank);
+    snprintf(extra, sizeof extra, "%s.rank%d", stream, ctx->size == 1 ? 0 : ctx->size);
+    if (!file_exists(path) && ctx->size == 1 && file_exists(extra))
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "%s was written by several ranks (%s): run vectorize with as many ranks", stream, extra);
+    else if (ctx->rank == 0 && ctx->size > 1 && file_exists(extra))
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "%s was written by more than %d ranks (%s exists): run vectorize with as many ranks",
+                    stream, ctx->size, extra);
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc < 0) return rc;
+    dm_token_stream s;
+    memset(&s, 0, sizeof s);
+    rc = dm_ctx_agree(ctx, dm_token_stream_read(&s, path));
+    if (rc < 0) return rc;
+    dm_tfidf_local local;
+    memset(&local, 0, sizeof local);
+    rc = dm_ctx_agree(ctx, dm_tfidf_local_from_stream(&local, &s, dm_tfidf_backend(ctx, o->backend), o));
+    *ps = s.stats; /* preprocess summed them over its ranks before writing */
+    dm_token_stream_free(&s);
+    if (rc == DM_OK) rc = dm_tfidf_vectors(v, vocab, st, ctx, &local, o);
+    dm_tfidf_local_free(&local);
+    return rc;
+}
+
+int dm_cmd_vectorize(dm_app *app, int argc, char **argv)
+{
+    enum { O_CORPUS = DM_VO_SHARED_END + 1, O_IDF, O_SUBLINEAR, O_NOL2, O_MINDF, O_MAXDF, O_ICF, O_VOCAB, O_EXPORT,
+           O_TFTABLE, O_TOKENS };
+    static const struct option opts[] = {
+        {"corpus", required_argument, 0, O_CORPUS}, {"output", required_argument, 0, 'o'},
+        {"idf", required_argument, 0, O_IDF},       {"sublinear", no_argument, 0, O_SUBLINEAR},
+        {"no-l2", no_argument, 0, O_NOL2},          {"min-df", required_argument, 0, O_MINDF},
+        {"max-df", required_argument, 0, O_MAXDF},  {"icf", required_argument, 0, O_ICF},
+        {"vocab", required_argument, 0, O_VOCAB},   {"export", required_argument, 0, O_EXPORT},
+        {"tf-table", required_argument, 0, O_TFTABLE}, {"tokens", required_argument, 0, O_TOKENS},
+        {"help", no_argument, 0, 'h'},
+        DM_VECTORIZE_PP_LONGOPTS,                   {0, 0, 0, 0}};
+    const char *cmd = "vectorize";
+    dm_ctx *ctx = app->ctx;
+    dm_preprocess_options pp = DM_PREPROCESS_OPTIONS_INIT;
+    dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    const char *corpus = NULL, *out = NULL, *icf_path = NULL, *vocab_path = NULL, *tokens = NULL;
+    int export_fmt = -1;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        if (c >= DM_VO_FORMAT && c < DM_VO_SHARED_END) {
+            int rc = dm_vectorize_pp_option(app, cmd, c, optarg, &pp);
+            if (rc) return rc;
+            continue;
+        }
+        switch (c) {
+        case O_CORPUS: corpus = optarg; break;
+        case O_TOKENS: tokens = optarg; break;
+        case 'o': out = optarg; break;
+        case O_IDF:
+            if (dm_idf_parse(optarg, &o.idf) != DM_OK) return dm_app_usage_error(app, cmd, "invalid --idf '%s' (log or sklearn)", optarg);
+            break;
+        case O_SUBLINEAR: o.sublinear = 1; break;
+        case O_NOL2: o.l2 = 0; break;
+        case O_MINDF:
+            if (parse_df(optarg, &o.min_df_count, &o.min_df_frac, 0))
+                return dm_app_usage_error(app, cmd, "invalid --min-df '%s' (a count >= 1 or a fraction in [0, 1])", optarg);
+            break;
+        case O_MAXDF:
+            if (parse_df(optarg, &o.max_df_count, &o.max_df_frac, 1))
+                return dm_app_usage_error(app, cmd, "invalid --max-df '%s' (a count or a fraction in [0, 1])", optarg);
+            break;
+        case O_ICF: icf_path = optarg; break;
+        case O_VOCAB: vocab_path = optarg; break;
+        case O_EXPORT:
+            if (dm_export_format_parse(optarg, &export_fmt) != DM_OK)
+                return dm_app_usage_error(app, cmd, "invalid --export '%s' (svmlight or mtx)", optarg);
+            break;
+        case O_TFTABLE:
+            if (dm_tf_variant_parse(optarg, &o.tf_variant) != DM_OK)
+                return dm_app_usage_error(app, cmd, "invalid --tf-table '%s' (atomic or noatomic)", optarg);
+            break;
+        case 'h':
+            if (ctx->rank == 0) usage(stdout);
+            return DM_EXIT_OK;
+        default: return dm_app_usage_error(app, cmd, "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return dm_app_usage_error(app, cmd, "unexpected argument '%s'", argv[optind]);
+    if (!corpus && !tokens) return dm_app_usage_error(app, cmd, "missing --corpus PATH (or --tokens STREAM)");
+    if (corpus && tokens) return dm_app_usage_error(app, cmd, "--corpus and --tokens exclude each other");
+    if (tokens && icf_path)
+        return dm_app_usage_error(app, cmd, "--icf needs --corpus: the table is checked against the preprocessing options");
+    if (!out) return dm_app_usage_error(app, cmd, "missing -o FILE");
+    if (pp.tok.min_len > pp.tok.max_len) return dm_app_usage_error(app, cmd, "--min-len is above --max-len");
+    if (icf_path && (o.idf != DM_IDF_LOG || o.min_df_count != 1 || o.min_df_frac != 0.0 ||
+                     o.max_df_count != UINT64_MAX || o.max_df_frac != 1.0))
+        return dm_app_usage_error(app, cmd, "--icf takes its weights from the table: --idf, --min-df and --max-df do not apply");
+
+    double t0 = dm_wtime();
+    dm_icf_table table;
+    memset(&table, 0, sizeof table);
+    int rc = DM_OK;
+    if (icf_path) rc = dm_ctx_agree(ctx, dm_icf_table_read(&table, icf_path));
+    dm_vectors v;
+    dm_vocab vocab;
+    dm_tfidf_stats st;
+    dm_pp_stats ps;
+    memset(&v, 0, sizeof v);
+    memset(&vocab, 0, sizeof vocab);
+    memset(&st, 0, sizeof st);
+    memset(&ps, 0, sizeof ps);
+    dm_timer_start("vectorize");
+    if (rc == DM_OK && tokens) rc = vectorize_tokens(&v, vocab_path ? &vocab : NULL, &st, &ps, ctx, tokens, &o);
+    else if (rc == DM_OK)
+        rc = dm_vectorize_corpus(&v, vocab_path ? &vocab : NULL, &st, &ps, ctx, corpus, &pp, &o,
+                                 icf_path ? &table : NULL, icf_path);
+    dm_timer_stop("vectorize");
+    dm_timer_start("vectorize.write");
+    if (rc == DM_OK) rc = dm_vectors_write(&v, out, ctx);
+    dm_timer_stop("vectorize.write");
+    dm_vectors_free(&v);
+    if (rc == DM_OK && vocab_path) {
+        if (ctx->rank == 0) rc = dm_vocab_write_tsv(&vocab, vocab_path, icf_path ? "cf" : "df");
+        rc = dm_ctx_agree(ctx, rc);
+    }
+    dm_vocab_free(&vocab);
+    dm_icf_table_free(&table);
+    char xpath[4200] = "";
+    if (rc == DM_OK && export_fmt >= 0) {
+        /* rank 0 reads the file back (checking it) and exports it */
+        export_path(xpath, sizeof xpath, out, export_fmt == DM_EXPORT_MTX ? "mtx" : "svm");
+        if (ctx->rank == 0) {
+            dm_vectors all;
+            rc = dm_vectors_read(&all, out);
+            if (rc == DM_OK) rc = dm_vectors_export(&all, xpath, export_fmt);
+            dm_vectors_free(&all);
+        }
+        rc = dm_ctx_agree(ctx, rc);
+    }
+    double wall = dm_wtime() - t0;
+    if (rc != DM_OK) return dm_app_fail(app, cmd, rc);
+    dm_log_info("%" PRIu64 " documents (%" PRIu64 " empty), %" PRIu64 " terms, %" PRIu64 " non-zeros -> %s%s%s "
+                "(%.2f s, %.1f MB/s of text)",
+                st.docs, st.empty_docs, st.terms, st.nnz, out, xpath[0] ? ", " : "", xpath, wall,
+                wall > 0 ? (double)ps.bytes_read / wall / 1e6 : 0.0);
+    dm_report rep;
+    DM_ASSERT(dm_report_init(&rep, cmd, app->argc_all, app->argv_all) == DM_OK);
+    report_stats(rep.results, &st, &ps);
+    json_object_set_new(rep.results, "weighting", json_string(icf_path ? "tf-icf" : o.idf == DM_IDF_SKLEARN ? "tf-idf (sklearn idf)" : "tf-idf"));
+    json_object_set_new(rep.results, "output", json_string(out));
+    json_object_set_new(rep.results, "seconds", json_real(wall));
+    json_object_set_new(rep.results, "text_bytes_per_second", json_real(wall > 0 ? (double)ps.bytes_read / wall : 0.0));
+    rc = dm_report_collect(&rep, ctx);
+    if (rc == DM_OK) rc = dm_report_write(&rep, ctx, app->report_path);
+    rc = dm_ctx_agree(ctx, rc);
+    dm_report_free(&rep);
+    return rc == DM_OK ? DM_EXIT_OK : dm_app_fail(app, cmd, rc);
+}

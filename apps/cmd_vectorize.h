@@ -1,0 +1,30 @@
+/* Options shared by `docmine vectorize` and `docmine icf-build`: how the corpus is read and
+ * preprocessed (they must agree for an ICF table to fit a corpus). Reference: apps/cmd_vectorize.c. */
+#ifndef DM_CMD_VECTORIZE_H
+#define DM_CMD_VECTORIZE_H
+
+#include <getopt.h>
+
+#include "apps/app.h"
+#include "preprocess/preprocess.h"
+
+/* getopt_long values of the shared options (above any single-character option). */
+enum {
+    DM_VO_FORMAT = 1000, DM_VO_LABELS, DM_VO_STOPWORDS, DM_VO_NO_STEM, DM_VO_KEEP_NUMBERS,
+    DM_VO_MIN_LEN, DM_VO_MAX_LEN, DM_VO_BATCH, DM_VO_NO_STOPWORDS, DM_VO_STRICT, DM_VO_SHARED_END
+};
+#define DM_VECTORIZE_PP_LONGOPTS                                                                   \
+    {"format", required_argument, 0, DM_VO_FORMAT}, {"labels", required_argument, 0, DM_VO_LABELS}, \
+    {"stopwords", required_argument, 0, DM_VO_STOPWORDS}, {"no-stem", no_argument, 0, DM_VO_NO_STEM}, \
+    {"keep-numbers", no_argument, 0, DM_VO_KEEP_NUMBERS},                                         \
+    {"min-len", required_argument, 0, DM_VO_MIN_LEN}, {"max-len", required_argument, 0, DM_VO_MAX_LEN}, \
+    {"batch-bytes", required_argument, 0, DM_VO_BATCH}, {"no-stopwords", no_argument, 0, DM_VO_NO_STOPWORDS}, \
+    {"strict", no_argument, 0, DM_VO_STRICT}
+
+/* The help lines of the shared options. */
+extern const char dm_vectorize_pp_help[];
+
+/* Applies one shared option (c, optarg). Returns 0, or the usage exit code after printing. */
+int dm_vectorize_pp_option(dm_app *app, const char *cmd, int c, const char *arg, dm_preprocess_options *pp);
+
+#endif

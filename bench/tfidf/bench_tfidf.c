@@ -1,0 +1,387 @@
+/* bench_tfidf: throughput of tfidf and of the sorts it uses, printed as a table and written as
+ * JSON (--json FILE). Issue 4's targets on one H200:
+ *  1. per-document TF counting, device-resident tokens, every compiled instance of both table
+ *     variants (the tuner's workloads): token inserts per second (target >= 5 G/s);
+ *  2. segmented sort of vector rows (the TF-IDF row-length profile): CUB's segmented sort, the
+ *     bitonic hybrid per instance, and CUB radix sort's raw rate on the same number of pairs;
+ *  3. `vectorize` end to end on >= 1 GB of text including preprocess (read, normalise, tokenise,
+ *     count, vocabulary, weights, .dmv write), GB/s of raw text, per backend; and the ratio to
+ *     scikit-learn's TfidfVectorizer on the same documents (bench/tfidf/sklearn_tfidf.py, when
+ *     python3 + scikit-learn are present).
+ * Kernel times: wall clock around repeats of the launch followed by a device sync (median of
+ * repeats, after a warm-up). Reference: none (measurement). See bench/RESULTS.md. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "common/alloc.h"
+#include "common/context.h"
+#include "common/device.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/tune/tune.h"
+#include "sorting/sorting.h"
+#include "tfidf/tfidf.h"
+
+#if DM_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+static void usage(void)
+{
+    printf("usage: bench_tfidf [--corpus DIR] [--format F] [--min-bytes N] [--work DIR] [--backend cpu|cuda|both]\n"
+           "                   [--tokens N] [--items N] [--repeats N] [--json FILE] [--no-sklearn] [--skip-e2e]\n\n"
+           "Default corpus: ../shared/datasets/reuters21578 (format reuters). With --min-bytes (default\n"
+           "1 GB) the corpus is decompressed once into --work DIR (default /tmp/docmine-bench-tfidf) and\n"
+           "repeated through symbolic links until it holds at least that many bytes.\n"
+           "--tokens: tokens of the counting benchmark (default 2^26); --items: pairs of the sort\n"
+           "benchmark (default 2^26).\n");
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median seconds of `repeats` runs of a tuner instance on its bench state. */
+static int time_instance(double *sec, const dm_tune_kernel *k, void *state, const dm_tune_instance *inst, int repeats)
+{
+    double *t = dm_malloc(sizeof(double) * (size_t)repeats);
+    if (!t) return DM_ERR_NOMEM;
+    int rc = k->bench_run(state, inst, NULL);
+    if (rc == DM_OK) rc = dm_device_sync();
+    for (int r = 0; r < repeats && rc == DM_OK; r++) {
+        double t0 = dm_wtime();
+        rc = k->bench_run(state, inst, NULL);
+        if (rc == DM_OK) rc = dm_device_sync();
+        t[r] = dm_wtime() - t0;
+    }
+    if (rc == DM_OK) {
+        qsort(t, (size_t)repeats, sizeof *t, cmp_double);
+        *sec = t[repeats / 2];
+    }
+    dm_free(t);
+    return rc;
+}
+
+/* Every instance of a registered kernel on n work units: rate = n / seconds. */
+static int bench_kernel(json_t *arr, const char *name, size_t n, int repeats, const char *unit_label)
+{
+    const dm_tune_kernel *k = dm_tune_kernel_find(name);
+    if (!k || !k->bench_create) return DM_ERR(DM_ERR_INVALID_ARG, "bench: kernel %s is not registered", name);
+    void *state = NULL;
+    DM_TRY(k->bench_create(&state, n, 42));
+    double best = 0;
+    int best_i = -1;
+    printf("\n%s on %zu %s (%s)\n", name, n, k->work_unit, k->description);
+    printf("  %-44s %12s %14s\n", "instance", "ms", unit_label);
+    int rc = DM_OK;
+    for (int i = 0; i < k->n_instances && rc == DM_OK; i++) {
+        double s = 0;
+        rc = time_instance(&s, k, state, &k->instances[i], repeats);
+        if (rc != DM_OK) break;
+        char pol[128];
+        dm_tune_policy_str(&k->instances[i].policy, pol, sizeof pol);
+        double rate = (double)n / s / 1e9;
+        printf("  %-44s %12.3f %14.3f%s\n", pol, s * 1e3, rate, i == k->default_instance ? "  (default)" : "");
+        json_t *o = json_object();
+        json_object_set_new(o, "kernel", json_string(name));
+        json_object_set_new(o, "instance", json_string(pol));
+        json_object_set_new(o, "default", json_boolean(i == k->default_instance));
+        json_object_set_new(o, "n", json_integer((json_int_t)n));
+        json_object_set_new(o, "seconds", json_real(s));
+        json_object_set_new(o, "giga_units_per_second", json_real(rate));
+        json_array_append_new(arr, o);
+        if (rate > best) {
+            best = rate;
+            best_i = i;
+        }
+    }
+    if (rc == DM_OK && best_i >= 0) {
+        char pol[128];
+        printf("  best: %s, %.3f %s\n", dm_tune_policy_str(&k->instances[best_i].policy, pol, sizeof pol), best, unit_label);
+    }
+    k->bench_destroy(state);
+    return rc;
+}
+
+#if DM_HAVE_CUDA
+/* CUB's segmented sort and radix sort on the same pairs (device-resident). */
+static int bench_sorts(json_t *res, size_t n, int repeats)
+{
+    uint64_t *off = dm_malloc(8 * (n + 1));
+    uint32_t *k = dm_malloc(4 * n);
+    float *v = dm_malloc(4 * n);
+    if (!off || !k || !v) return DM_ERR_NOMEM;
+    size_t n_seg = 0;
+    dm_segsort_bench_lengths(off, n, 7, &n_seg);
+    uint64_t s = 3;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        k[i] = (uint32_t)(s >> 44);
+        v[i] = (float)i;
+    }
+    void *dk, *dv, *dko, *dvo, *doff, *temp = NULL;
+    int rc = dm_device_alloc(&dk, 4 * n);
+    if (rc == DM_OK) rc = dm_device_alloc(&dv, 4 * n);
+    if (rc == DM_OK) rc = dm_device_alloc(&dko, 4 * n);
+    if (rc == DM_OK) rc = dm_device_alloc(&dvo, 4 * n);
+    if (rc == DM_OK) rc = dm_device_alloc(&doff, 8 * (n_seg + 1));
+    if (rc == DM_OK && (cudaMemcpy(dk, k, 4 * n, cudaMemcpyHostToDevice) != cudaSuccess ||
+                        cudaMemcpy(dv, v, 4 * n, cudaMemcpyHostToDevice) != cudaSuccess ||
+                        cudaMemcpy(doff, off, 8 * (n_seg + 1), cudaMemcpyHostToDevice) != cudaSuccess))
+        rc = DM_ERR(DM_ERR_CUDA, "bench: upload failed");
+    struct {
+        const char *name;
+        int kind; /* 0 CUB segmented, 1 bitonic hybrid (tuner's/forced), 2 radix sort of all pairs */
+    } runs[] = {{"cub_segmented_sort", 0}, {"bitonic_hybrid_default", 1}, {"cub_radix_sort_pairs", 2}};
+    printf("\nsorting %zu pairs in %zu rows (mean %.1f per row)\n", n, n_seg, (double)n / (double)n_seg);
+    printf("  %-30s %12s %14s\n", "sort", "ms", "Gkeys/s");
+    for (int r = 0; r < 3 && rc == DM_OK; r++) {
+        size_t tb = 0;
+        if (runs[r].kind == 0) rc = dm_segsort_cub_cuda(NULL, &tb, dko, dvo, dk, dv, n, doff, n_seg, NULL);
+        else if (runs[r].kind == 1) rc = dm_segsort_bitonic_cuda(NULL, &tb, dko, dvo, dk, dv, n, doff, n_seg, NULL);
+        else rc = dm_sort_pairs_u32_cuda(NULL, &tb, dko, dvo, dk, dv, n, 0, 32, NULL);
+        if (rc == DM_OK) rc = dm_device_alloc(&temp, tb ? tb : 1);
+        double *t = dm_malloc(sizeof(double) * (size_t)(repeats + 1));
+        for (int i = 0; i <= repeats && rc == DM_OK; i++) {
+            double t0 = dm_wtime();
+            if (runs[r].kind == 0) rc = dm_segsort_cub_cuda(temp, &tb, dko, dvo, dk, dv, n, doff, n_seg, NULL);
+            else if (runs[r].kind == 1) rc = dm_segsort_bitonic_cuda(temp, &tb, dko, dvo, dk, dv, n, doff, n_seg, NULL);
+            else rc = dm_sort_pairs_u32_cuda(temp, &tb, dko, dvo, dk, (const uint32_t *)dv, n, 0, 32, NULL);
+            if (rc == DM_OK) rc = dm_device_sync();
+            t[i] = dm_wtime() - t0;
+        }
+        if (rc == DM_OK) {
+            qsort(t + 1, (size_t)repeats, sizeof *t, cmp_double); /* t[0] is the warm-up */
+            double sec = t[1 + repeats / 2];
+            printf("  %-30s %12.3f %14.3f\n", runs[r].name, sec * 1e3, (double)n / sec / 1e9);
+            json_t *o = json_object();
+            json_object_set_new(o, "sort", json_string(runs[r].name));
+            json_object_set_new(o, "pairs", json_integer((json_int_t)n));
+            json_object_set_new(o, "rows", json_integer((json_int_t)n_seg));
+            json_object_set_new(o, "seconds", json_real(sec));
+            json_object_set_new(o, "gkeys_per_second", json_real((double)n / sec / 1e9));
+            json_array_append_new(res, o);
+        }
+        dm_free(t);
+        dm_device_free(temp);
+        temp = NULL;
+    }
+    dm_device_free(dk);
+    dm_device_free(dv);
+    dm_device_free(dko);
+    dm_device_free(dvo);
+    dm_device_free(doff);
+    dm_free(off);
+    dm_free(k);
+    dm_free(v);
+    return rc;
+}
+#endif
+
+/* Decompresses the corpus' *.gz files once into work/base and links copies until min_bytes. */
+static int prepare(char *out, size_t cap, const char *src, int format, const char *work, size_t min_bytes)
+{
+    char base[4096], cmd[8400];
+    snprintf(base, sizeof base, "%s/base", work);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", base);
+    if (system(cmd) != 0) return DM_ERR(DM_ERR_IO, "%s: cannot create", base);
+    dm_reader_options ro = DM_READER_OPTIONS_INIT;
+    ro.format = format;
+    dm_pp_stats st;
+    memset(&st, 0, sizeof st);
+    dm_pp_file_list fl;
+    DM_TRY(dm_pp_list_files(&fl, src, &ro, &st));
+    size_t total = 0;
+    int rc = DM_OK;
+    for (size_t i = 0; i < fl.n && rc == DM_OK; i++) {
+        char dst[4400];
+        snprintf(dst, sizeof dst, "%s/%s", base, fl.files[i].rel);
+        size_t l = strlen(dst);
+        if (l > 3 && strcmp(dst + l - 3, ".gz") == 0) dst[l - 3] = 0;
+        struct stat sb;
+        if (stat(dst, &sb) != 0) {
+            gzFile g = gzopen(fl.files[i].path, "rb");
+            FILE *f = fopen(dst, "wb");
+            if (!g || !f) rc = DM_ERR(DM_ERR_IO, "cannot copy %s", fl.files[i].path);
+            char buf[1 << 16];
+            int n;
+            while (rc == DM_OK && (n = gzread(g, buf, sizeof buf)) > 0) fwrite(buf, 1, (size_t)n, f);
+            if (g) gzclose(g);
+            if (f) fclose(f);
+            if (stat(dst, &sb) != 0) rc = DM_ERR(DM_ERR_IO, "cannot stat %s", dst);
+        }
+        total += (size_t)sb.st_size;
+    }
+    dm_pp_file_list_free(&fl);
+    if (rc < 0) return rc;
+    size_t copies = total ? (min_bytes + total - 1) / total : 1;
+    if (copies < 1) copies = 1;
+    snprintf(out, cap, "%s/copies-%zu", work, copies);
+    if (snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", out, out) >= (int)sizeof cmd)
+        return DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long", out);
+    if (system(cmd) != 0) return DM_ERR(DM_ERR_IO, "%s: cannot create", out);
+    for (size_t c = 0; c < copies; c++) {
+        char link[4400];
+        if (snprintf(link, sizeof link, "%s/c%05zu", out, c) >= (int)sizeof link)
+            return DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long", out);
+        if (symlink(base, link) != 0) return DM_ERR(DM_ERR_IO, "%s: symlink failed: %s", link, strerror(errno));
+    }
+    return DM_OK;
+}
+
+static double run_sklearn(const char *script, const char *corpus, int *ok)
+{
+    char cmd[8400];
+    *ok = 0;
+    if (snprintf(cmd, sizeof cmd, "python3 '%s' '%s'", script, corpus) >= (int)sizeof cmd) return 0;
+    FILE *p = popen(cmd, "r");
+    double v = 0;
+    *ok = p && fscanf(p, "%lf", &v) == 1 && v > 0;
+    if (p) pclose(p);
+    return v;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"corpus", required_argument, 0, 'c'}, {"format", required_argument, 0, 'f'},
+        {"min-bytes", required_argument, 0, 'm'}, {"work", required_argument, 0, 'w'},
+        {"backend", required_argument, 0, 'b'}, {"tokens", required_argument, 0, 't'},
+        {"items", required_argument, 0, 'i'},   {"repeats", required_argument, 0, 'r'},
+        {"json", required_argument, 0, 'j'},    {"no-sklearn", no_argument, 0, 's'},
+        {"skip-e2e", no_argument, 0, 'e'},      {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *corpus = NULL, *work = "/tmp/docmine-bench-tfidf", *json_path = NULL, *backend = "both";
+    int format = DM_PP_FORMAT_REUTERS, repeats = 5, sklearn = 1, e2e = 1, c;
+    size_t min_bytes = (size_t)1 << 30, n_tok = (size_t)1 << 26, n_items = (size_t)1 << 26;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': corpus = optarg; break;
+        case 'f':
+            if (dm_pp_format_parse(optarg, &format) != DM_OK) {
+                fprintf(stderr, "bench_tfidf: bad --format\n");
+                return 2;
+            }
+            break;
+        case 'm': min_bytes = (size_t)strtoull(optarg, NULL, 10); break;
+        case 'w': work = optarg; break;
+        case 'b': backend = optarg; break;
+        case 't': n_tok = (size_t)strtoull(optarg, NULL, 10); break;
+        case 'i': n_items = (size_t)strtoull(optarg, NULL, 10); break;
+        case 'r': repeats = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
+        case 'j': json_path = optarg; break;
+        case 's': sklearn = 0; break;
+        case 'e': e2e = 0; break;
+        default: usage(); return c == 'h' ? 0 : 2;
+        }
+    }
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    dm_ctx_options co = DM_CTX_OPTIONS_INIT;
+    co.quiet = 1;
+    dm_ctx ctx;
+    int rc = dm_ctx_init(&ctx, &co);
+    if (rc == DM_OK) rc = dm_tune_register_all();
+    /* fixed launch shapes unless DOCMINE_TUNE says otherwise: every instance is measured here */
+    if (!getenv("DOCMINE_TUNE")) dm_tune_set_mode(DM_TUNE_OFF);
+    json_t *root = json_object(), *kern = json_array(), *sorts = json_array(), *e2e_res = json_array();
+    int gpu = rc == DM_OK && ctx.backend == DM_BACKEND_CUDA;
+    if (rc == DM_OK) printf("bench_tfidf: %s\n", gpu ? ctx.dev.name : "no GPU: CPU backend only");
+    if (rc == DM_OK && gpu) {
+        rc = bench_kernel(kern, "tfidf.tf_count_atomic", n_tok, repeats, "G inserts/s");
+        if (rc == DM_OK) rc = bench_kernel(kern, "tfidf.tf_count_noatomic", n_tok, repeats, "G inserts/s");
+        if (rc == DM_OK) rc = bench_kernel(kern, "tfidf.vocab_merge", n_tok / 16, repeats, "G terms/s");
+        if (rc == DM_OK) rc = bench_kernel(kern, "sorting.bitonic_segsort", n_items, repeats, "G items/s");
+#if DM_HAVE_CUDA
+        if (rc == DM_OK) rc = bench_sorts(sorts, n_items, repeats);
+#endif
+    }
+    /* end to end */
+    char buf[4096], dir[4400];
+    if (rc == DM_OK && e2e && !corpus) {
+        const char *sd = getenv("DOCMINE_SOURCE_DIR");
+        snprintf(buf, sizeof buf, "%s/../shared/datasets/reuters21578", sd ? sd : ".");
+        corpus = buf;
+    }
+    double sk_gbps = 0;
+    int sk_ok = 0;
+    if (rc == DM_OK && e2e) {
+        rc = prepare(dir, sizeof dir, corpus, format, work, min_bytes);
+        if (rc == DM_OK && sklearn) {
+            char script[4200];
+            const char *sd = getenv("DOCMINE_SOURCE_DIR");
+            snprintf(script, sizeof script, "%s/bench/tfidf/sklearn_tfidf.py", sd ? sd : ".");
+            char base[4200];
+            snprintf(base, sizeof base, "%s/base", work);
+            sk_gbps = run_sklearn(script, base, &sk_ok);
+        }
+        printf("\nvectorize end to end on %s (>= %zu bytes)%s\n", dir, min_bytes,
+               sk_ok ? "" : " (scikit-learn not measured)");
+        printf("  %-22s %12s %10s %10s %12s %10s\n", "backend", "text GB", "wall s", "GB/s", "nnz", "vs sklearn");
+        for (int b = 0; b < 2 && rc == DM_OK; b++) {
+            int be = b == 0 ? DM_BACKEND_CUDA : DM_BACKEND_CPU;
+            if (be == DM_BACKEND_CUDA && (!gpu || strcmp(backend, "cpu") == 0)) continue;
+            if (be == DM_BACKEND_CPU && strcmp(backend, "cuda") == 0) continue;
+            for (int v = DM_TF_ATOMIC; v <= (be == DM_BACKEND_CUDA ? DM_TF_NOATOMIC : DM_TF_ATOMIC) && rc == DM_OK; v++) {
+                dm_preprocess_options pp = DM_PREPROCESS_OPTIONS_INIT;
+                pp.reader.format = format;
+                dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+                o.backend = be;
+                o.tf_variant = v;
+                dm_vectors vec;
+                dm_tfidf_stats st;
+                dm_pp_stats ps;
+                char out[4500];
+                snprintf(out, sizeof out, "%s/bench.dmv", work);
+                double t0 = dm_wtime();
+                rc = dm_vectorize_corpus(&vec, NULL, &st, &ps, &ctx, dir, &pp, &o, NULL, NULL);
+                double t1 = dm_wtime();
+                if (rc == DM_OK) rc = dm_vectors_write(&vec, out, &ctx);
+                double t2 = dm_wtime();
+                dm_vectors_free(&vec);
+                if (rc != DM_OK) break;
+                double gb = (double)ps.bytes_read / 1e9, gbps = gb / (t2 - t0);
+                char label[64];
+                snprintf(label, sizeof label, "%s%s%s", dm_backend_name(be), be == DM_BACKEND_CUDA ? " " : "",
+                         be == DM_BACKEND_CUDA ? dm_tf_variant_name(v) : "");
+                printf("  %-22s %12.3f %10.2f %10.3f %12llu", label, gb, t2 - t0, gbps, (unsigned long long)st.nnz);
+                if (sk_ok) printf(" %9.1fx", gbps / sk_gbps);
+                printf("\n");
+                json_t *o2 = json_object();
+                json_object_set_new(o2, "backend", json_string(label));
+                json_object_set_new(o2, "text_bytes", json_integer((json_int_t)ps.bytes_read));
+                json_object_set_new(o2, "docs", json_integer((json_int_t)st.docs));
+                json_object_set_new(o2, "terms", json_integer((json_int_t)st.terms));
+                json_object_set_new(o2, "nnz", json_integer((json_int_t)st.nnz));
+                json_object_set_new(o2, "vectorize_seconds", json_real(t1 - t0));
+                json_object_set_new(o2, "write_seconds", json_real(t2 - t1));
+                json_object_set_new(o2, "gb_per_second", json_real(gbps));
+                if (sk_ok) json_object_set_new(o2, "ratio_to_sklearn", json_real(gbps / sk_gbps));
+                json_array_append_new(e2e_res, o2);
+            }
+        }
+        if (sk_ok) printf("  scikit-learn TfidfVectorizer (one core, the base corpus): %.4f GB/s\n", sk_gbps);
+    }
+    json_object_set_new(root, "device", json_string(gpu ? ctx.dev.name : "none"));
+    json_object_set_new(root, "kernels", kern);
+    json_object_set_new(root, "sorts", sorts);
+    json_object_set_new(root, "vectorize", e2e_res);
+    if (sk_ok) json_object_set_new(root, "sklearn_gb_per_second", json_real(sk_gbps));
+    if (rc == DM_OK && json_path && json_dump_file(root, json_path, JSON_INDENT(2)) != 0)
+        rc = DM_ERR(DM_ERR_IO, "%s: cannot write JSON", json_path);
+    json_decref(root);
+    if (rc != DM_OK) fprintf(stderr, "bench_tfidf: %s\n", dm_error_message());
+    dm_ctx_free(&ctx);
+    MPI_Finalize();
+    return rc == DM_OK ? 0 : 1;
+}

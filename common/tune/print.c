@@ -1,0 +1,167 @@
+/* Printing the tuner's registry (`docmine tune --list`) and tuning results as a table and JSON.
+ * Reference: none. */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/status.h"
+#include "common/tune/tune_print.h"
+
+/* Appends the distinct values of one policy field as "{a,b,c}". */
+static int distinct(int *vals, int n, int v)
+{
+    for (int i = 0; i < n; i++)
+        if (vals[i] == v) return n;
+    int j = n;
+    while (j > 0 && vals[j - 1] > v) {
+        vals[j] = vals[j - 1];
+        j--;
+    }
+    vals[j] = v;
+    return n + 1;
+}
+
+static size_t put_set(char *buf, size_t len, size_t w, const char *label, const int *v, int n,
+                      const char *(*name)(int))
+{
+    if (w >= len) return w;
+    int r = snprintf(buf + w, len - w, "%s%s{", w ? " x " : "", label);
+    w += r > 0 ? (size_t)r : 0;
+    for (int i = 0; i < n && w < len; i++) {
+        char num[16];
+        snprintf(num, sizeof num, "%d", v[i]);
+        r = snprintf(buf + w, len - w, "%s%s", i ? "," : "", name ? name(v[i]) : num);
+        w += r > 0 ? (size_t)r : 0;
+    }
+    if (w < len) {
+        r = snprintf(buf + w, len - w, "}");
+        w += r > 0 ? (size_t)r : 0;
+    }
+    return w;
+}
+
+static const char *strided_name(int s) { return s ? "strided" : "consecutive"; }
+
+const char *dm_tune_space_str(const dm_tune_kernel *k, char *buf, size_t len)
+{
+    int blocks[64] = {0}, rakes[64] = {0}, strided[2] = {0}, layouts[8] = {0}, tiles[64] = {0};
+    int nb = 0, nr = 0, ns = 0, nl = 0, nt = 0;
+    if (!buf || len == 0) return "";
+    buf[0] = '\0';
+    for (int i = 0; i < k->n_instances; i++) {
+        const dm_tune_policy *p = &k->instances[i].policy;
+        if (nb < 64) nb = distinct(blocks, nb, p->block);
+        if (nr < 64) nr = distinct(rakes, nr, p->rake);
+        if (ns < 2) ns = distinct(strided, ns, p->strided ? 1 : 0);
+        if (nl < 8) nl = distinct(layouts, nl, p->layout);
+        if (p->layout == DM_LAYOUT_TILED && nt < 64) nt = distinct(tiles, nt, p->tile);
+    }
+    size_t w = 0;
+    w = put_set(buf, len, w, "block ", blocks, nb, NULL);
+    w = put_set(buf, len, w, "rake ", rakes, nr, NULL);
+    w = put_set(buf, len, w, "", strided, ns, strided_name);
+    if (nl > 1 || (nl == 1 && layouts[0] != DM_LAYOUT_NONE))
+        w = put_set(buf, len, w, "layout ", layouts, nl, dm_layout_name);
+    if (nt > 0) w = put_set(buf, len, w, "tile ", tiles, nt, NULL);
+    if (w < len) snprintf(buf + w, len - w, " (%d instance%s)", k->n_instances, k->n_instances == 1 ? "" : "s");
+    return buf;
+}
+
+int dm_tune_list_print(FILE *out)
+{
+    int n = dm_tune_kernel_count();
+    fprintf(out, "%d tunable kernel%s (mode %s)\n", n, n == 1 ? "" : "s",
+            dm_tune_mode_name(dm_tune_get_mode()));
+    for (int i = 0; i < n; i++) {
+        const dm_tune_kernel *k = dm_tune_kernel_at(i);
+        char space[512], pol[128];
+        fprintf(out, "%s\n", k->name);
+        if (k->description) fprintf(out, "  %s\n", k->description);
+        fprintf(out, "  space:   %s\n", dm_tune_space_str(k, space, sizeof space));
+        fprintf(out, "  default: %s\n",
+                dm_tune_policy_str(&k->instances[k->default_instance].policy, pol, sizeof pol));
+        int bench = k->bench_create && k->bench_run && k->bench_output && k->bench_destroy;
+        fprintf(out, "  tuning:  %s", bench ? "yes" : "no (runs its default)");
+        if (bench)
+            fprintf(out, ", target %zu %s, output %s", k->bench_default_n,
+                    k->work_unit ? k->work_unit : "units", k->tolerance > 0 ? "float" : "exact");
+        if (bench && k->tolerance > 0) fprintf(out, " (tolerance %g)", k->tolerance);
+        fprintf(out, "\n");
+    }
+    return ferror(out) ? DM_ERR(DM_ERR_IO, "tune --list: write error") : DM_OK;
+}
+
+void dm_tune_result_header(FILE *out, int ex)
+{
+    fprintf(out, "%-22s %10s %10s %7s %-36s %12s %5s %9s", "kernel", "default_ms", "tuned_ms",
+            "speedup", "policy", "msp_n", "evals", "search_s");
+    if (ex) fprintf(out, " %9s %-36s %9s %8s %9s", "exhaus_s", "exhaustive best", "best_ms",
+                    "msp/best", "s_ratio");
+    fprintf(out, "\n");
+}
+
+void dm_tune_result_row(FILE *out, const dm_tune_kernel *k, const dm_tune_result *r, int ex)
+{
+    char pol[128];
+    double speedup = r->tuned_ms > 0 ? r->default_ms / r->tuned_ms : 0.0;
+    fprintf(out, "%-22s %10.4f %10.4f %6.2fx %-36s %12zu %5d %9.3f", k->name, r->default_ms,
+            r->tuned_ms, speedup,
+            dm_tune_policy_str(&k->instances[r->chosen].policy, pol, sizeof pol), r->msp_n,
+            r->n_evaluated, r->search_s);
+    if (ex) {
+        if (r->exhaustive_best >= 0) {
+            double frac = r->tuned_ms > 0 ? r->exhaustive_best_ms / r->tuned_ms : 0.0;
+            double ratio = r->search_s > 0 ? r->exhaustive_s / r->search_s : 0.0;
+            fprintf(out, " %9.3f %-36s %9.4f %7.1f%% %8.1fx", r->exhaustive_s,
+                    dm_tune_policy_str(&k->instances[r->exhaustive_best].policy, pol, sizeof pol),
+                    r->exhaustive_best_ms, 100.0 * frac, ratio);
+        } else {
+            fprintf(out, " %9s %-36s %9s %8s %9s", "-", "-", "-", "-", "-");
+        }
+    }
+    fprintf(out, "\n");
+}
+
+void dm_tune_json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(out, "\\%c", *p);
+        else if (*p < 0x20) fprintf(out, "\\u%04x", *p);
+        else fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+static void json_policy(FILE *out, const char *key, const dm_tune_policy *p)
+{
+    fprintf(out, "\"%s\": {\"block\": %d, \"rake\": %d, \"strided\": %s, \"layout\": \"%s\", \"tile\": %d}",
+            key, p->block, p->rake, p->strided ? "true" : "false", dm_layout_name(p->layout), p->tile);
+}
+
+void dm_tune_result_json(FILE *out, const dm_tune_kernel *k, const dm_tune_result *r)
+{
+    fprintf(out, "{\"kernel\": ");
+    dm_tune_json_string(out, k->name);
+    fprintf(out, ", \"mode\": \"%s\", \"target_n\": %zu, \"msp_n\": %zu, ",
+            dm_tune_mode_name(r->mode), r->target_n, r->msp_n);
+    fprintf(out, "\"default_ms\": %.6g, \"tuned_ms\": %.6g, \"speedup\": %.4f, ", r->default_ms,
+            r->tuned_ms, r->tuned_ms > 0 ? r->default_ms / r->tuned_ms : 0.0);
+    json_policy(out, "default", &k->instances[r->default_instance].policy);
+    fprintf(out, ", ");
+    json_policy(out, "chosen", &k->instances[r->chosen].policy);
+    fprintf(out, ", \"instances\": %d, \"valid\": %d, \"candidates\": %d, \"evaluated\": %d, "
+                 "\"rejected\": %d, \"search_s\": %.6g, \"check_s\": %.6g",
+            k->n_instances, r->n_valid, r->n_candidates, r->n_evaluated, r->n_rejected, r->search_s,
+            r->check_s);
+    if (r->exhaustive_best >= 0) {
+        fprintf(out, ", ");
+        json_policy(out, "exhaustive_best", &k->instances[r->exhaustive_best].policy);
+        fprintf(out, ", \"exhaustive_best_ms\": %.6g, \"exhaustive_s\": %.6g, "
+                     "\"exhaustive_evaluated\": %d, \"msp_fraction_of_best\": %.4f, "
+                     "\"search_time_ratio\": %.3f, \"best_rank_in_order\": %d",
+                r->exhaustive_best_ms, r->exhaustive_s, r->exhaustive_evaluated,
+                r->tuned_ms > 0 ? r->exhaustive_best_ms / r->tuned_ms : 0.0,
+                r->search_s > 0 ? r->exhaustive_s / r->search_s : 0.0, r->best_rank_in_order);
+    }
+    fprintf(out, "}");
+}

@@ -1,0 +1,287 @@
+/* The search driver of DESIGN.md section 6 over measurement callbacks: modes off, model (best
+ * predicted by the occupancy model, confirmed against the default), msp (Magni et al.: throughput
+ * curve of the default on sizes doubling up to the target, search the model-pruned space at the
+ * Minimum Saturation Point, confirm at the target) and exhaustive (every valid instance at the
+ * target). Candidates whose output differs from the default's are rejected and reported.
+ * Reference: the default instance, which is kept unless a checked candidate is faster. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/status.h"
+#include "common/tune/tune_internal.h"
+#include "common/tune/tune_model.h"
+
+enum { DM_TUNE_MAX_CURVE = 24 };
+
+typedef struct search_ws {
+    const dm_tune_kernel *k;
+    const dm_tune_ops *ops;
+    dm_tune_cand *cand;
+    int *order;
+    int *rejected; /* per instance: 1 once its output was found wrong */
+    size_t *passed; /* per instance: the check size it last passed at (0: none) */
+    size_t check_max;
+    double check_s; /* wall time spent in output checks */
+} search_ws;
+
+/* Search clock: wall time minus the time spent creating tuning inputs and checking outputs
+ * (verification, not search; the same work whichever search finds a candidate first). */
+static double clock_s(const search_ws *w)
+{
+    double t = dm_tune_now() - w->check_s;
+    if (w->ops->setup_seconds) t -= w->ops->setup_seconds(w->ops->ctx);
+    return t;
+}
+
+/* Checks inst against the default on min(n, check_max) units; *ok = 0 (and a warning) when the
+ * outputs differ. */
+static int checked(search_ws *w, int inst, size_t n, int *ok)
+{
+    *ok = 1;
+    if (inst == w->k->default_instance) return DM_OK;
+    if (w->rejected[inst]) {
+        *ok = 0;
+        return DM_OK;
+    }
+    if (n > w->check_max) n = w->check_max;
+    if (w->passed[inst] == n) return DM_OK;
+    int same = 0;
+    double t0 = dm_tune_now();
+    int rc = w->ops->check(w->ops->ctx, inst, n, &same);
+    w->check_s += dm_tune_now() - t0;
+    DM_TRY(rc);
+    if (same) w->passed[inst] = n;
+    if (!same) {
+        char buf[128];
+        w->rejected[inst] = 1;
+        *ok = 0;
+        dm_tune_warn("%s: instance %d (%s) gives a different output than the default on %zu %s; "
+                     "rejected (this is a bug in the instance)",
+                     w->k->name, inst,
+                     dm_tune_policy_str(&w->k->instances[inst].policy, buf, sizeof buf), n,
+                     w->k->work_unit ? w->k->work_unit : "units");
+    }
+    return DM_OK;
+}
+
+/* Times every valid instance at n; best index and time. */
+static int exhaustive(search_ws *w, size_t n, int *best, double *best_ms, int *evaluated,
+                      double *default_ms)
+{
+    *best = -1;
+    *best_ms = 0.0;
+    *evaluated = 0;
+    for (int i = 0; i < w->k->n_instances; i++) {
+        if (!w->cand[i].valid) continue;
+        int ok;
+        DM_TRY(checked(w, i, n, &ok));
+        if (!ok) continue;
+        double ms;
+        DM_TRY(w->ops->measure(w->ops->ctx, i, n, &ms));
+        (*evaluated)++;
+        if (i == w->k->default_instance && default_ms) *default_ms = ms;
+        if (*best < 0 || ms < *best_ms) {
+            *best = i;
+            *best_ms = ms;
+        }
+    }
+    return DM_OK;
+}
+
+/* Confirms winner against the default at the target size (default_ms < 0: measure it). */
+static int confirm(search_ws *w, dm_tune_result *res, int winner, size_t n, double default_ms)
+{
+    int def = w->k->default_instance;
+    if (default_ms >= 0) res->default_ms = default_ms;
+    else DM_TRY(w->ops->measure(w->ops->ctx, def, n, &res->default_ms));
+    res->chosen = def;
+    res->tuned_ms = res->default_ms;
+    if (winner < 0 || winner == def) return DM_OK;
+    int ok;
+    DM_TRY(checked(w, winner, n, &ok));
+    if (!ok) return DM_OK;
+    double ms;
+    DM_TRY(w->ops->measure(w->ops->ctx, winner, n, &ms));
+    if (ms < res->default_ms) {
+        res->chosen = winner;
+        res->tuned_ms = ms;
+    }
+    return DM_OK;
+}
+
+static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune_options *opt)
+{
+    const dm_tune_kernel *k = w->k;
+    const dm_tune_ops *ops = w->ops;
+    int ni = k->n_instances, def = k->default_instance;
+    double t0 = clock_s(w);
+
+    if (opt->mode == DM_TUNE_OFF) {
+        DM_TRY(ops->measure(ops->ctx, def, n, &res->default_ms));
+        res->tuned_ms = res->default_ms;
+        res->n_evaluated = 1;
+    } else if (opt->mode == DM_TUNE_MODEL) {
+        int winner = -1;
+        for (int j = 0; j < ni && winner < 0; j++) {
+            int i = w->order[j];
+            if (w->cand[i].pruned) break;
+            int ok;
+            DM_TRY(checked(w, i, n, &ok));
+            if (ok) winner = i;
+        }
+        res->winner_at_msp = winner;
+        DM_TRY(confirm(w, res, winner, n, -1.0));
+        res->n_evaluated = winner >= 0 && winner != def ? 2 : 1;
+    } else if (opt->mode == DM_TUNE_MSP) {
+        size_t sizes[DM_TUNE_MAX_CURVE];
+        double thr[DM_TUNE_MAX_CURVE], def_ms[DM_TUNE_MAX_CURVE];
+        double wpi = k->work_per_item > 0 ? k->work_per_item : 1.0;
+        size_t min_n = opt->min_n;
+        if (min_n == 0) {
+            /* one item per thread of one block per SM, at least 1/2^16 of the target */
+            min_n = (size_t)(wpi * 32.0 * (ops->limits.sms > 0 ? ops->limits.sms : 1));
+            if (min_n < n >> 16) min_n = n >> 16;
+        }
+        int nc = dm_tune_curve_sizes(sizes, DM_TUNE_MAX_CURVE, n, min_n);
+        for (int c = 0; c < nc; c++) {
+            DM_TRY(ops->measure(ops->ctx, def, sizes[c], &def_ms[c]));
+            thr[c] = (double)sizes[c] / (def_ms[c] > 0 ? def_ms[c] : 1e-9);
+        }
+        int m = dm_tune_msp_index(thr, nc, opt->msp_tolerance);
+        if (m < 0) m = nc - 1;
+        size_t msp = sizes[m];
+        res->msp_n = msp;
+        int winner = def;
+        double winner_ms = def_ms[m];
+        int budget = opt->max_evals > 0 ? opt->max_evals : ni;
+        for (int j = 0; j < ni && res->n_evaluated < budget; j++) {
+            int i = w->order[j];
+            if (w->cand[i].pruned) break;
+            if (i == def) continue;
+            int ok;
+            DM_TRY(checked(w, i, msp, &ok));
+            if (!ok) continue;
+            double ms;
+            DM_TRY(ops->measure(ops->ctx, i, msp, &ms));
+            res->n_evaluated++;
+            if (ms < winner_ms) {
+                winner = i;
+                winner_ms = ms;
+            }
+        }
+        res->winner_at_msp = winner;
+        /* the default's time at the target is the curve's last point */
+        DM_TRY(confirm(w, res, winner, n, def_ms[nc - 1]));
+    } else if (opt->mode == DM_TUNE_EXHAUSTIVE) {
+        int best, evaluated;
+        double best_ms, dms = -1.0;
+        DM_TRY(exhaustive(w, n, &best, &best_ms, &evaluated, &dms));
+        res->n_evaluated = evaluated;
+        res->winner_at_msp = best;
+        res->default_ms = dms;
+        res->chosen = def;
+        res->tuned_ms = dms;
+        if (best >= 0 && best != def && best_ms < dms) {
+            res->chosen = best;
+            res->tuned_ms = best_ms;
+        }
+        res->exhaustive_best = best;
+        res->exhaustive_best_ms = best_ms;
+        res->exhaustive_evaluated = evaluated;
+    } else {
+        return DM_ERR(DM_ERR_INVALID_ARG, "tune: unknown mode %d", opt->mode);
+    }
+    res->search_s = clock_s(w) - t0;
+    if (opt->mode == DM_TUNE_EXHAUSTIVE) res->exhaustive_s = res->search_s;
+
+    if (opt->compare_exhaustive && opt->mode != DM_TUNE_EXHAUSTIVE) {
+        double t1 = clock_s(w);
+        DM_TRY(exhaustive(w, n, &res->exhaustive_best, &res->exhaustive_best_ms,
+                          &res->exhaustive_evaluated, NULL));
+        res->exhaustive_s = clock_s(w) - t1;
+    }
+    if (res->exhaustive_best >= 0) {
+        int pos = 0;
+        for (int j = 0; j < ni; j++) {
+            int i = w->order[j];
+            if (w->cand[i].pruned && i != def) continue;
+            pos++;
+            if (i == res->exhaustive_best) {
+                res->best_rank_in_order = pos;
+                break;
+            }
+        }
+    }
+    for (int i = 0; i < ni; i++) res->n_rejected += w->rejected[i];
+    res->check_s = w->check_s;
+    return DM_OK;
+}
+
+int dm_tune_search(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
+                   const dm_tune_options *opt, const dm_tune_ops *ops)
+{
+    if (!res || !k || !opt || !ops || !ops->measure || !ops->check || !ops->attributes || n == 0)
+        return DM_ERR(DM_ERR_INVALID_ARG, "tune: bad arguments");
+    if (k->n_instances < 1 || k->default_instance < 0 || k->default_instance >= k->n_instances)
+        return DM_ERR(DM_ERR_INVALID_ARG, "tune: kernel %s has no valid default instance",
+                      k->name ? k->name : "?");
+    memset(res, 0, sizeof *res);
+    res->mode = opt->mode;
+    res->target_n = n;
+    res->msp_n = n;
+    res->default_instance = k->default_instance;
+    res->chosen = k->default_instance;
+    res->winner_at_msp = k->default_instance;
+    res->exhaustive_best = -1;
+
+    int ni = k->n_instances;
+    search_ws w = {k, ops, NULL, NULL, NULL, NULL,
+                   opt->check_max_n ? opt->check_max_n : (size_t)1 << 24, 0.0};
+    dm_tune_attr *attr = calloc((size_t)ni, sizeof *attr);
+    w.cand = calloc((size_t)ni, sizeof *w.cand);
+    w.order = calloc((size_t)ni, sizeof *w.order);
+    w.rejected = calloc((size_t)ni, sizeof *w.rejected);
+    w.passed = calloc((size_t)ni, sizeof *w.passed);
+    int rc = DM_OK;
+    if (!attr || !w.cand || !w.order || !w.rejected || !w.passed) {
+        rc = DM_ERR(DM_ERR_NOMEM, "tune: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < ni && rc == DM_OK; i++) rc = ops->attributes(ops->ctx, i, &attr[i]);
+    if (rc != DM_OK) goto done;
+    double wpi = k->work_per_item > 0 ? k->work_per_item : 1.0;
+    int kept = dm_tune_model_prune(w.cand, k->instances, attr, ni, &ops->limits, (double)n / wpi);
+    if (kept < 0) {
+        rc = kept;
+        goto done;
+    }
+    if (!w.cand[k->default_instance].valid) {
+        rc = DM_ERR(DM_ERR_UNSUPPORTED, "tune: the default instance of %s is invalid here: %s",
+                    k->name, w.cand[k->default_instance].why);
+        goto done;
+    }
+    for (int i = 0; i < ni; i++) res->n_valid += w.cand[i].valid;
+    res->n_candidates = kept;
+    if (opt->prune <= 0) {
+        /* every valid instance is a candidate */
+        for (int i = 0; i < ni; i++)
+            if (w.cand[i].valid) w.cand[i].pruned = w.cand[i].demoted = 0;
+        res->n_candidates = res->n_valid;
+    } else if (opt->prune >= 2) {
+        /* Fang's model strictly: rakes above b are removed */
+        for (int i = 0; i < ni; i++)
+            if (w.cand[i].demoted && !w.cand[i].pruned) {
+                w.cand[i].pruned = 1;
+                res->n_candidates--;
+            }
+    }
+    dm_tune_model_order(w.order, w.cand, ni, opt->prior);
+    rc = run_search(&w, res, n, opt);
+done:
+    free(attr);
+    free(w.cand);
+    free(w.order);
+    free(w.rejected);
+    free(w.passed);
+    return rc;
+}

@@ -1,0 +1,32 @@
+/* Printing the tuner's registry and results: `docmine tune --list`, the per-kernel result table
+ * of `docmine tune` and bench/tune, and their JSON form. Reference: none. Plain C. */
+#ifndef DM_TUNE_PRINT_H
+#define DM_TUNE_PRINT_H
+
+#include <stdio.h>
+
+#include "common/tune/tune.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Summary of a kernel's space, e.g. "block {128,256} x rake {1,2,4,8} x {consecutive,strided}
+ * (16 instances)". */
+const char *dm_tune_space_str(const dm_tune_kernel *k, char *buf, size_t len);
+/* Every registered kernel with its space and default policy (no GPU needed). Returns DM_OK or
+ * DM_ERR_IO. */
+int dm_tune_list_print(FILE *out);
+/* Table header and one row per result (with_exhaustive: the exhaustive columns too). */
+void dm_tune_result_header(FILE *out, int with_exhaustive);
+void dm_tune_result_row(FILE *out, const dm_tune_kernel *k, const dm_tune_result *r,
+                        int with_exhaustive);
+/* Writes s as a JSON string literal (quotes and escapes included). */
+void dm_tune_json_string(FILE *out, const char *s);
+/* One JSON object (no trailing newline or comma) describing r. */
+void dm_tune_result_json(FILE *out, const dm_tune_kernel *k, const dm_tune_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,623 @@
+/* CUDA backend of streamclust: extern "C" launchers and engine hooks around the kernels of
+ * streamclust_kernels.cuh, and their registration with the tuner. The points of a chunk stay on the
+ * device from load to the end of the local search; a gain call launches the rake gain kernel, the
+ * CUB row reduction and copies K+1 exact sums (8 bytes each) back, decides on the host with the
+ * same dm_sc_decide as the CPU reference, and when x opens launches the apply and centre-table
+ * kernels. No allocation and no point copy per gain call (the work buffer only grows, rarely).
+ * Reference: streamclust_cpu.c; Rodinia streamcluster_cuda.cu (pgain). */
+#include <cuda_runtime.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/status.h"
+#include "common/tune/tune.h"
+#include "streamclust/streamclust.h"
+#include "streamclust/streamclust_impl.h"
+#include "streamclust/streamclust_kernels.cuh"
+
+using namespace dm_sc;
+
+#define SC_CUDA_TRY(call)                                                                          \
+    do {                                                                                           \
+        cudaError_t sc_err_ = (call);                                                              \
+        if (sc_err_ != cudaSuccess)                                                                \
+            return DM_ERR(DM_ERR_CUDA, "%s: %s (%s)", #call, cudaGetErrorString(sc_err_),          \
+                          cudaGetErrorName(sc_err_));                                              \
+    } while (0)
+
+static inline unsigned grid_for(long n, int block) { return (unsigned)((n + block - 1) / block); }
+
+/* ------------------------------------------------------------------ launchers (tuner instances) */
+/* n = points; the gain kernel's dynamic shared memory holds the candidate (dim floats). */
+template <int BLOCK, int RAKE, int LAYOUT>
+static int launch_gain(const void *args, size_t n, void *stream)
+{
+    gain_args a = *(const gain_args *)args;
+    a.T = ((long)n + RAKE - 1) / RAKE;
+    if (a.T < 1) return DM_OK;
+    gain_kernel<BLOCK, RAKE, LAYOUT><<<grid_for(a.T, BLOCK), BLOCK, (size_t)a.dim * sizeof(float),
+                                       (cudaStream_t)stream>>>(a);
+    SC_CUDA_TRY(cudaGetLastError());
+    return DM_OK;
+}
+
+/* n = rows (K+1) */
+template <int BLOCK>
+static int launch_reduce(const void *args, size_t n, void *stream)
+{
+    if (n == 0) return DM_OK;
+    reduce_kernel<BLOCK><<<(unsigned)n, BLOCK, 0, (cudaStream_t)stream>>>(*(const reduce_args *)args);
+    SC_CUDA_TRY(cudaGetLastError());
+    return DM_OK;
+}
+
+template <int BLOCK>
+static int launch_apply(const void *args, size_t n, void *stream)
+{
+    if (n == 0) return DM_OK;
+    apply_kernel<BLOCK><<<grid_for((long)n, BLOCK), BLOCK, 0, (cudaStream_t)stream>>>(
+        *(const apply_args *)args);
+    SC_CUDA_TRY(cudaGetLastError());
+    return DM_OK;
+}
+
+template <int BLOCK>
+static int launch_scatter(const void *args, size_t n, void *stream)
+{
+    if (n == 0) return DM_OK;
+    scatter_kernel<BLOCK><<<grid_for((long)n, BLOCK), BLOCK, 0, (cudaStream_t)stream>>>(
+        *(const scatter_args *)args);
+    SC_CUDA_TRY(cudaGetLastError());
+    return DM_OK;
+}
+
+template <int BLOCK, int LAYOUT>
+static int launch_open(const void *args, size_t n, void *stream)
+{
+    const open_args *a = (const open_args *)args;
+    if (n == 0) return DM_OK;
+    open_kernel<BLOCK, LAYOUT><<<grid_for((long)n, BLOCK), BLOCK, (size_t)a->dim * sizeof(float),
+                                 (cudaStream_t)stream>>>(*a);
+    SC_CUDA_TRY(cudaGetLastError());
+    return DM_OK;
+}
+
+/* n = elements (points x dim) */
+template <int BLOCK, int LAYOUT>
+static int launch_permute(const void *args, size_t n, void *stream)
+{
+    if (n == 0) return DM_OK;
+    permute_kernel<BLOCK, LAYOUT><<<grid_for((long)n, BLOCK), BLOCK, 0, (cudaStream_t)stream>>>(
+        *(const permute_args *)args);
+    SC_CUDA_TRY(cudaGetLastError());
+    return DM_OK;
+}
+
+template <int BLOCK>
+static int launch_assign(const void *args, size_t n, void *stream)
+{
+    if (n == 0) return DM_OK;
+    assign_kernel<BLOCK><<<grid_for((long)n, BLOCK), BLOCK, 0, (cudaStream_t)stream>>>(
+        *(const assign_args *)args);
+    SC_CUDA_TRY(cudaGetLastError());
+    return DM_OK;
+}
+
+#define SC_GAIN(B, R, L)                                                                           \
+    {{B, R, (L) == DM_LAYOUT_SOA, L, 0}, launch_gain<B, R, L>,                                     \
+     (const void *)&gain_kernel<B, R, L>, 0}
+#define SC_GAIN_R(B, L)                                                                            \
+    SC_GAIN(B, 1, L), SC_GAIN(B, 2, L), SC_GAIN(B, 4, L), SC_GAIN(B, 8, L), SC_GAIN(B, 16, L),     \
+        SC_GAIN(B, 32, L)
+
+/* Block size x rake x layout (AoS: consecutive points per thread; SoA: strided by the grid).
+ * smem_per_block is 0 here: the dynamic shared memory is dim floats, known only at launch. */
+static const dm_tune_instance g_gain_instances[] = {
+    SC_GAIN_R(128, DM_LAYOUT_SOA), SC_GAIN_R(256, DM_LAYOUT_SOA), SC_GAIN_R(512, DM_LAYOUT_SOA),
+    SC_GAIN_R(128, DM_LAYOUT_AOS), SC_GAIN_R(256, DM_LAYOUT_AOS), SC_GAIN_R(512, DM_LAYOUT_AOS),
+};
+#define SC_N_GAIN ((int)(sizeof g_gain_instances / sizeof g_gain_instances[0]))
+#define SC_GAIN_DEFAULT 8 /* block 256, rake 4, SoA */
+
+static const dm_tune_instance g_reduce_instances[] = {
+    {{256, 1, 1, DM_LAYOUT_NONE, 0}, launch_reduce<256>, (const void *)&reduce_kernel<256>, 0}};
+static const dm_tune_instance g_apply_instances[] = {
+    {{256, 1, 0, DM_LAYOUT_NONE, 0}, launch_apply<256>, (const void *)&apply_kernel<256>, 0}};
+static const dm_tune_instance g_scatter_instances[] = {
+    {{128, 1, 0, DM_LAYOUT_NONE, 0}, launch_scatter<128>, (const void *)&scatter_kernel<128>, 0}};
+static const dm_tune_instance g_open_aos_instances[] = {
+    {{256, 1, 0, DM_LAYOUT_AOS, 0}, launch_open<256, DM_LAYOUT_AOS>,
+     (const void *)&open_kernel<256, DM_LAYOUT_AOS>, 0}};
+static const dm_tune_instance g_open_soa_instances[] = {
+    {{256, 1, 0, DM_LAYOUT_SOA, 0}, launch_open<256, DM_LAYOUT_SOA>,
+     (const void *)&open_kernel<256, DM_LAYOUT_SOA>, 0}};
+static const dm_tune_instance g_permute_aos_instances[] = {
+    {{256, 1, 0, DM_LAYOUT_AOS, 0}, launch_permute<256, DM_LAYOUT_AOS>,
+     (const void *)&permute_kernel<256, DM_LAYOUT_AOS>, 0}};
+static const dm_tune_instance g_permute_soa_instances[] = {
+    {{256, 1, 0, DM_LAYOUT_SOA, 0}, launch_permute<256, DM_LAYOUT_SOA>,
+     (const void *)&permute_kernel<256, DM_LAYOUT_SOA>, 0}};
+static const dm_tune_instance g_assign_instances[] = {
+    {{128, 1, 0, DM_LAYOUT_NONE, 0}, launch_assign<128>, (const void *)&assign_kernel<128>, 0}};
+
+/* ------------------------------------------------------------------ tuning workload of gain */
+/* n points of dim 64 from the generator, 16 centres (points 0..15), every point at its nearest
+ * centre, candidate n/2. Output: the K+1 exact sums, identical for every correct instance. */
+struct sc_bench {
+    long n, n0, K, Tmax; /* n: current size (<= n0, the size the state was built for) */
+    int dim;
+    double scale;
+    float *d_aos, *d_soa, *d_w, *d_cost, *d_xcost;
+    int *d_assign, *d_ct;
+    unsigned char *d_sw;
+    int64_t *d_work, *d_sums;
+};
+
+static void sc_bench_destroy(void *state)
+{
+    sc_bench *b = (sc_bench *)state;
+    if (!b) return;
+    cudaFree(b->d_aos);
+    cudaFree(b->d_soa);
+    cudaFree(b->d_w);
+    cudaFree(b->d_cost);
+    cudaFree(b->d_xcost);
+    cudaFree(b->d_assign);
+    cudaFree(b->d_ct);
+    cudaFree(b->d_sw);
+    cudaFree(b->d_work);
+    cudaFree(b->d_sums);
+    free(b);
+}
+
+static int sc_bench_create(void **state, size_t n, uint64_t seed)
+{
+    *state = NULL;
+    if (n < 32) n = 32;
+    sc_bench *b = (sc_bench *)calloc(1, sizeof *b);
+    if (!b) return DM_ERR(DM_ERR_NOMEM, "streamclust.gain bench");
+    b->n = (long)n;
+    b->n0 = (long)n;
+    b->dim = 64;
+    b->K = 16;
+    b->Tmax = b->n; /* rake 1 */
+    const int dim = b->dim;
+    float *h = (float *)malloc((size_t)n * dim * sizeof(float));
+    float *hs = (float *)malloc((size_t)n * dim * sizeof(float));
+    float *w = (float *)malloc((size_t)n * sizeof(float));
+    float *cost = (float *)malloc((size_t)n * sizeof(float));
+    int *as = (int *)malloc((size_t)n * sizeof(int));
+    int *ct = (int *)malloc((size_t)n * sizeof(int));
+    int rc = (h && hs && w && cost && as && ct) ? DM_OK : DM_ERR(DM_ERR_NOMEM, "gain bench host");
+    if (rc == DM_OK) {
+        dm_sc_rng r;
+        dm_sc_rng_seed(&r, (long)(seed & 0x7fffffff));
+        for (size_t i = 0; i < n * (size_t)dim; i++) h[i] = (float)dm_sc_rng_next(&r) / (float)INT_MAX;
+        for (size_t i = 0; i < n; i++)
+            for (int d = 0; d < dim; d++) hs[(size_t)d * n + i] = h[i * dim + d];
+        double wsum = 0;
+        for (size_t i = 0; i < n; i++) {
+            w[i] = 1.0f + (float)(i % 3);
+            wsum += w[i];
+            int best = 0;
+            float bd = dm_sc_dist(h + i * dim, h, dim);
+            for (int c = 1; c < b->K; c++) {
+                float d = dm_sc_dist(h + i * dim, h + (size_t)c * dim, dim);
+                if (d < bd) { bd = d; best = c; }
+            }
+            as[i] = best;
+            cost[i] = bd * w[i];
+            ct[i] = i < (size_t)b->K ? (int)i : 0;
+        }
+        b->scale = dm_sc_fix_scale(wsum, (double)dim, NULL);
+    }
+    const size_t fb = (size_t)n * dim * sizeof(float);
+#define SC_BALLOC(p, bytes) \
+    if (rc == DM_OK && cudaMalloc((void **)&(p), (bytes)) != cudaSuccess) \
+        rc = DM_ERR(DM_ERR_CUDA, "gain bench: cudaMalloc %zu bytes", (size_t)(bytes));
+    SC_BALLOC(b->d_aos, fb);
+    SC_BALLOC(b->d_soa, fb);
+    SC_BALLOC(b->d_w, n * sizeof(float));
+    SC_BALLOC(b->d_cost, n * sizeof(float));
+    SC_BALLOC(b->d_xcost, n * sizeof(float));
+    SC_BALLOC(b->d_assign, n * sizeof(int));
+    SC_BALLOC(b->d_ct, n * sizeof(int));
+    SC_BALLOC(b->d_sw, n);
+    SC_BALLOC(b->d_work, (size_t)(b->K + 1) * b->Tmax * sizeof(int64_t));
+    SC_BALLOC(b->d_sums, (size_t)(b->K + 1) * sizeof(int64_t));
+#undef SC_BALLOC
+    if (rc == DM_OK &&
+        (cudaMemcpy(b->d_aos, h, fb, cudaMemcpyHostToDevice) != cudaSuccess ||
+         cudaMemcpy(b->d_soa, hs, fb, cudaMemcpyHostToDevice) != cudaSuccess ||
+         cudaMemcpy(b->d_w, w, n * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess ||
+         cudaMemcpy(b->d_cost, cost, n * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess ||
+         cudaMemcpy(b->d_assign, as, n * sizeof(int), cudaMemcpyHostToDevice) != cudaSuccess ||
+         cudaMemcpy(b->d_ct, ct, n * sizeof(int), cudaMemcpyHostToDevice) != cudaSuccess))
+        rc = DM_ERR(DM_ERR_CUDA, "gain bench: upload");
+    free(h);
+    free(hs);
+    free(w);
+    free(cost);
+    free(as);
+    free(ct);
+    if (rc < 0) {
+        sc_bench_destroy(b);
+        return rc;
+    }
+    *state = b;
+    return DM_OK;
+}
+
+static int sc_bench_run(void *state, const dm_tune_instance *inst, void *stream)
+{
+    sc_bench *b = (sc_bench *)state;
+    gain_args a;
+    a.coord = inst->policy.layout == DM_LAYOUT_SOA ? b->d_soa : b->d_aos;
+    a.weight = b->d_w;
+    a.cost = b->d_cost;
+    a.assign = b->d_assign;
+    a.center_table = b->d_ct;
+    a.sw = b->d_sw;
+    a.xcost = b->d_xcost;
+    a.work = b->d_work;
+    a.n = b->n;
+    a.T = (b->n + inst->policy.rake - 1) / inst->policy.rake;
+    a.K = b->K;
+    a.x = b->n / 2;
+    a.ld = b->n0;
+    a.dim = b->dim;
+    a.scale = b->scale;
+    DM_TRY(inst->launch(&a, (size_t)b->n, stream));
+    reduce_args r = {b->d_work, b->d_sums, a.T, b->K};
+    return g_reduce_instances[0].launch(&r, (size_t)(b->K + 1), stream);
+}
+
+/* The tuner's prefix reuse: the first n points with the same centres, costs and layout stride. */
+static int sc_bench_resize(void *state, size_t n)
+{
+    sc_bench *b = (sc_bench *)state;
+    if (n < 32) n = 32;
+    if ((long)n > b->n0) return DM_ERR(DM_ERR_INVALID_ARG, "gain bench: resize %zu > %ld", n, b->n0);
+    b->n = (long)n;
+    return DM_OK;
+}
+
+static int sc_bench_output(void *state, void *host, size_t *nbytes)
+{
+    sc_bench *b = (sc_bench *)state;
+    *nbytes = (size_t)(b->K + 1) * sizeof(int64_t);
+    if (!host) return DM_OK;
+    SC_CUDA_TRY(cudaMemcpy(host, b->d_sums, *nbytes, cudaMemcpyDeviceToHost));
+    return DM_OK;
+}
+
+#define SC_KERNEL(var, name, desc, unit, inst)                                                     \
+    static const dm_tune_kernel var = {name, desc, unit, inst,                                     \
+                                       (int)(sizeof inst / sizeof inst[0]), 0, NULL, NULL, NULL,   \
+                                       NULL, 0.0, 0, 1.0, NULL}
+
+/* tolerance 0: the sums are exact integers, every instance must give the same bytes */
+static const dm_tune_kernel k_gain = {
+    "streamclust.gain", "pgain: rake-based savings and per-centre charges (fixed point)", "points",
+    g_gain_instances, SC_N_GAIN, SC_GAIN_DEFAULT, sc_bench_create, sc_bench_run, sc_bench_output,
+    sc_bench_destroy, 0.0, (size_t)1 << 16, 1.0, sc_bench_resize};
+SC_KERNEL(k_reduce, "streamclust.reduce", "per-centre rows of the gain work buffer (CUB)", "rows",
+          g_reduce_instances);
+SC_KERNEL(k_apply, "streamclust.apply", "moves points of an accepted gain", "points",
+          g_apply_instances);
+SC_KERNEL(k_scatter, "streamclust.scatter", "centre index table", "centres", g_scatter_instances);
+SC_KERNEL(k_open_aos, "streamclust.open_aos", "speedy open/update, AoS points", "points",
+          g_open_aos_instances);
+SC_KERNEL(k_open_soa, "streamclust.open_soa", "speedy open/update, SoA points", "points",
+          g_open_soa_instances);
+SC_KERNEL(k_permute_aos, "streamclust.permute_aos", "shuffle gather into AoS", "floats",
+          g_permute_aos_instances);
+SC_KERNEL(k_permute_soa, "streamclust.permute_soa", "shuffle gather into SoA", "floats",
+          g_permute_soa_instances);
+SC_KERNEL(k_assign, "streamclust.assign", "nearest final centre of every point", "points",
+          g_assign_instances);
+
+extern "C" int dm_sc_tune_register(void)
+{
+    const dm_tune_kernel *all[] = {&k_gain,       &k_reduce,      &k_apply,
+                                   &k_scatter,    &k_open_aos,    &k_open_soa,
+                                   &k_permute_aos, &k_permute_soa, &k_assign};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) DM_TRY(dm_tune_register(all[i]));
+    return DM_OK;
+}
+
+static int g_force_gain = -1;
+
+extern "C" int dm_sc_cuda_gain_instances(void) { return SC_N_GAIN; }
+
+extern "C" const char *dm_sc_cuda_gain_instance_name(int i, char *buf, size_t len)
+{
+    if (i < 0 || i >= SC_N_GAIN) {
+        snprintf(buf, len, "tuner");
+        return buf;
+    }
+    return dm_tune_policy_str(&g_gain_instances[i].policy, buf, len);
+}
+
+extern "C" int dm_sc_cuda_force_gain_instance(int i)
+{
+    if (i >= SC_N_GAIN) return DM_ERR(DM_ERR_INVALID_ARG, "gain instance %d of %d", i, SC_N_GAIN);
+    g_force_gain = i < 0 ? -1 : i;
+    return DM_OK;
+}
+
+/* ------------------------------------------------------------------ engine state */
+struct dm_sc_cuda_state {
+    long cap;
+    int dim;
+    cudaStream_t stream;
+    float *d_orig, *d_coord, *d_w, *d_cost, *d_xcost;
+    int *d_assign, *d_ct, *d_slot, *d_centers;
+    unsigned char *d_sw, *d_close;
+    int64_t *d_work, *d_sums;
+    size_t work_elems;
+    long sums_cap;
+    int64_t *h_sums; /* pinned */
+    int *h_int;      /* host staging of int arrays, cap */
+    const dm_tune_instance *gain;
+    int layout;
+};
+
+extern "C" void dm_sc_cuda_destroy(dm_sc_engine *e)
+{
+    dm_sc_cuda_state *s = e->cu;
+    if (!s) return;
+    cudaFree(s->d_orig);
+    cudaFree(s->d_coord);
+    cudaFree(s->d_w);
+    cudaFree(s->d_cost);
+    cudaFree(s->d_xcost);
+    cudaFree(s->d_assign);
+    cudaFree(s->d_ct);
+    cudaFree(s->d_slot);
+    cudaFree(s->d_centers);
+    cudaFree(s->d_sw);
+    cudaFree(s->d_close);
+    cudaFree(s->d_work);
+    cudaFree(s->d_sums);
+    cudaFreeHost(s->h_sums);
+    free(s->h_int);
+    if (s->stream) cudaStreamDestroy(s->stream);
+    free(s);
+    e->cu = NULL;
+}
+
+extern "C" int dm_sc_cuda_create(dm_sc_engine *e)
+{
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0)
+        return DM_ERR(DM_ERR_NO_DEVICE, "streamclust: no CUDA device");
+    if ((size_t)e->dim * sizeof(float) > 48 * 1024)
+        return DM_ERR(DM_ERR_UNSUPPORTED, "streamclust CUDA: DIM %d above 12288", e->dim);
+    dm_sc_cuda_state *s = (dm_sc_cuda_state *)calloc(1, sizeof *s);
+    if (!s) return DM_ERR(DM_ERR_NOMEM, "streamclust CUDA state");
+    e->cu = s;
+    s->cap = e->cap;
+    s->dim = e->dim;
+    const size_t cap = (size_t)e->cap, fb = cap * (size_t)e->dim * sizeof(float);
+    SC_CUDA_TRY(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+    SC_CUDA_TRY(cudaMalloc((void **)&s->d_orig, fb));
+    SC_CUDA_TRY(cudaMalloc((void **)&s->d_coord, fb));
+    SC_CUDA_TRY(cudaMalloc((void **)&s->d_w, cap * sizeof(float)));
+    SC_CUDA_TRY(cudaMalloc((void **)&s->d_cost, cap * sizeof(float)));
+    SC_CUDA_TRY(cudaMalloc((void **)&s->d_xcost, cap * sizeof(float)));
+    SC_CUDA_TRY(cudaMalloc((void **)&s->d_assign, cap * sizeof(int)));
+    SC_CUDA_TRY(cudaMalloc((void **)&s->d_ct, cap * sizeof(int)));
+    SC_CUDA_TRY(cudaMalloc((void **)&s->d_slot, cap * sizeof(int)));
+    SC_CUDA_TRY(cudaMalloc((void **)&s->d_centers, cap * sizeof(int)));
+    SC_CUDA_TRY(cudaMalloc((void **)&s->d_sw, cap));
+    SC_CUDA_TRY(cudaMalloc((void **)&s->d_close, cap + 1));
+    SC_CUDA_TRY(cudaMalloc((void **)&s->d_sums, (cap + 1) * sizeof(int64_t)));
+    SC_CUDA_TRY(cudaMallocHost((void **)&s->h_sums, (cap + 1) * sizeof(int64_t)));
+    s->sums_cap = (long)cap + 1;
+    s->h_int = (int *)malloc(cap * sizeof(int));
+    if (!s->h_int) return DM_ERR(DM_ERR_NOMEM, "streamclust CUDA staging");
+    SC_CUDA_TRY(cudaMemset(s->d_ct, 0, cap * sizeof(int)));
+    return DM_OK;
+}
+
+/* Gathers the loaded rows into the gain instance's layout in the current point order. */
+static int sc_gather(dm_sc_engine *e)
+{
+    dm_sc_cuda_state *s = e->cu;
+    const long n = e->pts.num;
+    for (long i = 0; i < n; i++) s->h_int[i] = (int)e->pts.slot[i];
+    SC_CUDA_TRY(cudaMemcpyAsync(s->d_slot, s->h_int, (size_t)n * sizeof(int), cudaMemcpyHostToDevice,
+                                s->stream));
+    SC_CUDA_TRY(cudaMemcpyAsync(s->d_w, e->pts.weight, (size_t)n * sizeof(float),
+                                cudaMemcpyHostToDevice, s->stream));
+    permute_args a = {s->d_orig, s->d_slot, s->d_coord, n, e->dim};
+    const dm_tune_kernel *k = s->layout == DM_LAYOUT_SOA ? &k_permute_soa : &k_permute_aos;
+    size_t elems = (size_t)n * (size_t)e->dim;
+    DM_TRY(dm_tune_select(k, elems)->launch(&a, elems, s->stream));
+    /* h_int is reused by the next call: wait for the upload */
+    SC_CUDA_TRY(cudaStreamSynchronize(s->stream));
+    return DM_OK;
+}
+
+extern "C" int dm_sc_cuda_load(dm_sc_engine *e)
+{
+    dm_sc_cuda_state *s = e->cu;
+    const long n = e->pts.num;
+    s->gain = g_force_gain >= 0 ? &g_gain_instances[g_force_gain] : dm_tune_select(&k_gain, (size_t)n);
+    s->layout = s->gain->policy.layout;
+    char buf[96];
+    snprintf(e->stats.gain_policy, sizeof e->stats.gain_policy, "%s",
+             dm_tune_policy_str(&s->gain->policy, buf, sizeof buf));
+    /* rows are loaded in slot order 0..n-1 by the caller */
+    SC_CUDA_TRY(cudaMemcpyAsync(s->d_orig, e->pts.coord, (size_t)n * e->dim * sizeof(float),
+                                cudaMemcpyHostToDevice, s->stream));
+    return sc_gather(e);
+}
+
+extern "C" int dm_sc_cuda_permuted(dm_sc_engine *e) { return sc_gather(e); }
+
+static int sc_open(dm_sc_engine *e, long c, int init)
+{
+    dm_sc_cuda_state *s = e->cu;
+    open_args a = {s->d_coord, s->d_w, s->d_cost, s->d_assign, e->pts.num, c, e->dim, init};
+    const dm_tune_kernel *k = s->layout == DM_LAYOUT_SOA ? &k_open_soa : &k_open_aos;
+    return dm_tune_select(k, (size_t)e->pts.num)->launch(&a, (size_t)e->pts.num, s->stream);
+}
+
+extern "C" int dm_sc_cuda_fetch(dm_sc_engine *e)
+{
+    dm_sc_cuda_state *s = e->cu;
+    const long n = e->pts.num;
+    SC_CUDA_TRY(cudaMemcpyAsync(e->pts.cost, s->d_cost, (size_t)n * sizeof(float),
+                                cudaMemcpyDeviceToHost, s->stream));
+    SC_CUDA_TRY(cudaMemcpyAsync(s->h_int, s->d_assign, (size_t)n * sizeof(int),
+                                cudaMemcpyDeviceToHost, s->stream));
+    SC_CUDA_TRY(cudaStreamSynchronize(s->stream));
+    for (long i = 0; i < n; i++) e->pts.assign[i] = s->h_int[i];
+    e->host_valid = 1;
+    return DM_OK;
+}
+
+extern "C" int dm_sc_cuda_dist_to(dm_sc_engine *e, long c)
+{
+    DM_TRY(sc_open(e, c, 1));
+    return dm_sc_cuda_fetch(e);
+}
+
+extern "C" int dm_sc_cuda_set_centers(dm_sc_engine *e)
+{
+    dm_sc_cuda_state *s = e->cu;
+    DM_TRY(dm_sc_engine_reserve(e, e->pts.num));
+    long K = dm_sc_list_centers(e);
+    for (long c = 0; c < K; c++) s->h_int[c] = (int)e->centers[c];
+    SC_CUDA_TRY(cudaMemcpyAsync(s->d_centers, s->h_int, (size_t)K * sizeof(int),
+                                cudaMemcpyHostToDevice, s->stream));
+    scatter_args a = {s->d_centers, s->d_ct, K};
+    DM_TRY(dm_tune_select(&k_scatter, (size_t)K)->launch(&a, (size_t)K, s->stream));
+    SC_CUDA_TRY(cudaStreamSynchronize(s->stream)); /* h_int reuse */
+    return DM_OK;
+}
+
+/* Rodinia's pspeedy with the draws on the host: after each open the device updates the costs and
+ * the host reads back the costs of the points still to be drawn for. */
+extern "C" int dm_sc_speedy_cuda(float *cost, dm_sc_engine *e, float z, long *kcenter, dm_sc_rng *rng)
+{
+    dm_sc_cuda_state *s = e->cu;
+    dm_sc_points *p = &e->pts;
+    const long n = p->num;
+    DM_TRY(sc_open(e, 0, 1));
+    SC_CUDA_TRY(cudaMemcpyAsync(p->cost, s->d_cost, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost,
+                                s->stream));
+    SC_CUDA_TRY(cudaStreamSynchronize(s->stream));
+    *kcenter = 1;
+    for (long i = 1; i < n; i++) {
+        int to_open = ((float)dm_sc_rng_next(rng) / (float)INT_MAX) < (p->cost[i] / z);
+        if (!to_open) continue;
+        (*kcenter)++;
+        DM_TRY(sc_open(e, i, 0));
+        if (i + 1 < n) {
+            SC_CUDA_TRY(cudaMemcpyAsync(p->cost + i + 1, s->d_cost + i + 1,
+                                        (size_t)(n - i - 1) * sizeof(float), cudaMemcpyDeviceToHost,
+                                        s->stream));
+            SC_CUDA_TRY(cudaStreamSynchronize(s->stream));
+        }
+    }
+    DM_TRY(dm_sc_cuda_fetch(e));
+    float total = 0.0f;
+    for (long k = 0; k < n; k++) total += p->cost[k];
+    *cost = z * (float)(*kcenter) + total;
+    e->stats.speedy_calls++;
+    return DM_OK;
+}
+
+static int sc_reserve_work(dm_sc_cuda_state *s, long K, long T)
+{
+    size_t need = (size_t)(K + 1) * (size_t)T;
+    if (need > s->work_elems) {
+        size_t cap = s->work_elems ? s->work_elems : need;
+        while (cap < need) cap *= 2;
+        if (s->d_work) SC_CUDA_TRY(cudaFree(s->d_work));
+        s->d_work = NULL;
+        s->work_elems = 0;
+        SC_CUDA_TRY(cudaMalloc((void **)&s->d_work, cap * sizeof(int64_t)));
+        s->work_elems = cap;
+    }
+    return DM_OK;
+}
+
+extern "C" int dm_sc_gain_cuda(float *gain, dm_sc_engine *e, long x, float z, long *numcenters)
+{
+    dm_sc_cuda_state *s = e->cu;
+    dm_sc_points *p = &e->pts;
+    const long n = p->num;
+    if (x < 0 || x >= n) return DM_ERR(DM_ERR_INVALID_ARG, "gain: candidate %ld outside [0, %ld)", x, n);
+    const long K = *numcenters;
+    DM_TRY(dm_sc_engine_reserve(e, K));
+    const int rake = s->gain->policy.rake;
+    const long T = (n + rake - 1) / rake;
+    DM_TRY(sc_reserve_work(s, K, T));
+    size_t wb = (size_t)(K + 1) * (size_t)T * sizeof(int64_t);
+    if (wb > e->stats.work_bytes) e->stats.work_bytes = wb; /* peak */
+    gain_args a = {s->d_coord, s->d_w, s->d_cost, s->d_assign, s->d_ct, s->d_sw, s->d_xcost,
+                   s->d_work, n, T, K, x, n, e->dim, e->scale};
+    DM_TRY(s->gain->launch(&a, (size_t)n, s->stream));
+    reduce_args r = {s->d_work, s->d_sums, T, K};
+    DM_TRY(dm_tune_select(&k_reduce, (size_t)(K + 1))->launch(&r, (size_t)(K + 1), s->stream));
+    SC_CUDA_TRY(cudaMemcpyAsync(s->h_sums, s->d_sums, (size_t)(K + 1) * sizeof(int64_t),
+                                cudaMemcpyDeviceToHost, s->stream));
+    SC_CUDA_TRY(cudaStreamSynchronize(s->stream));
+    memcpy(e->sums, s->h_sums, (size_t)(K + 1) * sizeof(int64_t));
+    e->stats.gain_calls++;
+    long nclose = 0;
+    if (!dm_sc_decide(gain, &nclose, e->close, e->sums, K, z, e->scale)) return DM_OK;
+    /* x opens: the device moves the points, the host keeps the centre set */
+    SC_CUDA_TRY(cudaMemcpyAsync(s->d_close, e->close, (size_t)K, cudaMemcpyHostToDevice, s->stream));
+    apply_args ap = {s->d_sw, s->d_xcost, s->d_close, s->d_ct, s->d_assign, s->d_cost, n, x};
+    DM_TRY(dm_tune_select(&k_apply, (size_t)n)->launch(&ap, (size_t)n, s->stream));
+    /* e->centers lists the centres by index, as uploaded by the last set_centers */
+    for (long c = 0; c < K; c++)
+        if (e->close[c]) e->is_center[e->centers[c]] = 0;
+    e->is_center[x] = 1;
+    *numcenters = *numcenters + 1 - nclose;
+    e->host_valid = 0;
+    e->stats.gain_opens++;
+    DM_TRY(dm_sc_cuda_set_centers(e)); /* also waits for the close flags upload */
+    DM_ASSERT(dm_sc_list_centers(e) == *numcenters);
+    return DM_OK;
+}
+
+extern "C" int dm_sc_assign_cuda(int *label, float *dist, const float *pts, long n,
+                                 const float *centres, long k, int dim)
+{
+    if (k < 1) return DM_ERR(DM_ERR_INVALID_ARG, "assign: no centres");
+    float *d_pts = NULL, *d_c = NULL, *d_dist = NULL;
+    int *d_label = NULL;
+    int rc = DM_OK;
+    cudaError_t err = cudaMalloc((void **)&d_pts, (size_t)n * dim * sizeof(float));
+    if (err == cudaSuccess) err = cudaMalloc((void **)&d_c, (size_t)k * dim * sizeof(float));
+    if (err == cudaSuccess) err = cudaMalloc((void **)&d_dist, (size_t)n * sizeof(float));
+    if (err == cudaSuccess) err = cudaMalloc((void **)&d_label, (size_t)n * sizeof(int));
+    if (err == cudaSuccess)
+        err = cudaMemcpy(d_pts, pts, (size_t)n * dim * sizeof(float), cudaMemcpyHostToDevice);
+    if (err == cudaSuccess)
+        err = cudaMemcpy(d_c, centres, (size_t)k * dim * sizeof(float), cudaMemcpyHostToDevice);
+    if (err != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "assign: %s", cudaGetErrorString(err));
+    if (rc == DM_OK) {
+        assign_args a = {d_pts, d_c, d_label, d_dist, n, k, dim};
+        rc = dm_tune_select(&k_assign, (size_t)n)->launch(&a, (size_t)n, NULL);
+    }
+    if (rc == DM_OK) {
+        err = cudaMemcpy(label, d_label, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost);
+        if (err == cudaSuccess)
+            err = cudaMemcpy(dist, d_dist, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost);
+        if (err != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "assign: %s", cudaGetErrorString(err));
+    }
+    cudaFree(d_pts);
+    cudaFree(d_c);
+    cudaFree(d_dist);
+    cudaFree(d_label);
+    return rc;
+}

@@ -1,0 +1,181 @@
+/* Unit tests of the CPU sort primitives (the oracle of the CUDA backend): radix sort of u32 and
+ * u64 pairs against a stable comparison sort, bit ranges, segmented sorts with empty and single
+ * segments and repeated keys (stability), the scratch-size query, and invalid arguments. */
+#include <CUnit/CUnit.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/status.h"
+#include "sorting/sorting.h"
+#include "testutil.h"
+
+static uint64_t rnd(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+typedef struct kv {
+    uint64_t key; /* the compared bits only */
+    uint64_t full;
+    uint32_t val;
+} kv;
+
+static int cmp_kv(const void *a, const void *b)
+{
+    const kv *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->val > y->val) - (x->val < y->val); /* values are input positions: stable */
+}
+
+static uint64_t bits(uint64_t k, int b, int e) { return e - b >= 64 ? k : (k >> b) & ((1ull << (e - b)) - 1); }
+
+static void check_u32(size_t n, int b, int e, uint32_t key_mask, uint64_t seed)
+{
+    uint64_t s = seed;
+    uint32_t *k = dm_malloc(4 * (n + 1)), *v = dm_malloc(4 * (n + 1)), *ko = dm_malloc(4 * (n + 1)),
+             *vo = dm_malloc(4 * (n + 1));
+    kv *ref = dm_malloc(sizeof(kv) * (n + 1));
+    for (size_t i = 0; i < n; i++) {
+        k[i] = (uint32_t)rnd(&s) & key_mask;
+        v[i] = (uint32_t)i;
+        ref[i] = (kv){bits(k[i], b, e), k[i], (uint32_t)i};
+    }
+    qsort(ref, n, sizeof *ref, cmp_kv);
+    size_t tb = 123;
+    CU_ASSERT_EQUAL(dm_sort_pairs_u32_cpu(NULL, &tb, ko, vo, k, v, n, b, e, NULL), DM_OK);
+    CU_ASSERT_EQUAL(tb, 0);
+    char scratch[1];
+    CU_ASSERT_EQUAL_FATAL(dm_sort_pairs_u32_cpu(scratch, &tb, ko, vo, k, v, n, b, e, NULL), DM_OK);
+    int ok = 1;
+    for (size_t i = 0; i < n && ok; i++) ok = ko[i] == (uint32_t)ref[i].full && vo[i] == ref[i].val;
+    CU_ASSERT_TRUE(ok);
+    /* inputs are not modified */
+    s = seed;
+    for (size_t i = 0; i < n && ok; i++) ok = k[i] == ((uint32_t)rnd(&s) & key_mask) && v[i] == i;
+    CU_ASSERT_TRUE(ok);
+    dm_free(k);
+    dm_free(v);
+    dm_free(ko);
+    dm_free(vo);
+    dm_free(ref);
+}
+
+static void test_radix_u32(void)
+{
+    check_u32(100003, 0, 32, 0xffffffffu, 1);
+    check_u32(100003, 0, 32, 0x3ffu, 2);   /* many repeats: stability */
+    check_u32(4099, 8, 20, 0xffffffffu, 3); /* a bit range: other bits ignored, order kept */
+    check_u32(77, 0, 5, 0xffffffffu, 4);
+    check_u32(0, 0, 32, 0xffffffffu, 5);
+    check_u32(1, 0, 32, 0xffffffffu, 6);
+    check_u32(1000, 3, 3, 0xffffffffu, 7); /* empty range: unchanged */
+}
+
+static void test_radix_u64(void)
+{
+    for (int t = 0; t < 3; t++) {
+        size_t n = t == 0 ? 65537 : t == 1 ? 999 : 31;
+        int b = t == 2 ? 13 : 0, e = t == 1 ? 40 : 64;
+        uint64_t s = 9 + (uint64_t)t;
+        uint64_t *k = dm_malloc(8 * n), *ko = dm_malloc(8 * n);
+        uint32_t *v = dm_malloc(4 * n), *vo = dm_malloc(4 * n);
+        kv *ref = dm_malloc(sizeof(kv) * n);
+        for (size_t i = 0; i < n; i++) {
+            k[i] = rnd(&s) & (t == 1 ? 0xff000000ffull : ~0ull);
+            v[i] = (uint32_t)i;
+            ref[i] = (kv){bits(k[i], b, e), k[i], (uint32_t)i};
+        }
+        qsort(ref, n, sizeof *ref, cmp_kv);
+        CU_ASSERT_EQUAL_FATAL(dm_sort_pairs_u64_cpu(NULL, NULL, ko, vo, k, v, n, b, e, NULL), DM_OK);
+        int ok = 1;
+        for (size_t i = 0; i < n && ok; i++) ok = ko[i] == ref[i].full && vo[i] == ref[i].val;
+        CU_ASSERT_TRUE(ok);
+        dm_free(k);
+        dm_free(ko);
+        dm_free(v);
+        dm_free(vo);
+        dm_free(ref);
+    }
+}
+
+static void test_segsort(void)
+{
+    size_t n = 200003;
+    uint64_t *off = dm_malloc(8 * (n + 1));
+    size_t n_seg;
+    dm_segsort_bench_lengths(off, n, 11, &n_seg);
+    CU_ASSERT_EQUAL(off[n_seg], n);
+    /* add empty segments at a few places by repeating offsets */
+    uint64_t *off2 = dm_malloc(8 * (n_seg + 10));
+    size_t m = 0;
+    for (size_t i = 0; i <= n_seg; i++) {
+        off2[m++] = off[i];
+        if (i % 1000 == 7 && i < n_seg) off2[m++] = off[i];
+    }
+    size_t segs = m - 1;
+    uint64_t s = 12;
+    uint32_t *k = dm_malloc(4 * n), *ko = dm_malloc(4 * n), *vu = dm_malloc(4 * n), *vuo = dm_malloc(4 * n);
+    float *v = dm_malloc(4 * n), *vo = dm_malloc(4 * n);
+    for (size_t i = 0; i < n; i++) {
+        k[i] = (uint32_t)(rnd(&s) % 97); /* repeats within segments */
+        v[i] = (float)i;
+        vu[i] = (uint32_t)i;
+    }
+    size_t tb = 5;
+    CU_ASSERT_EQUAL(dm_segsort_pairs_cpu(NULL, &tb, ko, vo, k, v, n, off2, segs, NULL), DM_OK);
+    CU_ASSERT_EQUAL(tb, 0);
+    CU_ASSERT_EQUAL_FATAL(dm_segsort_pairs_cpu(NULL, NULL, ko, vo, k, v, n, off2, segs, NULL), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_segsort_pairs_u32_cpu(NULL, NULL, ko, vuo, k, vu, n, off2, segs, NULL), DM_OK);
+    int ok = 1;
+    for (size_t g = 0; g < segs && ok; g++)
+        for (uint64_t i = off2[g]; i < off2[g + 1] && ok; i++) {
+            /* within the segment, non-decreasing keys; equal keys keep input order */
+            uint32_t pos = (uint32_t)vo[i];
+            ok = pos >= off2[g] && pos < off2[g + 1] && k[pos] == ko[i] && vuo[i] == pos;
+            if (ok && i > off2[g]) {
+                uint32_t prev = (uint32_t)vo[i - 1];
+                ok = ko[i - 1] < ko[i] || (ko[i - 1] == ko[i] && prev < pos);
+            }
+        }
+    CU_ASSERT_TRUE(ok);
+    /* segments beyond the items, or going backwards, are refused */
+    off2[3] = off2[2] - 1;
+    CU_ASSERT_EQUAL(dm_segsort_pairs_cpu(NULL, NULL, ko, vo, k, v, n, off2, segs, NULL), DM_ERR_INVALID_ARG);
+    off2[3] = n + 5;
+    CU_ASSERT_EQUAL(dm_segsort_pairs_cpu(NULL, NULL, ko, vo, k, v, n, off2, segs, NULL), DM_ERR_INVALID_ARG);
+    dm_free(off);
+    dm_free(off2);
+    dm_free(k);
+    dm_free(ko);
+    dm_free(v);
+    dm_free(vo);
+    dm_free(vu);
+    dm_free(vuo);
+}
+
+static void test_invalid(void)
+{
+    uint32_t k[4] = {3, 2, 1, 0}, v[4] = {0, 1, 2, 3}, ko[4], vo[4];
+    CU_ASSERT_EQUAL(dm_sort_pairs_u32_cpu(NULL, NULL, ko, vo, k, v, 4, 0, 33, NULL), DM_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(dm_sort_pairs_u32_cpu(NULL, NULL, ko, vo, k, v, 4, 9, 8, NULL), DM_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(dm_sort_pairs_u32_cpu(NULL, NULL, ko, vo, k, v, 4, -1, 8, NULL), DM_ERR_INVALID_ARG);
+    /* the CUDA entry points exist in every build: without a GPU they fail cleanly */
+    size_t tb = 0;
+    int rc = dm_sort_pairs_u32_cuda(NULL, &tb, ko, vo, k, v, 4, 0, 32, NULL);
+    CU_ASSERT_TRUE(rc == DM_OK || rc == DM_ERR_UNSUPPORTED || rc == DM_ERR_CUDA);
+}
+
+int main(void)
+{
+    CU_TestInfo tests[] = {{"radix_u32", test_radix_u32},
+                           {"radix_u64", test_radix_u64},
+                           {"segsort", test_segsort},
+                           {"invalid", test_invalid},
+                           CU_TEST_INFO_NULL};
+    CU_SuiteInfo suites[] = {{"sorting_cpu", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+    return dm_test_run(suites);
+}

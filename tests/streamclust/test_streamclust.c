@@ -1,0 +1,460 @@
+/* Unit tests of the streamclust CPU reference: the lrand48-compatible generator and stream,
+ * gain on hand-checked sets, speedy and FL invariants, local search range / give-up, contcenters,
+ * thread-count independence and the input errors. Reference: Rodinia streamcluster semantics. */
+#include <CUnit/CUnit.h>
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/status.h"
+#include "streamclust/streamclust.h"
+#include "streamclust/streamclust_impl.h"
+#include "testutil.h"
+
+static void test_rng_matches_lrand48(void)
+{
+    dm_sc_rng r;
+    dm_sc_rng_seed(&r, 1);
+    srand48(1);
+    for (int i = 0; i < 10000; i++) CU_ASSERT_EQUAL_FATAL(dm_sc_rng_next(&r), lrand48());
+    /* jump-ahead equals stepping */
+    dm_sc_rng a, b;
+    dm_sc_rng_seed(&a, 1);
+    dm_sc_rng_seed(&b, 1);
+    for (int i = 0; i < 12345; i++) dm_sc_rng_next(&a);
+    dm_sc_rng_jump(&b, 12345);
+    CU_ASSERT_EQUAL(a.x, b.x);
+    dm_sc_rng_jump(&a, (uint64_t)1 << 40);
+    dm_sc_rng_jump(&b, ((uint64_t)1 << 39));
+    dm_sc_rng_jump(&b, ((uint64_t)1 << 39));
+    CU_ASSERT_EQUAL(a.x, b.x);
+}
+
+static void test_generator_is_rodinia(void)
+{
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.dim = 7;
+    o.n = 50;
+    float all[50 * 7], part[5 * 7];
+    CU_ASSERT_EQUAL_FATAL(dm_sc_stream_read(all, &o, 0, 50), DM_OK);
+    srand48(1); /* Rodinia's SimStream: lrand48()/(float)INT_MAX, point by point */
+    for (int i = 0; i < 50 * 7; i++) CU_ASSERT_EQUAL_FATAL(all[i], lrand48() / (float)INT_MAX);
+    CU_ASSERT_EQUAL_FATAL(dm_sc_stream_read(part, &o, 20, 5), DM_OK);
+    CU_ASSERT_EQUAL(memcmp(part, all + 20 * 7, sizeof part), 0);
+}
+
+/* An engine with 1-D points at coords[], weights w[], each assigned to assign[] (a centre). */
+static dm_sc_engine *make_1d(const float *coords, const float *w, const long *assign, long n)
+{
+    dm_sc_engine *e = NULL;
+    CU_ASSERT_EQUAL_FATAL(dm_sc_engine_create(&e, DM_SC_CPU, n, 1), DM_OK);
+    dm_sc_points *p = dm_sc_engine_points(e);
+    for (long i = 0; i < n; i++) {
+        p->coord[i] = coords[i];
+        p->id[i] = i;
+    }
+    dm_sc_points_reset(p, n);
+    for (long i = 0; i < n; i++) p->weight[i] = w[i];
+    CU_ASSERT_EQUAL_FATAL(dm_sc_engine_load(e, n), DM_OK);
+    for (long i = 0; i < n; i++) {
+        p->assign[i] = assign[i];
+        float d = coords[i] - coords[assign[i]];
+        p->cost[i] = d * d * w[i];
+        e->is_center[assign[i]] = 1;
+    }
+    return e;
+}
+
+static void test_gain_hand_checked(void)
+{
+    /* one centre at 0; candidate 10 with z = 5: points 10 and 11 switch (savings 100 and 120),
+     * the centre does not close (5 - 100 - 80 < 0): gain = 215, k = 2 */
+    {
+        float c[] = {0, 1, 10, 11}, w[] = {1, 1, 1, 1};
+        long a[] = {0, 0, 0, 0};
+        dm_sc_engine *e = make_1d(c, w, a, 4);
+        dm_sc_points *p = dm_sc_engine_points(e);
+        long k = 1;
+        float g = -1;
+        CU_ASSERT_EQUAL(dm_sc_gain_cpu(&g, e, 2, 5.0f, &k), DM_OK);
+        CU_ASSERT_EQUAL(g, 215.0f);
+        CU_ASSERT_EQUAL(k, 2);
+        CU_ASSERT_EQUAL(p->assign[0], 0);
+        CU_ASSERT_EQUAL(p->assign[1], 0);
+        CU_ASSERT_EQUAL(p->assign[2], 2);
+        CU_ASSERT_EQUAL(p->assign[3], 2);
+        CU_ASSERT_EQUAL(p->cost[3], 1.0f);
+        CU_ASSERT(e->is_center[0] && e->is_center[2]);
+        dm_sc_engine_destroy(e);
+    }
+    /* centres 0 and 10, point 11 (weight 2) at centre 10; candidate 11, z = 5: centre 10 closes
+     * (5 - 1 = 4 > 0), total 5 - 2 - 4 = -1: opens with gain 1, k stays 2 */
+    {
+        float c[] = {0, 10, 11}, w[] = {1, 1, 2};
+        long a[] = {0, 1, 1};
+        dm_sc_engine *e = make_1d(c, w, a, 3);
+        dm_sc_points *p = dm_sc_engine_points(e);
+        long k = 2;
+        float g = -1;
+        CU_ASSERT_EQUAL(dm_sc_gain_cpu(&g, e, 2, 5.0f, &k), DM_OK);
+        CU_ASSERT_EQUAL(g, 1.0f);
+        CU_ASSERT_EQUAL(k, 2);
+        CU_ASSERT_EQUAL(p->assign[1], 2);
+        CU_ASSERT_EQUAL(p->cost[1], 1.0f);
+        CU_ASSERT_EQUAL(p->assign[2], 2);
+        CU_ASSERT(!e->is_center[1] && e->is_center[2] && e->is_center[0]);
+        dm_sc_engine_destroy(e);
+    }
+    /* the same with weight 1: total exactly 0 (an exact tie): x does not open, nothing moves */
+    {
+        float c[] = {0, 10, 11}, w[] = {1, 1, 1};
+        long a[] = {0, 1, 1};
+        dm_sc_engine *e = make_1d(c, w, a, 3);
+        dm_sc_points *p = dm_sc_engine_points(e);
+        long k = 2;
+        float g = -1;
+        CU_ASSERT_EQUAL(dm_sc_gain_cpu(&g, e, 2, 5.0f, &k), DM_OK);
+        CU_ASSERT_EQUAL(g, 0.0f);
+        CU_ASSERT_EQUAL(k, 2);
+        CU_ASSERT_EQUAL(p->assign[2], 1);
+        CU_ASSERT(e->is_center[1] && !e->is_center[2]);
+        dm_sc_engine_destroy(e);
+    }
+}
+
+/* Seeded random points in [0,1)^dim from the generator, loaded into a CPU engine. */
+static dm_sc_engine *make_random(long n, int dim, long first)
+{
+    dm_sc_engine *e = NULL;
+    CU_ASSERT_EQUAL_FATAL(dm_sc_engine_create(&e, DM_SC_CPU, n, dim), DM_OK);
+    dm_sc_points *p = dm_sc_engine_points(e);
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.dim = dim;
+    o.n = first + n;
+    CU_ASSERT_EQUAL_FATAL(dm_sc_stream_read(p->coord, &o, first, n), DM_OK);
+    dm_sc_points_reset(p, n);
+    for (long i = 0; i < n; i++) p->id[i] = first + i;
+    CU_ASSERT_EQUAL_FATAL(dm_sc_engine_load(e, n), DM_OK);
+    return e;
+}
+
+static double true_cost(dm_sc_engine *e, float z, long k)
+{
+    dm_sc_points *p = dm_sc_engine_points(e);
+    double s = (double)z * (double)k;
+    for (long i = 0; i < p->num; i++) s += p->cost[i];
+    return s;
+}
+
+/* every point is assigned to a centre, with cost = weight * distance, and k counts the centres */
+static void check_solution(dm_sc_engine *e, long k)
+{
+    dm_sc_points *p = dm_sc_engine_points(e);
+    long centres = 0, bad_assign = 0, bad_cost = 0;
+    for (long i = 0; i < p->num; i++) {
+        centres += e->is_center[i] != 0;
+        if (!e->is_center[p->assign[i]]) bad_assign++;
+        float d = dm_sc_dist(dm_sc_point_coord(p, i), dm_sc_point_coord(p, p->assign[i]), p->dim);
+        if (d * p->weight[i] != p->cost[i]) bad_cost++;
+    }
+    CU_ASSERT_EQUAL(centres, k);
+    CU_ASSERT_EQUAL(bad_assign, 0);
+    CU_ASSERT_EQUAL(bad_cost, 0);
+}
+
+static void test_speedy_invariants(void)
+{
+    dm_sc_engine *e = make_random(1500, 5, 0);
+    dm_sc_rng r;
+    dm_sc_rng_seed(&r, 7);
+    for (int rep = 0; rep < 3; rep++) {
+        float z = rep == 0 ? 50.0f : rep == 1 ? 5.0f : 0.5f, cost = 0;
+        long k = 0;
+        CU_ASSERT_EQUAL_FATAL(dm_sc_speedy_cpu(&cost, e, z, &k, &r), DM_OK);
+        dm_sc_points *p = dm_sc_engine_points(e);
+        memset(e->is_center, 0, (size_t)p->num);
+        for (long i = 0; i < p->num; i++) e->is_center[p->assign[i]] = 1;
+        check_solution(e, k);
+        CU_ASSERT(fabs(true_cost(e, z, k) - cost) <= 1e-4 * cost);
+        CU_ASSERT(k >= 1);
+    }
+    dm_sc_engine_destroy(e);
+}
+
+/* FL invariant: no gain call increases z k + sum of costs, and the reported gain is the decrease */
+static void test_fl_cost_never_increases(void)
+{
+    dm_sc_engine *e = make_random(2000, 6, 100);
+    dm_sc_rng r;
+    dm_sc_rng_seed(&r, 3);
+    float z = 3.0f, cost = 0;
+    long k = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_sc_speedy_cpu(&cost, e, z, &k, &r), DM_OK);
+    dm_sc_points *p = dm_sc_engine_points(e);
+    for (long i = 0; i < p->num; i++) e->is_center[p->assign[i]] = 1;
+    double before = true_cost(e, z, k);
+    long opens = 0;
+    for (int round = 0; round < 3; round++) {
+        double round_start = before;
+        for (int c = 0; c < 300; c++) {
+            long x = dm_sc_rng_next(&r) % p->num;
+            float g;
+            CU_ASSERT_EQUAL_FATAL(dm_sc_gain_cpu(&g, e, x, z, &k), DM_OK);
+            double after = true_cost(e, z, k);
+            CU_ASSERT(g >= 0.0f);
+            CU_ASSERT(after <= before + 1e-6 * before);
+            CU_ASSERT(fabs((before - after) - g) <= 1e-5 * before);
+            opens += g > 0;
+            before = after;
+        }
+        CU_ASSERT(before <= round_start);
+    }
+    CU_ASSERT(opens > 0);
+    check_solution(e, k);
+    dm_sc_engine_destroy(e);
+}
+
+static void test_local_search_range(void)
+{
+    long ranges[][2] = {{5, 10}, {10, 20}, {2, 3}};
+    for (int t = 0; t < 3; t++) {
+        dm_sc_engine *e = make_random(3000, 8, 1000 * t);
+        dm_sc_rng r;
+        dm_sc_rng_seed(&r, 11 + t);
+        dm_sc_local_result lr;
+        CU_ASSERT_EQUAL_FATAL(dm_sc_local_search(&lr, e, ranges[t][0], ranges[t][1], &r), DM_OK);
+        CU_ASSERT(lr.gave_up || (lr.k >= ranges[t][0] && lr.k <= ranges[t][1]));
+        CU_ASSERT_EQUAL(lr.gave_up, !(lr.k >= ranges[t][0] && lr.k <= ranges[t][1]));
+        check_solution(e, lr.k);
+        double tc = true_cost(e, lr.z, lr.k);
+        CU_ASSERT(fabs(tc - lr.cost) <= 1e-3 * tc);
+        dm_sc_engine_destroy(e);
+    }
+}
+
+static void test_give_up(void)
+{
+    /* all points identical: one centre, gave_up since kmin > 1, and it terminates */
+    dm_sc_engine *e = NULL;
+    CU_ASSERT_EQUAL_FATAL(dm_sc_engine_create(&e, DM_SC_CPU, 100, 3), DM_OK);
+    dm_sc_points *p = dm_sc_engine_points(e);
+    for (int i = 0; i < 300; i++) p->coord[i] = 0.5f;
+    dm_sc_points_reset(p, 100);
+    for (long i = 0; i < 100; i++) p->id[i] = i;
+    CU_ASSERT_EQUAL_FATAL(dm_sc_engine_load(e, 100), DM_OK);
+    dm_sc_rng r;
+    dm_sc_rng_seed(&r, 1);
+    dm_sc_local_result lr;
+    CU_ASSERT_EQUAL(dm_sc_local_search(&lr, e, 3, 6, &r), DM_OK);
+    CU_ASSERT_EQUAL(lr.k, 1);
+    CU_ASSERT_EQUAL(lr.gave_up, 1);
+    /* three distinct points repeated: kmin = 5 cannot be reached */
+    for (int i = 0; i < 100; i++)
+        for (int d = 0; d < 3; d++) p->coord[i * 3 + d] = (float)(i % 3);
+    dm_sc_points_reset(p, 100);
+    for (long i = 0; i < 100; i++) p->id[i] = i;
+    CU_ASSERT_EQUAL_FATAL(dm_sc_engine_load(e, 100), DM_OK);
+    CU_ASSERT_EQUAL(dm_sc_local_search(&lr, e, 5, 8, &r), DM_OK);
+    CU_ASSERT(lr.k <= 3);
+    CU_ASSERT_EQUAL(lr.gave_up, 1);
+    check_solution(e, lr.k);
+    dm_sc_engine_destroy(e);
+}
+
+static void test_contcenters_copycenters(void)
+{
+    float c[] = {0, 2, 4, 10}, w[] = {1, 1, 2, 3};
+    long a[] = {0, 0, 0, 3};
+    dm_sc_engine *e = make_1d(c, w, a, 4);
+    dm_sc_points *p = dm_sc_engine_points(e);
+    dm_sc_contcenters(p);
+    /* centre 0 becomes the weighted mean (0*1 + 2*1 + 4*2) / 4 = 2.5 with weight 4 */
+    CU_ASSERT(fabsf(dm_sc_point_coord(p, 0)[0] - 2.5f) < 1e-6f);
+    CU_ASSERT_EQUAL(p->weight[0], 4.0f);
+    CU_ASSERT_EQUAL(p->weight[3], 3.0f);
+    dm_sc_points cs;
+    CU_ASSERT_EQUAL_FATAL(dm_sc_points_init(&cs, 3, 1), DM_OK);
+    cs.num = 0;
+    CU_ASSERT_EQUAL(dm_sc_copycenters(&cs, p), DM_OK);
+    CU_ASSERT_EQUAL(cs.num, 2);
+    CU_ASSERT_EQUAL(cs.id[0], 0);
+    CU_ASSERT_EQUAL(cs.id[1], 3);
+    CU_ASSERT_EQUAL(cs.weight[0] + cs.weight[1], 7.0f);
+    /* no room for two more: CLUSTERSIZE error */
+    CU_ASSERT_EQUAL(dm_sc_copycenters(&cs, p), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "CLUSTERSIZE"));
+    dm_sc_points_free(&cs);
+    dm_sc_engine_destroy(e);
+}
+
+/* the result must not depend on the OpenMP thread count (exact sums) */
+static void test_threads_identical(void)
+{
+    long *assign[2];
+    float cost[2];
+    long k[2];
+    int saved = omp_get_max_threads();
+    for (int t = 0; t < 2; t++) {
+        omp_set_num_threads(t == 0 ? 1 : 3);
+        dm_sc_engine *e = make_random(2500, 9, 77);
+        dm_sc_rng r;
+        dm_sc_rng_seed(&r, 5);
+        dm_sc_local_result lr;
+        CU_ASSERT_EQUAL_FATAL(dm_sc_local_search(&lr, e, 6, 12, &r), DM_OK);
+        dm_sc_points *p = dm_sc_engine_points(e);
+        assign[t] = malloc(2500 * sizeof(long));
+        memcpy(assign[t], p->assign, 2500 * sizeof(long));
+        cost[t] = lr.cost;
+        k[t] = lr.k;
+        dm_sc_engine_destroy(e);
+    }
+    omp_set_num_threads(saved);
+    CU_ASSERT_EQUAL(k[0], k[1]);
+    CU_ASSERT_EQUAL(cost[0], cost[1]);
+    CU_ASSERT_EQUAL(memcmp(assign[0], assign[1], 2500 * sizeof(long)), 0);
+    free(assign[0]);
+    free(assign[1]);
+}
+
+static void write_floats(const char *path, long count, float v)
+{
+    FILE *f = fopen(path, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (long i = 0; i < count; i++) fwrite(&v, sizeof v, 1, f);
+    fclose(f);
+}
+
+static void test_bad_input(void)
+{
+    long n;
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.kmin = 21;
+    CU_ASSERT_EQUAL(dm_sc_options_check(&n, &o), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "KMIN (21) > KMAX (20)"));
+    o = (dm_sc_options)DM_SC_OPTIONS_INIT;
+    o.clustersize = 5;
+    CU_ASSERT_EQUAL(dm_sc_options_check(&n, &o), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "CLUSTERSIZE"));
+    o = (dm_sc_options)DM_SC_OPTIONS_INIT;
+    o.n = 0;
+    CU_ASSERT_EQUAL(dm_sc_options_check(&n, &o), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "N = 0"));
+    o = (dm_sc_options)DM_SC_OPTIONS_INIT;
+    CU_ASSERT_EQUAL(dm_sc_options_check(&n, &o), DM_OK);
+    CU_ASSERT_EQUAL(n, 65536);
+
+    char dir[256], path[300];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dm_test_tmpdir(dir, sizeof dir));
+    snprintf(path, sizeof path, "%s/pts.bin", dir);
+    write_floats(path, 10, 0.25f); /* 10 floats: not a multiple of DIM = 3 */
+    o.input = path;
+    o.dim = 3;
+    o.n = 0;
+    CU_ASSERT_EQUAL(dm_sc_options_check(&n, &o), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "DIM mismatch"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), path));
+    write_floats(path, 8, 0.25f); /* 4 points of DIM 2, N = 5 declared */
+    o.dim = 2;
+    o.n = 5;
+    CU_ASSERT_EQUAL(dm_sc_options_check(&n, &o), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "shorter than declared"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), path));
+    o.n = 0;
+    CU_ASSERT_EQUAL(dm_sc_options_check(&n, &o), DM_OK);
+    CU_ASSERT_EQUAL(n, 4);
+    float buf[8];
+    CU_ASSERT_EQUAL(dm_sc_stream_read(buf, &o, 0, 4), DM_OK);
+    CU_ASSERT_EQUAL(buf[7], 0.25f);
+    CU_ASSERT_EQUAL(dm_sc_stream_read(buf, &o, 1, 4), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), path));
+    o.input = "/nonexistent/streamclust.bin";
+    CU_ASSERT_EQUAL(dm_sc_options_check(&n, &o), DM_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "/nonexistent/streamclust.bin"));
+    /* NaN coordinates are refused at load */
+    dm_sc_engine *e = NULL;
+    CU_ASSERT_EQUAL_FATAL(dm_sc_engine_create(&e, DM_SC_CPU, 4, 2), DM_OK);
+    dm_sc_points *p = dm_sc_engine_points(e);
+    for (int i = 0; i < 8; i++) p->coord[i] = (float)i;
+    p->coord[5] = NAN;
+    dm_sc_points_reset(p, 4);
+    for (long i = 0; i < 4; i++) p->id[i] = i;
+    CU_ASSERT_EQUAL(dm_sc_engine_load(e, 4), DM_ERR_FORMAT);
+    dm_sc_engine_destroy(e);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* nearest centre: brute force in double agrees up to float ties; exact ties go to the lower index */
+static void test_assign_cpu(void)
+{
+    const long n = 999, k = 13;
+    const int dim = 6;
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.dim = dim;
+    o.n = n + k;
+    static float pts[999 * 6], cs[13 * 6], dist[999];
+    static int lab[999];
+    CU_ASSERT_EQUAL_FATAL(dm_sc_stream_read(pts, &o, 0, n), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_sc_stream_read(cs, &o, n, k), DM_OK);
+    memcpy(cs + 7 * dim, cs + 2 * dim, dim * sizeof(float));
+    CU_ASSERT_EQUAL_FATAL(dm_sc_assign_cpu(lab, dist, pts, n, cs, k, dim), DM_OK);
+    long bad = 0;
+    for (long i = 0; i < n; i++) {
+        double best = INFINITY;
+        for (long c = 0; c < k; c++) {
+            double d = 0;
+            for (int j = 0; j < dim; j++) {
+                double t = (double)pts[i * dim + j] - cs[c * dim + j];
+                d += t * t;
+            }
+            if (d < best) best = d;
+        }
+        if (lab[i] == 7 || fabs(dist[i] - best) > 1e-5 * (best + 1e-6)) bad++;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+static void test_hash_vectors(void)
+{
+    uint64_t row_off[] = {0, 2, 3};
+    uint32_t terms[] = {17, 99, 17};
+    float vals[] = {0.5f, 0.25f, 2.0f};
+    float out[2 * 16];
+    dm_sc_hash_vectors(out, row_off, terms, vals, 2, 16);
+    double s0 = 0, s1 = 0;
+    int nz1 = 0;
+    for (int d = 0; d < 16; d++) {
+        s0 += fabs(out[d]);
+        s1 += fabs(out[16 + d]);
+        nz1 += out[16 + d] != 0;
+    }
+    CU_ASSERT(fabs(s1 - 2.0) < 1e-6);
+    CU_ASSERT_EQUAL(nz1, 1);
+    CU_ASSERT(s0 <= 0.75 + 1e-6 && s0 >= 0.25 - 1e-6);
+    /* term 17 lands in the same dimension with the same sign in both documents */
+    for (int d = 0; d < 16; d++)
+        if (out[16 + d] != 0) CU_ASSERT(out[d] != 0 && (out[d] > 0) == (out[16 + d] > 0));
+}
+
+static CU_TestInfo tests[] = {
+    {"rng_matches_lrand48", test_rng_matches_lrand48},
+    {"generator_is_rodinia", test_generator_is_rodinia},
+    {"gain_hand_checked", test_gain_hand_checked},
+    {"speedy_invariants", test_speedy_invariants},
+    {"fl_cost_never_increases", test_fl_cost_never_increases},
+    {"local_search_range", test_local_search_range},
+    {"give_up", test_give_up},
+    {"contcenters_copycenters", test_contcenters_copycenters},
+    {"threads_identical", test_threads_identical},
+    {"bad_input", test_bad_input},
+    {"assign_cpu", test_assign_cpu},
+    {"hash_vectors", test_hash_vectors},
+    CU_TEST_INFO_NULL,
+};
+static CU_SuiteInfo suites[] = {{"streamclust_cpu", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+
+int main(void) { return dm_test_run(suites); }

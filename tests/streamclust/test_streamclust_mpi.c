@@ -1,0 +1,144 @@
+/* MPI tests of streamclust (run on 1, 2 and 4 ranks, CPU backend): the distributed run gives a
+ * valid clustering (kmin <= k <= kmax unless the documented give-up, labels in range, weights of
+ * the final centres adding up to the number of points) whose cost is within a stated bound of the
+ * single-rank cost on the same points. Reference: the 1-rank run (MPI_COMM_SELF) of the same
+ * options, computed on every rank. */
+#include <CUnit/CUnit.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/status.h"
+#include "streamclust/streamclust.h"
+#include "testutil.h"
+
+/* Bound on cost(P ranks) / cost(1 rank). STREAM is a constant-factor approximation whose
+ * intermediate centres depend on how the stream is split; on these uniform points the measured
+ * ratios for P = 2 and 4 are within a few percent, so 1.25 leaves room without hiding a broken
+ * merge (a merge that dropped a rank's centres costs several times more). */
+#define DM_SC_MPI_COST_BOUND 1.25
+
+static void check_valid(const dm_sc_result *r, const dm_sc_options *o, long n_total)
+{
+    CU_ASSERT(r->gave_up || (r->k >= o->kmin && r->k <= o->kmax));
+    CU_ASSERT(r->k >= 1);
+    long bad = 0;
+    for (long i = 0; i < r->n_local; i++) bad += r->labels[i] < 0 || r->labels[i] >= r->k;
+    CU_ASSERT_EQUAL(bad, 0);
+    double w = 0;
+    for (long c = 0; c < r->k; c++) w += r->weights[c];
+    CU_ASSERT(fabs(w - (double)n_total) < 1e-6 * (double)n_total);
+    for (long c = 0; c < r->k; c++) CU_ASSERT(r->centre_ids[c] >= 0 && r->centre_ids[c] < n_total);
+    CU_ASSERT(r->total_cost > 0 && isfinite(r->total_cost));
+}
+
+/* clustersize: of the P-rank run (0: 400); the 1-rank reference always gets 400 */
+static long run_case_cs(long n, long chunk, int dim, long kmin, long kmax, long clustersize)
+{
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.kmin = kmin;
+    o.kmax = kmax;
+    o.dim = dim;
+    o.n = n;
+    o.chunksize = chunk;
+    o.clustersize = 400;
+    o.backend = DM_SC_CPU;
+
+    dm_sc_result one, all;
+    MPI_Comm self = MPI_COMM_SELF;
+    int rc1 = dm_sc_run(&one, &o, &self);
+    if (rc1 != DM_OK) {
+        CU_FAIL("1-rank run failed");
+        return -1;
+    }
+    if (clustersize > 0) o.clustersize = clustersize;
+    MPI_Comm world = MPI_COMM_WORLD;
+    int rc = dm_sc_run(&all, &o, &world);
+    if (rc != DM_OK) {
+        fprintf(stderr, "dm_sc_run: %s\n", dm_error_message());
+        CU_FAIL("P-rank run failed");
+        dm_sc_result_free(&one);
+        return -1;
+    }
+    check_valid(&one, &o, n);
+    check_valid(&all, &o, n);
+    /* every rank got the same final centres */
+    double c0 = all.k > 0 ? all.centres[0] : 0, c0max, c0min;
+    MPI_Allreduce(&c0, &c0max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&c0, &c0min, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    CU_ASSERT_EQUAL(c0max, c0min);
+    /* ranks' shares cover the stream */
+    long nl = all.n_local, nsum = 0;
+    MPI_Allreduce(&nl, &nsum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    CU_ASSERT_EQUAL(nsum, n);
+    double ratio = all.total_cost / one.total_cost;
+    if (rank == 0)
+        printf("\n  n=%ld chunk=%ld P=%d: k=%ld cost=%.6g (1 rank: k=%ld cost=%.6g) ratio %.4f\n", n,
+               chunk, size, all.k, all.total_cost, one.k, one.total_cost, ratio);
+    CU_ASSERT(ratio <= DM_SC_MPI_COST_BOUND);
+    if (size == 1 && o.clustersize == 400) CU_ASSERT_EQUAL(all.total_cost, one.total_cost); /* same run */
+    long kept = all.gave_up ? -1 : all.kept;
+    dm_sc_result_free(&one);
+    dm_sc_result_free(&all);
+    return kept;
+}
+
+static void run_case(long n, long chunk, int dim, long kmin, long kmax)
+{
+    (void)run_case_cs(n, chunk, dim, kmin, kmax, 0);
+}
+
+static void test_mpi_small(void) { run_case(6000, 1000, 8, 5, 10); }
+static void test_mpi_one_chunk_per_rank(void) { run_case(4099, 4099, 5, 4, 8); }
+
+/* CLUSTERSIZE just large enough for one rank's centres (chunks per rank x KMAX): from 4 ranks on,
+ * the union of two ranks (>= 2 x chunks x KMIN > CLUSTERSIZE) is re-clustered inside the tree. */
+static void test_mpi_tree_recluster(void)
+{
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const long n = 6000, chunk = 750, kmin = 6, kmax = 10;
+    long per_rank = (n + size - 1) / size, chunks = (per_rank + chunk - 1) / chunk;
+    long kept = run_case_cs(n, chunk, 8, kmin, kmax, chunks * kmax);
+    /* without re-clustering rank 0 would hold >= 4 ranks x 2 chunks x KMIN = 48 centres; with it the
+     * two halves hold at most KMAX each (-1: a local search gave up, nothing to conclude) */
+    if (size >= 4 && kept >= 0) CU_ASSERT(kept <= 2 * kmax);
+}
+
+/* CLUSTERSIZE too small for the centres kept: every rank fails cleanly (no hang), the ranks that
+ * overflowed say so. */
+static void test_mpi_clustersize_too_small(void)
+{
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.kmin = 5;
+    o.kmax = 10;
+    o.dim = 4;
+    o.n = 6000;
+    o.chunksize = 300; /* >= 5 chunks per rank on up to 4 ranks, >= 5 centres each */
+    o.clustersize = 10;
+    o.backend = DM_SC_CPU;
+    dm_sc_result r;
+    int rc = dm_sc_run(&r, &o, NULL);
+    CU_ASSERT(rc < 0);
+    CU_ASSERT(rc == DM_ERR_INVALID_ARG || rc == DM_ERR_MPI);
+    if (rc == DM_ERR_INVALID_ARG) CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "CLUSTERSIZE"));
+    int mine = rc == DM_ERR_INVALID_ARG, any = 0;
+    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    CU_ASSERT_EQUAL(any, 1);
+    dm_sc_result_free(&r);
+}
+
+static CU_TestInfo tests[] = {
+    {"mpi_small", test_mpi_small},
+    {"mpi_clustersize_too_small", test_mpi_clustersize_too_small},
+    {"mpi_one_chunk_per_rank", test_mpi_one_chunk_per_rank},
+    {"mpi_tree_recluster", test_mpi_tree_recluster},
+    CU_TEST_INFO_NULL,
+};
+static CU_SuiteInfo suites[] = {{"streamclust_mpi", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+
+int main(int argc, char **argv) { return dm_test_run_mpi(argc, argv, suites); }

@@ -1,0 +1,339 @@
+/* GPU tests of tfidf (skip without a GPU): every compiled instance of both per-document table
+ * variants against the CPU counts (exactly), table overflow grown and rebuilt, the vocabulary/DF
+ * table (merge, lookup, hash-only lookup) under a weak hash with a tiny forced capacity, the
+ * weights (row structure exact, values within 1e-6 relative), and whole corpora (generated and
+ * Reuters-21578 when present) vectorised on both backends: identical vocabulary, df, ids and rows. */
+#include <CUnit/CUnit.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/context.h"
+#include "common/fileio.h"
+#include "common/status.h"
+#include "testutil.h"
+#include "tfidf/tfidf.h"
+#include "tfidf/tfidf_internal.h"
+#include "tfidf_testlib.h"
+
+#define REL_TOL 1e-6 /* float weights: computed in double on both sides, libm vs CUDA log/sqrt */
+
+static dm_ctx g_ctx;
+static char g_tmp[512];
+
+static int setup(void)
+{
+    dm_ctx_options o = DM_CTX_OPTIONS_INIT;
+    o.backend = DM_BACKEND_CUDA;
+    o.quiet = 1;
+    if (dm_ctx_init(&g_ctx, &o) != DM_OK) return 1;
+    return dm_test_tmpdir(g_tmp, sizeof g_tmp) ? 0 : 1;
+}
+
+static int teardown(void)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    int rc = system(cmd);
+    dm_ctx_free(&g_ctx);
+    return rc == 0 ? 0 : 1;
+}
+
+static int counts_equal(const dm_tf_counts *a, const dm_tf_counts *b)
+{
+    if (a->n_rows != b->n_rows) return 0;
+    if (memcmp(a->row_off, b->row_off, 8 * (a->n_rows + 1)) != 0) return 0;
+    uint64_t n = a->row_off[a->n_rows];
+    return memcmp(a->term, b->term, 4 * n) == 0 && memcmp(a->count, b->count, 4 * n) == 0;
+}
+
+/* Documents from the benchmark generator plus a few empty ones at the start, middle and end. */
+static size_t make_docs(uint64_t **off_out, uint32_t **tok_out, size_t n_tok, uint32_t n_terms, uint64_t seed)
+{
+    uint64_t *off = dm_malloc(8 * (n_tok + 8));
+    uint32_t *tok = dm_malloc(4 * (n_tok + 1));
+    size_t n_docs = 0;
+    dm_tf_bench_docs(off + 1, tok, n_tok, n_terms, seed, &n_docs);
+    /* shift by one: document 0 is empty; then two empty documents at the end */
+    off[0] = 0;
+    n_docs += 1;
+    off[n_docs + 1] = off[n_docs];
+    off[n_docs + 2] = off[n_docs];
+    n_docs += 2;
+    *off_out = off;
+    *tok_out = tok;
+    return n_docs;
+}
+
+static void test_count_every_instance(void)
+{
+    uint64_t *off;
+    uint32_t *tok;
+    const uint32_t n_terms = 40000;
+    size_t n_docs = make_docs(&off, &tok, 1000003, n_terms, 17);
+    dm_tf_counts ref, got;
+    dm_tf_count_options o = DM_TF_COUNT_OPTIONS_INIT;
+    CU_ASSERT_EQUAL_FATAL(dm_tf_count_cpu(&ref, off, tok, n_docs, n_terms, &o), DM_OK);
+    for (int v = DM_TF_ATOMIC; v <= DM_TF_NOATOMIC; v++) {
+        int n = dm_tf_count_cuda_instances(v);
+        CU_ASSERT_TRUE(n >= 9);
+        for (int i = -1; i < n; i++) {
+            char name[128];
+            CU_ASSERT_EQUAL_FATAL(dm_tf_count_cuda_force_instance(i), DM_OK);
+            dm_tf_count_options g = DM_TF_COUNT_OPTIONS_INIT;
+            g.variant = v;
+            int rc = dm_tf_count_cuda(&got, off, tok, n_docs, n_terms, &g);
+            int ok = rc == DM_OK && counts_equal(&ref, &got);
+            if (!ok)
+                printf("\n  %s instance %d (%s): rc %d, differs from the CPU\n", dm_tf_variant_name(v), i,
+                       dm_tf_count_cuda_instance_name(v, i, name, sizeof name), rc);
+            CU_ASSERT_TRUE(ok);
+            if (rc == DM_OK) dm_tf_counts_free(&got);
+        }
+    }
+    dm_tf_count_cuda_force_instance(-1);
+    /* a token out of range is refused, as on the CPU */
+    tok[10] = n_terms;
+    dm_tf_count_options g = DM_TF_COUNT_OPTIONS_INIT;
+    CU_ASSERT_EQUAL(dm_tf_count_cuda(&got, off, tok, n_docs, n_terms, &g), DM_ERR_INVALID_ARG);
+    dm_tf_counts_free(&ref);
+    dm_free(off);
+    dm_free(tok);
+}
+
+static void test_count_overflow_rebuilds(void)
+{
+    /* one document of 700 distinct terms that all hash to bucket 0, plus a short document:
+     * with slack 1 the bucket (22 slots) overflows and must be grown until it holds them all */
+    uint32_t *tok = dm_malloc(4 * 2000);
+    size_t k = 0;
+    for (uint32_t t = 0; k < 1400; t++)
+        if ((dm_term_bucket_hash(t) & 31) == 0) {
+            tok[k++] = t;
+            tok[k++] = t; /* twice: counts of 2 */
+        }
+    uint32_t n_terms = 0;
+    for (size_t i = 0; i < k; i++)
+        if (tok[i] + 1 > n_terms) n_terms = tok[i] + 1;
+    tok[k++] = 5;
+    tok[k++] = 7;
+    uint64_t off[3] = {0, 1400, k};
+    dm_tf_counts ref, got;
+    dm_tf_count_options o = DM_TF_COUNT_OPTIONS_INIT;
+    CU_ASSERT_EQUAL_FATAL(dm_tf_count_cpu(&ref, off, tok, 2, n_terms, &o), DM_OK);
+    for (int v = DM_TF_ATOMIC; v <= DM_TF_NOATOMIC; v++) {
+        dm_tf_count_options g = DM_TF_COUNT_OPTIONS_INIT;
+        g.variant = v;
+        g.bucket_slack = 1;
+        CU_ASSERT_EQUAL_FATAL(dm_tf_count_cuda(&got, off, tok, 2, n_terms, &g), DM_OK);
+        CU_ASSERT_TRUE(g.rebuilds >= 4);
+        CU_ASSERT_TRUE(counts_equal(&ref, &got));
+        CU_ASSERT_EQUAL(got.row_off[1], 700);
+        dm_tf_counts_free(&got);
+    }
+    dm_tf_counts_free(&ref);
+    dm_free(tok);
+}
+
+static int termlists_equal(const dm_termlist *a, const dm_termlist *b)
+{
+    if (a->n != b->n) return 0;
+    if (memcmp(a->hash, b->hash, 8 * a->n) || memcmp(a->off, b->off, 8 * (a->n + 1)) ||
+        memcmp(a->bytes, b->bytes, a->off[a->n]))
+        return 0;
+    return !a->val || !b->val || memcmp(a->val, b->val, 8 * a->n) == 0;
+}
+
+static void test_vocab_table(void)
+{
+    for (int weak = 0; weak <= 1; weak++) {
+        dm_termlist in = {0};
+        size_t cap = 0, bcap = 0;
+        uint64_t s = 99;
+        char w[32];
+        for (int i = 0; i < 50000; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            int n = snprintf(w, sizeof w, "w%llu", (unsigned long long)((s >> 33) % 9000));
+            uint64_t h = weak ? tl_weak_hash(w, (size_t)n) : tl_real_hash(w, (size_t)n);
+            CU_ASSERT_EQUAL_FATAL(dm_termlist_push(&in, &cap, &bcap, h, w, (size_t)n, 1 + (s >> 60)), DM_OK);
+        }
+        dm_termlist rc_, rg;
+        dm_vocab_table_options oc = DM_VOCAB_TABLE_OPTIONS_INIT, og = DM_VOCAB_TABLE_OPTIONS_INIT;
+        og.initial_cap = 4; /* grown and rebuilt many times */
+        CU_ASSERT_EQUAL_FATAL(dm_vocab_merge_cpu(&rc_, &in, &oc), DM_OK);
+        CU_ASSERT_EQUAL_FATAL(dm_vocab_merge_cuda(&rg, &in, &og), DM_OK);
+        CU_ASSERT_TRUE(termlists_equal(&rc_, &rg));
+        CU_ASSERT_EQUAL(oc.collisions, og.collisions);
+        CU_ASSERT_TRUE(og.rebuilds > 3);
+        if (weak) CU_ASSERT_EQUAL(og.collisions, rg.n - 3);
+        /* lookups of every occurrence */
+        uint32_t *ic = dm_malloc(4 * in.n), *ig = dm_malloc(4 * in.n);
+        oc.initial_cap = og.initial_cap = 8;
+        CU_ASSERT_EQUAL_FATAL(dm_vocab_lookup_cpu(ic, &rc_, &in, &oc), DM_OK);
+        CU_ASSERT_EQUAL_FATAL(dm_vocab_lookup_cuda(ig, &rg, &in, &og), DM_OK);
+        CU_ASSERT_EQUAL(memcmp(ic, ig, 4 * in.n), 0);
+        /* a repeated vocabulary term is refused */
+        CU_ASSERT_EQUAL(dm_vocab_lookup_cuda(ig, &in, &rg, &og), DM_ERR_INVALID_ARG);
+        /* hash-only lookups: fine under the real hash, ambiguous under the weak one */
+        int rh = dm_hash_lookup_cuda(ig, &rg, in.hash, in.n, &og);
+        if (weak) {
+            CU_ASSERT_EQUAL(rh, DM_ERR_FORMAT);
+            CU_ASSERT_EQUAL(dm_hash_lookup_cpu(ic, &rc_, in.hash, in.n, &oc), DM_ERR_FORMAT);
+        } else {
+            CU_ASSERT_EQUAL_FATAL(rh, DM_OK);
+            CU_ASSERT_EQUAL_FATAL(dm_hash_lookup_cpu(ic, &rc_, in.hash, in.n, &oc), DM_OK);
+            CU_ASSERT_EQUAL(memcmp(ic, ig, 4 * in.n), 0);
+        }
+        dm_free(ic);
+        dm_free(ig);
+        dm_termlist_free(&rc_);
+        dm_termlist_free(&rg);
+        dm_termlist_free(&in);
+    }
+}
+
+static int vectors_close(const dm_vectors *a, const dm_vectors *b)
+{
+    if (a->n_rows != b->n_rows || memcmp(a->row_off, b->row_off, 8 * (a->n_rows + 1)) != 0) return 0;
+    uint64_t n = a->row_off[a->n_rows];
+    if (memcmp(a->col, b->col, 4 * n) != 0) return 0;
+    for (uint64_t k = 0; k < n; k++)
+        if (fabs((double)a->val[k] - b->val[k]) > REL_TOL * fmax(fabs(a->val[k]), fabs(b->val[k]))) return 0;
+    return 1;
+}
+
+static void test_weigh(void)
+{
+    uint64_t *off;
+    uint32_t *tok;
+    const uint32_t n_terms = 30000;
+    size_t n_docs = make_docs(&off, &tok, 2000003, n_terms, 23);
+    dm_tf_counts c;
+    dm_tf_count_options co = DM_TF_COUNT_OPTIONS_INIT;
+    CU_ASSERT_EQUAL_FATAL(dm_tf_count_cpu(&c, off, tok, n_docs, n_terms, &co), DM_OK);
+    /* a map that drops every 7th term, and columns of which some have weight 0 */
+    uint32_t *map = dm_malloc(4 * n_terms);
+    uint32_t n_cols = 0;
+    for (uint32_t t = 0; t < n_terms; t++) map[t] = t % 7 == 3 ? DM_TERM_NONE : n_cols++;
+    double *w = dm_malloc(8 * n_cols);
+    for (uint32_t k = 0; k < n_cols; k++) w[k] = k % 11 == 0 ? 0.0 : log(1.0 + (double)(k % 1000) / 7.0);
+    for (int mode = 0; mode < 4; mode++) {
+        dm_weigh_options a = DM_WEIGH_OPTIONS_INIT, b = DM_WEIGH_OPTIONS_INIT;
+        a.sublinear = b.sublinear = mode & 1;
+        a.l2 = b.l2 = (mode >> 1) & 1;
+        dm_vectors vc, vg;
+        memset(&vc, 0, sizeof vc);
+        memset(&vg, 0, sizeof vg);
+        CU_ASSERT_EQUAL_FATAL(dm_tfidf_weigh_cpu(&vc, &c, map, n_terms, w, n_cols, &a), DM_OK);
+        CU_ASSERT_EQUAL_FATAL(dm_tfidf_weigh_cuda(&vg, &c, map, n_terms, w, n_cols, &b), DM_OK);
+        CU_ASSERT_TRUE(vectors_close(&vc, &vg));
+        CU_ASSERT_EQUAL(a.zero_weight, b.zero_weight);
+        CU_ASSERT_EQUAL(a.unmapped, b.unmapped);
+        CU_ASSERT_TRUE(a.zero_weight > 0 && a.unmapped > 0);
+        dm_vectors_free(&vc);
+        dm_vectors_free(&vg);
+    }
+    dm_free(map);
+    dm_free(w);
+    dm_tf_counts_free(&c);
+    dm_free(off);
+    dm_free(tok);
+}
+
+/* A whole corpus through both backends: same vocabulary (bytes, df, ids) and vectors. */
+static void compare_corpus(const char *path, int format)
+{
+    dm_preprocess_options pp = DM_PREPROCESS_OPTIONS_INIT;
+    pp.reader.format = format;
+    pp.batch_bytes = 1 << 20; /* several batches */
+    dm_tfidf_options oc = DM_TFIDF_OPTIONS_INIT;
+    oc.backend = DM_BACKEND_CPU;
+    oc.sublinear = 1;
+    dm_vectors vc;
+    dm_vocab kc;
+    dm_tfidf_stats sc;
+    CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&vc, &kc, &sc, NULL, NULL, path, &pp, &oc, NULL, NULL), DM_OK);
+    for (int v = DM_TF_ATOMIC; v <= DM_TF_NOATOMIC; v++) {
+        dm_tfidf_options og = oc;
+        og.backend = DM_BACKEND_CUDA;
+        og.tf_variant = v;
+        og.by_bytes = v == DM_TF_NOATOMIC; /* both corpus readers on the GPU backend */
+        dm_vectors vg;
+        dm_vocab kg;
+        dm_tfidf_stats sg;
+        CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&vg, &kg, &sg, NULL, NULL, path, &pp, &og, NULL, NULL), DM_OK);
+        CU_ASSERT_TRUE(termlists_equal(&kc.terms, &kg.terms));
+        CU_ASSERT_EQUAL(kc.n_docs, kg.n_docs);
+        CU_ASSERT_TRUE(vectors_close(&vc, &vg));
+        CU_ASSERT_EQUAL(memcmp(vc.ids, vg.ids, vc.id_off[vc.n_rows]), 0);
+        CU_ASSERT_EQUAL(sc.nnz, sg.nnz);
+        CU_ASSERT_EQUAL(sc.empty_docs, sg.empty_docs);
+        CU_ASSERT_EQUAL(sc.zero_weight, sg.zero_weight);
+        dm_vectors_free(&vg);
+        dm_vocab_free(&kg);
+    }
+    /* TF-ICF with the corpus as its own reference, on both backends */
+    dm_tfidf_local ref;
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_local_from_corpus(&ref, NULL, NULL, path, &pp, &oc), DM_OK);
+    dm_pp_signature sig;
+    dm_pp_signature_of(&sig, &pp);
+    dm_icf_table t;
+    dm_tfidf_options og = oc;
+    og.backend = DM_BACKEND_CUDA;
+    CU_ASSERT_EQUAL_FATAL(dm_icf_build(&t, NULL, NULL, &ref, &sig, &og), DM_OK);
+    CU_ASSERT_TRUE(termlists_equal(&t.vocab.terms, &kc.terms));
+    dm_vectors ic, ig;
+    CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&ic, NULL, NULL, NULL, NULL, path, &pp, &oc, &t, "t"), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&ig, NULL, NULL, NULL, NULL, path, &pp, &og, &t, "t"), DM_OK);
+    CU_ASSERT_TRUE(vectors_close(&ic, &ig));
+    dm_vectors_free(&ic);
+    dm_vectors_free(&ig);
+    dm_icf_table_free(&t);
+    dm_tfidf_local_free(&ref);
+    dm_vectors_free(&vc);
+    dm_vocab_free(&kc);
+}
+
+static void test_corpus_generated(void)
+{
+    char dir[600], p[700];
+    snprintf(dir, sizeof dir, "%s/gen", g_tmp);
+    CU_ASSERT_EQUAL_FATAL(dm_mkdirs(dir), DM_OK);
+    char **docs = tl_random_docs(5003, 20000, 300, 41);
+    for (int f = 0; f < 3; f++) {
+        snprintf(p, sizeof p, "%s/part-%d.tsv", dir, f);
+        FILE *fp = fopen(p, "w");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+        for (size_t d = (size_t)f * 5003 / 3; d < (size_t)(f + 1) * 5003 / 3; d++)
+            fprintf(fp, "g%zu\tl%zu\t%s the of\n", d, d % 4, docs[d]);
+        fclose(fp);
+    }
+    tl_docs_free(docs, 5003);
+    compare_corpus(dir, DM_PP_FORMAT_AUTO);
+}
+
+static void test_corpus_reuters(void)
+{
+    char buf[1024];
+    if (!dm_test_dataset("reuters21578/reut2-000.sgm", buf, sizeof buf)) {
+        printf("(Reuters not present: skipped) ");
+        return;
+    }
+    *strrchr(buf, '/') = '\0';
+    compare_corpus(buf, DM_PP_FORMAT_REUTERS);
+}
+
+int main(int argc, char **argv)
+{
+    CU_TestInfo tests[] = {{"count_every_instance", test_count_every_instance},
+                           {"count_overflow_rebuilds", test_count_overflow_rebuilds},
+                           {"vocab_table", test_vocab_table},
+                           {"weigh", test_weigh},
+                           {"corpus_generated", test_corpus_generated},
+                           {"corpus_reuters", test_corpus_reuters},
+                           CU_TEST_INFO_NULL};
+    CU_SuiteInfo suites[] = {{"tfidf_gpu", setup, teardown, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+    return dm_test_run_gpu(argc, argv, suites);
+}

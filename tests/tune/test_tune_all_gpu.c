@@ -1,0 +1,87 @@
+/* GPU test over every registered kernel (dm_tune_register_all, so every module's kernels as they
+ * register): each compiled instance's output equals the default instance's on seeded inputs of
+ * sizes that are not multiples of 32 or of any block size (exactly, or within the kernel's
+ * float tolerance), and an MSP tuning run picks a valid instance that passed that check.
+ * Exits 77 (skip) without a device. */
+#include <CUnit/Basic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/status.h"
+#include "common/tune/tune.h"
+#include "common/tune/tune_gpu.h"
+
+static int has_bench(const dm_tune_kernel *k)
+{
+    return k->bench_create && k->bench_run && k->bench_output && k->bench_destroy;
+}
+
+static void test_every_instance_matches_default(void)
+{
+    CU_ASSERT_EQUAL_FATAL(dm_tune_register_all(), DM_OK);
+    CU_ASSERT(dm_tune_kernel_count() >= 1);
+    for (int i = 0; i < dm_tune_kernel_count(); i++) {
+        const dm_tune_kernel *k = dm_tune_kernel_at(i);
+        if (!has_bench(k)) {
+            printf("\n  %s: no tuning workload, default only", k->name);
+            continue;
+        }
+        size_t big = k->bench_default_n < ((size_t)1 << 20) ? k->bench_default_n : (size_t)1 << 20;
+        const size_t sizes[] = {1003, big + 37};
+        for (int s = 0; s < 2; s++) {
+            int bad[16], n_bad = -1;
+            int rc = dm_tune_check_instances(&n_bad, bad, 16, k, sizes[s], 1234 + (uint64_t)s);
+            if (rc != DM_OK) fprintf(stderr, "%s: %s\n", k->name, dm_error_message());
+            CU_ASSERT_EQUAL(rc, DM_OK);
+            CU_ASSERT_EQUAL(n_bad, 0);
+            for (int b = 0; b < n_bad && b < 16; b++) {
+                char buf[128];
+                fprintf(stderr, "%s: instance %d (%s) differs from the default at n=%zu\n", k->name,
+                        bad[b], dm_tune_policy_str(&k->instances[bad[b]].policy, buf, sizeof buf),
+                        sizes[s]);
+            }
+        }
+        printf("\n  %s: %d instances agree with the default", k->name, k->n_instances);
+    }
+}
+
+static void test_tuning_every_kernel(void)
+{
+    for (int i = 0; i < dm_tune_kernel_count(); i++) {
+        const dm_tune_kernel *k = dm_tune_kernel_at(i);
+        if (!has_bench(k)) continue;
+        dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+        opt.repeats = 3;
+        size_t n = k->bench_default_n < ((size_t)1 << 22) ? k->bench_default_n : (size_t)1 << 22;
+        dm_tune_result r;
+        int rc = dm_tune_run(&r, k, n, &opt);
+        if (rc != DM_OK) fprintf(stderr, "%s: %s\n", k->name, dm_error_message());
+        CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
+        CU_ASSERT(r.chosen >= 0 && r.chosen < k->n_instances);
+        CU_ASSERT_EQUAL(r.n_rejected, 0);
+        CU_ASSERT(r.tuned_ms <= r.default_ms);
+        CU_ASSERT(r.msp_n >= 1 && r.msp_n <= n);
+        char buf[128];
+        printf("\n  %s at %zu: %s, %.2fx, MSP %zu, %d evaluated", k->name, n,
+               dm_tune_policy_str(&k->instances[r.chosen].policy, buf, sizeof buf),
+               r.tuned_ms > 0 ? r.default_ms / r.tuned_ms : 0.0, r.msp_n, r.n_evaluated);
+    }
+}
+
+int main(void)
+{
+    dm_tune_gpu gpu;
+    if (dm_tune_gpu_current(&gpu) != DM_OK) {
+        printf("no CUDA device: skipped\n");
+        return 77;
+    }
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+    CU_pSuite s = CU_add_suite("tune_all_gpu", NULL, NULL);
+    CU_add_test(s, "every_instance_matches_default", test_every_instance_matches_default);
+    CU_add_test(s, "tuning_every_kernel", test_tuning_every_kernel);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned fails = CU_get_number_of_failures();
+    CU_cleanup_registry();
+    return fails ? 1 : 0;
+}

@@ -1,0 +1,190 @@
+/* GPU tests of the tuner: every compiled instance of "common.copy" and "common.copy_bytes" against
+ * the CPU reference (memcpy) on seeded inputs of sizes that are not multiples of 32 or of the
+ * block, with guard bytes; dm_copy_cuda on misaligned pointers; a real MSP tuning run (picks a
+ * valid instance whose output matches the default's) and the database written by
+ * dm_tune_and_store and read back by dm_tune_select. Exits 77 (skip) without a device. */
+#include <CUnit/Basic.h>
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/status.h"
+#include "common/tune/copy.h"
+#include "common/tune/tune.h"
+#include "common/tune/tune_db.h"
+#include "common/tune/tune_gpu.h"
+
+enum { GUARD = 4096 };
+
+static void fill(unsigned char *p, size_t n, uint64_t seed)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        p[i] = (unsigned char)(s >> 56);
+    }
+}
+
+/* Runs inst (or dm_copy_cuda when inst == NULL) on bytes at the given offsets and compares with
+ * memcpy, including untouched guard bytes around the destination. */
+static int copy_matches(const dm_tune_instance *inst, size_t bytes, size_t src_off, size_t dst_off)
+{
+    size_t total = bytes + 2 * GUARD;
+    unsigned char *hs = malloc(total), *hd = malloc(total), *ref = malloc(total);
+    void *ds = NULL, *dd = NULL;
+    int ok = hs && hd && ref && cudaMalloc(&ds, total) == cudaSuccess &&
+             cudaMalloc(&dd, total) == cudaSuccess;
+    if (ok) {
+        fill(hs, total, bytes * 31 + 7);
+        fill(ref, total, bytes * 17 + 3); /* destination's old content */
+        ok = cudaMemcpy(ds, hs, total, cudaMemcpyHostToDevice) == cudaSuccess &&
+             cudaMemcpy(dd, ref, total, cudaMemcpyHostToDevice) == cudaSuccess;
+    }
+    if (ok) {
+        unsigned char *dst = (unsigned char *)dd + GUARD + dst_off;
+        const unsigned char *src = (const unsigned char *)ds + GUARD + src_off;
+        int rc;
+        if (inst) {
+            dm_copy_args a = {dst, src};
+            rc = inst->launch(&a, bytes, NULL);
+        } else {
+            rc = dm_copy_cuda(dst, src, bytes, NULL);
+        }
+        ok = rc == DM_OK && cudaDeviceSynchronize() == cudaSuccess &&
+             cudaMemcpy(hd, dd, total, cudaMemcpyDeviceToHost) == cudaSuccess;
+        if (rc != DM_OK) fprintf(stderr, "%s\n", dm_error_message());
+    }
+    if (ok) {
+        size_t copied = bytes;
+        if (inst && inst->policy.block && dm_copy_tune_kernel() &&
+            inst >= dm_copy_tune_kernel()->instances &&
+            inst < dm_copy_tune_kernel()->instances + dm_copy_tune_kernel()->n_instances)
+            copied = bytes / 16 * 16; /* "common.copy" moves whole 16-byte items */
+        memcpy(ref + GUARD + dst_off, hs + GUARD + src_off, copied);
+        ok = memcmp(ref, hd, total) == 0;
+    }
+    cudaFree(ds);
+    cudaFree(dd);
+    free(hs);
+    free(hd);
+    free(ref);
+    return ok;
+}
+
+static void test_every_copy_instance(void)
+{
+    const dm_tune_kernel *k = dm_copy_tune_kernel();
+    CU_ASSERT_FATAL(k != NULL);
+    CU_ASSERT(k->n_instances >= 16);
+    const size_t sizes[] = {16, 16 * 33, 16 * (1237 * 1024 + 17), 16 * 100003 + 5};
+    for (int i = 0; i < k->n_instances; i++)
+        for (int s = 0; s < 4; s++) {
+            int ok = copy_matches(&k->instances[i], sizes[s], 0, 0);
+            if (!ok) {
+                char buf[128];
+                fprintf(stderr, "common.copy %s fails at %zu bytes\n",
+                        dm_tune_policy_str(&k->instances[i].policy, buf, sizeof buf), sizes[s]);
+            }
+            CU_ASSERT(ok);
+        }
+    const dm_tune_kernel *kb = dm_copy_bytes_tune_kernel();
+    CU_ASSERT_FATAL(kb != NULL);
+    for (int i = 0; i < kb->n_instances; i++)
+        for (size_t b = 1; b < 5000000; b = b * 7 + 3) CU_ASSERT(copy_matches(&kb->instances[i], b, 3, 1));
+}
+
+static void test_copy_cuda_alignment(void)
+{
+    dm_tune_set_mode(DM_TUNE_OFF);
+    const size_t sizes[] = {1, 15, 16, 17, 1000, 1000003, 16 * 65537};
+    for (int s = 0; s < 7; s++)
+        for (size_t so = 0; so < 20; so += 5)
+            for (size_t dof = 0; dof < 20; dof += 16)
+                CU_ASSERT(copy_matches(NULL, sizes[s], so, dof));
+    CU_ASSERT_EQUAL(dm_copy_cuda(NULL, NULL, 0, NULL), DM_OK);
+    CU_ASSERT_EQUAL(dm_copy_cuda(NULL, NULL, 10, NULL), DM_ERR_INVALID_ARG);
+}
+
+static void test_tune_copy_msp(void)
+{
+    const dm_tune_kernel *k = dm_copy_tune_kernel();
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.repeats = 5;
+    dm_tune_result r;
+    size_t n = (size_t)64 << 20;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_run(&r, k, n, &opt), DM_OK);
+    CU_ASSERT(r.chosen >= 0 && r.chosen < k->n_instances);
+    CU_ASSERT_EQUAL(r.n_rejected, 0);
+    CU_ASSERT(r.msp_n <= n && r.msp_n > 0);
+    CU_ASSERT(r.tuned_ms > 0 && r.tuned_ms <= r.default_ms);
+    CU_ASSERT(r.n_evaluated >= 1 && r.n_evaluated <= r.n_candidates);
+    /* the chosen instance's output equals the default's (and memcpy's) at an odd size */
+    CU_ASSERT(copy_matches(&k->instances[r.chosen], 16 * 777773 + 9, 0, 0));
+    char buf[128];
+    printf("\n  copy tuned: %s  default %.4f ms  tuned %.4f ms  msp %zu  evals %d  %.3f s\n",
+           dm_tune_policy_str(&k->instances[r.chosen].policy, buf, sizeof buf), r.default_ms,
+           r.tuned_ms, r.msp_n, r.n_evaluated, r.search_s);
+    /* exhaustive comparison: the exhaustive best is at least as fast as anything it timed */
+    opt.compare_exhaustive = 1;
+    opt.mode = DM_TUNE_MODEL;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_run(&r, k, n, &opt), DM_OK);
+    CU_ASSERT(r.exhaustive_best >= 0);
+    CU_ASSERT(r.exhaustive_evaluated == r.n_valid);
+}
+
+static void test_store_and_select(void)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/dm_tune_gpu_%ld/tuning.tsv", (long)getpid());
+    CU_ASSERT_EQUAL_FATAL(dm_tune_configure(DM_TUNE_MSP, path, 0), DM_OK);
+    const dm_tune_kernel *k = dm_copy_tune_kernel();
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    dm_tune_result r;
+    size_t n = (size_t)16 << 20;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_and_store(&r, k, n, &opt), DM_OK);
+    dm_tune_gpu gpu;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_gpu_current(&gpu), DM_OK);
+    dm_tune_db db;
+    dm_tune_db_init(&db);
+    CU_ASSERT_EQUAL(dm_tune_db_load(&db, path), DM_OK);
+    const dm_tune_db_row *row = dm_tune_db_find(&db, k->name, gpu.name, gpu.cc, dm_tune_workload_class(n));
+    CU_ASSERT_FATAL(row != NULL);
+    CU_ASSERT(memcmp(&row->policy, &k->instances[r.chosen].policy, sizeof row->policy) == 0);
+    /* select reads the database: same class -> the stored choice, no new tuning */
+    const dm_tune_instance *sel = dm_tune_select(k, n + 12345);
+    CU_ASSERT_PTR_EQUAL(sel, &k->instances[r.chosen]);
+    /* an unknown class in msp mode tunes on the fly and stores it */
+    sel = dm_tune_select(k, (size_t)1 << 22);
+    CU_ASSERT_PTR_NOT_NULL(sel);
+    CU_ASSERT_EQUAL(dm_tune_db_load(&db, path), DM_OK);
+    CU_ASSERT_PTR_NOT_NULL(dm_tune_db_find(&db, k->name, gpu.name, gpu.cc, 22));
+    dm_tune_db_free(&db);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf /tmp/dm_tune_gpu_%ld", (long)getpid());
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    dm_tune_configure(DM_TUNE_MSP, NULL, 0);
+}
+
+int main(void)
+{
+    dm_tune_gpu gpu;
+    if (dm_tune_gpu_current(&gpu) != DM_OK) {
+        printf("no CUDA device: skipped\n");
+        return 77;
+    }
+    printf("device: %s (cc %d.%d, %d SMs)\n", gpu.name, gpu.cc / 10, gpu.cc % 10, gpu.limits.sms);
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+    CU_pSuite s = CU_add_suite("tune_copy_gpu", NULL, NULL);
+    CU_add_test(s, "every_copy_instance", test_every_copy_instance);
+    CU_add_test(s, "copy_cuda_alignment", test_copy_cuda_alignment);
+    CU_add_test(s, "tune_copy_msp", test_tune_copy_msp);
+    CU_add_test(s, "store_and_select", test_store_and_select);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned fails = CU_get_number_of_failures();
+    CU_cleanup_registry();
+    return fails ? 1 : 0;
+}

@@ -1,0 +1,1004 @@
+/* The CUDA backend of tfidf: extern "C" launchers of the per-document term-count tables (atomic
+ * and no-atomic variants), the vocabulary / DF table (merge, lookup, hash-only lookup) and the
+ * weights; the tuner's instances and tuning workloads of the kernels in tfidf_kernels.cuh.
+ * Host arrays in and out (the contracts of tfidf/tfidf.h); device memory lives for one call.
+ * Reference: the CPU backend (tfidf_cpu.c); Zhang & Mueller's GPU TF-IDF hash tables. */
+#include <cub/cub.cuh>
+#include <thrust/iterator/transform_iterator.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/cuda_check.h"
+#include "common/status.h"
+#include "common/tune/tune.h"
+#include "sorting/sorting.h"
+#include "tfidf/tfidf.h"
+#include "tfidf/tfidf_kernels.cuh"
+
+/* ------------------------------------------------------------------ small helpers */
+
+/* Device buffers of one call, freed together. */
+#define DM_MAX_BUFS 32
+typedef struct dbufs {
+    void *p[DM_MAX_BUFS];
+    int n;
+} dbufs;
+
+static int dalloc(dbufs *b, void **out, size_t bytes)
+{
+    *out = NULL;
+    if (b->n == DM_MAX_BUFS) return DM_ERR(DM_ERR_NOMEM, "tfidf cuda: too many buffers");
+    DM_TRY(dm_device_alloc(out, bytes ? bytes : 1));
+    b->p[b->n++] = *out;
+    return DM_OK;
+}
+
+static void dfree_all(dbufs *b)
+{
+    for (int i = 0; i < b->n; i++) dm_device_free(b->p[i]);
+    b->n = 0;
+}
+
+static int up(void *d, const void *h, size_t bytes, cudaStream_t s)
+{
+    if (bytes) DM_CUDA_TRY(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, s));
+    return DM_OK;
+}
+
+static int down(void *h, const void *d, size_t bytes, cudaStream_t s)
+{
+    if (bytes) {
+        DM_CUDA_TRY(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, s));
+        DM_CUDA_TRY(cudaStreamSynchronize(s));
+    }
+    return DM_OK;
+}
+
+static unsigned grid_for(size_t threads, int block)
+{
+    size_t g = (threads + (size_t)block - 1) / (size_t)block;
+    if (g < 1) g = 1;
+    if (g > (1u << 20)) g = 1u << 20;
+    return (unsigned)g;
+}
+
+/* Distinct terms sharing a hash with another one (the CPU tables' collision count). */
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int hash_dups(uint64_t *out, const uint64_t *h, size_t n)
+{
+    *out = 0;
+    if (n < 2) return DM_OK;
+    uint64_t *c = (uint64_t *)dm_malloc(8 * n);
+    if (!c) return DM_ERR_NOMEM;
+    memcpy(c, h, 8 * n);
+    qsort(c, n, 8, cmp_u64);
+    for (size_t i = 1; i < n; i++) *out += c[i] == c[i - 1];
+    dm_free(c);
+    return DM_OK;
+}
+
+/* ------------------------------------------------------------------ instances */
+
+/* Warp-per-item kernels: n = documents (or rows); threads = 32 n. */
+template <int B, int R, int S>
+static int launch_count_atomic(const void *args, size_t n, void *stream)
+{
+    if (n == 0) return DM_OK;
+    dm_tf_count_atomic_kernel<B, R, S><<<grid_for(32 * n, B), B, 0, (cudaStream_t)stream>>>(*(const dm_tf_args *)args);
+    DM_CUDA_LAUNCH_CHECK();
+    return DM_OK;
+}
+template <int B, int R>
+static int launch_count_noatomic(const void *args, size_t n, void *stream)
+{
+    if (n == 0) return DM_OK;
+    dm_tf_count_noatomic_kernel<B, R><<<grid_for(32 * n, B), B, 0, (cudaStream_t)stream>>>(*(const dm_tf_args *)args);
+    DM_CUDA_LAUNCH_CHECK();
+    return DM_OK;
+}
+template <int B>
+static int launch_header(const void *args, size_t n, void *stream)
+{
+    if (n == 0) return DM_OK;
+    dm_tf_header_kernel<B><<<grid_for(32 * n, B), B, 0, (cudaStream_t)stream>>>(*(const dm_tf_compact_args *)args);
+    DM_CUDA_LAUNCH_CHECK();
+    return DM_OK;
+}
+template <int B>
+static int launch_compact(const void *args, size_t n, void *stream)
+{
+    if (n == 0) return DM_OK;
+    dm_tf_compact_kernel<B><<<grid_for(32 * n, B), B, 0, (cudaStream_t)stream>>>(*(const dm_tf_compact_args *)args);
+    DM_CUDA_LAUNCH_CHECK();
+    return DM_OK;
+}
+/* Thread-per-item kernels of the vocabulary table. */
+#define DM_VT_LAUNCHER(name, kernel)                                                               \
+    template <int B>                                                                               \
+    static int name(const void *args, size_t n, void *stream)                                     \
+    {                                                                                              \
+        if (n == 0) return DM_OK;                                                                  \
+        kernel<B><<<grid_for(n, B), B, 0, (cudaStream_t)stream>>>(*(const dm_vt_args *)args);      \
+        DM_CUDA_LAUNCH_CHECK();                                                                    \
+        return DM_OK;                                                                              \
+    }
+DM_VT_LAUNCHER(launch_vt_merge, dm_vt_merge_kernel)
+DM_VT_LAUNCHER(launch_vt_build, dm_vt_build_kernel)
+DM_VT_LAUNCHER(launch_vt_query, dm_vt_query_kernel)
+DM_VT_LAUNCHER(launch_ht_build, dm_ht_build_kernel)
+DM_VT_LAUNCHER(launch_ht_query, dm_ht_query_kernel)
+#define DM_W_LAUNCHER(name, kernel)                                                                \
+    template <int B>                                                                               \
+    static int name(const void *args, size_t n, void *stream)                                     \
+    {                                                                                              \
+        if (n == 0) return DM_OK;                                                                  \
+        kernel<B><<<grid_for(32 * n, B), B, 0, (cudaStream_t)stream>>>(*(const dm_w_args *)args);  \
+        DM_CUDA_LAUNCH_CHECK();                                                                    \
+        return DM_OK;                                                                              \
+    }
+DM_W_LAUNCHER(launch_w_len, dm_w_len_kernel)
+DM_W_LAUNCHER(launch_w_fill, dm_w_fill_kernel)
+DM_W_LAUNCHER(launch_w_norm, dm_w_norm_kernel)
+
+#define DM_CA(B, R, S) {{B, R, S, DM_LAYOUT_NONE, 0}, launch_count_atomic<B, R, S>, (const void *)&dm_tf_count_atomic_kernel<B, R, S>, 0}
+#define DM_CN(B, R) {{B, R, 0, DM_LAYOUT_NONE, 0}, launch_count_noatomic<B, R>, (const void *)&dm_tf_count_noatomic_kernel<B, R>, 0}
+#define DM_I1(L, K, B) {{B, 1, 1, DM_LAYOUT_NONE, 0}, L<B>, (const void *)&K<B>, 0}
+
+/* one warp per document; block x tokens per lane per step */
+/* block x tokens per lane per step x consecutive/strided (warp-coalesced) */
+static const dm_tune_instance g_count_atomic[] = {
+    DM_CA(64, 1, 0),  DM_CA(64, 2, 0),  DM_CA(64, 4, 0),  DM_CA(128, 1, 0), DM_CA(128, 2, 0), DM_CA(128, 4, 0),
+    DM_CA(256, 1, 0), DM_CA(256, 2, 0), DM_CA(256, 4, 0), DM_CA(64, 2, 1),  DM_CA(64, 4, 1),  DM_CA(128, 2, 1),
+    DM_CA(128, 4, 1), DM_CA(256, 2, 1), DM_CA(256, 4, 1)};
+static const dm_tune_instance g_count_noatomic[] = {DM_CN(64, 2),  DM_CN(64, 4),  DM_CN(64, 8),
+                                                    DM_CN(128, 2), DM_CN(128, 4), DM_CN(128, 8),
+                                                    DM_CN(256, 2), DM_CN(256, 4), DM_CN(256, 8)};
+#define DM_N_CA ((int)(sizeof g_count_atomic / sizeof g_count_atomic[0]))
+#define DM_N_CN ((int)(sizeof g_count_noatomic / sizeof g_count_noatomic[0]))
+static const dm_tune_instance g_header[] = {DM_I1(launch_header, dm_tf_header_kernel, 128),
+                                            DM_I1(launch_header, dm_tf_header_kernel, 256)};
+static const dm_tune_instance g_compact[] = {DM_I1(launch_compact, dm_tf_compact_kernel, 128),
+                                             DM_I1(launch_compact, dm_tf_compact_kernel, 256)};
+static const dm_tune_instance g_vt_merge[] = {DM_I1(launch_vt_merge, dm_vt_merge_kernel, 128),
+                                              DM_I1(launch_vt_merge, dm_vt_merge_kernel, 256),
+                                              DM_I1(launch_vt_merge, dm_vt_merge_kernel, 512)};
+static const dm_tune_instance g_vt_build[] = {DM_I1(launch_vt_build, dm_vt_build_kernel, 256)};
+static const dm_tune_instance g_vt_query[] = {DM_I1(launch_vt_query, dm_vt_query_kernel, 128),
+                                              DM_I1(launch_vt_query, dm_vt_query_kernel, 256),
+                                              DM_I1(launch_vt_query, dm_vt_query_kernel, 512)};
+static const dm_tune_instance g_ht_build[] = {DM_I1(launch_ht_build, dm_ht_build_kernel, 256)};
+static const dm_tune_instance g_ht_query[] = {DM_I1(launch_ht_query, dm_ht_query_kernel, 128),
+                                              DM_I1(launch_ht_query, dm_ht_query_kernel, 256),
+                                              DM_I1(launch_ht_query, dm_ht_query_kernel, 512)};
+static const dm_tune_instance g_w_len[] = {DM_I1(launch_w_len, dm_w_len_kernel, 128),
+                                           DM_I1(launch_w_len, dm_w_len_kernel, 256)};
+static const dm_tune_instance g_w_fill[] = {DM_I1(launch_w_fill, dm_w_fill_kernel, 128),
+                                            DM_I1(launch_w_fill, dm_w_fill_kernel, 256)};
+static const dm_tune_instance g_w_norm[] = {DM_I1(launch_w_norm, dm_w_norm_kernel, 128),
+                                            DM_I1(launch_w_norm, dm_w_norm_kernel, 256)};
+
+static int g_force_count = -1;
+
+struct dm_widen_u32 {
+    __host__ __device__ uint64_t operator()(uint32_t x) const { return (uint64_t)x; }
+}; /* tests: instance index of the chosen variant, -1 = tuner */
+
+/* ------------------------------------------------------------------ per-document tables */
+
+/* Document tables: bcap_d = max(1, ceil(slack x len_d x 2^grow_d / 32)) slots per bucket. */
+static int table_offsets(uint64_t *tab_off, const uint64_t *tok_off, size_t n_docs, int slack, const uint8_t *grow)
+{
+    tab_off[0] = 0;
+    for (size_t d = 0; d < n_docs; d++) {
+        uint64_t len = tok_off[d + 1] - tok_off[d];
+        uint64_t want = ((uint64_t)slack * len << grow[d]) + DM_TF_BUCKETS - 1;
+        uint64_t bcap = want / DM_TF_BUCKETS;
+        if (bcap < 1) bcap = 1;
+        if (bcap > UINT32_MAX / 2) return DM_ERR(DM_ERR_UNSUPPORTED, "tf table: document %zu is too long", d);
+        tab_off[d + 1] = tab_off[d] + DM_TF_BUCKETS * bcap;
+    }
+    return DM_OK;
+}
+
+struct tf_run {
+    cudaStream_t s;
+    size_t n_docs;
+    uint32_t n_terms;
+    uint64_t *d_tok_off, *d_tab_off;
+    uint32_t *d_tok, *d_key, *d_cnt, *d_over, *d_bad;
+    uint64_t slots;
+};
+
+/* Fills the document tables with the given instance (tables cleared first). */
+static int tf_fill(tf_run *r, const dm_tune_instance *inst)
+{
+    DM_CUDA_TRY(cudaMemsetAsync(r->d_key, 0xff, 4 * r->slots, r->s));
+    DM_CUDA_TRY(cudaMemsetAsync(r->d_cnt, 0, 4 * r->slots, r->s));
+    DM_CUDA_TRY(cudaMemsetAsync(r->d_over, 0, 4 * (r->n_docs ? r->n_docs : 1), r->s));
+    DM_CUDA_TRY(cudaMemsetAsync(r->d_bad, 0, 4, r->s));
+    dm_tf_args a = {r->d_tok_off, r->d_tok, r->n_docs, r->n_terms, r->d_tab_off, r->d_key, r->d_cnt, r->d_over, r->d_bad};
+    return inst->launch(&a, r->n_docs, r->s);
+}
+
+static const dm_tune_kernel *count_kernel(int variant);
+
+static const dm_tune_instance *count_instance(int variant, size_t n_tok)
+{
+    const dm_tune_kernel *k = count_kernel(variant);
+    if (g_force_count >= 0) return g_force_count < k->n_instances ? &k->instances[g_force_count] : NULL;
+    return dm_tune_select(k, n_tok);
+}
+
+extern "C" int dm_tf_count_cuda(dm_tf_counts *out, const uint64_t *tok_off, const uint32_t *tok, size_t n_docs,
+                                uint32_t n_terms, dm_tf_count_options *opt)
+{
+    if (!out || !tok_off || !opt || (!tok && tok_off[n_docs] > 0))
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_cuda: NULL argument");
+    if (opt->variant != DM_TF_ATOMIC && opt->variant != DM_TF_NOATOMIC)
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_cuda: unknown variant %d", opt->variant);
+    memset(out, 0, sizeof *out);
+    DM_TRY(dm_tfidf_tune_register());
+    const uint64_t n_tok = tok_off[n_docs];
+    int slack = opt->bucket_slack > 0 ? opt->bucket_slack : 2;
+    tf_run r;
+    memset(&r, 0, sizeof r);
+    r.s = (cudaStream_t)opt->stream;
+    r.n_docs = n_docs;
+    r.n_terms = n_terms;
+    dbufs keep = {{0}, 0}, tabs = {{0}, 0};
+    uint8_t *grow = (uint8_t *)dm_calloc(n_docs ? n_docs : 1, 1);
+    uint64_t *tab_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
+    uint32_t *over = (uint32_t *)dm_malloc(4 * (n_docs ? n_docs : 1));
+    out->row_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
+    int rc = grow && tab_off && over && out->row_off ? DM_OK : DM_ERR_NOMEM;
+    if (rc == DM_OK) rc = dalloc(&keep, (void **)&r.d_tok_off, 8 * (n_docs + 1));
+    if (rc == DM_OK) rc = dalloc(&keep, (void **)&r.d_tok, 4 * n_tok);
+    if (rc == DM_OK) rc = dalloc(&keep, (void **)&r.d_tab_off, 8 * (n_docs + 1));
+    if (rc == DM_OK) rc = dalloc(&keep, (void **)&r.d_over, 4 * n_docs);
+    if (rc == DM_OK) rc = dalloc(&keep, (void **)&r.d_bad, 4);
+    if (rc == DM_OK) rc = up(r.d_tok_off, tok_off, 8 * (n_docs + 1), r.s);
+    if (rc == DM_OK) rc = up(r.d_tok, tok, 4 * n_tok, r.s);
+    const dm_tune_instance *inst = rc == DM_OK ? count_instance(opt->variant, (size_t)n_tok) : NULL;
+    if (rc == DM_OK && !inst) rc = DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_cuda: the forced instance does not exist for %s", dm_tf_variant_name(opt->variant));
+    /* count; documents whose table overflowed get larger buckets and everything is rebuilt */
+    for (int attempt = 0; rc == DM_OK; attempt++) {
+        rc = table_offsets(tab_off, tok_off, n_docs, slack, grow);
+        r.slots = tab_off[n_docs];
+        dfree_all(&tabs);
+        if (rc == DM_OK) rc = dalloc(&tabs, (void **)&r.d_key, 4 * r.slots);
+        if (rc == DM_OK) rc = dalloc(&tabs, (void **)&r.d_cnt, 4 * r.slots);
+        if (rc == DM_OK) rc = up(r.d_tab_off, tab_off, 8 * (n_docs + 1), r.s);
+        if (rc == DM_OK) rc = tf_fill(&r, inst);
+        uint32_t bad = 0;
+        if (rc == DM_OK) rc = down(over, r.d_over, 4 * n_docs, r.s);
+        if (rc == DM_OK) rc = down(&bad, r.d_bad, 4, r.s);
+        if (rc == DM_OK && bad) rc = DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_cuda: a token names a term >= %u", n_terms);
+        if (rc != DM_OK) break;
+        int any = 0;
+        for (size_t d = 0; d < n_docs; d++)
+            if (over[d]) {
+                any = 1;
+                grow[d]++;
+            }
+        if (!any) break;
+        opt->rebuilds++;
+        if (attempt > 40) rc = DM_ERR(DM_ERR_NOMEM, "dm_tf_count_cuda: tables keep overflowing");
+    }
+    /* compaction: header, scan, entries; then each row term-sorted */
+    uint32_t *d_header = NULL, *d_term = NULL, *d_count = NULL, *d_sterm = NULL, *d_scount = NULL;
+    uint64_t *d_scan = NULL, *d_row_off = NULL;
+    void *d_temp = NULL;
+    if (rc == DM_OK) rc = dalloc(&keep, (void **)&d_header, 4 * DM_TF_BUCKETS * n_docs);
+    if (rc == DM_OK) rc = dalloc(&keep, (void **)&d_scan, 8 * DM_TF_BUCKETS * n_docs);
+    if (rc == DM_OK) rc = dalloc(&keep, (void **)&d_term, 4 * n_tok);
+    if (rc == DM_OK) rc = dalloc(&keep, (void **)&d_count, 4 * n_tok);
+    if (rc == DM_OK) rc = dalloc(&keep, (void **)&d_sterm, 4 * n_tok);
+    if (rc == DM_OK) rc = dalloc(&keep, (void **)&d_scount, 4 * n_tok);
+    if (rc == DM_OK) rc = dalloc(&keep, (void **)&d_row_off, 8 * (n_docs + 1));
+    dm_tf_compact_args ca = {n_docs, r.d_tab_off, r.d_key, r.d_cnt, d_header, d_scan, d_term, d_count, d_row_off};
+    if (rc == DM_OK && n_docs == 0) {
+        out->n_rows = 0;
+        out->row_off[0] = 0;
+    } else if (rc == DM_OK) {
+        const dm_tune_kernel *kh = dm_tune_kernel_find("tfidf.tf_header");
+        const dm_tune_kernel *kc = dm_tune_kernel_find("tfidf.tf_compact");
+        rc = dm_tune_select(kh, n_docs)->launch(&ca, n_docs, r.s);
+        auto wide = thrust::make_transform_iterator(d_header, dm_widen_u32());
+        size_t tb = 0;
+        if (rc == DM_OK && cub::DeviceScan::ExclusiveSum(NULL, tb, wide, d_scan, DM_TF_BUCKETS * n_docs, r.s) != cudaSuccess)
+            rc = DM_ERR(DM_ERR_CUDA, "tf compaction: scan size query failed");
+        if (rc == DM_OK) rc = dalloc(&keep, &d_temp, tb);
+        if (rc == DM_OK && cub::DeviceScan::ExclusiveSum(d_temp, tb, wide, d_scan, DM_TF_BUCKETS * n_docs, r.s) != cudaSuccess)
+            rc = DM_ERR(DM_ERR_CUDA, "tf compaction: scan failed");
+        if (rc == DM_OK) rc = dm_tune_select(kc, n_docs)->launch(&ca, n_docs, r.s);
+        if (rc == DM_OK) rc = down(out->row_off, d_row_off, 8 * (n_docs + 1), r.s);
+    }
+    uint64_t nnz = rc == DM_OK ? out->row_off[n_docs] : 0;
+    if (rc == DM_OK && nnz > n_tok) rc = DM_ERR(DM_ERR_CUDA, "tf compaction: %" PRIu64 " entries from %" PRIu64 " tokens", nnz, n_tok);
+    if (rc == DM_OK && n_docs > 0) {
+        size_t tb = 0;
+        void *t2 = NULL;
+        rc = dm_segsort_pairs_u32_cuda(NULL, &tb, d_sterm, d_scount, d_term, d_count, nnz, d_row_off, n_docs, r.s);
+        if (rc == DM_OK) rc = dalloc(&keep, &t2, tb);
+        if (rc == DM_OK)
+            rc = dm_segsort_pairs_u32_cuda(t2, &tb, d_sterm, d_scount, d_term, d_count, nnz, d_row_off, n_docs, r.s);
+    }
+    if (rc == DM_OK) {
+        out->n_rows = n_docs;
+        out->term = (uint32_t *)dm_malloc(4 * (nnz ? nnz : 1));
+        out->count = (uint32_t *)dm_malloc(4 * (nnz ? nnz : 1));
+        if (!out->term || !out->count) rc = DM_ERR_NOMEM;
+    }
+    if (rc == DM_OK) rc = down(out->term, d_sterm, 4 * nnz, r.s);
+    if (rc == DM_OK) rc = down(out->count, d_scount, 4 * nnz, r.s);
+    dfree_all(&tabs);
+    dfree_all(&keep);
+    dm_free(grow);
+    dm_free(tab_off);
+    dm_free(over);
+    if (rc != DM_OK) dm_tf_counts_free(out);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ vocabulary table */
+
+static size_t pow2_at_least(size_t n)
+{
+    size_t c = 2;
+    while (c < n) c *= 2;
+    return c;
+}
+
+struct vt_dev {
+    uint64_t *hash, *off, *val;
+    char *bytes;
+};
+
+static int termlist_up(dbufs *b, vt_dev *d, const dm_termlist *l, int with_val, cudaStream_t s)
+{
+    memset(d, 0, sizeof *d);
+    uint64_t nb = l->n ? l->off[l->n] : 0;
+    DM_TRY(dalloc(b, (void **)&d->hash, 8 * l->n));
+    DM_TRY(dalloc(b, (void **)&d->off, 8 * (l->n + 1)));
+    DM_TRY(dalloc(b, (void **)&d->bytes, nb));
+    DM_TRY(up(d->hash, l->hash, 8 * l->n, s));
+    if (l->n) DM_TRY(up(d->off, l->off, 8 * (l->n + 1), s));
+    else DM_CUDA_TRY(cudaMemsetAsync(d->off, 0, 8, s));
+    DM_TRY(up(d->bytes, l->bytes, nb, s));
+    if (with_val && l->val) {
+        DM_TRY(dalloc(b, (void **)&d->val, 8 * l->n));
+        DM_TRY(up(d->val, l->val, 8 * l->n, s));
+    }
+    return DM_OK;
+}
+
+/* A table of cap slots: key, ident, optional sum/first/amb, counters. */
+struct vt_table {
+    uint64_t cap;
+    uint64_t *key, *sum;
+    uint32_t *ident, *first, *amb, *full, *dup;
+    unsigned long long *used, *ambq;
+};
+
+static int vt_alloc(dbufs *b, vt_table *t, uint64_t cap, int merge, int hash_only, cudaStream_t s)
+{
+    memset(t, 0, sizeof *t);
+    t->cap = cap;
+    DM_TRY(dalloc(b, (void **)&t->key, 8 * cap));
+    DM_TRY(dalloc(b, (void **)&t->ident, 4 * cap));
+    DM_TRY(dalloc(b, (void **)&t->full, 4));
+    DM_TRY(dalloc(b, (void **)&t->dup, 4));
+    DM_TRY(dalloc(b, (void **)&t->used, 8));
+    DM_TRY(dalloc(b, (void **)&t->ambq, 8));
+    DM_CUDA_TRY(cudaMemsetAsync(t->ident, 0, 4 * cap, s));
+    DM_CUDA_TRY(cudaMemsetAsync(t->full, 0, 4, s));
+    DM_CUDA_TRY(cudaMemsetAsync(t->dup, 0, 4, s));
+    DM_CUDA_TRY(cudaMemsetAsync(t->used, 0, 8, s));
+    DM_CUDA_TRY(cudaMemsetAsync(t->ambq, 0xff, 8, s));
+    if (merge) {
+        DM_TRY(dalloc(b, (void **)&t->sum, 8 * cap));
+        DM_TRY(dalloc(b, (void **)&t->first, 4 * cap));
+        DM_CUDA_TRY(cudaMemsetAsync(t->sum, 0, 8 * cap, s));
+        DM_CUDA_TRY(cudaMemsetAsync(t->first, 0xff, 4 * cap, s));
+    }
+    if (hash_only) {
+        DM_TRY(dalloc(b, (void **)&t->amb, 4 * cap));
+        DM_CUDA_TRY(cudaMemsetAsync(t->amb, 0, 4 * cap, s));
+    }
+    return DM_OK;
+}
+
+static dm_vt_args vt_args(const vt_table *t)
+{
+    dm_vt_args a;
+    memset(&a, 0, sizeof a);
+    a.cap = t->cap;
+    a.key = t->key;
+    a.ident = t->ident;
+    a.sum = t->sum;
+    a.first = t->first;
+    a.amb = t->amb;
+    a.used = t->used;
+    a.full = t->full;
+    a.dup = t->dup;
+    a.ambiguous_q = t->ambq;
+    return a;
+}
+
+extern "C" int dm_vocab_merge_cuda(dm_termlist *out, const dm_termlist *in, dm_vocab_table_options *opt)
+{
+    if (!out || !in || !opt) return DM_ERR(DM_ERR_INVALID_ARG, "dm_vocab_merge_cuda: NULL argument");
+    memset(out, 0, sizeof *out);
+    DM_TRY(dm_tfidf_tune_register());
+    if (in->n >= UINT32_MAX) return DM_ERR(DM_ERR_UNSUPPORTED, "vocabulary merge: too many terms");
+    if (in->n == 0) return dm_termlist_alloc(out, 0, 0, 1);
+    cudaStream_t s = (cudaStream_t)opt->stream;
+    dbufs inb = {{0}, 0}, tb = {{0}, 0};
+    vt_dev d;
+    int rc = termlist_up(&inb, &d, in, 1, s);
+    uint64_t cap = pow2_at_least(opt->initial_cap ? opt->initial_cap : 2 * in->n + 2);
+    vt_table t;
+    const dm_tune_kernel *k = dm_tune_kernel_find("tfidf.vocab_merge");
+    while (rc == DM_OK) {
+        dfree_all(&tb);
+        rc = vt_alloc(&tb, &t, cap, 1, 0, s);
+        dm_vt_args a = vt_args(&t);
+        a.hash = d.hash;
+        a.off = d.off;
+        a.bytes = d.bytes;
+        a.val = d.val;
+        a.n = in->n;
+        if (rc == DM_OK) rc = dm_tune_select(k, in->n)->launch(&a, in->n, s);
+        uint32_t full = 0;
+        if (rc == DM_OK) rc = down(&full, t.full, 4, s);
+        if (rc != DM_OK || !full) break;
+        cap *= 2;
+        opt->rebuilds++;
+    }
+    /* distinct terms in order of first occurrence: slot of each first index */
+    uint32_t *ident = NULL, *first = NULL, *slot_of = NULL;
+    uint64_t *sum = NULL;
+    if (rc == DM_OK) {
+        ident = (uint32_t *)dm_malloc(4 * cap);
+        first = (uint32_t *)dm_malloc(4 * cap);
+        sum = (uint64_t *)dm_malloc(8 * cap);
+        slot_of = (uint32_t *)dm_malloc(4 * in->n);
+        if (!ident || !first || !sum || !slot_of) rc = DM_ERR_NOMEM;
+    }
+    if (rc == DM_OK) rc = down(ident, t.ident, 4 * cap, s);
+    if (rc == DM_OK) rc = down(first, t.first, 4 * cap, s);
+    if (rc == DM_OK) rc = down(sum, t.sum, 8 * cap, s);
+    dfree_all(&tb);
+    dfree_all(&inb);
+    if (rc == DM_OK) {
+        size_t nd = 0;
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < in->n; i++) slot_of[i] = UINT32_MAX;
+        for (uint64_t sl = 0; sl < cap; sl++)
+            if (ident[sl]) {
+                slot_of[first[sl]] = (uint32_t)sl;
+                nd++;
+                bytes += dm_termlist_len(in, first[sl]);
+            }
+        rc = dm_termlist_alloc(out, nd, bytes, 1);
+        size_t k2 = 0;
+        for (size_t i = 0; rc == DM_OK && i < in->n; i++) {
+            if (slot_of[i] == UINT32_MAX) continue;
+            size_t len = dm_termlist_len(in, i);
+            out->hash[k2] = in->hash[i];
+            out->val[k2] = sum[slot_of[i]];
+            memcpy(out->bytes + out->off[k2], dm_termlist_bytes(in, i), len);
+            out->off[k2 + 1] = out->off[k2] + len;
+            k2++;
+        }
+        uint64_t dups = 0;
+        if (rc == DM_OK) rc = hash_dups(&dups, out->hash, out->n);
+        opt->collisions += dups;
+    }
+    dm_free(ident);
+    dm_free(first);
+    dm_free(sum);
+    dm_free(slot_of);
+    if (rc != DM_OK) dm_termlist_free(out);
+    return rc;
+}
+
+extern "C" int dm_vocab_lookup_cuda(uint32_t *ids_out, const dm_termlist *vocab, const dm_termlist *queries,
+                                    dm_vocab_table_options *opt)
+{
+    if (!vocab || !queries || !opt || (!ids_out && queries->n))
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_vocab_lookup_cuda: NULL argument");
+    DM_TRY(dm_tfidf_tune_register());
+    if (vocab->n >= UINT32_MAX) return DM_ERR(DM_ERR_UNSUPPORTED, "vocabulary lookup: too many terms");
+    cudaStream_t s = (cudaStream_t)opt->stream;
+    dbufs inb = {{0}, 0}, tb = {{0}, 0};
+    vt_dev v, q;
+    int rc = termlist_up(&inb, &v, vocab, 0, s);
+    if (rc == DM_OK) rc = termlist_up(&inb, &q, queries, 0, s);
+    uint32_t *d_ids = NULL;
+    if (rc == DM_OK) rc = dalloc(&inb, (void **)&d_ids, 4 * queries->n);
+    uint64_t cap = pow2_at_least(opt->initial_cap ? opt->initial_cap : 2 * vocab->n + 2);
+    vt_table t;
+    const dm_tune_kernel *kb = dm_tune_kernel_find("tfidf.vocab_build"), *kq = dm_tune_kernel_find("tfidf.vocab_query");
+    dm_vt_args a;
+    while (rc == DM_OK) {
+        dfree_all(&tb);
+        rc = vt_alloc(&tb, &t, cap, 0, 0, s);
+        a = vt_args(&t);
+        a.t_hash = v.hash;
+        a.t_off = v.off;
+        a.t_bytes = v.bytes;
+        a.n = vocab->n;
+        if (rc == DM_OK) rc = dm_tune_select(kb, vocab->n)->launch(&a, vocab->n, s);
+        uint32_t full = 0, dup = 0;
+        if (rc == DM_OK) rc = down(&full, t.full, 4, s);
+        if (rc == DM_OK) rc = down(&dup, t.dup, 4, s);
+        if (rc == DM_OK && dup) rc = DM_ERR(DM_ERR_INVALID_ARG, "vocabulary lookup: term %u repeats an earlier term", dup - 1);
+        if (rc != DM_OK || !full) break;
+        cap *= 2;
+        opt->rebuilds++;
+    }
+    if (rc == DM_OK) {
+        a.q_hash = q.hash;
+        a.q_off = q.off;
+        a.q_bytes = q.bytes;
+        a.n_q = queries->n;
+        a.ids_out = d_ids;
+        rc = dm_tune_select(kq, queries->n)->launch(&a, queries->n, s);
+    }
+    if (rc == DM_OK) rc = down(ids_out, d_ids, 4 * queries->n, s);
+    uint64_t dups = 0;
+    if (rc == DM_OK) rc = hash_dups(&dups, vocab->hash, vocab->n);
+    opt->collisions += dups;
+    dfree_all(&tb);
+    dfree_all(&inb);
+    return rc;
+}
+
+extern "C" int dm_hash_lookup_cuda(uint32_t *ids_out, const dm_termlist *vocab, const uint64_t *hashes, size_t n,
+                                   dm_vocab_table_options *opt)
+{
+    if (!vocab || !opt || (n && (!ids_out || !hashes)))
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_hash_lookup_cuda: NULL argument");
+    DM_TRY(dm_tfidf_tune_register());
+    if (vocab->n >= UINT32_MAX) return DM_ERR(DM_ERR_UNSUPPORTED, "hash lookup: too many terms");
+    cudaStream_t s = (cudaStream_t)opt->stream;
+    dbufs inb = {{0}, 0}, tb = {{0}, 0};
+    uint64_t *d_vh = NULL, *d_q = NULL;
+    uint32_t *d_ids = NULL;
+    int rc = dalloc(&inb, (void **)&d_vh, 8 * vocab->n);
+    if (rc == DM_OK) rc = dalloc(&inb, (void **)&d_q, 8 * n);
+    if (rc == DM_OK) rc = dalloc(&inb, (void **)&d_ids, 4 * n);
+    if (rc == DM_OK) rc = up(d_vh, vocab->hash, 8 * vocab->n, s);
+    if (rc == DM_OK) rc = up(d_q, hashes, 8 * n, s);
+    uint64_t cap = pow2_at_least(opt->initial_cap ? opt->initial_cap : 2 * vocab->n + 2);
+    vt_table t;
+    const dm_tune_kernel *kb = dm_tune_kernel_find("tfidf.hash_build"), *kq = dm_tune_kernel_find("tfidf.hash_query");
+    dm_vt_args a;
+    while (rc == DM_OK) {
+        dfree_all(&tb);
+        rc = vt_alloc(&tb, &t, cap, 0, 1, s);
+        a = vt_args(&t);
+        a.t_hash = d_vh;
+        a.n = vocab->n;
+        if (rc == DM_OK) rc = dm_tune_select(kb, vocab->n)->launch(&a, vocab->n, s);
+        uint32_t full = 0;
+        if (rc == DM_OK) rc = down(&full, t.full, 4, s);
+        if (rc != DM_OK || !full) break;
+        cap *= 2;
+        opt->rebuilds++;
+    }
+    unsigned long long amb = ~0ull;
+    if (rc == DM_OK) {
+        a.q_hash = d_q;
+        a.n_q = n;
+        a.ids_out = d_ids;
+        rc = dm_tune_select(kq, n)->launch(&a, n, s);
+    }
+    if (rc == DM_OK) rc = down(&amb, t.ambq, 8, s);
+    if (rc == DM_OK && amb != ~0ull) {
+        uint64_t h = hashes[amb - 1];
+        size_t x = SIZE_MAX, y = SIZE_MAX;
+        for (size_t i = 0; i < vocab->n; i++)
+            if (vocab->hash[i] == h) {
+                if (x == SIZE_MAX) x = i;
+                else if (y == SIZE_MAX) y = i;
+            }
+        rc = DM_ERR(DM_ERR_FORMAT,
+                    "hash %016" PRIx64 " stands for both '%.*s' and '%.*s': their tokens cannot be "
+                    "told apart by hash (vectorise from the corpus, which resolves collisions by bytes)",
+                    h, (int)dm_termlist_len(vocab, x), dm_termlist_bytes(vocab, x), (int)dm_termlist_len(vocab, y),
+                    dm_termlist_bytes(vocab, y));
+    }
+    if (rc == DM_OK) rc = down(ids_out, d_ids, 4 * n, s);
+    dfree_all(&tb);
+    dfree_all(&inb);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ weights */
+
+extern "C" int dm_tfidf_weigh_cuda(dm_vectors *out, const dm_tf_counts *counts, const uint32_t *term_map,
+                                   size_t n_local_terms, const double *col_w, uint64_t n_cols, dm_weigh_options *opt)
+{
+    if (!out || !counts || !opt || (!term_map && n_local_terms))
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_weigh_cuda: NULL argument");
+    DM_TRY(dm_tfidf_tune_register());
+    size_t n = counts->n_rows;
+    uint64_t nnz = counts->row_off[n];
+    for (uint64_t k = 0; k < nnz; k++)
+        if (counts->term[k] >= n_local_terms ||
+            (term_map[counts->term[k]] != DM_TERM_NONE && term_map[counts->term[k]] >= n_cols))
+            return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_weigh_cuda: entry %" PRIu64 " maps outside the columns", k);
+    if (nnz >= UINT32_MAX) return DM_ERR(DM_ERR_UNSUPPORTED, "dm_tfidf_weigh_cuda: more than 2^32 entries in one call");
+    cudaStream_t s = (cudaStream_t)opt->stream;
+    dbufs b = {{0}, 0};
+    dm_w_args a;
+    memset(&a, 0, sizeof a);
+    a.n_rows = n;
+    a.sublinear = opt->sublinear;
+    a.l2 = opt->l2;
+    uint64_t *d_row_off, *d_len, *d_kept, *d_out_off;
+    uint32_t *d_term, *d_count, *d_map;
+    double *d_w;
+    unsigned long long *d_ctr;
+    int rc = dalloc(&b, (void **)&d_row_off, 8 * (n + 1));
+    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_term, 4 * nnz);
+    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_count, 4 * nnz);
+    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_map, 4 * n_local_terms);
+    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_w, 8 * n_cols);
+    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_len, 8 * n);
+    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_kept, 8 * (n + 1));
+    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_out_off, 8 * (n + 1));
+    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_ctr, 16);
+    if (rc == DM_OK) rc = up(d_row_off, counts->row_off, 8 * (n + 1), s);
+    if (rc == DM_OK) rc = up(d_term, counts->term, 4 * nnz, s);
+    if (rc == DM_OK) rc = up(d_count, counts->count, 4 * nnz, s);
+    if (rc == DM_OK) rc = up(d_map, term_map, 4 * n_local_terms, s);
+    if (rc == DM_OK) rc = up(d_w, col_w, 8 * n_cols, s);
+    if (rc == DM_OK && cudaMemsetAsync(d_kept, 0, 8 * (n + 1), s) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "memset failed");
+    if (rc == DM_OK && cudaMemsetAsync(d_ctr, 0, 16, s) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "memset failed");
+    a.row_off = d_row_off;
+    a.term = d_term;
+    a.count = d_count;
+    a.map = d_map;
+    a.col_w = d_w;
+    a.row_len = d_len;
+    a.kept = d_kept;
+    a.out_off = d_out_off;
+    a.zero = d_ctr;
+    a.unmapped = d_ctr + 1;
+    if (rc == DM_OK) rc = dm_tune_select(dm_tune_kernel_find("tfidf.weigh_len"), n)->launch(&a, n, s);
+    void *d_temp = NULL;
+    size_t tb = 0;
+    if (rc == DM_OK && cub::DeviceScan::ExclusiveSum(NULL, tb, d_kept, d_out_off, n + 1, s) != cudaSuccess)
+        rc = DM_ERR(DM_ERR_CUDA, "weights: scan size query failed");
+    if (rc == DM_OK) rc = dalloc(&b, &d_temp, tb);
+    if (rc == DM_OK && cub::DeviceScan::ExclusiveSum(d_temp, tb, d_kept, d_out_off, n + 1, s) != cudaSuccess)
+        rc = DM_ERR(DM_ERR_CUDA, "weights: scan failed");
+    uint64_t *row_off = (uint64_t *)dm_malloc(8 * (n + 1));
+    if (rc == DM_OK && !row_off) rc = DM_ERR_NOMEM;
+    if (rc == DM_OK) rc = down(row_off, d_out_off, 8 * (n + 1), s);
+    uint64_t m = rc == DM_OK ? row_off[n] : 0;
+    uint32_t *d_col = NULL, *d_pos = NULL, *d_scol = NULL, *d_spos = NULL, *d_fcol = NULL;
+    double *d_ow = NULL;
+    float *d_fval = NULL;
+    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_col, 4 * m);
+    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_pos, 4 * m);
+    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_scol, 4 * m);
+    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_spos, 4 * m);
+    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_fcol, 4 * m);
+    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_ow, 8 * m);
+    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_fval, 4 * m);
+    a.out_col = d_col;
+    a.out_w = d_ow;
+    a.out_pos = d_pos;
+    a.sorted_col = d_scol;
+    a.sorted_pos = d_spos;
+    a.final_col = d_fcol;
+    a.final_val = d_fval;
+    if (rc == DM_OK) rc = dm_tune_select(dm_tune_kernel_find("tfidf.weigh_fill"), n)->launch(&a, n, s);
+    if (rc == DM_OK && n > 0) {
+        size_t sb = 0;
+        void *st = NULL;
+        rc = dm_segsort_pairs_u32_cuda(NULL, &sb, d_scol, d_spos, d_col, d_pos, m, d_out_off, n, s);
+        if (rc == DM_OK) rc = dalloc(&b, &st, sb);
+        if (rc == DM_OK) rc = dm_segsort_pairs_u32_cuda(st, &sb, d_scol, d_spos, d_col, d_pos, m, d_out_off, n, s);
+    }
+    if (rc == DM_OK) rc = dm_tune_select(dm_tune_kernel_find("tfidf.weigh_norm"), n)->launch(&a, n, s);
+    uint32_t *col = (uint32_t *)dm_malloc(4 * (m ? m : 1));
+    float *val = (float *)dm_malloc(4 * (m ? m : 1));
+    unsigned long long ctr[2] = {0, 0};
+    if (rc == DM_OK && (!col || !val)) rc = DM_ERR_NOMEM;
+    if (rc == DM_OK) rc = down(col, d_fcol, 4 * m, s);
+    if (rc == DM_OK) rc = down(val, d_fval, 4 * m, s);
+    if (rc == DM_OK) rc = down(ctr, d_ctr, 16, s);
+    dfree_all(&b);
+    if (rc != DM_OK) {
+        dm_free(row_off);
+        dm_free(col);
+        dm_free(val);
+        return rc;
+    }
+    out->n_rows = n;
+    out->n_cols = n_cols;
+    out->row_off = row_off;
+    out->col = col;
+    out->val = val;
+    opt->zero_weight += ctr[0];
+    opt->unmapped += ctr[1];
+    return DM_OK;
+}
+
+/* ------------------------------------------------------------------ tuning workloads */
+
+/* Per-document counting: n tokens in documents of 1..400 tokens (a tail to 5000), term ids
+ * skewed over 60000 terms. Output: every document's (term, count) pairs in term order, taken from
+ * the tables on the host, so outputs compare whatever slot each term landed in. */
+struct count_bench {
+    tf_run r;
+    size_t n_tok;
+    dbufs b;
+    uint64_t *tab_off;
+    uint64_t *tok_off;
+};
+
+static void count_bench_destroy(void *state)
+{
+    count_bench *c = (count_bench *)state;
+    if (!c) return;
+    dfree_all(&c->b);
+    dm_free(c->tab_off);
+    dm_free(c->tok_off);
+    dm_free(c);
+}
+
+static uint64_t brand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int count_bench_create(void **state, size_t n, uint64_t seed)
+{
+    *state = NULL;
+    count_bench *c = (count_bench *)dm_calloc(1, sizeof *c);
+    if (!c) return DM_ERR_NOMEM;
+    c->n_tok = n;
+    c->tok_off = (uint64_t *)dm_malloc(8 * (n + 2));
+    uint32_t *tok = (uint32_t *)dm_malloc(4 * (n ? n : 1));
+    int rc = c->tok_off && tok ? DM_OK : DM_ERR_NOMEM;
+    size_t n_docs = 0;
+    const uint32_t n_terms = 60000;
+    if (rc == DM_OK) rc = dm_tf_bench_docs(c->tok_off, tok, n, n_terms, seed, &n_docs);
+    c->tab_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
+    uint8_t *grow = (uint8_t *)dm_calloc(n_docs ? n_docs : 1, 1);
+    if (rc == DM_OK && (!c->tab_off || !grow)) rc = DM_ERR_NOMEM;
+    if (rc == DM_OK) rc = table_offsets(c->tab_off, c->tok_off, n_docs, 2, grow);
+    tf_run *r = &c->r;
+    r->n_docs = n_docs;
+    r->n_terms = n_terms;
+    r->slots = rc == DM_OK ? c->tab_off[n_docs] : 0;
+    if (rc == DM_OK) rc = dalloc(&c->b, (void **)&r->d_tok_off, 8 * (n_docs + 1));
+    if (rc == DM_OK) rc = dalloc(&c->b, (void **)&r->d_tok, 4 * n);
+    if (rc == DM_OK) rc = dalloc(&c->b, (void **)&r->d_tab_off, 8 * (n_docs + 1));
+    if (rc == DM_OK) rc = dalloc(&c->b, (void **)&r->d_key, 4 * r->slots);
+    if (rc == DM_OK) rc = dalloc(&c->b, (void **)&r->d_cnt, 4 * r->slots);
+    if (rc == DM_OK) rc = dalloc(&c->b, (void **)&r->d_over, 4 * n_docs);
+    if (rc == DM_OK) rc = dalloc(&c->b, (void **)&r->d_bad, 4);
+    if (rc == DM_OK) rc = up(r->d_tok_off, c->tok_off, 8 * (n_docs + 1), 0);
+    if (rc == DM_OK) rc = up(r->d_tok, tok, 4 * n, 0);
+    if (rc == DM_OK) rc = up(r->d_tab_off, c->tab_off, 8 * (n_docs + 1), 0);
+    /* a fixed pattern in the output before any run */
+    if (rc == DM_OK && cudaMemset(r->d_key, 0x5a, 4 * r->slots) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "memset failed");
+    if (rc == DM_OK && cudaDeviceSynchronize() != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "bench upload failed");
+    dm_free(tok);
+    dm_free(grow);
+    if (rc != DM_OK) {
+        count_bench_destroy(c);
+        return rc;
+    }
+    *state = c;
+    return DM_OK;
+}
+
+static int count_bench_run(void *state, const dm_tune_instance *inst, void *stream)
+{
+    count_bench *c = (count_bench *)state;
+    c->r.s = (cudaStream_t)stream;
+    return tf_fill(&c->r, inst);
+}
+
+static int cmp_pair(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Output: per document, its (term << 32 | count) entries sorted, then the overflow flags. */
+static int count_bench_output(void *state, void *host, size_t *nbytes)
+{
+    count_bench *c = (count_bench *)state;
+    const tf_run *r = &c->r;
+    *nbytes = 8 * (size_t)r->slots + 4 * r->n_docs;
+    if (!host) return DM_OK;
+    uint32_t *k = (uint32_t *)dm_malloc(4 * (r->slots ? r->slots : 1)), *n = (uint32_t *)dm_malloc(4 * (r->slots ? r->slots : 1));
+    if (!k || !n) {
+        dm_free(k);
+        dm_free(n);
+        return DM_ERR_NOMEM;
+    }
+    int rc = down(k, r->d_key, 4 * r->slots, 0);
+    if (rc == DM_OK) rc = down(n, r->d_cnt, 4 * r->slots, 0);
+    uint64_t *o = (uint64_t *)host;
+    memset(host, 0, *nbytes);
+    for (size_t d = 0; rc == DM_OK && d < r->n_docs; d++) {
+        uint64_t b = c->tab_off[d], e = c->tab_off[d + 1], m = b;
+        for (uint64_t sl = b; sl < e; sl++)
+            if (k[sl] != DM_TF_EMPTY) o[m++] = (uint64_t)k[sl] << 32 | n[sl];
+        qsort(o + b, (size_t)(m - b), 8, cmp_pair);
+    }
+    if (rc == DM_OK) rc = down((char *)host + 8 * r->slots, r->d_over, 4 * r->n_docs, 0);
+    dm_free(k);
+    dm_free(n);
+    return rc;
+}
+
+/* Vocabulary merge: n occurrences of n/4 distinct terms (words of 3..12 letters). Output: the
+ * sums in order of first occurrence. */
+struct merge_bench {
+    size_t n;
+    dbufs b;
+    vt_dev d;
+    vt_table t;
+    uint64_t cap;
+};
+
+static void merge_bench_destroy(void *state)
+{
+    merge_bench *m = (merge_bench *)state;
+    if (!m) return;
+    dfree_all(&m->b);
+    dm_free(m);
+}
+
+static int merge_bench_create(void **state, size_t n, uint64_t seed)
+{
+    *state = NULL;
+    merge_bench *m = (merge_bench *)dm_calloc(1, sizeof *m);
+    if (!m) return DM_ERR_NOMEM;
+    m->n = n;
+    dm_termlist l;
+    int rc = dm_termlist_alloc(&l, n, 12 * (uint64_t)n, 1);
+    uint64_t s = seed, distinct = n / 4 + 1;
+    for (size_t i = 0; rc == DM_OK && i < n; i++) {
+        uint64_t w = brand(&s) % distinct, x = w * 0x9e3779b97f4a7c15ull;
+        int len = 3 + (int)(w % 10);
+        char *p = l.bytes + l.off[i];
+        for (int j = 0; j < len; j++, x = x * 6364136223846793005ull + 1) p[j] = (char)('a' + (x >> 59) % 26);
+        l.off[i + 1] = l.off[i] + (uint64_t)len;
+        l.hash[i] = dm_mix64(w + 1);
+        l.val[i] = 1 + w % 3;
+    }
+    if (rc == DM_OK) rc = termlist_up(&m->b, &m->d, &l, 1, 0);
+    m->cap = pow2_at_least(2 * distinct + 2);
+    if (rc == DM_OK) rc = vt_alloc(&m->b, &m->t, m->cap, 1, 0, 0);
+    if (rc == DM_OK && cudaDeviceSynchronize() != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "bench upload failed");
+    dm_termlist_free(&l);
+    if (rc != DM_OK) {
+        merge_bench_destroy(m);
+        return rc;
+    }
+    *state = m;
+    return DM_OK;
+}
+
+static int merge_bench_run(void *state, const dm_tune_instance *inst, void *stream)
+{
+    merge_bench *m = (merge_bench *)state;
+    cudaStream_t s = (cudaStream_t)stream;
+    DM_CUDA_TRY(cudaMemsetAsync(m->t.ident, 0, 4 * m->cap, s));
+    DM_CUDA_TRY(cudaMemsetAsync(m->t.sum, 0, 8 * m->cap, s));
+    DM_CUDA_TRY(cudaMemsetAsync(m->t.first, 0xff, 4 * m->cap, s));
+    DM_CUDA_TRY(cudaMemsetAsync(m->t.used, 0, 8, s));
+    DM_CUDA_TRY(cudaMemsetAsync(m->t.full, 0, 4, s));
+    dm_vt_args a = vt_args(&m->t);
+    a.hash = m->d.hash;
+    a.off = m->d.off;
+    a.bytes = m->d.bytes;
+    a.val = m->d.val;
+    a.n = m->n;
+    return inst->launch(&a, m->n, stream);
+}
+
+static int merge_bench_output(void *state, void *host, size_t *nbytes)
+{
+    merge_bench *m = (merge_bench *)state;
+    *nbytes = 8 * m->n;
+    if (!host) return DM_OK;
+    uint32_t *ident = (uint32_t *)dm_malloc(4 * m->cap), *first = (uint32_t *)dm_malloc(4 * m->cap);
+    uint64_t *sum = (uint64_t *)dm_malloc(8 * m->cap);
+    int rc = ident && first && sum ? DM_OK : DM_ERR_NOMEM;
+    if (rc == DM_OK) rc = down(ident, m->t.ident, 4 * m->cap, 0);
+    if (rc == DM_OK) rc = down(first, m->t.first, 4 * m->cap, 0);
+    if (rc == DM_OK) rc = down(sum, m->t.sum, 8 * m->cap, 0);
+    uint64_t *o = (uint64_t *)host;
+    memset(host, 0, *nbytes);
+    for (uint64_t sl = 0; rc == DM_OK && sl < m->cap; sl++)
+        if (ident[sl] && first[sl] < m->n) o[first[sl]] = sum[sl];
+    dm_free(ident);
+    dm_free(first);
+    dm_free(sum);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ registration */
+
+static const dm_tune_kernel k_count_atomic = {
+    "tfidf.tf_count_atomic", "per-document term counts, warp per document, atomic bucket inserts", "tokens",
+    g_count_atomic, DM_N_CA, 11 /* block 128, rake 2, strided */, count_bench_create, count_bench_run, count_bench_output,
+    count_bench_destroy, 0.0, (size_t)1 << 26, 1.0, NULL};
+static const dm_tune_kernel k_count_noatomic = {
+    "tfidf.tf_count_noatomic", "per-document term counts, per-lane sub-tables merged by bucket (no atomics)",
+    "tokens", g_count_noatomic, DM_N_CN, 4 /* block 128, rake 4 */, count_bench_create, count_bench_run,
+    count_bench_output, count_bench_destroy, 0.0, (size_t)1 << 26, 1.0, NULL};
+static const dm_tune_kernel k_vt_merge = {
+    "tfidf.vocab_merge", "vocabulary/DF table: insert with byte identity, sum df", "terms", g_vt_merge, 3, 1,
+    merge_bench_create, merge_bench_run, merge_bench_output, merge_bench_destroy, 0.0, (size_t)1 << 22, 1.0, NULL};
+
+#define DM_TK(var, name, desc, unit, inst)                                                         \
+    static const dm_tune_kernel var = {name, desc, unit, inst, (int)(sizeof inst / sizeof inst[0]), 0, NULL,   \
+                                       NULL, NULL, NULL, 0.0, 0, 1.0, NULL}
+DM_TK(k_header, "tfidf.tf_header", "per-document tables: occupied slots per bucket", "documents", g_header);
+DM_TK(k_compact, "tfidf.tf_compact", "per-document tables: entries to the rows", "documents", g_compact);
+DM_TK(k_vt_build, "tfidf.vocab_build", "vocabulary lookup table: insert distinct terms", "terms", g_vt_build);
+DM_TK(k_vt_query, "tfidf.vocab_query", "vocabulary lookup: hash + bytes", "queries", g_vt_query);
+DM_TK(k_ht_build, "tfidf.hash_build", "hash-only table of a token stream's vocabulary", "terms", g_ht_build);
+DM_TK(k_ht_query, "tfidf.hash_query", "token hashes to stream vocabulary indices", "tokens", g_ht_query);
+DM_TK(k_w_len, "tfidf.weigh_len", "weights: row lengths and stored entries", "rows", g_w_len);
+DM_TK(k_w_fill, "tfidf.weigh_fill", "weights: tf x idf per entry", "rows", g_w_fill);
+DM_TK(k_w_norm, "tfidf.weigh_norm", "weights: L2 normalisation of sorted rows", "rows", g_w_norm);
+
+static const dm_tune_kernel *count_kernel(int variant)
+{
+    return variant == DM_TF_NOATOMIC ? &k_count_noatomic : &k_count_atomic;
+}
+
+extern "C" int dm_tfidf_tune_register(void)
+{
+    const dm_tune_kernel *all[] = {&k_count_atomic, &k_count_noatomic, &k_header, &k_compact, &k_vt_merge,
+                                   &k_vt_build,     &k_vt_query,       &k_ht_build, &k_ht_query, &k_w_len,
+                                   &k_w_fill,       &k_w_norm};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) DM_TRY(dm_tune_register(all[i]));
+    return DM_OK;
+}
+
+extern "C" int dm_tf_count_cuda_instances(int variant) { return count_kernel(variant)->n_instances; }
+
+extern "C" const char *dm_tf_count_cuda_instance_name(int variant, int i, char *buf, size_t len)
+{
+    const dm_tune_kernel *k = count_kernel(variant);
+    if (i < 0 || i >= k->n_instances) {
+        snprintf(buf, len, "tuner");
+        return buf;
+    }
+    return dm_tune_policy_str(&k->instances[i].policy, buf, len);
+}
+
+extern "C" int dm_tf_count_cuda_force_instance(int i)
+{
+    if (i < -1 || (i >= DM_N_CA && i >= DM_N_CN)) return DM_ERR(DM_ERR_INVALID_ARG, "tf count: no instance %d", i);
+    g_force_count = i;
+    return DM_OK;
+}
