@@ -45,15 +45,18 @@ static void usage(FILE *f)
             "                          area N pi R^2 / K (default 15)\n"
             "  --threshold T           similar when cosine >= T (default 0.10)\n"
             "  --weights S,D,A,C       separation from similar, separation from dissimilar,\n"
-            "                          alignment, cohesion (default 0.02,0.25,0.30,0.05)\n"
+            "                          alignment, cohesion (default 0.02,0.05,0.30,0.05)\n"
             "  --vmax V                speed cap, < R (default 0.5)\n"
             "  --shrink F              the plane's side shrinks by this fraction over the run (0.5)\n"
             "clusters:\n"
             "  --min-cluster N         smaller components are small (default 5)\n"
             "  --small noise|attach    small components: noise (-1, default) or attached to the\n"
             "                          cluster of the nearest clustered neighbour within R\n"
+            "  --cluster-threshold T   edges of the final graph need cosine >= T (default: --threshold);\n"
+            "                          a higher value cuts chains across topics. With --resume of a\n"
+            "                          finished run's checkpoint only the clustering is redone\n"
             "run:\n"
-            "  --checkpoint-every K    write a checkpoint every K iterations (atomic)\n"
+            "  --checkpoint-every K    write a checkpoint every K iterations (atomic; also the last)\n"
             "  --checkpoint FILE       checkpoint file (default DIR/flock.ckpt)\n"
             "  --resume                continue from the checkpoint (same options and input)\n"
             "  --slice-weights equal|auto|W0,W1,...  slice heights per rank (auto: measured speed)\n"
@@ -266,7 +269,7 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
 {
     enum {
         O_VECTORS = 256, O_SYNTH, O_STOPICS, O_STOKENS, O_VOCAB, O_TOP, O_PNG, O_SNAP, O_ITER, O_RADIUS, O_NB,
-        O_THRESH, O_WEIGHTS, O_VMAX, O_SHRINK, O_MINC, O_SMALL, O_CKE, O_CK, O_RESUME, O_SLICES
+        O_THRESH, O_WEIGHTS, O_VMAX, O_SHRINK, O_MINC, O_SMALL, O_CKE, O_CK, O_RESUME, O_SLICES, O_CTHR
     };
     static const struct option opts[] = {
         {"vectors", required_argument, 0, O_VECTORS}, {"synth", required_argument, 0, O_SYNTH},
@@ -280,7 +283,8 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
         {"shrink", required_argument, 0, O_SHRINK}, {"min-cluster", required_argument, 0, O_MINC},
         {"small", required_argument, 0, O_SMALL}, {"checkpoint-every", required_argument, 0, O_CKE},
         {"checkpoint", required_argument, 0, O_CK}, {"resume", no_argument, 0, O_RESUME},
-        {"slice-weights", required_argument, 0, O_SLICES}, {"help", no_argument, 0, 'h'},
+        {"slice-weights", required_argument, 0, O_SLICES}, {"cluster-threshold", required_argument, 0, O_CTHR},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     dm_ctx *ctx = app->ctx;
     dm_flock_options fo = DM_FLOCK_OPTIONS_INIT;
@@ -316,6 +320,7 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
         case O_RADIUS: NUM(1e-6, 1e9); fo.radius = v; break;
         case O_NB: NUM(1e-6, 1e9); fo.neighbours = v; break;
         case O_THRESH: NUM(-1, 1); fo.threshold = v; break;
+        case O_CTHR: NUM(-1, 1); co.threshold = v; break;
         case O_VMAX: NUM(1e-12, 1e9); fo.v_max = v; break;
         case O_SHRINK: NUM(0, 0.999999); fo.shrink = v; break;
         case O_MINC: NUM(1, 1e9); co.min_size = (int)v; break;
@@ -485,7 +490,7 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
             while (rc == DM_OK && dm_flock_sim_iteration(sim) < fo.iterations) {
                 rc = dm_flock_sim_step(sim);
                 int it = dm_flock_sim_iteration(sim);
-                if (rc == DM_OK && fo.checkpoint_every > 0 && it % fo.checkpoint_every == 0 && it < fo.iterations)
+                if (rc == DM_OK && fo.checkpoint_every > 0 && it % fo.checkpoint_every == 0)
                     rc = dm_flock_checkpoint_write(sim, ckpath);
                 if (rc == DM_OK && (it % snap_every == 0 || it == fo.iterations)) {
                     double *x = NULL, *y = NULL, W, H;
@@ -616,6 +621,7 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
         json_object_set_new(m, "seed", json_integer((json_int_t)fo.seed));
         json_object_set_new(m, "min_cluster", json_integer(co.min_size));
         json_object_set_new(m, "small", json_string(co.attach ? "attach" : "noise"));
+        json_object_set_new(m, "cluster_threshold", json_real(co.threshold < -1 ? fo.threshold : co.threshold));
         json_object_set_new(r, "model", m);
         json_t *pl = json_object();
         json_object_set_new(pl, "final_width", json_real(W));

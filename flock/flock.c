@@ -461,6 +461,8 @@ int dm_flock_sim_step(dm_flock_sim *s)
     s->halo_valid = 0;
     dm_timer_start("flock.step");
     int rc = s->backend == DM_BACKEND_CUDA ? dm_flock_step_cuda(s) : dm_flock_step_cpu(s);
+    /* the halo of this step belongs to the positions before the update and migration */
+    s->halo_valid = 0;
     dm_timer_stop("flock.step");
     return dm_ctx_agree(s->ctx, rc);
 }
@@ -483,8 +485,8 @@ int dm_flock_sim_run(dm_flock_sim *s)
     while (rc == DM_OK && s->iteration < s->opt.iterations) {
         rc = dm_flock_sim_step(s);
         if (rc != DM_OK) break;
-        if (s->opt.checkpoint_every > 0 && s->iteration % s->opt.checkpoint_every == 0 &&
-            s->iteration < s->opt.iterations) {
+        /* the last iteration too: --resume then only re-clusters (other cluster options) */
+        if (s->opt.checkpoint_every > 0 && s->iteration % s->opt.checkpoint_every == 0) {
             dm_timer_start("flock.checkpoint");
             rc = dm_flock_checkpoint_write(s, s->opt.checkpoint);
             dm_timer_stop("flock.checkpoint");
@@ -510,8 +512,8 @@ int dm_flock_calibrate(double *speed, const dm_ctx *ctx)
     self.rank = 0;
     self.size = 1;
     dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
-    so.tokens = 300;
-    const uint64_t n = ctx->backend == DM_BACKEND_CUDA ? 200000 : 20000;
+    so.tokens = ctx->backend == DM_BACKEND_CUDA ? 300 : 100;
+    const uint64_t n = ctx->backend == DM_BACKEND_CUDA ? 200000 : 3000;
     dm_vectors v;
     DM_TRY(dm_flock_synth_vectors(&v, &so, 0, n));
     dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
@@ -535,10 +537,11 @@ int dm_flock_step_cuda(dm_flock_sim *s)
     (void)s;
     return DM_ERR(DM_ERR_UNSUPPORTED, "flock: built without the CUDA backend");
 }
-int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *s)
+int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *s, double threshold)
 {
     (void)out;
     (void)s;
+    (void)threshold;
     return DM_ERR(DM_ERR_UNSUPPORTED, "flock: built without the CUDA backend");
 }
 #endif

@@ -51,7 +51,7 @@ typedef struct dm_flock_options {
     void *user;
 } dm_flock_options;
 #define DM_FLOCK_OPTIONS_INIT                                                                      \
-    {500, 1.0, 15.0, 0.10, 0.02, 0.25, 0.30, 0.05, 0.5, 0.5, 0.05, 42, NULL, 0, NULL, 0, 0, NULL, NULL}
+    {500, 1.0, 15.0, 0.10, 0.02, 0.05, 0.30, 0.05, 0.5, 0.5, 0.05, 42, NULL, 0, NULL, 0, 0, NULL, NULL}
 
 /* Counters of one rank since the start of the run (the driver also adds them to the report). */
 typedef struct dm_flock_stats {
@@ -120,18 +120,21 @@ typedef struct dm_flock_cluster_options {
     int attach;     /* 0: small components are noise (-1); 1: each of their documents joins the
                        cluster of its nearest (plane distance, ties by document index) neighbour
                        within r that is in a cluster, else noise */
+    double threshold; /* edges need cosine >= this; below -1 (default): the model's T. A higher
+                         value than T cuts the chains that single linkage builds across topics */
 } dm_flock_cluster_options;
-#define DM_FLOCK_CLUSTER_OPTIONS_INIT {5, 0}
+#define DM_FLOCK_CLUSTER_OPTIONS_INIT {5, 0, -2.0}
 
-/* The edges of the final graph: pairs (own boid, neighbour) within r and similar. Both backends
- * implement it; src_is_halo tells whether the neighbour index is into the halo. */
+/* The edges of the final graph: pairs (own boid, neighbour) within r with cosine >= threshold
+ * (the model's T unless the cluster options say otherwise). Both backends implement it; halo[k]
+ * tells whether the neighbour index is into the halo store. */
 typedef struct dm_flock_edges {
     size_t n, cap;
     uint32_t *own;   /* index of the own boid */
     uint32_t *nbr;   /* index of the neighbour (own or halo store) */
     uint8_t *halo;   /* 1: nbr indexes the halo store */
 } dm_flock_edges;
-typedef int dm_flock_edges_fn(dm_flock_edges *out, dm_flock_sim *s);
+typedef int dm_flock_edges_fn(dm_flock_edges *out, dm_flock_sim *s, double threshold);
 dm_flock_edges_fn dm_flock_edges_cpu, dm_flock_edges_cuda;
 void dm_flock_edges_free(dm_flock_edges *e);
 

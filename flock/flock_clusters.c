@@ -155,7 +155,8 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
     }
     dm_flock_edges e;
     memset(&e, 0, sizeof e);
-    rc = s->backend == DM_BACKEND_CUDA ? dm_flock_edges_cuda(&e, s) : dm_flock_edges_cpu(&e, s);
+    double thr = opt->threshold < -1.0 ? s->opt.threshold : opt->threshold;
+    rc = s->backend == DM_BACKEND_CUDA ? dm_flock_edges_cuda(&e, s, thr) : dm_flock_edges_cpu(&e, s, thr);
     rc = dm_ctx_agree(s->ctx, rc);
     size_t n = s->own.n, nh = s->halo.n;
     uint32_t *parent = dm_malloc(sizeof *parent * (n ? n : 1));

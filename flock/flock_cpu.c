@@ -200,7 +200,7 @@ void dm_flock_edges_free(dm_flock_edges *e)
 
 /* Edges from the own boids to one source store (serial: run once, at the end). */
 static int edges_from(dm_flock_edges *e, const dm_flock_store *own, const dm_flock_store *src, const dm_flock_grid *g,
-                      const dm_flock_params *p, int same)
+                      const dm_flock_params *p, int same, double threshold)
 {
     for (size_t i = 0; i < own->n; i++) {
         int row = dm_flock_cell(own->y[i], p->ch, p->R), col = dm_flock_cell(own->x[i], p->cw, p->C);
@@ -214,7 +214,7 @@ static int edges_from(dm_flock_edges *e, const dm_flock_store *own, const dm_flo
                     if (same && j == (uint32_t)i) continue;
                     double dx, dy;
                     double d2 = dm_flock_offset(p, own->x[i], own->y[i], src->x[j], src->y[j], &dx, &dy);
-                    if (!(d2 < p->r2) || !pair_similar(own, i, src, j, p->threshold)) continue;
+                    if (!(d2 < p->r2) || !pair_similar(own, i, src, j, threshold)) continue;
                     DM_TRY(edges_push(e, (uint32_t)i, j, (uint8_t)!same));
                 }
             }
@@ -223,7 +223,7 @@ static int edges_from(dm_flock_edges *e, const dm_flock_store *own, const dm_flo
     return DM_OK;
 }
 
-int dm_flock_edges_cpu(dm_flock_edges *out, dm_flock_sim *s)
+int dm_flock_edges_cpu(dm_flock_edges *out, dm_flock_sim *s, double threshold)
 {
     memset(out, 0, sizeof *out);
     dm_flock_params p;
@@ -243,7 +243,7 @@ int dm_flock_edges_cpu(dm_flock_edges *out, dm_flock_sim *s)
         const dm_flock_store *src = pass == 0 ? &s->own : &s->halo;
         if (src->n == 0) continue;
         rc = dm_flock_grid_build(&g, s, &p, &w, src->x, src->y, src->n);
-        if (rc == DM_OK) rc = edges_from(out, &s->own, src, &g, &p, pass == 0);
+        if (rc == DM_OK) rc = edges_from(out, &s->own, src, &g, &p, pass == 0, threshold);
         dm_flock_grid_free(&g);
     }
     if (rc != DM_OK) dm_flock_edges_free(out);

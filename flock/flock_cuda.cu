@@ -704,6 +704,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         dm_free(old_id);
         sim->host_valid = 1;
     }
+    sim->halo_valid = 0; /* the halo was exchanged before the update */
     if (rc == DM_OK) {
         /* this iteration's decisions are read next (after a migration they were moved to cur) */
         if (!multi) s->cur = 1 - s->cur;
@@ -713,7 +714,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
 }
 
 /* The edges of the final graph (own-own and own-halo, similar and within r), for the clusters. */
-extern "C" int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *sim)
+extern "C" int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *sim, double threshold)
 {
     memset(out, 0, sizeof *out);
     dstate *s = static_cast<dstate *>(sim->dev);
@@ -729,6 +730,12 @@ extern "C" int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *sim)
         rc = dm_flock_halo_exchange_begin(sim, &x, send, rc);
         int re = dm_flock_halo_exchange_end(sim, &x, send);
         if (rc == DM_OK) rc = re;
+    }
+    /* the pair cache holds decisions at the model's threshold: another one needs fresh ones */
+    if (rc == DM_OK && threshold != p.threshold) {
+        p.threshold = threshold;
+        if (s->own.n && cudaMemset(s->cache[s->cur], 0, 8 * s->own.n * FK_CACHE) != cudaSuccess)
+            rc = DM_ERR(DM_ERR_CUDA, "flock: clearing the pair cache failed");
     }
     double td = 0, ts = 0;
     size_t n = s->own.n;
@@ -823,7 +830,7 @@ int bench_problem(bench *b, size_t nb, uint64_t seed)
     b->p.r2 = 1;
     b->p.dmin2 = 0.0025;
     b->p.threshold = 0.08;
-    b->p.w_sep = 0.02, b->p.w_dis = 0.25, b->p.w_ali = 0.3, b->p.w_coh = 0.05;
+    b->p.w_sep = 0.02, b->p.w_dis = 0.05, b->p.w_ali = 0.3, b->p.w_coh = 0.05;
     b->p.vmax = 0.5, b->p.vmax2 = 0.25;
     b->p.W = b->p.H = b->p.W1 = b->p.H1 = W;
     b->p.half_W = b->p.half_H = W / 2;
@@ -1056,8 +1063,9 @@ int bench_output(void *state, void *host, size_t *nbytes)
         break;
     }
     case K_GATHER:
+        /* the AoS buffer's first n boids: the padding to the tile size is never written */
         parts[np++] = {d->sx, 8 * n}, parts[np++] = {d->sy, 8 * n}, parts[np++] = {d->sid, 8 * n};
-        parts[np++] = {d->lbuf, 8 * 4 * d->lcap};
+        parts[np++] = {d->lbuf, 8 * 4 * n};
         break;
     case K_COUNT: parts[np++] = {s->pown.cnt, 4 * n}; break;
     case K_DETECT: {

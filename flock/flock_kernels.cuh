@@ -9,6 +9,7 @@
 #ifndef DM_FLOCK_KERNELS_CUH
 #define DM_FLOCK_KERNELS_CUH
 
+#include <cooperative_groups.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -256,8 +257,13 @@ __global__ void __launch_bounds__(BLOCK) fk_detect(fk_pass_args a)
         uint32_t st = fk_cache_lookup(row, a.sid[j]);
         a.pairs[q] = (j << 2) | st;
         if (st == FK_UNKNOWN) {
-            unsigned long long m = atomicAdd(a.n_miss, 1ull);
-            a.miss[m] = ((unsigned long long)pos << 32) | (unsigned long long)(uint32_t)q;
+            /* one atomic per group of threads that miss together (warp-aggregated); the order of
+             * the miss list is irrelevant: every miss writes its own pair */
+            cooperative_groups::coalesced_group g = cooperative_groups::coalesced_threads();
+            unsigned long long base = 0;
+            if (g.thread_rank() == 0) base = atomicAdd(a.n_miss, (unsigned long long)g.size());
+            base = g.shfl(base, 0);
+            a.miss[base + g.thread_rank()] = ((unsigned long long)pos << 32) | (unsigned long long)(uint32_t)q;
         }
         q++;
     });

@@ -30,7 +30,7 @@
 typedef struct bopts {
     uint64_t docs, docs_per_rank;
     int topics, tokens, iterations;
-    const char *corpus, *vocab_out, *json;
+    const char *corpus, *vocab_out, *vectors_out, *json;
     int top_labels;
     int kmeans, study;
     dm_flock_options fo;
@@ -49,12 +49,14 @@ static void usage(void)
            "                        frequent (default 10 with --corpus; 0 = all)\n"
            "  --iterations I        (default 500)\n"
            "  --threshold T --radius R --neighbours K --vmax V --shrink F --weights S,D,A,C\n"
-           "  --min-cluster N --attach   cluster options\n"
+           "  --min-cluster N --attach --cluster-threshold T   cluster options\n"
            "  --kmeans              seeded spherical k-means on the same vectors (rank 0)\n"
            "  --study               parameter study: threshold x weight presets (quality table)\n"
            "  --backend cpu|cuda    (default: cuda when a GPU is present)\n"
            "  --seed N              (default 42)\n"
-           "  --json FILE           write the results as JSON\n");
+           "  --json FILE           write the results as JSON\n"
+           "  --vocab-out FILE      with --corpus: write the vocabulary (id, term, df) for docmine flock --vocab\n"
+           "  --vectors-out FILE    write the input vectors (.dmv) for docmine flock --vectors\n");
 }
 
 /* ---- corpus input: TF-IDF vectors of the top-K single-label subset ----------------------------- */
@@ -408,14 +410,14 @@ int main(int argc, char **argv)
     dm_ctx_options co = DM_CTX_OPTIONS_INIT;
     co.quiet = 0;
     enum { O_DOCS = 256, O_DPR, O_TOPICS, O_TOKENS, O_CORPUS, O_TOPL, O_ITER, O_THR, O_RAD, O_NB, O_VMAX, O_SHR, O_W,
-           O_MINC, O_ATT, O_KM, O_STUDY, O_BACK, O_SEED, O_JSON, O_VOCAB };
+           O_MINC, O_ATT, O_KM, O_STUDY, O_BACK, O_SEED, O_JSON, O_VOCAB, O_VECOUT, O_CTHR };
     static const struct option lo[] = {
         {"docs", 1, 0, O_DOCS}, {"docs-per-rank", 1, 0, O_DPR}, {"topics", 1, 0, O_TOPICS}, {"tokens", 1, 0, O_TOKENS},
         {"corpus", 1, 0, O_CORPUS}, {"top-labels", 1, 0, O_TOPL}, {"iterations", 1, 0, O_ITER},
         {"threshold", 1, 0, O_THR}, {"radius", 1, 0, O_RAD}, {"neighbours", 1, 0, O_NB}, {"vmax", 1, 0, O_VMAX},
         {"shrink", 1, 0, O_SHR}, {"weights", 1, 0, O_W}, {"min-cluster", 1, 0, O_MINC}, {"attach", 0, 0, O_ATT},
         {"kmeans", 0, 0, O_KM}, {"study", 0, 0, O_STUDY}, {"backend", 1, 0, O_BACK}, {"seed", 1, 0, O_SEED},
-        {"json", 1, 0, O_JSON}, {"vocab-out", 1, 0, O_VOCAB}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"json", 1, 0, O_JSON}, {"vocab-out", 1, 0, O_VOCAB}, {"vectors-out", 1, 0, O_VECOUT}, {"cluster-threshold", 1, 0, O_CTHR}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c, bad = 0;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
@@ -438,12 +440,14 @@ int main(int argc, char **argv)
             break;
         case O_MINC: o.co.min_size = atoi(optarg); break;
         case O_ATT: o.co.attach = 1; break;
+        case O_CTHR: o.co.threshold = atof(optarg); break;
         case O_KM: o.kmeans = 1; break;
         case O_STUDY: o.study = 1; break;
         case O_BACK: bad |= dm_backend_parse(optarg, &co.backend) != DM_OK; break;
         case O_SEED: co.seed = strtoull(optarg, NULL, 10); break;
         case O_JSON: o.json = optarg; break;
         case O_VOCAB: o.vocab_out = optarg; break;
+        case O_VECOUT: o.vectors_out = optarg; break;
         case 'h': usage(); MPI_Finalize(); return 0;
         default: bad = 1;
         }
@@ -498,6 +502,10 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 1;
     }
+    if (o.vectors_out) {
+        rc = dm_ctx_agree(&ctx, dm_vectors_write(&v, o.vectors_out, &ctx));
+        if (rc != DM_OK && ctx.rank == 0) fprintf(stderr, "bench_flock: %s\n", dm_error_message());
+    }
     uint64_t N = 0, nnz = 0, mine_nnz = dm_vectors_nnz(&v);
     MPI_Allreduce(&v.n_rows, &N, 1, MPI_UINT64_T, MPI_SUM, ctx.world);
     MPI_Allreduce(&mine_nnz, &nnz, 1, MPI_UINT64_T, MPI_SUM, ctx.world);
@@ -533,8 +541,8 @@ int main(int argc, char **argv)
     if (o.study) {
         /* threshold x weight presets at the given iterations */
         static const double thr[] = {0.04, 0.06, 0.08, 0.10, 0.12, 0.15, 0.20};
-        static const double wts[][4] = {{0.02, 0.25, 0.30, 0.05}, {0.02, 0.10, 0.30, 0.05}, {0.05, 0.50, 0.30, 0.10},
-                                        {0.01, 0.25, 0.50, 0.02}, {0.02, 0.25, 0.10, 0.20}};
+        static const double wts[][4] = {{0.02, 0.05, 0.30, 0.05}, {0.02, 0.25, 0.30, 0.05}, {0.01, 0.05, 0.30, 0.50},
+                                        {0.005, 0.02, 0.50, 0.50}, {0.02, 0.10, 0.30, 0.20}};
         json_t *rows = json_array();
         if (ctx.rank == 0) printf("\nparameter study: %llu documents, %d iterations\n%-9s %-26s %8s %8s %8s %9s %8s\n",
                                   (unsigned long long)N, o.fo.iterations, "threshold", "weights S,D,A,C", "NMI", "ARI",

@@ -325,34 +325,42 @@ static void test_edges_vs_brute(void)
     dm_flock_sim *s;
     CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
     for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL_FATAL(dm_flock_sim_step(s), DM_OK);
-    dm_flock_edges e;
-    CU_ASSERT_EQUAL_FATAL(dm_flock_edges_cpu(&e, s), DM_OK);
     dm_flock_params p;
     CU_ASSERT_EQUAL_FATAL(dm_flock_params_at(&p, s, s->iteration), DM_OK);
     size_t m = s->own.n;
-    unsigned char *adj = calloc(m * m, 1);
-    for (size_t k = 0; k < e.n; k++) {
-        CU_ASSERT_FALSE(e.halo[k]);
-        CU_ASSERT_EQUAL(adj[(size_t)e.own[k] * m + e.nbr[k]], 0); /* no duplicates */
-        adj[(size_t)e.own[k] * m + e.nbr[k]] = 1;
-    }
-    const dm_flock_store *w = &s->own;
-    size_t expect = 0, bad = 0;
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < m; j++) {
-            if (i == j) continue;
-            double dx, dy, d2 = dm_flock_offset(&p, w->x[i], w->y[i], w->x[j], w->y[j], &dx, &dy);
-            int64_t dot = dm_flock_dot_fix(w->col + w->voff[i], w->val + w->voff[i], w->vlen[i], w->col + w->voff[j],
-                                           w->val + w->voff[j], w->vlen[j]);
-            int want = d2 < p.r2 && dm_flock_is_similar(dot, p.threshold);
-            expect += (size_t)want;
-            bad += (size_t)(want != adj[i * m + j]);
+    unsigned char *adj = malloc(m * m);
+    /* the model's threshold, and a higher cluster threshold */
+    const double thr[2] = {o.threshold, 0.35};
+    size_t count[2] = {0, 0};
+    for (int t = 0; t < 2; t++) {
+        dm_flock_edges e;
+        CU_ASSERT_EQUAL_FATAL(dm_flock_edges_cpu(&e, s, thr[t]), DM_OK);
+        memset(adj, 0, m * m);
+        for (size_t k = 0; k < e.n; k++) {
+            CU_ASSERT_FALSE(e.halo[k]);
+            CU_ASSERT_EQUAL(adj[(size_t)e.own[k] * m + e.nbr[k]], 0); /* no duplicates */
+            adj[(size_t)e.own[k] * m + e.nbr[k]] = 1;
         }
-    CU_ASSERT_EQUAL(bad, 0);
-    CU_ASSERT_EQUAL(e.n, expect);
-    CU_ASSERT_TRUE(expect > 0);
+        const dm_flock_store *w = &s->own;
+        size_t expect = 0, bad = 0;
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < m; j++) {
+                if (i == j) continue;
+                double dx, dy, d2 = dm_flock_offset(&p, w->x[i], w->y[i], w->x[j], w->y[j], &dx, &dy);
+                int64_t dot = dm_flock_dot_fix(w->col + w->voff[i], w->val + w->voff[i], w->vlen[i],
+                                               w->col + w->voff[j], w->val + w->voff[j], w->vlen[j]);
+                int want = d2 < p.r2 && dm_flock_is_similar(dot, thr[t]);
+                expect += (size_t)want;
+                bad += (size_t)(want != adj[i * m + j]);
+            }
+        CU_ASSERT_EQUAL(bad, 0);
+        CU_ASSERT_EQUAL(e.n, expect);
+        CU_ASSERT_TRUE(expect > 0);
+        count[t] = e.n;
+        dm_flock_edges_free(&e);
+    }
+    CU_ASSERT_TRUE(count[1] < count[0]);
     free(adj);
-    dm_flock_edges_free(&e);
     dm_flock_sim_free(s);
     dm_flock_vectors_release(&v);
 }
@@ -492,7 +500,7 @@ static void clusters_hand(int attach, int32_t *cl_out, int32_t *k_out)
     CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
     CU_ASSERT_EQUAL(dm_flock_sim_iteration(s), 5);
     CU_ASSERT_EQUAL(dm_flock_sim_run(s), DM_OK); /* nothing left to run */
-    dm_flock_cluster_options co = {3, attach};
+    dm_flock_cluster_options co = {3, attach, -2.0};
     CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, k_out), DM_OK);
     dm_flock_result r;
     CU_ASSERT_EQUAL_FATAL(dm_flock_gather(&r, s, &v), DM_OK);

@@ -36,6 +36,13 @@ rm "$t/ck/assignments.tsv" "$t/ck/positions.csv"
 cmp "$t/one/assignments.tsv" "$t/ck/assignments.tsv" || fail "resumed assignments differ"
 cmp "$t/one/positions.csv" "$t/ck/positions.csv" || fail "resumed positions differ"
 
+# uneven slices, given or measured: the same outputs
+"$mpiexec" -n 2 "$dm" flock "${common[@]}" -o "$t/w" --slice-weights 1,2.5 > /dev/null
+cmp "$t/one/positions.csv" "$t/w/positions.csv" || fail "positions differ with uneven slices"
+"$mpiexec" -n 2 "$dm" flock "${common[@]}" -o "$t/auto" --slice-weights auto > /dev/null
+cmp "$t/one/positions.csv" "$t/auto/positions.csv" || fail "positions differ with measured slices"
+grep -q '"slice_weights"' "$t/auto/report.json" || fail "no slice weights in the report"
+
 "$dm" flock "${common[@]}" -o "$t/snap" --snapshot-every 10 > /dev/null
 [ "$(ls "$t/snap/snapshots" | wc -l)" -eq 4 ] || fail "expected 4 snapshots"
 

@@ -87,6 +87,7 @@ static int run_on(ft_state *st, const dm_ctx *base, int q, const dm_flock_synth_
         dm_ctx c;
         ft_ctx_sub(&c, base, sub);
         rc = ft_run(st, &c, so, n, o, co);
+        if (rc != DM_OK) fprintf(stderr, "rank %d of %d: %s\n", c.rank, c.size, dm_error_message());
         MPI_Comm_free(&sub);
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, base->world);

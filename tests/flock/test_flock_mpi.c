@@ -84,6 +84,7 @@ static int run_on(ft_state *st, int q, const dm_flock_options *o, const dm_flock
         ft_ctx_sub(&c, &g_ctx, sub);
         dm_flock_synth_options so = corpus();
         rc = ft_run(st, &c, &so, NDOCS, o, co);
+        if (rc != DM_OK) fprintf(stderr, "rank %d of %d: %s\n", c.rank, c.size, dm_error_message());
         MPI_Comm_free(&sub);
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, g_ctx.world);
