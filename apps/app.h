@@ -4,6 +4,7 @@
 #define DM_APP_H
 
 #include "common/context.h"
+#include "common/status.h"
 
 /* Exit codes of the program. */
 enum { DM_EXIT_OK = 0, DM_EXIT_RUNTIME = 1, DM_EXIT_USAGE = 2 };
@@ -24,10 +25,6 @@ typedef int dm_cmd_fn(dm_app *app, int argc, char **argv);
  * returns the exit code: DM_EXIT_USAGE for DM_ERR_INVALID_ARG, else DM_EXIT_RUNTIME. */
 int dm_app_fail(const dm_app *app, const char *cmd, int status);
 /* Prints a usage error "docmine <cmd>: <message>; see docmine <cmd> --help" and returns 2. */
-int dm_app_usage_error(const dm_app *app, const char *cmd, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
+int dm_app_usage_error(const dm_app *app, const char *cmd, const char *fmt, ...) DM_PRINTF(3, 4);
 
 #endif

@@ -134,7 +134,7 @@ int dm_cmd_info(dm_app *app, int argc, char **argv)
         json_object_set_new(rep.results, "bandwidth", bw);
         json_object_set_new(rep.results, "bandwidth_bytes", json_integer((json_int_t)bytes));
     }
-    json_decref(devs); /* the report's own "devices" section carries them */
+    if (devs) json_object_set_new(rep.root, "devices", devs); /* collect need not gather again */
     int rrc = rc == DM_OK ? dm_report_collect(&rep, ctx) : rc;
     if (rrc == DM_OK) rrc = dm_report_write(&rep, ctx, app->report_path);
     rrc = dm_ctx_agree(ctx, rrc);

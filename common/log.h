@@ -6,17 +6,14 @@
 
 #include <stdint.h>
 
+#include "common/status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 enum dm_log_level { DM_LOG_ERROR = 0, DM_LOG_WARN = 1, DM_LOG_INFO = 2, DM_LOG_DEBUG = 3 };
 
-#if defined(__GNUC__)
-#define DM_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define DM_PRINTF(a, b)
-#endif
 
 void dm_log_set_level(int level);
 int dm_log_get_level(void);

@@ -116,9 +116,11 @@ int dm_report_collect(dm_report *r, const dm_ctx *ctx)
     json_object_set_new(r->root, "backend", json_string(dm_backend_name(ctx->backend)));
     json_object_set_new(r->root, "tune_mode", json_string(dm_tune_mode_name(dm_tune_get_mode())));
 
-    json_t *devs = dm_report_devices(ctx);
-    if (!devs) return DM_ERR(DM_ERR_MPI, "gathering the device records failed");
-    json_object_set_new(r->root, "devices", devs);
+    if (!json_object_get(r->root, "devices")) { /* a command may have gathered them already */
+        json_t *devs = dm_report_devices(ctx);
+        if (!devs) return DM_ERR(DM_ERR_MPI, "gathering the device records failed");
+        json_object_set_new(r->root, "devices", devs);
+    }
 
     dm_stat *st;
     int n;

@@ -21,8 +21,9 @@ typedef struct dm_report {
 int dm_report_init(dm_report *r, const char *command, int argc, char **argv);
 void dm_report_free(dm_report *r);
 
-/* Collective over ctx->world: adds versions, ranks, devices (gathered), timers, counters and peak
- * memory (reduced). Call once, at the end of the command, on every rank. */
+/* Collective over ctx->world: adds versions, ranks, devices (gathered, unless every rank already
+ * put a "devices" array into root), timers, counters and peak memory (reduced). Call once, at the
+ * end of the command, on every rank. */
 int dm_report_collect(dm_report *r, const dm_ctx *ctx);
 /* Rank 0 writes the report atomically to path; other ranks return DM_OK. */
 int dm_report_write(const dm_report *r, const dm_ctx *ctx, const char *path);

@@ -9,6 +9,13 @@
 extern "C" {
 #endif
 
+/* printf-style argument checking for functions taking (..., fmt, ...). */
+#if defined(__GNUC__)
+#define DM_PRINTF(fmt_arg, first_arg) __attribute__((format(printf, fmt_arg, first_arg)))
+#else
+#define DM_PRINTF(fmt_arg, first_arg)
+#endif
+
 enum dm_status {
     DM_OK = 0,
     DM_ERR_INVALID_ARG = -1,
@@ -23,11 +30,7 @@ enum dm_status {
 
 /* Records an error (printf-style message) for this thread and returns code unchanged, so that
  * `return DM_ERR(DM_ERR_IO, "%s: %s", path, strerror(errno));` both records and propagates. */
-int dm_error_set(int code, const char *file, int line, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
+int dm_error_set(int code, const char *file, int line, const char *fmt, ...) DM_PRINTF(4, 5);
 #define DM_ERR(code, ...) dm_error_set((code), __FILE__, __LINE__, __VA_ARGS__)
 
 /* The message of the last error recorded on this thread ("" if none). Owned by the library. */

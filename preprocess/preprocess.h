@@ -30,6 +30,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -72,11 +74,7 @@ typedef struct dm_pp_stats {
 } dm_pp_stats;
 
 /* Records a skip (reason) with a printf message naming file and line/record. */
-void dm_pp_stats_skip(dm_pp_stats *st, int reason, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
+void dm_pp_stats_skip(dm_pp_stats *st, int reason, const char *fmt, ...) DM_PRINTF(3, 4);
 void dm_pp_stats_add(dm_pp_stats *into, const dm_pp_stats *from); /* counters only */
 uint64_t dm_pp_stats_skipped_total(const dm_pp_stats *st);
 /* Sums counters over ranks (MPI_Allreduce on *(MPI_Comm *)mpi_comm).

@@ -146,18 +146,28 @@ static int dm_json_scalar(dm_sbuf *b, json_t *v)
     return 1; /* not a scalar */
 }
 
+/* The next line of data[*p, len): sets [*b, *t) to it without its '\n' and moves *p past it.
+ * Returns 0 when no line is left. */
+static int next_line(const char *data, size_t len, size_t *p, size_t *b, size_t *t)
+{
+    if (*p >= len) return 0;
+    size_t e = *p;
+    while (e < len && data[e] != '\n') e++;
+    *b = *p;
+    *t = e;
+    *p = e + 1;
+    return 1;
+}
+
 static int dm_read_jsonl(dm_rd *r, const char *name, const char *data, size_t len)
 {
     dm_sbuf id = {0}, lab = {0};
     int rc = DM_OK;
     size_t line = 0;
     char msg[512];
-    for (size_t p = 0; p < len && rc >= 0;) {
-        size_t e = p;
-        while (e < len && data[e] != '\n') e++;
+    size_t p = 0, b, t;
+    while (rc >= 0 && next_line(data, len, &p, &b, &t)) {
         line++;
-        size_t b = p, t = e;
-        p = e + 1;
         while (b < t && (data[b] == ' ' || data[b] == '\t' || data[b] == '\r')) b++;
         while (t > b && (data[t - 1] == ' ' || data[t - 1] == '\t' || data[t - 1] == '\r')) t--;
         if (b == t) continue; /* blank line */
@@ -210,12 +220,9 @@ static int dm_read_tsv(dm_rd *r, const char *name, const char *data, size_t len)
     int rc = DM_OK;
     size_t line = 0;
     char msg[512];
-    for (size_t p = 0; p < len && rc >= 0;) {
-        size_t e = p;
-        while (e < len && data[e] != '\n') e++;
+    size_t p = 0, b, t;
+    while (rc >= 0 && next_line(data, len, &p, &b, &t)) {
         line++;
-        size_t b = p, t = e;
-        p = e + 1;
         if (t > b && data[t - 1] == '\r') t--;
         if (b == t) continue;
         const char *s = data + b;

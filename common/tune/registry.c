@@ -36,12 +36,6 @@ void dm_tune_warn(const char *fmt, ...)
     dm_log_warn("tune: %s", msg);
 }
 
-double dm_tune_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void sleep_s(double s)
 {
@@ -453,7 +447,7 @@ static int tune_or_wait(const dm_tune_kernel *k, size_t n, int wc, int mode, con
     double wait_max = 600.0;
     const char *w = getenv("DOCMINE_TUNE_WAIT");
     if (w && atof(w) > 0) wait_max = atof(w);
-    double t0 = dm_tune_now();
+    double t0 = dm_wtime();
     for (;;) {
         int inst = db_lookup(k, gpu, wc, mode, db);
         if (inst >= 0) return inst;
@@ -482,7 +476,7 @@ static int tune_or_wait(const dm_tune_kernel *k, size_t n, int wc, int mode, con
             }
             return res.chosen;
         }
-        if (dm_tune_now() - t0 > wait_max) {
+        if (dm_wtime() - t0 > wait_max) {
             dm_tune_warn("waited %.0f s for another process to tune %s; using the default", wait_max,
                          k->name);
             return k->default_instance;

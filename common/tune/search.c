@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/status.h"
 #include "common/tune/tune_internal.h"
 #include "common/tune/tune_model.h"
@@ -28,7 +29,7 @@ typedef struct search_ws {
  * (verification, not search; the same work whichever search finds a candidate first). */
 static double clock_s(const search_ws *w)
 {
-    double t = dm_tune_now() - w->check_s;
+    double t = dm_wtime() - w->check_s;
     if (w->ops->setup_seconds) t -= w->ops->setup_seconds(w->ops->ctx);
     return t;
 }
@@ -46,9 +47,9 @@ static int checked(search_ws *w, int inst, size_t n, int *ok)
     if (n > w->check_max) n = w->check_max;
     if (w->passed[inst] == n) return DM_OK;
     int same = 0;
-    double t0 = dm_tune_now();
+    double t0 = dm_wtime();
     int rc = w->ops->check(w->ops->ctx, inst, n, &same);
-    w->check_s += dm_tune_now() - t0;
+    w->check_s += dm_wtime() - t0;
     DM_TRY(rc);
     if (same) w->passed[inst] = n;
     if (!same) {

@@ -1,20 +1,16 @@
-/* Helpers shared by the tuner's files: warnings and a monotonic clock. Reference: none.
+/* Helpers shared by the tuner's files: warnings (the clock is dm_wtime, common/log.h). Reference: none.
  * Internal to common/tune (plain C). */
 #ifndef DM_TUNE_INTERNAL_H
 #define DM_TUNE_INTERNAL_H
+
+#include "common/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* "docmine: warning: tune: ..." on stderr (rank-prefixed when the rank is known). Never fails. */
-void dm_tune_warn(const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 1, 2)))
-#endif
-    ;
-/* Seconds from a monotonic clock. */
-double dm_tune_now(void);
+void dm_tune_warn(const char *fmt, ...) DM_PRINTF(1, 2);
 
 #ifdef __cplusplus
 }
