@@ -486,12 +486,11 @@ int read_counters(dm_flock_sim *sim, dstate *s)
     return DM_OK;
 }
 
-/* Host own store -> device, after a migration: per-boid arrays in full, the vector pool from the
- * first entry the device lacks (all of it after the host compacted its pool). The cache rows
- * filled this iteration (cache[1 - cur]) of the boids that stayed move to cache[cur] (keep_src:
- * old index per new index, n_kept of them; arrivals get empty rows), which the caller then keeps
- * as the cache of the last iteration (no swap). */
-int mirror_after_migration(dm_flock_sim *sim, dstate *s, const uint32_t *keep_src, size_t n_kept)
+/* Host own store -> device, after a migration: per-boid arrays in full (the host's are current),
+ * the vector pool from the first entry the device lacks (all of it after the host compacted its
+ * pool). In the cache rows filled this iteration (cache[1 - cur], read next), the boids that moved
+ * into holes take their rows along and arrivals start empty. */
+int mirror_after_migration(dm_flock_sim *sim, dstate *s, const dm_flock_migration *mig)
 {
     dm_flock_store *h = &sim->own;
     size_t from = h->compactions != s->host_compactions ? 0 : s->host_pool_seen;
@@ -500,21 +499,23 @@ int mirror_after_migration(dm_flock_sim *sim, dstate *s, const uint32_t *keep_sr
     DM_TRY(upload_set(&s->own, h, s->sa, from));
     s->host_pool_seen = h->pool;
     DM_TRY(ensure_own_buffers(s, h->n)); /* may grow the caches, keeping their rows */
-    uint64_t *fresh = s->cache[1 - s->cur], *dst = s->cache[s->cur];
-    if (n_kept) {
+    uint64_t *rows = s->cache[1 - s->cur];
+    if (mig->n_moved) {
         void *q = NULL;
-        DM_TRY(dm_device_alloc(&q, 4 * n_kept));
-        uint32_t *dsrc = static_cast<uint32_t *>(q);
+        DM_TRY(dm_device_alloc(&q, 8 * mig->n_moved));
+        uint32_t *dsrc = static_cast<uint32_t *>(q), *ddst = dsrc + mig->n_moved;
         int rc = DM_OK;
-        if (cudaMemcpyAsync(dsrc, keep_src, 4 * n_kept, cudaMemcpyHostToDevice, s->sa) != cudaSuccess)
-            rc = DM_ERR(DM_ERR_CUDA, "flock: copying the migration map failed");
-        fk_cache_move_args ma = {fresh, dsrc, n_kept, dst};
-        if (rc == DM_OK) rc = pick(K_MOVE, n_kept * FK_CACHE)->launch(&ma, n_kept * FK_CACHE, s->sa);
+        if (cudaMemcpyAsync(dsrc, mig->moved_src, 4 * mig->n_moved, cudaMemcpyHostToDevice, s->sa) != cudaSuccess ||
+            cudaMemcpyAsync(ddst, mig->moved_dst, 4 * mig->n_moved, cudaMemcpyHostToDevice, s->sa) != cudaSuccess)
+            rc = DM_ERR(DM_ERR_CUDA, "flock: copying the migration moves failed");
+        fk_cache_move_args ma = {rows, dsrc, ddst, mig->n_moved};
+        if (rc == DM_OK) rc = pick(K_MOVE, mig->n_moved * FK_CACHE)->launch(&ma, mig->n_moved * FK_CACHE, s->sa);
         if (cudaStreamSynchronize(s->sa) != cudaSuccess && rc == DM_OK) rc = DM_ERR(DM_ERR_CUDA, "flock: sync failed");
-        dm_device_free(dsrc);
+        dm_device_free(q);
         DM_TRY(rc);
     }
-    if (h->n > n_kept) DM_CUDA_TRY(cudaMemsetAsync(dst + n_kept * FK_CACHE, 0, 8 * (h->n - n_kept) * FK_CACHE, s->sa));
+    if (h->n > mig->n_kept)
+        DM_CUDA_TRY(cudaMemsetAsync(rows + mig->n_kept * FK_CACHE, 0, 8 * (h->n - mig->n_kept) * FK_CACHE, s->sa));
     return DM_OK;
 }
 
@@ -681,33 +682,16 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     /* 5. migration (several ranks): host decides and exchanges, the device mirrors */
     if (multi) {
         if (rc == DM_OK) rc = dm_flock_cuda_sync_host(sim);
-        size_t old_n = sim->own.n;
-        uint64_t *old_id = NULL;
-        if (rc == DM_OK && !(old_id = static_cast<uint64_t *>(dm_malloc(8 * (old_n ? old_n : 1)))))
-            rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-        if (rc == DM_OK) memcpy(old_id, sim->own.id, 8 * old_n);
+        dm_flock_migration mig;
         /* the neighbours wait for the migration exchange even when this rank failed */
-        rc = dm_flock_migrate_host(sim, p.H1, rc);
-        if (rc == DM_OK) {
-            /* kept boids stay first, in order: map their new index to the old one */
-            size_t nk = 0;
-            uint32_t *src = static_cast<uint32_t *>(dm_malloc(4 * (sim->own.n ? sim->own.n : 1)));
-            if (!src) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-            for (size_t i = 0, j = 0; rc == DM_OK && i < old_n && j < sim->own.n; i++)
-                if (old_id[i] == sim->own.id[j]) {
-                    src[nk++] = (uint32_t)i;
-                    j++;
-                }
-            if (rc == DM_OK) rc = mirror_after_migration(sim, s, src, nk);
-            dm_free(src);
-        }
-        dm_free(old_id);
+        rc = dm_flock_migrate_host(sim, p.H1, rc, &mig);
+        if (rc == DM_OK) rc = mirror_after_migration(sim, s, &mig);
+        dm_flock_migration_free(&mig);
         sim->host_valid = 1;
     }
     sim->halo_valid = 0; /* the halo was exchanged before the update */
     if (rc == DM_OK) {
-        /* this iteration's decisions are read next (after a migration they were moved to cur) */
-        if (!multi) s->cur = 1 - s->cur;
+        s->cur = 1 - s->cur; /* this iteration's decisions are read next */
         sim->iteration++;
     }
     return rc;
@@ -812,8 +796,7 @@ struct bench {
     dm_flock_window w;
     /* inputs kept pristine for kernels that write them */
     double *x0, *y0, *vx0, *vy0;
-    uint32_t *src_map;
-    uint64_t *move_out;
+    uint32_t *src_map; /* cache move bench: src then dst indices */
 };
 
 int bench_problem(bench *b, size_t nb, uint64_t seed)
@@ -913,7 +896,7 @@ void bench_free(bench *b)
         b->s->free_all();
         delete b->s;
     }
-    release(&b->x0), release(&b->y0), release(&b->vx0), release(&b->vy0), release(&b->src_map), release(&b->move_out);
+    release(&b->x0), release(&b->y0), release(&b->vx0), release(&b->vy0), release(&b->src_map);
     dm_flock_store_free(&b->host);
     free(b);
 }
@@ -927,7 +910,7 @@ int bench_create_k(void **state, size_t n, uint64_t seed, int k)
     /* work units -> boids: similarity counts pairs, cache moves count slots */
     size_t nb = n;
     if (k == K_SIM) nb = n / 10 + 64; /* about 15 pairs per boid */
-    if (k == K_MOVE) nb = n / FK_CACHE + 1;
+    if (k == K_MOVE) nb = 2 * (n / FK_CACHE) + 2;
     if (nb < 64) nb = 64;
     int rc = bench_problem(b, nb, seed);
     if (rc == DM_OK) rc = bench_advance(b);
@@ -952,21 +935,23 @@ int bench_create_k(void **state, size_t n, uint64_t seed, int k)
                              &g_kernels[K_FORCES].instances[g_kernels[K_FORCES].default_instance], s->sa);
     }
     if (rc == DM_OK && k == K_MOVE) {
-        size_t c = 0;
-        uint32_t *h = static_cast<uint32_t *>(malloc(4 * nb));
+        /* moves as after a migration: rows from the second half into the first (src > dst) */
+        size_t c = 0, half = nb / 2;
+        uint32_t *h = static_cast<uint32_t *>(malloc(8 * (half ? half : 1)));
         if (!h) rc = DM_ERR(DM_ERR_NOMEM, "flock bench: out of memory");
-        for (size_t i = 0; rc == DM_OK && i < nb; i++) h[i] = (uint32_t)(nb - 1 - i);
-        if (rc == DM_OK) rc = ensure(&b->src_map, &c, nb);
-        c = 0;
-        if (rc == DM_OK) rc = ensure(&b->move_out, &c, nb * FK_CACHE);
-        if (rc == DM_OK && cudaMemcpy(b->src_map, h, 4 * nb, cudaMemcpyHostToDevice) != cudaSuccess)
+        for (size_t i = 0; rc == DM_OK && i < half; i++) {
+            h[i] = (uint32_t)(nb - 1 - i); /* src */
+            h[half + i] = (uint32_t)i;     /* dst */
+        }
+        if (rc == DM_OK) rc = ensure(&b->src_map, &c, 2 * (half ? half : 1));
+        if (rc == DM_OK && cudaMemcpy(b->src_map, h, 8 * half, cudaMemcpyHostToDevice) != cudaSuccess)
             rc = DM_ERR(DM_ERR_CUDA, "flock bench: copy");
         free(h);
     }
     /* the units this state can run */
     size_t units = nb;
     if (k == K_SIM) units = (size_t)s->pown.n_miss;
-    if (k == K_MOVE) units = nb * FK_CACHE;
+    if (k == K_MOVE) units = nb / 2 * FK_CACHE;
     b->cap = units;
     b->n = n < units ? n : units;
     if (rc == DM_OK && cudaDeviceSynchronize() != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "flock bench: sync");
@@ -1037,7 +1022,8 @@ int bench_run(void *state, const dm_tune_instance *inst, void *stream)
         return inst->launch(&a, n, stream);
     }
     case K_MOVE: {
-        fk_cache_move_args a = {s->cache[s->cur], b->src_map, n / FK_CACHE, b->move_out};
+        size_t half = b->cap / FK_CACHE;
+        fk_cache_move_args a = {s->cache[s->cur], b->src_map, b->src_map + half, n / FK_CACHE};
         return inst->launch(&a, (n / FK_CACHE) * FK_CACHE, stream);
     }
     }
@@ -1080,7 +1066,7 @@ int bench_output(void *state, void *host, size_t *nbytes)
     case K_UPDATE:
         parts[np++] = {d->x, 8 * n}, parts[np++] = {d->y, 8 * n}, parts[np++] = {d->vx, 8 * n}, parts[np++] = {d->vy, 8 * n};
         break;
-    case K_MOVE: parts[np++] = {b->move_out, 8 * (n / FK_CACHE) * FK_CACHE}; break;
+    case K_MOVE: parts[np++] = {s->cache[s->cur], 8 * (n / FK_CACHE) * FK_CACHE}; break; /* dst rows 0.. */
     }
     size_t tot = 0;
     for (int i = 0; i < np; i++) tot += parts[i].bytes;

@@ -160,9 +160,17 @@ int dm_flock_halo_exchange_end(dm_flock_sim *s, dm_flock_xchg *x, char **send)
     return rc;
 }
 
-int dm_flock_migrate_host(dm_flock_sim *s, double H1, int local_status)
+void dm_flock_migration_free(dm_flock_migration *m)
+{
+    dm_free(m->moved_dst);
+    dm_free(m->moved_src);
+    memset(m, 0, sizeof *m);
+}
+
+int dm_flock_migrate_host(dm_flock_sim *s, double H1, int local_status, dm_flock_migration *info)
 {
     int rc = local_status;
+    if (info) memset(info, 0, sizeof *info);
     dm_flock_store *o = &s->own;
     uint8_t *dirs = NULL, *keep = NULL;
     char *send[2] = {NULL, NULL}, *recv[2] = {NULL, NULL};
@@ -187,8 +195,16 @@ int dm_flock_migrate_host(dm_flock_sim *s, double H1, int local_status)
             moved++;
         }
         rc = pack_selected(s, dirs, send, size, NULL);
-        if (rc == DM_OK) rc = dm_flock_store_filter(o, keep);
+        if (rc == DM_OK && info && moved) {
+            info->moved_dst = dm_malloc(sizeof *info->moved_dst * (size_t)moved);
+            info->moved_src = dm_malloc(sizeof *info->moved_src * (size_t)moved);
+            if (!info->moved_dst || !info->moved_src) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        }
+        if (rc == DM_OK)
+            rc = dm_flock_store_remove(o, keep, info ? info->moved_dst : NULL, info ? info->moved_src : NULL,
+                                       info ? &info->n_moved : NULL);
     }
+    if (info) info->n_kept = o->n;
     if (s->size > 1) {
         dm_flock_xchg x;
         int rb = dm_flock_xchg_begin(&x, s->comm, &s->nb, 200, (const char *const *)send, size, rc);

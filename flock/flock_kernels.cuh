@@ -409,13 +409,14 @@ __global__ void __launch_bounds__(BLOCK) fk_update(fk_update_args a)
     if ((threadIdx.x & 31) == 0 && s) atomicAdd(a.seam, s);
 }
 
-/* ---- cache rows after migration: row k of dst = row src[k] of old ----------------------------- */
+/* ---- cache rows after migration: row dst[k] = row src[k], in place ----------------------------
+ * The moves fill the holes left by departed boids with boids from the end (every src is beyond
+ * every dst), so no row is both read and written. */
 
 struct fk_cache_move_args {
-    const uint64_t *old_rows;
-    const uint32_t *src;
-    size_t n; /* rows kept */
-    uint64_t *dst;
+    uint64_t *rows;
+    const uint32_t *src, *dst;
+    size_t n; /* moves */
 };
 
 template <int BLOCK>
@@ -424,7 +425,7 @@ __global__ void __launch_bounds__(BLOCK) fk_cache_move(fk_cache_move_args a)
     size_t t = (size_t)blockIdx.x * BLOCK + threadIdx.x;
     if (t >= a.n * FK_CACHE) return;
     size_t k = t / FK_CACHE, s = t % FK_CACHE;
-    a.dst[t] = a.old_rows[(size_t)a.src[k] * FK_CACHE + s];
+    a.rows[(size_t)a.dst[k] * FK_CACHE + s] = a.rows[(size_t)a.src[k] * FK_CACHE + s];
 }
 
 #endif
