@@ -132,7 +132,9 @@ int dm_flock_halo_exchange_begin(dm_flock_sim *s, dm_flock_xchg *x, char **send,
         uint8_t *dirs = dm_malloc(s->own.n ? s->own.n : 1);
         if (!dirs) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
         else {
-            for (size_t i = 0; i < s->own.n; i++) dirs[i] = (uint8_t)dm_flock_halo_dirs(s, s->own.y[i], H);
+            const long n = (long)s->own.n;
+#pragma omp parallel for schedule(static)
+            for (long i = 0; i < n; i++) dirs[i] = (uint8_t)dm_flock_halo_dirs(s, s->own.y[i], H);
             rc = pack_selected(s, dirs, send, size, &s->stats.halo_sent);
             dm_free(dirs);
         }
@@ -183,15 +185,16 @@ int dm_flock_migrate_host(dm_flock_sim *s, double H1, int local_status, dm_flock
     }
     uint64_t moved = 0;
     if (rc == DM_OK && s->size > 1) {
-        for (size_t i = 0; i < o->n; i++) {
+        const long n = (long)o->n;
+        const int below = (s->rank - 1 + s->size) % s->size, above = (s->rank + 1) % s->size;
+#pragma omp parallel for schedule(static) reduction(+ : moved)
+        for (long i = 0; i < n; i++) {
             int k = dm_flock_slice_of(s, o->y[i], H1);
             keep[i] = k == s->rank;
             if (k == s->rank) continue;
             /* the speed cap is below the thinnest slice: a boid moves at most one slice */
-            int below = (s->rank - 1 + s->size) % s->size, above = (s->rank + 1) % s->size;
             DM_ASSERT(k == below || k == above);
-            dirs[i] = (uint8_t)(k == below ? 1 : 2);
-            if (s->size == 2) dirs[i] = 3;
+            dirs[i] = (uint8_t)(s->size == 2 ? 3 : k == below ? 1 : 2);
             moved++;
         }
         rc = pack_selected(s, dirs, send, size, NULL);
