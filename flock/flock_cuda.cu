@@ -16,6 +16,7 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cuda/std/functional>
+#include <mutex>
 #include <new>
 
 #include "common/alloc.h"
@@ -790,7 +791,6 @@ namespace {
 struct bench {
     int k;
     size_t n, cap;    /* work units */
-    dm_flock_store host;
     dstate *s;
     dm_flock_params p;
     dm_flock_window w;
@@ -799,13 +799,39 @@ struct bench {
     uint32_t *src_map; /* cache move bench: src then dst indices */
 };
 
-int bench_problem(bench *b, size_t nb, uint64_t seed)
+/* The host side of the last problem built: the tuner creates a fresh state for every candidate
+ * it checks, so the seeded boids and vectors are generated once per (size, seed). */
+std::mutex g_bench_mutex;
+dm_flock_store g_bench_host;
+size_t g_bench_nb = 0;
+uint64_t g_bench_seed = 0;
+
+int bench_host(dm_flock_store *h, size_t nb, uint64_t seed, double W)
 {
     dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
     so.tokens = 80;
     so.seed = seed;
     dm_vectors v;
     DM_TRY(dm_flock_synth_vectors(&v, &so, 0, nb));
+    dm_flock_store_free(h);
+    int rc = DM_OK;
+    for (size_t i = 0; i < nb && rc == DM_OK; i++) {
+        uint64_t a = v.row_off[i], e = v.row_off[i + 1];
+        double ss = 0;
+        for (uint64_t q = a; q < e; q++) ss += (double)v.val[q] * v.val[q];
+        for (uint64_t q = a; q < e; q++) v.val[q] = (float)(v.val[q] / sqrt(ss));
+        dm_philox4 r = dm_rng4(seed, i, 7);
+        rc = dm_flock_store_push(h, i, W * (r.v[0] / 4294967296.0), W * (r.v[1] / 4294967296.0),
+                                 0.2 * (r.v[2] / 4294967296.0 - 0.5), 0.2 * (r.v[3] / 4294967296.0 - 0.5),
+                                 v.col + a, v.val + a, (uint32_t)(e - a));
+    }
+    dm_flock_vectors_release(&v);
+    if (rc != DM_OK) dm_flock_store_free(h);
+    return rc;
+}
+
+int bench_problem(bench *b, size_t nb, uint64_t seed)
+{
     double W = sqrt((double)nb * 3.141592653589793 / 15.0);
     if (W < 3.5) W = 3.5;
     memset(&b->p, 0, sizeof b->p);
@@ -822,20 +848,6 @@ int bench_problem(bench *b, size_t nb, uint64_t seed)
     b->p.cw = b->p.ch = W / b->p.C;
     b->w.first_row = 0;
     b->w.nb = b->p.R;
-    dm_flock_store_init(&b->host);
-    int rc = DM_OK;
-    for (size_t i = 0; i < nb && rc == DM_OK; i++) {
-        uint64_t a = v.row_off[i], e = v.row_off[i + 1];
-        double ss = 0;
-        for (uint64_t q = a; q < e; q++) ss += (double)v.val[q] * v.val[q];
-        for (uint64_t q = a; q < e; q++) v.val[q] = (float)(v.val[q] / sqrt(ss));
-        dm_philox4 r = dm_rng4(seed, i, 7);
-        rc = dm_flock_store_push(&b->host, i, W * (r.v[0] / 4294967296.0), W * (r.v[1] / 4294967296.0),
-                                 0.2 * (r.v[2] / 4294967296.0 - 0.5), 0.2 * (r.v[3] / 4294967296.0 - 0.5),
-                                 v.col + a, v.val + a, (uint32_t)(e - a));
-    }
-    dm_flock_vectors_release(&v);
-    if (rc != DM_OK) return rc;
     b->s = new (std::nothrow) dstate();
     if (!b->s) return DM_ERR(DM_ERR_NOMEM, "flock bench: out of memory");
     dstate *s = b->s;
@@ -846,7 +858,17 @@ int bench_problem(bench *b, size_t nb, uint64_t seed)
     DM_TRY(ensure(&s->err, &c1, 1));
     DM_CUDA_TRY(cudaMemset(s->ctr, 0, 64));
     DM_CUDA_TRY(cudaMemset(s->err, 0, sizeof(int)));
-    DM_TRY(upload_set(&s->own, &b->host, s->sa, 0));
+    {
+        std::lock_guard<std::mutex> lock(g_bench_mutex);
+        if (g_bench_nb != nb || g_bench_seed != seed || g_bench_host.n != nb) {
+            g_bench_nb = 0;
+            DM_TRY(bench_host(&g_bench_host, nb, seed, W));
+            g_bench_nb = nb;
+            g_bench_seed = seed;
+        }
+        DM_TRY(upload_set(&s->own, &g_bench_host, s->sa, 0));
+        DM_CUDA_TRY(cudaStreamSynchronize(s->sa)); /* pageable copies done before unlocking */
+    }
     DM_TRY(ensure_own_buffers(s, nb));
     DM_CUDA_TRY(cudaMemsetAsync(s->cache[0], 0, 8 * s->cap_cache[0], s->sa));
     DM_CUDA_TRY(cudaStreamSynchronize(s->sa));
@@ -897,7 +919,6 @@ void bench_free(bench *b)
         delete b->s;
     }
     release(&b->x0), release(&b->y0), release(&b->vx0), release(&b->vy0), release(&b->src_map);
-    dm_flock_store_free(&b->host);
     free(b);
 }
 
