@@ -556,7 +556,7 @@ int main(int argc, char **argv)
                 rc = run_once(&rr, &ctx, &v, &fo, &o.co, truth, 0);
                 if (rc != DM_OK) break;
                 if (ctx.rank == 0) {
-                    printf("%-9.2f %5.2f,%5.2f,%5.2f,%5.2f    %8.4f %8.4f %8.4f %9d %8llu\n", thr[a], wts[b][0], wts[b][1],
+                    printf("%-9.3f %5.3f,%5.3f,%5.3f,%5.3f %8.4f %8.4f %8.4f %9d %8llu\n", thr[a], wts[b][0], wts[b][1],
                            wts[b][2], wts[b][3], rr.nmi, rr.ari, rr.purity, rr.clusters, (unsigned long long)rr.noise);
                     fflush(stdout);
                     json_t *row = json_object();
