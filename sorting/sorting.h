@@ -48,6 +48,11 @@ dm_segsort_pairs_u32_fn dm_segsort_pairs_u32_cpu, dm_segsort_pairs_u32_cuda;
  * dm_segsort_pairs_cuda uses it for the segments where it is faster (see bench/tfidf). */
 #define DM_BITONIC_MAX_SEGMENT 2048
 dm_segsort_pairs_fn dm_segsort_bitonic_cuda;
+/* The bitonic kernel's network run on the host (host pointers; segments of at most cap items
+ * through the network, with records stored tiled by `tile` when tile > 0, longer ones by the CPU
+ * sort as CUB would): tests the network without a GPU. cap a power of two. */
+int dm_segsort_bitonic_hd(uint32_t *keys_out, float *vals_out, const uint32_t *keys_in, const float *vals_in,
+                          size_t n, const uint64_t *seg_off, size_t n_segments, int cap, int tile);
 /* CUB only (DeviceSegmentedSort::StableSortPairs), for comparisons. */
 dm_segsort_pairs_fn dm_segsort_cub_cuda;
 

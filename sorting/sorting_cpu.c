@@ -11,6 +11,7 @@
 #include "common/alloc.h"
 #include "common/status.h"
 #include "sorting/sorting.h"
+#include "sorting/sorting_bitonic.h"
 
 static int check_bits(int begin_bit, int end_bit, int key_bits)
 {
@@ -186,5 +187,52 @@ int dm_segsort_bench_lengths(uint64_t *off, size_t n, uint64_t seed, size_t *n_s
         off[++k] = pos;
     }
     *n_seg = k;
+    return DM_OK;
+}
+
+/* ------------------------------------------------------------------ bitonic network on the host */
+
+int dm_segsort_bitonic_hd(uint32_t *keys_out, float *vals_out, const uint32_t *keys_in, const float *vals_in,
+                          size_t n, const uint64_t *seg_off, size_t n_segments, int cap, int tile)
+{
+    if (cap < 2 || (cap & (cap - 1)) || (tile > 0 && cap % tile))
+        return DM_ERR(DM_ERR_INVALID_ARG, "bitonic: capacity %d must be a power of two (and a multiple of the tile)", cap);
+    size_t max_len;
+    DM_TRY(check_segments(seg_off, n_segments, n, &max_len));
+    /* long segments first, as CUB does them in the hybrid */
+    DM_TRY(dm_segsort_pairs_cpu(NULL, NULL, keys_out, vals_out, keys_in, vals_in, n, seg_off, n_segments, NULL));
+    uint32_t *m = dm_malloc(sizeof(uint32_t) * 2 * (size_t)cap);
+    if (!m) return DM_ERR_NOMEM;
+#define DM_KI(i) (tile > 0 ? dm_bitonic_tiled_key((i), tile) : 2 * (i))
+#define DM_PI(i) (tile > 0 ? dm_bitonic_tiled_key((i), tile) + tile : 2 * (i) + 1)
+    for (size_t s = 0; s < n_segments; s++) {
+        uint64_t b = seg_off[s], len = seg_off[s + 1] - b;
+        if (len < 2 || len > (uint64_t)cap) continue;
+        int p2 = dm_bitonic_p2((int)len);
+        for (int i = 0; i < p2; i++) {
+            m[DM_KI(i)] = i < (int)len ? keys_in[b + (uint64_t)i] : 0xffffffffu;
+            m[DM_PI(i)] = i < (int)len ? (uint32_t)i : 0xffffffffu;
+        }
+        for (int k = 2; k <= p2; k <<= 1)
+            for (int j = k >> 1; j > 0; j >>= 1)
+                for (int t = 0; t < p2 / 2; t++) { /* the threads of one step */
+                    int i, l;
+                    int up = dm_bitonic_pair(t, j, k, &i, &l);
+                    uint32_t xk = m[DM_KI(i)], xp = m[DM_PI(i)], yk = m[DM_KI(l)], yp = m[DM_PI(l)];
+                    if (dm_bitonic_less(yk, yp, xk, xp) == up) {
+                        m[DM_KI(i)] = yk;
+                        m[DM_PI(i)] = yp;
+                        m[DM_KI(l)] = xk;
+                        m[DM_PI(l)] = xp;
+                    }
+                }
+        for (int i = 0; i < (int)len; i++) {
+            keys_out[b + (uint64_t)i] = m[DM_KI(i)];
+            vals_out[b + (uint64_t)i] = vals_in[b + m[DM_PI(i)]];
+        }
+    }
+#undef DM_KI
+#undef DM_PI
+    dm_free(m);
     return DM_OK;
 }

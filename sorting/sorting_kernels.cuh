@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "common/tune/tune.h"
+#include "sorting/sorting_bitonic.h"
 
 struct dm_bitonic_args {
     const uint32_t *keys_in;
@@ -47,7 +48,7 @@ template <int CAP, int TILE>
 struct dm_rec_store<DM_LAYOUT_TILED, CAP, TILE> {
     static_assert(CAP % TILE == 0, "tile must divide the capacity");
     uint32_t m[2 * CAP];
-    __device__ __forceinline__ static int kidx(int i) { return (i / TILE) * 2 * TILE + i % TILE; }
+    __device__ __forceinline__ static int kidx(int i) { return dm_bitonic_tiled_key(i, TILE); }
     __device__ __forceinline__ uint2 get(int i) const { return make_uint2(m[kidx(i)], m[kidx(i) + TILE]); }
     __device__ __forceinline__ void set(int i, uint2 v)
     {
@@ -56,7 +57,7 @@ struct dm_rec_store<DM_LAYOUT_TILED, CAP, TILE> {
     }
 };
 
-__device__ __forceinline__ bool dm_rec_less(uint2 a, uint2 b) { return a.x < b.x || (a.x == b.x && a.y < b.y); }
+__device__ __forceinline__ bool dm_rec_less(uint2 a, uint2 b) { return dm_bitonic_less(a.x, a.y, b.x, b.y); }
 
 template <int BLOCK, int ITEMS, int LAYOUT, int TILE>
 __global__ void __launch_bounds__(BLOCK) dm_bitonic_segsort_kernel(dm_bitonic_args a)
@@ -75,17 +76,16 @@ __global__ void __launch_bounds__(BLOCK) dm_bitonic_segsort_kernel(dm_bitonic_ar
             }
             continue;
         }
-        int p2 = 1;
-        while (p2 < len) p2 <<= 1;
+        int p2 = dm_bitonic_p2(len);
         for (int i = threadIdx.x; i < p2; i += BLOCK)
             st.set(i, i < len ? make_uint2(a.keys_in[b + i], (uint32_t)i) : make_uint2(0xffffffffu, 0xffffffffu));
         __syncthreads();
         for (int k = 2; k <= p2; k <<= 1) {
             for (int j = k >> 1; j > 0; j >>= 1) {
                 for (int t = threadIdx.x; t < p2 / 2; t += BLOCK) {
-                    int i = (t / j) * 2 * j + (t % j), l = i + j;
+                    int i, l;
+                    bool up = dm_bitonic_pair(t, j, k, &i, &l);
                     uint2 x = st.get(i), y = st.get(l);
-                    bool up = (i & k) == 0;
                     if (dm_rec_less(y, x) == up) {
                         st.set(i, y);
                         st.set(l, x);

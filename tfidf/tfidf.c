@@ -516,6 +516,11 @@ int dm_tfidf_vectors(dm_vectors *out, dm_vocab *vocab_out, dm_tfidf_stats *stats
     }
     out->row_base = ctx && ctx->rank > 0 ? base : 0;
     out->n_cols = n_cols;
+    /* this rank's share, for the report's counters (summed over ranks there) */
+    dm_counter_add("tfidf.docs", (int64_t)mine[0]);
+    dm_counter_add("tfidf.empty_docs", (int64_t)mine[1]);
+    dm_counter_add("tfidf.tokens", (int64_t)mine[2]);
+    dm_counter_add("tfidf.nnz", (int64_t)mine[3]);
     st.docs = tot[0];
     st.empty_docs = tot[1];
     st.tokens = tot[2];
@@ -568,6 +573,19 @@ int dm_tfidf_local_from_stream(dm_tfidf_local *out, const dm_token_stream *s, in
     out->hash_collisions = s->stats.hash_collisions;
     out->table_rebuilds = vo.rebuilds + co.rebuilds;
     return DM_OK;
+}
+
+int dm_tfidf_from_stream(dm_vectors *out, dm_vocab *vocab, dm_tfidf_stats *stats, const dm_ctx *ctx,
+                         const dm_token_stream *s, const dm_tfidf_options *opt)
+{
+    if (!out || !s || !opt) return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_from_stream: NULL argument");
+    memset(out, 0, sizeof *out);
+    dm_tfidf_local local;
+    int rc = agree(ctx, dm_tfidf_local_from_stream(&local, s, dm_tfidf_backend(ctx, opt->backend), opt));
+    if (rc < 0) return rc;
+    rc = dm_tfidf_vectors(out, vocab, stats, ctx, &local, opt);
+    dm_tfidf_local_free(&local);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ TF-ICF */
@@ -628,6 +646,11 @@ int dm_icf_vectors(dm_vectors *out, dm_tfidf_stats *stats, const dm_icf_table *t
         dm_vectors_free(out);
         return rc;
     }
+    dm_counter_add("tfidf.docs", (int64_t)out->n_rows);
+    dm_counter_add("tfidf.empty_docs", (int64_t)empty_rows(out));
+    dm_counter_add("tfidf.tokens", (int64_t)local->tokens);
+    dm_counter_add("tfidf.nnz", (int64_t)dm_vectors_nnz(out));
+    dm_counter_add("tfidf.icf_unknown_tokens", (int64_t)wo.unmapped);
     if (stats) {
         stats->docs += out->n_rows;
         stats->empty_docs += empty_rows(out);

@@ -141,12 +141,19 @@ typedef struct dm_tf_count_options {
 typedef int dm_tf_count_fn(dm_tf_counts *out, const uint64_t *tok_off, const uint32_t *tok,
                            size_t n_docs, uint32_t n_terms, dm_tf_count_options *opt);
 dm_tf_count_fn dm_tf_count_cpu, dm_tf_count_cuda;
+/* The CUDA backend's table algorithm (same per-element code, tfidf_tables.h) run on the host, lane
+ * by lane: tests it without a GPU. Not a production backend. */
+dm_tf_count_fn dm_tf_count_hd;
 
 /* Tests and benchmarks of the CUDA tables: compiled instances of a variant's counting kernel,
  * their names, and forcing instance i of whichever variant runs (-1: the tuner's choice). */
 int dm_tf_count_cuda_instances(int variant);
 const char *dm_tf_count_cuda_instance_name(int variant, int i, char *buf, size_t len);
 int dm_tf_count_cuda_force_instance(int i);
+/* The CUDA backend counts and weighs in chunks of whole documents of at most `tokens` tokens and
+ * rows of at most `entries` entries (device memory of one call); 0 restores the defaults
+ * (2^26, 2^27). Tests make them small to exercise the chunking. */
+void dm_tfidf_cuda_set_chunks(uint64_t tokens, uint64_t entries);
 /* Benchmark input: documents of term indices < n_terms covering n_tok tokens (lengths 1..400,
  * one in 128 up to 5000; skewed term frequencies). tok_off holds up to n_tok + 1 entries. */
 int dm_tf_bench_docs(uint64_t *tok_off, uint32_t *tok, size_t n_tok, uint32_t n_terms, uint64_t seed,
@@ -288,6 +295,11 @@ int dm_tfidf_vectors(dm_vectors *out, dm_vocab *vocab, dm_tfidf_stats *stats, co
  * from the corpus instead, which resolves collisions by bytes). */
 int dm_tfidf_local_from_stream(dm_tfidf_local *out, const dm_token_stream *s, int backend,
                                const dm_tfidf_options *opt);
+
+/* Collective: TF-IDF vectors of this rank's token stream (dm_preprocess's output): local counts
+ * (dm_tfidf_local_from_stream) then dm_tfidf_vectors. For `docmine pipeline`. Errors agree. */
+int dm_tfidf_from_stream(dm_vectors *out, dm_vocab *vocab, dm_tfidf_stats *stats, const struct dm_ctx *ctx,
+                         const dm_token_stream *s, const dm_tfidf_options *opt);
 
 /* ---------------------------------------------------------------------------------------------
  * TF-ICF tables (Reed et al.): the vocabulary of a reference corpus with cf = document

@@ -186,23 +186,20 @@ static const dm_tune_instance g_w_fill[] = {DM_I1(launch_w_fill, dm_w_fill_kerne
 static const dm_tune_instance g_w_norm[] = {DM_I1(launch_w_norm, dm_w_norm_kernel, 128),
                                             DM_I1(launch_w_norm, dm_w_norm_kernel, 256)};
 
-static int g_force_count = -1;
+static int g_force_count = -1; /* tests: instance index of the chosen variant, -1 = tuner */
 
 struct dm_widen_u32 {
     __host__ __device__ uint64_t operator()(uint32_t x) const { return (uint64_t)x; }
-}; /* tests: instance index of the chosen variant, -1 = tuner */
+};
 
 /* ------------------------------------------------------------------ per-document tables */
 
-/* Document tables: bcap_d = max(1, ceil(slack x len_d x 2^grow_d / 32)) slots per bucket. */
+/* Document tables: dm_tf_bcap slots per bucket (tfidf_tables.h). */
 static int table_offsets(uint64_t *tab_off, const uint64_t *tok_off, size_t n_docs, int slack, const uint8_t *grow)
 {
     tab_off[0] = 0;
     for (size_t d = 0; d < n_docs; d++) {
-        uint64_t len = tok_off[d + 1] - tok_off[d];
-        uint64_t want = ((uint64_t)slack * len << grow[d]) + DM_TF_BUCKETS - 1;
-        uint64_t bcap = want / DM_TF_BUCKETS;
-        if (bcap < 1) bcap = 1;
+        uint64_t bcap = dm_tf_bcap(tok_off[d + 1] - tok_off[d], slack, grow[d]);
         if (bcap > UINT32_MAX / 2) return DM_ERR(DM_ERR_UNSUPPORTED, "tf table: document %zu is too long", d);
         tab_off[d + 1] = tab_off[d] + DM_TF_BUCKETS * bcap;
     }
@@ -238,15 +235,16 @@ static const dm_tune_instance *count_instance(int variant, size_t n_tok)
     return dm_tune_select(k, n_tok);
 }
 
-extern "C" int dm_tf_count_cuda(dm_tf_counts *out, const uint64_t *tok_off, const uint32_t *tok, size_t n_docs,
-                                uint32_t n_terms, dm_tf_count_options *opt)
+/* One chunk of documents (tok_off[0] may be non-zero: tokens are tok[tok_off[0] ..]). */
+static int tf_count_chunk(dm_tf_counts *out, const uint64_t *tok_off_in, const uint32_t *tok_in, size_t n_docs,
+                          uint32_t n_terms, dm_tf_count_options *opt)
 {
-    if (!out || !tok_off || !opt || (!tok && tok_off[n_docs] > 0))
-        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_cuda: NULL argument");
-    if (opt->variant != DM_TF_ATOMIC && opt->variant != DM_TF_NOATOMIC)
-        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_cuda: unknown variant %d", opt->variant);
+    /* rebase the offsets of the chunk to 0 */
+    uint64_t *tok_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
+    if (!tok_off) return DM_ERR_NOMEM;
+    for (size_t d = 0; d <= n_docs; d++) tok_off[d] = tok_off_in[d] - tok_off_in[0];
+    const uint32_t *tok = tok_in + tok_off_in[0];
     memset(out, 0, sizeof *out);
-    DM_TRY(dm_tfidf_tune_register());
     const uint64_t n_tok = tok_off[n_docs];
     int slack = opt->bucket_slack > 0 ? opt->bucket_slack : 2;
     tf_run r;
@@ -345,6 +343,47 @@ extern "C" int dm_tf_count_cuda(dm_tf_counts *out, const uint64_t *tok_off, cons
     dm_free(grow);
     dm_free(tab_off);
     dm_free(over);
+    dm_free(tok_off);
+    if (rc != DM_OK) dm_tf_counts_free(out);
+    return rc;
+}
+
+/* Tokens per chunk of documents: bounds the device memory of one call (about 40 bytes a token).
+ * Tests make it small (dm_tfidf_cuda_set_chunks). */
+static uint64_t g_chunk_tokens = (uint64_t)1 << 26;
+#define DM_TF_CHUNK_TOKENS g_chunk_tokens
+
+extern "C" int dm_tf_count_cuda(dm_tf_counts *out, const uint64_t *tok_off, const uint32_t *tok, size_t n_docs,
+                                uint32_t n_terms, dm_tf_count_options *opt)
+{
+    if (!out || !tok_off || !opt || (!tok && tok_off[n_docs] > 0))
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_cuda: NULL argument");
+    if (opt->variant != DM_TF_ATOMIC && opt->variant != DM_TF_NOATOMIC)
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_cuda: unknown variant %d", opt->variant);
+    memset(out, 0, sizeof *out);
+    DM_TRY(dm_tfidf_tune_register());
+    if (tok_off[n_docs] - tok_off[0] <= DM_TF_CHUNK_TOKENS) return tf_count_chunk(out, tok_off, tok, n_docs, n_terms, opt);
+    /* chunks of whole documents, rows appended */
+    uint64_t nnz_cap = tok_off[n_docs] - tok_off[0];
+    out->row_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
+    out->term = (uint32_t *)dm_malloc(4 * (nnz_cap ? nnz_cap : 1));
+    out->count = (uint32_t *)dm_malloc(4 * (nnz_cap ? nnz_cap : 1));
+    int rc = out->row_off && out->term && out->count ? DM_OK : DM_ERR_NOMEM;
+    if (rc == DM_OK) out->row_off[0] = 0;
+    for (size_t d0 = 0; rc == DM_OK && d0 < n_docs;) {
+        size_t d1 = d0 + 1;
+        while (d1 < n_docs && tok_off[d1 + 1] - tok_off[d0] <= DM_TF_CHUNK_TOKENS) d1++;
+        dm_tf_counts c;
+        rc = tf_count_chunk(&c, tok_off + d0, tok, d1 - d0, n_terms, opt);
+        if (rc != DM_OK) break;
+        uint64_t base = out->row_off[d0], m = c.row_off[d1 - d0];
+        for (size_t d = d0; d < d1; d++) out->row_off[d + 1] = base + c.row_off[d - d0 + 1];
+        memcpy(out->term + base, c.term, 4 * m);
+        memcpy(out->count + base, c.count, 4 * m);
+        dm_tf_counts_free(&c);
+        d0 = d1;
+    }
+    out->n_rows = n_docs;
     if (rc != DM_OK) dm_tf_counts_free(out);
     return rc;
 }
@@ -627,12 +666,10 @@ extern "C" int dm_hash_lookup_cuda(uint32_t *ids_out, const dm_termlist *vocab, 
 
 /* ------------------------------------------------------------------ weights */
 
-extern "C" int dm_tfidf_weigh_cuda(dm_vectors *out, const dm_tf_counts *counts, const uint32_t *term_map,
-                                   size_t n_local_terms, const double *col_w, uint64_t n_cols, dm_weigh_options *opt)
+/* One chunk of rows (counts->row_off[0] == 0). */
+static int weigh_chunk(dm_vectors *out, const dm_tf_counts *counts, const uint32_t *term_map, size_t n_local_terms,
+                       const double *col_w, uint64_t n_cols, dm_weigh_options *opt)
 {
-    if (!out || !counts || !opt || (!term_map && n_local_terms))
-        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_weigh_cuda: NULL argument");
-    DM_TRY(dm_tfidf_tune_register());
     size_t n = counts->n_rows;
     uint64_t nnz = counts->row_off[n];
     for (uint64_t k = 0; k < nnz; k++)
@@ -736,6 +773,66 @@ extern "C" int dm_tfidf_weigh_cuda(dm_vectors *out, const dm_tf_counts *counts, 
     out->val = val;
     opt->zero_weight += ctr[0];
     opt->unmapped += ctr[1];
+    return DM_OK;
+}
+
+/* Entries per chunk of rows: bounds device memory and keeps entry indices within 32 bits. */
+static uint64_t g_chunk_entries = (uint64_t)1 << 27;
+#define DM_W_CHUNK_ENTRIES g_chunk_entries
+
+extern "C" void dm_tfidf_cuda_set_chunks(uint64_t tokens, uint64_t entries)
+{
+    g_chunk_tokens = tokens ? tokens : (uint64_t)1 << 26;
+    g_chunk_entries = entries ? entries : (uint64_t)1 << 27;
+}
+
+extern "C" int dm_tfidf_weigh_cuda(dm_vectors *out, const dm_tf_counts *counts, const uint32_t *term_map,
+                                   size_t n_local_terms, const double *col_w, uint64_t n_cols, dm_weigh_options *opt)
+{
+    if (!out || !counts || !opt || (!term_map && n_local_terms))
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_weigh_cuda: NULL argument");
+    DM_TRY(dm_tfidf_tune_register());
+    size_t n = counts->n_rows;
+    const uint64_t *ro = counts->row_off;
+    if (ro[n] - ro[0] <= DM_W_CHUNK_ENTRIES && ro[0] == 0)
+        return weigh_chunk(out, counts, term_map, n_local_terms, col_w, n_cols, opt);
+    /* chunks of whole rows, rows appended (a row longer than a chunk makes a chunk of its own) */
+    uint64_t cap = ro[n] - ro[0];
+    uint64_t *row_off = (uint64_t *)dm_malloc(8 * (n + 1)), *sub_off = (uint64_t *)dm_malloc(8 * (n + 1));
+    uint32_t *col = (uint32_t *)dm_malloc(4 * (cap ? cap : 1));
+    float *val = (float *)dm_malloc(4 * (cap ? cap : 1));
+    int rc = row_off && sub_off && col && val ? DM_OK : DM_ERR_NOMEM;
+    if (rc == DM_OK) row_off[0] = 0;
+    for (size_t r0 = 0; rc == DM_OK && r0 < n;) {
+        size_t r1 = r0 + 1;
+        while (r1 < n && ro[r1 + 1] - ro[r0] <= DM_W_CHUNK_ENTRIES) r1++;
+        for (size_t r = r0; r <= r1; r++) sub_off[r - r0] = ro[r] - ro[r0];
+        dm_tf_counts sub = {r1 - r0, sub_off, counts->term + ro[r0], counts->count + ro[r0]};
+        dm_vectors v;
+        memset(&v, 0, sizeof v);
+        rc = weigh_chunk(&v, &sub, term_map, n_local_terms, col_w, n_cols, opt);
+        if (rc != DM_OK) break;
+        uint64_t base = row_off[r0], m = v.row_off[r1 - r0];
+        for (size_t r = r0; r < r1; r++) row_off[r + 1] = base + v.row_off[r - r0 + 1];
+        memcpy(col + base, v.col, 4 * m);
+        memcpy(val + base, v.val, 4 * m);
+        dm_free(v.row_off);
+        dm_free(v.col);
+        dm_free(v.val);
+        r0 = r1;
+    }
+    dm_free(sub_off);
+    if (rc != DM_OK) {
+        dm_free(row_off);
+        dm_free(col);
+        dm_free(val);
+        return rc;
+    }
+    out->n_rows = n;
+    out->n_cols = n_cols;
+    out->row_off = row_off;
+    out->col = col;
+    out->val = val;
     return DM_OK;
 }
 

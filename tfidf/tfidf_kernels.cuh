@@ -26,9 +26,8 @@
 #include <stdint.h>
 
 #include "tfidf/tfidf_internal.h"
+#include "tfidf/tfidf_tables.h"
 
-#define DM_TF_BUCKETS 32
-#define DM_TF_EMPTY 0xffffffffu
 
 /* ------------------------------------------------------------------ per-document tables */
 
@@ -43,55 +42,6 @@ struct dm_tf_args {
     uint32_t *overflow;       /* per document: a bucket was full */
     uint32_t *bad_token;      /* global: some token >= n_terms */
 };
-
-__device__ __forceinline__ void dm_tf_slot0(uint32_t t, uint32_t bcap, uint32_t *bucket, uint32_t *s0)
-{
-    uint32_t h = dm_term_bucket_hash(t);
-    *bucket = h & (DM_TF_BUCKETS - 1);
-    *s0 = (h >> 5) % bcap;
-}
-
-/* Atomic insert of c occurrences of t into a document table of 32 x bcap slots. */
-__device__ __forceinline__ bool dm_tf_insert_atomic(uint32_t *key, uint32_t *cnt, uint32_t bcap, uint32_t t,
-                                                    uint32_t c)
-{
-    uint32_t b, s;
-    dm_tf_slot0(t, bcap, &b, &s);
-    uint32_t *bk = key + (size_t)b * bcap, *bc = cnt + (size_t)b * bcap;
-    for (uint32_t p = 0; p < bcap; p++) {
-        uint32_t old = bk[s];
-        if (old == DM_TF_EMPTY) old = atomicCAS(&bk[s], DM_TF_EMPTY, t);
-        if (old == DM_TF_EMPTY || old == t) {
-            atomicAdd(&bc[s], c);
-            return true;
-        }
-        if (++s == bcap) s = 0;
-    }
-    return false;
-}
-
-/* Insert into bucket `b` that only the calling thread writes: no atomics. */
-__device__ __forceinline__ bool dm_tf_insert_private(uint32_t *key, uint32_t *cnt, uint32_t bcap, uint32_t t,
-                                                     uint32_t c)
-{
-    uint32_t b, s;
-    dm_tf_slot0(t, bcap, &b, &s);
-    uint32_t *bk = key + (size_t)b * bcap, *bc = cnt + (size_t)b * bcap;
-    for (uint32_t p = 0; p < bcap; p++) {
-        uint32_t old = bk[s];
-        if (old == DM_TF_EMPTY) {
-            bk[s] = t;
-            bc[s] = c;
-            return true;
-        }
-        if (old == t) {
-            bc[s] += c;
-            return true;
-        }
-        if (++s == bcap) s = 0;
-    }
-    return false;
-}
 
 /* Shared-memory staging: a document whose table has at most DM_TF_SMEM_SLOTS slots is built in
  * the warp's shared memory (shared-memory atomics) and then copied slot for slot to its global
@@ -134,7 +84,7 @@ __global__ void __launch_bounds__(BLOCK) dm_tf_count_atomic_kernel(dm_tf_args a)
                     *a.bad_token = 1;
                     continue;
                 }
-                if (ok) ok = dm_tf_insert_atomic(key, cnt, bcap, t, 1);
+                if (ok) ok = dm_tf_insert(key, cnt, bcap, t, 1, 1);
             }
         }
         if (local) {
@@ -168,33 +118,9 @@ __global__ void __launch_bounds__(BLOCK) dm_tf_count_noatomic_kernel(dm_tf_args 
         for (uint64_t base = b; base < e; base += POOL) {
             /* the lane's private sub-table: its RAKE consecutive tokens, counted */
             uint32_t kt[RAKE], kc[RAKE];
-            int m = 0;
-#pragma unroll
-            for (int r = 0; r < RAKE; r++) {
-                uint64_t i = base + (uint64_t)lane * RAKE + r;
-                if (i >= e) continue;
-                uint32_t t = a.tok[i];
-                if (t >= a.n_terms) {
-                    *a.bad_token = 1;
-                    continue;
-                }
-                bool found = false;
-#pragma unroll
-                for (int j = 0; j < RAKE; j++)
-                    if (j < m && kt[j] == t) {
-                        kc[j]++;
-                        found = true;
-                    }
-                if (!found) {
-#pragma unroll
-                    for (int j = 0; j < RAKE; j++)
-                        if (j == m) {
-                            kt[j] = t;
-                            kc[j] = 1;
-                        }
-                    m++;
-                }
-            }
+            int bad = 0;
+            int m = dm_tf_subtable(kt, kc, a.tok, base + (uint64_t)lane * RAKE, 1, e, RAKE, a.n_terms, &bad);
+            if (bad) *a.bad_token = 1;
 #pragma unroll
             for (int j = 0; j < RAKE; j++) {
                 pk[lane * RAKE + j] = j < m ? kt[j] : DM_TF_EMPTY;
@@ -204,8 +130,8 @@ __global__ void __launch_bounds__(BLOCK) dm_tf_count_noatomic_kernel(dm_tf_args 
             /* merge by bucket: lane `lane` owns bucket `lane` of the document's table */
             for (int q = 0; q < POOL; q++) {
                 uint32_t t = pk[q];
-                if (t == DM_TF_EMPTY || (dm_term_bucket_hash(t) & (DM_TF_BUCKETS - 1)) != lane) continue;
-                if (ok) ok = dm_tf_insert_private(a.tab_key + t0, a.tab_cnt + t0, bcap, t, pc[q]);
+                if (t == DM_TF_EMPTY || dm_tf_bucket_of(t) != lane) continue;
+                if (ok) ok = dm_tf_insert(a.tab_key + t0, a.tab_cnt + t0, bcap, t, pc[q], 0);
             }
             __syncwarp();
         }
@@ -236,10 +162,7 @@ __global__ void __launch_bounds__(BLOCK) dm_tf_header_kernel(dm_tf_compact_args 
     for (size_t d = warp; d < a.n_docs; d += n_warps) {
         uint64_t t0 = a.tab_off[d];
         uint32_t bcap = (uint32_t)((a.tab_off[d + 1] - t0) / DM_TF_BUCKETS);
-        const uint32_t *k = a.tab_key + t0 + (size_t)lane * bcap;
-        uint32_t n = 0;
-        for (uint32_t s = 0; s < bcap; s++) n += k[s] != DM_TF_EMPTY;
-        a.header[d * DM_TF_BUCKETS + lane] = n;
+        a.header[d * DM_TF_BUCKETS + lane] = dm_tf_bucket_used(a.tab_key + t0, bcap, lane);
     }
 }
 
@@ -253,14 +176,8 @@ __global__ void __launch_bounds__(BLOCK) dm_tf_compact_kernel(dm_tf_compact_args
     for (size_t d = warp; d < a.n_docs; d += n_warps) {
         uint64_t t0 = a.tab_off[d];
         uint32_t bcap = (uint32_t)((a.tab_off[d + 1] - t0) / DM_TF_BUCKETS);
-        const uint32_t *k = a.tab_key + t0 + (size_t)lane * bcap, *c = a.tab_cnt + t0 + (size_t)lane * bcap;
-        uint64_t p = a.header_scan[d * DM_TF_BUCKETS + lane];
-        for (uint32_t s = 0; s < bcap; s++)
-            if (k[s] != DM_TF_EMPTY) {
-                a.out_term[p] = k[s];
-                a.out_count[p] = c[s];
-                p++;
-            }
+        uint64_t p = dm_tf_bucket_emit(a.tab_key + t0, a.tab_cnt + t0, bcap, lane, a.out_term, a.out_count,
+                                       a.header_scan[d * DM_TF_BUCKETS + lane]);
         if (lane == 0) a.row_off[d] = a.header_scan[d * DM_TF_BUCKETS];
         if (lane == 31 && d + 1 == a.n_docs) a.row_off[d + 1] = p;
     }

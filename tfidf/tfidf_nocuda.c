@@ -44,3 +44,4 @@ const char *dm_tf_count_cuda_instance_name(int variant, int i, char *buf, size_t
 }
 int dm_tf_count_cuda_force_instance(int i) { return DM_NO_CUDA(); }
 int dm_tfidf_tune_register(void) { return DM_OK; }
+void dm_tfidf_cuda_set_chunks(uint64_t tokens, uint64_t entries) { (void)tokens, (void)entries; }

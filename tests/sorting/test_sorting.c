@@ -157,6 +157,39 @@ static void test_segsort(void)
     dm_free(vuo);
 }
 
+static void test_bitonic_network_on_host(void)
+{
+    /* the kernel's network (every capacity and the tiled layout's indexing) against the CPU */
+    size_t n = 60013;
+    uint64_t *off = dm_malloc(8 * (n + 1));
+    size_t n_seg;
+    dm_segsort_bench_lengths(off, n, 21, &n_seg);
+    uint32_t *k = dm_malloc(4 * n), *ck = dm_malloc(4 * n), *hk = dm_malloc(4 * n);
+    float *v = dm_malloc(4 * n), *cv = dm_malloc(4 * n), *hv = dm_malloc(4 * n);
+    for (int range = 0; range < 2; range++) {
+        uint64_t s = 31 + (uint64_t)range;
+        for (size_t i = 0; i < n; i++) {
+            k[i] = (uint32_t)(rnd(&s) % (range ? 7 : 1u << 20)); /* with heavy repeats: stability */
+            v[i] = (float)i;
+        }
+        CU_ASSERT_EQUAL_FATAL(dm_segsort_pairs_cpu(NULL, NULL, ck, cv, k, v, n, off, n_seg, NULL), DM_OK);
+        for (int cap = 128; cap <= 2048; cap *= 2)
+            for (int tile = 0; tile <= 32; tile += 32) {
+                CU_ASSERT_EQUAL_FATAL(dm_segsort_bitonic_hd(hk, hv, k, v, n, off, n_seg, cap, tile), DM_OK);
+                CU_ASSERT_EQUAL(memcmp(hk, ck, 4 * n), 0);
+                CU_ASSERT_EQUAL(memcmp(hv, cv, 4 * n), 0);
+            }
+    }
+    CU_ASSERT_EQUAL(dm_segsort_bitonic_hd(hk, hv, k, v, n, off, n_seg, 100, 0), DM_ERR_INVALID_ARG);
+    dm_free(off);
+    dm_free(k);
+    dm_free(ck);
+    dm_free(hk);
+    dm_free(v);
+    dm_free(cv);
+    dm_free(hv);
+}
+
 static void test_invalid(void)
 {
     uint32_t k[4] = {3, 2, 1, 0}, v[4] = {0, 1, 2, 3}, ko[4], vo[4];
@@ -174,6 +207,7 @@ int main(void)
     CU_TestInfo tests[] = {{"radix_u32", test_radix_u32},
                            {"radix_u64", test_radix_u64},
                            {"segsort", test_segsort},
+                           {"bitonic_network_on_host", test_bitonic_network_on_host},
                            {"invalid", test_invalid},
                            CU_TEST_INFO_NULL};
     CU_SuiteInfo suites[] = {{"sorting_cpu", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};

@@ -18,6 +18,7 @@
 #include "preprocess/preprocess.h"
 #include "testutil.h"
 #include "tfidf/tfidf.h"
+#include "tfidf/tfidf_tables.h"
 #include "tfidf_testlib.h"
 
 static char g_tmp[512];
@@ -145,6 +146,64 @@ static void test_tf_count_vs_bruteforce(void)
     dm_free(sorted);
     dm_free(tok);
     dm_free(off);
+}
+
+static int counts_equal(const dm_tf_counts *a, const dm_tf_counts *b)
+{
+    if (a->n_rows != b->n_rows || memcmp(a->row_off, b->row_off, 8 * (a->n_rows + 1)) != 0) return 0;
+    uint64_t n = a->row_off[a->n_rows];
+    return memcmp(a->term, b->term, 4 * n) == 0 && memcmp(a->count, b->count, 4 * n) == 0;
+}
+
+static void test_tf_count_gpu_algorithm_on_host(void)
+{
+    /* the CUDA tables' algorithm (dm_tf_count_hd) against the CPU counts, both variants */
+    size_t n_tok = 300007;
+    uint64_t *off = dm_malloc(8 * (n_tok + 3));
+    uint32_t *tok = dm_malloc(4 * n_tok);
+    size_t n_docs = 0;
+    dm_tf_bench_docs(off, tok, n_tok, 20000, 5, &n_docs);
+    off[n_docs + 1] = off[n_docs]; /* an empty document at the end */
+    n_docs++;
+    dm_tf_counts ref, got;
+    dm_tf_count_options o = DM_TF_COUNT_OPTIONS_INIT;
+    CU_ASSERT_EQUAL_FATAL(dm_tf_count_cpu(&ref, off, tok, n_docs, 20000, &o), DM_OK);
+    for (int v = DM_TF_ATOMIC; v <= DM_TF_NOATOMIC; v++) {
+        dm_tf_count_options h = DM_TF_COUNT_OPTIONS_INIT;
+        h.variant = v;
+        CU_ASSERT_EQUAL_FATAL(dm_tf_count_hd(&got, off, tok, n_docs, 20000, &h), DM_OK);
+        CU_ASSERT_TRUE(counts_equal(&ref, &got));
+        dm_tf_counts_free(&got);
+    }
+    dm_tf_counts_free(&ref);
+    /* adversarial: 700 distinct terms of one bucket, twice each, with slack 1: the bucket of 44
+     * slots overflows and the document is rebuilt with doubled buckets until they fit */
+    size_t k = 0;
+    for (uint32_t t = 0; k < 1400; t++)
+        if (dm_tf_bucket_of(t) == 0) {
+            tok[k++] = t;
+            tok[k++] = t;
+        }
+    uint32_t n_terms = tok[k - 1] + 1;
+    tok[k++] = 3;
+    uint64_t off2[3] = {0, 1400, k};
+    CU_ASSERT_EQUAL_FATAL(dm_tf_count_cpu(&ref, off2, tok, 2, n_terms, &o), DM_OK);
+    for (int v = DM_TF_ATOMIC; v <= DM_TF_NOATOMIC; v++) {
+        dm_tf_count_options h = DM_TF_COUNT_OPTIONS_INIT;
+        h.variant = v;
+        h.bucket_slack = 1;
+        CU_ASSERT_EQUAL_FATAL(dm_tf_count_hd(&got, off2, tok, 2, n_terms, &h), DM_OK);
+        CU_ASSERT_EQUAL(h.rebuilds, 4); /* 44 -> 88 -> 176 -> 352 -> 704 slots */
+        CU_ASSERT_TRUE(counts_equal(&ref, &got));
+        CU_ASSERT_EQUAL(got.row_off[1], 700);
+        dm_tf_counts_free(&got);
+    }
+    dm_tf_counts_free(&ref);
+    tok[0] = n_terms + 5;
+    dm_tf_count_options h = DM_TF_COUNT_OPTIONS_INIT;
+    CU_ASSERT_EQUAL(dm_tf_count_hd(&got, off2, tok, 2, n_terms, &h), DM_ERR_INVALID_ARG);
+    dm_free(off);
+    dm_free(tok);
 }
 
 /* ------------------------------------------------------------------ vocabulary table */
@@ -521,6 +580,21 @@ static void test_dmv_corruption(void)
     CU_ASSERT_EQUAL(tl_flip_byte(p, (long)(64 + 8 * 201 + 4 * v.row_off[200] + 4 * 3)), 0);
     CU_ASSERT_EQUAL(dm_vectors_read(&r, p), DM_ERR_FORMAT);
     CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "checksum"));
+    /* a partial read of other rows finds it when asked to verify, and reads without */
+    CU_ASSERT_EQUAL(dm_vectors_read_rows(&r, p, 150, 20, 1), DM_ERR_FORMAT);
+    CU_ASSERT_EQUAL_FATAL(dm_vectors_read_rows(&r, p, 150, 20, 0), DM_OK);
+    CU_ASSERT_EQUAL(r.n_rows, 20);
+    dm_vectors_free(&r);
+    /* a column out of range (structure check, even with a matching checksum) */
+    {
+        dm_vectors w;
+        CU_ASSERT_EQUAL_FATAL(dm_vectors_read_rows(&w, p, 0, 200, 0), DM_OK);
+        w.n_cols = 1;
+        char q[600];
+        tmp_path(q, sizeof q, "cols.dmv");
+        CU_ASSERT_EQUAL(dm_vectors_write(&w, q, NULL), DM_ERR_INVALID_ARG);
+        dm_vectors_free(&w);
+    }
     /* in the header: header checksum error, even for partial reads */
     tl_write_file(p, orig, len);
     CU_ASSERT_EQUAL(tl_flip_byte(p, 20), 0);
@@ -803,6 +877,10 @@ static void test_corpus_driver(void)
     dm_vectors_free(&v2);
     dm_vocab_free(&voc2);
     dm_tfidf_local_free(&l);
+    /* the pipeline's entry point */
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_from_stream(&v2, NULL, NULL, NULL, &s, &o), DM_OK);
+    CU_ASSERT_TRUE(tl_vectors_equal(&v, &v2, 0));
+    dm_vectors_free(&v2);
     /* and dm_vectorize_corpus's default path (preprocess's reader + the stream) */
     CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&v2, NULL, NULL, NULL, NULL, dir, &pp, &o, NULL, NULL), DM_OK);
     CU_ASSERT_TRUE(tl_vectors_equal(&v, &v2, 0));
@@ -905,6 +983,7 @@ int main(void)
 {
     CU_TestInfo terms[] = {{"termtab_weak_hash_tiny_capacity", test_termtab_weak_hash_tiny_capacity},
                            {"tf_count_vs_bruteforce", test_tf_count_vs_bruteforce},
+                           {"tf_count_gpu_algorithm_on_host", test_tf_count_gpu_algorithm_on_host},
                            {"vocab_merge_and_lookup_collisions", test_vocab_merge_and_lookup_collisions},
                            {"hash_lookup_real_hash", test_hash_lookup_real_hash},
                            CU_TEST_INFO_NULL};

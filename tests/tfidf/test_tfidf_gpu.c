@@ -94,6 +94,16 @@ static void test_count_every_instance(void)
         }
     }
     dm_tf_count_cuda_force_instance(-1);
+    /* in chunks of whole documents (a document longer than a chunk makes its own) */
+    dm_tfidf_cuda_set_chunks(3001, 0);
+    for (int v = DM_TF_ATOMIC; v <= DM_TF_NOATOMIC; v++) {
+        dm_tf_count_options g = DM_TF_COUNT_OPTIONS_INIT;
+        g.variant = v;
+        CU_ASSERT_EQUAL_FATAL(dm_tf_count_cuda(&got, off, tok, n_docs, n_terms, &g), DM_OK);
+        CU_ASSERT_TRUE(counts_equal(&ref, &got));
+        dm_tf_counts_free(&got);
+    }
+    dm_tfidf_cuda_set_chunks(0, 0);
     /* a token out of range is refused, as on the CPU */
     tok[10] = n_terms;
     dm_tf_count_options g = DM_TF_COUNT_OPTIONS_INIT;
@@ -232,6 +242,18 @@ static void test_weigh(void)
         CU_ASSERT_EQUAL(a.zero_weight, b.zero_weight);
         CU_ASSERT_EQUAL(a.unmapped, b.unmapped);
         CU_ASSERT_TRUE(a.zero_weight > 0 && a.unmapped > 0);
+        /* in chunks of rows */
+        dm_tfidf_cuda_set_chunks(0, 9999);
+        dm_weigh_options c2 = b;
+        c2.zero_weight = c2.unmapped = 0;
+        dm_vectors vk;
+        memset(&vk, 0, sizeof vk);
+        CU_ASSERT_EQUAL_FATAL(dm_tfidf_weigh_cuda(&vk, &c, map, n_terms, w, n_cols, &c2), DM_OK);
+        dm_tfidf_cuda_set_chunks(0, 0);
+        CU_ASSERT_TRUE(vectors_close(&vc, &vk));
+        CU_ASSERT_EQUAL(c2.zero_weight, a.zero_weight);
+        CU_ASSERT_EQUAL(c2.unmapped, a.unmapped);
+        dm_vectors_free(&vk);
         dm_vectors_free(&vc);
         dm_vectors_free(&vg);
     }
