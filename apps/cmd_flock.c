@@ -650,7 +650,8 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
             /* the instance each kernel runs for this rank's share (its workload class) */
             static const char *const kn[] = {"flock.cell_keys", "flock.cell_bounds", "flock.gather",
                                              "flock.count", "flock.detect", "flock.similarity",
-                                             "flock.forces", "flock.update", "flock.cache_move"};
+                                             "flock.forces", "flock.update", "flock.cache_move", "flock.flags",
+                                             "flock.pick"};
             json_t *tj = json_object();
             size_t share = (size_t)(n_global / (uint64_t)ctx->size) + 1;
             for (size_t k = 0; k < sizeof kn / sizeof kn[0]; k++) {

@@ -122,13 +122,21 @@ static int pack_selected(dm_flock_sim *s, const uint8_t *dirs, char **send, uint
 
 int dm_flock_halo_exchange_begin(dm_flock_sim *s, dm_flock_xchg *x, char **send, int local_status)
 {
+    return dm_flock_halo_exchange_begin_dirs(s, x, send, local_status, NULL);
+}
+
+int dm_flock_halo_exchange_begin_dirs(dm_flock_sim *s, dm_flock_xchg *x, char **send, int local_status,
+                                      const uint8_t *given)
+{
     double W, H;
     dm_flock_plane_at(s, s->iteration, &W, &H);
     send[0] = send[1] = NULL;
     uint64_t size[2] = {0, 0};
     int rc = local_status;
     dm_timer_start("flock.comm");
-    if (rc == DM_OK && s->nb.n) {
+    if (rc == DM_OK && s->nb.n && given) {
+        rc = pack_selected(s, given, send, size, &s->stats.halo_sent);
+    } else if (rc == DM_OK && s->nb.n) {
         uint8_t *dirs = dm_malloc(s->own.n ? s->own.n : 1);
         if (!dirs) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
         else {
@@ -171,6 +179,12 @@ void dm_flock_migration_free(dm_flock_migration *m)
 
 int dm_flock_migrate_host(dm_flock_sim *s, double H1, int local_status, dm_flock_migration *info)
 {
+    return dm_flock_migrate_host_dirs(s, H1, local_status, info, NULL);
+}
+
+int dm_flock_migrate_host_dirs(dm_flock_sim *s, double H1, int local_status, dm_flock_migration *info,
+                               const uint8_t *given)
+{
     int rc = local_status;
     if (info) memset(info, 0, sizeof *info);
     dm_flock_store *o = &s->own;
@@ -189,6 +203,12 @@ int dm_flock_migrate_host(dm_flock_sim *s, double H1, int local_status, dm_flock
         const int below = (s->rank - 1 + s->size) % s->size, above = (s->rank + 1) % s->size;
 #pragma omp parallel for schedule(static) reduction(+ : moved)
         for (long i = 0; i < n; i++) {
+            if (given) { /* the owners were decided elsewhere (the device) */
+                dirs[i] = given[i];
+                keep[i] = given[i] == 0;
+                moved += given[i] != 0;
+                continue;
+            }
             int k = dm_flock_slice_of(s, o->y[i], H1);
             keep[i] = k == s->rank;
             if (k == s->rank) continue;

@@ -147,6 +147,10 @@ int dm_flock_halo_dirs(const dm_flock_sim *s, double y, double H);
  * messages of own boids at the current plane; the migration messages of boids now outside
  * the slice on plane H1 (they are removed from own). */
 int dm_flock_halo_exchange_begin(dm_flock_sim *s, dm_flock_xchg *x, char **send, int local_status);
+/* The same with the halo directions of every own boid given (dirs[i], 0 = not in a halo; the
+ * positions of the boids with dirs[i] != 0 must be current in the own store). */
+int dm_flock_halo_exchange_begin_dirs(dm_flock_sim *s, dm_flock_xchg *x, char **send, int local_status,
+                                      const uint8_t *dirs);
 int dm_flock_halo_exchange_end(dm_flock_sim *s, dm_flock_xchg *x, char **send);
 /* What a migration did to the own store (for the CUDA backend's mirror): boids [0, n_kept) stayed
  * (n_moved of them moved into holes, see dm_flock_store_remove), [n_kept, n) arrived. */
@@ -157,6 +161,10 @@ typedef struct dm_flock_migration {
 void dm_flock_migration_free(dm_flock_migration *m);
 /* info may be NULL. */
 int dm_flock_migrate_host(dm_flock_sim *s, double H1, int local_status, dm_flock_migration *info);
+/* The same with the departures given: dirs[i] = 0 stays, else the direction bits of its new slice
+ * (1 below, 2 above, 3 the only neighbour); the positions of departing boids must be current. */
+int dm_flock_migrate_host_dirs(dm_flock_sim *s, double H1, int local_status, dm_flock_migration *info,
+                               const uint8_t *dirs);
 
 /* Host grid (CPU backend and clusters): source boids sorted by cell of the window. */
 typedef struct dm_flock_grid {

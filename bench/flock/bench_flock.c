@@ -537,7 +537,7 @@ int main(int argc, char **argv)
         rc = dm_flock_tune_register();
         static const char *const kn[] = {"flock.cell_keys", "flock.cell_bounds", "flock.gather", "flock.count",
                                          "flock.detect", "flock.similarity", "flock.forces", "flock.update",
-                                         "flock.cache_move"};
+                                         "flock.cache_move", "flock.flags", "flock.pick"};
         size_t share = (size_t)(N / (uint64_t)ctx.size) + 1;
         for (size_t k = 0; k < sizeof kn / sizeof kn[0] && rc == DM_OK; k++) {
             const dm_tune_kernel *kd = dm_tune_kernel_find(kn[k]);
