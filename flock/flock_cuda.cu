@@ -770,8 +770,9 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         size_t cnt = 0;
         double lo, hi;
         dm_flock_slice_bounds(sim, sim->rank, p.H, &lo, &hi);
-        if (sim->host_valid) rc = DM_OK; /* the host store is current: it selects itself */
-        else rc = select_fetch(sim, s, 0, lo, hi, p.H1, &dirs, &cnt);
+        dm_timer_start("flock.comm"); /* selection and device-to-host copies feed the exchange */
+        if (!sim->host_valid) rc = select_fetch(sim, s, 0, lo, hi, p.H1, &dirs, &cnt);
+        dm_timer_stop("flock.comm");
         rc = dm_flock_halo_exchange_begin_dirs(sim, &x, send, rc, sim->host_valid ? NULL : dirs);
         dm_free(dirs);
     }
@@ -842,12 +843,16 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     if (multi) {
         uint8_t *dirs = NULL;
         size_t cnt = 0;
+        dm_timer_start("flock.comm");
         if (rc == DM_OK) rc = select_fetch(sim, s, 1, 0, 0, p.H1, &dirs, &cnt);
+        dm_timer_stop("flock.comm");
         dm_flock_migration mig;
         /* the neighbours wait for the migration exchange even when this rank failed */
         rc = dm_flock_migrate_host_dirs(sim, p.H1, rc, &mig, dirs ? dirs : NULL);
         dm_free(dirs);
+        dm_timer_start("flock.comm");
         if (rc == DM_OK) rc = mirror_after_migration(sim, s, &mig);
+        dm_timer_stop("flock.comm");
         dm_flock_migration_free(&mig);
     }
     sim->halo_valid = 0; /* the halo was exchanged before the update */
