@@ -36,24 +36,13 @@ void dm_flock_slice_bounds(const dm_flock_sim *s, int k, double H, double *lo, d
     *hi = k == s->size - 1 ? H : s->cut[k + 1] * H;
 }
 
-int dm_flock_slice_of(const dm_flock_sim *s, double y, double H)
-{
-    /* the largest k with lo_k <= y (bounds computed exactly as dm_flock_slice_bounds does) */
-    int lo = 0, hi = s->size - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        double b = s->cut[mid] * H;
-        if (b <= y) lo = mid;
-        else hi = mid - 1;
-    }
-    return lo;
-}
+int dm_flock_slice_of(const dm_flock_sim *s, double y, double H) { return dm_flock_slice_hd(s->cut, s->size, y, H); }
 
 int dm_flock_halo_dirs(const dm_flock_sim *s, double y, double H)
 {
     double lo, hi;
     dm_flock_slice_bounds(s, s->rank, H, &lo, &hi);
-    return (y - lo < s->margin ? 1 : 0) | (hi - y < s->margin ? 2 : 0);
+    return dm_flock_halo_dirs_hd(y, lo, hi, s->margin);
 }
 
 int dm_flock_params_at(dm_flock_params *p, const dm_flock_sim *s, int t)

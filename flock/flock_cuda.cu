@@ -557,8 +557,11 @@ int select_fetch(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, d
     DM_TRY(ensure(reinterpret_cast<char **>(&s->sscan), &s->cap_sscan, bytes ? bytes : 1));
     DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(s->sscan, bytes, s->sflag, s->soff, (int)(n + 1), st));
     uint32_t m = 0;
+    int herr = 0;
     DM_CUDA_TRY(cudaMemcpyAsync(&m, s->soff + n, 4, cudaMemcpyDeviceToHost, st));
+    DM_CUDA_TRY(cudaMemcpyAsync(&herr, s->err, sizeof herr, cudaMemcpyDeviceToHost, st));
     DM_CUDA_TRY(cudaStreamSynchronize(st));
+    if (herr == 2) return DM_ERR(DM_ERR_CUDA, "flock: a boid moved further than one slice (internal error)");
     *count = m;
     if (m == 0) return DM_OK;
     DM_TRY(ensure(&s->sidx, &s->cap_sidx, m));

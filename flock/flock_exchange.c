@@ -200,7 +200,6 @@ int dm_flock_migrate_host_dirs(dm_flock_sim *s, double H1, int local_status, dm_
     uint64_t moved = 0;
     if (rc == DM_OK && s->size > 1) {
         const long n = (long)o->n;
-        const int below = (s->rank - 1 + s->size) % s->size, above = (s->rank + 1) % s->size;
 #pragma omp parallel for schedule(static) reduction(+ : moved)
         for (long i = 0; i < n; i++) {
             if (given) { /* the owners were decided elsewhere (the device) */
@@ -209,13 +208,12 @@ int dm_flock_migrate_host_dirs(dm_flock_sim *s, double H1, int local_status, dm_
                 moved += given[i] != 0;
                 continue;
             }
-            int k = dm_flock_slice_of(s, o->y[i], H1);
-            keep[i] = k == s->rank;
-            if (k == s->rank) continue;
+            int d = dm_flock_departure_hd(dm_flock_slice_of(s, o->y[i], H1), s->rank, s->size);
             /* the speed cap is below the thinnest slice: a boid moves at most one slice */
-            DM_ASSERT(k == below || k == above);
-            dirs[i] = (uint8_t)(s->size == 2 ? 3 : k == below ? 1 : 2);
-            moved++;
+            DM_ASSERT(d >= 0);
+            keep[i] = d == 0;
+            dirs[i] = (uint8_t)d;
+            moved += d != 0;
         }
         rc = pack_selected(s, dirs, send, size, NULL);
         if (rc == DM_OK && info && moved) {

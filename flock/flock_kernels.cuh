@@ -444,10 +444,10 @@ __global__ void __launch_bounds__(BLOCK) fk_cache_move(fk_cache_move_args a)
 
 /* ---- selection of the boids that leave the device (halo, migrants) --------------------------- */
 
-/* mode 0 (halo): dirs = bit 0 within the margin of the slice's lower edge lo, bit 1 of its upper
- * edge hi (dm_flock_halo_dirs). mode 1 (migration): the slice owning y on the next plane
- * (dm_flock_slice_of over cut[] * H1); dirs = 0 when it is this rank's, else 1 below, 2 above,
- * 3 the only neighbour. flag[i] = dirs[i] != 0. */
+/* mode 0 (halo): dirs = dm_flock_halo_dirs_hd of the slice [lo, hi). mode 1 (migration): the
+ * departure bits (dm_flock_departure_hd) of the slice owning y on the next plane
+ * (dm_flock_slice_hd over cut[] * H1). flag[i] = dirs[i] != 0. The host decides with the same
+ * functions (flock_exchange.c). */
 struct fk_flags_args {
     const double *y;
     size_t n;
@@ -468,21 +468,11 @@ __global__ void __launch_bounds__(BLOCK) fk_flags(fk_flags_args a)
     double y = a.y[i];
     uint8_t d;
     if (a.mode == 0) {
-        d = (uint8_t)((y - a.lo < a.margin ? 1 : 0) | (a.hi - y < a.margin ? 2 : 0));
+        d = (uint8_t)dm_flock_halo_dirs_hd(y, a.lo, a.hi, a.margin);
     } else {
-        int lo = 0, hi = a.P - 1;
-        while (lo < hi) {
-            int mid = (lo + hi + 1) / 2;
-            double b = a.cut[mid] * a.H1;
-            if (b <= y) lo = mid;
-            else hi = mid - 1;
-        }
-        int below = (a.rank - 1 + a.P) % a.P, above = (a.rank + 1) % a.P;
-        if (lo == a.rank) d = 0;
-        else {
-            if (lo != below && lo != above) *a.err = 2; /* moved more than a slice: a broken invariant */
-            d = (uint8_t)(a.P == 2 ? 3 : lo == below ? 1 : 2);
-        }
+        int dep = dm_flock_departure_hd(dm_flock_slice_hd(a.cut, a.P, y, a.H1), a.rank, a.P);
+        if (dep < 0) *a.err = 2; /* moved more than a slice: a broken invariant */
+        d = (uint8_t)(dep < 0 ? 0 : dep);
     }
     a.dirs[i] = d;
     a.flag[i] = d != 0;
