@@ -16,6 +16,7 @@
 #include "common/report.h"
 #include "common/status.h"
 #include "common/timer.h"
+#include "common/tune/tune.h"
 #include "flock/flock.h"
 #include "flock/flock_synth.h"
 #include "tfidf/tfidf.h"
@@ -644,6 +645,22 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
             json_object_set_new(q, "labelled_documents", json_integer((json_int_t)met.n));
             json_object_set_new(q, "classes", json_integer(met.classes));
             json_object_set_new(r, "quality", q);
+        }
+        if (ctx->backend == DM_BACKEND_CUDA) {
+            /* the instance each kernel runs for this rank's share (its workload class) */
+            static const char *const kn[] = {"flock.cell_keys", "flock.cell_bounds", "flock.gather",
+                                             "flock.count", "flock.detect", "flock.similarity",
+                                             "flock.forces", "flock.update", "flock.cache_move", "flock.flags",
+                                             "flock.pick"};
+            json_t *tj = json_object();
+            size_t share = (size_t)(n_global / (uint64_t)ctx->size) + 1;
+            for (size_t k = 0; k < sizeof kn / sizeof kn[0]; k++) {
+                const dm_tune_kernel *kd = dm_tune_kernel_find(kn[k]);
+                if (!kd) continue;
+                char pol[128];
+                json_object_set_new(tj, kn[k], json_string(dm_tune_policy_str(&dm_tune_select(kd, share)->policy, pol, sizeof pol)));
+            }
+            json_object_set_new(r, "tuning", tj);
         }
         double t_run = dm_timer_get("flock.run");
         json_object_set_new(r, "run_seconds", json_real(t_run));

@@ -36,24 +36,13 @@ void dm_flock_slice_bounds(const dm_flock_sim *s, int k, double H, double *lo, d
     *hi = k == s->size - 1 ? H : s->cut[k + 1] * H;
 }
 
-int dm_flock_slice_of(const dm_flock_sim *s, double y, double H)
-{
-    /* the largest k with lo_k <= y (bounds computed exactly as dm_flock_slice_bounds does) */
-    int lo = 0, hi = s->size - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        double b = s->cut[mid] * H;
-        if (b <= y) lo = mid;
-        else hi = mid - 1;
-    }
-    return lo;
-}
+int dm_flock_slice_of(const dm_flock_sim *s, double y, double H) { return dm_flock_slice_hd(s->cut, s->size, y, H); }
 
 int dm_flock_halo_dirs(const dm_flock_sim *s, double y, double H)
 {
     double lo, hi;
     dm_flock_slice_bounds(s, s->rank, H, &lo, &hi);
-    return (y - lo < s->margin ? 1 : 0) | (hi - y < s->margin ? 2 : 0);
+    return dm_flock_halo_dirs_hd(y, lo, hi, s->margin);
 }
 
 int dm_flock_params_at(dm_flock_params *p, const dm_flock_sim *s, int t)
@@ -277,7 +266,16 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
     rc = dm_ctx_agree(s->ctx, rc);
     if (rc != DM_OK) goto done;
 
-    /* all-to-all by owner slice: one message per destination, counts in 8-byte units */
+    /* one rank: the boids are its own, nothing to copy */
+    if (P == 1) {
+        dm_flock_store_free(&s->own);
+        s->own = in;
+        dm_flock_store_init(&in);
+        goto done;
+    }
+    /* all-to-all by owner slice: one message per other rank (counts in 8-byte units); this rank's
+     * own boids move straight to the store, and the input copy is freed before the messages
+     * arrive, so that at most about two copies of the vectors exist at once */
     {
         uint32_t *idx = dm_malloc(sizeof *idx * (n ? n : 1));
         int *owner = dm_malloc(sizeof *owner * (n ? n : 1));
@@ -295,6 +293,15 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                     idx[cnt++] = (uint32_t)r;
                     nnz += in.vlen[r];
                 }
+            if (q == s->rank) {
+                rc = dm_flock_store_reserve(&s->own, cnt, (size_t)nnz);
+                for (size_t k = 0; k < cnt && rc == DM_OK; k++) {
+                    uint32_t r = idx[k];
+                    rc = dm_flock_store_push(&s->own, in.id[r], in.x[r], in.y[r], in.vx[r], in.vy[r],
+                                             in.col + in.voff[r], in.val + in.voff[r], in.vlen[r]);
+                }
+                continue;
+            }
             dm_flock_msg_layout l;
             dm_flock_msg_layout_of(&l, cnt, nnz);
             if (l.total / 8 > 2147483647u) {
@@ -311,22 +318,26 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         }
         dm_free(idx);
         dm_free(owner);
+        dm_flock_store_free(&in); /* everything is in the messages or the own store now */
         rc = dm_ctx_agree(s->ctx, rc);
         if (rc == DM_OK && MPI_Alltoall(ssize, 1, MPI_UINT64_T, rsize, 1, MPI_UINT64_T, s->comm) != MPI_SUCCESS)
             rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Alltoall failed");
         for (int q = 0; q < P && rc == DM_OK; q++)
-            if (!(rbuf[q] = dm_malloc(rsize[q] ? rsize[q] : 8))) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+            if (q != s->rank && !(rbuf[q] = dm_malloc(rsize[q] ? rsize[q] : 8)))
+                rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
         rc = dm_ctx_agree(s->ctx, rc);
         if (rc == DM_OK) {
             int nr = 0;
             for (int q = 0; q < P; q++) {
+                if (q == s->rank) continue;
                 MPI_Irecv(rbuf[q], (int)(rsize[q] / 8), MPI_UINT64_T, q, 300, s->comm, &req[nr++]);
                 MPI_Isend(sbuf[q], (int)(ssize[q] / 8), MPI_UINT64_T, q, 300, s->comm, &req[nr++]);
             }
             if (MPI_Waitall(nr, req, st) != MPI_SUCCESS) rc = DM_ERR(DM_ERR_MPI, "flock: initial distribution failed");
         }
         /* unpack in source-rank order (any order gives the same trajectories) */
-        for (int q = 0; q < P && rc == DM_OK; q++) rc = dm_flock_msg_unpack(&s->own, rbuf[q], rsize[q]);
+        for (int q = 0; q < P && rc == DM_OK; q++)
+            if (q != s->rank) rc = dm_flock_msg_unpack(&s->own, rbuf[q], rsize[q]);
         for (int q = 0; q < P && sbuf && rbuf; q++) {
             dm_free(sbuf[q]);
             dm_free(rbuf[q]);

@@ -2,9 +2,12 @@
  * (cell keys, radix sort by cell through the sorting module, cell bounds, gather into the sorted
  * layout of the forces kernel), neighbour counting and detection with a per-boid cache of exact
  * similarity decisions, the warp-cooperative exact similarity of the cache misses, the force sums
- * and the update. With several ranks the halo exchange (host-staged, non-blocking MPI) overlaps
- * the own-own pass on stream A while the halo pass runs on stream B; migration then mirrors the
- * host store. Every kernel is launched through the tuner (dm_tune_select) and registered with
+ * and the update. With several ranks the device selects the halo and the departing boids and only
+ * their states cross to the host, which packs them with the vectors it keeps (non-blocking MPI,
+ * staged through host memory); the exchange overlaps the own-own pass on stream A while the halo
+ * pass runs on stream B; the device applies the host's migration moves to its boids and pair-cache
+ * rows in place and receives the arrivals. The device holds the authoritative boid state (the
+ * host copy is refreshed on demand). Every kernel is launched through the tuner (dm_tune_select) and registered with
  * its compiled instances and bench hooks. The results are bit-identical to the CPU reference:
  * same DM_HD model arithmetic, fixed-point sums, -fmad=false.
  * Reference: flock_cpu.c (dm_flock_step_cpu, dm_flock_edges_cpu). */
@@ -16,6 +19,7 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cuda/std/functional>
+#include <mutex>
 #include <new>
 
 #include "common/alloc.h"
@@ -60,6 +64,8 @@ FK_LAUNCHER(launch_gather, fk_gather, fk_gather_args)
 FK_LAUNCHER(launch_count, fk_count, fk_pass_args)
 FK_LAUNCHER(launch_detect, fk_detect, fk_pass_args)
 FK_LAUNCHER(launch_update, fk_update, fk_update_args)
+FK_LAUNCHER(launch_flags, fk_flags, fk_flags_args)
+FK_LAUNCHER(launch_pick, fk_pick, fk_pick_args)
 
 /* n = pairs; a warp per pair, RAKE pairs per warp */
 template <int B, int R, bool S>
@@ -117,6 +123,8 @@ const dm_tune_instance g_gather_inst[] = {FK_SPACE(launch_gather, fk_gather)};
 const dm_tune_instance g_count_inst[] = {FK_SPACE2(launch_count, fk_count)};
 const dm_tune_instance g_detect_inst[] = {FK_SPACE2(launch_detect, fk_detect)};
 const dm_tune_instance g_update_inst[] = {FK_SPACE(launch_update, fk_update)};
+const dm_tune_instance g_flags_inst[] = {FK_SPACE(launch_flags, fk_flags)};
+const dm_tune_instance g_pick_inst[] = {FK_SPACE(launch_pick, fk_pick)};
 /* similarity: block x pairs per warp {1, 4 consecutive, 4 strided} */
 const dm_tune_instance g_sim_inst[] = {FK_SPACE(launch_similarity, fk_similarity)};
 
@@ -153,6 +161,29 @@ int ensure(T **p, size_t *cap, size_t n)
     *cap = c;
     return DM_OK;
 }
+/* Grows *p to hold n elements keeping the first `used` (device copy). */
+template <typename T>
+int ensure_keep(T **p, size_t *cap, size_t n, size_t used, cudaStream_t st)
+{
+    if (n <= *cap && *p) return DM_OK;
+    size_t c = *cap ? *cap : 1024;
+    while (c < n) c += c / 2 + 1;
+    void *q = NULL;
+    DM_TRY(dm_device_alloc(&q, c * sizeof(T)));
+    if (*p && used) {
+        cudaError_t e = cudaMemcpyAsync(q, *p, used * sizeof(T), cudaMemcpyDeviceToDevice, st);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+        if (e != cudaSuccess) {
+            dm_device_free(q);
+            return DM_ERR(DM_ERR_CUDA, "flock: growing a device array: %s", cudaGetErrorString(e));
+        }
+    }
+    if (*p) dm_device_free(*p);
+    *p = static_cast<T *>(q);
+    *cap = c;
+    return DM_OK;
+}
+
 template <typename T>
 void release(T **p)
 {
@@ -222,9 +253,21 @@ struct dstate {
     unsigned long long *hctr = 0; /* pinned mirror of ctr */
     size_t host_pool_seen = 0;    /* own pool entries already on the device */
     uint64_t host_compactions = 0;
+    /* the boids that leave the device each step (halo, migrants): flags, their compaction and the
+     * host copies of what was fetched */
+    double *cut = 0;
+    size_t cap_cut = 0;
+    uint32_t *sflag = 0, *soff = 0, *sidx = 0;
+    uint8_t *sdirs = 0, *sodirs = 0;
+    double *sstate = 0;
+    size_t cap_sflag = 0, cap_soff = 0, cap_sidx = 0, cap_sdirs = 0, cap_sodirs = 0, cap_sstate = 0;
+    void *sscan = 0;
+    size_t cap_sscan = 0;
     void free_all()
     {
         own.free_all(), halo.free_all(), pown.free_all(), phalo.free_all();
+        release(&cut), release(&sflag), release(&soff), release(&sidx), release(&sdirs), release(&sodirs);
+        release(&sstate), release(&sscan);
         release(&acc), release(&cache[0]), release(&cache[1]), release(&fill), release(&ctr), release(&err);
         if (hctr) dm_host_free_pinned(hctr);
         hctr = 0;
@@ -239,14 +282,14 @@ struct dstate {
 
 /* ================================================================ kernel registry ============= */
 
-enum { K_KEYS, K_BOUNDS, K_GATHER, K_COUNT, K_DETECT, K_SIM, K_FORCES, K_UPDATE, K_MOVE, K_N };
+enum { K_KEYS, K_BOUNDS, K_GATHER, K_COUNT, K_DETECT, K_SIM, K_FORCES, K_UPDATE, K_MOVE, K_FLAGS, K_PICK, K_N };
 extern const dm_tune_kernel g_kernels[K_N];
-int g_forced[K_N] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+int g_forced[K_N]; /* instance + 1 forced by the tests (0: the tuner's choice) */
 
 const dm_tune_instance *pick(int k, size_t n)
 {
     const dm_tune_kernel *kd = &g_kernels[k];
-    if (g_forced[k] >= 0 && g_forced[k] < kd->n_instances) return &kd->instances[g_forced[k]];
+    if (g_forced[k] > 0 && g_forced[k] <= kd->n_instances) return &kd->instances[g_forced[k] - 1];
     return dm_tune_select(kd, n ? n : 1);
 }
 
@@ -478,7 +521,8 @@ int read_counters(dm_flock_sim *sim, dstate *s)
     int herr = 0;
     DM_CUDA_TRY(cudaMemcpyAsync(&herr, s->err, sizeof herr, cudaMemcpyDeviceToHost, s->sa));
     DM_CUDA_TRY(cudaStreamSynchronize(s->sa));
-    if (herr) return DM_ERR(DM_ERR_CUDA, "flock: a boid outside its grid window (internal error)");
+    if (herr == 1) return DM_ERR(DM_ERR_CUDA, "flock: a boid outside its grid window (internal error)");
+    if (herr) return DM_ERR(DM_ERR_CUDA, "flock: a boid moved further than one slice (internal error)");
     sim->stats.pairs += s->hctr[0];
     sim->stats.similar += s->hctr[1];
     sim->stats.seam_crossings += s->hctr[2];
@@ -486,35 +530,147 @@ int read_counters(dm_flock_sim *sim, dstate *s)
     return DM_OK;
 }
 
-/* Host own store -> device, after a migration: per-boid arrays in full, the vector pool from the
- * first entry the device lacks (all of it after the host compacted its pool). The cache rows
- * filled this iteration (cache[1 - cur]) of the boids that stayed move to cache[cur] (keep_src:
- * old index per new index, n_kept of them; arrivals get empty rows), which the caller then keeps
- * as the cache of the last iteration (no swap). */
-int mirror_after_migration(dm_flock_sim *sim, dstate *s, const uint32_t *keep_src, size_t n_kept)
+/* Fetches the own boids selected on the device - mode 0: the halo of the current plane (slice
+ * [lo, hi)), mode 1: the boids that left the slice on the next plane (height H1) - into the host
+ * store (their state only: the device holds the state of the others) and a dirs array over all
+ * own boids (*dirs, dm_malloc'ed, 0 = not selected). *count gets the number selected. */
+int select_fetch(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, double H1, uint8_t **dirs,
+                 size_t *count)
+{
+    *dirs = NULL;
+    *count = 0;
+    size_t n = s->own.n;
+    cudaStream_t st = s->sa;
+    uint8_t *d = static_cast<uint8_t *>(dm_calloc(n ? n : 1, 1));
+    if (!d) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    *dirs = d;
+    if (n == 0) return DM_OK;
+    DM_TRY(ensure(&s->sflag, &s->cap_sflag, n + 1));
+    DM_TRY(ensure(&s->soff, &s->cap_soff, n + 1));
+    DM_TRY(ensure(&s->sdirs, &s->cap_sdirs, n));
+    DM_CUDA_TRY(cudaMemsetAsync(s->sflag + n, 0, 4, st));
+    fk_flags_args fa = {s->own.y, n, mode, lo, hi, sim->margin, s->cut, sim->size, sim->rank, H1,
+                        s->sflag, s->sdirs, s->err};
+    DM_TRY(pick(K_FLAGS, n)->launch(&fa, n, st));
+    size_t bytes = 0;
+    DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(NULL, bytes, s->sflag, s->soff, (int)(n + 1), st));
+    DM_TRY(ensure(reinterpret_cast<char **>(&s->sscan), &s->cap_sscan, bytes ? bytes : 1));
+    DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(s->sscan, bytes, s->sflag, s->soff, (int)(n + 1), st));
+    uint32_t m = 0;
+    int herr = 0;
+    DM_CUDA_TRY(cudaMemcpyAsync(&m, s->soff + n, 4, cudaMemcpyDeviceToHost, st));
+    DM_CUDA_TRY(cudaMemcpyAsync(&herr, s->err, sizeof herr, cudaMemcpyDeviceToHost, st));
+    DM_CUDA_TRY(cudaStreamSynchronize(st));
+    if (herr == 2) return DM_ERR(DM_ERR_CUDA, "flock: a boid moved further than one slice (internal error)");
+    *count = m;
+    if (m == 0) return DM_OK;
+    DM_TRY(ensure(&s->sidx, &s->cap_sidx, m));
+    DM_TRY(ensure(&s->sstate, &s->cap_sstate, 4 * (size_t)m));
+    DM_TRY(ensure(&s->sodirs, &s->cap_sodirs, m));
+    fk_pick_args pa = {s->sflag, s->soff, n, s->own.x, s->own.y, s->own.vx, s->own.vy, s->sdirs,
+                       s->sidx, s->sstate, s->sodirs};
+    DM_TRY(pick(K_PICK, n)->launch(&pa, n, st));
+    uint32_t *idx = static_cast<uint32_t *>(dm_malloc(4 * (size_t)m));
+    double *state = static_cast<double *>(dm_malloc(32 * (size_t)m));
+    uint8_t *od = static_cast<uint8_t *>(dm_malloc(m));
+    int rc = DM_OK;
+    if (!idx || !state || !od) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    if (rc == DM_OK && (cudaMemcpyAsync(idx, s->sidx, 4 * (size_t)m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+                        cudaMemcpyAsync(state, s->sstate, 32 * (size_t)m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+                        cudaMemcpyAsync(od, s->sodirs, m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+                        cudaStreamSynchronize(st) != cudaSuccess))
+        rc = DM_ERR(DM_ERR_CUDA, "flock: fetching the selected boids failed");
+    dm_flock_store *h = &sim->own;
+    for (uint32_t k = 0; rc == DM_OK && k < m; k++) {
+        uint32_t i = idx[k];
+        DM_ASSERT(i < h->n);
+        h->x[i] = state[4 * (size_t)k];
+        h->y[i] = state[4 * (size_t)k + 1];
+        h->vx[i] = state[4 * (size_t)k + 2];
+        h->vy[i] = state[4 * (size_t)k + 3];
+        d[i] = od[k];
+    }
+    dm_free(idx);
+    dm_free(state);
+    dm_free(od);
+    return rc;
+}
+
+/* After a migration decided on the host (dm_flock_store_remove's moves, arrivals appended), the
+ * device applies the same moves to the boids and to the cache rows filled this iteration
+ * (cache[1 - cur], read next), receives the arrivals and their vectors, and starts them with
+ * empty cache rows. The device keeps the authoritative state of the boids that stayed. */
+int mirror_after_migration(dm_flock_sim *sim, dstate *s, const dm_flock_migration *mig)
 {
     dm_flock_store *h = &sim->own;
-    size_t from = h->compactions != s->host_compactions ? 0 : s->host_pool_seen;
-    if (from > h->pool) from = 0;
-    s->host_compactions = h->compactions;
-    DM_TRY(upload_set(&s->own, h, s->sa, from));
-    s->host_pool_seen = h->pool;
-    DM_TRY(ensure_own_buffers(s, h->n)); /* may grow the caches, keeping their rows */
-    uint64_t *fresh = s->cache[1 - s->cur], *dst = s->cache[s->cur];
-    if (n_kept) {
+    dset *d = &s->own;
+    cudaStream_t st = s->sa;
+    size_t n = h->n, nk = mig->n_kept;
+    /* 1. moves (before any growth: the sources lie beyond the kept boids) */
+    if (mig->n_moved) {
         void *q = NULL;
-        DM_TRY(dm_device_alloc(&q, 4 * n_kept));
-        uint32_t *dsrc = static_cast<uint32_t *>(q);
+        DM_TRY(dm_device_alloc(&q, 8 * mig->n_moved));
+        uint32_t *dsrc = static_cast<uint32_t *>(q), *ddst = dsrc + mig->n_moved;
         int rc = DM_OK;
-        if (cudaMemcpyAsync(dsrc, keep_src, 4 * n_kept, cudaMemcpyHostToDevice, s->sa) != cudaSuccess)
-            rc = DM_ERR(DM_ERR_CUDA, "flock: copying the migration map failed");
-        fk_cache_move_args ma = {fresh, dsrc, n_kept, dst};
-        if (rc == DM_OK) rc = pick(K_MOVE, n_kept * FK_CACHE)->launch(&ma, n_kept * FK_CACHE, s->sa);
-        if (cudaStreamSynchronize(s->sa) != cudaSuccess && rc == DM_OK) rc = DM_ERR(DM_ERR_CUDA, "flock: sync failed");
-        dm_device_free(dsrc);
+        if (cudaMemcpyAsync(dsrc, mig->moved_src, 4 * mig->n_moved, cudaMemcpyHostToDevice, st) != cudaSuccess ||
+            cudaMemcpyAsync(ddst, mig->moved_dst, 4 * mig->n_moved, cudaMemcpyHostToDevice, st) != cudaSuccess)
+            rc = DM_ERR(DM_ERR_CUDA, "flock: copying the migration moves failed");
+        fk_cache_move_args ma = {s->cache[1 - s->cur], dsrc, ddst, mig->n_moved, d->x, d->y, d->vx, d->vy,
+                                 d->id, d->voff, d->vlen};
+        if (rc == DM_OK) rc = pick(K_MOVE, mig->n_moved * FK_CACHE)->launch(&ma, mig->n_moved * FK_CACHE, st);
+        if (cudaStreamSynchronize(st) != cudaSuccess && rc == DM_OK) rc = DM_ERR(DM_ERR_CUDA, "flock: sync failed");
+        dm_device_free(q);
         DM_TRY(rc);
     }
-    if (h->n > n_kept) DM_CUDA_TRY(cudaMemsetAsync(dst + n_kept * FK_CACHE, 0, 8 * (h->n - n_kept) * FK_CACHE, s->sa));
+    /* 2. room for the arrivals, keeping the boids that stayed */
+    DM_TRY(ensure_keep(&d->x, &d->cap_x, n, nk, st));
+    DM_TRY(ensure_keep(&d->y, &d->cap_y, n, nk, st));
+    DM_TRY(ensure_keep(&d->vx, &d->cap_vx, n, nk, st));
+    DM_TRY(ensure_keep(&d->vy, &d->cap_vy, n, nk, st));
+    DM_TRY(ensure_keep(&d->id, &d->cap_id, n, nk, st));
+    DM_TRY(ensure_keep(&d->voff, &d->cap_voff, n, nk, st));
+    DM_TRY(ensure_keep(&d->vlen, &d->cap_vlen, n, nk, st));
+    d->n = n;
+    /* 3. the arrivals (the host has their state from the messages) */
+    if (n > nk) {
+        size_t m = n - nk;
+        DM_CUDA_TRY(cudaMemcpyAsync(d->x + nk, h->x + nk, 8 * m, cudaMemcpyHostToDevice, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(d->y + nk, h->y + nk, 8 * m, cudaMemcpyHostToDevice, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(d->vx + nk, h->vx + nk, 8 * m, cudaMemcpyHostToDevice, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(d->vy + nk, h->vy + nk, 8 * m, cudaMemcpyHostToDevice, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(d->id + nk, h->id + nk, 8 * m, cudaMemcpyHostToDevice, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(d->voff + nk, h->voff + nk, 8 * m, cudaMemcpyHostToDevice, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(d->vlen + nk, h->vlen + nk, 4 * m, cudaMemcpyHostToDevice, st));
+    }
+    /* 4. vectors: after a compaction of the host pool every offset changed (the host's are
+     * current for all boids); else only new entries were appended */
+    size_t pool = h->pool, from = s->host_pool_seen;
+    int compacted = h->compactions != s->host_compactions;
+    if (compacted) {
+        from = 0;
+        if (n) {
+            DM_CUDA_TRY(cudaMemcpyAsync(d->voff, h->voff, 8 * n, cudaMemcpyHostToDevice, st));
+            DM_CUDA_TRY(cudaMemcpyAsync(d->vlen, h->vlen, 4 * n, cudaMemcpyHostToDevice, st));
+        }
+    }
+    if (from > pool) from = 0;
+    if (pool > d->pool_cap || !d->col) {
+        size_t c = pool + pool / 4 + 1024;
+        DM_TRY(ensure_keep(&d->col, &d->cap_col, c, from, st));
+        DM_TRY(ensure_keep(&d->val, &d->cap_val, c, from, st));
+        d->pool_cap = d->cap_col < d->cap_val ? d->cap_col : d->cap_val;
+    }
+    if (pool > from) {
+        DM_CUDA_TRY(cudaMemcpyAsync(d->col + from, h->col + from, 4 * (pool - from), cudaMemcpyHostToDevice, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(d->val + from, h->val + from, 4 * (pool - from), cudaMemcpyHostToDevice, st));
+    }
+    d->pool_n = pool;
+    s->host_pool_seen = pool;
+    s->host_compactions = h->compactions;
+    /* 5. buffers per boid and the arrivals' empty cache rows */
+    DM_TRY(ensure_own_buffers(s, n)); /* may grow the caches, keeping their rows */
+    if (n > nk) DM_CUDA_TRY(cudaMemsetAsync(s->cache[1 - s->cur] + nk * FK_CACHE, 0, 8 * (n - nk) * FK_CACHE, st));
+    DM_CUDA_TRY(cudaStreamSynchronize(st)); /* pageable copies from the host store are done */
     return DM_OK;
 }
 
@@ -533,7 +689,7 @@ extern "C" int dm_flock_cuda_force_instance(const char *kernel, int index)
     for (int k = 0; k < K_N; k++)
         if (strcmp(g_kernels[k].name, kernel) == 0) {
             if (index >= g_kernels[k].n_instances) return DM_ERR(DM_ERR_INVALID_ARG, "flock: no instance %d of %s", index, kernel);
-            g_forced[k] = index;
+            g_forced[k] = index < 0 ? 0 : index + 1;
             return DM_OK;
         }
     return DM_ERR(DM_ERR_INVALID_ARG, "flock: no kernel %s", kernel);
@@ -558,6 +714,8 @@ extern "C" int dm_flock_cuda_init(dm_flock_sim *sim)
     void *h = NULL;
     DM_TRY(dm_host_alloc_pinned(&h, 8 * 8));
     s->hctr = static_cast<unsigned long long *>(h);
+    DM_TRY(ensure(&s->cut, &s->cap_cut, (size_t)sim->size + 1));
+    DM_CUDA_TRY(cudaMemcpy(s->cut, sim->cut, 8 * ((size_t)sim->size + 1), cudaMemcpyHostToDevice));
     DM_TRY(upload_set(&s->own, &sim->own, s->sa, 0));
     s->host_pool_seen = sim->own.pool;
     s->host_compactions = sim->own.compactions;
@@ -609,12 +767,20 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     int rc = DM_OK;
     double t_grid = 0, t_detect = 0, t_sim = 0, t_forces = 0;
 
-    /* 1. halo exchange posted (the host store is current when there are several ranks) */
+    /* 1. halo exchange posted: the device selects the halo boids and sends their state to the
+     * host store, which packs them with their vectors */
     dm_flock_xchg x;
     char *send[2] = {NULL, NULL};
     if (multi) {
-        DM_ASSERT(sim->host_valid);
-        rc = dm_flock_halo_exchange_begin(sim, &x, send, DM_OK);
+        uint8_t *dirs = NULL;
+        size_t cnt = 0;
+        double lo, hi;
+        dm_flock_slice_bounds(sim, sim->rank, p.H, &lo, &hi);
+        dm_timer_start("flock.comm"); /* selection and device-to-host copies feed the exchange */
+        if (!sim->host_valid) rc = select_fetch(sim, s, 0, lo, hi, p.H1, &dirs, &cnt);
+        dm_timer_stop("flock.comm");
+        rc = dm_flock_halo_exchange_begin_dirs(sim, &x, send, rc, sim->host_valid ? NULL : dirs);
+        dm_free(dirs);
     }
 
     /* 2. own-own on stream A while the messages fly */
@@ -678,36 +844,26 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     }
     sim->host_valid = 0;
 
-    /* 5. migration (several ranks): host decides and exchanges, the device mirrors */
+    /* 5. migration (several ranks): the device finds the boids that left the slice, the host
+     * exchanges them (state fetched, vectors from the host store), the device mirrors */
     if (multi) {
-        if (rc == DM_OK) rc = dm_flock_cuda_sync_host(sim);
-        size_t old_n = sim->own.n;
-        uint64_t *old_id = NULL;
-        if (rc == DM_OK && !(old_id = static_cast<uint64_t *>(dm_malloc(8 * (old_n ? old_n : 1)))))
-            rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-        if (rc == DM_OK) memcpy(old_id, sim->own.id, 8 * old_n);
+        uint8_t *dirs = NULL;
+        size_t cnt = 0;
+        dm_timer_start("flock.comm");
+        if (rc == DM_OK) rc = select_fetch(sim, s, 1, 0, 0, p.H1, &dirs, &cnt);
+        dm_timer_stop("flock.comm");
+        dm_flock_migration mig;
         /* the neighbours wait for the migration exchange even when this rank failed */
-        rc = dm_flock_migrate_host(sim, p.H1, rc);
-        if (rc == DM_OK) {
-            /* kept boids stay first, in order: map their new index to the old one */
-            size_t nk = 0;
-            uint32_t *src = static_cast<uint32_t *>(dm_malloc(4 * (sim->own.n ? sim->own.n : 1)));
-            if (!src) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-            for (size_t i = 0, j = 0; rc == DM_OK && i < old_n && j < sim->own.n; i++)
-                if (old_id[i] == sim->own.id[j]) {
-                    src[nk++] = (uint32_t)i;
-                    j++;
-                }
-            if (rc == DM_OK) rc = mirror_after_migration(sim, s, src, nk);
-            dm_free(src);
-        }
-        dm_free(old_id);
-        sim->host_valid = 1;
+        rc = dm_flock_migrate_host_dirs(sim, p.H1, rc, &mig, dirs ? dirs : NULL);
+        dm_free(dirs);
+        dm_timer_start("flock.comm");
+        if (rc == DM_OK) rc = mirror_after_migration(sim, s, &mig);
+        dm_timer_stop("flock.comm");
+        dm_flock_migration_free(&mig);
     }
     sim->halo_valid = 0; /* the halo was exchanged before the update */
     if (rc == DM_OK) {
-        /* this iteration's decisions are read next (after a migration they were moved to cur) */
-        if (!multi) s->cur = 1 - s->cur;
+        s->cur = 1 - s->cur; /* this iteration's decisions are read next */
         sim->iteration++;
     }
     return rc;
@@ -806,23 +962,47 @@ namespace {
 struct bench {
     int k;
     size_t n, cap;    /* work units */
-    dm_flock_store host;
     dstate *s;
     dm_flock_params p;
     dm_flock_window w;
     /* inputs kept pristine for kernels that write them */
     double *x0, *y0, *vx0, *vy0;
-    uint32_t *src_map;
-    uint64_t *move_out;
+    uint32_t *src_map; /* cache move bench: src then dst indices */
 };
 
-int bench_problem(bench *b, size_t nb, uint64_t seed)
+/* The host side of the last problem built: the tuner creates a fresh state for every candidate
+ * it checks, so the seeded boids and vectors are generated once per (size, seed). */
+std::mutex g_bench_mutex;
+dm_flock_store g_bench_host;
+size_t g_bench_nb = 0;
+uint64_t g_bench_seed = 0;
+
+int bench_host(dm_flock_store *h, size_t nb, uint64_t seed, double W)
 {
     dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
     so.tokens = 80;
     so.seed = seed;
     dm_vectors v;
     DM_TRY(dm_flock_synth_vectors(&v, &so, 0, nb));
+    dm_flock_store_free(h);
+    int rc = DM_OK;
+    for (size_t i = 0; i < nb && rc == DM_OK; i++) {
+        uint64_t a = v.row_off[i], e = v.row_off[i + 1];
+        double ss = 0;
+        for (uint64_t q = a; q < e; q++) ss += (double)v.val[q] * v.val[q];
+        for (uint64_t q = a; q < e; q++) v.val[q] = (float)(v.val[q] / sqrt(ss));
+        dm_philox4 r = dm_rng4(seed, i, 7);
+        rc = dm_flock_store_push(h, i, W * (r.v[0] / 4294967296.0), W * (r.v[1] / 4294967296.0),
+                                 0.2 * (r.v[2] / 4294967296.0 - 0.5), 0.2 * (r.v[3] / 4294967296.0 - 0.5),
+                                 v.col + a, v.val + a, (uint32_t)(e - a));
+    }
+    dm_flock_vectors_release(&v);
+    if (rc != DM_OK) dm_flock_store_free(h);
+    return rc;
+}
+
+int bench_problem(bench *b, size_t nb, uint64_t seed)
+{
     double W = sqrt((double)nb * 3.141592653589793 / 15.0);
     if (W < 3.5) W = 3.5;
     memset(&b->p, 0, sizeof b->p);
@@ -839,20 +1019,6 @@ int bench_problem(bench *b, size_t nb, uint64_t seed)
     b->p.cw = b->p.ch = W / b->p.C;
     b->w.first_row = 0;
     b->w.nb = b->p.R;
-    dm_flock_store_init(&b->host);
-    int rc = DM_OK;
-    for (size_t i = 0; i < nb && rc == DM_OK; i++) {
-        uint64_t a = v.row_off[i], e = v.row_off[i + 1];
-        double ss = 0;
-        for (uint64_t q = a; q < e; q++) ss += (double)v.val[q] * v.val[q];
-        for (uint64_t q = a; q < e; q++) v.val[q] = (float)(v.val[q] / sqrt(ss));
-        dm_philox4 r = dm_rng4(seed, i, 7);
-        rc = dm_flock_store_push(&b->host, i, W * (r.v[0] / 4294967296.0), W * (r.v[1] / 4294967296.0),
-                                 0.2 * (r.v[2] / 4294967296.0 - 0.5), 0.2 * (r.v[3] / 4294967296.0 - 0.5),
-                                 v.col + a, v.val + a, (uint32_t)(e - a));
-    }
-    dm_flock_vectors_release(&v);
-    if (rc != DM_OK) return rc;
     b->s = new (std::nothrow) dstate();
     if (!b->s) return DM_ERR(DM_ERR_NOMEM, "flock bench: out of memory");
     dstate *s = b->s;
@@ -863,7 +1029,17 @@ int bench_problem(bench *b, size_t nb, uint64_t seed)
     DM_TRY(ensure(&s->err, &c1, 1));
     DM_CUDA_TRY(cudaMemset(s->ctr, 0, 64));
     DM_CUDA_TRY(cudaMemset(s->err, 0, sizeof(int)));
-    DM_TRY(upload_set(&s->own, &b->host, s->sa, 0));
+    {
+        std::lock_guard<std::mutex> lock(g_bench_mutex);
+        if (g_bench_nb != nb || g_bench_seed != seed || g_bench_host.n != nb) {
+            g_bench_nb = 0;
+            DM_TRY(bench_host(&g_bench_host, nb, seed, W));
+            g_bench_nb = nb;
+            g_bench_seed = seed;
+        }
+        DM_TRY(upload_set(&s->own, &g_bench_host, s->sa, 0));
+        DM_CUDA_TRY(cudaStreamSynchronize(s->sa)); /* pageable copies done before unlocking */
+    }
     DM_TRY(ensure_own_buffers(s, nb));
     DM_CUDA_TRY(cudaMemsetAsync(s->cache[0], 0, 8 * s->cap_cache[0], s->sa));
     DM_CUDA_TRY(cudaStreamSynchronize(s->sa));
@@ -880,7 +1056,7 @@ int bench_advance(bench *b)
     int saved[K_N];
     for (int k = 0; k < K_N; k++) {
         saved[k] = g_forced[k];
-        g_forced[k] = g_kernels[k].default_instance;
+        g_forced[k] = g_kernels[k].default_instance + 1;
     }
     int rc = build_grid(s, &s->own, b->p, b->w, fi->policy.layout, s->sa);
     if (rc == DM_OK) rc = pairs_pass(s, &s->pown, &s->own, &s->own, b->p, 1, s->sa, &td, &ts);
@@ -913,8 +1089,7 @@ void bench_free(bench *b)
         b->s->free_all();
         delete b->s;
     }
-    release(&b->x0), release(&b->y0), release(&b->vx0), release(&b->vy0), release(&b->src_map), release(&b->move_out);
-    dm_flock_store_free(&b->host);
+    release(&b->x0), release(&b->y0), release(&b->vx0), release(&b->vy0), release(&b->src_map);
     free(b);
 }
 
@@ -927,7 +1102,7 @@ int bench_create_k(void **state, size_t n, uint64_t seed, int k)
     /* work units -> boids: similarity counts pairs, cache moves count slots */
     size_t nb = n;
     if (k == K_SIM) nb = n / 10 + 64; /* about 15 pairs per boid */
-    if (k == K_MOVE) nb = n / FK_CACHE + 1;
+    if (k == K_MOVE) nb = 2 * (n / FK_CACHE) + 2;
     if (nb < 64) nb = 64;
     int rc = bench_problem(b, nb, seed);
     if (rc == DM_OK) rc = bench_advance(b);
@@ -951,22 +1126,45 @@ int bench_create_k(void **state, size_t n, uint64_t seed, int k)
             rc = forces_pass(s, &s->pown, &s->own, &s->own, b->p, 0,
                              &g_kernels[K_FORCES].instances[g_kernels[K_FORCES].default_instance], s->sa);
     }
+    if (rc == DM_OK && (k == K_FLAGS || k == K_PICK)) {
+        /* a slice [0.3 W, 0.6 W) with margin r: its halo; the pick input from the default flags */
+        rc = ensure(&s->sflag, &s->cap_sflag, nb + 1);
+        if (rc == DM_OK) rc = ensure(&s->soff, &s->cap_soff, nb + 1);
+        if (rc == DM_OK) rc = ensure(&s->sdirs, &s->cap_sdirs, nb);
+        if (rc == DM_OK) rc = ensure(&s->sidx, &s->cap_sidx, nb);
+        if (rc == DM_OK) rc = ensure(&s->sstate, &s->cap_sstate, 4 * nb);
+        if (rc == DM_OK) rc = ensure(&s->sodirs, &s->cap_sodirs, nb);
+        if (rc == DM_OK && cudaMemset(s->sflag + nb, 0, 4) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "memset");
+        fk_flags_args fa = {s->own.y, nb, 0, 0.3 * b->p.H, 0.6 * b->p.H, 1.001, NULL, 1, 0, b->p.H, s->sflag,
+                            s->sdirs, s->err};
+        if (rc == DM_OK)
+            rc = g_kernels[K_FLAGS].instances[g_kernels[K_FLAGS].default_instance].launch(&fa, nb, s->sa);
+        size_t bytes = 0;
+        if (rc == DM_OK &&
+            (cub::DeviceScan::ExclusiveSum(NULL, bytes, s->sflag, s->soff, (int)(nb + 1), s->sa) != cudaSuccess ||
+             ensure(reinterpret_cast<char **>(&s->sscan), &s->cap_sscan, bytes ? bytes : 1) != DM_OK ||
+             cub::DeviceScan::ExclusiveSum(s->sscan, bytes, s->sflag, s->soff, (int)(nb + 1), s->sa) != cudaSuccess ||
+             cudaStreamSynchronize(s->sa) != cudaSuccess))
+            rc = DM_ERR(DM_ERR_CUDA, "flock bench: selection scan");
+    }
     if (rc == DM_OK && k == K_MOVE) {
-        size_t c = 0;
-        uint32_t *h = static_cast<uint32_t *>(malloc(4 * nb));
+        /* moves as after a migration: rows from the second half into the first (src > dst) */
+        size_t c = 0, half = nb / 2;
+        uint32_t *h = static_cast<uint32_t *>(malloc(8 * (half ? half : 1)));
         if (!h) rc = DM_ERR(DM_ERR_NOMEM, "flock bench: out of memory");
-        for (size_t i = 0; rc == DM_OK && i < nb; i++) h[i] = (uint32_t)(nb - 1 - i);
-        if (rc == DM_OK) rc = ensure(&b->src_map, &c, nb);
-        c = 0;
-        if (rc == DM_OK) rc = ensure(&b->move_out, &c, nb * FK_CACHE);
-        if (rc == DM_OK && cudaMemcpy(b->src_map, h, 4 * nb, cudaMemcpyHostToDevice) != cudaSuccess)
+        for (size_t i = 0; rc == DM_OK && i < half; i++) {
+            h[i] = (uint32_t)(nb - 1 - i); /* src */
+            h[half + i] = (uint32_t)i;     /* dst */
+        }
+        if (rc == DM_OK) rc = ensure(&b->src_map, &c, 2 * (half ? half : 1));
+        if (rc == DM_OK && cudaMemcpy(b->src_map, h, 8 * half, cudaMemcpyHostToDevice) != cudaSuccess)
             rc = DM_ERR(DM_ERR_CUDA, "flock bench: copy");
         free(h);
     }
     /* the units this state can run */
     size_t units = nb;
     if (k == K_SIM) units = (size_t)s->pown.n_miss;
-    if (k == K_MOVE) units = nb * FK_CACHE;
+    if (k == K_MOVE) units = nb / 2 * FK_CACHE;
     b->cap = units;
     b->n = n < units ? n : units;
     if (rc == DM_OK && cudaDeviceSynchronize() != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "flock bench: sync");
@@ -1036,8 +1234,18 @@ int bench_run(void *state, const dm_tune_instance *inst, void *stream)
         fk_update_args a = {b->p, n, s->acc, d->x, d->y, d->vx, d->vy, &s->ctr[2]};
         return inst->launch(&a, n, stream);
     }
+    case K_FLAGS: {
+        fk_flags_args a = {d->y, n, 0, 0.3 * b->p.H, 0.6 * b->p.H, 1.001, NULL, 1, 0, b->p.H, s->sflag, s->sdirs, s->err};
+        return inst->launch(&a, n, stream);
+    }
+    case K_PICK: {
+        fk_pick_args a = {s->sflag, s->soff, n, d->x, d->y, d->vx, d->vy, s->sdirs, s->sidx, s->sstate, s->sodirs};
+        return inst->launch(&a, n, stream);
+    }
     case K_MOVE: {
-        fk_cache_move_args a = {s->cache[s->cur], b->src_map, n / FK_CACHE, b->move_out};
+        size_t half = b->cap / FK_CACHE;
+        fk_cache_move_args a = {s->cache[s->cur], b->src_map, b->src_map + half, n / FK_CACHE,
+                                d->x, d->y, d->vx, d->vy, d->id, d->voff, d->vlen};
         return inst->launch(&a, (n / FK_CACHE) * FK_CACHE, stream);
     }
     }
@@ -1080,7 +1288,17 @@ int bench_output(void *state, void *host, size_t *nbytes)
     case K_UPDATE:
         parts[np++] = {d->x, 8 * n}, parts[np++] = {d->y, 8 * n}, parts[np++] = {d->vx, 8 * n}, parts[np++] = {d->vy, 8 * n};
         break;
-    case K_MOVE: parts[np++] = {b->move_out, 8 * (n / FK_CACHE) * FK_CACHE}; break;
+    case K_MOVE: /* the destinations are boids 0 .. moves - 1 */
+        parts[np++] = {s->cache[s->cur], 8 * (n / FK_CACHE) * FK_CACHE};
+        parts[np++] = {d->x, 8 * (n / FK_CACHE)}, parts[np++] = {d->id, 8 * (n / FK_CACHE)};
+        break;
+    case K_FLAGS: parts[np++] = {s->sflag, 4 * n}, parts[np++] = {s->sdirs, n}; break;
+    case K_PICK: {
+        uint32_t m = 0; /* the selected among the first n boids */
+        if (n) DM_CUDA_TRY(cudaMemcpy(&m, s->soff + n, 4, cudaMemcpyDeviceToHost));
+        parts[np++] = {s->sidx, 4 * (size_t)m}, parts[np++] = {s->sstate, 32 * (size_t)m}, parts[np++] = {s->sodirs, m};
+        break;
+    }
     }
     size_t tot = 0;
     for (int i = 0; i < np; i++) tot += parts[i].bytes;
@@ -1116,6 +1334,8 @@ FK_BENCH_CREATE(K_SIM)
 FK_BENCH_CREATE(K_FORCES)
 FK_BENCH_CREATE(K_UPDATE)
 FK_BENCH_CREATE(K_MOVE)
+FK_BENCH_CREATE(K_FLAGS)
+FK_BENCH_CREATE(K_PICK)
 
 /* bench_resize is a newer field of dm_tune_kernel: set it where the tuner has it */
 template <typename K>
@@ -1166,8 +1386,12 @@ const dm_tune_kernel g_kernels[K_N] = {
                 NINST(g_forces_inst), FK_FORCES_DEFAULT, bench_create_K_FORCES, (size_t)1 << 20),
     make_kernel("flock.update", "velocity and position update", "boids", g_update_inst, NINST(g_update_inst),
                 FK_SPACE_DEFAULT, bench_create_K_UPDATE, (size_t)1 << 20),
-    make_kernel("flock.cache_move", "pair-cache rows of the boids kept after migration", "slots", g_move_inst,
-                NINST(g_move_inst), 0, bench_create_K_MOVE, (size_t)1 << 24),
+    make_kernel("flock.cache_move", "boids and pair-cache rows moved into the holes after a migration", "slots",
+                g_move_inst, NINST(g_move_inst), 0, bench_create_K_MOVE, (size_t)1 << 24),
+    make_kernel("flock.flags", "halo or departure decision of every boid", "boids", g_flags_inst,
+                NINST(g_flags_inst), FK_SPACE_DEFAULT, bench_create_K_FLAGS, (size_t)1 << 20),
+    make_kernel("flock.pick", "the selected boids' states, compacted for the host", "boids", g_pick_inst,
+                NINST(g_pick_inst), FK_SPACE_DEFAULT, bench_create_K_PICK, (size_t)1 << 20),
 };
 
 } // namespace

@@ -122,17 +122,27 @@ static int pack_selected(dm_flock_sim *s, const uint8_t *dirs, char **send, uint
 
 int dm_flock_halo_exchange_begin(dm_flock_sim *s, dm_flock_xchg *x, char **send, int local_status)
 {
+    return dm_flock_halo_exchange_begin_dirs(s, x, send, local_status, NULL);
+}
+
+int dm_flock_halo_exchange_begin_dirs(dm_flock_sim *s, dm_flock_xchg *x, char **send, int local_status,
+                                      const uint8_t *given)
+{
     double W, H;
     dm_flock_plane_at(s, s->iteration, &W, &H);
     send[0] = send[1] = NULL;
     uint64_t size[2] = {0, 0};
     int rc = local_status;
     dm_timer_start("flock.comm");
-    if (rc == DM_OK && s->nb.n) {
+    if (rc == DM_OK && s->nb.n && given) {
+        rc = pack_selected(s, given, send, size, &s->stats.halo_sent);
+    } else if (rc == DM_OK && s->nb.n) {
         uint8_t *dirs = dm_malloc(s->own.n ? s->own.n : 1);
         if (!dirs) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
         else {
-            for (size_t i = 0; i < s->own.n; i++) dirs[i] = (uint8_t)dm_flock_halo_dirs(s, s->own.y[i], H);
+            const long n = (long)s->own.n;
+#pragma omp parallel for schedule(static)
+            for (long i = 0; i < n; i++) dirs[i] = (uint8_t)dm_flock_halo_dirs(s, s->own.y[i], H);
             rc = pack_selected(s, dirs, send, size, &s->stats.halo_sent);
             dm_free(dirs);
         }
@@ -160,9 +170,23 @@ int dm_flock_halo_exchange_end(dm_flock_sim *s, dm_flock_xchg *x, char **send)
     return rc;
 }
 
-int dm_flock_migrate_host(dm_flock_sim *s, double H1, int local_status)
+void dm_flock_migration_free(dm_flock_migration *m)
+{
+    dm_free(m->moved_dst);
+    dm_free(m->moved_src);
+    memset(m, 0, sizeof *m);
+}
+
+int dm_flock_migrate_host(dm_flock_sim *s, double H1, int local_status, dm_flock_migration *info)
+{
+    return dm_flock_migrate_host_dirs(s, H1, local_status, info, NULL);
+}
+
+int dm_flock_migrate_host_dirs(dm_flock_sim *s, double H1, int local_status, dm_flock_migration *info,
+                               const uint8_t *given)
 {
     int rc = local_status;
+    if (info) memset(info, 0, sizeof *info);
     dm_flock_store *o = &s->own;
     uint8_t *dirs = NULL, *keep = NULL;
     char *send[2] = {NULL, NULL}, *recv[2] = {NULL, NULL};
@@ -175,20 +199,33 @@ int dm_flock_migrate_host(dm_flock_sim *s, double H1, int local_status)
     }
     uint64_t moved = 0;
     if (rc == DM_OK && s->size > 1) {
-        for (size_t i = 0; i < o->n; i++) {
-            int k = dm_flock_slice_of(s, o->y[i], H1);
-            keep[i] = k == s->rank;
-            if (k == s->rank) continue;
+        const long n = (long)o->n;
+#pragma omp parallel for schedule(static) reduction(+ : moved)
+        for (long i = 0; i < n; i++) {
+            if (given) { /* the owners were decided elsewhere (the device) */
+                dirs[i] = given[i];
+                keep[i] = given[i] == 0;
+                moved += given[i] != 0;
+                continue;
+            }
+            int d = dm_flock_departure_hd(dm_flock_slice_of(s, o->y[i], H1), s->rank, s->size);
             /* the speed cap is below the thinnest slice: a boid moves at most one slice */
-            int below = (s->rank - 1 + s->size) % s->size, above = (s->rank + 1) % s->size;
-            DM_ASSERT(k == below || k == above);
-            dirs[i] = (uint8_t)(k == below ? 1 : 2);
-            if (s->size == 2) dirs[i] = 3;
-            moved++;
+            DM_ASSERT(d >= 0);
+            keep[i] = d == 0;
+            dirs[i] = (uint8_t)d;
+            moved += d != 0;
         }
         rc = pack_selected(s, dirs, send, size, NULL);
-        if (rc == DM_OK) rc = dm_flock_store_filter(o, keep);
+        if (rc == DM_OK && info && moved) {
+            info->moved_dst = dm_malloc(sizeof *info->moved_dst * (size_t)moved);
+            info->moved_src = dm_malloc(sizeof *info->moved_src * (size_t)moved);
+            if (!info->moved_dst || !info->moved_src) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        }
+        if (rc == DM_OK)
+            rc = dm_flock_store_remove(o, keep, info ? info->moved_dst : NULL, info ? info->moved_src : NULL,
+                                       info ? &info->n_moved : NULL);
     }
+    if (info) info->n_kept = o->n;
     if (s->size > 1) {
         dm_flock_xchg x;
         int rb = dm_flock_xchg_begin(&x, s->comm, &s->nb, 200, (const char *const *)send, size, rc);

@@ -39,8 +39,14 @@ int dm_flock_store_reserve(dm_flock_store *s, size_t n, size_t pool);
 /* Appends one boid (vector copied). */
 int dm_flock_store_push(dm_flock_store *s, uint64_t id, double x, double y, double vx, double vy,
                         const uint32_t *col, const float *val, uint32_t len);
-/* Keeps the boids with keep[i] != 0 (order preserved); compacts the pool when worthwhile. */
-int dm_flock_store_filter(dm_flock_store *s, const uint8_t *keep);
+/* Removes the boids with keep[i] == 0 by moving the last kept boids into their places, so that
+ * the work is proportional to the boids removed (the order of the others changes, which no result
+ * depends on). moved_dst/moved_src (optional, capacity n each) receive the moves: the boid that
+ * was at moved_src[k] is now at moved_dst[k] (every moved_src >= the new n > moved_dst);
+ * *n_moved their count. Compacts the vector pool when more than half of it is garbage
+ * (compactions++: boids' offsets change). */
+int dm_flock_store_remove(dm_flock_store *s, const uint8_t *keep, uint32_t *moved_dst, uint32_t *moved_src,
+                          size_t *n_moved);
 
 /* The exchange message (one per destination rank and kind), 8-byte aligned sections:
  *   u64 n, u64 nnz, u64 flags | u64 id[n] | f64 x[n], y[n], vx[n], vy[n] | u64 off[n+1] |
@@ -141,8 +147,24 @@ int dm_flock_halo_dirs(const dm_flock_sim *s, double y, double H);
  * messages of own boids at the current plane; the migration messages of boids now outside
  * the slice on plane H1 (they are removed from own). */
 int dm_flock_halo_exchange_begin(dm_flock_sim *s, dm_flock_xchg *x, char **send, int local_status);
+/* The same with the halo directions of every own boid given (dirs[i], 0 = not in a halo; the
+ * positions of the boids with dirs[i] != 0 must be current in the own store). */
+int dm_flock_halo_exchange_begin_dirs(dm_flock_sim *s, dm_flock_xchg *x, char **send, int local_status,
+                                      const uint8_t *dirs);
 int dm_flock_halo_exchange_end(dm_flock_sim *s, dm_flock_xchg *x, char **send);
-int dm_flock_migrate_host(dm_flock_sim *s, double H1, int local_status);
+/* What a migration did to the own store (for the CUDA backend's mirror): boids [0, n_kept) stayed
+ * (n_moved of them moved into holes, see dm_flock_store_remove), [n_kept, n) arrived. */
+typedef struct dm_flock_migration {
+    size_t n_kept, n_moved;
+    uint32_t *moved_dst, *moved_src; /* dm_malloc'ed (may be NULL when n_moved == 0) */
+} dm_flock_migration;
+void dm_flock_migration_free(dm_flock_migration *m);
+/* info may be NULL. */
+int dm_flock_migrate_host(dm_flock_sim *s, double H1, int local_status, dm_flock_migration *info);
+/* The same with the departures given: dirs[i] = 0 stays, else the direction bits of its new slice
+ * (1 below, 2 above, 3 the only neighbour); the positions of departing boids must be current. */
+int dm_flock_migrate_host_dirs(dm_flock_sim *s, double H1, int local_status, dm_flock_migration *info,
+                               const uint8_t *dirs);
 
 /* Host grid (CPU backend and clusters): source boids sorted by cell of the window. */
 typedef struct dm_flock_grid {

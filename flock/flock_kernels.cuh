@@ -409,13 +409,18 @@ __global__ void __launch_bounds__(BLOCK) fk_update(fk_update_args a)
     if ((threadIdx.x & 31) == 0 && s) atomicAdd(a.seam, s);
 }
 
-/* ---- cache rows after migration: row k of dst = row src[k] of old ----------------------------- */
+/* ---- after a migration: boid dst[k] = boid src[k], in place -----------------------------------
+ * The moves fill the holes left by departed boids with boids from the end (every src is beyond
+ * every dst), so nothing is both read and written. One thread per cache slot; the first slot's
+ * thread also moves the boid's state, document and vector reference (when x != NULL). */
 
 struct fk_cache_move_args {
-    const uint64_t *old_rows;
-    const uint32_t *src;
-    size_t n; /* rows kept */
-    uint64_t *dst;
+    uint64_t *rows;
+    const uint32_t *src, *dst;
+    size_t n; /* moves */
+    double *x, *y, *vx, *vy;
+    uint64_t *id, *voff;
+    uint32_t *vlen;
 };
 
 template <int BLOCK>
@@ -424,7 +429,82 @@ __global__ void __launch_bounds__(BLOCK) fk_cache_move(fk_cache_move_args a)
     size_t t = (size_t)blockIdx.x * BLOCK + threadIdx.x;
     if (t >= a.n * FK_CACHE) return;
     size_t k = t / FK_CACHE, s = t % FK_CACHE;
-    a.dst[t] = a.old_rows[(size_t)a.src[k] * FK_CACHE + s];
+    const uint32_t d = a.dst[k], f = a.src[k];
+    a.rows[(size_t)d * FK_CACHE + s] = a.rows[(size_t)f * FK_CACHE + s];
+    if (s == 0 && a.x) {
+        a.x[d] = a.x[f];
+        a.y[d] = a.y[f];
+        a.vx[d] = a.vx[f];
+        a.vy[d] = a.vy[f];
+        a.id[d] = a.id[f];
+        a.voff[d] = a.voff[f];
+        a.vlen[d] = a.vlen[f];
+    }
+}
+
+/* ---- selection of the boids that leave the device (halo, migrants) --------------------------- */
+
+/* mode 0 (halo): dirs = dm_flock_halo_dirs_hd of the slice [lo, hi). mode 1 (migration): the
+ * departure bits (dm_flock_departure_hd) of the slice owning y on the next plane
+ * (dm_flock_slice_hd over cut[] * H1). flag[i] = dirs[i] != 0. The host decides with the same
+ * functions (flock_exchange.c). */
+struct fk_flags_args {
+    const double *y;
+    size_t n;
+    int mode;
+    double lo, hi, margin;
+    const double *cut;
+    int P, rank;
+    double H1;
+    uint32_t *flag;
+    uint8_t *dirs;
+    int *err;
+};
+
+template <int BLOCK, int RAKE, bool STRIDED>
+__global__ void __launch_bounds__(BLOCK) fk_flags(fk_flags_args a)
+{
+    FK_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.n, i)
+    double y = a.y[i];
+    uint8_t d;
+    if (a.mode == 0) {
+        d = (uint8_t)dm_flock_halo_dirs_hd(y, a.lo, a.hi, a.margin);
+    } else {
+        int dep = dm_flock_departure_hd(dm_flock_slice_hd(a.cut, a.P, y, a.H1), a.rank, a.P);
+        if (dep < 0) *a.err = 2; /* moved more than a slice: a broken invariant */
+        d = (uint8_t)(dep < 0 ? 0 : dep);
+    }
+    a.dirs[i] = d;
+    a.flag[i] = d != 0;
+    FK_ITEMS_END
+}
+
+/* The flagged boids, compacted in index order (off = exclusive sums of flag): their index,
+ * state (x, y, vx, vy) and dirs. */
+struct fk_pick_args {
+    const uint32_t *flag, *off;
+    size_t n;
+    const double *x, *y, *vx, *vy;
+    const uint8_t *dirs;
+    uint32_t *idx;
+    double *state;
+    uint8_t *odirs;
+};
+
+template <int BLOCK, int RAKE, bool STRIDED>
+__global__ void __launch_bounds__(BLOCK) fk_pick(fk_pick_args a)
+{
+    FK_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.n, i)
+    if (a.flag[i]) {
+        uint32_t p = a.off[i];
+        a.idx[p] = (uint32_t)i;
+        a.state[4 * (size_t)p] = a.x[i];
+        a.state[4 * (size_t)p + 1] = a.y[i];
+        a.state[4 * (size_t)p + 2] = a.vx[i];
+        a.state[4 * (size_t)p + 3] = a.vy[i];
+        a.odirs[p] = a.dirs[i];
+    }
+    FK_ITEMS_END
 }
 
 #endif

@@ -141,6 +141,40 @@ DM_HD int dm_flock_is_similar(int64_t dot, double threshold)
     return dm_flock_cos_from_fix(dot) >= threshold;
 }
 
+/* ---- slices (shared by the host exchange and the device selection kernels) ------------------ */
+
+/* The slice owning coordinate y on a plane of height H: the largest k with cut[k] H <= y
+ * (cut[0] = 0 < cut[1] < ... < cut[P] = 1). */
+DM_HD int dm_flock_slice_hd(const double *cut, int P, double y, double H)
+{
+    int lo = 0, hi = P - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        double b = cut[mid] * H;
+        if (b <= y) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Halo directions of a boid at y in the slice [lo, hi): bit 0 within the margin of the lower
+ * edge, bit 1 of the upper edge. */
+DM_HD int dm_flock_halo_dirs_hd(double y, double lo, double hi, double margin)
+{
+    return (y - lo < margin ? 1 : 0) | (hi - y < margin ? 2 : 0);
+}
+
+/* Direction bits of a boid of slice `rank` now owned by slice `owner`: 0 when it stayed, 1 below,
+ * 2 above, 3 the only neighbour (P == 2); -1 when the owner is not a neighbour (it moved further
+ * than one slice: a broken invariant). */
+DM_HD int dm_flock_departure_hd(int owner, int rank, int P)
+{
+    if (owner == rank) return 0;
+    int below = (rank - 1 + P) % P, above = (rank + 1) % P;
+    if (owner != below && owner != above) return -1;
+    return P == 2 ? 3 : owner == below ? 1 : 2;
+}
+
 /* Squared minimum-image distance and offset (p_i - p_x) of neighbour i from boid x. */
 DM_HD double dm_flock_offset(const dm_flock_params *p, double xx, double xy, double ix, double iy,
                              double *dx, double *dy)

@@ -77,43 +77,70 @@ int dm_flock_store_push(dm_flock_store *s, uint64_t id, double x, double y, doub
     return DM_OK;
 }
 
-int dm_flock_store_filter(dm_flock_store *s, const uint8_t *keep)
+/* Rebuilds the pool with the live vectors only, in boid order. */
+static int compact_pool(dm_flock_store *s)
 {
-    size_t j = 0;
+    uint32_t *col = dm_malloc(sizeof *col * (s->live ? s->live : 1));
+    float *val = dm_malloc(sizeof *val * (s->live ? s->live : 1));
+    if (!col || !val) {
+        dm_free(col);
+        dm_free(val);
+        return DM_ERR(DM_ERR_NOMEM, "flock: out of memory compacting vectors");
+    }
+    size_t at = 0;
     for (size_t i = 0; i < s->n; i++) {
-        if (!keep[i]) {
-            s->live -= s->vlen[i];
+        if (s->vlen[i]) {
+            memcpy(col + at, s->col + s->voff[i], sizeof *col * s->vlen[i]);
+            memcpy(val + at, s->val + s->voff[i], sizeof *val * s->vlen[i]);
+        }
+        s->voff[i] = at;
+        at += s->vlen[i];
+    }
+    DM_ASSERT(at == s->live);
+    dm_free(s->col);
+    dm_free(s->val);
+    s->col = col;
+    s->val = val;
+    s->pool = s->pool_cap = at;
+    s->compactions++;
+    return DM_OK;
+}
+
+int dm_flock_store_remove(dm_flock_store *s, const uint8_t *keep, uint32_t *moved_dst, uint32_t *moved_src,
+                          size_t *n_moved)
+{
+    size_t moves = 0;
+    size_t i = 0, j = s->n; /* [i, j): not yet decided; boids >= j are removed */
+    while (i < j) {
+        if (keep[i]) {
+            i++;
             continue;
         }
-        if (j != i) {
-            s->id[j] = s->id[i];
-            s->x[j] = s->x[i];
-            s->y[j] = s->y[i];
-            s->vx[j] = s->vx[i];
-            s->vy[j] = s->vy[i];
-            s->voff[j] = s->voff[i];
-            s->vlen[j] = s->vlen[i];
+        s->live -= s->vlen[i];
+        /* the last undecided boid fills the hole if it stays */
+        while (j > i + 1 && !keep[j - 1]) {
+            j--;
+            s->live -= s->vlen[j];
         }
-        j++;
-    }
-    s->n = j;
-    if (s->pool > 2 * s->live + 4096) {
-        /* compact in place: pushes append at the end of the pool and filtering keeps the order,
-         * so voff increases with i and every move goes left */
-        size_t at = 0;
-        for (size_t i = 0; i < s->n; i++) {
-            DM_ASSERT(s->voff[i] >= at);
-            if (s->voff[i] != at && s->vlen[i]) {
-                memmove(s->col + at, s->col + s->voff[i], sizeof *s->col * s->vlen[i]);
-                memmove(s->val + at, s->val + s->voff[i], sizeof *s->val * s->vlen[i]);
-            }
-            s->voff[i] = at;
-            at += s->vlen[i];
+        j--;
+        if (j == i) break; /* the hole was the last undecided boid */
+        s->id[i] = s->id[j];
+        s->x[i] = s->x[j];
+        s->y[i] = s->y[j];
+        s->vx[i] = s->vx[j];
+        s->vy[i] = s->vy[j];
+        s->voff[i] = s->voff[j];
+        s->vlen[i] = s->vlen[j];
+        if (moved_dst) {
+            moved_dst[moves] = (uint32_t)i;
+            moved_src[moves] = (uint32_t)j;
         }
-        s->pool = at;
-        s->compactions++;
-        DM_ASSERT(at == s->live);
+        moves++;
+        i++;
     }
+    s->n = i;
+    if (n_moved) *n_moved = moves;
+    if (s->pool > 2 * s->live + 4096) DM_TRY(compact_pool(s));
     return DM_OK;
 }
 

@@ -73,6 +73,67 @@ static void test_dot_exact(void)
     CU_ASSERT_FALSE(dm_flock_is_similar(dm_flock_dot_fix(ca, va, 2, cb, vb, 2), 0.4801));
 }
 
+/* ---- the boid store ----------------------------------------------------------------------- */
+
+static void test_store_remove(void)
+{
+    /* 40 boids, each with a vector of (i % 5) + 1 terms; remove a pattern, check the survivors,
+     * the reported moves and that vectors follow their boids, through several rounds until the
+     * pool compacts */
+    dm_flock_store st;
+    dm_flock_store_init(&st);
+    uint32_t col[8];
+    float val[8];
+    for (uint32_t i = 0; i < 4000; i++) {
+        uint32_t len = i % 5 + 1;
+        for (uint32_t k = 0; k < len; k++) {
+            col[k] = i * 10 + k;
+            val[k] = (float)i;
+        }
+        CU_ASSERT_EQUAL_FATAL(dm_flock_store_push(&st, i, i, -1.0 * i, 0, 0, col, val, len), DM_OK);
+    }
+    uint8_t *keep = malloc(st.n), *alive = calloc(4000, 1);
+    uint32_t *dst = malloc(4 * st.n), *src = malloc(4 * st.n);
+    for (int i = 0; i < 4000; i++) alive[i] = 1;
+    uint64_t comp0 = st.compactions;
+    for (int round = 0; round < 6; round++) {
+        size_t n0 = st.n;
+        uint64_t *before = malloc(8 * n0);
+        memcpy(before, st.id, 8 * n0);
+        size_t expect = 0;
+        for (size_t i = 0; i < n0; i++) {
+            keep[i] = (uint8_t)(((st.id[i] * 7 + (uint64_t)round) % 3) != 0);
+            expect += keep[i];
+            if (!keep[i]) alive[st.id[i]] = 0;
+        }
+        size_t moves = 0;
+        CU_ASSERT_EQUAL_FATAL(dm_flock_store_remove(&st, keep, dst, src, &moves), DM_OK);
+        CU_ASSERT_EQUAL(st.n, expect);
+        for (size_t k = 0; k < moves; k++) {
+            CU_ASSERT_TRUE(src[k] >= st.n && dst[k] < st.n);
+            CU_ASSERT_EQUAL(st.id[dst[k]], before[src[k]]);
+            CU_ASSERT_FALSE(keep[dst[k]]); /* a hole */
+        }
+        /* unmoved survivors stay in place */
+        size_t live = 0;
+        for (size_t i = 0; i < st.n; i++) {
+            uint64_t id = st.id[i];
+            CU_ASSERT_TRUE(alive[id]);
+            CU_ASSERT_EQUAL(st.x[i], (double)id);
+            CU_ASSERT_EQUAL(st.vlen[i], id % 5 + 1);
+            CU_ASSERT_EQUAL(st.col[st.voff[i]], (uint32_t)id * 10);
+            CU_ASSERT_EQUAL(st.val[st.voff[i] + st.vlen[i] - 1], (float)id);
+            live += st.vlen[i];
+        }
+        CU_ASSERT_EQUAL(live, st.live);
+        free(before);
+    }
+    CU_ASSERT_TRUE(st.compactions > comp0);
+    CU_ASSERT_TRUE(st.pool <= 2 * st.live + 4096);
+    free(keep), free(alive), free(dst), free(src);
+    dm_flock_store_free(&st);
+}
+
 /* ---- hand-checked forces and updates -------------------------------------------------------- */
 
 #define W_SEP 0.1
@@ -707,6 +768,7 @@ int main(int argc, char **argv)
     CU_TestInfo unit[] = {
         {"dot product exact and order independent", test_dot_exact},
         {"pair contribution and torus helpers", test_pair_contribution},
+        {"boid store: removal by moving the last boids into holes", test_store_remove},
         {"forces and update: hand-checked configuration", test_hand_forces},
         {"forces and update: the same across the torus corner", test_hand_forces_seam},
         {"grid search equals brute force (1500 docs)", test_grid_vs_brute_large},

@@ -36,6 +36,19 @@ rm "$t/ck/assignments.tsv" "$t/ck/positions.csv"
 cmp "$t/one/assignments.tsv" "$t/ck/assignments.tsv" || fail "resumed assignments differ"
 cmp "$t/one/positions.csv" "$t/ck/positions.csv" || fail "resumed positions differ"
 
+# killed for real (SIGKILL) after its first checkpoint, then resumed: the same outputs
+long=(--backend cpu --synth 500 --synth-topics 4 --synth-tokens 120 --threshold 0.06 --iterations 120 --seed 5 --quiet)
+"$dm" flock "${long[@]}" -o "$t/full" > /dev/null
+"$dm" flock "${long[@]}" -o "$t/kill" --checkpoint-every 10 > /dev/null &
+pid=$!
+for _ in $(seq 1 600); do [ -s "$t/kill/flock.ckpt" ] && break; sleep 0.1; done
+kill -9 "$pid" 2>/dev/null || true
+wait "$pid" 2>/dev/null || true
+[ -s "$t/kill/flock.ckpt" ] || fail "no checkpoint before the kill"
+"$dm" flock "${long[@]}" -o "$t/kill" --checkpoint-every 10 --resume > /dev/null
+cmp "$t/full/positions.csv" "$t/kill/positions.csv" || fail "positions differ after kill and resume"
+cmp "$t/full/assignments.tsv" "$t/kill/assignments.tsv" || fail "assignments differ after kill and resume"
+
 # uneven slices, given or measured: the same outputs
 "$mpiexec" -n 2 "$dm" flock "${common[@]}" -o "$t/w" --slice-weights 1,2.5 > /dev/null
 cmp "$t/one/positions.csv" "$t/w/positions.csv" || fail "positions differ with uneven slices"

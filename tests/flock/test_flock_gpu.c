@@ -119,7 +119,8 @@ static void test_cpu_vs_cuda(void)
 
 static const char *const g_kernel_names[] = {"flock.cell_keys", "flock.cell_bounds", "flock.gather",
                                              "flock.count", "flock.detect", "flock.similarity",
-                                             "flock.forces", "flock.update", "flock.cache_move"};
+                                             "flock.forces", "flock.update", "flock.cache_move", "flock.flags",
+                                             "flock.pick"};
 #define NK ((int)(sizeof g_kernel_names / sizeof g_kernel_names[0]))
 
 static void test_every_instance_vs_cpu(void)
