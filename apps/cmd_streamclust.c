@@ -386,14 +386,8 @@ int dm_cmd_streamclust(dm_app *app, int argc, char **argv)
         json_object_set_new(rep.results, "gain_opens", json_integer(res.stats.gain_opens));
         json_object_set_new(rep.results, "gain_policy", json_string(res.stats.gain_policy));
         json_object_set_new(rep.results, "work_buffer_bytes", json_integer((json_int_t)res.stats.work_bytes));
-        if (have_quality) {
-            json_t *q = json_object();
-            json_object_set_new(q, "nmi", json_real(met.nmi));
-            json_object_set_new(q, "ari", json_real(met.ari));
-            json_object_set_new(q, "purity", json_real(met.purity));
-            json_object_set_new(q, "labelled_documents", json_integer((json_int_t)met.n));
-            json_object_set_new(q, "classes", json_integer(met.classes));
-            json_object_set_new(q, "clusters", json_integer(met.clusters));
+        json_t *q = have_quality ? dm_metrics_json(&met) : NULL;
+        if (q) {
             json_object_set_new(q, "labels",
                                 json_string("first label of each labelled document; unlabelled documents skipped"));
             json_object_set_new(rep.results, "quality", q);

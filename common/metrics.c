@@ -170,3 +170,10 @@ int dm_metrics_classes(int32_t *cls, int32_t *n_classes, const char *const *labe
     dm_free(f);
     return DM_OK;
 }
+
+json_t *dm_metrics_json(const dm_metrics *m)
+{
+    return json_pack("{s:f,s:f,s:f,s:I,s:i,s:i}", "nmi", m->nmi, "ari", m->ari, "purity", m->purity,
+                     "labelled_documents", (json_int_t)m->n, "classes", (int)m->classes, "clusters",
+                     (int)m->clusters);
+}

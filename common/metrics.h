@@ -5,6 +5,7 @@
 #ifndef DM_METRICS_H
 #define DM_METRICS_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,10 @@ typedef struct dm_metrics {
  * items have truth < 0 and are skipped). Noise (pred = -1) counts as one cluster of its own.
  * Labels are arbitrary integers. DM_ERR_INVALID_ARG when no item is labelled, DM_ERR_NOMEM. */
 int dm_metrics_compute(dm_metrics *out, const int32_t *truth, const int32_t *pred, size_t n);
+
+/* The run report's "quality" object: nmi, ari, purity, labelled_documents, classes, clusters.
+ * New reference; NULL when out of memory. */
+json_t *dm_metrics_json(const dm_metrics *m);
 
 /* True classes from label strings: labels[i] is item i's labels joined by ',' ("" or NULL =
  * unlabelled). The class of an item is its first label (multi-label documents count once, under

@@ -309,6 +309,16 @@ static void test_metrics_classes(void)
     CU_ASSERT_EQUAL(m.n, 6);
     CU_ASSERT_DOUBLE_EQUAL(m.nmi, 1.0, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(m.purity, 1.0, 1e-12);
+    /* the report's quality object */
+    json_t *q = dm_metrics_json(&m);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(q, "nmi")), m.nmi, 0.0);
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(q, "ari")), m.ari, 0.0);
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(q, "purity")), 1.0, 0.0);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(q, "labelled_documents")), 6);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(q, "classes")), 4);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(q, "clusters")), 4);
+    json_decref(q);
 }
 
 int main(void)
