@@ -13,6 +13,7 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/report.h"
 #include "common/status.h"
 #include "common/timer.h"
@@ -527,7 +528,7 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
     rc = dm_ctx_agree(ctx, rc);
 
     /* outputs (rank 0) */
-    dm_flock_metrics met;
+    dm_metrics met;
     memset(&met, 0, sizeof met);
     uint64_t noise = 0;
     double W = 0, H = 0;
@@ -593,7 +594,7 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
             snprintf(p, sizeof p, "%s/flock-labels.png", out);
             rc = dm_flock_png_write(p, res.x, res.y, truth, (size_t)n_global, W, H, png_size);
         }
-        if (rc == DM_OK && have_labels) rc = dm_flock_metrics_compute(&met, truth, res.cluster, (size_t)n_global);
+        if (rc == DM_OK && have_labels) rc = dm_metrics_compute(&met, truth, res.cluster, (size_t)n_global);
         dm_free(size);
         dm_timer_stop("flock.output");
     }

@@ -163,21 +163,6 @@ typedef struct dm_flock_result {
 int dm_flock_gather(dm_flock_result *out, dm_flock_sim *s, const dm_vectors *v);
 void dm_flock_result_free(dm_flock_result *r);
 
-/* ---- quality metrics (flock_metrics.c) --------------------------------------------------- */
-
-typedef struct dm_flock_metrics {
-    double nmi;      /* normalised mutual information, arithmetic-mean normalisation */
-    double ari;      /* adjusted Rand index */
-    double purity;   /* sum over clusters of the largest class count, over n */
-    uint64_t n;      /* labelled documents compared */
-    int32_t classes, clusters;
-} dm_flock_metrics;
-
-/* Compares predicted clusters with true classes over the n items whose truth >= 0 (unlabelled
- * items have truth < 0 and are skipped). Noise (pred = -1) counts as one cluster of its own.
- * Labels are arbitrary integers. DM_ERR_INVALID_ARG when no item is labelled. */
-int dm_flock_metrics_compute(dm_flock_metrics *out, const int32_t *truth, const int32_t *pred, size_t n);
-
 /* ---- outputs (flock_output.c; rank 0 writes unless noted) --------------------------------- */
 
 /* Top terms of every cluster by summed weight, from the input rows' vectors and row_cluster.

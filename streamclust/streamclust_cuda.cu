@@ -143,8 +143,20 @@ static const dm_tune_instance g_assign_instances[] = {
     {{128, 1, 0, DM_LAYOUT_NONE, 0}, launch_assign<128>, (const void *)&assign_kernel<128>, 0}};
 
 /* ------------------------------------------------------------------ tuning workload of gain */
-/* n points of dim 64 from the generator, 16 centres (points 0..15), every point at its nearest
- * centre, candidate n/2. Output: the K+1 exact sums, identical for every correct instance. */
+/* n points of DIM dims from the generator, 16 centres (points 0..15), every point at its nearest
+ * centre, candidate n/2. Output: the K+1 exact sums, identical for every correct instance.
+ *
+ * The best gain instance depends on DIM, not only on the number of points (the tuner's key): the
+ * distance work per point grows with DIM while the work buffer and its reduction ((K+1) x n/R
+ * sums, one reduction block per row) do not. At small DIM the buffer and the reduction weigh
+ * most and a larger rake (half the buffer) wins; at large DIM the kernel is bound by the latency
+ * of its serial distance loops on few threads (65536 points fill ~15 of 64 warps per SM of an
+ * H200) and rake 1 (the most threads) wins. A single workload of DIM 64 picked rake 2 for
+ * Rodinia's DIM-256 run, 1.46x slower than the sweep's best rake-1 instance (bench/RESULTS.md).
+ * So the gain kernel is registered once per DIM class, each tuned on a workload of that class:
+ *   streamclust.gain        DIM <  SC_GAIN_WIDE_DIM   workload DIM 64
+ *   streamclust.gain_d256   DIM >= SC_GAIN_WIDE_DIM   workload DIM 256 (Rodinia's default run) */
+#define SC_GAIN_WIDE_DIM 128
 struct sc_bench {
     long n, n0, K, Tmax; /* n: current size (<= n0, the size the state was built for) */
     int dim;
@@ -172,7 +184,7 @@ static void sc_bench_destroy(void *state)
     free(b);
 }
 
-static int sc_bench_create(void **state, size_t n, uint64_t seed)
+static int sc_bench_create_dim(void **state, size_t n, uint64_t seed, int dim_)
 {
     *state = NULL;
     if (n < 32) n = 32;
@@ -180,7 +192,7 @@ static int sc_bench_create(void **state, size_t n, uint64_t seed)
     if (!b) return DM_ERR(DM_ERR_NOMEM, "streamclust.gain bench");
     b->n = (long)n;
     b->n0 = (long)n;
-    b->dim = 64;
+    b->dim = dim_;
     b->K = 16;
     b->Tmax = b->n; /* rake 1 */
     const int dim = b->dim;
@@ -250,6 +262,15 @@ static int sc_bench_create(void **state, size_t n, uint64_t seed)
     return DM_OK;
 }
 
+static int sc_bench_create(void **state, size_t n, uint64_t seed)
+{
+    return sc_bench_create_dim(state, n, seed, 64);
+}
+static int sc_bench_create_d256(void **state, size_t n, uint64_t seed)
+{
+    return sc_bench_create_dim(state, n, seed, 256);
+}
+
 static int sc_bench_run(void *state, const dm_tune_instance *inst, void *stream)
 {
     sc_bench *b = (sc_bench *)state;
@@ -300,9 +321,16 @@ static int sc_bench_output(void *state, void *host, size_t *nbytes)
 
 /* tolerance 0: the sums are exact integers, every instance must give the same bytes */
 static const dm_tune_kernel k_gain = {
-    "streamclust.gain", "pgain: rake-based savings and per-centre charges (fixed point)", "points",
-    g_gain_instances, SC_N_GAIN, SC_GAIN_DEFAULT, sc_bench_create, sc_bench_run, sc_bench_output,
-    sc_bench_destroy, 0.0, (size_t)1 << 16, 1.0, sc_bench_resize};
+    "streamclust.gain", "pgain: rake-based savings and per-centre charges (fixed point), DIM < 128",
+    "points", g_gain_instances, SC_N_GAIN, SC_GAIN_DEFAULT, sc_bench_create, sc_bench_run,
+    sc_bench_output, sc_bench_destroy, 0.0, (size_t)1 << 16, 1.0, sc_bench_resize};
+static const dm_tune_kernel k_gain_d256 = {
+    "streamclust.gain_d256", "pgain as streamclust.gain, DIM >= 128 (tuned at DIM 256)", "points",
+    g_gain_instances, SC_N_GAIN, SC_GAIN_DEFAULT, sc_bench_create_d256, sc_bench_run,
+    sc_bench_output, sc_bench_destroy, 0.0, (size_t)1 << 16, 1.0, sc_bench_resize};
+
+/* The gain kernel registration (DIM class) whose tuned choice serves points of dim dims. */
+static const dm_tune_kernel *sc_gain_kernel(int dim) { return dim >= SC_GAIN_WIDE_DIM ? &k_gain_d256 : &k_gain; }
 SC_KERNEL(k_reduce, "streamclust.reduce", "per-centre rows of the gain work buffer (CUB)", "rows",
           g_reduce_instances);
 SC_KERNEL(k_apply, "streamclust.apply", "moves points of an accepted gain", "points",
@@ -321,7 +349,7 @@ SC_KERNEL(k_assign, "streamclust.assign", "nearest final centre of every point",
 
 extern "C" int dm_sc_tune_register(void)
 {
-    const dm_tune_kernel *all[] = {&k_gain,       &k_reduce,      &k_apply,
+    const dm_tune_kernel *all[] = {&k_gain,       &k_gain_d256,   &k_reduce,      &k_apply,
                                    &k_scatter,    &k_open_aos,    &k_open_soa,
                                    &k_permute_aos, &k_permute_soa, &k_assign};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) DM_TRY(dm_tune_register(all[i]));
@@ -446,7 +474,8 @@ extern "C" int dm_sc_cuda_load(dm_sc_engine *e)
 {
     dm_sc_cuda_state *s = e->cu;
     const long n = e->pts.num;
-    s->gain = g_force_gain >= 0 ? &g_gain_instances[g_force_gain] : dm_tune_select(&k_gain, (size_t)n);
+    s->gain = g_force_gain >= 0 ? &g_gain_instances[g_force_gain]
+                                : dm_tune_select(sc_gain_kernel(e->dim), (size_t)n);
     s->layout = s->gain->policy.layout;
     char buf[96];
     snprintf(e->stats.gain_policy, sizeof e->stats.gain_policy, "%s",

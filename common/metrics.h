@@ -1,0 +1,42 @@
+/* Clustering quality against known classes: NMI, ARI and purity from the contingency table of
+ * (class, cluster). Shared by every clustering command (flock, streamclust, pipeline).
+ * Reference: scikit-learn's normalized_mutual_info_score (arithmetic-mean normalisation) and
+ * adjusted_rand_score, with their conventions for degenerate labelings. */
+#ifndef DM_METRICS_H
+#define DM_METRICS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dm_metrics {
+    double nmi;      /* normalised mutual information, arithmetic-mean normalisation */
+    double ari;      /* adjusted Rand index */
+    double purity;   /* sum over clusters of the largest class count, over n */
+    uint64_t n;      /* labelled documents compared */
+    int32_t classes, clusters;
+} dm_metrics;
+
+/* Compares predicted clusters with true classes over the n items whose truth >= 0 (unlabelled
+ * items have truth < 0 and are skipped). Noise (pred = -1) counts as one cluster of its own.
+ * Labels are arbitrary integers. DM_ERR_INVALID_ARG when no item is labelled, DM_ERR_NOMEM. */
+int dm_metrics_compute(dm_metrics *out, const int32_t *truth, const int32_t *pred, size_t n);
+
+/* The run report's "quality" object: nmi, ari, purity, labelled_documents, classes, clusters.
+ * New reference; NULL when out of memory. */
+json_t *dm_metrics_json(const dm_metrics *m);
+
+/* True classes from label strings: labels[i] is item i's labels joined by ',' ("" or NULL =
+ * unlabelled). The class of an item is its first label (multi-label documents count once, under
+ * their first label), numbered 0.. in byte order of the names (a prefix first); unlabelled items
+ * and items whose first label is empty get cls[i] = -1. *n_classes receives the number of distinct classes. DM_ERR_NOMEM. */
+int dm_metrics_classes(int32_t *cls, int32_t *n_classes, const char *const *labels, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
