@@ -153,6 +153,10 @@ void dm_tune_result_json(FILE *out, const dm_tune_kernel *k, const dm_tune_resul
                  "\"rejected\": %d, \"search_s\": %.6g, \"check_s\": %.6g",
             k->n_instances, r->n_valid, r->n_candidates, r->n_evaluated, r->n_rejected, r->search_s,
             r->check_s);
+    if (r->mode == DM_TUNE_MSP)
+        fprintf(out, ", \"curve_points\": %d, \"curve_s\": %.6g, \"candidates_s\": %.6g, "
+                     "\"confirm_s\": %.6g",
+                r->curve_points, r->curve_s, r->candidates_s, r->confirm_s);
     if (r->exhaustive_best >= 0) {
         fprintf(out, ", ");
         json_policy(out, "exhaustive_best", &k->instances[r->exhaustive_best].policy);

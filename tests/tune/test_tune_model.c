@@ -8,7 +8,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "common/log.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
 #include "common/tune/tune_model.h"
@@ -514,6 +516,130 @@ static void test_search_prune_levels(void)
     CU_ASSERT_EQUAL(r.n_candidates, r.n_valid);
 }
 
+
+/* ---- search-time accounting: what search_s and exhaustive_s contain -------------------------- */
+
+/* The synthetic model with real wall time: a measurement sleeps MEAS_S (the timing work of the
+ * search); a measurement at a new size first "creates a tuning input" (SETUP_S, reported by
+ * setup_seconds, as the CUDA layer's ensure_state does); a check creates a fresh input (SETUP_S,
+ * reported by setup_seconds, as fresh_output does) and then compares (COMPARE_S). Search times
+ * must contain the measurements and nothing else; the creation of an input inside a check used to
+ * be subtracted twice (once in check_s, once in setup_seconds), which gave negative times. */
+enum { TIMED_MEAS_US = 1000, TIMED_SETUP_US = 8000, TIMED_COMPARE_US = 2000 };
+
+typedef struct timed_synth {
+    synth s;
+    double setup_s;   /* reported by setup_seconds */
+    double measure_s; /* wall time spent in measurement sleeps */
+    size_t last_n;
+} timed_synth;
+
+static double sleep_us(int us)
+{
+    double t0 = dm_wtime();
+    struct timespec ts = {0, (long)us * 1000L};
+    while (nanosleep(&ts, &ts) != 0) {}
+    return dm_wtime() - t0;
+}
+
+static int timed_measure(void *ctx, int i, size_t n, double *ms)
+{
+    timed_synth *t = ctx;
+    if (n != t->last_n) {
+        t->setup_s += sleep_us(TIMED_SETUP_US);
+        t->last_n = n;
+    }
+    t->measure_s += sleep_us(TIMED_MEAS_US);
+    return synth_measure(&t->s, i, n, ms);
+}
+
+static int timed_check(void *ctx, int i, size_t n, int *same)
+{
+    timed_synth *t = ctx;
+    t->setup_s += sleep_us(TIMED_SETUP_US);
+    sleep_us(TIMED_COMPARE_US);
+    return synth_check(&t->s, i, n, same);
+}
+
+static double timed_setup_seconds(void *ctx) { return ((timed_synth *)ctx)->setup_s; }
+
+static void test_search_time_accounting(void)
+{
+    timed_synth t;
+    dm_tune_kernel k;
+    dm_tune_ops ops;
+    synth_setup(&t.s, &k, &ops);
+    t.setup_s = t.measure_s = 0.0;
+    t.last_n = 0;
+    ops.ctx = &t;
+    ops.measure = timed_measure;
+    ops.check = timed_check;
+    ops.setup_seconds = timed_setup_seconds;
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.compare_exhaustive = 1;
+    dm_tune_result r;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT(t.s.checked >= 2 * (g_ninst - 1) - 1); /* checks at the MSP and at the target */
+    double checks = t.s.checked * (TIMED_SETUP_US + TIMED_COMPARE_US) * 1e-6;
+    printf("\n  search %.4f s + exhaustive %.4f s, measurements %.4f s, checks %.4f s (%d), "
+           "setup %.4f s", r.search_s, r.exhaustive_s, t.measure_s, r.check_s, t.s.checked,
+           t.setup_s);
+    CU_ASSERT(r.search_s > 0.0);
+    CU_ASSERT(r.exhaustive_s > 0.0);
+    CU_ASSERT(r.check_s >= checks);
+    /* both searches together are the measurements, up to the driver's own bookkeeping: no check
+     * time left in (it is several times the measurements here), none subtracted twice */
+    double both = r.search_s + r.exhaustive_s;
+    CU_ASSERT(both >= 0.95 * t.measure_s);
+    CU_ASSERT(both <= t.measure_s + 0.1 * checks);
+    /* each search at least its own measurements: MSP = curve + candidates + confirmation */
+    int msp_measures = r.curve_points + r.n_evaluated + (r.winner_at_msp != k.default_instance);
+    CU_ASSERT(r.search_s >= 0.95 * msp_measures * TIMED_MEAS_US * 1e-6);
+    CU_ASSERT(r.exhaustive_s >= 0.95 * r.exhaustive_evaluated * TIMED_MEAS_US * 1e-6);
+    /* the parts add up to the whole */
+    CU_ASSERT(r.curve_s > 0.0 && r.candidates_s > 0.0 && r.confirm_s >= 0.0);
+    CU_ASSERT(fabs(r.curve_s + r.candidates_s + r.confirm_s - r.search_s) < 1e-6);
+    CU_ASSERT(r.curve_s >= 0.95 * r.curve_points * TIMED_MEAS_US * 1e-6);
+
+    /* the exhaustive mode alone: its time is its measurements */
+    t.measure_s = 0.0;
+    opt.mode = DM_TUNE_EXHAUSTIVE;
+    opt.compare_exhaustive = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT(r.search_s > 0.0);
+    CU_ASSERT(r.search_s >= 0.95 * t.measure_s);
+    CU_ASSERT(r.search_s <= t.measure_s + 0.1 * t.s.checked * (TIMED_SETUP_US + TIMED_COMPARE_US) * 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(r.exhaustive_s, r.search_s, 1e-12);
+}
+
+/* rank_of: the position of a given instance in the candidate order without an exhaustive search,
+ * the same position that the exhaustive search reports for its best. */
+static void test_search_rank_of(void)
+{
+    synth s;
+    dm_tune_kernel k;
+    dm_tune_ops ops;
+    synth_setup(&s, &k, &ops);
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.compare_exhaustive = 1;
+    dm_tune_result r, q;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT_FATAL(r.exhaustive_best >= 0);
+    opt.compare_exhaustive = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&q, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(q.exhaustive_best, -1);
+    CU_ASSERT_EQUAL(q.best_rank_in_order, 0); /* rank_of -1: nothing ranked */
+    opt.rank_of = r.exhaustive_best;
+    s.measured = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&q, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(q.best_rank_in_order, r.best_rank_in_order);
+    CU_ASSERT(s.measured < g_ninst + q.curve_points + 1); /* no exhaustive search ran */
+    /* from a prior equal to the best, the best comes first */
+    opt.prior = &g_inst[r.exhaustive_best].policy;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&q, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(q.best_rank_in_order, 1);
+}
+
 static void test_result_json_and_row(void)
 {
     synth s;
@@ -579,6 +705,8 @@ int main(void)
     CU_add_test(s, "search_prior", test_search_prior);
     CU_add_test(s, "search_prune_levels", test_search_prune_levels);
     CU_add_test(s, "result_json_and_row", test_result_json_and_row);
+    CU_add_test(s, "search_time_accounting", test_search_time_accounting);
+    CU_add_test(s, "search_rank_of", test_search_rank_of);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures();
