@@ -1,7 +1,7 @@
 /* The search driver of DESIGN.md section 6 over measurement callbacks: modes off, model (best
  * predicted by the occupancy model, confirmed against the default), msp (Magni et al.: throughput
- * curve of the default on sizes doubling up to the target, search the model-pruned space at the
- * Minimum Saturation Point, confirm at the target) and exhaustive (every valid instance at the
+ * curve of the default on sizes halving from the target down to the first unsaturated one, search
+ * the model-pruned space at the Minimum Saturation Point, confirm at the target) and exhaustive (every valid instance at the
  * target). Candidates whose output differs from the default's are rejected and reported.
  * Reference: the default instance, which is kept unless a checked candidate is faster. */
 #include <stdlib.h>
@@ -152,13 +152,23 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
             if (min_n < n >> 16) min_n = n >> 16;
         }
         int nc = dm_tune_curve_sizes(sizes, DM_TUNE_MAX_CURVE, n, min_n);
-        res->curve_points = nc;
-        for (int c = 0; c < nc; c++) {
-            DM_TRY(ops->measure(ops->ctx, def, sizes[c], &def_ms[c]));
-            thr[c] = (double)sizes[c] / (def_ms[c] > 0 ? def_ms[c] : 1e-9);
+        int others = 0; /* candidates besides the default */
+        for (int i = 0; i < ni; i++) others += i != def && w->cand[i].valid && !w->cand[i].pruned;
+        /* The curve is measured from the target down and stops at the first size that is not
+         * saturated (the suffix from it has its MSP above it). dm_tune_msp_index scans from the
+         * largest size and stops at that point too, so the sizes below it cannot change the MSP:
+         * the same MSP as the whole curve, in fewer measurements. Without other candidates the
+         * default at the target is the whole search. */
+        int lo = nc - 1;
+        for (;; lo--) {
+            DM_TRY(ops->measure(ops->ctx, def, sizes[lo], &def_ms[lo]));
+            thr[lo] = (double)sizes[lo] / (def_ms[lo] > 0 ? def_ms[lo] : 1e-9);
+            if (others == 0 || lo == 0 || dm_tune_msp_index(thr + lo, nc - lo, opt->msp_tolerance) != 0)
+                break;
         }
-        int m = dm_tune_msp_index(thr, nc, opt->msp_tolerance);
-        if (m < 0) m = nc - 1;
+        res->curve_points = nc - lo;
+        int m = dm_tune_msp_index(thr + lo, nc - lo, opt->msp_tolerance);
+        m = m < 0 ? nc - 1 : m + lo;
         size_t msp = sizes[m];
         res->msp_n = msp;
         double t_curve = clock_s(w);

@@ -160,7 +160,8 @@ typedef struct dm_tune_result {
     double check_s;                 /* wall time of all output checks (each instance once per
                                        check size, at most check_max_n units) */
     /* msp mode: search_s in its three parts (same clock): the default's throughput curve
-     * (curve_points sizes, the target included), the candidates at the MSP, the confirmation of
+     * (curve_points sizes measured from the target down to the first unsaturated one; only the
+     * target when the default is the only candidate), the candidates at the MSP, the confirmation of
      * the winner at the target. The curve and the confirmation do not shrink with the space, so
      * exhaustive_s / (curve_s + confirm_s) bounds the search-time ratio a kernel can reach. */
     double curve_s, candidates_s, confirm_s;

@@ -304,6 +304,8 @@ typedef struct synth {
     double speed[64];   /* sustained throughput of each instance (units / ms) */
     int wrong[64];      /* 1: output differs from the default */
     double overhead_ms; /* launch overhead: gives the throughput curve its saturation */
+    size_t cache_n;     /* > 0: sizes up to cache_n run cache_speedup times faster (an early peak) */
+    double cache_speedup;
     int measured, checked;
 } synth;
 
@@ -312,6 +314,7 @@ static int synth_measure(void *ctx, int i, size_t n, double *ms)
     synth *s = ctx;
     s->measured++;
     *ms = s->overhead_ms + (double)n / s->speed[i];
+    if (s->cache_n && n <= s->cache_n) *ms /= s->cache_speedup;
     return DM_OK;
 }
 
@@ -640,6 +643,71 @@ static void test_search_rank_of(void)
     CU_ASSERT_EQUAL(q.best_rank_in_order, 1);
 }
 
+
+/* The curve is measured from the target down and stops at the first unsaturated size: the MSP is
+ * the one dm_tune_msp_index finds on the whole curve, with fewer measurements. */
+static void expect_curve(synth *s, const dm_tune_kernel *k, dm_tune_ops *ops, size_t target)
+{
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.min_n = 1024;
+    size_t sizes[32];
+    double thr[32];
+    int nc = dm_tune_curve_sizes(sizes, 24, target, opt.min_n);
+    for (int c = 0; c < nc; c++) {
+        double ms;
+        synth_measure(s, k->default_instance, sizes[c], &ms);
+        thr[c] = (double)sizes[c] / ms;
+    }
+    int m = dm_tune_msp_index(thr, nc, opt.msp_tolerance);
+    CU_ASSERT_FATAL(m >= 0);
+    dm_tune_result r;
+    s->measured = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, k, target, &opt, ops), DM_OK);
+    CU_ASSERT_EQUAL(r.msp_n, sizes[m]);
+    /* the sizes from m up, and the one below m that ended the saturated tail */
+    CU_ASSERT_EQUAL(r.curve_points, m > 0 ? nc - m + 1 : nc);
+    /* curve + candidates at the MSP + confirmation of a winner other than the default */
+    CU_ASSERT_EQUAL(s->measured,
+                    r.curve_points + r.n_evaluated + (r.winner_at_msp != k->default_instance));
+}
+
+static void test_search_curve_top_down(void)
+{
+    synth s;
+    dm_tune_kernel k;
+    dm_tune_ops ops;
+    synth_setup(&s, &k, &ops);
+    /* saturating: MSP well below the target, the small sizes are never measured */
+    expect_curve(&s, &k, &ops, (size_t)1 << 28);
+    /* an early peak (a cache effect at small sizes) is skipped as on the whole curve */
+    s.cache_n = (size_t)1 << 16;
+    s.cache_speedup = 1.5;
+    expect_curve(&s, &k, &ops, (size_t)1 << 28);
+    /* no plateau: the curve still rises at the target; target and one size below */
+    s.cache_n = 0;
+    s.overhead_ms = 1e3;
+    expect_curve(&s, &k, &ops, (size_t)1 << 24);
+    /* a flat curve: every size is saturated, the whole curve down to min_n */
+    s.overhead_ms = 0.0;
+    expect_curve(&s, &k, &ops, (size_t)1 << 24);
+
+    /* a single instance: nothing to search, the default at the target is the whole search */
+    dm_tune_kernel one = k;
+    one.n_instances = 1;
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.compare_exhaustive = 1;
+    dm_tune_result r;
+    s.overhead_ms = 0.005;
+    s.measured = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &one, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(r.curve_points, 1);
+    CU_ASSERT_EQUAL(r.msp_n, (size_t)1 << 28);
+    CU_ASSERT_EQUAL(r.n_evaluated, 0);
+    CU_ASSERT_EQUAL(r.chosen, 0);
+    CU_ASSERT_EQUAL(r.exhaustive_best, 0);
+    CU_ASSERT_EQUAL(s.measured, 2); /* MSP: the default at the target; exhaustive: the same */
+}
+
 static void test_result_json_and_row(void)
 {
     synth s;
@@ -707,6 +775,7 @@ int main(void)
     CU_add_test(s, "result_json_and_row", test_result_json_and_row);
     CU_add_test(s, "search_time_accounting", test_search_time_accounting);
     CU_add_test(s, "search_rank_of", test_search_rank_of);
+    CU_add_test(s, "search_curve_top_down", test_search_curve_top_down);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures();
