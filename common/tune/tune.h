@@ -174,7 +174,8 @@ typedef struct dm_tune_result {
 int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t n, const dm_tune_options *opt);
 
 /* Runs every instance of k on a fresh seeded tuning input of n units and compares its output
- * with the default instance's (byte-identical, or within k->tolerance for float outputs).
+ * with the default instance's (byte-identical, or within k->tolerance for float outputs). The
+ * default itself runs twice and is reported when its two outputs differ (nondeterministic).
  * bad receives the indices of up to max_bad instances that differ, *n_bad their count (0: all
  * agree). Needs a GPU (DM_ERR_NO_DEVICE) and the bench hooks (DM_ERR_UNSUPPORTED). */
 int dm_tune_check_instances(int *n_bad, int *bad, int max_bad, const dm_tune_kernel *k, size_t n,
