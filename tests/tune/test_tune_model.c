@@ -708,6 +708,75 @@ static void test_search_curve_top_down(void)
     CU_ASSERT_EQUAL(s.measured, 2); /* MSP: the default at the target; exhaustive: the same */
 }
 
+
+/* The verdict against the targets and the reasons it gives for a miss. */
+static void test_verdict(void)
+{
+    synth s;
+    dm_tune_kernel k;
+    dm_tune_ops ops;
+    synth_setup(&s, &k, &ops);
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.compare_exhaustive = 1;
+    dm_tune_result r;
+    char why[512];
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    /* the synthetic model takes no time: set the times of a kernel that meets both targets */
+    r.search_s = 0.5;
+    r.curve_s = 0.2;
+    r.candidates_s = 0.2;
+    r.confirm_s = 0.1;
+    r.exhaustive_s = 6.0;
+    r.tuned_ms = 1.0;
+    r.exhaustive_best_ms = 0.97;
+    CU_ASSERT_STRING_EQUAL(dm_tune_verdict(&k, &r, why, sizeof why), "meets both");
+    CU_ASSERT_STRING_EQUAL(why, "");
+    /* 9.9x: the candidates at the MSP dominate (the curve and confirmation are 1/20) */
+    r.exhaustive_s = 4.95;
+    r.curve_s = 0.15;
+    r.candidates_s = 0.3;
+    r.confirm_s = 0.05;
+    CU_ASSERT_STRING_EQUAL(dm_tune_verdict(&k, &r, why, sizeof why), "misses 10x");
+    CU_ASSERT(strstr(why, "candidates at the MSP") != NULL);
+    /* the curve and the confirmation alone above 1/10 of the exhaustive time */
+    r.curve_s = 0.4;
+    r.candidates_s = 0.05;
+    r.confirm_s = 0.1;
+    r.search_s = 0.55;
+    CU_ASSERT_STRING_EQUAL(dm_tune_verdict(&k, &r, why, sizeof why), "misses 10x");
+    CU_ASSERT(strstr(why, "too few for 10x") != NULL);
+    /* and below 95%: the exhaustive best was pruned by the model */
+    r.exhaustive_best_ms = 0.9;
+    r.best_rank_in_order = 0;
+    CU_ASSERT_STRING_EQUAL(dm_tune_verdict(&k, &r, why, sizeof why), "misses both");
+    CU_ASSERT(strstr(why, "pruned by the model") != NULL);
+    CU_ASSERT(strstr(why, "too few for 10x") != NULL);
+    /* 95% only: the MSP ranked differently from the target */
+    r.search_s = 0.1;
+    r.best_rank_in_order = 3;
+    r.chosen = r.winner_at_msp = (r.exhaustive_best + 1) % g_ninst;
+    CU_ASSERT_STRING_EQUAL(dm_tune_verdict(&k, &r, why, sizeof why), "misses 95%");
+    CU_ASSERT(strstr(why, "ranks differently") != NULL);
+    CU_ASSERT(strncmp(why, "95%", 3) == 0);
+    /* the same instance: timing noise */
+    r.chosen = r.winner_at_msp = r.exhaustive_best;
+    dm_tune_verdict(&k, &r, why, sizeof why);
+    CU_ASSERT(strstr(why, "timing noise") != NULL);
+    /* the MSP winner lost to the default at the target */
+    r.winner_at_msp = (r.exhaustive_best + 1) % g_ninst;
+    r.chosen = k.default_instance;
+    dm_tune_verdict(&k, &r, why, sizeof why);
+    CU_ASSERT(strstr(why, "not faster than the default") != NULL);
+
+    /* one instance: nothing to search, whatever the times */
+    dm_tune_kernel one = k;
+    one.n_instances = 1;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &one, (size_t)1 << 28, &opt, &ops), DM_OK);
+    r.search_s = r.exhaustive_s = 0.01;
+    CU_ASSERT_STRING_EQUAL(dm_tune_verdict(&one, &r, why, sizeof why), "misses 10x");
+    CU_ASSERT(strstr(why, "nothing to search") != NULL);
+}
+
 static void test_result_json_and_row(void)
 {
     synth s;
@@ -776,6 +845,7 @@ int main(void)
     CU_add_test(s, "search_time_accounting", test_search_time_accounting);
     CU_add_test(s, "search_rank_of", test_search_rank_of);
     CU_add_test(s, "search_curve_top_down", test_search_curve_top_down);
+    CU_add_test(s, "verdict", test_verdict);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures();
