@@ -46,9 +46,28 @@ typedef struct row {
     double wall_s;    /* everything for this kernel: inputs, checks, both searches, the prior */
 } row;
 
-/* The MSP search with the exhaustive comparison, then the position of the exhaustive best in the
- * candidate order that starts from the prior. The order does not depend on measurements, so the
- * second run is mode off (it times only the default) with rank_of = the exhaustive best. */
+/* The position of the exhaustive best in the candidate order that starts from the prior. The
+ * order does not depend on measurements, so this is a mode-off run (it times only the default)
+ * with rank_of = the exhaustive best. */
+static int rank_from_prior(row *w, const dm_tune_kernel *k, size_t n, const dm_tune_policy *prior)
+{
+    double t0 = dm_wtime();
+    w->rank_prior = -1;
+    if (prior && w->r.exhaustive_best >= 0) {
+        dm_tune_options p = DM_TUNE_OPTIONS_INIT;
+        p.mode = DM_TUNE_OFF;
+        p.repeats = 1;
+        p.prior = prior;
+        p.rank_of = w->r.exhaustive_best;
+        dm_tune_result rp;
+        DM_TRY(dm_tune_run(&rp, k, n, &p));
+        w->rank_prior = rp.best_rank_in_order;
+    }
+    w->wall_s += dm_wtime() - t0;
+    return DM_OK;
+}
+
+/* The MSP search with the exhaustive comparison, then the rank from the prior (NULL: none). */
 static int bench_kernel(row *out, const dm_tune_kernel *k, size_t n, int repeats,
                         const dm_tune_policy *prior)
 {
@@ -57,19 +76,9 @@ static int bench_kernel(row *out, const dm_tune_kernel *k, size_t n, int repeats
     o.repeats = repeats;
     o.compare_exhaustive = 1;
     DM_TRY(dm_tune_run(&out->r, k, n, &o));
-    out->rank_prior = -1;
-    if (prior && out->r.exhaustive_best >= 0) {
-        dm_tune_options p = DM_TUNE_OPTIONS_INIT;
-        p.mode = DM_TUNE_OFF;
-        p.repeats = 1;
-        p.prior = prior;
-        p.rank_of = out->r.exhaustive_best;
-        dm_tune_result rp;
-        DM_TRY(dm_tune_run(&rp, k, n, &p));
-        out->rank_prior = rp.best_rank_in_order;
-    }
     out->wall_s = dm_wtime() - t0;
-    return DM_OK;
+    out->rank_prior = -1;
+    return prior ? rank_from_prior(out, k, n, prior) : DM_OK;
 }
 
 /* Whether starting from the prior reaches the exhaustive best sooner (fewer evaluations). */
@@ -170,18 +179,10 @@ int main(int argc, char **argv)
     }
     char buf[128], why[512];
     printf("memory-bound prior: %s\n\n", have_prior ? dm_tune_policy_str(&prior, buf, sizeof buf) : "none");
-    if (ci >= 0 && done[ci] == 1) {
-        /* the copy kernel's own rank from the prior: its MSP choice as the starting point */
-        dm_tune_options p = DM_TUNE_OPTIONS_INIT;
-        p.mode = DM_TUNE_OFF;
-        p.repeats = 1;
-        p.prior = &prior;
-        p.rank_of = rows[ci].r.exhaustive_best;
-        dm_tune_result rp;
-        if (rows[ci].r.exhaustive_best >= 0 &&
-            dm_tune_run(&rp, ck, size ? size : ck->bench_default_n, &p) == DM_OK)
-            rows[ci].rank_prior = rp.best_rank_in_order;
-    }
+    /* the copy kernel's own rank from the prior: its MSP choice as the starting point */
+    if (ci >= 0 && done[ci] == 1 &&
+        rank_from_prior(&rows[ci], ck, size ? size : ck->bench_default_n, &prior) != DM_OK)
+        fprintf(stderr, "bench_tune: %s: %s\n", ck->name, dm_error_message());
 
     FILE *jf = fopen(json, "w");
     if (!jf) {

@@ -708,7 +708,6 @@ static void test_search_curve_top_down(void)
     CU_ASSERT_EQUAL(s.measured, 2); /* MSP: the default at the target; exhaustive: the same */
 }
 
-
 /* The verdict against the targets and the reasons it gives for a miss. */
 static void test_verdict(void)
 {
