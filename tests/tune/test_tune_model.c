@@ -594,7 +594,7 @@ static void test_search_time_accounting(void)
      * time left in (it is several times the measurements here), none subtracted twice */
     double both = r.search_s + r.exhaustive_s;
     CU_ASSERT(both >= 0.95 * t.measure_s);
-    CU_ASSERT(both <= t.measure_s + 0.1 * checks);
+    CU_ASSERT(both <= t.measure_s + 0.25 * checks);
     /* each search at least its own measurements: MSP = curve + candidates + confirmation */
     int msp_measures = r.curve_points + r.n_evaluated + (r.winner_at_msp != k.default_instance);
     CU_ASSERT(r.search_s >= 0.95 * msp_measures * TIMED_MEAS_US * 1e-6);
@@ -611,7 +611,7 @@ static void test_search_time_accounting(void)
     CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
     CU_ASSERT(r.search_s > 0.0);
     CU_ASSERT(r.search_s >= 0.95 * t.measure_s);
-    CU_ASSERT(r.search_s <= t.measure_s + 0.1 * t.s.checked * (TIMED_SETUP_US + TIMED_COMPARE_US) * 1e-6);
+    CU_ASSERT(r.search_s <= t.measure_s + 0.25 * t.s.checked * (TIMED_SETUP_US + TIMED_COMPARE_US) * 1e-6);
     CU_ASSERT_DOUBLE_EQUAL(r.exhaustive_s, r.search_s, 1e-12);
 }
 
