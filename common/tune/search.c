@@ -1,8 +1,9 @@
 /* The search driver of DESIGN.md section 6 over measurement callbacks: modes off, model (best
  * predicted by the occupancy model, confirmed against the default), msp (Magni et al.: throughput
  * curve of the default on sizes halving from the target down to the first unsaturated one, search
- * the model-pruned space at the Minimum Saturation Point, confirm at the target) and exhaustive (every valid instance at the
- * target). Candidates whose output differs from the default's are rejected and reported.
+ * the model-pruned space at the Minimum Saturation Point, confirm at the target) and exhaustive
+ * (every valid instance at the target). Candidates whose output differs from the default's are
+ * rejected and reported.
  * Reference: the default instance, which is kept unless a checked candidate is faster. */
 #include <stdlib.h>
 #include <string.h>
