@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "common/tune/tune.h"
 #include "streamclust/streamclust.h"
+#include "streamclust/streamclust_bench.h"
 #include "streamclust/streamclust_impl.h"
 #include "streamclust/streamclust_kernels.cuh"
 
@@ -314,10 +315,15 @@ static int sc_bench_output(void *state, void *host, size_t *nbytes)
     return DM_OK;
 }
 
-#define SC_KERNEL(var, name, desc, unit, inst)                                                     \
+/* The other kernels' tuning workloads are in streamclust_bench_cuda.cu (streamclust_bench.h): a
+ * create hook per kernel, shared run / output / destroy; RESIZE is dm_sc_bench_resize or NULL (the
+ * SoA workloads, whose column stride is the point count). */
+#define SC_KERNEL(var, name, desc, unit, inst, W, RESIZE)                                          \
     static const dm_tune_kernel var = {name, desc, unit, inst,                                     \
-                                       (int)(sizeof inst / sizeof inst[0]), 0, NULL, NULL, NULL,   \
-                                       NULL, 0.0, 0, 1.0, NULL}
+                                       (int)(sizeof inst / sizeof inst[0]), 0,                     \
+                                       dm_sc_bench_##W##_create, dm_sc_bench_run,                  \
+                                       dm_sc_bench_output, dm_sc_bench_destroy, 0.0,               \
+                                       DM_SC_BENCH_N_##W, 1.0, RESIZE}
 
 /* tolerance 0: the sums are exact integers, every instance must give the same bytes */
 static const dm_tune_kernel k_gain = {
@@ -332,20 +338,21 @@ static const dm_tune_kernel k_gain_d256 = {
 /* The gain kernel registration (DIM class) whose tuned choice serves points of dim dims. */
 static const dm_tune_kernel *sc_gain_kernel(int dim) { return dim >= SC_GAIN_WIDE_DIM ? &k_gain_d256 : &k_gain; }
 SC_KERNEL(k_reduce, "streamclust.reduce", "per-centre rows of the gain work buffer (CUB)", "rows",
-          g_reduce_instances);
+          g_reduce_instances, reduce, dm_sc_bench_resize);
 SC_KERNEL(k_apply, "streamclust.apply", "moves points of an accepted gain", "points",
-          g_apply_instances);
-SC_KERNEL(k_scatter, "streamclust.scatter", "centre index table", "centres", g_scatter_instances);
+          g_apply_instances, apply, dm_sc_bench_resize);
+SC_KERNEL(k_scatter, "streamclust.scatter", "centre index table", "centres", g_scatter_instances,
+          scatter, dm_sc_bench_resize);
 SC_KERNEL(k_open_aos, "streamclust.open_aos", "speedy open/update, AoS points", "points",
-          g_open_aos_instances);
+          g_open_aos_instances, open_aos, dm_sc_bench_resize);
 SC_KERNEL(k_open_soa, "streamclust.open_soa", "speedy open/update, SoA points", "points",
-          g_open_soa_instances);
+          g_open_soa_instances, open_soa, NULL);
 SC_KERNEL(k_permute_aos, "streamclust.permute_aos", "shuffle gather into AoS", "floats",
-          g_permute_aos_instances);
+          g_permute_aos_instances, permute_aos, dm_sc_bench_resize);
 SC_KERNEL(k_permute_soa, "streamclust.permute_soa", "shuffle gather into SoA", "floats",
-          g_permute_soa_instances);
+          g_permute_soa_instances, permute_soa, NULL);
 SC_KERNEL(k_assign, "streamclust.assign", "nearest final centre of every point", "points",
-          g_assign_instances);
+          g_assign_instances, assign, dm_sc_bench_resize);
 
 extern "C" int dm_sc_tune_register(void)
 {

@@ -153,6 +153,10 @@ void dm_tune_result_json(FILE *out, const dm_tune_kernel *k, const dm_tune_resul
                  "\"rejected\": %d, \"search_s\": %.6g, \"check_s\": %.6g",
             k->n_instances, r->n_valid, r->n_candidates, r->n_evaluated, r->n_rejected, r->search_s,
             r->check_s);
+    if (r->mode == DM_TUNE_MSP)
+        fprintf(out, ", \"curve_points\": %d, \"curve_s\": %.6g, \"candidates_s\": %.6g, "
+                     "\"confirm_s\": %.6g",
+                r->curve_points, r->curve_s, r->candidates_s, r->confirm_s);
     if (r->exhaustive_best >= 0) {
         fprintf(out, ", ");
         json_policy(out, "exhaustive_best", &k->instances[r->exhaustive_best].policy);
@@ -164,4 +168,55 @@ void dm_tune_result_json(FILE *out, const dm_tune_kernel *k, const dm_tune_resul
                 r->search_s > 0 ? r->exhaustive_s / r->search_s : 0.0, r->best_rank_in_order);
     }
     fprintf(out, "}");
+}
+
+const char *dm_tune_verdict(const dm_tune_kernel *k, const dm_tune_result *r, char *why, size_t len)
+{
+    char a[128], b[128];
+    double ratio = r->search_s > 0 ? r->exhaustive_s / r->search_s : 0.0;
+    double frac = r->tuned_ms > 0 ? r->exhaustive_best_ms / r->tuned_ms : 0.0;
+    double fixed = r->curve_s + r->confirm_s;
+    int miss_t = !(ratio >= 10.0), miss_b = !(frac >= 0.95);
+    size_t used = 0;
+    why[0] = '\0';
+    if (miss_t) {
+        int m;
+        if (r->n_candidates <= 1)
+            m = snprintf(why, len, "10x: nothing to search (%d valid instance%s): both searches time "
+                         "the default at the target", r->n_valid, r->n_valid == 1 ? "" : "s");
+        else if (fixed > 0 && r->exhaustive_s / fixed < 10.0)
+            m = snprintf(why, len, "10x: the curve (%d sizes) and the confirmation at the target "
+                         "alone take %.3f s = 1/%.1f of the exhaustive search; %d valid instances "
+                         "are too few for 10x", r->curve_points, fixed,
+                         r->exhaustive_s / fixed, r->n_valid);
+        else
+            m = snprintf(why, len, "10x: %d candidates at the MSP take %.3f s (MSP 2^%d of target "
+                         "2^%d units)", r->n_evaluated, r->candidates_s, dm_tune_workload_class(r->msp_n),
+                         dm_tune_workload_class(r->target_n));
+        used = m > 0 ? (size_t)m : 0;
+    }
+    if (miss_b && used < len) {
+        const char *sep = used ? "; " : "";
+        const dm_tune_policy *best = r->exhaustive_best >= 0 ? &k->instances[r->exhaustive_best].policy : NULL;
+        if (r->exhaustive_best < 0)
+            snprintf(why + used, len - used, "%s95%%: no exhaustive result", sep);
+        else if (r->best_rank_in_order == 0)
+            snprintf(why + used, len - used, "%s95%%: the exhaustive best (%s) was pruned by the model",
+                     sep, dm_tune_policy_str(best, a, sizeof a));
+        else if (r->chosen == r->exhaustive_best)
+            snprintf(why + used, len - used, "%s95%%: the same instance as the exhaustive best; "
+                     "timing noise between its two measurements", sep);
+        else if (r->winner_at_msp != r->chosen)
+            snprintf(why + used, len - used, "%s95%%: the MSP winner (%s) was not faster than the "
+                     "default at the target, the default was kept", sep,
+                     dm_tune_policy_str(&k->instances[r->winner_at_msp].policy, a, sizeof a));
+        else
+            snprintf(why + used, len - used, "%s95%%: the MSP (2^%d) ranks differently from the "
+                     "target: MSP winner %s, exhaustive best %s", sep, dm_tune_workload_class(r->msp_n),
+                     dm_tune_policy_str(&k->instances[r->chosen].policy, a, sizeof a),
+                     dm_tune_policy_str(best, b, sizeof b));
+    }
+    return !miss_t && !miss_b ? "meets both" : miss_t && miss_b ? "misses both"
+                                           : miss_t           ? "misses 10x"
+                                                              : "misses 95%";
 }

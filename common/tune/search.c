@@ -1,8 +1,9 @@
 /* The search driver of DESIGN.md section 6 over measurement callbacks: modes off, model (best
  * predicted by the occupancy model, confirmed against the default), msp (Magni et al.: throughput
- * curve of the default on sizes doubling up to the target, search the model-pruned space at the
- * Minimum Saturation Point, confirm at the target) and exhaustive (every valid instance at the
- * target). Candidates whose output differs from the default's are rejected and reported.
+ * curve of the default on sizes halving from the target down to the first unsaturated one, search
+ * the model-pruned space at the Minimum Saturation Point, confirm at the target) and exhaustive
+ * (every valid instance at the target). Candidates whose output differs from the default's are
+ * rejected and reported.
  * Reference: the default instance, which is kept unless a checked candidate is faster. */
 #include <stdlib.h>
 #include <string.h>
@@ -22,16 +23,23 @@ typedef struct search_ws {
     int *rejected; /* per instance: 1 once its output was found wrong */
     size_t *passed; /* per instance: the check size it last passed at (0: none) */
     size_t check_max;
-    double check_s; /* wall time spent in output checks */
+    double check_s;       /* wall time spent in output checks */
+    double check_setup_s; /* the part of check_s that setup_seconds also counts (a check creates
+                             fresh tuning inputs) */
 } search_ws;
 
+static double setup_s(const search_ws *w)
+{
+    return w->ops->setup_seconds ? w->ops->setup_seconds(w->ops->ctx) : 0.0;
+}
+
 /* Search clock: wall time minus the time spent creating tuning inputs and checking outputs
- * (verification, not search; the same work whichever search finds a candidate first). */
+ * (verification, not search; the same work whichever search finds a candidate first). An input
+ * created inside a check is counted by both check_s and setup_seconds: it is subtracted once
+ * (subtracting it twice made search times negative). */
 static double clock_s(const search_ws *w)
 {
-    double t = dm_wtime() - w->check_s;
-    if (w->ops->setup_seconds) t -= w->ops->setup_seconds(w->ops->ctx);
-    return t;
+    return dm_wtime() - w->check_s - (setup_s(w) - w->check_setup_s);
 }
 
 /* Checks inst against the default on min(n, check_max) units; *ok = 0 (and a warning) when the
@@ -47,9 +55,10 @@ static int checked(search_ws *w, int inst, size_t n, int *ok)
     if (n > w->check_max) n = w->check_max;
     if (w->passed[inst] == n) return DM_OK;
     int same = 0;
-    double t0 = dm_wtime();
+    double s0 = setup_s(w), t0 = dm_wtime();
     int rc = w->ops->check(w->ops->ctx, inst, n, &same);
     w->check_s += dm_wtime() - t0;
+    w->check_setup_s += setup_s(w) - s0;
     DM_TRY(rc);
     if (same) w->passed[inst] = n;
     if (!same) {
@@ -144,14 +153,27 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
             if (min_n < n >> 16) min_n = n >> 16;
         }
         int nc = dm_tune_curve_sizes(sizes, DM_TUNE_MAX_CURVE, n, min_n);
-        for (int c = 0; c < nc; c++) {
-            DM_TRY(ops->measure(ops->ctx, def, sizes[c], &def_ms[c]));
-            thr[c] = (double)sizes[c] / (def_ms[c] > 0 ? def_ms[c] : 1e-9);
+        int others = 0; /* candidates besides the default */
+        for (int i = 0; i < ni; i++) others += i != def && w->cand[i].valid && !w->cand[i].pruned;
+        /* The curve is measured from the target down and stops at the first size that is not
+         * saturated (the suffix from it has its MSP above it). dm_tune_msp_index scans from the
+         * largest size and stops at that point too, so the sizes below it cannot change the MSP:
+         * the same MSP as the whole curve, in fewer measurements. Without other candidates the
+         * default at the target is the whole search. */
+        int lo = nc - 1;
+        for (;; lo--) {
+            DM_TRY(ops->measure(ops->ctx, def, sizes[lo], &def_ms[lo]));
+            thr[lo] = (double)sizes[lo] / (def_ms[lo] > 0 ? def_ms[lo] : 1e-9);
+            if (others == 0 || lo == 0 || dm_tune_msp_index(thr + lo, nc - lo, opt->msp_tolerance) != 0)
+                break;
         }
-        int m = dm_tune_msp_index(thr, nc, opt->msp_tolerance);
-        if (m < 0) m = nc - 1;
+        res->curve_points = nc - lo;
+        int m = dm_tune_msp_index(thr + lo, nc - lo, opt->msp_tolerance);
+        m = m < 0 ? nc - 1 : m + lo;
         size_t msp = sizes[m];
         res->msp_n = msp;
+        double t_curve = clock_s(w);
+        res->curve_s = t_curve - t0;
         int winner = def;
         double winner_ms = def_ms[m];
         int budget = opt->max_evals > 0 ? opt->max_evals : ni;
@@ -171,8 +193,11 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
             }
         }
         res->winner_at_msp = winner;
+        double t_cand = clock_s(w);
+        res->candidates_s = t_cand - t_curve;
         /* the default's time at the target is the curve's last point */
         DM_TRY(confirm(w, res, winner, n, def_ms[nc - 1]));
+        res->confirm_s = clock_s(w) - t_cand;
     } else if (opt->mode == DM_TUNE_EXHAUSTIVE) {
         int best, evaluated;
         double best_ms, dms = -1.0;
@@ -201,13 +226,17 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
                           &res->exhaustive_evaluated, NULL));
         res->exhaustive_s = clock_s(w) - t1;
     }
-    if (res->exhaustive_best >= 0) {
+    /* the position of the exhaustive best (or of opt->rank_of) in the candidate order */
+    int ranked = res->exhaustive_best >= 0 ? res->exhaustive_best
+                 : opt->rank_of >= 0 && opt->rank_of < ni ? opt->rank_of
+                                                           : -1;
+    if (ranked >= 0) {
         int pos = 0;
         for (int j = 0; j < ni; j++) {
             int i = w->order[j];
             if (w->cand[i].pruned && i != def) continue;
             pos++;
-            if (i == res->exhaustive_best) {
+            if (i == ranked) {
                 res->best_rank_in_order = pos;
                 break;
             }
@@ -237,7 +266,7 @@ int dm_tune_search(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
 
     int ni = k->n_instances;
     search_ws w = {k, ops, NULL, NULL, NULL, NULL,
-                   opt->check_max_n ? opt->check_max_n : (size_t)1 << 24, 0.0};
+                   opt->check_max_n ? opt->check_max_n : (size_t)1 << 24, 0.0, 0.0};
     dm_tune_attr *attr = calloc((size_t)ni, sizeof *attr);
     w.cand = calloc((size_t)ni, sizeof *w.cand);
     w.order = calloc((size_t)ni, sizeof *w.order);

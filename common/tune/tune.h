@@ -132,8 +132,11 @@ typedef struct dm_tune_options {
                                     2 also without rakes above b (Fang's model strictly) */
     uint64_t seed;               /* seed of the tuning input */
     size_t check_max_n;          /* outputs are compared on at most this many units (0: 2^24) */
+    int rank_of;                 /* an instance whose position in the candidate order goes to
+                                    best_rank_in_order when no exhaustive search runs (e.g. the
+                                    exhaustive best of an earlier run, to rate a prior); -1: none */
 } dm_tune_options;
-#define DM_TUNE_OPTIONS_INIT {DM_TUNE_MSP, 0.10, 2, 7, 0, 0, NULL, 0, 1, 42, 0}
+#define DM_TUNE_OPTIONS_INIT {DM_TUNE_MSP, 0.10, 2, 7, 0, 0, NULL, 0, 1, 42, 0, -1}
 
 /* What one tuning run found. Times are medians in milliseconds at the target size. */
 typedef struct dm_tune_result {
@@ -151,10 +154,18 @@ typedef struct dm_tune_result {
     int exhaustive_best;            /* -1 when not run */
     double exhaustive_best_ms, exhaustive_s; /* exhaustive_s: as search_s */
     int exhaustive_evaluated;
-    /* position (1-based) of the exhaustive best in the MSP candidate order; 0 if not a candidate */
+    /* position (1-based) of the exhaustive best (or of options.rank_of) in the MSP candidate
+     * order, the default counted; 0 if it is not a candidate */
     int best_rank_in_order;
     double check_s;                 /* wall time of all output checks (each instance once per
                                        check size, at most check_max_n units) */
+    /* msp mode: search_s in its three parts (same clock): the default's throughput curve
+     * (curve_points sizes measured from the target down to the first unsaturated one; only the
+     * target when the default is the only candidate), the candidates at the MSP, the confirmation of
+     * the winner at the target. The curve and the confirmation do not shrink with the space, so
+     * exhaustive_s / (curve_s + confirm_s) bounds the search-time ratio a kernel can reach. */
+    double curve_s, candidates_s, confirm_s;
+    int curve_points;
 } dm_tune_result;
 
 /* Tunes kernel k for n work units on the current GPU under opt (mode off: the default only).
@@ -163,7 +174,8 @@ typedef struct dm_tune_result {
 int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t n, const dm_tune_options *opt);
 
 /* Runs every instance of k on a fresh seeded tuning input of n units and compares its output
- * with the default instance's (byte-identical, or within k->tolerance for float outputs).
+ * with the default instance's (byte-identical, or within k->tolerance for float outputs). The
+ * default itself runs twice and is reported when its two outputs differ (nondeterministic).
  * bad receives the indices of up to max_bad instances that differ, *n_bad their count (0: all
  * agree). Needs a GPU (DM_ERR_NO_DEVICE) and the bench hooks (DM_ERR_UNSUPPORTED). */
 int dm_tune_check_instances(int *n_bad, int *bad, int max_bad, const dm_tune_kernel *k, size_t n,

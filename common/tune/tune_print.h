@@ -23,6 +23,14 @@ void dm_tune_result_row(FILE *out, const dm_tune_kernel *k, const dm_tune_result
                         int with_exhaustive);
 /* Writes s as a JSON string literal (quotes and escapes included). */
 void dm_tune_json_string(FILE *out, const char *s);
+/* The issue's targets for an msp result with the exhaustive comparison (compare_exhaustive):
+ * >= 10x less search time than the exhaustive search and >= 95% of the exhaustive best's speed.
+ * Returns "meets both", "misses 10x", "misses 95%" or "misses both"; why (len > 0) receives the
+ * reasons for a miss, "" when both are met: nothing to search; the curve and the confirmation
+ * alone above 1/10 of the exhaustive time (too few instances); the candidates at the MSP; the
+ * exhaustive best pruned by the model; the MSP winner not faster than the default at the target;
+ * the MSP ranking the instances differently from the target; timing noise (same instance). */
+const char *dm_tune_verdict(const dm_tune_kernel *k, const dm_tune_result *r, char *why, size_t len);
 /* One JSON object (no trailing newline or comma) describing r. */
 void dm_tune_result_json(FILE *out, const dm_tune_kernel *k, const dm_tune_result *r);
 

@@ -5,6 +5,7 @@
  * dm_tune_and_store and read back by dm_tune_select. Exits 77 (skip) without a device. */
 #include <CUnit/Basic.h>
 #include <cuda_runtime_api.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +134,16 @@ static void test_tune_copy_msp(void)
     CU_ASSERT_EQUAL_FATAL(dm_tune_run(&r, k, n, &opt), DM_OK);
     CU_ASSERT(r.exhaustive_best >= 0);
     CU_ASSERT(r.exhaustive_evaluated == r.n_valid);
+    /* search times are the timing work of each search (inputs and checks excluded once): positive,
+     * and an MSP search's parts add up to it */
+    opt.mode = DM_TUNE_MSP;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_run(&r, k, n, &opt), DM_OK);
+    printf("  msp %.4f s (curve %.4f, candidates %.4f, confirm %.4f), exhaustive %.4f s, checks %.4f s\n",
+           r.search_s, r.curve_s, r.candidates_s, r.confirm_s, r.exhaustive_s, r.check_s);
+    CU_ASSERT(r.search_s > 0.0);
+    CU_ASSERT(r.exhaustive_s > 0.0);
+    CU_ASSERT(r.curve_s > 0.0 && r.candidates_s >= 0.0 && r.confirm_s >= 0.0);
+    CU_ASSERT(fabs(r.curve_s + r.candidates_s + r.confirm_s - r.search_s) < 1e-6);
 }
 
 static void test_store_and_select(void)

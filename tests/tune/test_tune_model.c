@@ -8,7 +8,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "common/log.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
 #include "common/tune/tune_model.h"
@@ -302,6 +304,8 @@ typedef struct synth {
     double speed[64];   /* sustained throughput of each instance (units / ms) */
     int wrong[64];      /* 1: output differs from the default */
     double overhead_ms; /* launch overhead: gives the throughput curve its saturation */
+    size_t cache_n;     /* > 0: sizes up to cache_n run cache_speedup times faster (an early peak) */
+    double cache_speedup;
     int measured, checked;
 } synth;
 
@@ -310,6 +314,7 @@ static int synth_measure(void *ctx, int i, size_t n, double *ms)
     synth *s = ctx;
     s->measured++;
     *ms = s->overhead_ms + (double)n / s->speed[i];
+    if (s->cache_n && n <= s->cache_n) *ms /= s->cache_speedup;
     return DM_OK;
 }
 
@@ -514,6 +519,263 @@ static void test_search_prune_levels(void)
     CU_ASSERT_EQUAL(r.n_candidates, r.n_valid);
 }
 
+
+/* ---- search-time accounting: what search_s and exhaustive_s contain -------------------------- */
+
+/* The synthetic model with real wall time: a measurement sleeps MEAS_S (the timing work of the
+ * search); a measurement at a new size first "creates a tuning input" (SETUP_S, reported by
+ * setup_seconds, as the CUDA layer's ensure_state does); a check creates a fresh input (SETUP_S,
+ * reported by setup_seconds, as fresh_output does) and then compares (COMPARE_S). Search times
+ * must contain the measurements and nothing else; the creation of an input inside a check used to
+ * be subtracted twice (once in check_s, once in setup_seconds), which gave negative times. */
+enum { TIMED_MEAS_US = 1000, TIMED_SETUP_US = 8000, TIMED_COMPARE_US = 2000 };
+
+typedef struct timed_synth {
+    synth s;
+    double setup_s;   /* reported by setup_seconds */
+    double measure_s; /* wall time spent in measurement sleeps */
+    size_t last_n;
+} timed_synth;
+
+static double sleep_us(int us)
+{
+    double t0 = dm_wtime();
+    struct timespec ts = {0, (long)us * 1000L};
+    while (nanosleep(&ts, &ts) != 0) {}
+    return dm_wtime() - t0;
+}
+
+static int timed_measure(void *ctx, int i, size_t n, double *ms)
+{
+    timed_synth *t = ctx;
+    if (n != t->last_n) {
+        t->setup_s += sleep_us(TIMED_SETUP_US);
+        t->last_n = n;
+    }
+    t->measure_s += sleep_us(TIMED_MEAS_US);
+    return synth_measure(&t->s, i, n, ms);
+}
+
+static int timed_check(void *ctx, int i, size_t n, int *same)
+{
+    timed_synth *t = ctx;
+    t->setup_s += sleep_us(TIMED_SETUP_US);
+    sleep_us(TIMED_COMPARE_US);
+    return synth_check(&t->s, i, n, same);
+}
+
+static double timed_setup_seconds(void *ctx) { return ((timed_synth *)ctx)->setup_s; }
+
+static void test_search_time_accounting(void)
+{
+    timed_synth t;
+    dm_tune_kernel k;
+    dm_tune_ops ops;
+    synth_setup(&t.s, &k, &ops);
+    t.setup_s = t.measure_s = 0.0;
+    t.last_n = 0;
+    ops.ctx = &t;
+    ops.measure = timed_measure;
+    ops.check = timed_check;
+    ops.setup_seconds = timed_setup_seconds;
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.compare_exhaustive = 1;
+    dm_tune_result r;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT(t.s.checked >= 2 * (g_ninst - 1) - 1); /* checks at the MSP and at the target */
+    double checks = t.s.checked * (TIMED_SETUP_US + TIMED_COMPARE_US) * 1e-6;
+    printf("\n  search %.4f s + exhaustive %.4f s, measurements %.4f s, checks %.4f s (%d), "
+           "setup %.4f s", r.search_s, r.exhaustive_s, t.measure_s, r.check_s, t.s.checked,
+           t.setup_s);
+    CU_ASSERT(r.search_s > 0.0);
+    CU_ASSERT(r.exhaustive_s > 0.0);
+    CU_ASSERT(r.check_s >= checks);
+    /* both searches together are the measurements, up to the driver's own bookkeeping: no check
+     * time left in (it is several times the measurements here), none subtracted twice */
+    double both = r.search_s + r.exhaustive_s;
+    CU_ASSERT(both >= 0.95 * t.measure_s);
+    CU_ASSERT(both <= t.measure_s + 0.25 * checks);
+    /* each search at least its own measurements: MSP = curve + candidates + confirmation */
+    int msp_measures = r.curve_points + r.n_evaluated + (r.winner_at_msp != k.default_instance);
+    CU_ASSERT(r.search_s >= 0.95 * msp_measures * TIMED_MEAS_US * 1e-6);
+    CU_ASSERT(r.exhaustive_s >= 0.95 * r.exhaustive_evaluated * TIMED_MEAS_US * 1e-6);
+    /* the parts add up to the whole */
+    CU_ASSERT(r.curve_s > 0.0 && r.candidates_s > 0.0 && r.confirm_s >= 0.0);
+    CU_ASSERT(fabs(r.curve_s + r.candidates_s + r.confirm_s - r.search_s) < 1e-6);
+    CU_ASSERT(r.curve_s >= 0.95 * r.curve_points * TIMED_MEAS_US * 1e-6);
+
+    /* the exhaustive mode alone: its time is its measurements */
+    t.measure_s = 0.0;
+    opt.mode = DM_TUNE_EXHAUSTIVE;
+    opt.compare_exhaustive = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT(r.search_s > 0.0);
+    CU_ASSERT(r.search_s >= 0.95 * t.measure_s);
+    CU_ASSERT(r.search_s <= t.measure_s + 0.25 * t.s.checked * (TIMED_SETUP_US + TIMED_COMPARE_US) * 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(r.exhaustive_s, r.search_s, 1e-12);
+}
+
+/* rank_of: the position of a given instance in the candidate order without an exhaustive search,
+ * the same position that the exhaustive search reports for its best. */
+static void test_search_rank_of(void)
+{
+    synth s;
+    dm_tune_kernel k;
+    dm_tune_ops ops;
+    synth_setup(&s, &k, &ops);
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.compare_exhaustive = 1;
+    dm_tune_result r, q;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT_FATAL(r.exhaustive_best >= 0);
+    opt.compare_exhaustive = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&q, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(q.exhaustive_best, -1);
+    CU_ASSERT_EQUAL(q.best_rank_in_order, 0); /* rank_of -1: nothing ranked */
+    opt.rank_of = r.exhaustive_best;
+    s.measured = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&q, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(q.best_rank_in_order, r.best_rank_in_order);
+    CU_ASSERT(s.measured < g_ninst + q.curve_points + 1); /* no exhaustive search ran */
+    /* from a prior equal to the best, the best comes first */
+    opt.prior = &g_inst[r.exhaustive_best].policy;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&q, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(q.best_rank_in_order, 1);
+}
+
+
+/* The curve is measured from the target down and stops at the first unsaturated size: the MSP is
+ * the one dm_tune_msp_index finds on the whole curve, with fewer measurements. */
+static void expect_curve(synth *s, const dm_tune_kernel *k, dm_tune_ops *ops, size_t target)
+{
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.min_n = 1024;
+    size_t sizes[32];
+    double thr[32];
+    int nc = dm_tune_curve_sizes(sizes, 24, target, opt.min_n);
+    for (int c = 0; c < nc; c++) {
+        double ms;
+        synth_measure(s, k->default_instance, sizes[c], &ms);
+        thr[c] = (double)sizes[c] / ms;
+    }
+    int m = dm_tune_msp_index(thr, nc, opt.msp_tolerance);
+    CU_ASSERT_FATAL(m >= 0);
+    dm_tune_result r;
+    s->measured = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, k, target, &opt, ops), DM_OK);
+    CU_ASSERT_EQUAL(r.msp_n, sizes[m]);
+    /* the sizes from m up, and the one below m that ended the saturated tail */
+    CU_ASSERT_EQUAL(r.curve_points, m > 0 ? nc - m + 1 : nc);
+    /* curve + candidates at the MSP + confirmation of a winner other than the default */
+    CU_ASSERT_EQUAL(s->measured,
+                    r.curve_points + r.n_evaluated + (r.winner_at_msp != k->default_instance));
+}
+
+static void test_search_curve_top_down(void)
+{
+    synth s;
+    dm_tune_kernel k;
+    dm_tune_ops ops;
+    synth_setup(&s, &k, &ops);
+    /* saturating: MSP well below the target, the small sizes are never measured */
+    expect_curve(&s, &k, &ops, (size_t)1 << 28);
+    /* an early peak (a cache effect at small sizes) is skipped as on the whole curve */
+    s.cache_n = (size_t)1 << 16;
+    s.cache_speedup = 1.5;
+    expect_curve(&s, &k, &ops, (size_t)1 << 28);
+    /* no plateau: the curve still rises at the target; target and one size below */
+    s.cache_n = 0;
+    s.overhead_ms = 1e3;
+    expect_curve(&s, &k, &ops, (size_t)1 << 24);
+    /* a flat curve: every size is saturated, the whole curve down to min_n */
+    s.overhead_ms = 0.0;
+    expect_curve(&s, &k, &ops, (size_t)1 << 24);
+
+    /* a single instance: nothing to search, the default at the target is the whole search */
+    dm_tune_kernel one = k;
+    one.n_instances = 1;
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.compare_exhaustive = 1;
+    dm_tune_result r;
+    s.overhead_ms = 0.005;
+    s.measured = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &one, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(r.curve_points, 1);
+    CU_ASSERT_EQUAL(r.msp_n, (size_t)1 << 28);
+    CU_ASSERT_EQUAL(r.n_evaluated, 0);
+    CU_ASSERT_EQUAL(r.chosen, 0);
+    CU_ASSERT_EQUAL(r.exhaustive_best, 0);
+    CU_ASSERT_EQUAL(s.measured, 2); /* MSP: the default at the target; exhaustive: the same */
+}
+
+/* The verdict against the targets and the reasons it gives for a miss. */
+static void test_verdict(void)
+{
+    synth s;
+    dm_tune_kernel k;
+    dm_tune_ops ops;
+    synth_setup(&s, &k, &ops);
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.compare_exhaustive = 1;
+    dm_tune_result r;
+    char why[512];
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    /* the synthetic model takes no time: set the times of a kernel that meets both targets */
+    r.search_s = 0.5;
+    r.curve_s = 0.2;
+    r.candidates_s = 0.2;
+    r.confirm_s = 0.1;
+    r.exhaustive_s = 6.0;
+    r.tuned_ms = 1.0;
+    r.exhaustive_best_ms = 0.97;
+    CU_ASSERT_STRING_EQUAL(dm_tune_verdict(&k, &r, why, sizeof why), "meets both");
+    CU_ASSERT_STRING_EQUAL(why, "");
+    /* 9.9x: the candidates at the MSP dominate (the curve and confirmation are 1/20) */
+    r.exhaustive_s = 4.95;
+    r.curve_s = 0.15;
+    r.candidates_s = 0.3;
+    r.confirm_s = 0.05;
+    CU_ASSERT_STRING_EQUAL(dm_tune_verdict(&k, &r, why, sizeof why), "misses 10x");
+    CU_ASSERT(strstr(why, "candidates at the MSP") != NULL);
+    /* the curve and the confirmation alone above 1/10 of the exhaustive time */
+    r.curve_s = 0.4;
+    r.candidates_s = 0.05;
+    r.confirm_s = 0.1;
+    r.search_s = 0.55;
+    CU_ASSERT_STRING_EQUAL(dm_tune_verdict(&k, &r, why, sizeof why), "misses 10x");
+    CU_ASSERT(strstr(why, "too few for 10x") != NULL);
+    /* and below 95%: the exhaustive best was pruned by the model */
+    r.exhaustive_best_ms = 0.9;
+    r.best_rank_in_order = 0;
+    CU_ASSERT_STRING_EQUAL(dm_tune_verdict(&k, &r, why, sizeof why), "misses both");
+    CU_ASSERT(strstr(why, "pruned by the model") != NULL);
+    CU_ASSERT(strstr(why, "too few for 10x") != NULL);
+    /* 95% only: the MSP ranked differently from the target */
+    r.search_s = 0.1;
+    r.best_rank_in_order = 3;
+    r.chosen = r.winner_at_msp = (r.exhaustive_best + 1) % g_ninst;
+    CU_ASSERT_STRING_EQUAL(dm_tune_verdict(&k, &r, why, sizeof why), "misses 95%");
+    CU_ASSERT(strstr(why, "ranks differently") != NULL);
+    CU_ASSERT(strncmp(why, "95%", 3) == 0);
+    /* the same instance: timing noise */
+    r.chosen = r.winner_at_msp = r.exhaustive_best;
+    dm_tune_verdict(&k, &r, why, sizeof why);
+    CU_ASSERT(strstr(why, "timing noise") != NULL);
+    /* the MSP winner lost to the default at the target */
+    r.winner_at_msp = (r.exhaustive_best + 1) % g_ninst;
+    r.chosen = k.default_instance;
+    dm_tune_verdict(&k, &r, why, sizeof why);
+    CU_ASSERT(strstr(why, "not faster than the default") != NULL);
+
+    /* one instance: nothing to search, whatever the times */
+    dm_tune_kernel one = k;
+    one.n_instances = 1;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &one, (size_t)1 << 28, &opt, &ops), DM_OK);
+    r.search_s = r.exhaustive_s = 0.01;
+    CU_ASSERT_STRING_EQUAL(dm_tune_verdict(&one, &r, why, sizeof why), "misses 10x");
+    CU_ASSERT(strstr(why, "nothing to search") != NULL);
+}
+
 static void test_result_json_and_row(void)
 {
     synth s;
@@ -579,6 +841,10 @@ int main(void)
     CU_add_test(s, "search_prior", test_search_prior);
     CU_add_test(s, "search_prune_levels", test_search_prune_levels);
     CU_add_test(s, "result_json_and_row", test_result_json_and_row);
+    CU_add_test(s, "search_time_accounting", test_search_time_accounting);
+    CU_add_test(s, "search_rank_of", test_search_rank_of);
+    CU_add_test(s, "search_curve_top_down", test_search_curve_top_down);
+    CU_add_test(s, "verdict", test_verdict);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures();
