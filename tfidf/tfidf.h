@@ -145,11 +145,12 @@ dm_tf_count_fn dm_tf_count_cpu, dm_tf_count_cuda;
  * by lane: tests it without a GPU. Not a production backend. */
 dm_tf_count_fn dm_tf_count_hd;
 /* Host helpers of the CUDA tables' tuning workload (tfidf_hd.c, so the tests run them without a
- * GPU). dm_tf_table_grow_fit: the smallest `grow` (dm_tf_bcap's bucket doublings) at which the
- * document tok[b .. e) puts no more distinct terms into a bucket than it has slots, i.e. the table
- * size the driver ends with after its rebuilds; no bucket of such a table overflows, whatever the
- * order of the inserts. scratch holds e - b entries. */
-int dm_tf_table_grow_fit(const uint32_t *tok, uint64_t b, uint64_t e, int slack, uint32_t *scratch);
+ * GPU). dm_tf_table_grow_fit: for a document of len tokens whose distinct terms are
+ * terms[0 .. n_distinct) (a row of dm_tf_count_cpu), the smallest `grow` (dm_tf_bcap's bucket
+ * doublings) at which no bucket gets more distinct terms than it has slots, i.e. the table size
+ * the driver ends with after its rebuilds; such a table never overflows, whatever the order of the
+ * inserts. */
+int dm_tf_table_grow_fit(const uint32_t *terms, uint64_t n_distinct, uint64_t len, int slack);
 /* The canonical content of n_docs per-document tables (tab_off as the kernels take it; key/cnt
  * their slots, DM_TF_EMPTY = free): out[tab_off[d] ...] = document d's occupied slots as
  * (term << 32 | count), ascending, then zeros up to tab_off[d + 1]. Which slot a term takes

@@ -916,11 +916,15 @@ static int count_bench_create(void **state, size_t n, uint64_t seed)
     if (rc == DM_OK) rc = dm_tf_bench_docs(c->tok_off, tok, n, n_terms, seed, &n_docs);
     c->tab_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
     uint8_t *grow = (uint8_t *)dm_calloc(n_docs ? n_docs : 1, 1);
-    uint32_t *scratch = (uint32_t *)dm_malloc(4 * (n ? n : 1));
-    if (rc == DM_OK && (!c->tab_off || !grow || !scratch)) rc = DM_ERR_NOMEM;
+    if (rc == DM_OK && (!c->tab_off || !grow)) rc = DM_ERR_NOMEM;
+    dm_tf_counts ref;
+    memset(&ref, 0, sizeof ref);
+    dm_tf_count_options ro = DM_TF_COUNT_OPTIONS_INIT;
+    if (rc == DM_OK) rc = dm_tf_count_cpu(&ref, c->tok_off, tok, n_docs, n_terms, &ro);
     for (size_t d = 0; rc == DM_OK && d < n_docs; d++)
-        grow[d] = (uint8_t)dm_tf_table_grow_fit(tok, c->tok_off[d], c->tok_off[d + 1], 2, scratch);
-    dm_free(scratch);
+        grow[d] = (uint8_t)dm_tf_table_grow_fit(ref.term + ref.row_off[d], ref.row_off[d + 1] - ref.row_off[d],
+                                                c->tok_off[d + 1] - c->tok_off[d], 2);
+    dm_tf_counts_free(&ref);
     if (rc == DM_OK) rc = table_offsets(c->tab_off, c->tok_off, n_docs, 2, grow);
     tf_run *r = &c->r;
     r->n_docs = n_docs;

@@ -131,30 +131,20 @@ int dm_tf_count_hd(dm_tf_counts *out, const uint64_t *tok_off, const uint32_t *t
 
 /* ------------------------------------------------------------------ tuning workload helpers */
 
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x > y) - (x < y);
 }
 
-int dm_tf_table_grow_fit(const uint32_t *tok, uint64_t b, uint64_t e, int slack, uint32_t *scratch)
+int dm_tf_table_grow_fit(const uint32_t *terms, uint64_t n_distinct, uint64_t len, int slack)
 {
-    uint64_t len = e - b;
-    if (slack <= 0) slack = 2;
-    memcpy(scratch, tok + b, 4 * len);
-    qsort(scratch, (size_t)len, 4, cmp_u32);
     uint64_t per[DM_TF_BUCKETS] = {0}, most = 0;
-    for (uint64_t i = 0; i < len; i++)
-        if (i == 0 || scratch[i] != scratch[i - 1]) {
-            uint64_t c = ++per[dm_tf_bucket_of(scratch[i])];
-            if (c > most) most = c;
-        }
+    if (slack <= 0) slack = 2;
+    for (uint64_t i = 0; i < n_distinct; i++) {
+        uint64_t c = ++per[dm_tf_bucket_of(terms[i])];
+        if (c > most) most = c;
+    }
     int grow = 0;
     while (dm_tf_bcap(len, slack, grow) < most) grow++;
     return grow;
