@@ -39,7 +39,7 @@ static void usage(void)
 {
     printf("usage: bench_tfidf [--corpus DIR] [--format F] [--min-bytes N] [--work DIR] [--backend cpu|cuda|both]\n"
            "                   [--tokens N] [--items N] [--repeats N] [--json FILE] [--no-sklearn]\n"
-           "                   [--sklearn-max-bytes N] [--skip-e2e]\n\n"
+           "                   [--sklearn-max-bytes N] [--skip-e2e | --e2e-only]\n\n"
            "Default corpus: ../shared/datasets/reuters21578 (format reuters). With --min-bytes (default\n"
            "1 GB) the corpus is decompressed once into --work DIR (default /tmp/docmine-bench-tfidf) and\n"
            "repeated until it holds at least that many bytes: copies-K/cNNNNN/ are directories of\n"
@@ -377,10 +377,10 @@ int main(int argc, char **argv)
         {"items", required_argument, 0, 'i'},   {"repeats", required_argument, 0, 'r'},
         {"json", required_argument, 0, 'j'},    {"no-sklearn", no_argument, 0, 's'},
         {"skip-e2e", no_argument, 0, 'e'},      {"help", no_argument, 0, 'h'},
-        {"sklearn-max-bytes", required_argument, 0, 'k'},
+        {"sklearn-max-bytes", required_argument, 0, 'k'}, {"e2e-only", no_argument, 0, 'E'},
         {0, 0, 0, 0}};
     const char *corpus = NULL, *work = "/tmp/docmine-bench-tfidf", *json_path = NULL, *backend = NULL;
-    int format = DM_PP_FORMAT_REUTERS, repeats = 5, sklearn = 1, e2e = 1, c;
+    int format = DM_PP_FORMAT_REUTERS, repeats = 5, sklearn = 1, e2e = 1, kernels = 1, c;
     size_t sk_max = 0;
     size_t min_bytes = (size_t)1 << 30, n_tok = (size_t)1 << 26, n_items = (size_t)1 << 26;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -401,6 +401,7 @@ int main(int argc, char **argv)
         case 'j': json_path = optarg; break;
         case 's': sklearn = 0; break;
         case 'e': e2e = 0; break;
+        case 'E': kernels = 0; break;
         case 'k': sk_max = (size_t)strtoull(optarg, NULL, 10); break;
         default: usage(); return c == 'h' ? 0 : 2;
         }
@@ -427,7 +428,7 @@ int main(int argc, char **argv)
         if (json_path) json_dump_file(root, json_path, JSON_INDENT(2));                            \
     } while (0)
     if (rc == DM_OK) printf("bench_tfidf: %s\n", gpu ? ctx.dev.name : "no GPU: CPU backend only");
-    if (rc == DM_OK && gpu) {
+    if (rc == DM_OK && gpu && kernels) {
         rc = bench_kernel(kern, "tfidf.tf_count_atomic", n_tok, repeats, "G inserts/s");
         DM_FLUSH_JSON();
         if (rc == DM_OK) rc = bench_kernel(kern, "tfidf.tf_count_noatomic", n_tok, repeats, "G inserts/s");
