@@ -12,11 +12,13 @@
 #include "common/tune/tune.h"
 #include "sorting/sorting_bitonic.h"
 
+/* Values are 32-bit payloads (float weights or u32 indices), moved as bits and never compared, so
+ * one set of instances serves both value types. */
 struct dm_bitonic_args {
     const uint32_t *keys_in;
-    const float *vals_in;
+    const uint32_t *vals_in;
     uint32_t *keys_out;
-    float *vals_out;
+    uint32_t *vals_out;
     const uint64_t *seg_off;
     size_t n_segments;
 };

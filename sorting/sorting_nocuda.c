@@ -50,6 +50,7 @@ int dm_segsort_cub_cuda(void *temp, size_t *temp_bytes, uint32_t *keys_out, floa
 }
 
 void dm_segsort_use_bitonic(int on) { (void)on; }
+int dm_segsort_uses_bitonic(void) { return 0; }
 int dm_segsort_bitonic_instances(void) { return 0; }
 const char *dm_segsort_bitonic_instance_name(int i, char *buf, size_t len)
 {

@@ -303,10 +303,19 @@ int dm_tfidf_local_from_corpus(dm_tfidf_local *out, dm_pp_stats *pp_stats, const
     if (pp) p = *pp;
     p.backend = dm_tfidf_backend(ctx, opt->backend);
     dm_token_stream s;
+    dm_pp_times pt;
+    memset(&pt, 0, sizeof pt);
     dm_timer_start("tfidf.preprocess");
-    int rc = dm_preprocess(&s, NULL, ctx, path, &p); /* errors agree across ranks */
+    int rc = dm_preprocess(&s, &pt, ctx, path, &p); /* errors agree across ranks */
     dm_timer_stop("tfidf.preprocess");
     if (rc < 0) return rc;
+    /* preprocess's own stages (read and normalise on this thread, the rest on its worker) */
+    dm_timer_add("tfidf.pp.read", pt.read);
+    dm_timer_add("tfidf.pp.normalize", pt.normalize);
+    dm_timer_add("tfidf.pp.h2d", pt.h2d);
+    dm_timer_add("tfidf.pp.kernels", pt.kernels);
+    dm_timer_add("tfidf.pp.d2h", pt.d2h);
+    dm_timer_add("tfidf.pp.build", pt.build);
     if (pp_stats) *pp_stats = s.stats;
     /* hash_collisions is summed over ranks: every rank takes the same branch */
     if (s.stats.hash_collisions > 0) {

@@ -333,13 +333,17 @@ int dm_tfidf_vocab_build(dm_vocab *vocab, uint32_t *local_to_id, dm_tfidf_stats 
     size_t *run = dm_malloc(sizeof(size_t) * ((size_t)P + 1));
     if (rc == DM_OK && !run) rc = DM_ERR_NOMEM;
     rc = agree(ctx, rc);
+    dm_timer_start("tfidf.vocab.exchange");
     if (rc == DM_OK) rc = exchange_terms(&recv, terms, dest, ctx);
+    dm_timer_stop("tfidf.vocab.exchange");
     dm_free(dest);
 
     /* 2. the owner merges equal terms, summing df */
     dm_vocab_table_options vo = DM_VOCAB_TABLE_OPTIONS_INIT;
     vo.initial_cap = opt->table_initial_cap;
+    dm_timer_start("tfidf.vocab.merge");
     if (rc == DM_OK) rc = merge(&mine, &recv, &vo);
+    dm_timer_stop("tfidf.vocab.merge");
     dm_termlist_free(&recv);
     rc = agree(ctx, rc);
 
@@ -385,7 +389,9 @@ int dm_tfidf_vocab_build(dm_vocab *vocab, uint32_t *local_to_id, dm_tfidf_stats 
     rc = agree(ctx, rc);
 
     /* 5. every rank gets the sorted runs and merges them: id = position in term order */
+    dm_timer_start("tfidf.vocab.exchange");
     if (rc == DM_OK) rc = allgather_terms(&all, run, &kept, ctx);
+    dm_timer_stop("tfidf.vocab.exchange");
     dm_termlist_free(&kept);
     if (rc == DM_OK) rc = merge_runs(&vocab->terms, &all, run, P);
     dm_termlist_free(&all);
@@ -406,7 +412,9 @@ int dm_tfidf_vocab_build(dm_vocab *vocab, uint32_t *local_to_id, dm_tfidf_stats 
     /* 6. local terms -> ids */
     if (rc == DM_OK && local_to_id) {
         vo.rebuilds = vo.collisions = 0;
+        dm_timer_start("tfidf.vocab.lookup");
         rc = lookup(local_to_id, &vocab->terms, terms, &vo);
+        dm_timer_stop("tfidf.vocab.lookup");
     }
     rc = agree(ctx, rc);
     dm_timer_stop("tfidf.vocab");
@@ -474,7 +482,9 @@ int dm_tfidf_vectors(dm_vectors *out, dm_vocab *vocab_out, dm_tfidf_stats *stats
     dm_tfidf_stats st;
     memset(&st, 0, sizeof st);
     int backend = dm_tfidf_backend(ctx, opt->backend);
+    dm_timer_start("tfidf.df");
     int rc = local_df(local);
+    dm_timer_stop("tfidf.df");
     rc = agree(ctx, rc);
     if (rc < 0) return rc;
     dm_vocab vocab;
@@ -499,7 +509,9 @@ int dm_tfidf_vectors(dm_vectors *out, dm_vocab *vocab_out, dm_tfidf_stats *stats
     dm_timer_stop("tfidf.weigh");
     dm_free(w);
     dm_free(map);
+    dm_timer_start("tfidf.rows");
     if (rc == DM_OK) rc = finish_rows(out, local, weigh_flags(opt, 0));
+    dm_timer_stop("tfidf.rows");
     rc = agree(ctx, rc);
     uint64_t mine[5] = {out->n_rows, rc == DM_OK ? empty_rows(out) : 0, local->tokens,
                         rc == DM_OK ? dm_vectors_nnz(out) : 0, wo.zero_weight};
@@ -548,6 +560,7 @@ int dm_tfidf_local_from_stream(dm_tfidf_local *out, const dm_token_stream *s, in
     if (rc == DM_OK && !(tok = dm_malloc(sizeof(uint32_t) * (s->n_tokens ? s->n_tokens : 1)))) rc = DM_ERR_NOMEM;
     dm_vocab_table_options vo = DM_VOCAB_TABLE_OPTIONS_INIT;
     vo.initial_cap = opt->table_initial_cap;
+    dm_timer_start("tfidf.map");
     if (rc == DM_OK)
         rc = (backend == DM_BACKEND_CUDA ? dm_hash_lookup_cuda : dm_hash_lookup_cpu)(tok, &out->terms, s->hashes,
                                                                                      s->n_tokens, &vo);
@@ -555,6 +568,7 @@ int dm_tfidf_local_from_stream(dm_tfidf_local *out, const dm_token_stream *s, in
         if (tok[i] == DM_TERM_NONE)
             rc = DM_ERR(DM_ERR_FORMAT, "token stream: token %zu has hash %016" PRIx64 ", which is not in its vocabulary",
                         i, s->hashes[i]);
+    dm_timer_stop("tfidf.map");
     dm_tf_count_options co = DM_TF_COUNT_OPTIONS_INIT;
     co.variant = opt->tf_variant;
     dm_timer_start("tfidf.count");
@@ -563,8 +577,10 @@ int dm_tfidf_local_from_stream(dm_tfidf_local *out, const dm_token_stream *s, in
                                                                               (uint32_t)s->n_terms, &co);
     dm_timer_stop("tfidf.count");
     dm_free(tok);
+    dm_timer_start("tfidf.rows");
     if (rc == DM_OK) rc = dm_strings_copy(&out->id_off, &out->ids, s->id_off, s->ids, s->n_docs);
     if (rc == DM_OK) rc = dm_strings_copy(&out->label_off, &out->labels, s->label_off, s->labels, s->n_docs);
+    dm_timer_stop("tfidf.rows");
     if (rc < 0) {
         dm_tfidf_local_free(out);
         return rc;

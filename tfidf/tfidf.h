@@ -144,6 +144,23 @@ dm_tf_count_fn dm_tf_count_cpu, dm_tf_count_cuda;
 /* The CUDA backend's table algorithm (same per-element code, tfidf_tables.h) run on the host, lane
  * by lane: tests it without a GPU. Not a production backend. */
 dm_tf_count_fn dm_tf_count_hd;
+/* Host helpers of the CUDA tables' tuning workload (tfidf_hd.c, so the tests run them without a
+ * GPU). dm_tf_table_grow_fit: for a document of len tokens whose distinct terms are
+ * terms[0 .. n_distinct) (a row of dm_tf_count_cpu), the smallest `grow` (dm_tf_bcap's bucket
+ * doublings) at which no bucket gets more distinct terms than it has slots, i.e. the table size
+ * the driver ends with after its rebuilds; such a table never overflows, whatever the order of the
+ * inserts. */
+int dm_tf_table_grow_fit(const uint32_t *terms, uint64_t n_distinct, uint64_t len, int slack);
+/* The canonical content of n_docs per-document tables (tab_off as the kernels take it; key/cnt
+ * their slots, DM_TF_EMPTY = free): out[tab_off[d] ...] = document d's occupied slots as
+ * (term << 32 | count), ascending, then zeros up to tab_off[d + 1]. Which slot a term takes
+ * depends on the order of the atomic inserts, so instances compare on this form. A document
+ * whose overflow flag is set contributes zeros only: its table is partial, and which terms it
+ * holds depends on the insert order (the driver discards it and rebuilds larger); whether a
+ * document overflows does not depend on the order (a bucket overflows exactly when more distinct
+ * terms fall into it than it has slots). out has tab_off[n_docs] entries. */
+void dm_tf_tables_canonical(uint64_t *out, const uint32_t *key, const uint32_t *cnt, const uint64_t *tab_off,
+                            const uint32_t *overflow, size_t n_docs);
 
 /* Tests and benchmarks of the CUDA tables: compiled instances of a variant's counting kernel,
  * their names, and forcing instance i of whichever variant runs (-1: the tuner's choice). */

@@ -14,6 +14,7 @@
 #include "common/alloc.h"
 #include "common/cuda_check.h"
 #include "common/status.h"
+#include "common/timer.h"
 #include "common/tune/tune.h"
 #include "sorting/sorting.h"
 #include "tfidf/tfidf.h"
@@ -56,6 +57,20 @@ static int down(void *h, const void *d, size_t bytes, cudaStream_t s)
         DM_CUDA_TRY(cudaStreamSynchronize(s));
     }
     return DM_OK;
+}
+
+/* Stage timers (the breakdown of bench/tfidf and the run report): the stream is synchronised at
+ * each boundary, so a stage's time is its own work, not the queue before it. The calls wait for
+ * their downloads anyway; the extra synchronisations cost microseconds per chunk. */
+static int stage(int rc, cudaStream_t s, const char *stop, const char *start)
+{
+    if (rc == DM_OK) {
+        cudaError_t e = cudaStreamSynchronize(s);
+        if (e != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "tfidf cuda: %s", cudaGetErrorString(e));
+    }
+    if (stop) dm_timer_stop(stop);
+    if (start) dm_timer_start(start);
+    return rc;
 }
 
 static unsigned grid_for(size_t threads, int block)
@@ -263,8 +278,10 @@ static int tf_count_chunk(dm_tf_counts *out, const uint64_t *tok_off_in, const u
     if (rc == DM_OK) rc = dalloc(&keep, (void **)&r.d_tab_off, 8 * (n_docs + 1));
     if (rc == DM_OK) rc = dalloc(&keep, (void **)&r.d_over, 4 * n_docs);
     if (rc == DM_OK) rc = dalloc(&keep, (void **)&r.d_bad, 4);
+    dm_timer_start("tfidf.count.h2d");
     if (rc == DM_OK) rc = up(r.d_tok_off, tok_off, 8 * (n_docs + 1), r.s);
     if (rc == DM_OK) rc = up(r.d_tok, tok, 4 * n_tok, r.s);
+    rc = stage(rc, r.s, "tfidf.count.h2d", "tfidf.count.tables");
     const dm_tune_instance *inst = rc == DM_OK ? count_instance(opt->variant, (size_t)n_tok) : NULL;
     if (rc == DM_OK && !inst) rc = DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_cuda: the forced instance does not exist for %s", dm_tf_variant_name(opt->variant));
     /* count; documents whose table overflowed get larger buckets and everything is rebuilt */
@@ -291,6 +308,7 @@ static int tf_count_chunk(dm_tf_counts *out, const uint64_t *tok_off_in, const u
         opt->rebuilds++;
         if (attempt > 40) rc = DM_ERR(DM_ERR_NOMEM, "dm_tf_count_cuda: tables keep overflowing");
     }
+    rc = stage(rc, r.s, "tfidf.count.tables", "tfidf.count.compact");
     /* compaction: header, scan, entries; then each row term-sorted */
     uint32_t *d_header = NULL, *d_term = NULL, *d_count = NULL, *d_sterm = NULL, *d_scount = NULL;
     uint64_t *d_scan = NULL, *d_row_off = NULL;
@@ -320,6 +338,7 @@ static int tf_count_chunk(dm_tf_counts *out, const uint64_t *tok_off_in, const u
         if (rc == DM_OK) rc = dm_tune_select(kc, n_docs)->launch(&ca, n_docs, r.s);
         if (rc == DM_OK) rc = down(out->row_off, d_row_off, 8 * (n_docs + 1), r.s);
     }
+    rc = stage(rc, r.s, "tfidf.count.compact", "tfidf.count.sort");
     uint64_t nnz = rc == DM_OK ? out->row_off[n_docs] : 0;
     if (rc == DM_OK && nnz > n_tok) rc = DM_ERR(DM_ERR_CUDA, "tf compaction: %" PRIu64 " entries from %" PRIu64 " tokens", nnz, n_tok);
     if (rc == DM_OK && n_docs > 0) {
@@ -330,6 +349,7 @@ static int tf_count_chunk(dm_tf_counts *out, const uint64_t *tok_off_in, const u
         if (rc == DM_OK)
             rc = dm_segsort_pairs_u32_cuda(t2, &tb, d_sterm, d_scount, d_term, d_count, nnz, d_row_off, n_docs, r.s);
     }
+    rc = stage(rc, r.s, "tfidf.count.sort", "tfidf.count.d2h");
     if (rc == DM_OK) {
         out->n_rows = n_docs;
         out->term = (uint32_t *)dm_malloc(4 * (nnz ? nnz : 1));
@@ -338,6 +358,7 @@ static int tf_count_chunk(dm_tf_counts *out, const uint64_t *tok_off_in, const u
     }
     if (rc == DM_OK) rc = down(out->term, d_sterm, 4 * nnz, r.s);
     if (rc == DM_OK) rc = down(out->count, d_scount, 4 * nnz, r.s);
+    rc = stage(rc, r.s, "tfidf.count.d2h", NULL);
     dfree_all(&tabs);
     dfree_all(&keep);
     dm_free(grow);
@@ -672,10 +693,15 @@ static int weigh_chunk(dm_vectors *out, const dm_tf_counts *counts, const uint32
 {
     size_t n = counts->n_rows;
     uint64_t nnz = counts->row_off[n];
-    for (uint64_t k = 0; k < nnz; k++)
+    dm_timer_start("tfidf.weigh.check");
+    uint64_t bad = UINT64_MAX;
+    for (uint64_t k = 0; k < nnz && bad == UINT64_MAX; k++)
         if (counts->term[k] >= n_local_terms ||
             (term_map[counts->term[k]] != DM_TERM_NONE && term_map[counts->term[k]] >= n_cols))
-            return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_weigh_cuda: entry %" PRIu64 " maps outside the columns", k);
+            bad = k;
+    dm_timer_stop("tfidf.weigh.check");
+    if (bad != UINT64_MAX)
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_weigh_cuda: entry %" PRIu64 " maps outside the columns", bad);
     if (nnz >= UINT32_MAX) return DM_ERR(DM_ERR_UNSUPPORTED, "dm_tfidf_weigh_cuda: more than 2^32 entries in one call");
     cudaStream_t s = (cudaStream_t)opt->stream;
     dbufs b = {{0}, 0};
@@ -688,6 +714,7 @@ static int weigh_chunk(dm_vectors *out, const dm_tf_counts *counts, const uint32
     uint32_t *d_term, *d_count, *d_map;
     double *d_w;
     unsigned long long *d_ctr;
+    dm_timer_start("tfidf.weigh.h2d");
     int rc = dalloc(&b, (void **)&d_row_off, 8 * (n + 1));
     if (rc == DM_OK) rc = dalloc(&b, (void **)&d_term, 4 * nnz);
     if (rc == DM_OK) rc = dalloc(&b, (void **)&d_count, 4 * nnz);
@@ -704,6 +731,7 @@ static int weigh_chunk(dm_vectors *out, const dm_tf_counts *counts, const uint32
     if (rc == DM_OK) rc = up(d_w, col_w, 8 * n_cols, s);
     if (rc == DM_OK && cudaMemsetAsync(d_kept, 0, 8 * (n + 1), s) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "memset failed");
     if (rc == DM_OK && cudaMemsetAsync(d_ctr, 0, 16, s) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "memset failed");
+    rc = stage(rc, s, "tfidf.weigh.h2d", "tfidf.weigh.kernels");
     a.row_off = d_row_off;
     a.term = d_term;
     a.count = d_count;
@@ -744,6 +772,7 @@ static int weigh_chunk(dm_vectors *out, const dm_tf_counts *counts, const uint32
     a.final_col = d_fcol;
     a.final_val = d_fval;
     if (rc == DM_OK) rc = dm_tune_select(dm_tune_kernel_find("tfidf.weigh_fill"), n)->launch(&a, n, s);
+    rc = stage(rc, s, "tfidf.weigh.kernels", "tfidf.weigh.sort");
     if (rc == DM_OK && n > 0) {
         size_t sb = 0;
         void *st = NULL;
@@ -751,7 +780,9 @@ static int weigh_chunk(dm_vectors *out, const dm_tf_counts *counts, const uint32
         if (rc == DM_OK) rc = dalloc(&b, &st, sb);
         if (rc == DM_OK) rc = dm_segsort_pairs_u32_cuda(st, &sb, d_scol, d_spos, d_col, d_pos, m, d_out_off, n, s);
     }
+    rc = stage(rc, s, "tfidf.weigh.sort", "tfidf.weigh.kernels");
     if (rc == DM_OK) rc = dm_tune_select(dm_tune_kernel_find("tfidf.weigh_norm"), n)->launch(&a, n, s);
+    rc = stage(rc, s, "tfidf.weigh.kernels", "tfidf.weigh.d2h");
     uint32_t *col = (uint32_t *)dm_malloc(4 * (m ? m : 1));
     float *val = (float *)dm_malloc(4 * (m ? m : 1));
     unsigned long long ctr[2] = {0, 0};
@@ -759,6 +790,7 @@ static int weigh_chunk(dm_vectors *out, const dm_tf_counts *counts, const uint32
     if (rc == DM_OK) rc = down(col, d_fcol, 4 * m, s);
     if (rc == DM_OK) rc = down(val, d_fval, 4 * m, s);
     if (rc == DM_OK) rc = down(ctr, d_ctr, 16, s);
+    rc = stage(rc, s, "tfidf.weigh.d2h", NULL);
     dfree_all(&b);
     if (rc != DM_OK) {
         dm_free(row_off);
@@ -839,8 +871,11 @@ extern "C" int dm_tfidf_weigh_cuda(dm_vectors *out, const dm_tf_counts *counts, 
 /* ------------------------------------------------------------------ tuning workloads */
 
 /* Per-document counting: n tokens in documents of 1..400 tokens (a tail to 5000), term ids
- * skewed over 60000 terms. Output: every document's (term, count) pairs in term order, taken from
- * the tables on the host, so outputs compare whatever slot each term landed in. */
+ * skewed over 60000 terms, in tables of the size the driver ends with after its rebuilds
+ * (dm_tf_table_grow_fit), so no document overflows and every count is compared. Output
+ * (dm_tf_tables_canonical): every document's (term, count) pairs in term order, taken from the
+ * tables on the host (which slot a term takes depends on the order of the atomic inserts), then
+ * the overflow flags (all 0 unless an instance is wrong). */
 struct count_bench {
     tf_run r;
     size_t n_tok;
@@ -882,6 +917,14 @@ static int count_bench_create(void **state, size_t n, uint64_t seed)
     c->tab_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
     uint8_t *grow = (uint8_t *)dm_calloc(n_docs ? n_docs : 1, 1);
     if (rc == DM_OK && (!c->tab_off || !grow)) rc = DM_ERR_NOMEM;
+    dm_tf_counts ref;
+    memset(&ref, 0, sizeof ref);
+    dm_tf_count_options ro = DM_TF_COUNT_OPTIONS_INIT;
+    if (rc == DM_OK) rc = dm_tf_count_cpu(&ref, c->tok_off, tok, n_docs, n_terms, &ro);
+    for (size_t d = 0; rc == DM_OK && d < n_docs; d++)
+        grow[d] = (uint8_t)dm_tf_table_grow_fit(ref.term + ref.row_off[d], ref.row_off[d + 1] - ref.row_off[d],
+                                                c->tok_off[d + 1] - c->tok_off[d], 2);
+    dm_tf_counts_free(&ref);
     if (rc == DM_OK) rc = table_offsets(c->tab_off, c->tok_off, n_docs, 2, grow);
     tf_run *r = &c->r;
     r->n_docs = n_docs;
@@ -917,13 +960,8 @@ static int count_bench_run(void *state, const dm_tune_instance *inst, void *stre
     return tf_fill(&c->r, inst);
 }
 
-static int cmp_pair(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Output: per document, its (term << 32 | count) entries sorted, then the overflow flags. */
+/* Output: per document, its (term << 32 | count) entries sorted (dm_tf_tables_canonical), then
+ * the overflow flags. */
 static int count_bench_output(void *state, void *host, size_t *nbytes)
 {
     count_bench *c = (count_bench *)state;
@@ -936,17 +974,11 @@ static int count_bench_output(void *state, void *host, size_t *nbytes)
         dm_free(n);
         return DM_ERR_NOMEM;
     }
+    uint32_t *over = (uint32_t *)((char *)host + 8 * r->slots);
     int rc = down(k, r->d_key, 4 * r->slots, 0);
     if (rc == DM_OK) rc = down(n, r->d_cnt, 4 * r->slots, 0);
-    uint64_t *o = (uint64_t *)host;
-    memset(host, 0, *nbytes);
-    for (size_t d = 0; rc == DM_OK && d < r->n_docs; d++) {
-        uint64_t b = c->tab_off[d], e = c->tab_off[d + 1], m = b;
-        for (uint64_t sl = b; sl < e; sl++)
-            if (k[sl] != DM_TF_EMPTY) o[m++] = (uint64_t)k[sl] << 32 | n[sl];
-        qsort(o + b, (size_t)(m - b), 8, cmp_pair);
-    }
-    if (rc == DM_OK) rc = down((char *)host + 8 * r->slots, r->d_over, 4 * r->n_docs, 0);
+    if (rc == DM_OK) rc = down(over, r->d_over, 4 * r->n_docs, 0);
+    if (rc == DM_OK) dm_tf_tables_canonical((uint64_t *)host, k, n, c->tab_off, over, r->n_docs);
     dm_free(k);
     dm_free(n);
     return rc;

@@ -128,3 +128,38 @@ int dm_tf_count_hd(dm_tf_counts *out, const uint64_t *tok_off, const uint32_t *t
     if (rc != DM_OK) dm_tf_counts_free(out);
     return rc;
 }
+
+/* ------------------------------------------------------------------ tuning workload helpers */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int dm_tf_table_grow_fit(const uint32_t *terms, uint64_t n_distinct, uint64_t len, int slack)
+{
+    uint64_t per[DM_TF_BUCKETS] = {0}, most = 0;
+    if (slack <= 0) slack = 2;
+    for (uint64_t i = 0; i < n_distinct; i++) {
+        uint64_t c = ++per[dm_tf_bucket_of(terms[i])];
+        if (c > most) most = c;
+    }
+    int grow = 0;
+    while (dm_tf_bcap(len, slack, grow) < most) grow++;
+    return grow;
+}
+
+void dm_tf_tables_canonical(uint64_t *out, const uint32_t *key, const uint32_t *cnt, const uint64_t *tab_off,
+                            const uint32_t *overflow, size_t n_docs)
+{
+    for (size_t d = 0; d < n_docs; d++) {
+        uint64_t b = tab_off[d], e = tab_off[d + 1], m = b;
+        if (!overflow[d]) {
+            for (uint64_t s = b; s < e; s++)
+                if (key[s] != DM_TF_EMPTY) out[m++] = (uint64_t)key[s] << 32 | cnt[s];
+            qsort(out + b, (size_t)(m - b), 8, cmp_u64);
+        }
+        for (uint64_t s = m; s < e; s++) out[s] = 0;
+    }
+}

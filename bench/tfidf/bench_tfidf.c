@@ -26,6 +26,7 @@
 #include "common/device.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/timer.h"
 #include "common/tune/tune.h"
 #include "sorting/sorting.h"
 #include "tfidf/tfidf.h"
@@ -37,12 +38,17 @@
 static void usage(void)
 {
     printf("usage: bench_tfidf [--corpus DIR] [--format F] [--min-bytes N] [--work DIR] [--backend cpu|cuda|both]\n"
-           "                   [--tokens N] [--items N] [--repeats N] [--json FILE] [--no-sklearn] [--skip-e2e]\n\n"
+           "                   [--tokens N] [--items N] [--repeats N] [--json FILE] [--no-sklearn]\n"
+           "                   [--sklearn-max-bytes N] [--skip-e2e | --e2e-only]\n\n"
            "Default corpus: ../shared/datasets/reuters21578 (format reuters). With --min-bytes (default\n"
            "1 GB) the corpus is decompressed once into --work DIR (default /tmp/docmine-bench-tfidf) and\n"
-           "repeated through symbolic links until it holds at least that many bytes.\n"
+           "repeated until it holds at least that many bytes: copies-K/cNNNNN/ are directories of\n"
+           "symbolic links to the decompressed files. The end-to-end run must read every copy (checked).\n"
+           "scikit-learn runs on the same folder in the same run; --sklearn-max-bytes N limits it to the\n"
+           "first files holding N bytes (its GB/s is then measured on that prefix, and says so).\n"
            "--tokens: tokens of the counting benchmark (default 2^26); --items: pairs of the sort\n"
            "benchmark (default 2^26). --backend of the end-to-end runs: default cuda with a GPU, else cpu.\n"
+           "Each end-to-end run prints its stages (named timers; see bench/README.md).\n"
            "The JSON is rewritten after every section.\n");
 }
 
@@ -130,8 +136,9 @@ static int bench_sorts(json_t *res, size_t n, int repeats)
         k[i] = (uint32_t)(s >> 44);
         v[i] = (float)i;
     }
-    void *dk, *dv, *dko, *dvo, *doff, *temp = NULL;
-    int rc = dm_device_alloc(&dk, 4 * n);
+    void *dk = NULL, *dv = NULL, *dko = NULL, *dvo = NULL, *doff = NULL, *temp = NULL;
+    double *t = dm_malloc(sizeof(double) * (size_t)repeats);
+    int rc = t ? dm_device_alloc(&dk, 4 * n) : DM_ERR_NOMEM;
     if (rc == DM_OK) rc = dm_device_alloc(&dv, 4 * n);
     if (rc == DM_OK) rc = dm_device_alloc(&dko, 4 * n);
     if (rc == DM_OK) rc = dm_device_alloc(&dvo, 4 * n);
@@ -142,41 +149,59 @@ static int bench_sorts(json_t *res, size_t n, int repeats)
         rc = DM_ERR(DM_ERR_CUDA, "bench: upload failed");
     struct {
         const char *name;
-        int kind; /* 0 CUB segmented, 1 bitonic hybrid (tuner's/forced), 2 radix sort of all pairs */
-    } runs[] = {{"cub_segmented_sort", 0}, {"bitonic_hybrid_default", 1}, {"cub_radix_sort_pairs", 2}};
-    printf("\nsorting %zu pairs in %zu rows (mean %.1f per row)\n", n, n_seg, (double)n / (double)n_seg);
-    printf("  %-30s %12s %14s\n", "sort", "ms", "Gkeys/s");
-    for (int r = 0; r < 3 && rc == DM_OK; r++) {
+        int kind; /* 0 CUB segmented, 1 bitonic hybrid (tuner's/forced), 2 tfidf's row sort, 3 radix sort */
+    } runs[] = {{"cub_segmented_sort", 0},
+                {"bitonic_hybrid_default", 1},
+                {"tfidf_row_sort_u32", 2},
+                {"cub_radix_sort_pairs", 3}};
+    const int n_runs = 4;
+    const double radix_ceiling = 53.5; /* Gkeys/s, CUB radix sort of 2^28 keys on one H200 (RESULTS.md) */
+    double rate[4] = {0, 0, 0, 0};
+    printf("\nsorting %zu pairs in %zu rows (mean %.1f per row); tfidf's row sort uses %s\n", n, n_seg,
+           (double)n / (double)n_seg, dm_segsort_uses_bitonic() ? "the bitonic hybrid" : "CUB's segmented sort");
+    printf("  %-30s %10s %10s %10s %12s %12s\n", "sort", "ms", "Gkeys/s", "x CUB seg", "of radix", "of 53.5 G/s");
+    for (int r = 0; r < n_runs && rc == DM_OK; r++) {
         size_t tb = 0;
-        if (runs[r].kind == 0) rc = dm_segsort_cub_cuda(NULL, &tb, dko, dvo, dk, dv, n, doff, n_seg, NULL);
-        else if (runs[r].kind == 1) rc = dm_segsort_bitonic_cuda(NULL, &tb, dko, dvo, dk, dv, n, doff, n_seg, NULL);
-        else rc = dm_sort_pairs_u32_cuda(NULL, &tb, dko, dvo, dk, dv, n, 0, 32, NULL);
-        if (rc == DM_OK) rc = dm_device_alloc(&temp, tb ? tb : 1);
-        double *t = dm_malloc(sizeof(double) * (size_t)(repeats + 1));
-        for (int i = 0; i <= repeats && rc == DM_OK; i++) {
+        for (int call = 0; call < 2 + repeats && rc == DM_OK; call++) {
+            /* call 0: the scratch size; 1: warm-up; then the timed repeats */
+            if (call == 1 && (rc = dm_device_alloc(&temp, tb ? tb : 1)) != DM_OK) break;
+            void *tp = call == 0 ? NULL : temp;
             double t0 = dm_wtime();
-            if (runs[r].kind == 0) rc = dm_segsort_cub_cuda(temp, &tb, dko, dvo, dk, dv, n, doff, n_seg, NULL);
-            else if (runs[r].kind == 1) rc = dm_segsort_bitonic_cuda(temp, &tb, dko, dvo, dk, dv, n, doff, n_seg, NULL);
-            else rc = dm_sort_pairs_u32_cuda(temp, &tb, dko, dvo, dk, (const uint32_t *)dv, n, 0, 32, NULL);
-            if (rc == DM_OK) rc = dm_device_sync();
-            t[i] = dm_wtime() - t0;
+            if (runs[r].kind == 0) rc = dm_segsort_cub_cuda(tp, &tb, dko, dvo, dk, dv, n, doff, n_seg, NULL);
+            else if (runs[r].kind == 1) rc = dm_segsort_bitonic_cuda(tp, &tb, dko, dvo, dk, dv, n, doff, n_seg, NULL);
+            else if (runs[r].kind == 2)
+                rc = dm_segsort_pairs_u32_cuda(tp, &tb, dko, (uint32_t *)dvo, dk, (const uint32_t *)dv, n, doff, n_seg, NULL);
+            else rc = dm_sort_pairs_u32_cuda(tp, &tb, dko, (uint32_t *)dvo, dk, (const uint32_t *)dv, n, 0, 32, NULL);
+            if (rc == DM_OK && call > 0) rc = dm_device_sync();
+            if (call >= 2) t[call - 2] = dm_wtime() - t0;
         }
         if (rc == DM_OK) {
-            qsort(t + 1, (size_t)repeats, sizeof *t, cmp_double); /* t[0] is the warm-up */
-            double sec = t[1 + repeats / 2];
-            printf("  %-30s %12.3f %14.3f\n", runs[r].name, sec * 1e3, (double)n / sec / 1e9);
-            json_t *o = json_object();
-            json_object_set_new(o, "sort", json_string(runs[r].name));
-            json_object_set_new(o, "pairs", json_integer((json_int_t)n));
-            json_object_set_new(o, "rows", json_integer((json_int_t)n_seg));
-            json_object_set_new(o, "seconds", json_real(sec));
-            json_object_set_new(o, "gkeys_per_second", json_real((double)n / sec / 1e9));
-            json_array_append_new(res, o);
+            qsort(t, (size_t)repeats, sizeof *t, cmp_double);
+            double sec = t[repeats / 2];
+            rate[r] = (double)n / sec / 1e9;
         }
-        dm_free(t);
         dm_device_free(temp);
         temp = NULL;
     }
+    for (int r = 0; r < n_runs && rc == DM_OK; r++) {
+        double sec = (double)n / rate[r] / 1e9;
+        printf("  %-30s %10.3f %10.2f %9.2fx %11.1f%% %11.1f%%\n", runs[r].name, sec * 1e3, rate[r], rate[r] / rate[0],
+               100 * rate[r] / rate[3], 100 * rate[r] / radix_ceiling);
+        json_t *o = json_object();
+        json_object_set_new(o, "sort", json_string(runs[r].name));
+        json_object_set_new(o, "pairs", json_integer((json_int_t)n));
+        json_object_set_new(o, "rows", json_integer((json_int_t)n_seg));
+        json_object_set_new(o, "seconds", json_real(sec));
+        json_object_set_new(o, "gkeys_per_second", json_real(rate[r]));
+        json_object_set_new(o, "ratio_to_cub_segmented", json_real(rate[r] / rate[0]));
+        json_object_set_new(o, "ratio_to_radix_same_run", json_real(rate[r] / rate[3]));
+        json_object_set_new(o, "ratio_to_radix_ceiling_53_5", json_real(rate[r] / radix_ceiling));
+        json_array_append_new(res, o);
+    }
+    if (rc == DM_OK)
+        printf("  (radix sort ignores the rows: the rate of one sort of all pairs, the ceiling a segmented sort aims at;\n"
+               "   53.5 Gkeys/s is CUB radix sort of 2^28 keys on this GPU, bench/RESULTS.md)\n");
+    dm_free(t);
     dm_device_free(dk);
     dm_device_free(dv);
     dm_device_free(dko);
@@ -189,8 +214,12 @@ static int bench_sorts(json_t *res, size_t n, int repeats)
 }
 #endif
 
-/* Decompresses the corpus' *.gz files once into work/base and links copies until min_bytes. */
-static int prepare(char *out, size_t cap, const char *src, int format, const char *work, size_t min_bytes)
+/* Decompresses the corpus' *.gz files once into work/base and makes copies until min_bytes: each
+ * copy is a directory of its own holding a symbolic link per file (the reader walks a directory
+ * only once, so copies that were links to one directory would be read once). *copy_bytes gets
+ * the bytes of one copy, *n_copies the number of copies. */
+static int prepare(char *out, size_t cap, size_t *copy_bytes, size_t *n_copies, const char *src, int format,
+                   const char *work, size_t min_bytes)
 {
     char base[4096], cmd[8400];
     snprintf(base, sizeof base, "%s/base", work);
@@ -204,52 +233,139 @@ static int prepare(char *out, size_t cap, const char *src, int format, const cha
     DM_TRY(dm_pp_list_files(&fl, src, &ro, &st));
     size_t total = 0;
     int rc = DM_OK;
+    char **names = dm_calloc(fl.n ? fl.n : 1, sizeof(char *));
+    if (!names) rc = DM_ERR_NOMEM;
     for (size_t i = 0; i < fl.n && rc == DM_OK; i++) {
+        if (strchr(fl.files[i].rel, '/')) {
+            rc = DM_ERR(DM_ERR_INVALID_ARG, "%s: corpus in subfolders (%s): give a flat folder", src, fl.files[i].rel);
+            break;
+        }
         char dst[4400];
         snprintf(dst, sizeof dst, "%s/%s", base, fl.files[i].rel);
         size_t l = strlen(dst);
         if (l > 3 && strcmp(dst + l - 3, ".gz") == 0) dst[l - 3] = 0;
+        names[i] = dm_strdup(strrchr(dst, '/') + 1);
+        if (!names[i]) rc = DM_ERR_NOMEM;
         struct stat sb;
-        if (stat(dst, &sb) != 0) {
+        if (rc == DM_OK && stat(dst, &sb) != 0) {
             gzFile g = gzopen(fl.files[i].path, "rb");
             FILE *f = fopen(dst, "wb");
             if (!g || !f) rc = DM_ERR(DM_ERR_IO, "cannot copy %s", fl.files[i].path);
             char buf[1 << 16];
             int n;
-            while (rc == DM_OK && (n = gzread(g, buf, sizeof buf)) > 0) fwrite(buf, 1, (size_t)n, f);
+            while (rc == DM_OK && (n = gzread(g, buf, sizeof buf)) > 0)
+                if (fwrite(buf, 1, (size_t)n, f) != (size_t)n) rc = DM_ERR(DM_ERR_IO, "%s: write failed", dst);
             if (g) gzclose(g);
-            if (f) fclose(f);
-            if (stat(dst, &sb) != 0) rc = DM_ERR(DM_ERR_IO, "cannot stat %s", dst);
+            if (f && fclose(f) != 0 && rc == DM_OK) rc = DM_ERR(DM_ERR_IO, "%s: write failed", dst);
+            if (rc == DM_OK && stat(dst, &sb) != 0) rc = DM_ERR(DM_ERR_IO, "cannot stat %s", dst);
         }
-        total += (size_t)sb.st_size;
+        if (rc == DM_OK) total += (size_t)sb.st_size;
     }
+    size_t n_files = fl.n;
     dm_pp_file_list_free(&fl);
-    if (rc < 0) return rc;
     size_t copies = total ? (min_bytes + total - 1) / total : 1;
     if (copies < 1) copies = 1;
+    *copy_bytes = total;
+    *n_copies = copies;
     snprintf(out, cap, "%s/copies-%zu", work, copies);
-    if (snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", out, out) >= (int)sizeof cmd)
-        return DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long", out);
-    if (system(cmd) != 0) return DM_ERR(DM_ERR_IO, "%s: cannot create", out);
-    for (size_t c = 0; c < copies; c++) {
-        char link[4400];
-        if (snprintf(link, sizeof link, "%s/c%05zu", out, c) >= (int)sizeof link)
-            return DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long", out);
-        if (symlink(base, link) != 0) return DM_ERR(DM_ERR_IO, "%s: symlink failed: %s", link, strerror(errno));
+    if (rc == DM_OK && snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", out, out) >= (int)sizeof cmd)
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long", out);
+    if (rc == DM_OK && system(cmd) != 0) rc = DM_ERR(DM_ERR_IO, "%s: cannot create", out);
+    for (size_t c = 0; c < copies && rc == DM_OK; c++) {
+        char dir[4400];
+        if (snprintf(dir, sizeof dir, "%s/c%05zu", out, c) >= (int)sizeof dir) {
+            rc = DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long", out);
+            break;
+        }
+        if (mkdir(dir, 0755) != 0) rc = DM_ERR(DM_ERR_IO, "%s: mkdir failed: %s", dir, strerror(errno));
+        for (size_t i = 0; i < n_files && rc == DM_OK; i++) {
+            char target[8400], link[8400];
+            snprintf(target, sizeof target, "%s/%s", base, names[i]);
+            snprintf(link, sizeof link, "%s/%s", dir, names[i]);
+            if (symlink(target, link) != 0) rc = DM_ERR(DM_ERR_IO, "%s: symlink failed: %s", link, strerror(errno));
+        }
     }
-    return DM_OK;
+    for (size_t i = 0; names && i < n_files; i++) dm_free(names[i]);
+    dm_free(names);
+    return rc;
 }
 
-static double run_sklearn(const char *script, const char *corpus, int *ok)
+/* scikit-learn's TfidfVectorizer on the same corpus folder (files in sorted order, stopping after
+ * max_bytes of files when max_bytes > 0): GB/s of raw file bytes; *bytes gets the bytes read. */
+static double run_sklearn(const char *script, const char *corpus, size_t max_bytes, double *bytes, int *ok)
 {
     char cmd[8400];
     *ok = 0;
-    if (snprintf(cmd, sizeof cmd, "python3 '%s' '%s'", script, corpus) >= (int)sizeof cmd) return 0;
+    *bytes = 0;
+    if (snprintf(cmd, sizeof cmd, "python3 '%s' '%s' %zu", script, corpus, max_bytes) >= (int)sizeof cmd) return 0;
     FILE *p = popen(cmd, "r");
     double v = 0;
-    *ok = p && fscanf(p, "%lf", &v) == 1 && v > 0;
+    *ok = p && fscanf(p, "%lf %lf", &v, bytes) == 2 && v > 0;
     if (p) pclose(p);
     return v;
+}
+
+/* The stages of one vectorize run, from the named timers of tfidf (this rank's seconds). Level 0
+ * stages add up to the wall time (the rest is "other"); level 1 are parts of the stage above. */
+static const struct {
+    const char *timer, *label;
+    int level;
+} g_stages[] = {
+    {"tfidf.preprocess", "preprocess (dm_preprocess wall)", 0},
+    {"tfidf.pp.read", "read (reader thread)", 1},
+    {"tfidf.pp.normalize", "normalize (reader thread)", 1},
+    {"tfidf.pp.h2d", "H2D (worker)", 1},
+    {"tfidf.pp.kernels", "tokenize+stem kernels (worker)", 1},
+    {"tfidf.pp.d2h", "D2H (worker)", 1},
+    {"tfidf.pp.build", "token stream build (worker)", 1},
+    {"tfidf.read", "by-bytes reader (collisions)", 0},
+    {"tfidf.map", "token hash -> local term", 0},
+    {"tfidf.count", "TF counting", 0},
+    {"tfidf.count.h2d", "H2D", 1},
+    {"tfidf.count.tables", "per-document tables", 1},
+    {"tfidf.count.compact", "compaction", 1},
+    {"tfidf.count.sort", "row sort", 1},
+    {"tfidf.count.d2h", "D2H", 1},
+    {"tfidf.df", "local df", 0},
+    {"tfidf.vocab", "vocabulary / df", 0},
+    {"tfidf.vocab.exchange", "df exchange (Alltoallv, Allgatherv)", 1},
+    {"tfidf.vocab.merge", "owner merge", 1},
+    {"tfidf.vocab.lookup", "local term -> id", 1},
+    {"tfidf.weigh", "weights", 0},
+    {"tfidf.weigh.check", "input check (host)", 1},
+    {"tfidf.weigh.h2d", "H2D", 1},
+    {"tfidf.weigh.kernels", "kernels", 1},
+    {"tfidf.weigh.sort", "row sort", 1},
+    {"tfidf.weigh.d2h", "D2H", 1},
+    {"tfidf.rows", "ids and labels", 0},
+    {"bench.write", "write .dmv", 0},
+};
+
+static void print_stages(json_t *o, double wall, double gb)
+{
+    json_t *st = json_object();
+    double top = 0, worst = 0;
+    const char *worst_name = "";
+    printf("    %-40s %10s %7s %10s\n", "stage", "s", "% wall", "text GB/s");
+    for (size_t i = 0; i < sizeof g_stages / sizeof g_stages[0]; i++) {
+        double t = dm_timer_get(g_stages[i].timer);
+        if (t <= 0) continue;
+        printf("    %s%-*s %10.3f %6.1f%% %10.3f\n", g_stages[i].level ? "  " : "", g_stages[i].level ? 38 : 40,
+               g_stages[i].label, t, 100 * t / wall, gb / t);
+        json_object_set_new(st, g_stages[i].timer, json_real(t));
+        if (g_stages[i].level == 0) {
+            top += t;
+            if (t > worst && strcmp(g_stages[i].timer, "tfidf.preprocess") != 0) {
+                worst = t;
+                worst_name = g_stages[i].label;
+            }
+        }
+    }
+    printf("    %-40s %10.3f %6.1f%%\n", "other (allocation, agreement, host glue)", wall - top, 100 * (wall - top) / wall);
+    printf("    limiting tfidf-owned stage: %s (%.3f s, %.1f%% of the wall)\n", worst_name, worst, 100 * worst / wall);
+    json_object_set_new(st, "other", json_real(wall - top));
+    json_object_set_new(o, "stages", st);
+    json_object_set_new(o, "limiting_tfidf_stage", json_string(worst_name));
 }
 
 int main(int argc, char **argv)
@@ -261,9 +377,11 @@ int main(int argc, char **argv)
         {"items", required_argument, 0, 'i'},   {"repeats", required_argument, 0, 'r'},
         {"json", required_argument, 0, 'j'},    {"no-sklearn", no_argument, 0, 's'},
         {"skip-e2e", no_argument, 0, 'e'},      {"help", no_argument, 0, 'h'},
+        {"sklearn-max-bytes", required_argument, 0, 'k'}, {"e2e-only", no_argument, 0, 'E'},
         {0, 0, 0, 0}};
     const char *corpus = NULL, *work = "/tmp/docmine-bench-tfidf", *json_path = NULL, *backend = NULL;
-    int format = DM_PP_FORMAT_REUTERS, repeats = 5, sklearn = 1, e2e = 1, c;
+    int format = DM_PP_FORMAT_REUTERS, repeats = 5, sklearn = 1, e2e = 1, kernels = 1, c;
+    size_t sk_max = 0;
     size_t min_bytes = (size_t)1 << 30, n_tok = (size_t)1 << 26, n_items = (size_t)1 << 26;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -283,6 +401,8 @@ int main(int argc, char **argv)
         case 'j': json_path = optarg; break;
         case 's': sklearn = 0; break;
         case 'e': e2e = 0; break;
+        case 'E': kernels = 0; break;
+        case 'k': sk_max = (size_t)strtoull(optarg, NULL, 10); break;
         default: usage(); return c == 'h' ? 0 : 2;
         }
     }
@@ -308,7 +428,7 @@ int main(int argc, char **argv)
         if (json_path) json_dump_file(root, json_path, JSON_INDENT(2));                            \
     } while (0)
     if (rc == DM_OK) printf("bench_tfidf: %s\n", gpu ? ctx.dev.name : "no GPU: CPU backend only");
-    if (rc == DM_OK && gpu) {
+    if (rc == DM_OK && gpu && kernels) {
         rc = bench_kernel(kern, "tfidf.tf_count_atomic", n_tok, repeats, "G inserts/s");
         DM_FLUSH_JSON();
         if (rc == DM_OK) rc = bench_kernel(kern, "tfidf.tf_count_noatomic", n_tok, repeats, "G inserts/s");
@@ -328,21 +448,25 @@ int main(int argc, char **argv)
         snprintf(buf, sizeof buf, "%s/../shared/datasets/reuters21578", sd ? sd : ".");
         corpus = buf;
     }
-    double sk_gbps = 0;
+    double sk_gbps = 0, sk_bytes = 0;
     int sk_ok = 0;
     if (rc == DM_OK && e2e) {
-        rc = prepare(dir, sizeof dir, corpus, format, work, min_bytes);
+        size_t copy_bytes = 0, copies = 0;
+        rc = prepare(dir, sizeof dir, &copy_bytes, &copies, corpus, format, work, min_bytes);
         if (rc == DM_OK && sklearn) {
             char script[4200];
             const char *sd = getenv("DOCMINE_SOURCE_DIR");
             snprintf(script, sizeof script, "%s/bench/tfidf/sklearn_tfidf.py", sd ? sd : ".");
-            char base[4200];
-            snprintf(base, sizeof base, "%s/base", work);
-            sk_gbps = run_sklearn(script, base, &sk_ok);
+            printf("\nscikit-learn TfidfVectorizer on %s (%s)...\n", dir,
+                   sk_max ? "a prefix of the files, --sklearn-max-bytes" : "the whole corpus");
+            fflush(stdout);
+            sk_gbps = run_sklearn(script, dir, sk_max, &sk_bytes, &sk_ok);
         }
-        printf("\nvectorize end to end on %s (>= %zu bytes)%s\n", dir, min_bytes,
-               sk_ok ? "" : " (scikit-learn not measured)");
-        printf("  %-22s %12s %10s %10s %12s %10s\n", "backend", "text GB", "wall s", "GB/s", "nnz", "vs sklearn");
+        printf("\nvectorize end to end on %s: %zu copies of %zu bytes (>= %zu bytes)%s\n", dir, copies, copy_bytes,
+               min_bytes, sk_ok ? "" : " (scikit-learn not measured)");
+        if (sk_ok)
+            printf("  scikit-learn TfidfVectorizer (one core, read + parse + fit_transform) on %.3f GB of the same "
+                   "files: %.4f GB/s\n", sk_bytes / 1e9, sk_gbps);
         for (int b = 0; b < 2 && rc == DM_OK; b++) {
             int be = b == 0 ? DM_BACKEND_CUDA : DM_BACKEND_CPU;
             if (be == DM_BACKEND_CUDA && (!gpu || (strcmp(backend, "cuda") != 0 && strcmp(backend, "both") != 0))) continue;
@@ -358,40 +482,58 @@ int main(int argc, char **argv)
                 dm_pp_stats ps;
                 char out[4500];
                 snprintf(out, sizeof out, "%s/bench.dmv", work);
+                dm_timers_reset();
                 double t0 = dm_wtime();
                 rc = dm_vectorize_corpus(&vec, NULL, &st, &ps, &ctx, dir, &pp, &o, NULL, NULL);
                 double t1 = dm_wtime();
+                dm_timer_start("bench.write");
                 if (rc == DM_OK) rc = dm_vectors_write(&vec, out, &ctx);
+                dm_timer_stop("bench.write");
                 double t2 = dm_wtime();
-                dm_vectors_free(&vec);
+                if (rc == DM_OK) dm_vectors_free(&vec);
                 if (rc != DM_OK) break;
+                if (ps.bytes_read != (uint64_t)copies * copy_bytes) {
+                    rc = DM_ERR(DM_ERR_IO, "%s: read %llu bytes, expected %zu x %zu (%llu files skipped)", dir,
+                                (unsigned long long)ps.bytes_read, copies, copy_bytes,
+                                (unsigned long long)dm_pp_stats_skipped_total(&ps));
+                    break;
+                }
                 double gb = (double)ps.bytes_read / 1e9, gbps = gb / (t2 - t0);
                 char label[64];
                 snprintf(label, sizeof label, "%s%s%s", dm_backend_name(be), be == DM_BACKEND_CUDA ? " " : "",
                          be == DM_BACKEND_CUDA ? dm_tf_variant_name(v) : "");
-                printf("  %-22s %12.3f %10.2f %10.3f %12llu", label, gb, t2 - t0, gbps, (unsigned long long)st.nnz);
-                if (sk_ok) printf(" %9.1fx", gbps / sk_gbps);
+                printf("\n  %-22s %12s %10s %10s %12s %10s %12s\n", "backend", "text GB", "wall s", "GB/s", "docs", "nnz",
+                       "vs sklearn");
+                printf("  %-22s %12.3f %10.2f %10.3f %12llu %10llu", label, gb, t2 - t0, gbps, (unsigned long long)st.docs,
+                       (unsigned long long)st.nnz);
+                if (sk_ok) printf(" %11.1fx", gbps / sk_gbps);
                 printf("\n");
                 json_t *o2 = json_object();
                 json_object_set_new(o2, "backend", json_string(label));
                 json_object_set_new(o2, "text_bytes", json_integer((json_int_t)ps.bytes_read));
+                json_object_set_new(o2, "copies", json_integer((json_int_t)copies));
                 json_object_set_new(o2, "docs", json_integer((json_int_t)st.docs));
+                json_object_set_new(o2, "tokens", json_integer((json_int_t)st.tokens));
                 json_object_set_new(o2, "terms", json_integer((json_int_t)st.terms));
                 json_object_set_new(o2, "nnz", json_integer((json_int_t)st.nnz));
+                json_object_set_new(o2, "table_rebuilds", json_integer((json_int_t)st.table_rebuilds));
                 json_object_set_new(o2, "vectorize_seconds", json_real(t1 - t0));
                 json_object_set_new(o2, "write_seconds", json_real(t2 - t1));
                 json_object_set_new(o2, "gb_per_second", json_real(gbps));
                 if (sk_ok) json_object_set_new(o2, "ratio_to_sklearn", json_real(gbps / sk_gbps));
+                print_stages(o2, t2 - t0, gb);
                 json_array_append_new(e2e_res, o2);
                 DM_FLUSH_JSON();
             }
         }
-        if (sk_ok) printf("  scikit-learn TfidfVectorizer (one core, the base corpus): %.4f GB/s\n", sk_gbps);
     }
     json_decref(kern);
     json_decref(sorts);
     json_decref(e2e_res);
-    if (sk_ok) json_object_set_new(root, "sklearn_gb_per_second", json_real(sk_gbps));
+    if (sk_ok) {
+        json_object_set_new(root, "sklearn_gb_per_second", json_real(sk_gbps));
+        json_object_set_new(root, "sklearn_text_bytes", json_real(sk_bytes));
+    }
     if (rc == DM_OK && json_path && json_dump_file(root, json_path, JSON_INDENT(2)) != 0)
         rc = DM_ERR(DM_ERR_IO, "%s: cannot write JSON", json_path);
     json_decref(root);

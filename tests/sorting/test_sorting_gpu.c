@@ -198,15 +198,23 @@ static void test_segsort_cub(void)
     CU_ASSERT_EQUAL_FATAL(dm_segsort_pairs_u32_cpu(NULL, NULL, ck, cvu, c.k, vu, c.n, c.off, c.n_seg, NULL), DM_OK);
     uint32_t *dvu = dev(4 * c.n), *dvuo = dev(4 * c.n);
     up(dvu, vu, 4 * c.n);
-    size_t tb = 0;
-    CU_ASSERT_EQUAL_FATAL(dm_segsort_pairs_u32_cuda(NULL, &tb, c.dko, dvuo, c.dk, dvu, c.n, c.d_off, c.n_seg, NULL), DM_OK);
-    void *temp = dev(tb);
-    CU_ASSERT_EQUAL_FATAL(dm_segsort_pairs_u32_cuda(temp, &tb, c.dko, dvuo, c.dk, dvu, c.n, c.d_off, c.n_seg, NULL), DM_OK);
-    down(gk, c.dko, 4 * c.n);
-    down(gv, dvuo, 4 * c.n);
-    CU_ASSERT_EQUAL(memcmp(gk, ck, 4 * c.n), 0);
-    CU_ASSERT_EQUAL(memcmp(gv, cvu, 4 * c.n), 0);
-    dm_device_free(temp);
+    /* CUB alone, then the bitonic hybrid (tfidf's row sort; segments up to 3000 also reach CUB) */
+    for (int bitonic = 0; bitonic <= 1; bitonic++) {
+        dm_segsort_use_bitonic(bitonic);
+        CU_ASSERT_EQUAL(dm_segsort_uses_bitonic(), bitonic);
+        cudaMemset(c.dko, 0xee, 4 * c.n);
+        cudaMemset(dvuo, 0xee, 4 * c.n);
+        size_t tb = 0;
+        CU_ASSERT_EQUAL_FATAL(dm_segsort_pairs_u32_cuda(NULL, &tb, c.dko, dvuo, c.dk, dvu, c.n, c.d_off, c.n_seg, NULL), DM_OK);
+        void *temp = dev(tb);
+        CU_ASSERT_EQUAL_FATAL(dm_segsort_pairs_u32_cuda(temp, &tb, c.dko, dvuo, c.dk, dvu, c.n, c.d_off, c.n_seg, NULL), DM_OK);
+        down(gk, c.dko, 4 * c.n);
+        down(gv, dvuo, 4 * c.n);
+        CU_ASSERT_EQUAL(memcmp(gk, ck, 4 * c.n), 0);
+        CU_ASSERT_EQUAL(memcmp(gv, cvu, 4 * c.n), 0);
+        dm_device_free(temp);
+    }
+    dm_segsort_use_bitonic(0);
     dm_device_free(dvu);
     dm_device_free(dvuo);
     dm_free(vu);

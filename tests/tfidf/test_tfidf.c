@@ -206,6 +206,153 @@ static void test_tf_count_gpu_algorithm_on_host(void)
     dm_free(tok);
 }
 
+/* Fills per-document tables the way the CUDA instances do, in one of three token orders: 0 in
+ * order, 1 reversed, 2 as 32 lanes of a warp with 2 strided tokens each take them (lane-major).
+ * A token whose bucket is full is dropped and the document flagged, as a lane of the kernel. */
+static void fill_tables(uint32_t *key, uint32_t *cnt, uint32_t *over, const uint64_t *tab_off, const uint64_t *off,
+                        const uint32_t *tok, size_t n_docs, int order)
+{
+    memset(key, 0xff, 4 * tab_off[n_docs]);
+    memset(cnt, 0, 4 * tab_off[n_docs]);
+    for (size_t d = 0; d < n_docs; d++) {
+        uint64_t b = off[d], e = off[d + 1], len = e - b;
+        uint32_t bcap = (uint32_t)((tab_off[d + 1] - tab_off[d]) / DM_TF_BUCKETS);
+        over[d] = 0;
+        for (uint64_t j = 0; j < len; j++) {
+            uint64_t i = b + j;
+            if (order == 1) i = e - 1 - j;
+            if (order == 2 && j / 64 * 64 + 64 <= len) { /* a last, partial chunk stays in order */
+                uint64_t q = j % 64;
+                i = b + j / 64 * 64 + q / 2 + 32 * (q % 2);
+            }
+            if (!dm_tf_insert(key + tab_off[d], cnt + tab_off[d], bcap, tok[i], 1, 1)) over[d] = 1;
+        }
+    }
+}
+
+static void table_offsets_of(uint64_t *tab_off, const uint64_t *off, size_t n_docs, const uint8_t *grow)
+{
+    tab_off[0] = 0;
+    for (size_t d = 0; d < n_docs; d++)
+        tab_off[d + 1] = tab_off[d] + DM_TF_BUCKETS * dm_tf_bcap(off[d + 1] - off[d], 2, grow ? grow[d] : 0);
+}
+
+static void test_tf_tuning_output_canonical(void)
+{
+    /* the CUDA count kernels' tuning workload: tables sized by dm_tf_table_grow_fit never
+     * overflow, and dm_tf_tables_canonical gives the same bytes whatever the insert order, equal
+     * to the CPU counts, and different bytes for a wrong count */
+    const size_t n_tok = 100003;
+    const uint32_t n_terms = 60000;
+    uint64_t *off = dm_malloc(8 * (n_tok + 2));
+    uint32_t *tok = dm_malloc(4 * n_tok);
+    size_t n_docs = 0;
+    dm_tf_bench_docs(off, tok, n_tok, n_terms, 1234, &n_docs);
+    dm_tf_counts ref;
+    dm_tf_count_options o = DM_TF_COUNT_OPTIONS_INIT;
+    CU_ASSERT_EQUAL_FATAL(dm_tf_count_cpu(&ref, off, tok, n_docs, n_terms, &o), DM_OK);
+    uint8_t *grow = dm_calloc(n_docs, 1);
+    uint64_t *tab_off = dm_malloc(8 * (n_docs + 1));
+    size_t grown = 0;
+    for (size_t d = 0; d < n_docs; d++) {
+        grow[d] = (uint8_t)dm_tf_table_grow_fit(ref.term + ref.row_off[d], ref.row_off[d + 1] - ref.row_off[d],
+                                                off[d + 1] - off[d], 2);
+        grown += grow[d] > 0;
+    }
+    CU_ASSERT(grown > 0); /* the first-pass sizes overflow some documents of this workload */
+    table_offsets_of(tab_off, off, n_docs, grow);
+    uint64_t slots = tab_off[n_docs];
+    uint32_t *key = dm_malloc(4 * slots), *cnt = dm_malloc(4 * slots), *over = dm_malloc(4 * n_docs);
+    uint32_t *key0 = dm_malloc(4 * slots);
+    uint64_t *canon[3];
+    for (int order = 0; order < 3; order++) {
+        fill_tables(key, cnt, over, tab_off, off, tok, n_docs, order);
+        size_t n_over = 0;
+        for (size_t d = 0; d < n_docs; d++) n_over += over[d];
+        CU_ASSERT_EQUAL(n_over, 0);
+        canon[order] = dm_malloc(8 * slots);
+        dm_tf_tables_canonical(canon[order], key, cnt, tab_off, over, n_docs);
+        if (order == 0) memcpy(key0, key, 4 * slots);
+        else CU_ASSERT(memcmp(key0, key, 4 * slots) != 0); /* raw slots depend on the order */
+    }
+    CU_ASSERT(memcmp(canon[0], canon[1], 8 * slots) == 0);
+    CU_ASSERT(memcmp(canon[0], canon[2], 8 * slots) == 0);
+    /* the canonical rows are the CPU counts */
+    int same = 1;
+    for (size_t d = 0; d < n_docs && same; d++) {
+        uint64_t m = ref.row_off[d + 1] - ref.row_off[d];
+        for (uint64_t j = 0; j < m; j++) {
+            uint64_t k = ref.row_off[d] + j;
+            same = same && canon[0][tab_off[d] + j] == ((uint64_t)ref.term[k] << 32 | ref.count[k]);
+        }
+        same = same && (tab_off[d] + m == tab_off[d + 1] || canon[0][tab_off[d] + m] == 0);
+    }
+    CU_ASSERT_TRUE(same);
+    dm_tf_counts_free(&ref);
+    /* a wrong count (one slot off by one) changes the output */
+    uint64_t s = 0;
+    while (key[s] == DM_TF_EMPTY) s++;
+    cnt[s]++;
+    uint64_t *bad = dm_malloc(8 * slots);
+    dm_tf_tables_canonical(bad, key, cnt, tab_off, over, n_docs);
+    CU_ASSERT(memcmp(canon[2], bad, 8 * slots) != 0);
+    /* the fit is the smallest: one doubling less overflows every grown document */
+    size_t too_small = 0;
+    for (size_t d = 0; d < n_docs; d++) {
+        if (!grow[d]) continue;
+        uint64_t len = off[d + 1] - off[d];
+        uint32_t bcap = (uint32_t)dm_tf_bcap(len, 2, grow[d] - 1);
+        uint32_t *k1 = dm_malloc(4 * DM_TF_BUCKETS * bcap), *c1 = dm_calloc(DM_TF_BUCKETS * bcap, 4);
+        memset(k1, 0xff, 4 * DM_TF_BUCKETS * bcap);
+        int ok = 1;
+        for (uint64_t i = off[d]; i < off[d + 1]; i++) ok &= dm_tf_insert(k1, c1, bcap, tok[i], 1, 1);
+        too_small += !ok;
+        dm_free(k1);
+        dm_free(c1);
+    }
+    CU_ASSERT_EQUAL(too_small, grown);
+    dm_free(key);
+    dm_free(cnt);
+    dm_free(over);
+    dm_free(key0);
+    /* first-pass sizes (no growth): overflowed tables hold order-dependent partial contents, the
+     * flags do not depend on the order, and the canonical form keeps only the flags */
+    table_offsets_of(tab_off, off, n_docs, NULL);
+    slots = tab_off[n_docs];
+    uint32_t *ka = dm_malloc(4 * slots), *ca = dm_malloc(4 * slots), *oa = dm_malloc(4 * n_docs);
+    uint32_t *kb = dm_malloc(4 * slots), *cb = dm_malloc(4 * slots), *ob = dm_malloc(4 * n_docs);
+    fill_tables(ka, ca, oa, tab_off, off, tok, n_docs, 0);
+    fill_tables(kb, cb, ob, tab_off, off, tok, n_docs, 1);
+    size_t n_over = 0, partial_differs = 0;
+    for (size_t d = 0; d < n_docs; d++) {
+        n_over += oa[d];
+        CU_ASSERT_EQUAL(oa[d], grow[d] > 0);
+        if (oa[d]) partial_differs += memcmp(ka + tab_off[d], kb + tab_off[d], 4 * (tab_off[d + 1] - tab_off[d])) != 0;
+    }
+    CU_ASSERT(memcmp(oa, ob, 4 * n_docs) == 0);
+    CU_ASSERT(n_over == grown && partial_differs > 0);
+    uint64_t *xa = dm_malloc(8 * slots), *xb = dm_malloc(8 * slots);
+    dm_tf_tables_canonical(xa, ka, ca, tab_off, oa, n_docs);
+    dm_tf_tables_canonical(xb, kb, cb, tab_off, ob, n_docs);
+    CU_ASSERT(memcmp(xa, xb, 8 * slots) == 0);
+    printf("\n  %zu documents, %zu overflow at first-pass sizes (%zu with order-dependent contents)", n_docs, n_over,
+           partial_differs);
+    for (int order = 0; order < 3; order++) dm_free(canon[order]);
+    dm_free(bad);
+    dm_free(ka);
+    dm_free(ca);
+    dm_free(oa);
+    dm_free(kb);
+    dm_free(cb);
+    dm_free(ob);
+    dm_free(xa);
+    dm_free(xb);
+    dm_free(grow);
+    dm_free(tab_off);
+    dm_free(off);
+    dm_free(tok);
+}
+
 /* ------------------------------------------------------------------ vocabulary table */
 
 static void test_vocab_merge_and_lookup_collisions(void)
@@ -984,6 +1131,7 @@ int main(void)
     CU_TestInfo terms[] = {{"termtab_weak_hash_tiny_capacity", test_termtab_weak_hash_tiny_capacity},
                            {"tf_count_vs_bruteforce", test_tf_count_vs_bruteforce},
                            {"tf_count_gpu_algorithm_on_host", test_tf_count_gpu_algorithm_on_host},
+                           {"tf_tuning_output_canonical", test_tf_tuning_output_canonical},
                            {"vocab_merge_and_lookup_collisions", test_vocab_merge_and_lookup_collisions},
                            {"hash_lookup_real_hash", test_hash_lookup_real_hash},
                            CU_TEST_INFO_NULL};
