@@ -29,16 +29,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = 0, cap = 0, nd = 0;
     uint64_t *off = malloc((n + 2) * sizeof(uint64_t));
     off[0] = 0;
-    int ascii = 1;
     for (size_t p = 0; p <= n;) {
         size_t e = p;
         while (e < n && (unsigned char)t[e] != 0xFF) e++;
-        for (size_t i = p; i < e; i++) ascii &= (unsigned char)t[i] < 0x80;
         if (dm_normalize(&norm, &len, &cap, t + p, e - p, 0, NULL) != 0) abort();
         off[++nd] = len;
         p = e + 1;
     }
-    if (ascii) { /* the fast path must equal utf8proc */
+    { /* the fast path (ASCII runs) must equal utf8proc on everything, ASCII or not */
         char *u = NULL;
         size_t ul = 0, uc = 0;
         for (size_t p = 0; p <= n;) {

@@ -1,9 +1,12 @@
 /* Unicode normalisation of document text on the CPU: invalid UTF-8 -> U+FFFD (counted), NUL ->
  * separator (counted), NFKC + case fold + strip marks with utf8proc, then every code point that is
- * not a letter (L*) or number (N*) -> ' ' (runs collapsed). Pure-ASCII chunks take a fast path with
- * identical output. Reference: dm_normalize with force_unicode = 1 (utf8proc on everything).
+ * not a letter (L*) or number (N*) -> ' ' (runs collapsed). ASCII runs (cut like chunks, below)
+ * take a fast path with identical output; only the runs around non-ASCII bytes go to utf8proc.
+ * Reference: dm_normalize with force_unicode = 1 (utf8proc on everything).
  * Long documents are normalised in chunks cut just before an ASCII space that is followed by an
  * ASCII byte: no normalisation form interacts across such a point, so chunking changes nothing. */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -38,21 +41,39 @@ static int dm_norm_is_token_cp(utf8proc_int32_t cp)
            (c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO);
 }
 
+/* ASCII byte -> normalised byte: letters lower-cased, digits kept, 0 for a separator. */
+static unsigned char g_norm_map[128];
+static void dm_norm_map_init(void)
+{
+    for (int c = 0; c < 128; c++)
+        g_norm_map[c] = (unsigned char)(c >= 'A' && c <= 'Z'   ? c + 32
+                                        : (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ? c
+                                                                                           : 0);
+}
+static pthread_once_t g_norm_once = PTHREAD_ONCE_INIT;
+
 static int dm_norm_ascii(char **out, size_t *len, size_t *cap, size_t doc_start, const char *s,
                          size_t n, dm_pp_stats *st)
 {
     DM_TRY(dm_norm_reserve(out, cap, *len + n + 1));
+    pthread_once(&g_norm_once, dm_norm_map_init);
     char *o = *out;
     size_t l = *len;
+    /* sep: the output ends with a separator or is at the document start (no leading ' ') */
+    int sep = l == doc_start || o[l - 1] == ' ';
+    uint64_t nul = 0;
     for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 'A' && c <= 'Z') o[l++] = (char)(c + 32);
-        else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) o[l++] = (char)c;
-        else {
-            if (c == 0 && st) st->nul_bytes++;
-            dm_norm_sep(o, &l, doc_start);
+        unsigned char c = (unsigned char)s[i], m = g_norm_map[c & 0x7f];
+        if (m) {
+            o[l++] = (char)m;
+            sep = 0;
+        } else {
+            nul += c == 0;
+            if (!sep) o[l++] = ' ';
+            sep = 1;
         }
     }
+    if (st) st->nul_bytes += nul;
     *len = l;
     return DM_OK;
 }
@@ -121,11 +142,54 @@ static int dm_norm_unicode(char **out, size_t *len, size_t *cap, size_t doc_star
     return DM_OK;
 }
 
-static int dm_norm_chunk_is_ascii(const char *s, size_t n)
+/* Index of the first byte >= 0x80 in s[0..n), or n (eight bytes at a time). */
+static size_t dm_norm_first_high(const char *s, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] >= 0x80) return 0;
-    return 1;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        if (w & 0x8080808080808080ull) break;
+    }
+    while (i < n && (unsigned char)s[i] < 0x80) i++;
+    return i;
+}
+
+static int dm_norm_is_ws(unsigned char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+/* Normalises s[0..n) (a chunk that ends at a safe cut) in runs: ASCII runs take the fast path,
+ * each run around non-ASCII bytes goes to utf8proc. Runs are cut only where chunks are (before an
+ * ASCII whitespace byte followed by an ASCII byte), so the output is the same as utf8proc on the
+ * whole chunk: no normalisation form interacts across such a point. */
+static int dm_norm_runs(char **out, size_t *len, size_t *cap, size_t doc_start, const char *s,
+                        size_t n, dm_pp_stats *st)
+{
+    size_t p = 0;
+    while (p < n) {
+        size_t q = p + dm_norm_first_high(s + p, n - p);
+        if (q == n) return dm_norm_ascii(out, len, cap, doc_start, s + p, n - p, st);
+        /* the last cut before q: whitespace at c with s[c + 1] ASCII (c + 1 < q) */
+        size_t c = q;
+        for (size_t i = q; i >= p + 2; i--)
+            if (dm_norm_is_ws((unsigned char)s[i - 2])) {
+                c = i - 2;
+                break;
+            }
+        if (c < q && c > p) {
+            DM_TRY(dm_norm_ascii(out, len, cap, doc_start, s + p, c - p, st));
+            p = c;
+        }
+        /* the first cut after q, or the chunk end */
+        size_t e = n;
+        for (size_t i = q + 1; i + 1 < n; i++)
+            if (dm_norm_is_ws((unsigned char)s[i]) && (unsigned char)s[i + 1] < 0x80) {
+                e = i;
+                break;
+            }
+        DM_TRY(dm_norm_unicode(out, len, cap, doc_start, s + p, e - p, st));
+        p = e;
+    }
+    return DM_OK;
 }
 
 /* End of the chunk starting at s[0]: just before an ASCII space followed by an ASCII byte, at or
@@ -154,8 +218,8 @@ int dm_normalize(char **out, size_t *out_len, size_t *out_cap, const char *text,
     size_t pos = 0;
     while (pos < len) {
         size_t e = pos + dm_norm_chunk_end(text + pos, len - pos);
-        if (!force_unicode && dm_norm_chunk_is_ascii(text + pos, e - pos))
-            DM_TRY(dm_norm_ascii(out, out_len, out_cap, doc_start, text + pos, e - pos, st));
+        if (!force_unicode)
+            DM_TRY(dm_norm_runs(out, out_len, out_cap, doc_start, text + pos, e - pos, st));
         else
             DM_TRY(dm_norm_unicode(out, out_len, out_cap, doc_start, text + pos, e - pos, st));
         pos = e;

@@ -51,54 +51,87 @@ DM_HD int dm_porter_set(char *z, int n, int sl, const char *r, int rl)
     return b + rl;
 }
 
-/* A rule table: suffix, replacement, listed by decreasing suffix length, so the first match is
- * the longest (two suffixes of equal length cannot both match). */
-#define DM_PORTER_RULE(s, r) {s, sizeof(s) - 1, r, sizeof(r) - 1}
-typedef struct dm_porter_rule {
-    const char *s;
-    int sl;
-    const char *r;
-    int rl;
-} dm_porter_rule;
+/* Suffix rules of steps 2, 3 and 4 as code, not as tables: a table of rules in a function is
+ * built in the thread's local memory on every call under nvcc (about 1.1 KB of stores per
+ * token), which made the stem the slowest part of the CUDA tokeniser. Each finder switches on the
+ * word's last letter (every suffix that can match ends with it) and tries that letter's suffixes
+ * longest first, so the first match is the longest matching suffix of the whole list, exactly
+ * as Snowball's `among` picks it (two suffixes of equal length cannot both match).
+ * On a match: *sl = suffix length, *r / *rl = replacement; returns 1. No match: returns 0. */
+#define DM_PORTER_M(suf, rep)                                                                      \
+    do {                                                                                           \
+        if (dm_porter_ends(z, n, suf, (int)sizeof(suf) - 1)) {                                     \
+            *sl = (int)sizeof(suf) - 1;                                                            \
+            *r = rep;                                                                              \
+            *rl = (int)sizeof(rep) - 1;                                                            \
+            return 1;                                                                              \
+        }                                                                                          \
+    } while (0)
 
-/* Finds the longest rule matching the end of z; -1 if none. */
-DM_HD int dm_porter_find(const char *z, int n, const dm_porter_rule *rules, int nr)
+DM_HD int dm_porter_step2_find(const char *z, int n, int *sl, const char **r, int *rl)
 {
-    for (int i = 0; i < nr; i++)
-        if (dm_porter_ends(z, n, rules[i].s, rules[i].sl)) return i;
-    return -1;
+    if (n < 3) return 0;
+    switch (z[n - 1]) {
+    case 'l': DM_PORTER_M("ational", "ate"); DM_PORTER_M("tional", "tion"); break;
+    case 'n': DM_PORTER_M("ization", "ize"); DM_PORTER_M("ation", "ate"); break;
+    case 's':
+        DM_PORTER_M("fulness", "ful"); DM_PORTER_M("ousness", "ous"); DM_PORTER_M("iveness", "ive");
+        break;
+    case 'i':
+        DM_PORTER_M("biliti", "ble"); DM_PORTER_M("entli", "ent"); DM_PORTER_M("aliti", "al");
+        DM_PORTER_M("ousli", "ous"); DM_PORTER_M("iviti", "ive"); DM_PORTER_M("enci", "ence");
+        DM_PORTER_M("anci", "ance"); DM_PORTER_M("abli", "able"); DM_PORTER_M("alli", "al");
+        DM_PORTER_M("eli", "e");
+        break;
+    case 'm': DM_PORTER_M("alism", "al"); break;
+    case 'r': DM_PORTER_M("izer", "ize"); DM_PORTER_M("ator", "ate"); break;
+    default: break;
+    }
+    return 0;
 }
+
+DM_HD int dm_porter_step3_find(const char *z, int n, int *sl, const char **r, int *rl)
+{
+    if (n < 3) return 0;
+    switch (z[n - 1]) {
+    case 'e': DM_PORTER_M("alize", "al"); DM_PORTER_M("icate", "ic"); DM_PORTER_M("ative", ""); break;
+    case 'i': DM_PORTER_M("iciti", "ic"); break;
+    case 'l': DM_PORTER_M("ical", "ic"); DM_PORTER_M("ful", ""); break;
+    case 's': DM_PORTER_M("ness", ""); break;
+    default: break;
+    }
+    return 0;
+}
+
+/* Step 4 deletes; "ion" (replacement "*") is deleted only after 's' or 't'. */
+DM_HD int dm_porter_step4_find(const char *z, int n, int *sl, const char **r, int *rl)
+{
+    if (n < 2) return 0;
+    switch (z[n - 1]) {
+    case 't':
+        DM_PORTER_M("ement", ""); DM_PORTER_M("ment", ""); DM_PORTER_M("ant", ""); DM_PORTER_M("ent", "");
+        break;
+    case 'e':
+        DM_PORTER_M("ance", ""); DM_PORTER_M("ence", ""); DM_PORTER_M("able", ""); DM_PORTER_M("ible", "");
+        DM_PORTER_M("ate", ""); DM_PORTER_M("ive", ""); DM_PORTER_M("ize", "");
+        break;
+    case 'm': DM_PORTER_M("ism", ""); break;
+    case 'i': DM_PORTER_M("iti", ""); break;
+    case 's': DM_PORTER_M("ous", ""); break;
+    case 'n': DM_PORTER_M("ion", "*"); break;
+    case 'l': DM_PORTER_M("al", ""); break;
+    case 'r': DM_PORTER_M("er", ""); break;
+    case 'c': DM_PORTER_M("ic", ""); break;
+    case 'u': DM_PORTER_M("ou", ""); break;
+    default: break;
+    }
+    return 0;
+}
+#undef DM_PORTER_M
 
 /* Stems z[0..n) in place (n <= buffer size; the stem is never longer). Returns the new length. */
 DM_HD int dm_porter_stem(char *z, int n)
 {
-    /* Step 2, 3, 4 tables (longest first) */
-    const dm_porter_rule step2[] = {
-        DM_PORTER_RULE("ational", "ate"), DM_PORTER_RULE("ization", "ize"),
-        DM_PORTER_RULE("fulness", "ful"), DM_PORTER_RULE("ousness", "ous"),
-        DM_PORTER_RULE("iveness", "ive"), DM_PORTER_RULE("tional", "tion"),
-        DM_PORTER_RULE("biliti", "ble"),  DM_PORTER_RULE("entli", "ent"),
-        DM_PORTER_RULE("ation", "ate"),   DM_PORTER_RULE("alism", "al"),
-        DM_PORTER_RULE("aliti", "al"),    DM_PORTER_RULE("ousli", "ous"),
-        DM_PORTER_RULE("iviti", "ive"),   DM_PORTER_RULE("enci", "ence"),
-        DM_PORTER_RULE("anci", "ance"),   DM_PORTER_RULE("abli", "able"),
-        DM_PORTER_RULE("izer", "ize"),    DM_PORTER_RULE("ator", "ate"),
-        DM_PORTER_RULE("alli", "al"),     DM_PORTER_RULE("eli", "e"),
-    };
-    const dm_porter_rule step3[] = {
-        DM_PORTER_RULE("alize", "al"), DM_PORTER_RULE("icate", "ic"), DM_PORTER_RULE("iciti", "ic"),
-        DM_PORTER_RULE("ative", ""),   DM_PORTER_RULE("ical", "ic"),  DM_PORTER_RULE("ness", ""),
-        DM_PORTER_RULE("ful", ""),
-    };
-    const dm_porter_rule step4[] = {
-        DM_PORTER_RULE("ement", ""), DM_PORTER_RULE("ance", ""), DM_PORTER_RULE("ence", ""),
-        DM_PORTER_RULE("able", ""),  DM_PORTER_RULE("ible", ""), DM_PORTER_RULE("ment", ""),
-        DM_PORTER_RULE("ant", ""),   DM_PORTER_RULE("ent", ""),  DM_PORTER_RULE("ism", ""),
-        DM_PORTER_RULE("ate", ""),   DM_PORTER_RULE("iti", ""),  DM_PORTER_RULE("ous", ""),
-        DM_PORTER_RULE("ive", ""),   DM_PORTER_RULE("ize", ""),  DM_PORTER_RULE("ion", "*"),
-        DM_PORTER_RULE("al", ""),    DM_PORTER_RULE("er", ""),   DM_PORTER_RULE("ic", ""),
-        DM_PORTER_RULE("ou", ""),
-    };
     int y_found = 0;
     /* prelude: mark consonant y */
     if (n > 0 && z[0] == 'y') {
@@ -159,21 +192,24 @@ DM_HD int dm_porter_stem(char *z, int n)
     if (n > 0 && (z[n - 1] == 'y' || z[n - 1] == 'Y') && dm_porter_has_vowel(z, n - 1)) z[n - 1] = 'i';
     /* Step 2 */
     {
-        int r = dm_porter_find(z, n, step2, (int)(sizeof(step2) / sizeof(step2[0])));
-        if (r >= 0 && p1 <= n - step2[r].sl) n = dm_porter_set(z, n, step2[r].sl, step2[r].r, step2[r].rl);
+        int sl, rl;
+        const char *r;
+        if (dm_porter_step2_find(z, n, &sl, &r, &rl) && p1 <= n - sl) n = dm_porter_set(z, n, sl, r, rl);
     }
     /* Step 3 */
     {
-        int r = dm_porter_find(z, n, step3, (int)(sizeof(step3) / sizeof(step3[0])));
-        if (r >= 0 && p1 <= n - step3[r].sl) n = dm_porter_set(z, n, step3[r].sl, step3[r].r, step3[r].rl);
+        int sl, rl;
+        const char *r;
+        if (dm_porter_step3_find(z, n, &sl, &r, &rl) && p1 <= n - sl) n = dm_porter_set(z, n, sl, r, rl);
     }
     /* Step 4 */
     {
-        int r = dm_porter_find(z, n, step4, (int)(sizeof(step4) / sizeof(step4[0])));
-        if (r >= 0) {
-            int b = n - step4[r].sl;
+        int sl, rl;
+        const char *r;
+        if (dm_porter_step4_find(z, n, &sl, &r, &rl)) {
+            int b = n - sl;
             if (p2 <= b) {
-                if (step4[r].rl == 0) n = b;
+                if (rl == 0) n = b;
                 else if (b > 0 && (z[b - 1] == 's' || z[b - 1] == 't')) n = b; /* 'ion' */
             }
         }

@@ -1,18 +1,23 @@
 /* The preprocess driver: lists the corpus, splits files across ranks by bytes, reads and normalises
  * documents into batches, tokenises each batch with the chosen backend and builds the token
  * stream; errors agree across ranks. Reference: the CPU backend (dm_tokenize_cpu).
- * Pipeline: the calling thread reads and normalises batch k+2 while two worker threads tokenise
- * batches k and k+1 (CPU, or CUDA: each worker has its own device workspace and stream, so one
- * batch's H2D/D2H copies overlap the other's kernels) and append them to the stream strictly in
- * batch order; DM_PP_SLOTS batch buffers circulate.
- * Output does not depend on batch sizes or timing (batches are consumed in order). */
+ * Pipeline: reader threads (a pool, one file each at a time, a bounded window of files ahead)
+ * read and normalise documents into pieces; the calling thread takes the pieces strictly in
+ * file order and copies them into batch k+2 while two worker threads tokenise batches k and k+1
+ * (CPU, or CUDA: each worker has its own device workspace and stream, so one batch's H2D/D2H
+ * copies overlap the other's kernels) and append them to the stream strictly in batch order;
+ * DM_PP_SLOTS batch buffers circulate (page-locked for the CUDA backend).
+ * Output does not depend on thread counts, batch sizes or timing: pieces, statistics and
+ * messages are taken in file order, batches are consumed in order. */
 #include <mpi.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/alloc.h"
 #include "common/context.h"
 #include "common/status.h"
 #include "preprocess/preprocess.h"
@@ -32,8 +37,9 @@ static double dm_now(void)
 /* One batch of normalised documents with their ids and labels. */
 typedef struct dm_pp_batch {
     uint64_t seq;  /* order of the batch in the stream */
-    char *text;
+    char *text;    /* page-locked when pinned (CUDA backend: asynchronous H2D copies) */
     size_t text_len, text_cap;
+    int pinned;
     uint64_t *doc_off;
     size_t doc_cap, n_docs;
     char *meta; /* per document: id NUL labels NUL */
@@ -86,6 +92,18 @@ typedef struct dm_pp_run {
     uint64_t next_commit;    /* the batch whose turn it is to enter the stream (under commit_mu) */
     pthread_mutex_t commit_mu;
     pthread_cond_t commit_cv;
+    /* reader pool (everything below rd_mu is guarded by it) */
+    const dm_pp_file *files;
+    size_t n_files;
+    int n_readers;
+    struct dm_pp_fslot *fslots; /* window entries: file i uses fslots[i % window] */
+    size_t window;
+    size_t next_file;        /* next file a reader claims */
+    size_t head_file;        /* the file the calling thread takes pieces from */
+    int stop_readers;        /* end or error: readers stop */
+    pthread_mutex_t rd_mu;
+    pthread_cond_t rd_cv;
+    double t_read, t_norm, t_take; /* readers' thread-seconds; the calling thread's copying */
     int worker_rc;           /* first error of the worker (under rc_mu) */
     char worker_msg[512];    /* its message (error messages are thread-local) */
     pthread_mutex_t rc_mu;
@@ -200,25 +218,212 @@ static int dm_pp_submit(dm_pp_run *r)
     return dm_pp_worker_rc(r);
 }
 
+/* ------------------------------------------------------------------ reader pool */
+
+/* Normalised documents of one file, in order; a file gives one or more pieces. */
+typedef struct dm_pp_piece {
+    struct dm_pp_piece *next;
+    char *text;
+    size_t text_len, text_cap;
+    uint64_t *doc_off; /* n_docs + 1, relative to text */
+    size_t n_docs, doc_cap;
+    char *meta;        /* per document: id NUL labels NUL */
+    size_t meta_len, meta_cap;
+} dm_pp_piece;
+
+#define DM_PP_PIECE_BYTES ((size_t)2 << 20) /* a reader hands over a piece at this size */
+#define DM_PP_PIECES_AHEAD 4                /* pieces a file may hold before its reader waits */
+
+/* One file being read. */
+typedef struct dm_pp_fslot {
+    size_t file;               /* file index; SIZE_MAX before the first claim */
+    dm_pp_piece *head, *tail;  /* pieces not yet taken */
+    int n_pieces;
+    int done;                  /* the reader finished the file */
+    int rc;                    /* its status (strict-mode skip, NOMEM, ...) */
+    char msg[512];
+    dm_pp_stats st;            /* reader + normaliser counters of this file */
+    double t_read, t_norm;     /* thread-seconds */
+} dm_pp_fslot;
+
+typedef struct dm_pp_reader {
+    dm_pp_run *r;
+    dm_pp_fslot *slot;
+    dm_pp_piece *cur;
+    double t_norm;
+} dm_pp_reader;
+
+static void dm_pp_piece_free(dm_pp_piece *p)
+{
+    if (!p) return;
+    free(p->text);
+    free(p->doc_off);
+    free(p->meta);
+    free(p);
+}
+
+/* Hands the reader's current piece to the calling thread; waits while the file holds
+ * DM_PP_PIECES_AHEAD pieces (bounded memory). Returns DM_ERR_INVALID_ARG when told to stop. */
+static int dm_pp_reader_flush(dm_pp_reader *rd)
+{
+    dm_pp_run *r = rd->r;
+    dm_pp_piece *p = rd->cur;
+    if (!p || p->n_docs == 0) return DM_OK;
+    rd->cur = NULL;
+    pthread_mutex_lock(&r->rd_mu);
+    if (rd->slot->tail) rd->slot->tail->next = p;
+    else rd->slot->head = p;
+    rd->slot->tail = p;
+    rd->slot->n_pieces++;
+    pthread_cond_broadcast(&r->rd_cv);
+    while (!r->stop_readers && rd->slot->n_pieces >= DM_PP_PIECES_AHEAD) pthread_cond_wait(&r->rd_cv, &r->rd_mu);
+    int stop = r->stop_readers;
+    pthread_mutex_unlock(&r->rd_mu);
+    return stop ? DM_ERR(DM_ERR_INVALID_ARG, "preprocess: reading stopped") : DM_OK;
+}
+
 static int dm_pp_sink(void *user, const dm_raw_doc *doc)
 {
-    dm_pp_run *r = user;
-    dm_pp_batch *b = r->cur;
+    dm_pp_reader *rd = user;
     double t0 = dm_now();
+    if (!rd->cur) {
+        rd->cur = calloc(1, sizeof(dm_pp_piece));
+        if (!rd->cur) return DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory");
+        rd->cur->doc_cap = 256;
+        rd->cur->doc_off = malloc(rd->cur->doc_cap * sizeof(uint64_t));
+        if (!rd->cur->doc_off) return DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory");
+        rd->cur->doc_off[0] = 0;
+    }
+    dm_pp_piece *p = rd->cur;
     size_t il = strlen(doc->id) + 1, ll = strlen(doc->labels) + 1;
-    DM_TRY(dm_pp_grow((void **)&b->meta, &b->meta_cap, b->meta_len + il + ll, 1));
-    memcpy(b->meta + b->meta_len, doc->id, il);
-    memcpy(b->meta + b->meta_len + il, doc->labels, ll);
-    b->meta_len += il + ll;
-    DM_TRY(dm_pp_grow((void **)&b->doc_off, &b->doc_cap, b->n_docs + 2, sizeof(uint64_t)));
-    DM_TRY(dm_normalize(&b->text, &b->text_len, &b->text_cap, doc->text, doc->len,
-                        r->opt->force_unicode, &r->st));
-    b->n_docs++;
-    b->doc_off[b->n_docs] = b->text_len;
-    r->times->normalize += dm_now() - t0;
-    /* a document larger than a batch simply makes a batch of its own: never truncated */
+    DM_TRY(dm_pp_grow((void **)&p->meta, &p->meta_cap, p->meta_len + il + ll, 1));
+    memcpy(p->meta + p->meta_len, doc->id, il);
+    memcpy(p->meta + p->meta_len + il, doc->labels, ll);
+    p->meta_len += il + ll;
+    DM_TRY(dm_pp_grow((void **)&p->doc_off, &p->doc_cap, p->n_docs + 2, sizeof(uint64_t)));
+    DM_TRY(dm_normalize(&p->text, &p->text_len, &p->text_cap, doc->text, doc->len,
+                        rd->r->opt->force_unicode, &rd->slot->st));
+    p->n_docs++;
+    p->doc_off[p->n_docs] = p->text_len;
+    rd->t_norm += dm_now() - t0;
+    if (p->text_len >= DM_PP_PIECE_BYTES) DM_TRY(dm_pp_reader_flush(rd));
+    return DM_OK;
+}
+
+static void *dm_pp_reader_main(void *arg)
+{
+    dm_pp_run *r = arg;
+    pthread_mutex_lock(&r->rd_mu);
+    for (;;) {
+        while (!r->stop_readers && r->next_file < r->n_files && r->next_file >= r->head_file + r->window)
+            pthread_cond_wait(&r->rd_cv, &r->rd_mu);
+        if (r->stop_readers || r->next_file >= r->n_files) break;
+        size_t i = r->next_file++;
+        dm_pp_fslot *slot = &r->fslots[i % r->window];
+        memset(slot, 0, sizeof(*slot));
+        slot->file = i;
+        pthread_mutex_unlock(&r->rd_mu);
+
+        dm_pp_reader rd = {r, slot, NULL, 0};
+        double t0 = dm_now();
+        int rc = dm_pp_read_file(&r->files[i], &r->opt->reader, &slot->st, dm_pp_sink, &rd);
+        if (rc >= 0) rc = dm_pp_reader_flush(&rd);
+        double t1 = dm_now();
+        dm_pp_piece_free(rd.cur);
+
+        pthread_mutex_lock(&r->rd_mu);
+        slot->rc = rc;
+        if (rc < 0) snprintf(slot->msg, sizeof(slot->msg), "%s", dm_error_message());
+        slot->t_norm = rd.t_norm;
+        slot->t_read = t1 - t0 - rd.t_norm;
+        slot->done = 1;
+        pthread_cond_broadcast(&r->rd_cv);
+    }
+    pthread_mutex_unlock(&r->rd_mu);
+    return NULL;
+}
+
+/* Grows a batch's text buffer (page-locked ones are re-allocated page-locked). */
+static int dm_pp_batch_text_reserve(dm_pp_batch *b, size_t need)
+{
+    if (need <= b->text_cap) return DM_OK;
+    size_t nc = b->text_cap ? b->text_cap : 4096;
+    while (nc < need) nc *= 2;
+    if (!b->pinned) return dm_pp_grow((void **)&b->text, &b->text_cap, need, 1);
+    void *q = NULL;
+    DM_TRY(dm_host_alloc_pinned(&q, nc));
+    if (b->text_len) memcpy(q, b->text, b->text_len);
+    dm_host_free_pinned(b->text);
+    b->text = q;
+    b->text_cap = nc;
+    return DM_OK;
+}
+
+/* Appends a piece's documents to the current batch (in order); submits full batches. */
+static int dm_pp_take_piece(dm_pp_run *r, const dm_pp_piece *p)
+{
+    dm_pp_batch *b = r->cur;
+    /* a piece that does not fit the current batch starts a new one (a piece larger than a batch
+     * makes a batch of its own: never truncated) */
+    if (b->n_docs > 0 && b->text_len + p->text_len > r->batch_bytes) {
+        DM_TRY(dm_pp_submit(r));
+        b = r->cur;
+    }
+    double t0 = dm_now();
+    DM_TRY(dm_pp_batch_text_reserve(b, b->text_len + p->text_len));
+    DM_TRY(dm_pp_grow((void **)&b->meta, &b->meta_cap, b->meta_len + p->meta_len, 1));
+    DM_TRY(dm_pp_grow((void **)&b->doc_off, &b->doc_cap, b->n_docs + p->n_docs + 1, sizeof(uint64_t)));
+    memcpy(b->text + b->text_len, p->text, p->text_len);
+    memcpy(b->meta + b->meta_len, p->meta, p->meta_len);
+    for (size_t d = 1; d <= p->n_docs; d++) b->doc_off[b->n_docs + d] = b->text_len + p->doc_off[d];
+    b->text_len += p->text_len;
+    b->meta_len += p->meta_len;
+    b->n_docs += p->n_docs;
+    r->t_take += dm_now() - t0; /* copying only: waiting for a free batch is not normalising */
     if (b->text_len >= r->batch_bytes) DM_TRY(dm_pp_submit(r));
     return DM_OK;
+}
+
+/* Takes the pieces of every file in file order (the calling thread). Returns the first error
+ * in file order (strict-mode skips included), so the result does not depend on timing. */
+static int dm_pp_take_files(dm_pp_run *r)
+{
+    int rc = DM_OK;
+    for (size_t i = 0; rc >= 0 && i < r->n_files; i++) {
+        dm_pp_fslot *slot = &r->fslots[i % r->window];
+        for (;;) {
+            pthread_mutex_lock(&r->rd_mu);
+            while (!(slot->file == i && (slot->head || slot->done))) pthread_cond_wait(&r->rd_cv, &r->rd_mu);
+            dm_pp_piece *p = slot->head;
+            if (p) {
+                slot->head = p->next;
+                if (!slot->head) slot->tail = NULL;
+                slot->n_pieces--;
+                pthread_cond_broadcast(&r->rd_cv);
+            }
+            pthread_mutex_unlock(&r->rd_mu);
+            if (!p) break;
+            rc = dm_pp_take_piece(r, p);
+            dm_pp_piece_free(p);
+            if (rc < 0) break;
+            rc = dm_pp_worker_rc(r);
+            if (rc < 0) break;
+        }
+        if (rc < 0) break;
+        /* the file is complete: done is set and read under rd_mu, its fields are final */
+        pthread_mutex_lock(&r->rd_mu);
+        int frc = slot->rc;
+        pthread_mutex_unlock(&r->rd_mu);
+        dm_pp_stats_add(&r->st, &slot->st);
+        r->t_read += slot->t_read;
+        r->t_norm += slot->t_norm;
+        if (frc < 0) rc = DM_ERR(frc, "%s", slot->msg);
+        pthread_mutex_lock(&r->rd_mu);
+        r->head_file = i + 1;
+        pthread_cond_broadcast(&r->rd_cv);
+        pthread_mutex_unlock(&r->rd_mu);
+    }
+    return rc;
 }
 
 int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_file *files,
@@ -265,12 +470,32 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
     pthread_mutex_init(&r->rc_mu, NULL);
     pthread_mutex_init(&r->commit_mu, NULL);
     pthread_cond_init(&r->commit_cv, NULL);
+    pthread_mutex_init(&r->rd_mu, NULL);
+    pthread_cond_init(&r->rd_cv, NULL);
     for (int i = 0; rc >= 0 && i < DM_PP_SLOTS; i++) {
         r->slots[i].doc_cap = 1024;
         r->slots[i].doc_off = malloc(r->slots[i].doc_cap * sizeof(uint64_t));
         if (!r->slots[i].doc_off) rc = DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory");
         else r->slots[i].doc_off[0] = 0;
+        /* CUDA: page-locked batch text, so that H2D copies are asynchronous DMA */
+        r->slots[i].pinned = r->cuda;
+        if (rc >= 0) rc = dm_pp_batch_text_reserve(&r->slots[i], r->batch_bytes + (r->batch_bytes >> 3));
         if (i > 0) dm_pp_queue_push(&r->free_q, &r->slots[i]);
+    }
+    /* reader pool: one file per thread at a time, at most `window` files ahead of the one taken */
+    int nt = opt->threads > 0 ? opt->threads : omp_get_max_threads();
+    if (nt < 1) nt = 1;
+    if (nt > 256) nt = 256;
+    if ((size_t)nt > n_files) nt = n_files ? (int)n_files : 1;
+    r->files = files;
+    r->n_files = n_files;
+    r->n_readers = nt;
+    r->window = 2 * (size_t)nt;
+    times->threads = nt;
+    if (rc >= 0) {
+        r->fslots = calloc(r->window, sizeof(dm_pp_fslot));
+        if (!r->fslots) rc = DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory");
+        for (size_t i = 0; rc >= 0 && i < r->window; i++) r->fslots[i].file = SIZE_MAX;
     }
     r->cur = &r->slots[0];
     pthread_t worker[DM_PP_WORKERS];
@@ -280,13 +505,27 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
             rc = DM_ERR(DM_ERR_NOMEM, "preprocess: cannot start a worker thread");
         else started++;
     }
-    for (size_t i = 0; rc >= 0 && i < n_files; i++) {
-        double t0 = dm_now(), n0 = times->normalize;
-        rc = dm_pp_read_file(&files[i], &opt->reader, &r->st, dm_pp_sink, r);
-        /* read time = time in the reader minus the sink's work */
-        times->read += dm_now() - t0 - (times->normalize - n0);
-        if (rc >= 0) rc = dm_pp_worker_rc(r);
+    pthread_t reader[256];
+    int readers = 0;
+    for (int i = 0; rc >= 0 && i < nt; i++) {
+        if (pthread_create(&reader[i], NULL, dm_pp_reader_main, r) != 0)
+            rc = DM_ERR(DM_ERR_NOMEM, "preprocess: cannot start a reader thread");
+        else readers++;
     }
+    if (rc >= 0) rc = dm_pp_take_files(r);
+    pthread_mutex_lock(&r->rd_mu);
+    r->stop_readers = 1;
+    pthread_cond_broadcast(&r->rd_cv);
+    pthread_mutex_unlock(&r->rd_mu);
+    for (int i = 0; i < readers; i++) pthread_join(reader[i], NULL);
+    if (r->fslots)
+        for (size_t i = 0; i < r->window; i++)
+            for (dm_pp_piece *p = r->fslots[i].head, *q; p; p = q) {
+                q = p->next;
+                dm_pp_piece_free(p);
+            }
+    times->read = r->t_read / nt;
+    times->normalize = r->t_norm / nt + r->t_take;
     if (rc >= 0) rc = dm_pp_submit(r);
     if (started) {
         dm_pp_queue_push(&r->full_q, NULL); /* each worker passes the end marker on */
@@ -308,7 +547,8 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
         dm_sb_free(&r->sb);
     }
     for (int i = 0; i < DM_PP_SLOTS; i++) {
-        free(r->slots[i].text);
+        if (r->slots[i].pinned) dm_host_free_pinned(r->slots[i].text);
+        else free(r->slots[i].text);
         free(r->slots[i].doc_off);
         free(r->slots[i].meta);
     }
@@ -317,6 +557,9 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
     pthread_mutex_destroy(&r->full_q.mu);
     pthread_cond_destroy(&r->full_q.cv);
     pthread_mutex_destroy(&r->rc_mu);
+    pthread_mutex_destroy(&r->rd_mu);
+    pthread_cond_destroy(&r->rd_cv);
+    free(r->fslots);
     pthread_mutex_destroy(&r->commit_mu);
     pthread_cond_destroy(&r->commit_cv);
     dm_stopset_free(&r->stop);

@@ -322,14 +322,20 @@ typedef struct dm_preprocess_options {
                                  batches to fit free device memory and tokenises a document too
                                  large for the device on the CPU (same output), never truncating */
     int force_unicode;        /* 1: no ASCII fast path (tests) */
+    int threads;              /* reader + normaliser threads; 0 = omp_get_max_threads() (all cores,
+                                 or OMP_NUM_THREADS / --threads), at most one per file */
 } dm_preprocess_options;
-#define DM_PREPROCESS_OPTIONS_INIT {DM_READER_OPTIONS_INIT, DM_TOK_OPTIONS_INIT, NULL, 0, 0, 0}
+#define DM_PREPROCESS_OPTIONS_INIT {DM_READER_OPTIONS_INIT, DM_TOK_OPTIONS_INIT, NULL, 0, 0, 0, 0}
 
 /* Per-stage seconds of one rank (the batch pipeline fills them; CPU backend: h2d = d2h = 0).
- * read + normalize run on the calling thread, h2d/kernels/d2h (CUDA events) and build on the
- * pipeline's worker thread, so overlap = (sum of stages) / wall exceeds 1 when they overlap. */
+ * Files are read and normalised by `threads` reader threads (one file each at a time); read and
+ * normalize are their thread-seconds divided by `threads` (the stage's time on its threads), and
+ * normalize also holds the calling thread's copying of normalised documents into the batches.
+ * h2d/kernels/d2h (CUDA events) and build run on the pipeline's two worker threads (summed), so
+ * overlap = (sum of stages) / wall exceeds 1 when stages overlap. */
 typedef struct dm_pp_times {
     double read, normalize, h2d, kernels, d2h, build, wall;
+    int threads;
 } dm_pp_times;
 
 /* Preprocesses the corpus at `path` on this rank's share of the files (split by bytes over
@@ -364,6 +370,16 @@ int dm_pp_cuda_force_instance(int kernel, int instance);
  * is per thread, and the pipeline's worker must use the rank's GPU. */
 int dm_pp_cuda_get_device(int *dev);
 int dm_pp_cuda_set_device(int dev);
+/* Kernel throughput on device-resident text (bench_preprocess, issue 3 item 1): uploads the batch
+ * once (at most 2 GB, one sub-batch), runs the CUDA kernels once untimed (instances selected,
+ * tuned if the database has no answer), then `repeats` times timed with CUDA events around the
+ * kernels only (no copies of text or results). *seconds: median time of the kernel sequence;
+ * phase: medians of its parts [0] tokenise (mark, scan, place), [1] process (length / number /
+ * stop filter, Porter stem, hash), [2] compact + per-document bounds; *tokens: tokens kept.
+ * Errors: DM_ERR_INVALID_ARG, DM_ERR_NO_DEVICE, DM_ERR_CUDA (out of device memory included),
+ * DM_ERR_UNSUPPORTED in a CPU-only build. */
+int dm_pp_cuda_kernel_bench(double *seconds, double phase[3], size_t *tokens, const dm_tok_batch *in,
+                            const dm_stopset *stop, const dm_tok_options *opt, int repeats);
 /* Seconds spent in H2D copies, kernels and D2H copies (CUDA events) since the last call; resets. */
 void dm_pp_cuda_take_times(double *h2d, double *kernels, double *d2h);
 

@@ -407,7 +407,8 @@ typedef struct dm_pp_ws {
     char *wbytes;
     uint64_t stop_sum; /* checksum of the set last uploaded (0 = none) */
     cudaStream_t stream;
-    cudaEvent_t ev[4];
+    cudaEvent_t ev[4];  /* H2D start, kernels start, kernels end, D2H end */
+    cudaEvent_t kev[4]; /* phase bounds inside the kernels (kernel-only benchmark) */
 } dm_pp_ws;
 static thread_local dm_pp_ws g_ws;
 
@@ -428,6 +429,7 @@ static int dm_pp_ws_reserve(size_t n, size_t n_docs)
     if (!w->stream) {
         DM_CUDA_TRY(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
         for (int i = 0; i < 4; i++) DM_CUDA_TRY(cudaEventCreate(&w->ev[i]));
+        for (int i = 0; i < 4; i++) DM_CUDA_TRY(cudaEventCreate(&w->kev[i]));
         DM_CUDA_TRY(cudaMalloc((void **)&w->drops, 4 * sizeof(unsigned long long)));
     }
     if (n > w->n_cap || !w->text) {
@@ -516,6 +518,73 @@ static int dm_pp_append(dm_tok_result *out, size_t need)
     return DM_OK;
 }
 
+/* The kernels of one sub-batch on device-resident data: w->text[0..n) holds the normalised text,
+ * w->doc_off[0..nd] the document offsets relative to it. Leaves the kept tokens in w->out_*,
+ * the stems in w->stems and the per-document bounds in w->doc_tok; *t = tokens found, *kept =
+ * tokens kept, drops[4] the dropped tokens by reason. Two host round trips read the counts that
+ * size the next launches. phases: record w->kev[0..3] at the bounds of tokenise (mark, scan,
+ * place), process (filter, stop, stem, hash) and compact + document bounds. */
+static int dm_pp_kernels(size_t n, size_t nd, const dm_stopset *stop, const dm_tok_options *opt,
+                         uint32_t *t_out, uint32_t *kept_out, unsigned long long drops[4], int phases)
+{
+    dm_pp_ws *w = &g_ws;
+    cudaStream_t st = w->stream;
+    uint32_t t = 0, kept = 0, last_keep = 0, last_pos = 0, last_start = 0, last_scan = 0;
+    const dm_tune_instance *inst;
+    drops[0] = drops[1] = drops[2] = drops[3] = 0;
+    if (phases) DM_CUDA_TRY(cudaEventRecord(w->kev[0], st));
+    if (n > 0) {
+        DM_CUDA_TRY(cudaMemcpyAsync(w->stems, w->text, n, cudaMemcpyDeviceToDevice, st));
+        DM_CUDA_TRY(cudaMemsetAsync(w->drops, 0, 4 * sizeof(unsigned long long), st));
+        dm_pp_mark_args ma = {w->text, n, w->start, w->endf};
+        inst = dm_pp_pick(K_MARK, n);
+        DM_TRY(inst->launch(&ma, n, st));
+        size_t cb = w->cub_cap;
+        DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(w->cub, cb, w->start, w->scan, (int)n, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(&last_start, w->start + n - 1, 4, cudaMemcpyDeviceToHost, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(&last_scan, w->scan + n - 1, 4, cudaMemcpyDeviceToHost, st));
+        DM_CUDA_TRY(cudaStreamSynchronize(st));
+        t = last_start + last_scan;
+    }
+    if (t > 0) {
+        dm_pp_place_args pa = {w->start, w->endf, w->scan, n, w->tok_start, w->tok_end};
+        inst = dm_pp_pick(K_PLACE, n);
+        DM_TRY(inst->launch(&pa, n, st));
+    }
+    if (phases) DM_CUDA_TRY(cudaEventRecord(w->kev[1], st));
+    if (t > 0) {
+        dm_stop_view sv = {w->keys, w->woff, w->wlen, w->wbytes, stop ? stop->cap : 0};
+        dm_tok_params p = {opt->min_len, opt->max_len, opt->keep_numbers, opt->stem};
+        dm_pp_process_args pr = {w->text, w->stems, w->tok_start, w->tok_end, t, sv, p,
+                                 w->keep, w->hash, w->stem_len, w->drops};
+        inst = dm_pp_pick(K_PROCESS, t);
+        DM_TRY(inst->launch(&pr, t, st));
+    }
+    if (phases) DM_CUDA_TRY(cudaEventRecord(w->kev[2], st));
+    if (t > 0) {
+        size_t cb = w->cub_cap;
+        DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(w->cub, cb, w->keep, w->pos, (int)t, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(&last_keep, w->keep + t - 1, 4, cudaMemcpyDeviceToHost, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(&last_pos, w->pos + t - 1, 4, cudaMemcpyDeviceToHost, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(drops, w->drops, 4 * sizeof(unsigned long long), cudaMemcpyDeviceToHost, st));
+        DM_CUDA_TRY(cudaStreamSynchronize(st));
+        kept = last_keep + last_pos;
+        dm_pp_compact_args ca = {w->keep, w->pos, w->tok_start, w->hash, w->stem_len, t,
+                                 w->out_hash, w->out_start, w->out_len};
+        inst = dm_pp_pick(K_COMPACT, t);
+        DM_TRY(inst->launch(&ca, t, st));
+    }
+    {
+        dm_pp_docs_args da = {w->doc_off, nd, w->out_start, kept, w->doc_tok};
+        inst = dm_pp_pick(K_DOCS, nd + 1);
+        DM_TRY(inst->launch(&da, nd + 1, st));
+    }
+    if (phases) DM_CUDA_TRY(cudaEventRecord(w->kev[3], st));
+    *t_out = t;
+    *kept_out = kept;
+    return DM_OK;
+}
+
 /* Documents [d0, d1) of in: text bytes in->doc_off[d0] .. in->doc_off[d1]. */
 static int dm_pp_run_range(dm_tok_result *out, const dm_tok_batch *in, size_t d0, size_t d1,
                            const dm_stopset *stop, const dm_tok_options *opt)
@@ -530,10 +599,9 @@ static int dm_pp_run_range(dm_tok_result *out, const dm_tok_batch *in, size_t d0
     if (!doff) return DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");
     for (size_t d = 0; d <= nd; d++) doff[d] = in->doc_off[d0 + d] - base;
     int rc = DM_OK;
-    uint32_t t = 0, kept = 0, last_keep = 0, last_pos = 0, last_start = 0, last_scan = 0;
+    uint32_t t = 0, kept = 0;
     unsigned long long drops[4] = {0, 0, 0, 0};
     float ms;
-    const dm_tune_instance *inst;
 #define DM_PP_CHECK(call)                                                                          \
     do {                                                                                           \
         cudaError_t e_ = (call);                                                                   \
@@ -551,46 +619,7 @@ static int dm_pp_run_range(dm_tok_result *out, const dm_tok_batch *in, size_t d0
     DM_PP_CHECK(cudaMemcpyAsync(w->text, in->text + base, n, cudaMemcpyHostToDevice, st));
     DM_PP_CHECK(cudaMemcpyAsync(w->doc_off, doff, (nd + 1) * 8, cudaMemcpyHostToDevice, st));
     DM_PP_CHECK(cudaEventRecord(w->ev[1], st));
-    if (n > 0) {
-        DM_PP_CHECK(cudaMemcpyAsync(w->stems, w->text, n, cudaMemcpyDeviceToDevice, st));
-        DM_PP_CHECK(cudaMemsetAsync(w->drops, 0, 4 * sizeof(unsigned long long), st));
-        dm_pp_mark_args ma = {w->text, n, w->start, w->endf};
-        inst = dm_pp_pick(K_MARK, n);
-        DM_PP_RUN(inst->launch(&ma, n, st));
-        size_t cb = w->cub_cap;
-        DM_PP_CHECK(cub::DeviceScan::ExclusiveSum(w->cub, cb, w->start, w->scan, (int)n, st));
-        DM_PP_CHECK(cudaMemcpyAsync(&last_start, w->start + n - 1, 4, cudaMemcpyDeviceToHost, st));
-        DM_PP_CHECK(cudaMemcpyAsync(&last_scan, w->scan + n - 1, 4, cudaMemcpyDeviceToHost, st));
-        DM_PP_CHECK(cudaStreamSynchronize(st));
-        t = last_start + last_scan;
-    }
-    if (t > 0) {
-        dm_pp_place_args pa = {w->start, w->endf, w->scan, n, w->tok_start, w->tok_end};
-        inst = dm_pp_pick(K_PLACE, n);
-        DM_PP_RUN(inst->launch(&pa, n, st));
-        dm_stop_view sv = {w->keys, w->woff, w->wlen, w->wbytes, stop ? stop->cap : 0};
-        dm_tok_params p = {opt->min_len, opt->max_len, opt->keep_numbers, opt->stem};
-        dm_pp_process_args pr = {w->text, w->stems, w->tok_start, w->tok_end, t, sv, p,
-                                 w->keep, w->hash, w->stem_len, w->drops};
-        inst = dm_pp_pick(K_PROCESS, t);
-        DM_PP_RUN(inst->launch(&pr, t, st));
-        size_t cb = w->cub_cap;
-        DM_PP_CHECK(cub::DeviceScan::ExclusiveSum(w->cub, cb, w->keep, w->pos, (int)t, st));
-        DM_PP_CHECK(cudaMemcpyAsync(&last_keep, w->keep + t - 1, 4, cudaMemcpyDeviceToHost, st));
-        DM_PP_CHECK(cudaMemcpyAsync(&last_pos, w->pos + t - 1, 4, cudaMemcpyDeviceToHost, st));
-        DM_PP_CHECK(cudaMemcpyAsync(drops, w->drops, sizeof(drops), cudaMemcpyDeviceToHost, st));
-        DM_PP_CHECK(cudaStreamSynchronize(st));
-        kept = last_keep + last_pos;
-        dm_pp_compact_args ca = {w->keep, w->pos, w->tok_start, w->hash, w->stem_len, t,
-                                 w->out_hash, w->out_start, w->out_len};
-        inst = dm_pp_pick(K_COMPACT, t);
-        DM_PP_RUN(inst->launch(&ca, t, st));
-    }
-    {
-        dm_pp_docs_args da = {w->doc_off, nd, w->out_start, kept, w->doc_tok};
-        inst = dm_pp_pick(K_DOCS, nd + 1);
-        DM_PP_RUN(inst->launch(&da, nd + 1, st));
-    }
+    DM_PP_RUN(dm_pp_kernels(n, nd, stop, opt, &t, &kept, drops, 0));
     DM_PP_CHECK(cudaEventRecord(w->ev[2], st));
     /* results back */
     DM_PP_RUN(dm_pp_append(out, out->n_tokens + kept));
@@ -653,6 +682,23 @@ static int dm_pp_run_big_doc(dm_tok_result *out, const dm_tok_batch *in, size_t 
     return rc;
 }
 
+/* Uploads the stop set when its content changed (checksum over its tables). */
+static int dm_pp_ws_stop_sync(const dm_stopset *stop)
+{
+    uint64_t sum = 0x9e3779b97f4a7c15ull;
+    if (stop && stop->cap) {
+        sum ^= dm_term_hash((const char *)stop->keys, (size_t)stop->cap * 8);
+        sum = sum * 31 + dm_term_hash(stop->bytes, stop->bytes_len);
+        sum = sum * 31 + dm_term_hash((const char *)stop->word_off, (size_t)stop->cap * 4);
+    }
+    if (sum == 0) sum = 1;
+    if (g_ws.stop_sum != sum || !g_ws.keys) {
+        DM_TRY(dm_pp_ws_stop(stop));
+        g_ws.stop_sum = sum;
+    }
+    return DM_OK;
+}
+
 extern "C" int dm_tokenize_cuda(dm_tok_result *out, const dm_tok_batch *in, const dm_stopset *stop,
                                 const dm_tok_options *opt)
 {
@@ -672,19 +718,7 @@ extern "C" int dm_tokenize_cuda(dm_tok_result *out, const dm_tok_batch *in, cons
         dm_tok_result_free(out);
         return DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");
     }
-    int rc = DM_OK;
-    /* upload the stop set when its content changed (checksum over its tables) */
-    uint64_t sum = 0x9e3779b97f4a7c15ull;
-    if (stop && stop->cap) {
-        sum ^= dm_term_hash((const char *)stop->keys, (size_t)stop->cap * 8);
-        sum = sum * 31 + dm_term_hash(stop->bytes, stop->bytes_len);
-        sum = sum * 31 + dm_term_hash((const char *)stop->word_off, (size_t)stop->cap * 4);
-    }
-    if (sum == 0) sum = 1;
-    if (g_ws.stop_sum != sum || !g_ws.keys) {
-        rc = dm_pp_ws_stop(stop);
-        if (rc >= 0) g_ws.stop_sum = sum;
-    }
+    int rc = dm_pp_ws_stop_sync(stop);
     /* sub-batches sized to free device memory (about 34 bytes of workspace per text byte); a
      * document larger than that still goes whole, as its own sub-batch */
     size_t free_b = 0, total_b = 0;
@@ -706,6 +740,62 @@ extern "C" int dm_tokenize_cuda(dm_tok_result *out, const dm_tok_batch *in, cons
     }
     if (rc >= 0 && in->n_docs == 0) out->doc_tok[0] = 0;
     if (rc < 0) dm_tok_result_free(out);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ kernel-only benchmark */
+
+static int dm_pp_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+extern "C" int dm_pp_cuda_kernel_bench(double *seconds, double phase[3], size_t *tokens,
+                                       const dm_tok_batch *in, const dm_stopset *stop,
+                                       const dm_tok_options *opt, int repeats)
+{
+    if (!seconds || !phase || !tokens || !in || !opt || (!in->text && in->text_len) || !in->doc_off ||
+        repeats < 1)
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_pp_cuda_kernel_bench: bad argument");
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0)
+        return DM_ERR(DM_ERR_NO_DEVICE, "kernel bench: no CUDA device");
+    size_t n = in->text_len, nd = in->n_docs;
+    if (n >= 0x7fffffffu || in->doc_off[nd] != n)
+        return DM_ERR(DM_ERR_INVALID_ARG, "kernel bench: %zu bytes (at most 2 GB in one batch, offsets ending at the text length)", n);
+    DM_TRY(dm_pp_ws_stop_sync(stop));
+    DM_TRY(dm_pp_ws_reserve(n, nd));
+    dm_pp_ws *w = &g_ws;
+    DM_CUDA_TRY(cudaMemcpy(w->text, in->text, n, cudaMemcpyHostToDevice));
+    DM_CUDA_TRY(cudaMemcpy(w->doc_off, in->doc_off, (nd + 1) * 8, cudaMemcpyHostToDevice));
+    double *all = (double *)malloc((size_t)repeats * 4 * sizeof(double));
+    if (!all) return DM_ERR(DM_ERR_NOMEM, "kernel bench: out of memory");
+    int rc = DM_OK;
+    uint32_t t = 0, kept = 0;
+    unsigned long long drops[4];
+    /* untimed first run: instances are selected (and tuned when the database has no answer) */
+    rc = dm_pp_kernels(n, nd, stop, opt, &t, &kept, drops, 0);
+    if (rc >= 0 && cudaStreamSynchronize(w->stream) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "kernel bench: warm-up failed");
+    for (int r = 0; rc >= 0 && r < repeats; r++) {
+        rc = dm_pp_kernels(n, nd, stop, opt, &t, &kept, drops, 1);
+        if (rc < 0) break;
+        if (cudaEventSynchronize(w->kev[3]) != cudaSuccess) {
+            rc = DM_ERR(DM_ERR_CUDA, "kernel bench: run failed");
+            break;
+        }
+        float ms[3] = {0, 0, 0};
+        for (int p = 0; p < 3; p++) cudaEventElapsedTime(&ms[p], w->kev[p], w->kev[p + 1]);
+        all[r] = 1e-3 * ((double)ms[0] + ms[1] + ms[2]);
+        for (int p = 0; p < 3; p++) all[(size_t)repeats * (p + 1) + r] = 1e-3 * ms[p];
+    }
+    if (rc >= 0) {
+        for (int p = 0; p < 4; p++) qsort(all + (size_t)repeats * p, (size_t)repeats, sizeof(double), dm_pp_cmp_double);
+        *seconds = all[repeats / 2];
+        for (int p = 0; p < 3; p++) phase[p] = all[(size_t)repeats * (p + 1) + repeats / 2];
+        *tokens = kept;
+    }
+    free(all);
     return rc;
 }
 

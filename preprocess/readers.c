@@ -805,7 +805,7 @@ int dm_pp_list_files(dm_pp_file_list *out, const char *root, const dm_reader_opt
         dm_pp_file_list_free(out);
         return rc;
     }
-    qsort(out->files, out->n, sizeof(*out->files), dm_file_cmp);
+    if (out->n > 1) qsort(out->files, out->n, sizeof(*out->files), dm_file_cmp); /* files is NULL when empty */
     return DM_OK;
 }
 

@@ -78,8 +78,10 @@ void dm_pp_stats_add(dm_pp_stats *into, const dm_pp_stats *from)
     dm_pp_stats_pack(b, from);
     for (int i = 0; i < DM_PP_NCOUNTERS; i++) a[i] += b[i];
     dm_pp_stats_unpack(into, a);
-    for (uint64_t m = 0; m < from->n_messages && into->n_messages < DM_PP_MAX_MESSAGES; m++) {
-        if (m < DM_PP_MAX_MESSAGES) memcpy(into->messages[into->n_messages], from->messages[m], 256);
+    /* messages in order: the first DM_PP_MAX_MESSAGES kept, all of them counted */
+    for (uint64_t m = 0; m < from->n_messages; m++) {
+        if (m < DM_PP_MAX_MESSAGES && into->n_messages < DM_PP_MAX_MESSAGES)
+            memcpy(into->messages[into->n_messages], from->messages[m], 256);
         into->n_messages++;
     }
 }

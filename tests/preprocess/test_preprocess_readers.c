@@ -462,6 +462,100 @@ static void test_split_by_bytes(void)
     }
 }
 
+/* ---------------------------------------------------------------- reader threads */
+
+static int same_stream(const dm_token_stream *a, const dm_token_stream *b)
+{
+    if (a->n_docs != b->n_docs || a->n_tokens != b->n_tokens || a->n_terms != b->n_terms) return 0;
+    if (memcmp(a->tok_off, b->tok_off, 8 * (a->n_docs + 1)) || memcmp(a->hashes, b->hashes, 8 * a->n_tokens) ||
+        memcmp(a->id_off, b->id_off, 8 * (a->n_docs + 1)) || memcmp(a->ids, b->ids, a->id_off[a->n_docs]) ||
+        memcmp(a->labels, b->labels, a->label_off[a->n_docs]) ||
+        memcmp(a->term_hash, b->term_hash, 8 * a->n_terms) ||
+        memcmp(a->term_bytes, b->term_bytes, a->term_off[a->n_terms]))
+        return 0;
+    const dm_pp_stats *x = &a->stats, *y = &b->stats;
+    if (x->files_read != y->files_read || x->bytes_read != y->bytes_read || x->invalid_utf8 != y->invalid_utf8 ||
+        x->nul_bytes != y->nul_bytes || x->tokens_stop != y->tokens_stop || x->n_messages != y->n_messages ||
+        memcmp(x->skipped, y->skipped, sizeof(x->skipped)))
+        return 0;
+    for (uint64_t i = 0; i < x->n_messages && i < DM_PP_MAX_MESSAGES; i++)
+        if (strcmp(x->messages[i], y->messages[i])) return 0;
+    return 1;
+}
+
+/* The stream, its counters and its messages (in order) do not depend on the number of reader
+ * threads or on the batch size: files of several pieces (a 9 MB JSONL file, pieces of 2 MB, at
+ * most 4 held per file) between small files, bad files and, in strict mode, the same first error
+ * in file order whatever the timing. */
+static void test_reader_threads(void)
+{
+    mkdirs("thr/b");
+    char *big = malloc(10u << 20);
+    size_t l = 0;
+    uint64_t seed = 11;
+    size_t lines = 0, bad_lines = 0;
+    static const char *w[] = {"market", "prices", "rose", "naïve", "données", "the", "oil", "1987", "Straße"};
+    for (int line = 0; l < (9u << 20); line++, lines++) {
+        l += (size_t)sprintf(big + l, "{\"id\":\"j%d\",\"text\":\"", line);
+        for (int k = 0; k < 300; k++) l += (size_t)sprintf(big + l, "%s ", w[pp_rand(&seed) % 9]);
+        l += (size_t)sprintf(big + l, "\",\"label\":\"L%d\"}\n", line % 7);
+        if (line % 1000 == 999) l += (size_t)sprintf(big + l, "{not json}\n"), bad_lines++; /* counted */
+    }
+    put("thr/b/big.jsonl", big, l);
+    free(big);
+    for (int f = 0; f < 40; f++) {
+        char rel[64], t[256];
+        snprintf(rel, sizeof(rel), "thr/%c%02d.txt", f < 20 ? 'a' : 'c', f);
+        int n = snprintf(t, sizeof(t), "document %d about oil prices and the market", f);
+        put(rel, t, f % 9 == 4 ? 0 : (size_t)n); /* some empty files: counted skips */
+    }
+    put("thr/c99.jsonl", "{\"id\":\"x\"}\n{\"id\":\"y\",\"text\":\"fine\"}\n", 36);
+    char p[4096];
+    dm_token_stream ref;
+    int rc_ref = 0;
+    char strict_msg[512] = "";
+    for (int strict = 0; strict <= 1; strict++) {
+        for (int k = 0; k < 5; k++) {
+            static const int threads[5] = {1, 2, 3, 8, 1};
+            static const size_t batch[5] = {0, 0, 3000, 100000, 1 << 20};
+            dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
+            o.reader.strict = strict;
+            o.backend = 1; /* DM_BACKEND_CPU */
+            o.threads = threads[k];
+            o.batch_bytes = batch[k];
+            dm_token_stream s;
+            int rc = dm_preprocess(&s, NULL, NULL, tpath(p, "thr"), &o);
+            if (strict) {
+                CU_ASSERT(rc < 0);
+                if (k == 0) {
+                    rc_ref = rc;
+                    snprintf(strict_msg, sizeof(strict_msg), "%s", dm_error_message());
+                    printf("\n    strict: %s", strict_msg);
+                    CU_ASSERT(strstr(strict_msg, "a04.txt") != NULL); /* the first bad file in order */
+                } else {
+                    CU_ASSERT_EQUAL(rc, rc_ref);
+                    CU_ASSERT_STRING_EQUAL(dm_error_message(), strict_msg);
+                }
+                continue;
+            }
+            CU_ASSERT_EQUAL_FATAL(rc, 0);
+            if (k == 0) {
+                ref = s;
+                printf("\n    %zu docs, %zu tokens, %llu skipped, %llu messages", s.n_docs, s.n_tokens,
+                       (unsigned long long)dm_pp_stats_skipped_total(&s.stats),
+                       (unsigned long long)s.stats.n_messages);
+                CU_ASSERT_EQUAL(s.n_docs, lines + 36 + 1); /* big.jsonl, 40 - 4 empty files, c99 */
+                CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_BAD_JSON], bad_lines + 1);
+                CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_EMPTY_FILE], 4);
+                continue;
+            }
+            CU_ASSERT(same_stream(&ref, &s));
+            dm_token_stream_free(&s);
+        }
+    }
+    dm_token_stream_free(&ref);
+}
+
 int main(void)
 {
     CU_TestInfo t[] = {
@@ -472,6 +566,7 @@ int main(void)
         {"bad inputs: counted skips naming the file", test_bad_inputs},
         {"empty corpus and missing path", test_empty_corpus},
         {"100 MB single document", test_huge_document},
+        {"reader threads: output independent of thread count", test_reader_threads},
         {"all of Reuters-21578", test_reuters_all},
         CU_TEST_INFO_NULL,
     };

@@ -49,6 +49,37 @@ static void test_ascii_fast_path_identical(void)
     free(x);
     free(y);
     free(t);
+    /* mostly ASCII with non-ASCII bytes here and there (Latin-1 bytes, combining marks after a
+     * space or a letter, ligatures, NUL, long runs without spaces): the ASCII runs take the fast
+     * path, the runs around non-ASCII bytes utf8proc; identical to utf8proc on everything */
+    static const char *odd[] = {"\xe9", "\xcc\x81", " \xcc\x81", "\xef\xac\x81", "\xc3\x9f", "\xe6\x97\xa5",
+                                "\xc2\xb4", "\xff\xfe", "\xe2\x82", "\0", "\xef\xbc\xa6"};
+    static const char *asc[] = {"market ", "Prices\n", "x", "  ", "\t", "ROSE ", "1987 ", "a-b ", "\r\n", "zzzzzzzzzzzzzzzz"};
+    n = 5 << 20;
+    t = malloc(n + 64);
+    size_t l = 0;
+    while (l < n) {
+        const char *w = pp_rand(&seed) % 40 ? asc[pp_rand(&seed) % 10] : odd[pp_rand(&seed) % 11];
+        size_t k = w[0] ? strlen(w) : 1;
+        memcpy(t + l, w, k);
+        l += k;
+    }
+    dm_pp_stats s1, s2;
+    memset(&s1, 0, sizeof(s1));
+    memset(&s2, 0, sizeof(s2));
+    x = norm(t, l, 0, &s1, &a);
+    y = norm(t, l, 1, &s2, &b);
+    CU_ASSERT(a == b && memcmp(x, y, a) == 0);
+    CU_ASSERT(s1.invalid_utf8 == s2.invalid_utf8 && s1.nul_bytes == s2.nul_bytes && s1.invalid_utf8 > 0 &&
+              s1.nul_bytes > 0);
+    if (a != b || memcmp(x, y, a) != 0) {
+        size_t i = 0;
+        while (i < a && i < b && x[i] == y[i]) i++;
+        printf("\n  mixed text differs at %zu: [%.40s] vs [%.40s]", i, x + i, y + i);
+    }
+    free(x);
+    free(y);
+    free(t);
 }
 
 static void test_unicode_rules(void)
