@@ -221,10 +221,34 @@ static int dm_pp_sink(void *user, const dm_raw_doc *doc)
     return DM_OK;
 }
 
+/* The file list as a document source: every file in order through the readers. */
+typedef struct dm_pp_file_source {
+    const dm_pp_file *files;
+    size_t n_files;
+    const dm_reader_options *reader;
+} dm_pp_file_source;
+
+static int dm_pp_files_source(void *src, dm_pp_stats *st, dm_doc_sink *sink, void *user)
+{
+    const dm_pp_file_source *fs = src;
+    for (size_t i = 0; i < fs->n_files; i++) DM_TRY(dm_pp_read_file(&fs->files[i], fs->reader, st, sink, user));
+    return DM_OK;
+}
+
 int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_file *files,
                         size_t n_files, const dm_preprocess_options *opt, int backend)
 {
     if (!out || !opt || (!files && n_files)) return DM_ERR(DM_ERR_INVALID_ARG, "dm_preprocess_files: NULL argument");
+    uint64_t in_bytes = 0;
+    for (size_t i = 0; i < n_files; i++) in_bytes += files[i].size;
+    dm_pp_file_source fs = {files, n_files, &opt->reader};
+    return dm_preprocess_source(out, times, dm_pp_files_source, &fs, in_bytes, opt, backend);
+}
+
+int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, dm_doc_source_fn *source, void *src,
+                         uint64_t in_bytes, const dm_preprocess_options *opt, int backend)
+{
+    if (!out || !opt || !source) return DM_ERR(DM_ERR_INVALID_ARG, "dm_preprocess_source: NULL argument");
     dm_pp_times tdummy;
     if (!times) times = &tdummy;
     memset(times, 0, sizeof(*times));
@@ -240,8 +264,6 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
                                                 : dm_tokenize_cpu;
     /* automatic batches: about an eighth of this rank's input so that small corpora still
      * pipeline, between 1 MB and DM_PP_DEFAULT_BATCH */
-    uint64_t in_bytes = 0;
-    for (size_t i = 0; i < n_files; i++) in_bytes += files[i].size;
     size_t autob = (size_t)(in_bytes / 8);
     if (autob < ((size_t)1 << 20)) autob = (size_t)1 << 20;
     if (autob > DM_PP_DEFAULT_BATCH) autob = DM_PP_DEFAULT_BATCH;
@@ -280,11 +302,11 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
             rc = DM_ERR(DM_ERR_NOMEM, "preprocess: cannot start a worker thread");
         else started++;
     }
-    for (size_t i = 0; rc >= 0 && i < n_files; i++) {
-        double t0 = dm_now(), n0 = times->normalize;
-        rc = dm_pp_read_file(&files[i], &opt->reader, &r->st, dm_pp_sink, r);
-        /* read time = time in the reader minus the sink's work */
-        times->read += dm_now() - t0 - (times->normalize - n0);
+    if (rc >= 0) {
+        double t0 = dm_now();
+        rc = source(src, &r->st, dm_pp_sink, r);
+        /* read time = time in the source minus the sink's work */
+        times->read += dm_now() - t0 - times->normalize;
         if (rc >= 0) rc = dm_pp_worker_rc(r);
     }
     if (rc >= 0) rc = dm_pp_submit(r);

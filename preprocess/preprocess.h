@@ -348,6 +348,19 @@ int dm_preprocess(dm_token_stream *out, dm_pp_times *times, const struct dm_ctx 
 int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_file *files,
                         size_t n_files, const dm_preprocess_options *opt, int backend);
 
+/* A source of raw documents: calls sink(user, doc) for each of its documents, in order, and
+ * returns 0, the sink's negative status unchanged, or its own error. Skips it counts go to st.
+ * A list of files through the readers is one source (dm_preprocess_files); a generator is another
+ * (`docmine pipeline --synthetic` feeds datasets/synth.h documents without writing them). */
+typedef int dm_doc_source_fn(void *src, dm_pp_stats *st, dm_doc_sink *sink, void *user);
+
+/* The batch pipeline (read + normalise on the calling thread, tokenise on the workers) over the
+ * documents of a source, one process: what dm_preprocess_files runs. in_bytes: about how many
+ * raw bytes the source produces (sizes automatic batches; 0 = the smallest). backend as for
+ * dm_preprocess_files. The stream's stats hold the source's and the normaliser's counters. */
+int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, dm_doc_source_fn *source, void *src,
+                         uint64_t in_bytes, const dm_preprocess_options *opt, int backend);
+
 /* ---------------------------------------------------------------------------------------------
  * Kernels of the CUDA backend, for the tuner and the tests. dm_preprocess_tune_register registers
  * them with the tuner (to be called from dm_tune_register_all). dm_pp_cuda_force_instance makes
