@@ -193,6 +193,8 @@ typedef struct dm_flock_vocab {
     char *blob;
 } dm_flock_vocab;
 int dm_flock_vocab_read(dm_flock_vocab *out, const char *path);
+/* The same from n terms in memory: term i is bytes[off[i] .. off[i+1]) (a vocabulary's terms). */
+int dm_flock_vocab_from_terms(dm_flock_vocab *out, const char *bytes, const uint64_t *off, uint64_t n);
 void dm_flock_vocab_free(dm_flock_vocab *v);
 
 /* Renders points coloured by an integer label (< 0: grey) into an RGB PNG of at most
