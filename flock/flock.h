@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "common/context.h"
+#include "common/metrics.h"
 #include "tfidf/vectors.h"
 
 #ifdef __cplusplus
@@ -163,21 +164,6 @@ typedef struct dm_flock_result {
 int dm_flock_gather(dm_flock_result *out, dm_flock_sim *s, const dm_vectors *v);
 void dm_flock_result_free(dm_flock_result *r);
 
-/* ---- quality metrics (flock_metrics.c) --------------------------------------------------- */
-
-typedef struct dm_flock_metrics {
-    double nmi;      /* normalised mutual information, arithmetic-mean normalisation */
-    double ari;      /* adjusted Rand index */
-    double purity;   /* sum over clusters of the largest class count, over n */
-    uint64_t n;      /* labelled documents compared */
-    int32_t classes, clusters;
-} dm_flock_metrics;
-
-/* Compares predicted clusters with true classes over the n items whose truth >= 0 (unlabelled
- * items have truth < 0 and are skipped). Noise (pred = -1) counts as one cluster of its own.
- * Labels are arbitrary integers. DM_ERR_INVALID_ARG when no item is labelled. */
-int dm_flock_metrics_compute(dm_flock_metrics *out, const int32_t *truth, const int32_t *pred, size_t n);
-
 /* ---- outputs (flock_output.c; rank 0 writes unless noted) --------------------------------- */
 
 /* Top terms of every cluster by summed weight, from the input rows' vectors and row_cluster.
@@ -235,7 +221,7 @@ int dm_flock_write_assignments(const char *path, const dm_flock_docs *d, const i
 int dm_flock_write_clusters(const char *path, const int32_t *cluster, uint64_t n, int32_t n_clusters,
                             const uint32_t *terms, const double *weights, int top_k, const dm_flock_vocab *voc);
 /* The report's "quality" object (nmi, ari, purity, labelled_documents, classes). */
-struct json_t *dm_flock_metrics_json(const dm_flock_metrics *m);
+struct json_t *dm_flock_quality_json(const dm_metrics *m);
 
 typedef struct dm_flock_job_options {
     const char *out_dir;        /* existing directory for the outputs */
@@ -253,7 +239,7 @@ typedef struct dm_flock_job_result {
     int32_t clusters;           /* every rank */
     int have_labels;            /* every rank */
     uint64_t noise;             /* rank 0 */
-    dm_flock_metrics quality;   /* rank 0, when have_labels */
+    dm_metrics quality;   /* rank 0, when have_labels */
     double seconds;             /* wall time of the job on this rank */
 } dm_flock_job_result;
 

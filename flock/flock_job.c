@@ -207,7 +207,7 @@ int dm_flock_write_clusters(const char *path, const int32_t *cluster, uint64_t n
     return rc;
 }
 
-json_t *dm_flock_metrics_json(const dm_flock_metrics *m)
+json_t *dm_flock_quality_json(const dm_metrics *m)
 {
     json_t *q = json_object();
     json_object_set_new(q, "nmi", json_real(m->nmi));
@@ -361,7 +361,7 @@ static int write_outputs(dm_flock_job_result *res, const dm_flock_result *fr, co
     if (docs->have_labels) {
         snprintf(p, sizeof p, "%s/flock-labels.png", jo->out_dir);
         DM_TRY(dm_flock_png_write(p, fr->x, fr->y, docs->truth, (size_t)n, W, H, jo->png_size));
-        DM_TRY(dm_flock_metrics_compute(&res->quality, docs->truth, fr->cluster, (size_t)n));
+        DM_TRY(dm_metrics_compute(&res->quality, docs->truth, fr->cluster, (size_t)n));
     }
     for (uint64_t i = 0; i < n; i++)
         if (fr->cluster[i] < 0) res->noise++;
@@ -403,7 +403,7 @@ static void fill_results(json_t *r, const dm_flock_job_result *res, const dm_flo
                                     "fixed point (order independent); the CUDA pair cache stores exact decisions"));
     json_object_set_new(r, "clusters", json_integer(res->clusters));
     json_object_set_new(r, "noise", json_integer((json_int_t)res->noise));
-    if (res->have_labels) json_object_set_new(r, "quality", dm_flock_metrics_json(&res->quality));
+    if (res->have_labels) json_object_set_new(r, "quality", dm_flock_quality_json(&res->quality));
     if (ctx->backend == DM_BACKEND_CUDA) {
         /* the instance each kernel runs for this rank's share (its workload class) */
         static const char *const kn[] = {"flock.cell_keys", "flock.cell_bounds", "flock.gather",

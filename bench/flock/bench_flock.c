@@ -20,6 +20,7 @@
 #include "common/context.h"
 #include "common/fileio.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/rng.h"
 #include "common/status.h"
 #include "common/timer.h"
@@ -382,8 +383,8 @@ static int run_once(run_result *out, const dm_ctx *ctx, const dm_vectors *v, con
     if (rc == DM_OK && ctx->rank == 0) {
         for (uint64_t i = 0; i < r.n; i++) out->noise += r.cluster[i] < 0;
         if (truth) {
-            dm_flock_metrics m;
-            if (dm_flock_metrics_compute(&m, truth, r.cluster, (size_t)r.n) == DM_OK) {
+            dm_metrics m;
+            if (dm_metrics_compute(&m, truth, r.cluster, (size_t)r.n) == DM_OK) {
                 out->nmi = m.nmi;
                 out->ari = m.ari;
                 out->purity = m.purity;
@@ -519,14 +520,14 @@ int main(int argc, char **argv)
     if (ctx.rank == 0) truth = classes(&all);
     km_result km;
     memset(&km, 0, sizeof km);
-    dm_flock_metrics kmm;
+    dm_metrics kmm;
     memset(&kmm, 0, sizeof kmm);
     int n_classes = 0;
     if (ctx.rank == 0) {
         for (uint64_t i = 0; i < N; i++)
             if (truth[i] + 1 > n_classes) n_classes = truth[i] + 1;
         if (o.kmeans && spherical_kmeans(&km, &all, n_classes > 0 ? n_classes : o.topics, ctx.opt.seed) == DM_OK)
-            dm_flock_metrics_compute(&kmm, truth, km.assign, (size_t)N);
+            dm_metrics_compute(&kmm, truth, km.assign, (size_t)N);
     }
 
 #if DM_FLOCK_CUDA

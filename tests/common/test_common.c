@@ -1,5 +1,6 @@
 /* Unit tests of common/: status messages, counting allocators, the RNG against the Random123
- * known answers, timers, atomic files, progress formatting, the tuner registry and modes. */
+ * known answers, timers, atomic files, progress formatting, the tuner registry and modes, the
+ * clustering metrics (NMI, ARI, purity) against hand-computed values. */
 #include <CUnit/CUnit.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/rng.h"
 #include "common/status.h"
 #include "common/timer.h"
@@ -247,6 +249,45 @@ static void test_tune_registry(void)
     CU_ASSERT_STRING_EQUAL(dm_tune_db_path(), "/cache/docmine/tuning.tsv");
 }
 
+static void test_metrics_hand(void)
+{
+    dm_metrics m;
+    /* truth 000111, pred 001122: contingency [[2,1,0],[0,1,2]], a = (3,3), b = (2,2,2), N = 6.
+     * MI = 2 * (2/6) ln(6*2/(3*2)) = (2/3) ln 2; H(U) = ln 2; H(V) = ln 3;
+     * NMI = (2/3) ln 2 / ((ln 2 + ln 3)/2) = 0.515803742979...
+     * ARI: sum C(nij,2) = 2, sum C(a,2) = 6, sum C(b,2) = 3, C(6,2) = 15, expected = 6*3/15 = 1.2,
+     * max = 4.5: ARI = 0.8 / 3.3; purity = (2 + 1 + 2) / 6 */
+    int32_t t1[] = {0, 0, 0, 1, 1, 1}, p1[] = {0, 0, 1, 1, 2, 2};
+    CU_ASSERT_EQUAL_FATAL(dm_metrics_compute(&m, t1, p1, 6), DM_OK);
+    CU_ASSERT_DOUBLE_EQUAL(m.nmi, (2.0 / 3.0) * log(2.0) / ((log(2.0) + log(3.0)) / 2), 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.nmi, 0.515803742979, 1e-11);
+    CU_ASSERT_DOUBLE_EQUAL(m.ari, 0.8 / 3.3, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.purity, 5.0 / 6.0, 1e-12);
+    CU_ASSERT_EQUAL(m.classes, 2);
+    CU_ASSERT_EQUAL(m.clusters, 3);
+    /* truth 0012, pred 0011: ARI = (1 - 1/3) / (1.5 - 1/3) = 4/7 (scikit-learn's doc example) */
+    int32_t t2[] = {0, 0, 1, 2}, p2[] = {0, 0, 1, 1};
+    CU_ASSERT_EQUAL_FATAL(dm_metrics_compute(&m, t2, p2, 4), DM_OK);
+    CU_ASSERT_DOUBLE_EQUAL(m.ari, 4.0 / 7.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.purity, 3.0 / 4.0, 1e-12);
+    /* a relabelled perfect clustering: all 1; unlabelled items (truth -1) are skipped; noise (-1)
+     * is one cluster */
+    int32_t t3[] = {5, 5, 9, 9, -1, 7}, p3[] = {-1, -1, 3, 3, 0, 8};
+    CU_ASSERT_EQUAL_FATAL(dm_metrics_compute(&m, t3, p3, 6), DM_OK);
+    CU_ASSERT_EQUAL(m.n, 5);
+    CU_ASSERT_DOUBLE_EQUAL(m.nmi, 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.ari, 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.purity, 1.0, 1e-12);
+    /* everything in one cluster against two balanced classes: NMI 0, ARI 0, purity 1/2 */
+    int32_t t4[] = {0, 1, 0, 1}, p4[] = {4, 4, 4, 4};
+    CU_ASSERT_EQUAL_FATAL(dm_metrics_compute(&m, t4, p4, 4), DM_OK);
+    CU_ASSERT_DOUBLE_EQUAL(m.nmi, 0.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.ari, 0.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.purity, 0.5, 1e-12);
+    int32_t t5[] = {-1, -1};
+    CU_ASSERT_EQUAL(dm_metrics_compute(&m, t5, p4, 2), DM_ERR_INVALID_ARG);
+}
+
 int main(void)
 {
     CU_TestInfo t_common[] = {
@@ -259,6 +300,7 @@ int main(void)
         {"atomic files and mkdirs", test_atomic_files},
         {"progress line", test_progress_format},
         {"tuner registry and modes", test_tune_registry},
+        {"clustering metrics against hand-computed values", test_metrics_hand},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"common", NULL, NULL, NULL, NULL, t_common}, CU_SUITE_INFO_NULL};

@@ -2,14 +2,14 @@
  * normalisation, as scikit-learn's default), adjusted Rand index (Hubert and Arabie) and purity,
  * from the contingency table of (class, cluster). Reference: scikit-learn's
  * normalized_mutual_info_score / adjusted_rand_score definitions, including their conventions
- * for degenerate labelings (both trivial: 1); tests/flock/test_flock.c checks hand-computed values. */
+ * for degenerate labelings (both trivial: 1); tests/common/test_common.c checks hand-computed values. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/status.h"
-#include "flock/flock.h"
+#include "common/metrics.h"
 
 static int cmp_i32(const void *a, const void *b)
 {
@@ -40,7 +40,7 @@ static uint32_t index_of(const int32_t *u, size_t m, int32_t x)
 
 static double comb2(double x) { return x * (x - 1.0) / 2.0; }
 
-int dm_flock_metrics_compute(dm_flock_metrics *out, const int32_t *truth, const int32_t *pred, size_t n)
+int dm_metrics_compute(dm_metrics *out, const int32_t *truth, const int32_t *pred, size_t n)
 {
     memset(out, 0, sizeof *out);
     size_t m = 0;

@@ -1,0 +1,31 @@
+/* Clustering quality against known classes: NMI, ARI and purity from the contingency table of
+ * (class, cluster). Shared by every clustering command (flock, streamclust, pipeline).
+ * Reference: scikit-learn's normalized_mutual_info_score (arithmetic-mean normalisation) and
+ * adjusted_rand_score, with their conventions for degenerate labelings. */
+#ifndef DM_METRICS_H
+#define DM_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dm_metrics {
+    double nmi;      /* normalised mutual information, arithmetic-mean normalisation */
+    double ari;      /* adjusted Rand index */
+    double purity;   /* sum over clusters of the largest class count, over n */
+    uint64_t n;      /* labelled documents compared */
+    int32_t classes, clusters;
+} dm_metrics;
+
+/* Compares predicted clusters with true classes over the n items whose truth >= 0 (unlabelled
+ * items have truth < 0 and are skipped). Noise (pred = -1) counts as one cluster of its own.
+ * Labels are arbitrary integers. DM_ERR_INVALID_ARG when no item is labelled, DM_ERR_NOMEM. */
+int dm_metrics_compute(dm_metrics *out, const int32_t *truth, const int32_t *pred, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
