@@ -1,8 +1,11 @@
-/* `docmine streamclust KMIN KMAX DIM N CHUNKSIZE CLUSTERSIZE [--input FILE] -o OUTDIR`: STREAM
- * k-median with Rodinia's streamcluster arguments. Writes OUTDIR/centers.txt (Rodinia's
- * outcenterIDs format: id, weight, coordinates, blank line), OUTDIR/assignments.tsv (point id,
- * centre index, centre id, squared distance), OUTDIR/report.json (configuration, results, per-phase
- * timers over ranks). Reference: Rodinia streamcluster main(); the library is streamclust/. */
+/* `docmine streamclust KMIN KMAX DIM N CHUNKSIZE CLUSTERSIZE [--input FILE | --vectors V.dmv]
+ * -o OUTDIR`: STREAM k-median with Rodinia's streamcluster arguments, on Rodinia's generator, a
+ * binary float file or document vectors hashed into DIM dimensions. Writes OUTDIR/centers.txt
+ * (Rodinia's outcenterIDs format: id, weight, coordinates, blank line), OUTDIR/assignments.tsv (one
+ * row per input point: point or document id, label with --vectors, centre index, centre id, squared
+ * distance), OUTDIR/report.json (configuration, results, NMI/ARI/purity when the vectors carry
+ * labels, per-phase timers over ranks). Reference: Rodinia streamcluster main(); the library is
+ * streamclust/. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -11,10 +14,12 @@
 #include <sys/stat.h>
 
 #include "apps/commands.h"
+#include "common/metrics.h"
 #include "common/report.h"
 #include "common/status.h"
 #include "common/timer.h"
 #include "streamclust/streamclust.h"
+#include "tfidf/tfidf.h"
 
 static void usage(FILE *f)
 {
@@ -28,11 +33,15 @@ static void usage(FILE *f)
             "  CHUNKSIZE     points clustered per step\n"
             "  CLUSTERSIZE   room for the intermediate centres of all chunks\n"
             "  --input FILE  binary file of DIM float32 per point\n"
-            "  --vectors V   document vectors hashed into DIM dimensions (needs the tfidf vector\n"
-            "                format; not available in this build)\n"
+            "  --vectors V   document vectors (.dmv of docmine vectorize) hashed into DIM dimensions\n"
+            "                by signed feature hashing of the term ids; N = the first N documents\n"
+            "                (0 = all). assignments.tsv then names documents and their labels, and\n"
+            "                report.json has NMI, ARI and purity against the first label of every\n"
+            "                labelled document (unlabelled documents are skipped)\n"
             "  -o, --out DIR output directory (centers.txt, assignments.tsv, report.json)\n\n"
-            "example (Rodinia's default run):\n"
-            "  docmine streamclust 10 20 256 65536 65536 1000 -o sc_out\n");
+            "examples:\n"
+            "  docmine streamclust 10 20 256 65536 65536 1000 -o sc_out      (Rodinia's default run)\n"
+            "  docmine streamclust 10 20 256 0 65536 1000 --vectors reuters.dmv -o sc_reuters\n");
 }
 
 static int parse_long(long *out, const char *s)
@@ -63,56 +72,186 @@ static int write_centres(const char *dir, const dm_sc_result *r)
     return DM_OK;
 }
 
-/* Gathers the labels to rank 0, which writes assignments.tsv (distance recomputed there). */
-static int write_assignments(const char *dir, const dm_sc_result *r, const dm_sc_options *o,
-                             const dm_ctx *ctx)
+/* Gathers count elements of elem bytes from every rank to rank 0 (rank order) into *all (rank 0:
+ * allocated, *total elements; other ranks: NULL). Collective. */
+static int gather_all(void **all, long *total, const void *mine, long count, size_t elem, const dm_ctx *ctx)
 {
-    int nl = (int)r->n_local;
-    int *counts = NULL, *displs = NULL, *labels = NULL;
-    long total = 0;
+    *all = NULL;
+    *total = 0;
+    int rc = DM_OK;
+    if ((unsigned long long)count * elem > (unsigned long long)INT32_MAX)
+        rc = DM_ERR(DM_ERR_UNSUPPORTED, "streamclust: more than 2 GiB of assignments on a rank");
+    DM_TRY(dm_ctx_agree(ctx, rc));
+    int bytes = (int)((size_t)count * elem), *counts = NULL, *displs = NULL;
+    long long sum = 0;
     if (ctx->rank == 0) {
         counts = malloc((size_t)ctx->size * sizeof(int));
         displs = malloc((size_t)ctx->size * sizeof(int));
-        if (!counts || !displs) return DM_ERR(DM_ERR_NOMEM, "assignments");
+        if (!counts || !displs) rc = DM_ERR(DM_ERR_NOMEM, "streamclust: assignments");
     }
-    MPI_Gather(&nl, 1, MPI_INT, counts, 1, MPI_INT, 0, ctx->world);
-    if (ctx->rank == 0) {
-        for (int i = 0; i < ctx->size; i++) {
-            displs[i] = (int)total;
-            total += counts[i];
-        }
-        labels = malloc((size_t)(total > 0 ? total : 1) * sizeof(int));
-    }
-    MPI_Gatherv(r->labels, nl, MPI_INT, labels, counts, displs, MPI_INT, 0, ctx->world);
-    int rc = DM_OK;
-    if (ctx->rank == 0) {
-        char path[4096], tmp[4200];
-        snprintf(path, sizeof path, "%s/assignments.tsv", dir);
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        FILE *f = fopen(tmp, "w");
-        float *buf = malloc((size_t)o->chunksize * o->dim * sizeof(float));
-        if (!f || !buf || !labels) rc = DM_ERR(DM_ERR_IO, "%s: %s", tmp, strerror(errno));
-        if (rc == DM_OK) fprintf(f, "point\tcentre\tcentre_id\tsq_dist\n");
-        for (long off = 0; off < total && rc == DM_OK; off += o->chunksize) {
-            long m = total - off < o->chunksize ? total - off : o->chunksize;
-            rc = dm_sc_stream_read(buf, o, off, m);
-            for (long i = 0; i < m && rc == DM_OK; i++) {
-                int c = labels[off + i];
-                const float *p = buf + (size_t)i * o->dim, *q = r->centres + (size_t)c * o->dim;
-                float d = 0.0f;
-                for (int j = 0; j < o->dim; j++) d += (p[j] - q[j]) * (p[j] - q[j]);
-                fprintf(f, "%ld\t%d\t%ld\t%.9g\n", off + i, c, r->centre_ids[c], (double)d);
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, ctx->world);
+        if (ctx->rank == 0) {
+            for (int i = 0; i < ctx->size; i++) {
+                displs[i] = (int)sum;
+                sum += counts[i];
             }
+            if (sum > INT32_MAX) rc = DM_ERR(DM_ERR_UNSUPPORTED, "streamclust: more than 2 GiB of assignments");
+            else if (!(*all = malloc((size_t)sum + 1))) rc = DM_ERR(DM_ERR_NOMEM, "streamclust: assignments");
         }
-        if (f && fclose(f) != 0 && rc == DM_OK) rc = DM_ERR(DM_ERR_IO, "%s: %s", tmp, strerror(errno));
-        if (rc == DM_OK && rename(tmp, path) != 0)
-            rc = DM_ERR(DM_ERR_IO, "%s: %s", path, strerror(errno));
-        free(buf);
+        rc = dm_ctx_agree(ctx, rc);
     }
+    if (rc == DM_OK)
+        MPI_Gatherv(mine, bytes, MPI_BYTE, *all, counts, displs, MPI_BYTE, 0, ctx->world);
     free(counts);
     free(displs);
-    free(labels);
+    if (rc != DM_OK) {
+        free(*all);
+        *all = NULL;
+    }
+    *total = ctx->rank == 0 && rc == DM_OK ? (long)(sum / (long long)elem) : 0;
     return rc;
+}
+
+/* Copies s into buf as one TSV field (tabs and line breaks become spaces). */
+static char *tsv_copy(char *buf, const char *s)
+{
+    for (; *s; s++) *buf++ = (*s == '\t' || *s == '\n' || *s == '\r') ? ' ' : *s;
+    return buf;
+}
+
+/* This rank's documents as "id<TAB>labels\n" lines (malloc'd, *bytes long). */
+static int doc_lines(char **out, size_t *bytes, const dm_vectors *v)
+{
+    size_t n = 0;
+    for (uint64_t r = 0; r < v->n_rows; r++)
+        n += strlen(dm_vectors_id(v, r)) + strlen(dm_vectors_labels(v, r)) + 2;
+    char *b = malloc(n + 1), *w = b;
+    if (!b) return DM_ERR(DM_ERR_NOMEM, "streamclust: document ids");
+    for (uint64_t r = 0; r < v->n_rows; r++) {
+        w = tsv_copy(w, dm_vectors_id(v, r));
+        *w++ = '\t';
+        w = tsv_copy(w, dm_vectors_labels(v, r));
+        *w++ = '\n';
+    }
+    *out = b;
+    *bytes = n;
+    return DM_OK;
+}
+
+/* The outputs of every point, gathered to rank 0. */
+typedef struct sc_outputs {
+    long n;
+    int *label;    /* centre index */
+    float *dist;   /* squared distance */
+    char **doc;    /* --vectors: document id (NULL otherwise) */
+    char **labels; /* --vectors: its labels joined by ',' */
+    char *text;    /* storage of doc and labels */
+} sc_outputs;
+
+static void sc_outputs_free(sc_outputs *o)
+{
+    free(o->label);
+    free(o->dist);
+    free(o->doc);
+    free(o->labels);
+    free(o->text);
+    memset(o, 0, sizeof *o);
+}
+
+/* Collective: rank 0 receives every point's centre and distance and, with vectors, every
+ * document's id and labels. */
+static int gather_outputs(sc_outputs *out, const dm_sc_result *r, const dm_vectors *v, const dm_ctx *ctx)
+{
+    memset(out, 0, sizeof *out);
+    long nd = 0;
+    int rc = gather_all((void **)&out->label, &out->n, r->labels, r->n_local, sizeof(int), ctx);
+    if (rc == DM_OK) rc = gather_all((void **)&out->dist, &nd, r->dist, r->n_local, sizeof(float), ctx);
+    if (rc != DM_OK || !v) return rc;
+    char *mine = NULL;
+    size_t bytes = 0;
+    long total = 0;
+    rc = dm_ctx_agree(ctx, doc_lines(&mine, &bytes, v));
+    if (rc == DM_OK) rc = gather_all((void **)&out->text, &total, mine, (long)bytes, 1, ctx);
+    free(mine);
+    if (rc != DM_OK || ctx->rank != 0) return rc;
+    out->doc = malloc((size_t)(out->n ? out->n : 1) * sizeof(char *));
+    out->labels = malloc((size_t)(out->n ? out->n : 1) * sizeof(char *));
+    if (!out->doc || !out->labels) return DM_ERR(DM_ERR_NOMEM, "streamclust: document ids");
+    char *s = out->text, *end = out->text + total;
+    for (long i = 0; i < out->n; i++) { /* lines: id TAB labels NL, in document order */
+        char *tab = memchr(s, '\t', (size_t)(end - s)), *nl = tab ? memchr(tab, '\n', (size_t)(end - tab)) : NULL;
+        DM_ASSERT(tab && nl);
+        *tab = *nl = '\0';
+        out->doc[i] = s;
+        out->labels[i] = tab + 1;
+        s = nl + 1;
+    }
+    return DM_OK;
+}
+
+/* Rank 0: assignments.tsv, one row per input point in stream order, written atomically. */
+static int write_assignments(const char *dir, const dm_sc_result *r, const sc_outputs *g)
+{
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/assignments.tsv", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return DM_ERR(DM_ERR_IO, "%s: %s", tmp, strerror(errno));
+    fprintf(f, g->doc ? "doc\tlabel\tcentre\tcentre_id\tsq_dist\n" : "point\tcentre\tcentre_id\tsq_dist\n");
+    for (long i = 0; i < g->n; i++) {
+        int c = g->label[i];
+        if (g->doc) fprintf(f, "%s\t%s\t", g->doc[i], g->labels[i]);
+        else fprintf(f, "%ld\t", i);
+        fprintf(f, "%d\t%ld\t%.9g\n", c, r->centre_ids[c], (double)g->dist[i]);
+    }
+    if (ferror(f) | (fclose(f) != 0)) return DM_ERR(DM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    if (rename(tmp, path) != 0) return DM_ERR(DM_ERR_IO, "%s: %s", path, strerror(errno));
+    return DM_OK;
+}
+
+/* Rank 0: NMI / ARI / purity of the centres against the first label of every labelled document.
+ * *have = 0 when no document is labelled. */
+static int quality(dm_metrics *m, int *have, const sc_outputs *g)
+{
+    *have = 0;
+    int32_t *truth = malloc((size_t)(g->n ? g->n : 1) * sizeof *truth);
+    int32_t *pred = malloc((size_t)(g->n ? g->n : 1) * sizeof *pred);
+    int32_t n_classes = 0;
+    int rc = truth && pred ? DM_OK : DM_ERR(DM_ERR_NOMEM, "streamclust: metrics");
+    if (rc == DM_OK) rc = dm_metrics_classes(truth, &n_classes, (const char *const *)g->labels, (size_t)g->n);
+    if (rc == DM_OK && n_classes > 0) {
+        for (long i = 0; i < g->n; i++) pred[i] = g->label[i];
+        rc = dm_metrics_compute(m, truth, pred, (size_t)g->n);
+        *have = rc == DM_OK;
+    }
+    free(truth);
+    free(pred);
+    return rc;
+}
+
+/* Reads this rank's share of the first n documents (0 = all) of a .dmv file: rows
+ * [n r / P, n (r+1) / P), the split dm_sc_run uses for a stream of n points. */
+static int read_vectors(dm_vectors *v, const char *path, long n, const dm_ctx *ctx)
+{
+    memset(v, 0, sizeof *v);
+    uint64_t rows = 0;
+    int rc = DM_OK;
+    if (ctx->rank == 0) {
+        rc = dm_vectors_rows(&rows, path);
+        if (rc == DM_OK && rows == 0) rc = DM_ERR(DM_ERR_FORMAT, "%s: the file holds no documents", path);
+        if (rc == DM_OK && n > 0 && (uint64_t)n > rows)
+            rc = DM_ERR(DM_ERR_FORMAT, "%s: file shorter than declared: %llu documents, N = %ld", path,
+                        (unsigned long long)rows, n);
+    }
+    DM_TRY(dm_ctx_agree(ctx, rc));
+    MPI_Bcast(&rows, 1, MPI_UINT64_T, 0, ctx->world);
+    const unsigned long long total = n > 0 ? (unsigned long long)n : rows;
+    const uint64_t first = (uint64_t)((unsigned __int128)total * (unsigned)ctx->rank / (unsigned)ctx->size);
+    const uint64_t last = (uint64_t)((unsigned __int128)total * (unsigned)(ctx->rank + 1) / (unsigned)ctx->size);
+    /* rank 0 checks the whole file's checksum, the others only their rows' structure */
+    return dm_ctx_agree(ctx, dm_vectors_read_rows(v, path, first, last - first, ctx->rank == 0));
 }
 
 int dm_cmd_streamclust(dm_app *app, int argc, char **argv)
@@ -156,11 +295,8 @@ int dm_cmd_streamclust(dm_app *app, int argc, char **argv)
         return dm_app_usage_error(app, "streamclust",
                                   "expected KMIN KMAX DIM N CHUNKSIZE CLUSTERSIZE (got %d numbers)", npos);
     if (!out) return dm_app_usage_error(app, "streamclust", "missing -o OUTDIR");
-    if (vectors) {
-        dm_error_set(DM_ERR_UNSUPPORTED, __FILE__, __LINE__,
-                     "%s: --vectors needs the tfidf vector reader, not in this build", vectors);
-        return dm_app_fail(app, "streamclust", DM_ERR_UNSUPPORTED);
-    }
+    if (vectors && o.input)
+        return dm_app_usage_error(app, "streamclust", "--input and --vectors are exclusive");
     o.kmin = pos[0];
     o.kmax = pos[1];
     o.dim = (int)pos[2];
@@ -169,7 +305,15 @@ int dm_cmd_streamclust(dm_app *app, int argc, char **argv)
     o.clustersize = pos[5];
     o.backend = ctx->backend == DM_BACKEND_CUDA ? DM_SC_CUDA : DM_SC_CPU;
     long n_total;
-    int rc = dm_sc_options_check(&n_total, &o);
+    int rc;
+    if (vectors) {
+        /* the parameters first (DIM, K, sizes), before any document is read */
+        dm_sc_options p = o;
+        p.n = o.n != 0 ? o.n : 1; /* N = 0: all documents */
+        rc = dm_sc_options_check(&n_total, &p);
+    } else {
+        rc = dm_sc_options_check(&n_total, &o);
+    }
     if (rc < 0) return dm_app_fail(app, "streamclust", rc);
     if (ctx->rank == 0 && mkdir(out, 0777) != 0 && errno != EEXIST) {
         dm_error_set(DM_ERR_IO, __FILE__, __LINE__, "%s: %s", out, strerror(errno));
@@ -178,25 +322,60 @@ int dm_cmd_streamclust(dm_app *app, int argc, char **argv)
     rc = dm_ctx_agree(ctx, rc);
     if (rc < 0) return dm_app_fail(app, "streamclust", rc);
 
+    dm_vectors vec;
+    dm_sc_points pts;
+    memset(&vec, 0, sizeof vec);
+    memset(&pts, 0, sizeof pts);
+    if (vectors) {
+        dm_timer_start("streamclust.vectors");
+        rc = read_vectors(&vec, vectors, o.n, ctx);
+        if (rc == DM_OK) rc = dm_ctx_agree(ctx, dm_sc_points_from_vectors(&pts, &vec, o.dim));
+        dm_timer_stop("streamclust.vectors");
+        o.points = &pts;
+        o.n = 0;
+        if (rc == DM_OK) {
+            long mine = pts.num;
+            MPI_Allreduce(&mine, &n_total, 1, MPI_LONG, MPI_SUM, ctx->world);
+        }
+    }
     dm_sc_result res;
-    dm_timer_start("streamclust.total");
-    rc = dm_sc_run(&res, &o, &ctx->world);
-    dm_timer_stop("streamclust.total");
-    rc = dm_ctx_agree(ctx, rc);
-    if (rc < 0) return dm_app_fail(app, "streamclust", rc);
+    memset(&res, 0, sizeof res);
+    if (rc == DM_OK) {
+        dm_timer_start("streamclust.total");
+        rc = dm_ctx_agree(ctx, dm_sc_run(&res, &o, &ctx->world));
+        dm_timer_stop("streamclust.total");
+    }
+    dm_sc_points_free(&pts);
+    if (rc < 0) {
+        dm_vectors_free(&vec);
+        return dm_app_fail(app, "streamclust", rc);
+    }
 
     if (ctx->rank == 0) rc = write_centres(out, &res);
     rc = dm_ctx_agree(ctx, rc);
-    if (rc == DM_OK) rc = dm_ctx_agree(ctx, write_assignments(out, &res, &o, ctx));
+    sc_outputs g;
+    memset(&g, 0, sizeof g);
+    if (rc == DM_OK) rc = gather_outputs(&g, &res, vectors ? &vec : NULL, ctx);
+    dm_vectors_free(&vec);
+    if (rc == DM_OK && ctx->rank == 0) rc = write_assignments(out, &res, &g);
+    dm_metrics met;
+    int have_quality = 0;
+    if (rc == DM_OK && ctx->rank == 0 && vectors) rc = quality(&met, &have_quality, &g);
+    rc = dm_ctx_agree(ctx, rc);
+    sc_outputs_free(&g);
 
     dm_report rep;
     int rrc = dm_report_init(&rep, "streamclust", app->argc_all, app->argv_all);
     if (rrc == DM_OK) {
-        json_t *cfg = json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:s?,s:s}", "kmin", (json_int_t)o.kmin,
+        json_t *cfg = json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:s?,s:s?,s:s}", "kmin", (json_int_t)o.kmin,
                                 "kmax", (json_int_t)o.kmax, "dim", o.dim, "n", (json_int_t)n_total,
                                 "chunksize", (json_int_t)o.chunksize, "clustersize",
-                                (json_int_t)o.clustersize, "input", o.input, "backend",
-                                o.backend == DM_SC_CUDA ? "cuda" : "cpu");
+                                (json_int_t)o.clustersize, "input", o.input, "vectors", vectors,
+                                "backend", o.backend == DM_SC_CUDA ? "cuda" : "cpu");
+        if (vectors)
+            json_object_set_new(cfg, "hashing",
+                                json_string("signed feature hashing of term ids: splitmix64(term id), "
+                                            "dimension h mod DIM, sign from bit 63"));
         json_object_set_new(rep.results, "config", cfg);
         json_object_set_new(rep.results, "k", json_integer(res.k));
         json_object_set_new(rep.results, "total_cost", json_real(res.total_cost));
@@ -207,6 +386,18 @@ int dm_cmd_streamclust(dm_app *app, int argc, char **argv)
         json_object_set_new(rep.results, "gain_opens", json_integer(res.stats.gain_opens));
         json_object_set_new(rep.results, "gain_policy", json_string(res.stats.gain_policy));
         json_object_set_new(rep.results, "work_buffer_bytes", json_integer((json_int_t)res.stats.work_bytes));
+        if (have_quality) {
+            json_t *q = json_object();
+            json_object_set_new(q, "nmi", json_real(met.nmi));
+            json_object_set_new(q, "ari", json_real(met.ari));
+            json_object_set_new(q, "purity", json_real(met.purity));
+            json_object_set_new(q, "labelled_documents", json_integer((json_int_t)met.n));
+            json_object_set_new(q, "classes", json_integer(met.classes));
+            json_object_set_new(q, "clusters", json_integer(met.clusters));
+            json_object_set_new(q, "labels",
+                                json_string("first label of each labelled document; unlabelled documents skipped"));
+            json_object_set_new(rep.results, "quality", q);
+        }
         rrc = dm_report_collect(&rep, ctx);
         char path[4096];
         snprintf(path, sizeof path, "%s/report.json", out);
@@ -220,6 +411,9 @@ int dm_cmd_streamclust(dm_app *app, int argc, char **argv)
                "%ld centres kept, time %.3f s%s\n",
                res.k, o.kmin, o.kmax, res.total_cost, res.chunk_cost_first, res.kept,
                dm_timer_get("streamclust.total"), res.gave_up ? " (local search gave up, see docs)" : "");
+    if (ctx->rank == 0 && rc == DM_OK && have_quality)
+        printf("streamclust: NMI %.4f ARI %.4f purity %.4f over %llu labelled documents (%d classes)\n",
+               met.nmi, met.ari, met.purity, (unsigned long long)met.n, (int)met.classes);
     dm_sc_result_free(&res);
     if (rc < 0) return dm_app_fail(app, "streamclust", rc);
     return DM_EXIT_OK;

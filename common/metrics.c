@@ -2,7 +2,8 @@
  * normalisation, as scikit-learn's default), adjusted Rand index (Hubert and Arabie) and purity,
  * from the contingency table of (class, cluster). Reference: scikit-learn's
  * normalized_mutual_info_score / adjusted_rand_score definitions, including their conventions
- * for degenerate labelings (both trivial: 1); tests/common/test_common.c checks hand-computed values. */
+ * for degenerate labelings (both trivial: 1); tests/common/test_common.c checks hand-computed values.
+ * dm_metrics_classes numbers the first label of every item, as flock's command does. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,4 +128,45 @@ int dm_metrics_compute(dm_metrics *out, const int32_t *truth, const int32_t *pre
     dm_free(b);
     dm_free(best);
     return rc;
+}
+
+typedef struct first_label {
+    const char *s;
+    size_t len; /* bytes before the first ',' */
+    size_t item;
+} first_label;
+
+static int cmp_first_label(const void *a, const void *b)
+{
+    const first_label *x = a, *y = b;
+    int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+    if (c) return c;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+int dm_metrics_classes(int32_t *cls, int32_t *n_classes, const char *const *labels, size_t n)
+{
+    *n_classes = 0;
+    first_label *f = dm_malloc(sizeof *f * (n ? n : 1));
+    if (!f) return DM_ERR(DM_ERR_NOMEM, "metrics: out of memory");
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        cls[i] = -1;
+        const char *s = labels[i];
+        size_t len = s ? strcspn(s, ",") : 0;
+        if (len == 0) continue; /* no label, or an empty first label */
+        f[m].s = s;
+        f[m].len = len;
+        f[m].item = i;
+        m++;
+    }
+    qsort(f, m, sizeof *f, cmp_first_label);
+    int32_t c = -1;
+    for (size_t j = 0; j < m; j++) {
+        if (j == 0 || cmp_first_label(&f[j - 1], &f[j]) != 0) c++;
+        cls[f[j].item] = c;
+    }
+    *n_classes = c + 1;
+    dm_free(f);
+    return DM_OK;
 }

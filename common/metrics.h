@@ -25,6 +25,12 @@ typedef struct dm_metrics {
  * Labels are arbitrary integers. DM_ERR_INVALID_ARG when no item is labelled, DM_ERR_NOMEM. */
 int dm_metrics_compute(dm_metrics *out, const int32_t *truth, const int32_t *pred, size_t n);
 
+/* True classes from label strings: labels[i] is item i's labels joined by ',' ("" or NULL =
+ * unlabelled). The class of an item is its first label (multi-label documents count once, under
+ * their first label), numbered 0.. in byte order of the names (a prefix first); unlabelled items
+ * and items whose first label is empty get cls[i] = -1. *n_classes receives the number of distinct classes. DM_ERR_NOMEM. */
+int dm_metrics_classes(int32_t *cls, int32_t *n_classes, const char *const *labels, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -617,6 +617,23 @@ int dm_sc_options_check(long *n_total, const dm_sc_options *o)
     if (o->n < 0) return DM_ERR(DM_ERR_INVALID_ARG, "N must be >= 0 (got %ld)", o->n);
     if (o->backend != DM_SC_CPU && o->backend != DM_SC_CUDA)
         return DM_ERR(DM_ERR_INVALID_ARG, "unknown backend %d", o->backend);
+    if (o->points) {
+        const dm_sc_points *p = o->points;
+        if (o->input)
+            return DM_ERR(DM_ERR_INVALID_ARG, "in-memory points and an input file (%s) are exclusive",
+                          o->input);
+        if (p->dim != o->dim)
+            return DM_ERR(DM_ERR_INVALID_ARG, "DIM (%d) differs from the points' dimensions (%d)",
+                          o->dim, p->dim);
+        for (long i = 1; i < p->num; i++)
+            if (p->id[i] != p->id[0] + i)
+                return DM_ERR(DM_ERR_INVALID_ARG,
+                              "in-memory points: id of point %ld is %ld, expected %ld (consecutive "
+                              "stream positions)",
+                              i, p->id[i], p->id[0] + i);
+        *n_total = p->num;
+        return DM_OK;
+    }
     if (!o->input) {
         if (o->n == 0) return DM_ERR(DM_ERR_INVALID_ARG, "N = 0 needs an input file (--input FILE)");
         *n_total = o->n;
@@ -643,6 +660,17 @@ int dm_sc_options_check(long *n_total, const dm_sc_options *o)
 int dm_sc_stream_read(float *out, const dm_sc_options *o, long first, long count)
 {
     const int dim = o->dim;
+    if (o->points) {
+        const dm_sc_points *p = o->points;
+        const long base = p->num > 0 ? p->id[0] : 0;
+        if (count < 0 || first < base || first - base > p->num - count)
+            return DM_ERR(DM_ERR_INVALID_ARG,
+                          "in-memory points: points %ld..%ld requested, this rank holds %ld..%ld",
+                          first, first + count - 1, base, base + p->num - 1);
+        for (long i = 0; i < count; i++)
+            memcpy(out + (size_t)i * dim, dm_sc_point_coord(p, first - base + i), (size_t)dim * sizeof(float));
+        return DM_OK;
+    }
     if (!o->input) {
 #pragma omp parallel
         {
@@ -690,6 +718,21 @@ void dm_sc_hash_vectors(float *out, const uint64_t *row_off, const uint32_t *ter
     }
 }
 
+int dm_sc_points_from_vectors(dm_sc_points *out, const dm_vectors *v, int dim)
+{
+    memset(out, 0, sizeof *out);
+    if (dim < 1) return DM_ERR(DM_ERR_INVALID_ARG, "DIM must be >= 1 (got %d)", dim);
+    if (v->n_rows > (uint64_t)LONG_MAX / 2 || v->row_base > (uint64_t)LONG_MAX / 2)
+        return DM_ERR(DM_ERR_INVALID_ARG, "streamclust: %llu documents from row %llu are too many",
+                      (unsigned long long)v->n_rows, (unsigned long long)v->row_base);
+    const long n = (long)v->n_rows;
+    DM_TRY(dm_sc_points_init(out, n > 0 ? n : 1, dim));
+    dm_sc_hash_vectors(out->coord, v->row_off, v->col, v->val, n, dim);
+    dm_sc_points_reset(out, n);
+    for (long i = 0; i < n; i++) out->id[i] = (long)v->row_base + i;
+    return DM_OK;
+}
+
 /* ---------------------------------------------------------------- the MPI run */
 void dm_sc_result_free(dm_sc_result *r)
 {
@@ -698,6 +741,7 @@ void dm_sc_result_free(dm_sc_result *r)
     free(r->weights);
     free(r->centre_ids);
     free(r->labels);
+    free(r->dist);
     memset(r, 0, sizeof *r);
 }
 
@@ -777,11 +821,10 @@ static int sc_recv_append(dm_sc_points *s, int from, MPI_Comm comm)
     return DM_OK;
 }
 
+/* Clusters this rank's points [first, last) of the stream chunk by chunk into centres. */
 static int sc_run_local(dm_sc_result *res, dm_sc_points *centres, const dm_sc_options *o,
-                        long n_total, int rank, int size, dm_sc_rng *rng)
+                        long first, long last, dm_sc_rng *rng)
 {
-    const long first = (long)((n_total * (long long)rank) / size);
-    const long last = (long)((n_total * (long long)(rank + 1)) / size);
     res->first_local = first;
     res->n_local = last - first;
     long cap = o->chunksize < res->n_local ? o->chunksize : res->n_local;
@@ -824,7 +867,29 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
     DM_SC_MPI_TRY(MPI_Comm_size(comm, &size));
     long n_total = 0;
     int rc = dm_sc_options_check(&n_total, o);
-    if (rc < 0) return rc; /* same outcome on every rank: the check is deterministic */
+    long first = 0, last = 0;
+    if (o->points) {
+        /* each rank checked its own points: agree, then the stream is their concatenation */
+        int worst = rc;
+        DM_SC_MPI_TRY(MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm));
+        if (worst < 0) return rc < 0 ? rc : DM_ERR(DM_ERR_INVALID_ARG, "streamclust: another rank's points are invalid");
+        long mine = n_total;
+        DM_SC_MPI_TRY(MPI_Allreduce(&mine, &n_total, 1, MPI_LONG, MPI_SUM, comm));
+        DM_SC_MPI_TRY(MPI_Exscan(&mine, &first, 1, MPI_LONG, MPI_SUM, comm));
+        if (rank == 0) first = 0; /* MPI_Exscan leaves rank 0's result undefined */
+        last = first + mine;
+        if (mine > 0 && o->points->id[0] != first) rc = DM_ERR(DM_ERR_INVALID_ARG,
+                "in-memory points: rank %d's ids start at %ld, expected %ld (the points of the "
+                "lower ranks)", rank, o->points->id[0], first);
+        worst = rc;
+        DM_SC_MPI_TRY(MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm));
+        if (worst < 0) return rc < 0 ? rc : DM_ERR(DM_ERR_INVALID_ARG, "streamclust: another rank's points are invalid");
+        if (n_total < 1) return DM_ERR(DM_ERR_INVALID_ARG, "streamclust: no points on any rank");
+    } else {
+        if (rc < 0) return rc; /* same outcome on every rank: the check is deterministic */
+        first = (long)((n_total * (long long)rank) / size);
+        last = (long)((n_total * (long long)(rank + 1)) / size);
+    }
     res->dim = o->dim;
 
     dm_sc_rng rng;
@@ -833,7 +898,7 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
 
     dm_sc_points centres;
     rc = dm_sc_points_init(&centres, o->clustersize, o->dim);
-    if (rc == DM_OK) rc = sc_run_local(res, &centres, o, n_total, rank, size, &rng);
+    if (rc == DM_OK) rc = sc_run_local(res, &centres, o, first, last, &rng);
     /* agree on failure before the tree so that nobody waits for a dead partner */
     int worst = rc;
     DM_SC_MPI_TRY(MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm));
@@ -883,7 +948,8 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
     res->weights = malloc((size_t)k * sizeof(float));
     res->centre_ids = malloc((size_t)k * sizeof(long));
     res->labels = malloc((size_t)(res->n_local > 0 ? res->n_local : 1) * sizeof(int));
-    if (!res->centres || !res->weights || !res->centre_ids || !res->labels) {
+    res->dist = malloc((size_t)(res->n_local > 0 ? res->n_local : 1) * sizeof(float));
+    if (!res->centres || !res->weights || !res->centre_ids || !res->labels || !res->dist) {
         dm_sc_points_free(&centres);
         return DM_ERR(DM_ERR_NOMEM, "streamclust: %ld centres", k);
     }
@@ -906,10 +972,10 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
     long cap = o->chunksize < res->n_local ? o->chunksize : res->n_local;
     if (cap > 0) {
         float *buf = malloc((size_t)cap * o->dim * sizeof(float));
-        float *dist = malloc((size_t)cap * sizeof(float));
-        if (!buf || !dist) rc = DM_ERR(DM_ERR_NOMEM, "streamclust: labelling buffer");
+        if (!buf) rc = DM_ERR(DM_ERR_NOMEM, "streamclust: labelling buffer");
         for (long off = 0; off < res->n_local && rc == DM_OK; off += cap) {
             long m = res->n_local - off < cap ? res->n_local - off : cap;
+            float *dist = res->dist + off;
             rc = dm_sc_stream_read(buf, o, res->first_local + off, m);
             if (rc < 0) break;
             if (o->backend == DM_SC_CUDA)
@@ -919,7 +985,6 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
             for (long i = 0; i < m && rc == DM_OK; i++) local_cost += dist[i];
         }
         free(buf);
-        free(dist);
     }
     dm_timer_stop("streamclust.assign");
     worst = rc;

@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tfidf/vectors.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -150,14 +152,22 @@ typedef struct dm_sc_options {
     long clustersize;    /* room for the centres kept from all chunks */
     const char *input;   /* binary file of float[dim] records, NULL = Rodinia's generator */
     int backend;         /* DM_SC_CPU / DM_SC_CUDA */
+    /* In-memory stream instead of the generator or a file (NULL: none): this rank's points, in
+     * stream order (e.g. dm_sc_points_from_vectors); only coordinates and ids are read. The stream is the
+     * concatenation of every rank's points in rank order; rank r's ids must be its stream
+     * positions (id[i] = id[0] + i, id[0] = points held by lower ranks), and rank r clusters
+     * exactly its own points. n is ignored; input must be NULL; dim must equal points->dim. */
+    const dm_sc_points *points;
 } dm_sc_options;
 /* Rodinia's default run `10 20 256 65536 65536 1000` on the generator, CPU backend */
-#define DM_SC_OPTIONS_INIT {10, 20, 256, 65536, 65536, 1000, NULL, DM_SC_CPU}
+#define DM_SC_OPTIONS_INIT {10, 20, 256, 65536, 65536, 1000, NULL, DM_SC_CPU, NULL}
 
 /* Validates the options against each other and against the input file: KMIN > KMAX, KMIN < 1,
  * DIM < 1, CHUNKSIZE < 1, CLUSTERSIZE < KMAX, N < 0, N == 0 without input, a file whose size is
- * not a multiple of DIM floats ("DIM mismatch"), a file shorter than N points. Fills *n_total with
- * the number of points of the stream. Messages name the file. */
+ * not a multiple of DIM floats ("DIM mismatch"), a file shorter than N points; with in-memory
+ * points: input also set, DIM != points->dim, ids not consecutive. Fills *n_total with the
+ * number of points of the stream (in-memory points: this rank's count; dm_sc_run sums over the
+ * ranks). Messages name the file. Not collective. */
 int dm_sc_options_check(long *n_total, const dm_sc_options *o);
 
 /* The result of a run: the final centres and the total cost on every rank, plus each rank's labels. */
@@ -169,6 +179,7 @@ typedef struct dm_sc_result {
     long *centre_ids;    /* k: stream index of the point each centre grew from */
     long n_local, first_local; /* this rank's points: [first_local, first_local + n_local) */
     int *labels;         /* n_local: nearest final centre of each of this rank's points */
+    float *dist;         /* n_local: squared distance of each of this rank's points to it */
     double total_cost;   /* sum over all points of the squared distance to its centre (all ranks) */
     double chunk_cost_first; /* pkmedian cost of this rank's first chunk (Rodinia's figure) */
     long chunks;         /* chunks clustered on this rank */
@@ -180,20 +191,34 @@ void dm_sc_result_free(dm_sc_result *r);
 
 /* Runs STREAM over the stream described by o on the ranks of comm (an MPI_Comm passed as a
  * pointer so that this header stays MPI-free; NULL = MPI_COMM_WORLD). Rank r clusters points
- * [n r / P, n (r+1) / P) chunk by chunk; the weighted centres are reduced up a binary tree
- * (a receiver re-clusters when the union exceeds clustersize) and clustered again on rank 0;
- * the final centres are broadcast and every rank labels its points. Collective. */
+ * [n r / P, n (r+1) / P) (in-memory points: its own) chunk by chunk; the weighted centres are
+ * reduced up a binary tree (a receiver re-clusters when the union exceeds clustersize) and
+ * clustered again on rank 0; the final centres are broadcast and every rank labels its points.
+ * Collective. */
 int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm);
 
 /* Reads points [first, first + count) of the stream into out (count x dim floats): Rodinia's
- * generator (point j = draws j*dim .. j*dim+dim-1 of srand48(1), each lrand48()/(float)INT_MAX)
- * or the binary file. */
+ * generator (point j = draws j*dim .. j*dim+dim-1 of srand48(1), each lrand48()/(float)INT_MAX),
+ * the binary file, or the in-memory points (only this rank's: DM_ERR_INVALID_ARG outside them). */
 int dm_sc_stream_read(float *out, const dm_sc_options *o, long first, long count);
 
-/* Signed feature hashing of sparse document vectors into dim dense dimensions: dimension
- * h(term) mod dim, sign from another bit of h (Weinberger et al.). out: n_docs x dim, zeroed here. */
+/* Signed feature hashing (Weinberger et al.) of sparse document vectors into dim dense
+ * dimensions. The hash of term id t is splitmix64's output for state t:
+ *   h = t + 0x9E3779B97F4A7C15; h = (h ^ h >> 30) * 0xBF58476D1CE4E5B9;
+ *   h = (h ^ h >> 27) * 0x94D049BB133111EB; h ^= h >> 31   (64-bit unsigned arithmetic)
+ * and term t adds sign * value to dimension h mod dim, sign = -1 when bit 63 of h is set, else +1.
+ * It depends on the term id only (vocabulary ids are rank-independent, tfidf), so a document
+ * hashes to the same point whatever the rank layout. Terms are added in row order (term-sorted
+ * rows: ascending term id). out: n_docs x dim, zeroed here. */
 void dm_sc_hash_vectors(float *out, const uint64_t *row_off, const uint32_t *terms,
                         const float *values, long n_docs, int dim);
+
+/* The points of document vectors: row r of v becomes point r with id v->row_base + r, weight 1
+ * and the dim coordinates of dm_sc_hash_vectors (slot[i] = i), ready for dm_sc_options.points.
+ * *out is initialised here (capacity max(1, n_rows)); free with dm_sc_points_free.
+ * Errors: DM_ERR_INVALID_ARG for dim < 1 ("DIM must be >= 1") or more rows than a long holds,
+ * DM_ERR_NOMEM. */
+int dm_sc_points_from_vectors(dm_sc_points *out, const dm_vectors *v, int dim);
 
 /* Tests and benchmarks: the number of compiled instances of the gain kernel, a description of
  * instance i, and forcing instance i for engines loaded afterwards (-1: the tuner's choice). */

@@ -392,6 +392,9 @@ int dm_vectors_write(const dm_vectors *v, const char *path, const struct dm_ctx 
 /* Reads a whole file. Errors: IO, FORMAT (naming the file and what is wrong, "checksum
  * mismatch" for a CRC error). */
 int dm_vectors_read(dm_vectors *v, const char *path);
+/* The number of rows of a file, from its checked header (magic, version, header CRC, section
+ * sizes against the file size; not the whole-file CRC). Errors: IO, FORMAT as dm_vectors_read. */
+int dm_vectors_rows(uint64_t *n_rows, const char *path);
 /* Reads rows [first, first + count) (count clipped at the end); row_base = first. The header
  * CRC and all structural checks are done; the whole-file CRC only when verify_crc. */
 int dm_vectors_read_rows(dm_vectors *v, const char *path, uint64_t first, uint64_t count, int verify_crc);

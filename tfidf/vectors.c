@@ -473,6 +473,16 @@ static int read_range(vfile *vf, dm_vectors *v, uint64_t first, uint64_t count)
     return validate(vf, v);
 }
 
+int dm_vectors_rows(uint64_t *n_rows, const char *path)
+{
+    if (!n_rows || !path) return DM_ERR(DM_ERR_INVALID_ARG, "dm_vectors_rows: NULL argument");
+    vfile vf;
+    int rc = vf_open(&vf, path);
+    *n_rows = rc == DM_OK ? vf.h.n_rows : 0;
+    vf_close(&vf);
+    return rc;
+}
+
 int dm_vectors_read_rows(dm_vectors *v, const char *path, uint64_t first, uint64_t count, int verify_crc)
 {
     if (!v || !path) return DM_ERR(DM_ERR_INVALID_ARG, "dm_vectors_read_rows: NULL argument");

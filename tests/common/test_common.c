@@ -288,6 +288,29 @@ static void test_metrics_hand(void)
     CU_ASSERT_EQUAL(dm_metrics_compute(&m, t5, p4, 2), DM_ERR_INVALID_ARG);
 }
 
+/* classes from label strings: the first label, numbered in byte order of the names (a prefix
+ * first); "" / NULL / an empty first label: -1 */
+static void test_metrics_classes(void)
+{
+    const char *labels[] = {"earn", "acq,earn", "", "earn,grain", NULL, "ac", "acq", ",grain", "zz"};
+    int32_t cls[9], n = -5;
+    CU_ASSERT_EQUAL_FATAL(dm_metrics_classes(cls, &n, labels, 9), DM_OK);
+    CU_ASSERT_EQUAL(n, 4); /* ac < acq < earn < zz */
+    const int32_t want[] = {2, 1, -1, 2, -1, 0, 1, -1, 3};
+    for (int i = 0; i < 9; i++) CU_ASSERT_EQUAL(cls[i], want[i]);
+    CU_ASSERT_EQUAL_FATAL(dm_metrics_classes(cls, &n, labels + 2, 1), DM_OK);
+    CU_ASSERT_EQUAL(n, 0);
+    CU_ASSERT_EQUAL(cls[0], -1);
+    /* the classes feed the metrics: a clustering that splits by first label is perfect */
+    int32_t pred[] = {7, 8, 9, 7, 9, 5, 8, 9, 6};
+    dm_metrics m;
+    CU_ASSERT_EQUAL_FATAL(dm_metrics_classes(cls, &n, labels, 9), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_metrics_compute(&m, cls, pred, 9), DM_OK);
+    CU_ASSERT_EQUAL(m.n, 6);
+    CU_ASSERT_DOUBLE_EQUAL(m.nmi, 1.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.purity, 1.0, 1e-12);
+}
+
 int main(void)
 {
     CU_TestInfo t_common[] = {
@@ -301,6 +324,7 @@ int main(void)
         {"progress line", test_progress_format},
         {"tuner registry and modes", test_tune_registry},
         {"clustering metrics against hand-computed values", test_metrics_hand},
+        {"classes from label strings", test_metrics_classes},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"common", NULL, NULL, NULL, NULL, t_common}, CU_SUITE_INFO_NULL};

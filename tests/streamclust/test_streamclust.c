@@ -1,6 +1,8 @@
 /* Unit tests of the streamclust CPU reference: the lrand48-compatible generator and stream,
  * gain on hand-checked sets, speedy and FL invariants, local search range / give-up, contcenters,
- * thread-count independence and the input errors. Reference: Rodinia streamcluster semantics. */
+ * thread-count independence and the input errors; the signed feature hashing of document vectors
+ * (against the documented hash) and the in-memory stream. Reference: Rodinia streamcluster
+ * semantics. */
 #include <CUnit/CUnit.h>
 #include <limits.h>
 #include <math.h>
@@ -440,6 +442,217 @@ static void test_hash_vectors(void)
         if (out[16 + d] != 0) CU_ASSERT(out[d] != 0 && (out[d] > 0) == (out[16 + d] > 0));
 }
 
+/* ---- document vectors: signed feature hashing -------------------------------------------------- */
+
+/* The documented hash (streamclust.h), written independently: splitmix64's output for state t. */
+static uint64_t ref_hash(uint32_t t)
+{
+    uint64_t z = (uint64_t)t + 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* A single term of weight 1 lands on exactly one dimension, h mod dim, as +1 or -1 (sign from bit 63
+ * of h); term 0 gives splitmix64's published first output for seed 0. */
+static void test_hash_single_terms(void)
+{
+    CU_ASSERT_EQUAL(ref_hash(0), 0xE220A8397B1DCDAFULL);
+    const uint32_t terms[] = {0, 1, 2, 17, 99, 12345, 4000000000u, UINT32_MAX};
+    const int dims[] = {1, 2, 7, 64, 256, 1000};
+    float *out = malloc(1000 * sizeof(float));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    long bad = 0;
+    for (size_t a = 0; a < sizeof terms / sizeof terms[0]; a++)
+        for (size_t b = 0; b < sizeof dims / sizeof dims[0]; b++) {
+            const uint64_t off[] = {0, 1};
+            const float one = 1.0f;
+            const int dim = dims[b];
+            dm_sc_hash_vectors(out, off, &terms[a], &one, 1, dim);
+            const uint64_t h = ref_hash(terms[a]);
+            const int want_d = (int)(h % (uint64_t)dim);
+            const float want_v = (h >> 63) ? -1.0f : 1.0f;
+            for (int d = 0; d < dim; d++) bad += out[d] != (d == want_d ? want_v : 0.0f);
+        }
+    CU_ASSERT_EQUAL(bad, 0);
+    /* term 0 in 256 dimensions: dimension 175, sign - (computed by hand from 0xE220A8397B1DCDAF) */
+    const uint64_t off[] = {0, 1};
+    const uint32_t t0 = 0;
+    const float half = 0.5f;
+    dm_sc_hash_vectors(out, off, &t0, &half, 1, 256);
+    CU_ASSERT_EQUAL(out[175], -0.5f);
+    free(out);
+}
+
+/* Random sparse rows: sorted distinct terms below 5000, values k/8 with 1 <= |k| <= 64 (dyadic, so
+ * every sum below is exact in float and linearity can be asserted with ==). */
+static int rand_row(uint32_t *col, float *val, int max_terms, unsigned *seed)
+{
+    int n = 0;
+    uint32_t t = (uint32_t)(rand_r(seed) % 50);
+    while (n < max_terms && t < 5000) {
+        col[n] = t;
+        int k = rand_r(seed) % 128 - 64;
+        val[n] = (float)(k == 0 ? 1 : k) / 8.0f;
+        n++;
+        t += 1 + (uint32_t)(rand_r(seed) % 200);
+    }
+    return n;
+}
+
+/* hash(x + y) = hash(x) + hash(y), hash(2x) = 2 hash(x), hash(-x) = -hash(x), exactly; the empty
+ * row hashes to 0; with DIM = 1 the one coordinate is the signed sum. */
+static void test_hash_linear(void)
+{
+    enum { T = 60 };
+    unsigned seed = 12345;
+    const int dims[] = {1, 3, 64, 1000};
+    float *hx = malloc(1000 * sizeof(float)), *hy = malloc(1000 * sizeof(float));
+    float *hz = malloc(1000 * sizeof(float)), *h2 = malloc(1000 * sizeof(float));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(hx && hy && hz && h2);
+    long bad = 0;
+    for (int rep = 0; rep < 50; rep++) {
+        uint32_t cx[T], cy[T], cz[2 * T];
+        float vx[T], vy[T], vz[2 * T], v2[T], vn[T];
+        int nx = rand_row(cx, vx, T, &seed), ny = rand_row(cy, vy, T, &seed), nz = 0;
+        for (int i = 0, j = 0; i < nx || j < ny;) { /* merge: z = x + y */
+            if (j >= ny || (i < nx && cx[i] < cy[j])) { cz[nz] = cx[i]; vz[nz++] = vx[i++]; }
+            else if (i >= nx || cy[j] < cx[i]) { cz[nz] = cy[j]; vz[nz++] = vy[j++]; }
+            else { cz[nz] = cx[i]; vz[nz++] = vx[i++] + vy[j++]; }
+        }
+        for (int i = 0; i < nx; i++) {
+            v2[i] = 2.0f * vx[i];
+            vn[i] = -vx[i];
+        }
+        for (size_t b = 0; b < sizeof dims / sizeof dims[0]; b++) {
+            const int dim = dims[b];
+            uint64_t ox[] = {0, (uint64_t)nx}, oy[] = {0, (uint64_t)ny}, oz[] = {0, (uint64_t)nz};
+            dm_sc_hash_vectors(hx, ox, cx, vx, 1, dim);
+            dm_sc_hash_vectors(hy, oy, cy, vy, 1, dim);
+            dm_sc_hash_vectors(hz, oz, cz, vz, 1, dim);
+            for (int d = 0; d < dim; d++) bad += hz[d] != hx[d] + hy[d];
+            dm_sc_hash_vectors(h2, ox, cx, v2, 1, dim);
+            for (int d = 0; d < dim; d++) bad += h2[d] != 2.0f * hx[d];
+            dm_sc_hash_vectors(h2, ox, cx, vn, 1, dim);
+            for (int d = 0; d < dim; d++) bad += h2[d] != -hx[d];
+            if (dim == 1) {
+                float sum = 0.0f;
+                for (int i = 0; i < nx; i++) sum += (ref_hash(cx[i]) >> 63) ? -vx[i] : vx[i];
+                bad += hx[0] != sum;
+            }
+        }
+    }
+    const uint64_t empty[] = {0, 0};
+    hx[0] = hx[1] = hx[2] = 9.0f;
+    dm_sc_hash_vectors(hx, empty, NULL, NULL, 1, 3);
+    bad += hx[0] != 0.0f || hx[1] != 0.0f || hx[2] != 0.0f;
+    CU_ASSERT_EQUAL(bad, 0);
+    free(hx);
+    free(hy);
+    free(hz);
+    free(h2);
+}
+
+/* A dm_vectors view of rows [first, first + n) of a CSR matrix (offsets rebased to 0 as the reader
+ * does), with row_base = first. Arrays owned by the caller's buffers. */
+static void view_rows(dm_vectors *v, uint64_t *off_buf, const uint64_t *off, uint32_t *col, float *val,
+                      uint64_t first, uint64_t n)
+{
+    memset(v, 0, sizeof *v);
+    for (uint64_t r = 0; r <= n; r++) off_buf[r] = off[first + r] - off[first];
+    v->n_rows = n;
+    v->row_base = first;
+    v->n_cols = 5000;
+    v->row_off = off_buf;
+    v->col = col + off[first];
+    v->val = val + off[first];
+}
+
+/* points_from_vectors: ids are global row indices, weight 1, coordinates the hash of each row;
+ * the same rows give the same points whatever slice of the matrix (rank share) holds them; calls
+ * are deterministic; DIM < 1 is refused. */
+static void test_points_from_vectors(void)
+{
+    enum { N = 37, T = 40, DIM = 50 };
+    static uint32_t col[N * T];
+    static float val[N * T];
+    uint64_t off[N + 1], ob[N + 1];
+    unsigned seed = 99;
+    off[0] = 0;
+    for (int r = 0; r < N; r++) off[r + 1] = off[r] + (uint64_t)rand_row(col + off[r], val + off[r], r % 7 == 3 ? 0 : T, &seed);
+    dm_vectors all;
+    view_rows(&all, ob, off, col, val, 0, N);
+    dm_sc_points p, q;
+    CU_ASSERT_EQUAL_FATAL(dm_sc_points_from_vectors(&p, &all, DIM), DM_OK);
+    CU_ASSERT_EQUAL(p.num, N);
+    CU_ASSERT_EQUAL(p.dim, DIM);
+    float *ref = malloc((size_t)N * DIM * sizeof(float));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+    dm_sc_hash_vectors(ref, off, col, val, N, DIM);
+    long bad = 0;
+    for (long i = 0; i < N; i++) {
+        bad += p.id[i] != i || p.weight[i] != 1.0f;
+        bad += memcmp(dm_sc_point_coord(&p, i), ref + (size_t)i * DIM, DIM * sizeof(float)) != 0;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    /* deterministic */
+    CU_ASSERT_EQUAL_FATAL(dm_sc_points_from_vectors(&q, &all, DIM), DM_OK);
+    CU_ASSERT_EQUAL(memcmp(p.coord, q.coord, (size_t)N * DIM * sizeof(float)), 0);
+    dm_sc_points_free(&q);
+    /* rank-independent: three uneven shares (one empty) give the same points and ids */
+    const uint64_t cut[] = {0, 11, 11, N};
+    bad = 0;
+    for (int s = 0; s < 3; s++) {
+        dm_vectors part;
+        view_rows(&part, ob, off, col, val, cut[s], cut[s + 1] - cut[s]);
+        CU_ASSERT_EQUAL_FATAL(dm_sc_points_from_vectors(&q, &part, DIM), DM_OK);
+        CU_ASSERT_EQUAL(q.num, (long)(cut[s + 1] - cut[s]));
+        for (long i = 0; i < q.num; i++) {
+            bad += q.id[i] != (long)cut[s] + i;
+            bad += memcmp(dm_sc_point_coord(&q, i), dm_sc_point_coord(&p, (long)cut[s] + i), DIM * sizeof(float)) != 0;
+        }
+        dm_sc_points_free(&q);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    /* the in-memory stream: reads its rows, refuses others, and the options are checked */
+    long n = 0;
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.kmin = 2;
+    o.kmax = 4;
+    o.dim = DIM;
+    o.n = 0;
+    o.chunksize = 10;
+    o.clustersize = 40;
+    o.points = &p;
+    CU_ASSERT_EQUAL(dm_sc_options_check(&n, &o), DM_OK);
+    CU_ASSERT_EQUAL(n, N);
+    float *buf = malloc(5 * DIM * sizeof(float));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+    CU_ASSERT_EQUAL(dm_sc_stream_read(buf, &o, 30, 5), DM_OK);
+    CU_ASSERT_EQUAL(memcmp(buf, ref + 30 * DIM, 5 * DIM * sizeof(float)), 0);
+    CU_ASSERT_EQUAL(dm_sc_stream_read(buf, &o, 33, 5), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "this rank holds 0..36"));
+    o.dim = DIM + 1;
+    CU_ASSERT_EQUAL(dm_sc_options_check(&n, &o), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "DIM (51) differs"));
+    o.dim = DIM;
+    o.input = "x.bin";
+    CU_ASSERT_EQUAL(dm_sc_options_check(&n, &o), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "exclusive"));
+    o.input = NULL;
+    p.id[5] = 99;
+    CU_ASSERT_EQUAL(dm_sc_options_check(&n, &o), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "id of point 5 is 99"));
+    free(buf);
+    free(ref);
+    dm_sc_points_free(&p);
+    /* DIM < 1 */
+    CU_ASSERT_EQUAL(dm_sc_points_from_vectors(&q, &all, 0), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "DIM must be >= 1 (got 0)"));
+    CU_ASSERT_EQUAL(dm_sc_points_from_vectors(&q, &all, -3), DM_ERR_INVALID_ARG);
+    dm_sc_points_free(&q);
+}
+
 static CU_TestInfo tests[] = {
     {"rng_matches_lrand48", test_rng_matches_lrand48},
     {"generator_is_rodinia", test_generator_is_rodinia},
@@ -453,6 +666,9 @@ static CU_TestInfo tests[] = {
     {"bad_input", test_bad_input},
     {"assign_cpu", test_assign_cpu},
     {"hash_vectors", test_hash_vectors},
+    {"hash_single_terms", test_hash_single_terms},
+    {"hash_linear", test_hash_linear},
+    {"points_from_vectors", test_points_from_vectors},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"streamclust_cpu", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};

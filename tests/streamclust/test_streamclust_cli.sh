@@ -2,7 +2,9 @@
 # `docmine streamclust` end to end (CPU backend): outputs in Rodinia's centres format, one
 # assignment per point, report.json with results and per-phase timers, the same centres on 1 and
 # 2 ranks' runs are valid, binary file input equals the generator's points, and the input errors
-# exit with one line naming the file. usage: test_streamclust_cli.sh <docmine> <mpiexec>
+# exit with one line naming the file; document vectors (--vectors) of separated topics are clustered
+# by topic (NMI >= 0.9) on 1 and 2 ranks, and bad vector files or DIM <= 0 fail with one line.
+# usage: test_streamclust_cli.sh <docmine> <mpiexec>
 set -u
 dm=$1
 mpiexec=${2:-mpiexec}
@@ -80,5 +82,60 @@ check_err "clustersize overflow" 2 "CLUSTERSIZE 12 too small" -- "$dm" --backend
 check_err "missing file" 1 "/nonexistent/p.bin" -- "$dm" --backend cpu streamclust 5 10 8 0 100 200 --input /nonexistent/p.bin -o "$tmp/o"
 check_err "five numbers" 2 "expected KMIN KMAX DIM N CHUNKSIZE CLUSTERSIZE" -- "$dm" --backend cpu streamclust 5 10 8 100 100 -o "$tmp/o"
 check_err "no outdir" 2 "missing -o OUTDIR" -- "$dm" --backend cpu streamclust 5 10 8 100 100 200
+
+# --vectors: documents of 4 well separated synthetic topics, hashed into 256 dimensions, clustered
+# into 4 centres in chunks of 250 documents: the centres recover the topics (NMI >= 0.9) on 1 and
+# 2 ranks; every document gets one row with its id and label, in corpus order.
+nmi_of() { sed -n 's/^ *"nmi": *\([0-9.eE+-]*\).*/\1/p' "$1" | head -1; }
+if "$dm" synth -n 600 -k 4 --topic-vocab 300 --overlap 0.1 --seed 3 -o "$tmp/docs.tsv" >/dev/null 2>&1 &&
+   "$dm" --backend cpu vectorize --corpus "$tmp/docs.tsv" -o "$tmp/docs.dmv" >/dev/null 2>&1; then
+    ok "synthetic corpus vectorised"
+else
+    bad "synthetic corpus vectorised"
+fi
+for np in 1 2; do
+    vo=$tmp/vec$np
+    if OMP_NUM_THREADS=1 "$mpiexec" -n $np "$dm" --backend cpu streamclust 4 4 256 0 250 200 --vectors "$tmp/docs.dmv" -o "$vo" >/dev/null 2>&1; then
+        ok "vectors run, $np rank(s)"
+    else
+        bad "vectors run, $np rank(s)"
+        continue
+    fi
+    nmi=$(nmi_of "$vo/report.json")
+    if [ -n "$nmi" ] && awk -v x="$nmi" 'BEGIN { exit !(x >= 0.9) }'; then ok "NMI $nmi >= 0.9, $np rank(s)"; else bad "NMI '$nmi' >= 0.9, $np rank(s)"; fi
+    if grep -q '"ari"' "$vo/report.json" && grep -q '"purity"' "$vo/report.json" &&
+       grep -q '"labelled_documents": 600' "$vo/report.json"; then
+        ok "report.json quality, $np rank(s)"
+    else
+        bad "report.json quality, $np rank(s)"
+    fi
+    # header + 600 rows; ids and labels of the corpus in its order; centres in 0..3
+    if [ "$(head -1 "$vo/assignments.tsv")" = "$(printf 'doc\tlabel\tcentre\tcentre_id\tsq_dist')" ] &&
+       [ "$(wc -l < "$vo/assignments.tsv")" -eq 601 ] &&
+       cmp -s <(tail -n +2 "$vo/assignments.tsv" | cut -f1,2) <(cut -f1,2 "$tmp/docs.tsv") &&
+       awk -F'\t' 'NR > 1 && !($3 >= 0 && $3 < 4) { exit 1 }' "$vo/assignments.tsv"; then
+        ok "vectors assignments.tsv, $np rank(s)"
+    else
+        bad "vectors assignments.tsv, $np rank(s)"
+    fi
+done
+if centres_ok "$tmp/vec1/centers.txt" 256 4 4 600; then ok "vectors centers.txt"; else bad "vectors centers.txt"; fi
+# bad vector inputs: one line naming the file or the parameter
+check_err "vectors: missing file" 1 "/nonexistent/v.dmv" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors /nonexistent/v.dmv -o "$tmp/o"
+cp "$tmp/docs.dmv" "$tmp/corrupt.dmv"
+size=$(wc -c < "$tmp/corrupt.dmv")
+printf 'XXXX' | dd of="$tmp/corrupt.dmv" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
+if ! cmp -s "$tmp/docs.dmv" "$tmp/corrupt.dmv"; then
+    check_err "vectors: corrupt file" 1 "corrupt.dmv: .*checksum mismatch" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/corrupt.dmv" -o "$tmp/o"
+    check_err "vectors: corrupt file, 2 ranks" 1 "corrupt.dmv: .*checksum mismatch" -- "$mpiexec" -n 2 "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/corrupt.dmv" -o "$tmp/o"
+fi
+head -c $((size - 100)) "$tmp/docs.dmv" > "$tmp/short.dmv"
+check_err "vectors: truncated file" 1 "short.dmv: .*truncated" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/short.dmv" -o "$tmp/o"
+printf 'not vectors at all, just some text that is long enough for a header of 64 bytes.....\n' > "$tmp/text.dmv"
+check_err "vectors: not a vector file" 1 "text.dmv: .*bad magic" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/text.dmv" -o "$tmp/o"
+check_err "vectors: DIM 0" 2 "DIM must be >= 1 \(got 0\)" -- "$dm" --backend cpu streamclust 4 4 0 0 250 200 --vectors "$tmp/docs.dmv" -o "$tmp/o"
+check_err "vectors: DIM < 0" 2 "DIM must be >= 1 \(got -3\)" -- "$dm" --backend cpu streamclust --vectors "$tmp/docs.dmv" -o "$tmp/o" -- 4 4 -3 0 250 200
+check_err "vectors: N beyond the file" 1 "docs.dmv: file shorter than declared: 600 documents, N = 601" -- "$dm" --backend cpu streamclust 4 4 64 601 250 200 --vectors "$tmp/docs.dmv" -o "$tmp/o"
+check_err "vectors and input" 2 "--input and --vectors are exclusive" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/docs.dmv" --input "$tmp/x.bin" -o "$tmp/o"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

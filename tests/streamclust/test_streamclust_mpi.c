@@ -1,8 +1,8 @@
 /* MPI tests of streamclust (run on 1, 2 and 4 ranks, CPU backend): the distributed run gives a
  * valid clustering (kmin <= k <= kmax unless the documented give-up, labels in range, weights of
  * the final centres adding up to the number of points) whose cost is within a stated bound of the
- * single-rank cost on the same points. Reference: the 1-rank run (MPI_COMM_SELF) of the same
- * options, computed on every rank. */
+ * single-rank cost on the same points; the in-memory stream equals the generator's run.
+ * Reference: the 1-rank run (MPI_COMM_SELF) of the same options, computed on every rank. */
 #include <CUnit/CUnit.h>
 #include <math.h>
 #include <mpi.h>
@@ -132,11 +132,65 @@ static void test_mpi_clustersize_too_small(void)
     dm_sc_result_free(&r);
 }
 
+/* The in-memory stream (the --vectors path): each rank holding exactly its share of the generator's
+ * points in memory gives the generator run bit for bit (same split, same draws); ids that do not
+ * continue the lower ranks' points fail on every rank, without a hang. */
+static void test_mpi_points_equal_generator(void)
+{
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.kmin = 4;
+    o.kmax = 9;
+    o.dim = 6;
+    o.n = 3001;
+    o.chunksize = 500;
+    o.clustersize = 400;
+    o.backend = DM_SC_CPU;
+    const long first = o.n * rank / size, last = o.n * (rank + 1) / size;
+    dm_sc_points p;
+    CU_ASSERT_EQUAL_FATAL(dm_sc_points_init(&p, last - first > 0 ? last - first : 1, o.dim), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_sc_stream_read(p.coord, &o, first, last - first), DM_OK);
+    dm_sc_points_reset(&p, last - first);
+    for (long i = 0; i < p.num; i++) p.id[i] = first + i;
+
+    dm_sc_result gen, mem;
+    CU_ASSERT_EQUAL_FATAL(dm_sc_run(&gen, &o, NULL), DM_OK);
+    dm_sc_options om = o;
+    om.n = 0;
+    om.points = &p;
+    CU_ASSERT_EQUAL_FATAL(dm_sc_run(&mem, &om, NULL), DM_OK);
+    check_valid(&mem, &om, o.n);
+    CU_ASSERT_EQUAL(mem.k, gen.k);
+    CU_ASSERT_EQUAL(mem.first_local, gen.first_local);
+    CU_ASSERT_EQUAL_FATAL(mem.n_local, gen.n_local);
+    CU_ASSERT_EQUAL(mem.total_cost, gen.total_cost);
+    if (mem.k == gen.k) {
+        CU_ASSERT_EQUAL(memcmp(mem.centres, gen.centres, (size_t)gen.k * o.dim * sizeof(float)), 0);
+        CU_ASSERT_EQUAL(memcmp(mem.centre_ids, gen.centre_ids, (size_t)gen.k * sizeof(long)), 0);
+    }
+    CU_ASSERT_EQUAL(memcmp(mem.labels, gen.labels, (size_t)gen.n_local * sizeof(int)), 0);
+    CU_ASSERT_EQUAL(memcmp(mem.dist, gen.dist, (size_t)gen.n_local * sizeof(float)), 0);
+    dm_sc_result_free(&gen);
+    dm_sc_result_free(&mem);
+
+    /* the last rank's ids start one too late (one rank: not at 0) */
+    if (rank == size - 1)
+        for (long i = 0; i < p.num; i++) p.id[i] = first + 1 + i;
+    int rc = dm_sc_run(&mem, &om, NULL);
+    CU_ASSERT_EQUAL(rc, DM_ERR_INVALID_ARG);
+    if (rank == size - 1) CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "ids start at"));
+    dm_sc_result_free(&mem);
+    dm_sc_points_free(&p);
+}
+
 static CU_TestInfo tests[] = {
     {"mpi_small", test_mpi_small},
     {"mpi_clustersize_too_small", test_mpi_clustersize_too_small},
     {"mpi_one_chunk_per_rank", test_mpi_one_chunk_per_rank},
     {"mpi_tree_recluster", test_mpi_tree_recluster},
+    {"mpi_points_equal_generator", test_mpi_points_equal_generator},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"streamclust_mpi", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
