@@ -148,6 +148,108 @@ typedef struct sc_params {
     int dim;
 } sc_params;
 
+/* STREAM k-median on this rank's vectors hashed into sp->dim dimensions (dm_sc_points_from_vectors,
+ * an in-memory stream for dm_sc_run), then the labelled outputs with flock's writers:
+ * assignments.tsv, clusters.tsv (top terms by summed weight), and the quality. Collective. */
+static int run_streamclust(dm_flock_job_result *jr, json_t *cl, const dm_ctx *ctx, const dm_vectors *v,
+                           const sc_params *sp, const char *out, const dm_flock_vocab *names, int top_k)
+{
+    memset(jr, 0, sizeof *jr);
+    dm_sc_points pts;
+    memset(&pts, 0, sizeof pts);
+    dm_timer_start("streamclust.vectors");
+    int rc = dm_ctx_agree(ctx, dm_sc_points_from_vectors(&pts, v, sp->dim));
+    dm_timer_stop("streamclust.vectors");
+    if (rc != DM_OK) return rc;
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.kmin = sp->kmin;
+    o.kmax = sp->kmax;
+    o.dim = sp->dim;
+    o.chunksize = sp->chunksize;
+    o.clustersize = sp->clustersize;
+    o.backend = ctx->backend == DM_BACKEND_CUDA ? DM_SC_CUDA : DM_SC_CPU;
+    o.points = &pts;
+    dm_sc_result r;
+    memset(&r, 0, sizeof r);
+    dm_timer_start("streamclust.total");
+    rc = dm_ctx_agree(ctx, dm_sc_run(&r, &o, (void *)&ctx->world));
+    dm_timer_stop("streamclust.total");
+    dm_sc_points_free(&pts);
+    if (rc != DM_OK) return rc;
+
+    /* the clusters of this rank's rows, then all of them on rank 0 */
+    dm_flock_result fr;
+    memset(&fr, 0, sizeof fr);
+    fr.n_clusters = (int32_t)r.k;
+    fr.row_base = v->row_base;
+    fr.n_rows = v->n_rows;
+    fr.row_cluster = dm_malloc(sizeof *fr.row_cluster * (size_t)(v->n_rows ? v->n_rows : 1));
+    dm_flock_docs docs;
+    memset(&docs, 0, sizeof docs);
+    int *counts = NULL, *displs = NULL;
+    int32_t *all = NULL;
+    if (!fr.row_cluster || r.n_local != (long)v->n_rows) rc = DM_ERR(DM_ERR_NOMEM, "pipeline: out of memory");
+    for (uint64_t i = 0; rc == DM_OK && i < v->n_rows; i++) fr.row_cluster[i] = r.labels[i];
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) rc = dm_flock_docs_gather(&docs, v, ctx);
+    if (rc == DM_OK && ctx->rank == 0) {
+        counts = dm_malloc(sizeof *counts * (size_t)ctx->size);
+        displs = dm_malloc(sizeof *displs * (size_t)ctx->size);
+        all = dm_malloc(sizeof *all * (size_t)(docs.n ? docs.n : 1));
+        if (!counts || !displs || !all) rc = DM_ERR(DM_ERR_NOMEM, "pipeline: out of memory");
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK && docs.n > (uint64_t)2147483647) rc = DM_ERR(DM_ERR_UNSUPPORTED, "pipeline: more than 2^31 documents");
+    if (rc == DM_OK) {
+        int mine = (int)v->n_rows;
+        MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, ctx->world);
+        if (ctx->rank == 0)
+            for (int k = 0, at = 0; k < ctx->size; k++) {
+                displs[k] = at;
+                at += counts[k];
+            }
+        MPI_Gatherv(fr.row_cluster, mine, MPI_INT32_T, all, counts, displs, MPI_INT32_T, 0, ctx->world);
+    }
+    uint32_t *terms = NULL;
+    double *tw = NULL;
+    if (rc == DM_OK) rc = dm_flock_top_terms(&terms, &tw, &fr, v, top_k, ctx);
+    jr->docs = docs.n;
+    jr->clusters = (int32_t)r.k;
+    jr->have_labels = docs.have_labels;
+    if (rc == DM_OK && ctx->rank == 0) {
+        char p[4300];
+        snprintf(p, sizeof p, "%s/assignments.tsv", out);
+        rc = dm_flock_write_assignments(p, &docs, all);
+        snprintf(p, sizeof p, "%s/clusters.tsv", out);
+        if (rc == DM_OK) rc = dm_flock_write_clusters(p, all, docs.n, jr->clusters, terms, tw, top_k, names);
+        if (rc == DM_OK && docs.have_labels) rc = dm_metrics_compute(&jr->quality, docs.truth, all, (size_t)docs.n);
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        json_object_set_new(cl, "documents", json_integer((json_int_t)docs.n));
+        json_object_set_new(cl, "config", json_pack("{s:I,s:I,s:i,s:I,s:I,s:s}", "kmin", (json_int_t)o.kmin, "kmax",
+                                                    (json_int_t)o.kmax, "dim", o.dim, "chunksize", (json_int_t)o.chunksize,
+                                                    "clustersize", (json_int_t)o.clustersize, "hashing",
+                                                    "signed feature hashing of term ids (splitmix64)"));
+        json_object_set_new(cl, "clusters", json_integer(r.k));
+        json_object_set_new(cl, "total_cost", json_real(r.total_cost));
+        json_object_set_new(cl, "centres_kept", json_integer(r.kept));
+        json_object_set_new(cl, "gave_up", json_boolean(r.gave_up));
+        json_object_set_new(cl, "gain_calls", json_integer(r.stats.gain_calls));
+        json_object_set_new(cl, "gain_policy", json_string(r.stats.gain_policy));
+        if (jr->have_labels) json_object_set_new(cl, "quality", dm_flock_quality_json(&jr->quality));
+    }
+    dm_sc_result_free(&r);
+    dm_free(fr.row_cluster);
+    dm_flock_docs_free(&docs);
+    dm_free(counts);
+    dm_free(displs);
+    dm_free(all);
+    dm_free(terms);
+    dm_free(tw);
+    return rc;
+}
+
 /* ---- report helpers -------------------------------------------------------------------------- */
 
 /* The tuner's mode, database and the instances this rank's kernels ran (rank 0's list). */
@@ -381,7 +483,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
         if (method == DM_PIPE_FLOCK) {
             rc = dm_flock_job_run(&jr, cl, ctx, &vec, &fl.fo, &fl.co, &fl.jo);
         } else {
-            rc = dm_ctx_agree(ctx, DM_ERR(DM_ERR_UNSUPPORTED, "pipeline: streamclust is not wired yet"));
+            rc = run_streamclust(&jr, cl, ctx, &vec, &sp, out, &names, fl.jo.top_k);
         }
         dm_timer_stop("pipeline.cluster");
     }
@@ -463,6 +565,5 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
     dm_vectors_free(&vec);
     dm_vocab_free(&vocab);
     dm_flock_cli_free(&fl);
-    (void)sp;
     return rc == DM_OK ? DM_EXIT_OK : dm_app_fail(app, cmd, rc);
 }

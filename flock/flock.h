@@ -193,18 +193,16 @@ int dm_flock_png_write(const char *path, const double *x, const double *y, const
 struct json_t;
 
 /* The ids and labels of every document, gathered to rank 0 in document order, and the true
- * classes read from the labels (the first of a document's comma-separated labels names its class;
- * classes are numbered in byte order of their names; unlabelled documents have class -1). */
+ * classes read from the labels (dm_metrics_classes: the first of a document's comma-separated
+ * labels names its class, classes numbered in byte order of their names, unlabelled -1). */
 typedef struct dm_flock_docs {
     uint64_t n;             /* documents over all ranks (every rank) */
     int have_labels;        /* some document has a label (every rank) */
     /* rank 0 only (NULL elsewhere): */
     char *ids, *labels;     /* NUL-terminated strings at id_off[i], label_off[i] */
     uint64_t *id_off, *label_off; /* n + 1 */
-    int32_t *truth;         /* n: class of each document, -1 unlabelled */
-    char **class_names;     /* n_classes */
+    int32_t *truth;         /* n: class of each document, -1 unlabelled (dm_metrics_classes) */
     int32_t n_classes;
-    char *class_blob;       /* storage of class_names */
 } dm_flock_docs;
 
 /* Collective: gathers the strings of this rank's rows v (rows of all ranks tile 0..N-1 in rank

@@ -71,43 +71,17 @@ static int gather_strings(char **blob_out, uint64_t **off_out, const dm_vectors 
     return dm_ctx_agree(ctx, rc);
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* True classes from the label strings (first label of a multi-label document; "" = none, -1),
- * numbered in byte order of the names. The labels are cut in a copy so that the whole label
- * strings stay for assignments.tsv. */
+/* True classes from the label strings (common/metrics.h: the first label names the class). */
 static int classes_of(dm_flock_docs *d)
 {
     uint64_t n = d->n;
     d->truth = dm_malloc(sizeof *d->truth * (size_t)(n ? n : 1));
-    d->class_blob = dm_malloc(d->label_off[n] + 1);
-    char **all = dm_malloc(sizeof *all * (size_t)(n ? n : 1));
-    if (!d->truth || !d->class_blob || !all) {
-        dm_free(all);
-        return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-    }
-    memcpy(d->class_blob, d->labels, d->label_off[n]);
-    uint64_t m = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        char *s = d->class_blob + d->label_off[i];
-        char *comma = strchr(s, ',');
-        if (comma) *comma = '\0'; /* the first label names the class */
-        if (*s) all[m++] = s;
-    }
-    qsort(all, (size_t)m, sizeof *all, cmp_str);
-    uint64_t u = 0;
-    for (uint64_t i = 0; i < m; i++)
-        if (u == 0 || strcmp(all[i], all[u - 1]) != 0) all[u++] = all[i];
-    for (uint64_t i = 0; i < n; i++) {
-        char *s = d->class_blob + d->label_off[i];
-        d->truth[i] = -1;
-        if (!*s) continue;
-        char **f = bsearch(&s, all, (size_t)u, sizeof *all, cmp_str);
-        d->truth[i] = (int32_t)(f - all);
-    }
-    d->class_names = all;
-    d->n_classes = (int32_t)u;
-    return DM_OK;
+    const char **lab = dm_malloc(sizeof *lab * (size_t)(n ? n : 1));
+    int rc = d->truth && lab ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    for (uint64_t i = 0; rc == DM_OK && i < n; i++) lab[i] = d->labels + d->label_off[i];
+    if (rc == DM_OK) rc = dm_metrics_classes(d->truth, &d->n_classes, lab, (size_t)n);
+    dm_free(lab);
+    return rc;
 }
 
 int dm_flock_docs_gather(dm_flock_docs *d, const dm_vectors *v, const dm_ctx *ctx)
@@ -135,8 +109,6 @@ void dm_flock_docs_free(dm_flock_docs *d)
     dm_free(d->labels);
     dm_free(d->label_off);
     dm_free(d->truth);
-    dm_free(d->class_names);
-    dm_free(d->class_blob);
     memset(d, 0, sizeof *d);
 }
 

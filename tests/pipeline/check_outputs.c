@@ -58,8 +58,6 @@ static const char *str_of(json_t *j)
     return s ? s : "";
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 static void check_timer(json_t *timers, const char *name, int ranks)
 {
     json_t *t = json_object_get(timers, name);
@@ -196,20 +194,8 @@ int main(int argc, char **argv)
     CHECK(!labelled == !q, "report.json: quality %s but the documents are %slabelled", q ? "present" : "absent",
           labelled ? "" : "not ");
     if (labelled && n == docs && !bad_lines) {
-        char **sorted = malloc(sizeof *sorted * (size_t)n);
-        long long m = 0;
-        for (long long i = 0; i < n; i++)
-            if (lab[i][0]) sorted[m++] = lab[i];
-        qsort(sorted, (size_t)m, sizeof *sorted, cmp_str);
-        int32_t *truth = malloc(sizeof *truth * (size_t)n);
-        for (long long i = 0; i < n; i++) {
-            truth[i] = -1;
-            if (!lab[i][0]) continue;
-            char **hit = bsearch(&lab[i], sorted, (size_t)m, sizeof *sorted, cmp_str);
-            /* the first of equal names: one class per name */
-            while (hit > sorted && strcmp(hit[-1], *hit) == 0) hit--;
-            truth[i] = (int32_t)(hit - sorted);
-        }
+        int32_t *truth = malloc(sizeof *truth * (size_t)n), n_classes = 0;
+        CHECK(dm_metrics_classes(truth, &n_classes, (const char *const *)lab, (size_t)n) == 0, "classes failed");
         dm_metrics met;
         CHECK(dm_metrics_compute(&met, truth, pred, (size_t)n) == 0, "metrics failed");
         double nmi = json_number_value(json_object_get(q, "nmi"));
@@ -219,7 +205,6 @@ int main(int argc, char **argv)
                             min_nmi, met.ari, met.purity, (long long)n_clusters);
         printf("%s: NMI %.4f ARI %.4f purity %.4f, %lld clusters\n", g_dir, met.nmi, met.ari, met.purity,
                (long long)n_clusters);
-        free(sorted);
         free(truth);
     } else if (want_nmi) {
         CHECK(0, "no labels to check the NMI against");
