@@ -71,14 +71,6 @@ static void usage(FILE *f)
             dm_flock_cli_help);
 }
 
-static int parse_num(const char *s, double lo, double hi, double *v)
-{
-    char *end;
-    errno = 0;
-    *v = strtod(s, &end);
-    return (*s && !*end && !errno && *v >= lo && *v <= hi) ? 0 : -1;
-}
-
 /* Reads this rank's share of a .dmv file: the row count from the header (documented in tfidf.h:
  * u64 n_rows at byte 16 after the 8-byte magic), then an even split of rows. */
 static int read_vectors(dm_vectors *v, const char *path, const dm_ctx *ctx)
@@ -129,7 +121,7 @@ int dm_flock_cli_option(dm_app *app, const char *cmd, int c, const char *arg, co
     double v = 0;
 #define NUM(lo, hi)                                                                                \
     do {                                                                                           \
-        if (parse_num(arg, (lo), (hi), &v))                                                       \
+        if (dm_app_parse_num(arg, (lo), (hi), &v))                                                       \
             return dm_app_usage_error(app, cmd, "invalid value '%s' for %s", arg, name);           \
     } while (0)
     switch (c) {
@@ -256,7 +248,7 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
         }
 #define NUM(lo, hi)                                                                                \
     do {                                                                                           \
-        if (parse_num(optarg, (lo), (hi), &v))                                                    \
+        if (dm_app_parse_num(optarg, (lo), (hi), &v))                                                    \
             return dm_app_usage_error(app, "flock", "invalid value '%s' for %s", optarg, name);   \
     } while (0)
         switch (c) {
@@ -308,12 +300,7 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
     memset(&jr, 0, sizeof jr);
     if (rc == DM_OK) rc = dm_flock_job_run(&jr, rep.results, ctx, &vec, &fl.fo, &fl.co, &fl.jo);
     if (rc == DM_OK) {
-        rc = dm_report_collect(&rep, ctx);
-        char p[4300];
-        snprintf(p, sizeof p, "%s/report.json", out);
-        if (rc == DM_OK) rc = dm_report_write(&rep, ctx, p);
-        if (rc == DM_OK && app->report_path) rc = dm_report_write(&rep, ctx, app->report_path);
-        rc = dm_ctx_agree(ctx, rc);
+        rc = dm_app_report_write(app, &rep, out);
     }
     dm_report_free(&rep);
     if (rc == DM_OK && ctx->rank == 0) {

@@ -58,21 +58,13 @@ static void usage(FILE *f)
             "  --clustersize N         room for the intermediate centres (default 1000)\n"
             "output:\n"
             "  -o, --output DIR        assignments.tsv clusters.tsv report.json; flock adds\n"
-            "                          positions.csv flock.png flock-labels.png\n"
+            "                          positions.csv flock.png flock-labels.png (--top-terms K: both methods)\n"
             "  (global: --backend, --seed, --report, --threads, --tune, --progress)\n\n"
             "examples:\n"
             "  docmine pipeline --synthetic default -o out/demo\n"
             "  docmine pipeline --corpus reuters21578 --format reuters --method flock -o out/reuters\n"
             "  mpiexec -n 4 docmine pipeline --synthetic default --docs-per-rank 250000 --method streamclust -o out/ws\n",
             DM_PIPELINE_DEFAULT_DOCS, dm_vectorize_pp_help, dm_flock_cli_help);
-}
-
-static int parse_num(const char *s, double lo, double hi, double *v)
-{
-    char *end;
-    errno = 0;
-    *v = strtod(s, &end);
-    return (*s && !*end && !errno && *v >= lo && *v <= hi) ? 0 : -1;
 }
 
 /* "A,B" with lo <= A <= B <= hi. */
@@ -327,13 +319,13 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
         if (c >= DM_VO_FORMAT && c < DM_VO_SHARED_END) code = dm_vectorize_pp_option(app, cmd, c, optarg, &pp);
         else if (c >= DM_FO_TOP && c < DM_FO_SHARED_END) {
             code = dm_flock_cli_option(app, cmd, c, optarg, name, &fl);
-            flock_opts = 1;
+            if (c != DM_FO_TOP) flock_opts = 1; /* --top-terms serves both methods */
         }
         if (code) return code;
         if ((c >= DM_VO_FORMAT && c < DM_VO_SHARED_END) || (c >= DM_FO_TOP && c < DM_FO_SHARED_END)) continue;
 #define NUM(lo, hi)                                                                                \
     do {                                                                                           \
-        if (parse_num(optarg, (lo), (hi), &v))                                                    \
+        if (dm_app_parse_num(optarg, (lo), (hi), &v))                                                    \
             return dm_app_usage_error(app, cmd, "invalid value '%s' for %s", optarg, name);        \
     } while (0)
         switch (c) {
@@ -538,12 +530,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
             if (ctx->rank == 0 && file_nonempty(out, names_out[k])) json_array_append_new(files, json_string(names_out[k]));
         json_array_append_new(files, json_string("report.json"));
         json_object_set_new(res, "outputs", files);
-        rc = dm_report_collect(&rep, ctx);
-        char p[4300];
-        snprintf(p, sizeof p, "%s/report.json", out);
-        if (rc == DM_OK) rc = dm_report_write(&rep, ctx, p);
-        if (rc == DM_OK && app->report_path) rc = dm_report_write(&rep, ctx, app->report_path);
-        rc = dm_ctx_agree(ctx, rc);
+        rc = dm_app_report_write(app, &rep, out);
     }
     json_decref(cl);
     dm_report_free(&rep);
