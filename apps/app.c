@@ -1,9 +1,12 @@
 /* Error printing shared by the subcommands (apps/app.h). Reference: none. */
 #include "apps/app.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "common/report.h"
 #include "common/status.h"
 
 int dm_app_usage_error(const dm_app *app, const char *cmd, const char *fmt, ...)
@@ -31,4 +34,24 @@ int dm_app_fail(const dm_app *app, const char *cmd, int status)
         fprintf(stderr, "docmine %s: %s\n", cmd,
                 dm_error_message()[0] ? dm_error_message() : dm_status_name(status));
     return status == DM_ERR_INVALID_ARG ? DM_EXIT_USAGE : DM_EXIT_RUNTIME;
+}
+
+int dm_app_parse_num(const char *s, double lo, double hi, double *v)
+{
+    char *end;
+    errno = 0;
+    *v = strtod(s, &end);
+    return (*s && !*end && !errno && *v >= lo && *v <= hi) ? 0 : -1;
+}
+
+int dm_app_report_write(const dm_app *app, struct dm_report *rep, const char *dir)
+{
+    int rc = dm_report_collect(rep, app->ctx);
+    if (rc == DM_OK && dir) {
+        char p[4300];
+        snprintf(p, sizeof p, "%s/report.json", dir);
+        rc = dm_report_write(rep, app->ctx, p);
+    }
+    if (rc == DM_OK && app->report_path) rc = dm_report_write(rep, app->ctx, app->report_path);
+    return dm_ctx_agree(app->ctx, rc);
 }

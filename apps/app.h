@@ -27,4 +27,12 @@ int dm_app_fail(const dm_app *app, const char *cmd, int status);
 /* Prints a usage error "docmine <cmd>: <message>; see docmine <cmd> --help" and returns 2. */
 int dm_app_usage_error(const dm_app *app, const char *cmd, const char *fmt, ...) DM_PRINTF(3, 4);
 
+/* Parses a number in [lo, hi] (strtod syntax, nothing after it). Returns 0, or -1. */
+int dm_app_parse_num(const char *s, double lo, double hi, double *v);
+
+struct dm_report;
+/* Collective: completes the report (dm_report_collect) and writes it to DIR/report.json (dir may
+ * be NULL) and to --report FILE when given; the status is agreed on every rank. */
+int dm_app_report_write(const dm_app *app, struct dm_report *rep, const char *dir);
+
 #endif

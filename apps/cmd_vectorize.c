@@ -102,8 +102,7 @@ static void usage(FILE *f)
                dm_vectorize_pp_help);
 }
 
-/* min_df / max_df: an integer is a document count, a number with '.' or an exponent a fraction. */
-static int parse_df(const char *s, uint64_t *count, double *frac, int is_max)
+int dm_vectorize_parse_df(const char *s, uint64_t *count, double *frac, int is_max)
 {
     if (strpbrk(s, ".eE")) {
         char *end;
@@ -126,7 +125,7 @@ static void export_path(char *buf, size_t len, const char *out, const char *ext)
     else snprintf(buf, len, "%s.%s", out, ext);
 }
 
-static void report_stats(json_t *o, const dm_tfidf_stats *st, const dm_pp_stats *ps)
+void dm_vectorize_report_stats(json_t *o, const dm_tfidf_stats *st, const dm_pp_stats *ps)
 {
     json_object_set_new(o, "docs", json_integer((json_int_t)st->docs));
     json_object_set_new(o, "empty_docs", json_integer((json_int_t)st->empty_docs));
@@ -224,11 +223,11 @@ int dm_cmd_vectorize(dm_app *app, int argc, char **argv)
         case O_SUBLINEAR: o.sublinear = 1; break;
         case O_NOL2: o.l2 = 0; break;
         case O_MINDF:
-            if (parse_df(optarg, &o.min_df_count, &o.min_df_frac, 0))
+            if (dm_vectorize_parse_df(optarg, &o.min_df_count, &o.min_df_frac, 0))
                 return dm_app_usage_error(app, cmd, "invalid --min-df '%s' (a count >= 1 or a fraction in [0, 1])", optarg);
             break;
         case O_MAXDF:
-            if (parse_df(optarg, &o.max_df_count, &o.max_df_frac, 1))
+            if (dm_vectorize_parse_df(optarg, &o.max_df_count, &o.max_df_frac, 1))
                 return dm_app_usage_error(app, cmd, "invalid --max-df '%s' (a count or a fraction in [0, 1])", optarg);
             break;
         case O_ICF: icf_path = optarg; break;
@@ -307,7 +306,7 @@ int dm_cmd_vectorize(dm_app *app, int argc, char **argv)
                 wall > 0 ? (double)ps.bytes_read / wall / 1e6 : 0.0);
     dm_report rep;
     DM_ASSERT(dm_report_init(&rep, cmd, app->argc_all, app->argv_all) == DM_OK);
-    report_stats(rep.results, &st, &ps);
+    dm_vectorize_report_stats(rep.results, &st, &ps);
     json_object_set_new(rep.results, "weighting", json_string(icf_path ? "tf-icf" : o.idf == DM_IDF_SKLEARN ? "tf-idf (sklearn idf)" : "tf-idf"));
     json_object_set_new(rep.results, "output", json_string(out));
     json_object_set_new(rep.results, "seconds", json_real(wall));

@@ -5,8 +5,11 @@
 
 #include <getopt.h>
 
+#include <jansson.h>
+
 #include "apps/app.h"
 #include "preprocess/preprocess.h"
+#include "tfidf/tfidf.h"
 
 /* getopt_long values of the shared options (above any single-character option). */
 enum {
@@ -26,5 +29,12 @@ extern const char dm_vectorize_pp_help[];
 
 /* Applies one shared option (c, optarg). Returns 0, or the usage exit code after printing. */
 int dm_vectorize_pp_option(dm_app *app, const char *cmd, int c, const char *arg, dm_preprocess_options *pp);
+
+/* --min-df / --max-df values: an integer is a document count, a number with '.' or an exponent a
+ * fraction (of N, in [0, 1]). Returns 0, or -1 for an invalid value. */
+int dm_vectorize_parse_df(const char *s, uint64_t *count, double *frac, int is_max);
+
+/* The report's TF-IDF and preprocessing counters (ps may be NULL). */
+void dm_vectorize_report_stats(json_t *o, const dm_tfidf_stats *st, const dm_pp_stats *ps);
 
 #endif

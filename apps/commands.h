@@ -12,5 +12,6 @@ dm_cmd_fn dm_cmd_stem;
 dm_cmd_fn dm_cmd_preprocess;
 dm_cmd_fn dm_cmd_vectorize, dm_cmd_icf_build;
 dm_cmd_fn dm_cmd_flock;
+dm_cmd_fn dm_cmd_pipeline;
 
 #endif

@@ -27,6 +27,7 @@ static const dm_command g_commands[] = {
     {"vectorize", dm_cmd_vectorize, "corpus -> TF-IDF / TF-ICF sparse vectors (.dmv, svmlight, mtx)"},
     {"icf-build", dm_cmd_icf_build, "write the TF-ICF table of a reference corpus"},
     {"flock", dm_cmd_flock, "cluster document vectors by multi-species flocking on a sliced plane"},
+    {"pipeline", dm_cmd_pipeline, "corpus -> preprocess -> TF-IDF -> flock or streamclust, in one run"},
 };
 #define DM_NCOMMANDS ((int)(sizeof g_commands / sizeof g_commands[0]))
 

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "common/context.h"
+#include "common/metrics.h"
 #include "tfidf/vectors.h"
 
 #ifdef __cplusplus
@@ -178,12 +179,76 @@ typedef struct dm_flock_vocab {
     char *blob;
 } dm_flock_vocab;
 int dm_flock_vocab_read(dm_flock_vocab *out, const char *path);
+/* The same from n terms in memory: term i is bytes[off[i] .. off[i+1]) (a vocabulary's terms). */
+int dm_flock_vocab_from_terms(dm_flock_vocab *out, const char *bytes, const uint64_t *off, uint64_t n);
 void dm_flock_vocab_free(dm_flock_vocab *v);
 
 /* Renders points coloured by an integer label (< 0: grey) into an RGB PNG of at most
  * max_side pixels on the longer side, written atomically. */
 int dm_flock_png_write(const char *path, const double *x, const double *y, const int32_t *color, size_t n,
                        double W, double H, int max_side);
+
+/* ---- a whole run with its outputs (flock_job.c): `docmine flock` and `docmine pipeline` ---- */
+
+struct json_t;
+
+/* The ids and labels of every document, gathered to rank 0 in document order, and the true
+ * classes read from the labels (dm_metrics_classes: the first of a document's comma-separated
+ * labels names its class, classes numbered in byte order of their names, unlabelled -1). */
+typedef struct dm_flock_docs {
+    uint64_t n;             /* documents over all ranks (every rank) */
+    int have_labels;        /* some document has a label (every rank) */
+    /* rank 0 only (NULL elsewhere): */
+    char *ids, *labels;     /* NUL-terminated strings at id_off[i], label_off[i] */
+    uint64_t *id_off, *label_off; /* n + 1 */
+    int32_t *truth;         /* n: class of each document, -1 unlabelled (dm_metrics_classes) */
+    int32_t n_classes;
+} dm_flock_docs;
+
+/* Collective: gathers the strings of this rank's rows v (rows of all ranks tile 0..N-1 in rank
+ * order). Errors agree on every rank. */
+int dm_flock_docs_gather(dm_flock_docs *d, const dm_vectors *v, const dm_ctx *ctx);
+void dm_flock_docs_free(dm_flock_docs *d);
+
+/* Writers of labelled clusterings (any method; atomic). assignments.tsv: a "doc label cluster"
+ * header, then one line per document (tabs and newlines in ids or labels become spaces).
+ * clusters.tsv: "cluster size top_terms weights", one line per cluster 0..n_clusters-1 with its
+ * top_k terms (names from voc when it has them, else term ids; voc may be NULL), then the line
+ * "-1 <noise documents>". */
+int dm_flock_write_assignments(const char *path, const dm_flock_docs *d, const int32_t *cluster);
+int dm_flock_write_clusters(const char *path, const int32_t *cluster, uint64_t n, int32_t n_clusters,
+                            const uint32_t *terms, const double *weights, int top_k, const dm_flock_vocab *voc);
+/* The report's "quality" object (nmi, ari, purity, labelled_documents, classes). */
+struct json_t *dm_flock_quality_json(const dm_metrics *m);
+
+typedef struct dm_flock_job_options {
+    const char *out_dir;        /* existing directory for the outputs */
+    int top_k;                  /* terms per cluster in clusters.tsv */
+    int png_size;               /* longer side of the PNGs */
+    int snapshot_every;         /* > 0: also out_dir/snapshots/flock-<iteration>.png (the folder
+                                   must exist) every K iterations */
+    int calibrate;              /* measure every rank's speed and size the slices by it */
+    const dm_flock_vocab *vocab;/* term names for clusters.tsv (rank 0; NULL: term ids) */
+} dm_flock_job_options;
+#define DM_FLOCK_JOB_OPTIONS_INIT {NULL, 10, 1024, 0, 0, NULL}
+
+typedef struct dm_flock_job_result {
+    uint64_t docs;              /* every rank */
+    int32_t clusters;           /* every rank */
+    int have_labels;            /* every rank */
+    uint64_t noise;             /* rank 0 */
+    dm_metrics quality;   /* rank 0, when have_labels */
+    double seconds;             /* wall time of the job on this rank */
+} dm_flock_job_result;
+
+/* Collective: runs the simulation on this rank's rows v (with fo's checkpoints and resume),
+ * clusters, and writes assignments.tsv, clusters.tsv, positions.csv, flock.png and, with labels,
+ * flock-labels.png into jo->out_dir (rank 0). results (may be NULL): a JSON object that receives
+ * the run's report section (documents, iterations, model, plane, similarity, clusters, noise,
+ * quality, tuning, run_seconds, boid_iterations_per_second). Timers flock.setup, flock.run,
+ * flock.output. Errors agree on every rank. */
+int dm_flock_job_run(dm_flock_job_result *res, struct json_t *results, const dm_ctx *ctx, const dm_vectors *v,
+                     const dm_flock_options *fo, const dm_flock_cluster_options *co, const dm_flock_job_options *jo);
 
 #ifdef __cplusplus
 }

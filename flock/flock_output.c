@@ -1,6 +1,6 @@
 /* Outputs of a flock run (DESIGN.md section 8): top terms of each cluster by summed weight
  * (reduced over ranks), the vocabulary file reader for term names, and the PNG rendering of the
- * plane (libpng, written atomically). The TSV/CSV files are written by apps/cmd_flock.c.
+ * plane (libpng, written atomically). The TSV/CSV files are written by flock_job.c.
  * Reference: none (formats); tests/flock/test_flock.c checks top terms and the PNG round trip. */
 #include <errno.h>
 #include <math.h>
@@ -221,6 +221,28 @@ int dm_flock_vocab_read(dm_flock_vocab *out, const char *path)
     }
     if (rc != DM_OK) dm_flock_vocab_free(out);
     return rc;
+}
+
+int dm_flock_vocab_from_terms(dm_flock_vocab *out, const char *bytes, const uint64_t *off, uint64_t n)
+{
+    memset(out, 0, sizeof *out);
+    uint64_t total = n ? off[n] - off[0] : 0;
+    out->blob = dm_malloc((size_t)(total + n + 1));
+    out->term = dm_calloc((size_t)(n ? n : 1), sizeof *out->term);
+    if (!out->blob || !out->term) {
+        dm_flock_vocab_free(out);
+        return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for %llu term names", (unsigned long long)n);
+    }
+    char *p = out->blob;
+    for (uint64_t i = 0; i < n; i++) {
+        size_t len = (size_t)(off[i + 1] - off[i]);
+        memcpy(p, bytes + off[i], len);
+        p[len] = '\0';
+        out->term[i] = p;
+        p += len + 1;
+    }
+    out->n = n;
+    return DM_OK;
 }
 
 void dm_flock_vocab_free(dm_flock_vocab *v)

@@ -93,8 +93,8 @@ typedef struct dm_pp_run {
     pthread_mutex_t commit_mu;
     pthread_cond_t commit_cv;
     /* reader pool (everything below rd_mu is guarded by it) */
-    const dm_pp_file *files;
-    size_t n_files;
+    const dm_doc_source *src; /* its units (files, ranges of generated documents) */
+    size_t n_files;          /* = src->n_units */
     int n_readers;
     struct dm_pp_fslot *fslots; /* window entries: file i uses fslots[i % window] */
     size_t window;
@@ -326,7 +326,7 @@ static void *dm_pp_reader_main(void *arg)
 
         dm_pp_reader rd = {r, slot, NULL, 0};
         double t0 = dm_now();
-        int rc = dm_pp_read_file(&r->files[i], &r->opt->reader, &slot->st, dm_pp_sink, &rd);
+        int rc = r->src->read(r->src->src, i, &slot->st, dm_pp_sink, &rd);
         if (rc >= 0) rc = dm_pp_reader_flush(&rd);
         double t1 = dm_now();
         dm_pp_piece_free(rd.cur);
@@ -426,10 +426,33 @@ static int dm_pp_take_files(dm_pp_run *r)
     return rc;
 }
 
+/* The file list as a document source: unit i is file i through the readers. */
+typedef struct dm_pp_file_source {
+    const dm_pp_file *files;
+    const dm_reader_options *reader;
+} dm_pp_file_source;
+
+static int dm_pp_file_unit(void *src, size_t i, dm_pp_stats *st, dm_doc_sink *sink, void *user)
+{
+    const dm_pp_file_source *fs = src;
+    return dm_pp_read_file(&fs->files[i], fs->reader, st, sink, user);
+}
+
 int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_file *files,
                         size_t n_files, const dm_preprocess_options *opt, int backend)
 {
     if (!out || !opt || (!files && n_files)) return DM_ERR(DM_ERR_INVALID_ARG, "dm_preprocess_files: NULL argument");
+    dm_pp_file_source fs = {files, &opt->reader};
+    dm_doc_source src = {dm_pp_file_unit, &fs, n_files, 0};
+    for (size_t i = 0; i < n_files; i++) src.in_bytes += files[i].size;
+    return dm_preprocess_source(out, times, &src, opt, backend);
+}
+
+int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_source *src,
+                         const dm_preprocess_options *opt, int backend)
+{
+    if (!out || !opt || !src || !src->read) return DM_ERR(DM_ERR_INVALID_ARG, "dm_preprocess_source: NULL argument");
+    size_t n_files = src->n_units;
     dm_pp_times tdummy;
     if (!times) times = &tdummy;
     memset(times, 0, sizeof(*times));
@@ -445,9 +468,7 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
                                                 : dm_tokenize_cpu;
     /* automatic batches: about an eighth of this rank's input so that small corpora still
      * pipeline, between 1 MB and DM_PP_DEFAULT_BATCH */
-    uint64_t in_bytes = 0;
-    for (size_t i = 0; i < n_files; i++) in_bytes += files[i].size;
-    size_t autob = (size_t)(in_bytes / 8);
+    size_t autob = (size_t)(src->in_bytes / 8);
     if (autob < ((size_t)1 << 20)) autob = (size_t)1 << 20;
     if (autob > DM_PP_DEFAULT_BATCH) autob = DM_PP_DEFAULT_BATCH;
     r->batch_bytes = opt->batch_bytes ? opt->batch_bytes : autob;
@@ -487,7 +508,7 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
     if (nt < 1) nt = 1;
     if (nt > 256) nt = 256;
     if ((size_t)nt > n_files) nt = n_files ? (int)n_files : 1;
-    r->files = files;
+    r->src = src;
     r->n_files = n_files;
     r->n_readers = nt;
     r->window = 2 * (size_t)nt;

@@ -354,6 +354,28 @@ int dm_preprocess(dm_token_stream *out, dm_pp_times *times, const struct dm_ctx 
 int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_file *files,
                         size_t n_files, const dm_preprocess_options *opt, int backend);
 
+/* A source of raw documents in n_units independent units, read in parallel by the reader pool
+ * and taken strictly in unit order: read(src, i, st, sink, user) calls sink(user, doc) for each
+ * document of unit i, in order, and returns 0, the sink's negative status unchanged, or its own
+ * error; skips it counts go to st. It is called from several threads at once (for different
+ * units), so it must not modify *src. A list of files through the readers is one source (unit =
+ * file; dm_preprocess_files); a generator is another (`docmine pipeline --synthetic` feeds
+ * datasets/synth.h documents in ranges without writing them). in_bytes: about how many raw bytes
+ * the source produces (sizes automatic batches; 0 = the smallest). */
+typedef int dm_doc_unit_fn(void *src, size_t unit, dm_pp_stats *st, dm_doc_sink *sink, void *user);
+typedef struct dm_doc_source {
+    dm_doc_unit_fn *read;
+    void *src;
+    size_t n_units;
+    uint64_t in_bytes;
+} dm_doc_source;
+
+/* The batch pipeline (reader pool + in-order batches + tokenising workers) over the documents of
+ * a source, one process: what dm_preprocess_files runs. backend as for dm_preprocess_files. The
+ * stream's stats hold the source's and the normaliser's counters. */
+int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_source *src,
+                         const dm_preprocess_options *opt, int backend);
+
 /* ---------------------------------------------------------------------------------------------
  * Kernels of the CUDA backend, for the tuner and the tests. dm_preprocess_tune_register registers
  * them with the tuner (to be called from dm_tune_register_all). dm_pp_cuda_force_instance makes

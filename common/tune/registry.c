@@ -305,6 +305,17 @@ void dm_tune_cache_clear(void)
     pthread_mutex_unlock(&g_lock);
 }
 
+int dm_tune_selections(dm_tune_selection *out, int max)
+{
+    pthread_mutex_lock(&g_lock);
+    int n = g_n_cache;
+    for (int i = 0; i < n && i < max; i++)
+        out[i] = (dm_tune_selection){g_cache[i].k, g_cache[i].wclass, g_cache[i].mode,
+                                     &g_cache[i].k->instances[g_cache[i].inst]};
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
 static int cache_find(const dm_tune_kernel *k, int wc, int mode)
 {
     for (int i = 0; i < g_n_cache; i++)

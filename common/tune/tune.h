@@ -199,6 +199,17 @@ int dm_tune_and_store(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
 /* Forgets the cached selections (after the database changed). */
 void dm_tune_cache_clear(void);
 
+/* The selections this process has made (in modes other than off, where every launch runs the
+ * kernel's default instance): up to max entries, oldest first; returns how many there are in
+ * all (may exceed max). For the run reports' "tuning choices". */
+typedef struct dm_tune_selection {
+    const dm_tune_kernel *kernel;
+    int workload_class;                 /* floor(log2(n)) of the launches it answered */
+    int mode;                           /* the mode that chose it */
+    const dm_tune_instance *instance;
+} dm_tune_selection;
+int dm_tune_selections(dm_tune_selection *out, int max);
+
 #ifdef __cplusplus
 }
 #endif

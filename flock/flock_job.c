@@ -1,0 +1,461 @@
+/* A whole flock run with its outputs (DESIGN.md section 8), shared by `docmine flock` and
+ * `docmine pipeline`: ids and labels gathered to rank 0, true classes from the labels, the
+ * simulation (with an optional PNG series and checkpoints), clusters, top terms, and the files
+ * assignments.tsv, clusters.tsv, positions.csv, flock.png, flock-labels.png, plus the run's
+ * section of report.json. The labelled writers (assignments.tsv, clusters.tsv) and the gathered
+ * document strings serve any clustering method. Reference: none (a driver over flock.h). */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/fileio.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/timer.h"
+#include "common/tune/tune.h"
+#include "flock/flock.h"
+
+/* Gathers the id or label strings of all documents to rank 0 (document order): blob and n + 1
+ * offsets. */
+static int gather_strings(char **blob_out, uint64_t **off_out, const dm_vectors *v, int labels, uint64_t n_global,
+                          const dm_ctx *ctx)
+{
+    *blob_out = NULL;
+    *off_out = NULL;
+    const uint64_t *off = labels ? v->label_off : v->id_off;
+    const char *blob = labels ? v->labels : v->ids;
+    uint64_t n = v->n_rows;
+    int bytes = (int)(n ? off[n] - off[0] : 0);
+    int rc = DM_OK;
+    if (n && off[n] - off[0] > (uint64_t)1 << 30) rc = DM_ERR(DM_ERR_UNSUPPORTED, "flock: more than 1 GiB of document ids on a rank");
+    int *counts = NULL, *displs = NULL, tot = 0;
+    if (ctx->rank == 0) {
+        counts = dm_malloc(sizeof *counts * (size_t)ctx->size);
+        displs = dm_malloc(sizeof *displs * (size_t)ctx->size);
+        *off_out = dm_malloc(sizeof **off_out * (size_t)(n_global + 1));
+        if (!counts || !displs || !*off_out) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, ctx->world);
+        if (ctx->rank == 0) {
+            long long t = 0;
+            for (int k = 0; k < ctx->size; k++) {
+                displs[k] = (int)t;
+                t += counts[k];
+            }
+            if (t > 2147483647LL) rc = DM_ERR(DM_ERR_UNSUPPORTED, "flock: more than 2 GiB of document ids");
+            else if (!(*blob_out = dm_malloc((size_t)t + 1))) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+            tot = (int)t;
+        }
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        MPI_Gatherv(n ? blob + off[0] : blob, bytes, MPI_CHAR, *blob_out, counts, displs, MPI_CHAR, 0, ctx->world);
+        if (ctx->rank == 0) {
+            /* strings are NUL-terminated and consecutive: offsets follow by scanning */
+            uint64_t at = 0, k = 0;
+            while (k < n_global && at < (uint64_t)tot) {
+                (*off_out)[k++] = at;
+                at += strlen(*blob_out + at) + 1;
+            }
+            if (k != n_global) rc = DM_ERR(DM_ERR_FORMAT, "flock: document strings do not match the documents");
+            (*off_out)[n_global] = at;
+        }
+    }
+    dm_free(counts);
+    dm_free(displs);
+    return dm_ctx_agree(ctx, rc);
+}
+
+/* True classes from the label strings (common/metrics.h: the first label names the class). */
+static int classes_of(dm_flock_docs *d)
+{
+    uint64_t n = d->n;
+    d->truth = dm_malloc(sizeof *d->truth * (size_t)(n ? n : 1));
+    const char **lab = dm_malloc(sizeof *lab * (size_t)(n ? n : 1));
+    int rc = d->truth && lab ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    for (uint64_t i = 0; rc == DM_OK && i < n; i++) lab[i] = d->labels + d->label_off[i];
+    if (rc == DM_OK) rc = dm_metrics_classes(d->truth, &d->n_classes, lab, (size_t)n);
+    dm_free(lab);
+    return rc;
+}
+
+int dm_flock_docs_gather(dm_flock_docs *d, const dm_vectors *v, const dm_ctx *ctx)
+{
+    memset(d, 0, sizeof *d);
+    uint64_t mine = v->n_rows;
+    if (MPI_Allreduce(&mine, &d->n, 1, MPI_UINT64_T, MPI_SUM, ctx->world) != MPI_SUCCESS)
+        return dm_ctx_agree(ctx, DM_ERR(DM_ERR_MPI, "flock: MPI_Allreduce failed"));
+    int rc = gather_strings(&d->ids, &d->id_off, v, 0, d->n, ctx);
+    if (rc == DM_OK) rc = gather_strings(&d->labels, &d->label_off, v, 1, d->n, ctx);
+    if (rc == DM_OK && ctx->rank == 0) rc = classes_of(d);
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        d->have_labels = ctx->rank == 0 && d->n_classes > 0;
+        MPI_Bcast(&d->have_labels, 1, MPI_INT, 0, ctx->world);
+    }
+    if (rc != DM_OK) dm_flock_docs_free(d);
+    return rc;
+}
+
+void dm_flock_docs_free(dm_flock_docs *d)
+{
+    dm_free(d->ids);
+    dm_free(d->id_off);
+    dm_free(d->labels);
+    dm_free(d->label_off);
+    dm_free(d->truth);
+    memset(d, 0, sizeof *d);
+}
+
+static void csv_field(FILE *f, const char *s)
+{
+    if (!strpbrk(s, ",\"\n\r")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+/* TSV fields: tabs and newlines in ids or labels become spaces */
+static void tsv_field(FILE *f, const char *s)
+{
+    for (; *s; s++) fputc(*s == '\t' || *s == '\n' || *s == '\r' ? ' ' : *s, f);
+}
+
+int dm_flock_write_assignments(const char *path, const dm_flock_docs *d, const int32_t *cluster)
+{
+    dm_atomic_file f;
+    DM_TRY(dm_atomic_open(&f, path));
+    fprintf(f.fp, "doc\tlabel\tcluster\n");
+    for (uint64_t i = 0; i < d->n; i++) {
+        tsv_field(f.fp, d->ids + d->id_off[i]);
+        fputc('\t', f.fp);
+        tsv_field(f.fp, d->labels + d->label_off[i]);
+        fprintf(f.fp, "\t%d\n", cluster[i]);
+    }
+    return dm_atomic_commit(&f);
+}
+
+int dm_flock_write_clusters(const char *path, const int32_t *cluster, uint64_t n, int32_t n_clusters,
+                            const uint32_t *terms, const double *tw, int top_k, const dm_flock_vocab *voc)
+{
+    uint64_t *size = dm_calloc((size_t)n_clusters + 1, sizeof *size), noise = 0;
+    if (!size) return DM_ERR(DM_ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; i < n; i++) {
+        if (cluster[i] < 0) noise++;
+        else if (cluster[i] < n_clusters) size[cluster[i]]++;
+    }
+    dm_atomic_file f;
+    int rc = dm_atomic_open(&f, path);
+    if (rc == DM_OK) {
+        fprintf(f.fp, "cluster\tsize\ttop_terms\tweights\n");
+        for (int32_t k = 0; k < n_clusters; k++) {
+            fprintf(f.fp, "%d\t%llu\t", k, (unsigned long long)size[k]);
+            for (int t = 0; t < top_k && terms[(size_t)k * top_k + t] != UINT32_MAX; t++) {
+                uint32_t id = terms[(size_t)k * top_k + t];
+                if (t) fputc(' ', f.fp);
+                if (voc && id < voc->n && voc->term[id]) tsv_field(f.fp, voc->term[id]);
+                else fprintf(f.fp, "%u", id);
+            }
+            fputc('\t', f.fp);
+            for (int t = 0; t < top_k && terms[(size_t)k * top_k + t] != UINT32_MAX; t++)
+                fprintf(f.fp, "%s%.6g", t ? " " : "", tw[(size_t)k * top_k + t]);
+            fputc('\n', f.fp);
+        }
+        fprintf(f.fp, "-1\t%llu\t\t\n", (unsigned long long)noise);
+        rc = dm_atomic_commit(&f);
+    }
+    dm_free(size);
+    return rc;
+}
+
+json_t *dm_flock_quality_json(const dm_metrics *m)
+{
+    json_t *q = json_object();
+    json_object_set_new(q, "nmi", json_real(m->nmi));
+    json_object_set_new(q, "ari", json_real(m->ari));
+    json_object_set_new(q, "purity", json_real(m->purity));
+    json_object_set_new(q, "labelled_documents", json_integer((json_int_t)m->n));
+    json_object_set_new(q, "classes", json_integer(m->classes));
+    return q;
+}
+
+/* Gathers positions to rank 0 (document order). */
+static int gather_positions(double **x, double **y, dm_flock_sim *s, const dm_ctx *ctx)
+{
+    *x = *y = NULL;
+    dm_flock_view v;
+    int rc = dm_flock_sim_view(s, &v);
+    uint64_t n = dm_flock_sim_docs(s);
+    double *rec = dm_malloc(sizeof *rec * 3 * (v.n ? v.n : 1)), *all = NULL;
+    int cnt = (int)(3 * v.n), *counts = NULL, *displs = NULL;
+    if (!rec && rc == DM_OK) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    if (ctx->rank == 0) {
+        counts = dm_malloc(sizeof *counts * (size_t)ctx->size);
+        displs = dm_malloc(sizeof *displs * (size_t)ctx->size);
+        all = dm_malloc(sizeof *all * 3 * (size_t)n);
+        *x = dm_malloc(sizeof **x * (size_t)n);
+        *y = dm_malloc(sizeof **y * (size_t)n);
+        if (!counts || !displs || !all || !*x || !*y) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        for (size_t i = 0; i < v.n; i++) {
+            rec[3 * i] = (double)v.id[i];
+            rec[3 * i + 1] = v.x[i];
+            rec[3 * i + 2] = v.y[i];
+        }
+        MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, ctx->world);
+        if (ctx->rank == 0) {
+            int t = 0;
+            for (int k = 0; k < ctx->size; k++) {
+                displs[k] = t;
+                t += counts[k];
+            }
+        }
+        MPI_Gatherv(rec, cnt, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, ctx->world);
+        if (ctx->rank == 0)
+            for (uint64_t k = 0; k < n; k++) {
+                uint64_t id = (uint64_t)all[3 * k];
+                (*x)[id] = all[3 * k + 1];
+                (*y)[id] = all[3 * k + 2];
+            }
+    }
+    dm_free(rec);
+    dm_free(all);
+    dm_free(counts);
+    dm_free(displs);
+    if (rc != DM_OK) {
+        dm_free(*x);
+        dm_free(*y);
+        *x = *y = NULL;
+    }
+    return rc;
+}
+
+/* Each rank's measured speed; NULL (*sw) when they are within 10% (equal slices). */
+static int calibrate_slices(double **sw, const dm_ctx *ctx)
+{
+    *sw = NULL;
+    double speed = 0;
+    int rc = dm_ctx_agree(ctx, dm_flock_calibrate(&speed, ctx));
+    double *w = dm_malloc(sizeof *w * (size_t)ctx->size);
+    if (rc == DM_OK && !w) rc = DM_ERR(DM_ERR_NOMEM, "out of memory");
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc != DM_OK) {
+        dm_free(w);
+        return rc;
+    }
+    MPI_Allgather(&speed, 1, MPI_DOUBLE, w, 1, MPI_DOUBLE, ctx->world);
+    double lo = w[0], hi = w[0];
+    for (int k = 1; k < ctx->size; k++) {
+        lo = fmin(lo, w[k]);
+        hi = fmax(hi, w[k]);
+    }
+    /* within 10%: measurement noise, keep equal slices (and their simpler arithmetic) */
+    if (hi < 1.1 * lo) {
+        dm_free(w);
+        w = NULL;
+    }
+    if (ctx->rank == 0)
+        dm_log_info("slice calibration: %.3g .. %.3g boid-iterations/s per rank%s", lo, hi, w ? "" : " (equal slices)");
+    *sw = w;
+    return DM_OK;
+}
+
+/* Iterates step by step to write the PNG series between steps (and checkpoints). */
+static int run_with_snapshots(dm_flock_sim *sim, const dm_flock_options *fo, const dm_flock_job_options *jo,
+                              const dm_flock_docs *docs, const dm_ctx *ctx)
+{
+    int rc = DM_OK;
+    dm_progress pr;
+    dm_progress_begin(&pr, "flock", "it", (uint64_t)fo->iterations);
+    while (rc == DM_OK && dm_flock_sim_iteration(sim) < fo->iterations) {
+        rc = dm_flock_sim_step(sim);
+        int it = dm_flock_sim_iteration(sim);
+        if (rc == DM_OK && fo->checkpoint_every > 0 && it % fo->checkpoint_every == 0)
+            rc = dm_flock_checkpoint_write(sim, fo->checkpoint);
+        if (rc == DM_OK && (it % jo->snapshot_every == 0 || it == fo->iterations)) {
+            double *x = NULL, *y = NULL, W, H;
+            rc = gather_positions(&x, &y, sim, ctx);
+            dm_flock_sim_plane(sim, &W, &H);
+            if (rc == DM_OK && ctx->rank == 0) {
+                char p[4300];
+                snprintf(p, sizeof p, "%s/snapshots/flock-%06d.png", jo->out_dir, it);
+                rc = dm_flock_png_write(p, x, y, docs->have_labels ? docs->truth : NULL, (size_t)docs->n, W, H,
+                                        jo->png_size);
+            }
+            dm_free(x);
+            dm_free(y);
+            rc = dm_ctx_agree(ctx, rc);
+        }
+        dm_progress_update(&pr, (uint64_t)it);
+    }
+    dm_progress_end(&pr, (uint64_t)dm_flock_sim_iteration(sim));
+    return rc;
+}
+
+/* Rank 0: the files of section 8 and the quality metrics. */
+static int write_outputs(dm_flock_job_result *res, const dm_flock_result *fr, const dm_flock_docs *docs,
+                         const uint32_t *terms, const double *tw, double W, double H, const dm_flock_job_options *jo)
+{
+    char p[4300];
+    uint64_t n = docs->n;
+    snprintf(p, sizeof p, "%s/assignments.tsv", jo->out_dir);
+    DM_TRY(dm_flock_write_assignments(p, docs, fr->cluster));
+    /* positions.csv */
+    snprintf(p, sizeof p, "%s/positions.csv", jo->out_dir);
+    dm_atomic_file f;
+    DM_TRY(dm_atomic_open(&f, p));
+    fprintf(f.fp, "doc,x,y,cluster,label\n");
+    for (uint64_t i = 0; i < n; i++) {
+        csv_field(f.fp, docs->ids + docs->id_off[i]);
+        fprintf(f.fp, ",%.17g,%.17g,%d,", fr->x[i], fr->y[i], fr->cluster[i]);
+        csv_field(f.fp, docs->labels + docs->label_off[i]);
+        fputc('\n', f.fp);
+    }
+    DM_TRY(dm_atomic_commit(&f));
+    snprintf(p, sizeof p, "%s/clusters.tsv", jo->out_dir);
+    DM_TRY(dm_flock_write_clusters(p, fr->cluster, n, fr->n_clusters, terms, tw, jo->top_k, jo->vocab));
+    /* flock.png by cluster; flock-labels.png by true class */
+    snprintf(p, sizeof p, "%s/flock.png", jo->out_dir);
+    DM_TRY(dm_flock_png_write(p, fr->x, fr->y, fr->cluster, (size_t)n, W, H, jo->png_size));
+    if (docs->have_labels) {
+        snprintf(p, sizeof p, "%s/flock-labels.png", jo->out_dir);
+        DM_TRY(dm_flock_png_write(p, fr->x, fr->y, docs->truth, (size_t)n, W, H, jo->png_size));
+        DM_TRY(dm_metrics_compute(&res->quality, docs->truth, fr->cluster, (size_t)n));
+    }
+    for (uint64_t i = 0; i < n; i++)
+        if (fr->cluster[i] < 0) res->noise++;
+    return DM_OK;
+}
+
+/* The run's part of the report. */
+static void fill_results(json_t *r, const dm_flock_job_result *res, const dm_flock_options *fo,
+                         const dm_flock_cluster_options *co, const double *sw, double W, double H, const dm_ctx *ctx)
+{
+    json_object_set_new(r, "documents", json_integer((json_int_t)res->docs));
+    json_object_set_new(r, "iterations", json_integer(fo->iterations));
+    json_t *m = json_object();
+    json_object_set_new(m, "radius", json_real(fo->radius));
+    json_object_set_new(m, "neighbours", json_real(fo->neighbours));
+    json_object_set_new(m, "threshold", json_real(fo->threshold));
+    json_object_set_new(m, "w_separation", json_real(fo->w_separation));
+    json_object_set_new(m, "w_dissimilar", json_real(fo->w_dissimilar));
+    json_object_set_new(m, "w_alignment", json_real(fo->w_alignment));
+    json_object_set_new(m, "w_cohesion", json_real(fo->w_cohesion));
+    json_object_set_new(m, "v_max", json_real(fo->v_max));
+    json_object_set_new(m, "shrink", json_real(fo->shrink));
+    json_object_set_new(m, "min_dist", json_real(fo->min_dist));
+    json_object_set_new(m, "seed", json_integer((json_int_t)fo->seed));
+    json_object_set_new(m, "min_cluster", json_integer(co->min_size));
+    json_object_set_new(m, "small", json_string(co->attach ? "attach" : "noise"));
+    json_object_set_new(m, "cluster_threshold", json_real(co->threshold < -1 ? fo->threshold : co->threshold));
+    json_object_set_new(r, "model", m);
+    json_t *pl = json_object();
+    json_object_set_new(pl, "final_width", json_real(W));
+    json_object_set_new(pl, "final_height", json_real(H));
+    json_object_set_new(pl, "slices", json_integer(ctx->size));
+    json_t *swj = json_array();
+    for (int k = 0; k < ctx->size; k++) json_array_append_new(swj, json_real(sw ? sw[k] : 1.0));
+    json_object_set_new(pl, "slice_weights", swj);
+    json_object_set_new(r, "plane", pl);
+    json_object_set_new(r, "similarity",
+                        json_string("exact: cosine of the float unit vectors, dot products summed in 2^-61 "
+                                    "fixed point (order independent); the CUDA pair cache stores exact decisions"));
+    json_object_set_new(r, "clusters", json_integer(res->clusters));
+    json_object_set_new(r, "noise", json_integer((json_int_t)res->noise));
+    if (res->have_labels) json_object_set_new(r, "quality", dm_flock_quality_json(&res->quality));
+    if (ctx->backend == DM_BACKEND_CUDA) {
+        /* the instance each kernel runs for this rank's share (its workload class) */
+        static const char *const kn[] = {"flock.cell_keys", "flock.cell_bounds", "flock.gather",
+                                         "flock.count", "flock.detect", "flock.similarity",
+                                         "flock.forces", "flock.update", "flock.cache_move", "flock.flags",
+                                         "flock.pick"};
+        json_t *tj = json_object();
+        size_t share = (size_t)(res->docs / (uint64_t)ctx->size) + 1;
+        for (size_t k = 0; k < sizeof kn / sizeof kn[0]; k++) {
+            const dm_tune_kernel *kd = dm_tune_kernel_find(kn[k]);
+            if (!kd) continue;
+            char pol[128];
+            json_object_set_new(tj, kn[k], json_string(dm_tune_policy_str(&dm_tune_select(kd, share)->policy, pol, sizeof pol)));
+        }
+        json_object_set_new(r, "tuning", tj);
+    }
+    double t_run = dm_timer_get("flock.run");
+    json_object_set_new(r, "run_seconds", json_real(t_run));
+    json_object_set_new(r, "boid_iterations_per_second",
+                        json_real(t_run > 0 ? (double)res->docs * fo->iterations / t_run : 0));
+}
+
+int dm_flock_job_run(dm_flock_job_result *res, json_t *results, const dm_ctx *ctx, const dm_vectors *v,
+                     const dm_flock_options *fo_in, const dm_flock_cluster_options *co, const dm_flock_job_options *jo)
+{
+    memset(res, 0, sizeof *res);
+    dm_flock_options fo = *fo_in;
+    double t_start = dm_wtime();
+    double *sw = NULL;
+    int rc = DM_OK;
+    if (jo->calibrate) {
+        rc = calibrate_slices(&sw, ctx);
+        fo.slice_weights = sw;
+    }
+    const double *weights = fo.slice_weights;
+
+    dm_flock_docs docs;
+    memset(&docs, 0, sizeof docs);
+    if (rc == DM_OK) rc = dm_flock_docs_gather(&docs, v, ctx);
+    res->docs = docs.n;
+    res->have_labels = docs.have_labels;
+
+    dm_flock_sim *sim = NULL;
+    if (rc == DM_OK) {
+        dm_timer_start("flock.setup");
+        rc = dm_flock_sim_init(&sim, ctx, v, &fo);
+        dm_timer_stop("flock.setup");
+    }
+    if (rc == DM_OK) {
+        dm_log_info("flock: %llu documents on %d rank(s), %s backend, %d iterations from %d", (unsigned long long)docs.n,
+                    ctx->size, dm_backend_name(ctx->backend), fo.iterations, dm_flock_sim_iteration(sim));
+        dm_timer_start("flock.run");
+        rc = jo->snapshot_every > 0 ? run_with_snapshots(sim, &fo, jo, &docs, ctx) : dm_flock_sim_run(sim);
+        dm_timer_stop("flock.run");
+    }
+    if (rc == DM_OK) rc = dm_flock_sim_cluster(sim, co, &res->clusters);
+    dm_flock_result fr;
+    memset(&fr, 0, sizeof fr);
+    if (rc == DM_OK) rc = dm_flock_gather(&fr, sim, v);
+    uint32_t *terms = NULL;
+    double *tw = NULL;
+    if (rc == DM_OK) rc = dm_flock_top_terms(&terms, &tw, &fr, v, jo->top_k, ctx);
+    double W = 0, H = 0;
+    if (rc == DM_OK) dm_flock_sim_plane(sim, &W, &H);
+    if (rc == DM_OK && ctx->rank == 0) {
+        dm_timer_start("flock.output");
+        rc = write_outputs(res, &fr, &docs, terms, tw, W, H, jo);
+        dm_timer_stop("flock.output");
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        dm_flock_stats_publish(sim);
+        if (results) fill_results(results, res, &fo, co, weights, W, H, ctx);
+    }
+    res->seconds = dm_wtime() - t_start;
+    dm_flock_sim_free(sim);
+    dm_flock_result_free(&fr);
+    dm_free(terms);
+    dm_free(tw);
+    dm_flock_docs_free(&docs);
+    dm_free(sw);
+    return rc;
+}

@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""Turns the report.json files of a weak-scaling series into a CSV table and a PNG plot.
+
+    jobs/scaling-table.py DIR [--csv FILE] [--png FILE]
+
+Reads every DIR/*/report.json of `docmine pipeline` (one per point: jobs/weak-scaling.sh writes
+DIR/<method>-<gpus>/), and writes (defaults) DIR/weak-scaling.csv and DIR/weak-scaling.png:
+time of the whole pipeline (the slowest rank's pipeline.total timer) and weak-scaling efficiency
+E(n) = T(n0) / T(n) against the smallest point n0 of each method, per number of GPUs (ranks),
+with the 90% target line. Also prints the table.
+
+The plot uses matplotlib when it is installed, else a built-in PNG writer (zlib + a 5x7 bitmap
+font, standard library only), so it works on machines without matplotlib. Exit 1 when DIR holds
+no report, 2 on bad arguments.
+"""
+import argparse
+import csv
+import glob
+import json
+import os
+import struct
+import sys
+import zlib
+
+COLUMNS = ["method", "gpus", "documents", "documents_per_gpu", "total_s", "preprocess_s", "tfidf_s",
+           "cluster_s", "documents_per_s", "efficiency", "nmi", "backend", "gpu", "report"]
+
+
+def timer_max(rep, name):
+    t = rep.get("timers_s", {}).get(name)
+    return float(t["max"]) if t else float("nan")
+
+
+def load(directory):
+    rows = []
+    for path in sorted(glob.glob(os.path.join(directory, "*", "report.json"))):
+        try:
+            with open(path) as f:
+                rep = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"scaling-table: skipping {path}: {e}", file=sys.stderr)
+            continue
+        if rep.get("command") != "pipeline":
+            print(f"scaling-table: skipping {path}: not a docmine pipeline report", file=sys.stderr)
+            continue
+        res = rep.get("results", {})
+        ranks = int(rep.get("ranks", 0))
+        docs = int(res.get("documents", 0))
+        devs = rep.get("devices", [])
+        rows.append({
+            "method": res.get("method", "?"),
+            "gpus": ranks,
+            "documents": docs,
+            "documents_per_gpu": docs // ranks if ranks else 0,
+            "total_s": timer_max(rep, "pipeline.total"),
+            "preprocess_s": timer_max(rep, "pipeline.preprocess"),
+            "tfidf_s": timer_max(rep, "pipeline.tfidf"),
+            "cluster_s": timer_max(rep, "pipeline.cluster"),
+            "documents_per_s": res.get("throughput", {}).get("documents_per_second", float("nan")),
+            "nmi": res.get("quality", {}).get("nmi", float("nan")),
+            "backend": rep.get("backend", "?"),
+            "gpu": devs[0].get("gpu", "?") if devs else "?",
+            "report": path,
+        })
+    rows.sort(key=lambda r: (r["method"], r["gpus"]))
+    for m in {r["method"] for r in rows}:
+        pts = [r for r in rows if r["method"] == m]
+        base = pts[0]["total_s"]
+        for r in pts:
+            r["efficiency"] = base / r["total_s"] if r["total_s"] > 0 else float("nan")
+    return rows
+
+
+def write_csv(rows, path):
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    os.replace(tmp, path)
+
+
+def print_table(rows):
+    print(f"{'method':<12} {'gpus':>4} {'docs':>10} {'docs/gpu':>9} {'total s':>8} {'prep s':>7} {'tfidf s':>7} "
+          f"{'clust s':>7} {'docs/s':>10} {'eff':>6} {'NMI':>6}")
+    for r in rows:
+        print(f"{r['method']:<12} {r['gpus']:>4} {r['documents']:>10} {r['documents_per_gpu']:>9} "
+              f"{r['total_s']:>8.2f} {r['preprocess_s']:>7.2f} {r['tfidf_s']:>7.2f} {r['cluster_s']:>7.2f} "
+              f"{r['documents_per_s']:>10.0f} {100 * r['efficiency']:>5.1f}% {r['nmi']:>6.3f}")
+
+
+def series(rows):
+    out = {}
+    for r in rows:
+        out.setdefault(r["method"], []).append(r)
+    return out
+
+
+# ---- plot with matplotlib ----------------------------------------------------------------------
+
+def plot_matplotlib(rows, path, title):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    for m, pts in series(rows).items():
+        g = [p["gpus"] for p in pts]
+        a.plot(g, [p["total_s"] for p in pts], "o-", label=m)
+        b.plot(g, [100 * p["efficiency"] for p in pts], "o-", label=m)
+    b.axhline(90, color="grey", linestyle="--", label="90% target")
+    for ax, yl in ((a, "time (s)"), (b, "weak-scaling efficiency (%)")):
+        ax.set_xlabel("GPUs (ranks)")
+        ax.set_ylabel(yl)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted({r["gpus"] for r in rows}))
+        ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    a.set_ylim(bottom=0)
+    b.set_ylim(0, 120)
+    fig.suptitle(title)
+    fig.tight_layout()
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=100)
+    os.replace(tmp, path)
+
+
+# ---- plot without matplotlib: RGB raster, lines, 5x7 font, PNG via zlib -------------------------
+
+FONT = {  # 5x7 glyphs, rows top to bottom, '#' = ink
+    "0": ".###.#...##..###.#.###..##...#.###.", "1": "..#...##....#....#....#....#...###.",
+    "2": ".###.#...#....#...#...#...#...#####", "3": "#####...#...#.....#.....##...#.###.",
+    "4": "...#...##..#.#.#..#.#####...#....#.", "5": "######....####.....#....##...#.###.",
+    "6": "..##..#...#....####.#...##...#.###.", "7": "#####....#...#...#...#....#....#...",
+    "8": ".###.#...##...#.###.#...##...#.###.", "9": ".###.#...##...#.####....#...#..##..",
+    "A": ".###.#...##...#######...##...##...#", "B": "####.#...##...#####.#...##...#####.",
+    "C": ".###.#...##....#....#....#...#.###.", "D": "###..#..#.#...##...##...##..#.###..",
+    "E": "######....#....####.#....#....#####", "F": "######....#....####.#....#....#....",
+    "G": ".###.#...##....#.####...##...#.####", "H": "#...##...##...#######...##...##...#",
+    "I": ".###...#....#....#....#....#...###.", "J": "..###...#....#....#....#.#..#..##..",
+    "K": "#...##..#.#.#..##...#.#..#..#.#...#", "L": "#....#....#....#....#....#....#####",
+    "M": "#...###.###.#.##...##...##...##...#", "N": "#...##...###..##.#.##..###...##...#",
+    "O": ".###.#...##...##...##...##...#.###.", "P": "####.#...##...#####.#....#....#....",
+    "Q": ".###.#...##...##...##.#.##..#..##.#", "R": "####.#...##...#####.#.#..#..#.#...#",
+    "S": ".####.....#.....###.....#....#####.", "T": "#####..#....#....#....#....#....#..",
+    "U": "#...##...##...##...##...##...#.###.", "V": "#...##...##...##...##...#.#.#...#..",
+    "W": "#...##...##...##.#.##.#.##.#..#.#..", "X": "#...##...#.#.#...#...#.#.#...##...#",
+    "Y": "#...##...#.#.#...#....#....#....#..", "Z": "#####....#...#...#...#...#....#####",
+    " ": "." * 35, ".": "." * 30 + "..#..", ",": "......................#....#...#...", "-": "." * 15 + "#####" + "." * 15,
+    "%": "##...##..#...#...#...#...#..##...##", "(": "...#...#...#....#....#.....#.....#.",
+    ")": ".#.....#.....#....#....#...#...#...", "/": "....#....#...#...#...#...#....#....",
+    ":": "." * 5 + "..#.." + "." * 10 + "..#.." + "." * 10, "=": "." * 10 + "#####" + "....." + "#####" + "." * 10,
+    "_": "." * 30 + "#####",
+}
+COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189)]
+
+
+class Canvas:
+    def __init__(self, w, h):
+        self.w, self.h = w, h
+        self.px = bytearray(b"\xff" * (w * h * 3))
+
+    def dot(self, x, y, c, r=0):
+        for yy in range(int(y) - r, int(y) + r + 1):
+            for xx in range(int(x) - r, int(x) + r + 1):
+                if 0 <= xx < self.w and 0 <= yy < self.h:
+                    i = 3 * (yy * self.w + xx)
+                    self.px[i:i + 3] = bytes(c)
+
+    def line(self, x0, y0, x1, y1, c, r=0, dash=0):
+        n = int(max(abs(x1 - x0), abs(y1 - y0))) + 1
+        for k in range(n + 1):
+            if dash and (k // dash) % 2:
+                continue
+            t = k / n
+            self.dot(x0 + t * (x1 - x0), y0 + t * (y1 - y0), c, r)
+
+    def text(self, x, y, s, c=(0, 0, 0), scale=2, anchor="left"):
+        s = s.upper()
+        width = len(s) * 6 * scale
+        if anchor == "center":
+            x -= width // 2
+        elif anchor == "right":
+            x -= width
+        for ch in s:
+            g = FONT.get(ch, FONT[" "])
+            for row in range(7):
+                for col in range(5):
+                    if g[row * 5 + col] == "#":
+                        for dy in range(scale):
+                            for dx in range(scale):
+                                self.dot(x + col * scale + dx, y + row * scale + dy, c)
+            x += 6 * scale
+
+    def png(self, path):
+        raw = b"".join(b"\x00" + bytes(self.px[3 * self.w * y:3 * self.w * (y + 1)]) for y in range(self.h))
+
+        def chunk(tag, data):
+            return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+        data = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", self.w, self.h, 8, 2, 0, 0, 0)) +
+                chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+
+
+def nice_max(v):
+    if not v > 0:
+        return 1.0
+    m = 10 ** len(str(int(v))) / 10 if v >= 1 else 1.0
+    for step in (1, 2, 2.5, 5, 10):
+        if step * m >= v:
+            return step * m
+    return v
+
+
+def plot_builtin(rows, path, title):
+    import math
+    cv = Canvas(1000, 420)
+    cv.text(500, 8, title, anchor="center")
+    gpus = sorted({r["gpus"] for r in rows})
+    lx = [math.log2(g) for g in gpus]
+    lo, hi = min(lx), max(lx)
+    if hi == lo:
+        lo, hi = lo - 1, hi + 1
+    ser = series(rows)
+    tmax = nice_max(max((r["total_s"] for r in rows if r["total_s"] == r["total_s"]), default=1.0))
+    panels = [("TIME (S)", lambda r: r["total_s"], tmax, 60), ("EFFICIENCY (%)", lambda r: 100 * r["efficiency"], 120.0, 560)]
+    for name, val, ymax, x0 in panels:
+        left, top, w, h = x0 + 50, 50, 360, 290
+        cv.line(left, top + h, left + w, top + h, (0, 0, 0))
+        cv.line(left, top, left, top + h, (0, 0, 0))
+        for k in range(6):
+            yv = ymax * k / 5
+            y = top + h - h * k / 5
+            cv.line(left - 4, y, left, y, (0, 0, 0))
+            cv.line(left + 1, y, left + w, y, (225, 225, 225))
+            cv.text(left - 8, y - 5, f"{yv:.3g}", scale=1, anchor="right")
+        px = {g: left + 20 + (w - 40) * (math.log2(g) - lo) / (hi - lo) for g in gpus}
+        for g in gpus:
+            cv.line(px[g], top + h, px[g], top + h + 4, (0, 0, 0))
+            cv.text(px[g], top + h + 8, str(g), scale=1, anchor="center")
+        cv.text(left + w // 2, top + h + 22, "GPUS (RANKS)", scale=1, anchor="center")
+        cv.text(left + w // 2, top - 18, name, anchor="center")
+        if name.startswith("EFF"):
+            y90 = top + h - h * 90 / ymax
+            cv.line(left, y90, left + w, y90, (128, 128, 128), dash=6)
+            cv.text(left + w - 4, y90 - 12, "90% TARGET", c=(128, 128, 128), scale=1, anchor="right")
+        for i, (m, pts) in enumerate(sorted(ser.items())):
+            c = COLOURS[i % len(COLOURS)]
+            xy = [(px[p["gpus"]], top + h - h * min(max(val(p), 0), ymax) / ymax) for p in pts if val(p) == val(p)]
+            for a, b in zip(xy, xy[1:]):
+                cv.line(a[0], a[1], b[0], b[1], c, r=1)
+            for x, y in xy:
+                cv.dot(x, y, c, r=3)
+            cv.text(left + 10, top + 8 + 14 * i, m, c=c, scale=1)
+    cv.png(path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir")
+    ap.add_argument("--csv")
+    ap.add_argument("--png")
+    ap.add_argument("--builtin-plot", action="store_true", help="do not use matplotlib even when it is installed")
+    a = ap.parse_args()
+    if not os.path.isdir(a.dir):
+        print(f"scaling-table: {a.dir}: not a directory", file=sys.stderr)
+        return 2
+    rows = load(a.dir)
+    if not rows:
+        print(f"scaling-table: no docmine pipeline report.json under {a.dir}/*/", file=sys.stderr)
+        return 1
+    csv_path = a.csv or os.path.join(a.dir, "weak-scaling.csv")
+    png_path = a.png or os.path.join(a.dir, "weak-scaling.png")
+    write_csv(rows, csv_path)
+    print_table(rows)
+    r0 = rows[0]
+    where = r0["gpu"] if r0["backend"] == "cuda" else "CPU backend"
+    title = f"docmine pipeline weak scaling, {r0['documents_per_gpu']} docs per GPU, {where}"
+    how = "built-in writer"
+    if not a.builtin_plot:
+        try:
+            plot_matplotlib(rows, png_path, title)
+            how = "matplotlib"
+        except ImportError:
+            plot_builtin(rows, png_path, title)
+        except Exception as e:  # a broken matplotlib install must not lose the plot
+            print(f"scaling-table: matplotlib failed ({e}); using the built-in writer", file=sys.stderr)
+            plot_builtin(rows, png_path, title)
+    else:
+        plot_builtin(rows, png_path, title)
+    print(f"table: {csv_path}\nplot: {png_path} ({how})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Weak-scaling series of `docmine pipeline`: the same documents per GPU on 1, 2, 4, ... GPUs (one
+# MPI rank per GPU), for one or more methods; then the CSV table and PNG plot
+# (jobs/scaling-table.py). Under SLURM each point is one job (jobs/weak-scaling.sbatch, nodes x
+# --ntasks-per-node = GPUs per node, --gpus-per-task=1); under plain mpiexec the points run one
+# after the other on this machine.
+#
+#   jobs/weak-scaling.sh [options] [-- further pipeline options]
+#     --launcher mpiexec|slurm   (default: slurm when sbatch exists, else mpiexec)
+#     --gpus LIST                GPUs (ranks) per point, comma-separated (default 1,2,4)
+#     --gpus-per-node G          SLURM: GPUs per node (default 4)
+#     --methods LIST             flock,streamclust (default both)
+#     --docs-per-gpu N           documents per rank (default 100000)
+#     --out DIR                  series directory (default out/weak); point = DIR/<method>-<gpus>
+#     --docmine PATH             the binary (default build/apps/docmine)
+#     --dry-run                  print the commands only
+# Example (one 4-GPU machine, both methods, under 4 minutes on H200s):
+#   jobs/weak-scaling.sh --launcher mpiexec --gpus 1,2,4 --docs-per-gpu 50000 --out out/weak -- --iterations 100
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+launcher=""; gpus=1,2,4; gpn=4; methods=flock,streamclust; dpg=100000; out=out/weak
+docmine=build/apps/docmine; dry=0; extra=()
+while [ $# -gt 0 ]; do
+    case $1 in
+    --launcher) launcher=$2; shift 2 ;;
+    --gpus) gpus=$2; shift 2 ;;
+    --gpus-per-node) gpn=$2; shift 2 ;;
+    --methods) methods=$2; shift 2 ;;
+    --docs-per-gpu) dpg=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --docmine) docmine=$2; shift 2 ;;
+    --dry-run) dry=1; shift ;;
+    --) shift; extra=("$@"); break ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "weak-scaling.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+[ -n "$launcher" ] || { command -v sbatch >/dev/null 2>&1 && launcher=slurm || launcher=mpiexec; }
+case $launcher in mpiexec|slurm) ;; *) echo "weak-scaling.sh: --launcher must be mpiexec or slurm" >&2; exit 2 ;; esac
+[[ $dpg =~ ^[0-9]+$ ]] && [ "$dpg" -gt 0 ] || { echo "weak-scaling.sh: --docs-per-gpu must be a positive integer" >&2; exit 2; }
+[ $dry -eq 1 ] || [ -x "$docmine" ] || { echo "weak-scaling.sh: $docmine not found (build first or pass --docmine)" >&2; exit 2; }
+mkdir -p "$out"
+IFS=, read -r -a glist <<< "$gpus"
+IFS=, read -r -a mlist <<< "$methods"
+for m in "${mlist[@]}"; do
+    case $m in flock|streamclust) ;; *) echo "weak-scaling.sh: unknown method '$m'" >&2; exit 2 ;; esac
+    for g in "${glist[@]}"; do
+        [[ $g =~ ^[0-9]+$ ]] && [ "$g" -gt 0 ] || { echo "weak-scaling.sh: bad GPU count '$g'" >&2; exit 2; }
+        if [ "$launcher" = mpiexec ]; then
+            cmd=(mpiexec -n "$g" "$docmine" pipeline --synthetic default --docs-per-rank "$dpg" --method "$m"
+                 -o "$out/$m-$g" "${extra[@]}")
+            echo "+ ${cmd[*]}"
+            if [ $dry -eq 0 ]; then
+                start=$(date +%s.%N)
+                "${cmd[@]}" | tee "$out/$m-$g.log"
+                echo "  ($(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s including start-up)"
+            fi
+        else
+            nodes=$(( (g + gpn - 1) / gpn )); per=$(( g < gpn ? g : gpn ))
+            [ $((nodes * per)) -eq "$g" ] || { echo "weak-scaling.sh: $g GPUs do not fill nodes of $gpn" >&2; exit 2; }
+            cmd=(sbatch --parsable --nodes="$nodes" --ntasks-per-node="$per" --gpus-per-task=1
+                 --export=ALL,DOCMINE="$docmine",METHOD="$m",DOCS_PER_GPU="$dpg",OUT="$out",ARGS="${extra[*]}"
+                 "$here/weak-scaling.sbatch")
+            echo "+ ${cmd[*]}"
+            [ $dry -eq 1 ] || echo "  job $("${cmd[@]}")"
+        fi
+    done
+done
+if [ "$launcher" = mpiexec ] && [ $dry -eq 0 ]; then
+    "$here/scaling-table.py" "$out"
+else
+    echo "when the jobs have finished: $here/scaling-table.py $out"
+fi

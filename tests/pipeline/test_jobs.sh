@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# jobs/ end to end on the CPU backend: the weak-scaling driver under mpiexec runs a 1- and 2-rank
+# series and scaling-table.py turns it into a CSV (one row per point, efficiency 1 at the base
+# point, documents = ranks x documents per rank) and a PNG (matplotlib or the built-in writer);
+# the SLURM launcher's dry run sizes nodes and tasks from the GPU counts; bad options exit 2.
+# usage: test_jobs.sh <docmine>
+set -uo pipefail
+dm=$1
+src=${DOCMINE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+t=$(mktemp -d "${TMPDIR:-/tmp}/docmine-jobs-XXXXXX"); trap 'rm -rf "$t"' EXIT
+export OMP_NUM_THREADS=1
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+is_png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && [ "$(wc -c < "$1")" -gt 1000 ]; }
+
+"$src/jobs/weak-scaling.sh" --launcher mpiexec --gpus 1,2 --methods streamclust --docs-per-gpu 150 --out "$t/weak" \
+    --docmine "$dm" -- --backend cpu --quiet --synth-words 50,100 --synth-topics 3 --k 3,6 --dim 32 > "$t/log" 2>&1 ||
+    fail "weak-scaling.sh failed: $(tail -5 "$t/log")"
+csv=$t/weak/weak-scaling.csv
+[ -s "$csv" ] || fail "no CSV"
+[ "$(head -1 "$csv" | cut -d, -f1-5)" = "method,gpus,documents,documents_per_gpu,total_s" ] || fail "CSV header: $(head -1 "$csv")"
+[ "$(wc -l < "$csv")" -eq 3 ] || fail "CSV: expected 2 points: $(cat "$csv")"
+awk -F, 'NR == 2 && !($2 == 1 && $3 == 150 && $4 == 150 && $10 == 1) { exit 1 }
+         NR == 3 && !($2 == 2 && $3 == 300 && $4 == 150 && $10 > 0) { exit 1 }' "$csv" || fail "CSV rows: $(cat "$csv")"
+is_png "$t/weak/weak-scaling.png" || fail "no PNG plot"
+python3 "$src/jobs/scaling-table.py" "$t/weak" --builtin-plot --png "$t/builtin.png" --csv "$t/b.csv" > /dev/null || fail "built-in plot failed"
+is_png "$t/builtin.png" || fail "built-in PNG writer: not a PNG"
+cmp -s "$csv" "$t/b.csv" || fail "the CSV depends on the plotter"
+
+dry=$("$src/jobs/weak-scaling.sh" --launcher slurm --dry-run --gpus 1,8 --gpus-per-node 4 --methods flock --out "$t/w") || fail "dry run failed"
+printf '%s\n' "$dry" | grep -q -- "--nodes=1 --ntasks-per-node=1 --gpus-per-task=1" || fail "dry run, 1 GPU: $dry"
+printf '%s\n' "$dry" | grep -q -- "--nodes=2 --ntasks-per-node=4 --gpus-per-task=1" || fail "dry run, 8 GPUs: $dry"
+"$src/jobs/weak-scaling.sh" --launcher slurm --dry-run --gpus 6 --gpus-per-node 4 > /dev/null 2>&1; [ $? -eq 2 ] || fail "6 GPUs on nodes of 4 accepted"
+"$src/jobs/weak-scaling.sh" --bogus > /dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option accepted"
+python3 "$src/jobs/scaling-table.py" "$t/none" > /dev/null 2>&1; [ $? -eq 2 ] || fail "scaling-table.py: missing directory accepted"
+for f in pipeline.sbatch tune.sbatch weak-scaling.sbatch weak-scaling.sh; do bash -n "$src/jobs/$f" || fail "$f: syntax"; done
+
+if [ $fails -ne 0 ]; then echo "$fails failure(s)"; exit 1; fi
+echo "1 passed, 0 failed"
