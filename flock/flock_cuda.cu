@@ -2,14 +2,15 @@
  * (cell keys, radix sort by cell through the sorting module, cell bounds, gather into the sorted
  * layout of the forces kernel), neighbour counting and detection with a per-boid cache of exact
  * similarity decisions, the exact similarity of the cache misses (a warp per pair merging the two
- * term-sorted rows 32 columns at a time), the force sums and the update. With several ranks the device selects the halo and the departing boids and only
- * their states cross to the host, which packs them with the vectors it keeps (non-blocking MPI,
- * staged through host memory); the exchange overlaps the own-own pass on stream A while the halo
- * pass runs on stream B; the device applies the host's migration moves to its boids and pair-cache
- * rows in place and receives the arrivals. The device holds the authoritative boid state (the
- * host copy is refreshed on demand). Every kernel is launched through the tuner (dm_tune_select) and registered with
- * its compiled instances and bench hooks. The results are bit-identical to the CPU reference:
- * same DM_HD model arithmetic, fixed-point sums, -fmad=false.
+ * term-sorted rows 32 columns at a time), the force sums and the update. With several ranks the
+ * device selects the halo and the departing boids and only their states cross to the host, which
+ * packs them with the vectors it keeps (non-blocking MPI, staged through host memory); the
+ * exchange overlaps the own-own pass on stream A while the halo pass runs on stream B; the device
+ * applies the host's migration moves to its boids and pair-cache rows in place and receives the
+ * arrivals. The device holds the authoritative boid state (the host copy is refreshed on demand).
+ * Every kernel is launched through the tuner (dm_tune_select) and registered with its compiled
+ * instances and bench hooks. The results are bit-identical to the CPU reference: same DM_HD model
+ * arithmetic, fixed-point sums, -fmad=false.
  * Reference: flock_cpu.c (dm_flock_step_cpu, dm_flock_edges_cpu). */
 #include <cuda_runtime.h>
 #include <math.h>
