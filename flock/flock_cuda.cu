@@ -2,7 +2,8 @@
  * (cell keys, radix sort by cell through the sorting module, cell bounds, gather into the sorted
  * layout of the forces kernel), neighbour counting and detection with a per-boid cache of exact
  * similarity decisions, the exact similarity of the cache misses (a warp per pair merging the two
- * term-sorted rows 32 columns at a time), the force sums and the update. With several ranks the
+ * term-sorted rows 32 columns at a time; of the two own-own pairs (a, b) and (b, a) one is
+ * computed, the other copies its decision), the force sums and the update. With several ranks the
  * device selects the halo and the departing boids and only their states cross to the host, which
  * packs them with the vectors it keeps (non-blocking MPI, staged through host memory); the
  * exchange overlaps the own-own pass on stream A while the halo pass runs on stream B; the device
@@ -233,7 +234,8 @@ struct dpass {
     void *scan_tmp = 0;
     size_t scan_tmp_cap = 0;
     uint64_t total = 0;
-    unsigned long long n_miss = 0;
+    unsigned long long n_miss = 0;   /* cache misses computed by the similarity pass */
+    unsigned long long n_mirror = 0; /* cache misses resolved from their mirror pair */
     void free_all()
     {
         release(&cnt), release(&pairs), release(&off), release(&miss), release(&scan_tmp);
@@ -253,7 +255,7 @@ struct dstate {
     int cur = 0; /* cache[cur] holds the last iteration's decisions */
     int *fill = 0;
     size_t cap_fill = 0;
-    unsigned long long *ctr = 0; /* [0] pairs [1] similar [2] seam [3] misses [4, 5] miss counters */
+    unsigned long long *ctr = 0; /* [0] pairs [1] similar [2] seam [3] - [4, 5] miss counters, [6, 7] mirrors */
     int *err = 0;
     unsigned long long *hctr = 0; /* pinned mirror of ctr */
     size_t host_pool_seen = 0;    /* own pool entries already on the device */
@@ -426,6 +428,8 @@ fk_pass_args pass_args(dstate *s, dpass *ps, const dset *t, const dset *src, con
     a.cache = s->cache[s->cur];
     a.miss = ps->miss;
     a.n_miss = &s->ctr[same ? 4 : 5];
+    a.n_mirror = &s->ctr[same ? 6 : 7];
+    a.total = ps->total;
     return a;
 }
 
@@ -438,7 +442,7 @@ int pairs_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_fl
     DM_TRY(ensure(&ps->cnt, &ps->cap_cnt, n + 1));
     DM_TRY(ensure(&ps->off, &ps->cap_off, n + 1));
     ps->total = 0;
-    ps->n_miss = 0;
+    ps->n_miss = ps->n_mirror = 0;
     if (n == 0 || src->n == 0) {
         if (n) DM_CUDA_TRY(cudaMemsetAsync(ps->cnt, 0, 4 * (n + 1), st));
         if (n) DM_CUDA_TRY(cudaMemsetAsync(ps->off, 0, 8 * (n + 1), st));
@@ -466,15 +470,24 @@ int pairs_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_fl
     DM_TRY(ensure(&ps->miss, &ps->cap_miss, total ? total : 1));
     a = pass_args(s, ps, t, src, p, same);
     DM_CUDA_TRY(cudaMemsetAsync(a.n_miss, 0, 8, st));
+    DM_CUDA_TRY(cudaMemsetAsync(a.n_mirror, 0, 8, st));
     DM_TRY(pick(K_DETECT, n)->launch(&a, n, st));
-    unsigned long long nm = 0;
-    DM_CUDA_TRY(cudaMemcpyAsync(&nm, a.n_miss, 8, cudaMemcpyDeviceToHost, st));
+    unsigned long long nm[2] = {0, 0};
+    DM_CUDA_TRY(cudaMemcpyAsync(&nm[0], a.n_miss, 8, cudaMemcpyDeviceToHost, st));
+    DM_CUDA_TRY(cudaMemcpyAsync(&nm[1], a.n_mirror, 8, cudaMemcpyDeviceToHost, st));
     DM_CUDA_TRY(cudaEventRecord(e1, st));
     DM_CUDA_TRY(cudaStreamSynchronize(st));
-    ps->n_miss = nm;
-    fk_sim_args sa = {ps->miss, (size_t)nm, t->sidx, s->own.voff, s->own.vlen, s->own.col, s->own.val,
-                      src->svoff, src->svlen, src->col, src->val, ps->pairs, p.threshold};
-    DM_TRY(pick(K_SIM, (size_t)nm)->launch(&sa, (size_t)nm, st));
+    ps->n_miss = nm[0];
+    ps->n_mirror = nm[1];
+    DM_ASSERT(nm[0] + nm[1] <= total);
+    /* the misses, then their mirrors (listed from the end of miss[]) from the decided pairs */
+    fk_sim_args sa = {ps->miss, (size_t)nm[0], t->sidx, s->own.voff, s->own.vlen, s->own.col, s->own.val,
+                      src->svoff, src->svlen, src->col, src->val, ps->pairs, p.threshold, 0, ps->off, ps->cnt};
+    DM_TRY(pick(K_SIM, (size_t)nm[0])->launch(&sa, (size_t)nm[0], st));
+    sa.miss = ps->miss + (total - nm[1]);
+    sa.n_miss = (size_t)nm[1];
+    sa.mirror = 1;
+    DM_TRY(pick(K_SIM, (size_t)nm[1])->launch(&sa, (size_t)nm[1], st));
     DM_CUDA_TRY(cudaEventRecord(e2, st));
     DM_CUDA_TRY(cudaEventSynchronize(e2));
     float ms1 = 0, ms2 = 0;
@@ -847,7 +860,8 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         dm_timer_add("flock.detect", t_detect);
         dm_timer_add("flock.similarity", t_sim);
         dm_timer_add("flock.forces", t_forces);
-        sim->stats.sim_cache_hits += (s->pown.total - s->pown.n_miss) + (s->phalo.total - s->phalo.n_miss);
+        sim->stats.sim_cache_hits += (s->pown.total - s->pown.n_miss - s->pown.n_mirror) +
+                                     (s->phalo.total - s->phalo.n_miss - s->phalo.n_mirror);
     }
     sim->host_valid = 0;
 
@@ -1108,7 +1122,7 @@ int bench_create_k(void **state, size_t n, uint64_t seed, int k)
     b->k = k;
     /* work units -> boids: similarity counts pairs, cache moves count slots */
     size_t nb = n;
-    if (k == K_SIM) nb = n / 10 + 64; /* about 15 pairs per boid */
+    if (k == K_SIM) nb = n / 5 + 64; /* about 15 pairs per boid, half of them mirrors */
     if (k == K_MOVE) nb = 2 * (n / FK_CACHE) + 2;
     if (nb < 64) nb = 64;
     int rc = bench_problem(b, nb, seed);
@@ -1216,11 +1230,12 @@ int bench_run(void *state, const dm_tune_instance *inst, void *stream)
         fk_pass_args a = pass_args(s, &s->pown, d, d, b->p, 1);
         a.n_targets = n;
         DM_CUDA_TRY(cudaMemsetAsync(a.n_miss, 0, 8, st));
+        DM_CUDA_TRY(cudaMemsetAsync(a.n_mirror, 0, 8, st));
         return inst->launch(&a, n, stream);
     }
     case K_SIM: {
         fk_sim_args a = {s->pown.miss, n, d->sidx, d->voff, d->vlen, d->col, d->val, d->svoff, d->svlen, d->col, d->val,
-                         s->pown.pairs, b->p.threshold};
+                         s->pown.pairs, b->p.threshold, 0, s->pown.off, s->pown.cnt};
         return inst->launch(&a, n, stream);
     }
     case K_FORCES: {

@@ -173,6 +173,11 @@ struct fk_pass_args {
     const uint64_t *cache;     /* detect: last iteration's pair cache rows (by own index) */
     unsigned long long *miss;  /* detect: (target sorted position << 32) | pair index */
     unsigned long long *n_miss;
+    /* detect, own-own pass (same): a miss whose source precedes its target in the sorted order is
+     * the mirror of the pair (source, target), whose similarity the similarity pass computes; it
+     * is listed from the end of miss[] backwards (miss[total - 1 - k]) for the mirror pass */
+    unsigned long long *n_mirror;
+    uint64_t total;
 };
 
 __device__ __forceinline__ unsigned fk_hash(uint64_t id)
@@ -259,14 +264,21 @@ __global__ void __launch_bounds__(BLOCK) fk_detect(fk_pass_args a)
     fk_visit(a, pos, [&](uint32_t j, double, double, double) {
         uint32_t st = fk_cache_lookup(row, a.sid[j]);
         a.pairs[q] = (j << 2) | st;
-        if (st == FK_UNKNOWN) {
-            /* one atomic per group of threads that miss together (warp-aggregated); the order of
-             * the miss list is irrelevant: every miss writes its own pair */
+        const unsigned long long entry = ((unsigned long long)pos << 32) | (unsigned long long)(uint32_t)q;
+        /* one atomic per group of threads that miss together (warp-aggregated); the order of
+         * the lists is irrelevant: every entry writes its own pair */
+        if (st == FK_UNKNOWN && a.same && j < (uint32_t)pos) {
+            cooperative_groups::coalesced_group g = cooperative_groups::coalesced_threads();
+            unsigned long long base = 0;
+            if (g.thread_rank() == 0) base = atomicAdd(a.n_mirror, (unsigned long long)g.size());
+            base = g.shfl(base, 0);
+            a.miss[a.total - 1 - (base + g.thread_rank())] = entry;
+        } else if (st == FK_UNKNOWN) {
             cooperative_groups::coalesced_group g = cooperative_groups::coalesced_threads();
             unsigned long long base = 0;
             if (g.thread_rank() == 0) base = atomicAdd(a.n_miss, (unsigned long long)g.size());
             base = g.shfl(base, 0);
-            a.miss[base + g.thread_rank()] = ((unsigned long long)pos << 32) | (unsigned long long)(uint32_t)q;
+            a.miss[base + g.thread_rank()] = entry;
         }
         q++;
     });
@@ -289,6 +301,11 @@ struct fk_sim_args {
     const float *sval;
     uint32_t *pairs;
     double threshold;
+    /* mirror mode: the entries are mirrored misses (source j before target pos, one pass over
+     * one set); each takes the state of pair (j, pos) from j's list (off, cnt) */
+    int mirror;
+    const uint64_t *off;
+    const uint32_t *cnt;
 };
 
 /* The fixed-point dot product of two term-sorted rows by one warp (the result is complete in lane
@@ -331,7 +348,11 @@ __device__ __forceinline__ long long fk_dot_warp(const uint32_t *__restrict__ ca
 }
 
 /* RAKE pairs per warp (consecutive or strided over the grid's warps), each by fk_dot_warp; the
- * fixed-point partial sums are reduced over the warp (integer: any split gives the same bits). */
+ * fixed-point partial sums are reduced over the warp (integer: any split gives the same bits).
+ * Mirror mode (after the plain pass, same stream): the warp looks for the pair (j, pos) in j's
+ * list (its state is known: a cache hit or computed by the plain pass, the same dot product) and
+ * computes the pair itself only if it is not there or still unknown, which the symmetric
+ * neighbour relation (minimum-image offsets negate exactly) rules out; exact either way. */
 template <int BLOCK, int RAKE, bool STRIDED>
 __global__ void __launch_bounds__(BLOCK) fk_similarity(fk_sim_args a)
 {
@@ -344,6 +365,24 @@ __global__ void __launch_bounds__(BLOCK) fk_similarity(fk_sim_args a)
         unsigned long long e = a.miss[m];
         uint32_t q = (uint32_t)e, pos = (uint32_t)(e >> 32);
         uint32_t i = a.tidx[pos], j = a.pairs[q] >> 2;
+        if (a.mirror) {
+            const uint64_t o = a.off[j];
+            const uint32_t c = a.cnt[j];
+            uint32_t found = FK_UNKNOWN;
+            for (uint32_t k0 = 0; k0 < c; k0 += 32) { /* uniform bounds */
+                const uint32_t k = k0 + (uint32_t)lane;
+                const uint32_t e = k < c ? a.pairs[o + k] : 0xffffffffu;
+                const unsigned hit = __ballot_sync(0xffffffffu, k < c && (e >> 2) == pos && (e & 3u) != FK_UNKNOWN);
+                if (hit) {
+                    found = __shfl_sync(0xffffffffu, e, __ffs(hit) - 1) & 3u;
+                    break;
+                }
+            }
+            if (found != FK_UNKNOWN) {
+                if (lane == 0) a.pairs[q] = (j << 2) | found;
+                continue;
+            }
+        }
         const uint64_t oa = a.tvoff[i], ob = a.svoff[j];
         long long s = fk_dot_warp(a.tcol + oa, a.tval + oa, a.tvlen[i], a.scol + ob, a.sval + ob, a.svlen[j], lane);
         for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
