@@ -366,15 +366,15 @@ __global__ void __launch_bounds__(BLOCK) fk_similarity(fk_sim_args a)
         uint32_t q = (uint32_t)e, pos = (uint32_t)(e >> 32);
         uint32_t i = a.tidx[pos], j = a.pairs[q] >> 2;
         if (a.mirror) {
-            const uint64_t o = a.off[j];
+            const uint64_t lo = a.off[j];
             const uint32_t c = a.cnt[j];
             uint32_t found = FK_UNKNOWN;
             for (uint32_t k0 = 0; k0 < c; k0 += 32) { /* uniform bounds */
                 const uint32_t k = k0 + (uint32_t)lane;
-                const uint32_t e = k < c ? a.pairs[o + k] : 0xffffffffu;
-                const unsigned hit = __ballot_sync(0xffffffffu, k < c && (e >> 2) == pos && (e & 3u) != FK_UNKNOWN);
+                const uint32_t pe = k < c ? a.pairs[lo + k] : 0xffffffffu;
+                const unsigned hit = __ballot_sync(0xffffffffu, k < c && (pe >> 2) == pos && (pe & 3u) != FK_UNKNOWN);
                 if (hit) {
-                    found = __shfl_sync(0xffffffffu, e, __ffs(hit) - 1) & 3u;
+                    found = __shfl_sync(0xffffffffu, pe, __ffs(hit) - 1) & 3u;
                     break;
                 }
             }
