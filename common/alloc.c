@@ -102,6 +102,7 @@ size_t dm_mem_untrack(int kind, const void *p)
 
 size_t dm_mem_current(int kind) { return (size_t)atomic_load(&g_cur[kind]); }
 size_t dm_mem_peak(int kind) { return (size_t)atomic_load(&g_peak[kind]); }
+void dm_mem_reset_peak(int kind) { atomic_store(&g_peak[kind], atomic_load(&g_cur[kind])); }
 const char *dm_mem_kind_name(int kind)
 {
     static const char *names[] = {"host", "pinned", "device"};

@@ -31,6 +31,8 @@ void dm_device_free(void *p);
 /* Bytes currently allocated and the peak, per kind. */
 size_t dm_mem_current(int kind);
 size_t dm_mem_peak(int kind);
+/* Starts a new peak at the current count (a benchmark measures one phase, e.g. after tuning). */
+void dm_mem_reset_peak(int kind);
 const char *dm_mem_kind_name(int kind);
 
 /* Used by the CUDA allocation functions to keep the counters (internal): remembers the size of

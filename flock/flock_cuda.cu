@@ -1,15 +1,17 @@
 /* The CUDA backend of flock: device-resident boids and vectors; per iteration the grid build
  * (cell keys, radix sort by cell through the sorting module, cell bounds, gather into the sorted
  * layout of the forces kernel), neighbour counting and detection with a per-boid cache of exact
- * similarity decisions, the warp-cooperative exact similarity of the cache misses, the force sums
- * and the update. With several ranks the device selects the halo and the departing boids and only
- * their states cross to the host, which packs them with the vectors it keeps (non-blocking MPI,
- * staged through host memory); the exchange overlaps the own-own pass on stream A while the halo
- * pass runs on stream B; the device applies the host's migration moves to its boids and pair-cache
- * rows in place and receives the arrivals. The device holds the authoritative boid state (the
- * host copy is refreshed on demand). Every kernel is launched through the tuner (dm_tune_select) and registered with
- * its compiled instances and bench hooks. The results are bit-identical to the CPU reference:
- * same DM_HD model arithmetic, fixed-point sums, -fmad=false.
+ * similarity decisions, the exact similarity of the cache misses (a warp per pair merging the two
+ * term-sorted rows 32 columns at a time; of the two own-own pairs (a, b) and (b, a) one is
+ * computed, the other copies its decision), the force sums and the update. With several ranks the
+ * device selects the halo and the departing boids and only their states cross to the host, which
+ * packs them with the vectors it keeps (non-blocking MPI, staged through host memory); the
+ * exchange overlaps the own-own pass on stream A while the halo pass runs on stream B; the device
+ * applies the host's migration moves to its boids and pair-cache rows in place and receives the
+ * arrivals. The device holds the authoritative boid state (the host copy is refreshed on demand).
+ * Every kernel is launched through the tuner (dm_tune_select) and registered with its compiled
+ * instances and bench hooks. The results are bit-identical to the CPU reference: same DM_HD model
+ * arithmetic, fixed-point sums, -fmad=false.
  * Reference: flock_cpu.c (dm_flock_step_cpu, dm_flock_edges_cpu). */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -146,12 +148,17 @@ const dm_tune_instance g_move_inst[] = {
 
 /* ================================================================ device state ================ */
 
+/* Device arrays grow to n plus an eighth (plus 1024 elements), not geometrically from a small
+ * start: the arrays that grow during a run (pair lists as the plane shrinks, the vector pool with
+ * arrivals) grow a few times, and no array holds much more than it needs (device memory per
+ * document is a target of the benchmark). exact: to n only. */
+inline size_t grown(size_t n, bool exact) { return exact ? n : n + n / 8 + 1024; }
+
 template <typename T>
-int ensure(T **p, size_t *cap, size_t n)
+int ensure(T **p, size_t *cap, size_t n, bool exact = false)
 {
     if (n <= *cap && *p) return DM_OK;
-    size_t c = *cap ? *cap : 1024;
-    while (c < n) c += c / 2 + 1;
+    size_t c = grown(n, exact);
     if (*p) dm_device_free(*p);
     *p = NULL;
     *cap = 0;
@@ -163,11 +170,10 @@ int ensure(T **p, size_t *cap, size_t n)
 }
 /* Grows *p to hold n elements keeping the first `used` (device copy). */
 template <typename T>
-int ensure_keep(T **p, size_t *cap, size_t n, size_t used, cudaStream_t st)
+int ensure_keep(T **p, size_t *cap, size_t n, size_t used, cudaStream_t st, bool exact = false)
 {
     if (n <= *cap && *p) return DM_OK;
-    size_t c = *cap ? *cap : 1024;
-    while (c < n) c += c / 2 + 1;
+    size_t c = grown(n, exact);
     void *q = NULL;
     DM_TRY(dm_device_alloc(&q, c * sizeof(T)));
     if (*p && used) {
@@ -228,7 +234,8 @@ struct dpass {
     void *scan_tmp = 0;
     size_t scan_tmp_cap = 0;
     uint64_t total = 0;
-    unsigned long long n_miss = 0;
+    unsigned long long n_miss = 0;   /* cache misses computed by the similarity pass */
+    unsigned long long n_mirror = 0; /* cache misses resolved from their mirror pair */
     void free_all()
     {
         release(&cnt), release(&pairs), release(&off), release(&miss), release(&scan_tmp);
@@ -248,7 +255,7 @@ struct dstate {
     int cur = 0; /* cache[cur] holds the last iteration's decisions */
     int *fill = 0;
     size_t cap_fill = 0;
-    unsigned long long *ctr = 0; /* [0] pairs [1] similar [2] seam [3] misses [4, 5] miss counters */
+    unsigned long long *ctr = 0; /* [0] pairs [1] similar [2] seam [3] - [4, 5] miss counters, [6, 7] mirrors */
     int *err = 0;
     unsigned long long *hctr = 0; /* pinned mirror of ctr */
     size_t host_pool_seen = 0;    /* own pool entries already on the device */
@@ -295,7 +302,9 @@ const dm_tune_instance *pick(int k, size_t n)
 
 /* ================================================================ pipeline =================== */
 
-int upload_set(dset *d, const dm_flock_store *h, cudaStream_t st, size_t vectors_from)
+/* Uploads a host store. The vector pool gets room for pool_slack more entries when it is
+ * (re)allocated (arrivals on several ranks; 0 for one rank, whose pool never grows). */
+int upload_set(dset *d, const dm_flock_store *h, cudaStream_t st, size_t vectors_from, size_t pool_slack)
 {
     size_t n = h->n;
     DM_TRY(ensure(&d->x, &d->cap_x, n));
@@ -320,9 +329,9 @@ int upload_set(dset *d, const dm_flock_store *h, cudaStream_t st, size_t vectors
     if (pool > d->pool_cap || !d->col) {
         /* growing reallocates: copy everything */
         vectors_from = 0;
-        size_t c = pool + pool / 4 + 1024;
-        DM_TRY(ensure(&d->col, &d->cap_col, c));
-        DM_TRY(ensure(&d->val, &d->cap_val, c));
+        size_t c = pool + pool_slack + 1024;
+        DM_TRY(ensure(&d->col, &d->cap_col, c, true));
+        DM_TRY(ensure(&d->val, &d->cap_val, c, true));
         d->pool_cap = d->cap_col < d->cap_val ? d->cap_col : d->cap_val;
     }
     if (pool > vectors_from) {
@@ -419,6 +428,8 @@ fk_pass_args pass_args(dstate *s, dpass *ps, const dset *t, const dset *src, con
     a.cache = s->cache[s->cur];
     a.miss = ps->miss;
     a.n_miss = &s->ctr[same ? 4 : 5];
+    a.n_mirror = &s->ctr[same ? 6 : 7];
+    a.total = ps->total;
     return a;
 }
 
@@ -431,7 +442,7 @@ int pairs_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_fl
     DM_TRY(ensure(&ps->cnt, &ps->cap_cnt, n + 1));
     DM_TRY(ensure(&ps->off, &ps->cap_off, n + 1));
     ps->total = 0;
-    ps->n_miss = 0;
+    ps->n_miss = ps->n_mirror = 0;
     if (n == 0 || src->n == 0) {
         if (n) DM_CUDA_TRY(cudaMemsetAsync(ps->cnt, 0, 4 * (n + 1), st));
         if (n) DM_CUDA_TRY(cudaMemsetAsync(ps->off, 0, 8 * (n + 1), st));
@@ -459,15 +470,24 @@ int pairs_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_fl
     DM_TRY(ensure(&ps->miss, &ps->cap_miss, total ? total : 1));
     a = pass_args(s, ps, t, src, p, same);
     DM_CUDA_TRY(cudaMemsetAsync(a.n_miss, 0, 8, st));
+    DM_CUDA_TRY(cudaMemsetAsync(a.n_mirror, 0, 8, st));
     DM_TRY(pick(K_DETECT, n)->launch(&a, n, st));
-    unsigned long long nm = 0;
-    DM_CUDA_TRY(cudaMemcpyAsync(&nm, a.n_miss, 8, cudaMemcpyDeviceToHost, st));
+    unsigned long long nm[2] = {0, 0};
+    DM_CUDA_TRY(cudaMemcpyAsync(&nm[0], a.n_miss, 8, cudaMemcpyDeviceToHost, st));
+    DM_CUDA_TRY(cudaMemcpyAsync(&nm[1], a.n_mirror, 8, cudaMemcpyDeviceToHost, st));
     DM_CUDA_TRY(cudaEventRecord(e1, st));
     DM_CUDA_TRY(cudaStreamSynchronize(st));
-    ps->n_miss = nm;
-    fk_sim_args sa = {ps->miss, (size_t)nm, t->sidx, s->own.voff, s->own.vlen, s->own.col, s->own.val,
-                      src->svoff, src->svlen, src->col, src->val, ps->pairs, p.threshold};
-    DM_TRY(pick(K_SIM, (size_t)nm)->launch(&sa, (size_t)nm, st));
+    ps->n_miss = nm[0];
+    ps->n_mirror = nm[1];
+    DM_ASSERT(nm[0] + nm[1] <= total);
+    /* the misses, then their mirrors (listed from the end of miss[]) from the decided pairs */
+    fk_sim_args sa = {ps->miss, (size_t)nm[0], t->sidx, s->own.voff, s->own.vlen, s->own.col, s->own.val,
+                      src->svoff, src->svlen, src->col, src->val, ps->pairs, p.threshold, 0, ps->off, ps->cnt};
+    DM_TRY(pick(K_SIM, (size_t)nm[0])->launch(&sa, (size_t)nm[0], st));
+    sa.miss = ps->miss + (total - nm[1]);
+    sa.n_miss = (size_t)nm[1];
+    sa.mirror = 1;
+    DM_TRY(pick(K_SIM, (size_t)nm[1])->launch(&sa, (size_t)nm[1], st));
     DM_CUDA_TRY(cudaEventRecord(e2, st));
     DM_CUDA_TRY(cudaEventSynchronize(e2));
     float ms1 = 0, ms2 = 0;
@@ -500,7 +520,7 @@ int ensure_own_buffers(dstate *s, size_t n)
         uint64_t *prev = s->cache[b];
         if (n * FK_CACHE <= old && prev) continue;
         /* grow keeping the rows (the cache of the last iteration is read next) */
-        size_t c = (n + n / 4 + 256) * FK_CACHE;
+        size_t c = (n + n / 16 + 256) * FK_CACHE;
         void *q = NULL;
         DM_TRY(dm_device_alloc(&q, c * 8));
         DM_CUDA_TRY(cudaMemsetAsync(q, 0, c * 8, s->sa));
@@ -656,8 +676,8 @@ int mirror_after_migration(dm_flock_sim *sim, dstate *s, const dm_flock_migratio
     if (from > pool) from = 0;
     if (pool > d->pool_cap || !d->col) {
         size_t c = pool + pool / 4 + 1024;
-        DM_TRY(ensure_keep(&d->col, &d->cap_col, c, from, st));
-        DM_TRY(ensure_keep(&d->val, &d->cap_val, c, from, st));
+        DM_TRY(ensure_keep(&d->col, &d->cap_col, c, from, st, true));
+        DM_TRY(ensure_keep(&d->val, &d->cap_val, c, from, st, true));
         d->pool_cap = d->cap_col < d->cap_val ? d->cap_col : d->cap_val;
     }
     if (pool > from) {
@@ -716,7 +736,7 @@ extern "C" int dm_flock_cuda_init(dm_flock_sim *sim)
     s->hctr = static_cast<unsigned long long *>(h);
     DM_TRY(ensure(&s->cut, &s->cap_cut, (size_t)sim->size + 1));
     DM_CUDA_TRY(cudaMemcpy(s->cut, sim->cut, 8 * ((size_t)sim->size + 1), cudaMemcpyHostToDevice));
-    DM_TRY(upload_set(&s->own, &sim->own, s->sa, 0));
+    DM_TRY(upload_set(&s->own, &sim->own, s->sa, 0, sim->size > 1 ? sim->own.pool / 4 : 0));
     s->host_pool_seen = sim->own.pool;
     s->host_compactions = sim->own.compactions;
     DM_TRY(ensure_own_buffers(s, sim->own.n));
@@ -808,7 +828,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         int re = dm_flock_halo_exchange_end(sim, &x, send);
         if (rc == DM_OK) rc = re;
         cudaStream_t b = s->sb;
-        if (rc == DM_OK) rc = upload_set(&s->halo, &sim->halo, b, 0);
+        if (rc == DM_OK) rc = upload_set(&s->halo, &sim->halo, b, 0, sim->halo.pool / 4);
         if (rc == DM_OK && cudaEventRecord(s->ev[12], b) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
         if (rc == DM_OK) rc = build_grid(s, &s->halo, p, w, layout, b);
         if (rc == DM_OK && cudaEventRecord(s->ev[13], b) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
@@ -840,7 +860,8 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         dm_timer_add("flock.detect", t_detect);
         dm_timer_add("flock.similarity", t_sim);
         dm_timer_add("flock.forces", t_forces);
-        sim->stats.sim_cache_hits += (s->pown.total - s->pown.n_miss) + (s->phalo.total - s->phalo.n_miss);
+        sim->stats.sim_cache_hits += (s->pown.total - s->pown.n_miss - s->pown.n_mirror) +
+                                     (s->phalo.total - s->phalo.n_miss - s->phalo.n_mirror);
     }
     sim->host_valid = 0;
 
@@ -902,7 +923,7 @@ extern "C" int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *sim, doubl
         dpass *ps = pass == 0 ? &s->pown : &s->phalo;
         if (pass == 1) {
             if (sim->halo.n == 0) break;
-            rc = upload_set(&s->halo, &sim->halo, s->sa, 0);
+            rc = upload_set(&s->halo, &sim->halo, s->sa, 0, sim->halo.pool / 4);
         }
         if (rc == DM_OK) rc = build_grid(s, src, p, w, DM_LAYOUT_SOA, s->sa);
         if (rc == DM_OK) rc = pairs_pass(s, ps, &s->own, src, p, pass == 0, s->sa, &td, &ts);
@@ -1037,7 +1058,7 @@ int bench_problem(bench *b, size_t nb, uint64_t seed)
             g_bench_nb = nb;
             g_bench_seed = seed;
         }
-        DM_TRY(upload_set(&s->own, &g_bench_host, s->sa, 0));
+        DM_TRY(upload_set(&s->own, &g_bench_host, s->sa, 0, 0));
         DM_CUDA_TRY(cudaStreamSynchronize(s->sa)); /* pageable copies done before unlocking */
     }
     DM_TRY(ensure_own_buffers(s, nb));
@@ -1101,7 +1122,7 @@ int bench_create_k(void **state, size_t n, uint64_t seed, int k)
     b->k = k;
     /* work units -> boids: similarity counts pairs, cache moves count slots */
     size_t nb = n;
-    if (k == K_SIM) nb = n / 10 + 64; /* about 15 pairs per boid */
+    if (k == K_SIM) nb = n / 5 + 64; /* about 15 pairs per boid, half of them mirrors */
     if (k == K_MOVE) nb = 2 * (n / FK_CACHE) + 2;
     if (nb < 64) nb = 64;
     int rc = bench_problem(b, nb, seed);
@@ -1209,11 +1230,12 @@ int bench_run(void *state, const dm_tune_instance *inst, void *stream)
         fk_pass_args a = pass_args(s, &s->pown, d, d, b->p, 1);
         a.n_targets = n;
         DM_CUDA_TRY(cudaMemsetAsync(a.n_miss, 0, 8, st));
+        DM_CUDA_TRY(cudaMemsetAsync(a.n_mirror, 0, 8, st));
         return inst->launch(&a, n, stream);
     }
     case K_SIM: {
         fk_sim_args a = {s->pown.miss, n, d->sidx, d->voff, d->vlen, d->col, d->val, d->svoff, d->svlen, d->col, d->val,
-                         s->pown.pairs, b->p.threshold};
+                         s->pown.pairs, b->p.threshold, 0, s->pown.off, s->pown.cnt};
         return inst->launch(&a, n, stream);
     }
     case K_FORCES: {
@@ -1380,7 +1402,7 @@ const dm_tune_kernel g_kernels[K_N] = {
                 FK_SPACE_DEFAULT, bench_create_K_COUNT, (size_t)1 << 20),
     make_kernel("flock.detect", "neighbour pair lists and pair-cache lookups", "boids", g_detect_inst,
                 NINST(g_detect_inst), FK_SPACE_DEFAULT, bench_create_K_DETECT, (size_t)1 << 20),
-    make_kernel("flock.similarity", "exact cosine of sparse vectors, a warp per pair", "pairs", g_sim_inst,
+    make_kernel("flock.similarity", "exact cosine of sparse vectors, a warp per pair (tile merge)", "pairs", g_sim_inst,
                 NINST(g_sim_inst), FK_SPACE_DEFAULT, bench_create_K_SIM, (size_t)1 << 21),
     make_kernel("flock.forces", "fixed-point force sums over the pair lists", "boids", g_forces_inst,
                 NINST(g_forces_inst), FK_FORCES_DEFAULT, bench_create_K_FORCES, (size_t)1 << 20),

@@ -21,10 +21,13 @@
 #define FK_SIMILAR 1u
 #define FK_UNKNOWN 2u
 /* Pair-cache rows: FK_CACHE slots of u64 ((document + 1) << 1 | similar), 0 = empty; filled to at
- * most half so that probes stay short. 128 remembered neighbours cover the densest flocks seen. */
-#define FK_CACHE_BITS 8
+ * most three quarters (96 remembered neighbours: 3.4 times the mean of the 1M-document benchmark)
+ * so that linear probes stay short. Two rows per boid (last iteration's and this one's): 2 KB per
+ * document, the largest device structure after the vectors. A neighbour that finds its row full
+ * is only not remembered: its similarity is computed again next time (exact either way). */
+#define FK_CACHE_BITS 7
 #define FK_CACHE (1 << FK_CACHE_BITS)
-#define FK_CACHE_FILL (FK_CACHE / 2)
+#define FK_CACHE_FILL (FK_CACHE * 3 / 4)
 #define FK_TILE 32
 
 /* The items of a thread: RAKE of them, consecutive (t*RAKE + r) or strided by the grid. */
@@ -170,6 +173,11 @@ struct fk_pass_args {
     const uint64_t *cache;     /* detect: last iteration's pair cache rows (by own index) */
     unsigned long long *miss;  /* detect: (target sorted position << 32) | pair index */
     unsigned long long *n_miss;
+    /* detect, own-own pass (same): a miss whose source precedes its target in the sorted order is
+     * the mirror of the pair (source, target), whose similarity the similarity pass computes; it
+     * is listed from the end of miss[] backwards (miss[total - 1 - k]) for the mirror pass */
+    unsigned long long *n_mirror;
+    uint64_t total;
 };
 
 __device__ __forceinline__ unsigned fk_hash(uint64_t id)
@@ -256,14 +264,21 @@ __global__ void __launch_bounds__(BLOCK) fk_detect(fk_pass_args a)
     fk_visit(a, pos, [&](uint32_t j, double, double, double) {
         uint32_t st = fk_cache_lookup(row, a.sid[j]);
         a.pairs[q] = (j << 2) | st;
-        if (st == FK_UNKNOWN) {
-            /* one atomic per group of threads that miss together (warp-aggregated); the order of
-             * the miss list is irrelevant: every miss writes its own pair */
+        const unsigned long long entry = ((unsigned long long)pos << 32) | (unsigned long long)(uint32_t)q;
+        /* one atomic per group of threads that miss together (warp-aggregated); the order of
+         * the lists is irrelevant: every entry writes its own pair */
+        if (st == FK_UNKNOWN && a.same && j < (uint32_t)pos) {
+            cooperative_groups::coalesced_group g = cooperative_groups::coalesced_threads();
+            unsigned long long base = 0;
+            if (g.thread_rank() == 0) base = atomicAdd(a.n_mirror, (unsigned long long)g.size());
+            base = g.shfl(base, 0);
+            a.miss[a.total - 1 - (base + g.thread_rank())] = entry;
+        } else if (st == FK_UNKNOWN) {
             cooperative_groups::coalesced_group g = cooperative_groups::coalesced_threads();
             unsigned long long base = 0;
             if (g.thread_rank() == 0) base = atomicAdd(a.n_miss, (unsigned long long)g.size());
             base = g.shfl(base, 0);
-            a.miss[base + g.thread_rank()] = ((unsigned long long)pos << 32) | (unsigned long long)(uint32_t)q;
+            a.miss[base + g.thread_rank()] = entry;
         }
         q++;
     });
@@ -286,11 +301,58 @@ struct fk_sim_args {
     const float *sval;
     uint32_t *pairs;
     double threshold;
+    /* mirror mode: the entries are mirrored misses (source j before target pos, one pass over
+     * one set); each takes the state of pair (j, pos) from j's list (off, cnt) */
+    int mirror;
+    const uint64_t *off;
+    const uint32_t *cnt;
 };
 
-/* RAKE pairs per warp (consecutive or strided over the grid's warps). Lane l takes the target's
- * terms l, l + 32, ... and binary-searches each in the source's terms; the fixed-point partial
- * sums are reduced over the warp (integer: any split gives the same bits). */
+/* The fixed-point dot product of two term-sorted rows by one warp (the result is complete in lane
+ * 0 after the caller's reduction; each lane returns its partial sum). Tile merge: the warp holds
+ * 32 consecutive columns of each row (coalesced loads, columns past the end read as 0xFFFFFFFF,
+ * above every real column); every lane finds its A column among the 32 B columns by a five-step
+ * binary search over the B lanes (shuffles) and adds the product on a match; then the tile whose
+ * last column is smaller advances by 32 (both when equal). A match x = A[p] = B[q] is never
+ * skipped: when the A tile leaves p, the B tile's last column is >= A[p], so q is not beyond
+ * it, and an earlier B tile that held q left while the A tile's last column was >= B[q], so that
+ * A tile held p (columns are strictly increasing: flock.c checks every row). The products and
+ * the integer sums are those of dm_flock_dot_fix, so the result is bit-identical to it; a lane
+ * does the same work per tile as every other (no divergent searches in global memory).
+ * Emulated lane by lane on the host by tests/flock/test_flock.c ("tile merge"). */
+__device__ __forceinline__ long long fk_dot_warp(const uint32_t *__restrict__ ca, const float *__restrict__ va,
+                                                 uint32_t na, const uint32_t *__restrict__ cb,
+                                                 const float *__restrict__ vb, uint32_t nb, int lane)
+{
+    const unsigned full = 0xffffffffu;
+    long long s = 0;
+    uint32_t i = 0, j = 0;
+    while (i < na && j < nb) { /* i, j, na, nb are uniform over the warp */
+        const uint32_t ia = i + (uint32_t)lane, jb = j + (uint32_t)lane;
+        const uint32_t x = ia < na ? ca[ia] : 0xffffffffu;
+        const uint32_t y = jb < nb ? cb[jb] : 0xffffffffu;
+        const int la = na - i < 32 ? (int)(na - i - 1) : 31, lb = nb - j < 32 ? (int)(nb - j - 1) : 31;
+        const uint32_t amax = __shfl_sync(full, x, la), bmax = __shfl_sync(full, y, lb);
+        int q = 0; /* the number of B columns of the tile below x (at most 31) */
+#pragma unroll
+        for (int step = 16; step > 0; step >>= 1) {
+            const uint32_t v = __shfl_sync(full, y, q + step - 1);
+            if (v < x) q += step;
+        }
+        const uint32_t yq = __shfl_sync(full, y, q);
+        if (ia < na && yq == x) s += dm_flock_rint64((double)va[ia] * (double)vb[j + (uint32_t)q] * DM_FLOCK_DOT_SCALE);
+        if (amax <= bmax) i += 32;
+        if (bmax <= amax) j += 32;
+    }
+    return s;
+}
+
+/* RAKE pairs per warp (consecutive or strided over the grid's warps), each by fk_dot_warp; the
+ * fixed-point partial sums are reduced over the warp (integer: any split gives the same bits).
+ * Mirror mode (after the plain pass, same stream): the warp looks for the pair (j, pos) in j's
+ * list (its state is known: a cache hit or computed by the plain pass, the same dot product) and
+ * computes the pair itself only if it is not there or still unknown, which the symmetric
+ * neighbour relation (minimum-image offsets negate exactly) rules out; exact either way. */
 template <int BLOCK, int RAKE, bool STRIDED>
 __global__ void __launch_bounds__(BLOCK) fk_similarity(fk_sim_args a)
 {
@@ -303,20 +365,26 @@ __global__ void __launch_bounds__(BLOCK) fk_similarity(fk_sim_args a)
         unsigned long long e = a.miss[m];
         uint32_t q = (uint32_t)e, pos = (uint32_t)(e >> 32);
         uint32_t i = a.tidx[pos], j = a.pairs[q] >> 2;
-        const uint32_t *ca = a.tcol + a.tvoff[i], *cb = a.scol + a.svoff[j];
-        const float *va = a.tval + a.tvoff[i], *vb = a.sval + a.svoff[j];
-        uint32_t na = a.tvlen[i], nb = a.svlen[j];
-        long long s = 0;
-        for (uint32_t k = (uint32_t)lane; k < na; k += 32) {
-            uint32_t c = ca[k];
-            uint32_t lo = 0, hi = nb;
-            while (lo < hi) {
-                uint32_t mid = (lo + hi) >> 1;
-                if (cb[mid] < c) lo = mid + 1;
-                else hi = mid;
+        if (a.mirror) {
+            const uint64_t lo = a.off[j];
+            const uint32_t c = a.cnt[j];
+            uint32_t found = FK_UNKNOWN;
+            for (uint32_t k0 = 0; k0 < c; k0 += 32) { /* uniform bounds */
+                const uint32_t k = k0 + (uint32_t)lane;
+                const uint32_t pe = k < c ? a.pairs[lo + k] : 0xffffffffu;
+                const unsigned hit = __ballot_sync(0xffffffffu, k < c && (pe >> 2) == pos && (pe & 3u) != FK_UNKNOWN);
+                if (hit) {
+                    found = __shfl_sync(0xffffffffu, pe, __ffs(hit) - 1) & 3u;
+                    break;
+                }
             }
-            if (lo < nb && cb[lo] == c) s += dm_flock_rint64((double)va[k] * (double)vb[lo] * DM_FLOCK_DOT_SCALE);
+            if (found != FK_UNKNOWN) {
+                if (lane == 0) a.pairs[q] = (j << 2) | found;
+                continue;
+            }
         }
+        const uint64_t oa = a.tvoff[i], ob = a.svoff[j];
+        long long s = fk_dot_warp(a.tcol + oa, a.tval + oa, a.tvlen[i], a.scol + ob, a.sval + ob, a.svlen[j], lane);
         for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
         if (lane == 0) a.pairs[q] = (j << 2) | (uint32_t)dm_flock_is_similar((int64_t)s, a.threshold);
     }

@@ -1,5 +1,6 @@
 /* The host boid store (structure of arrays plus a vector pool) and the exchange message format
  * (flock_impl.h). Reference: none (data structures). */
+#include <stdint.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -183,20 +184,25 @@ void dm_flock_msg_pack(char *buf, const dm_flock_store *s, const uint32_t *idx, 
     float *val = (float *)(buf + l.val);
     uint64_t at = 0;
     for (size_t k = 0; k < count; k++) {
+        off[k] = at;
+        at += s->vlen[idx[k]];
+    }
+    off[count] = at;
+    /* the copies in parallel (the halo's vectors are megabytes every iteration) */
+    const long nl = (long)count;
+#pragma omp parallel for schedule(static)
+    for (long k = 0; k < nl; k++) {
         uint32_t i = idx[k];
         id[k] = s->id[i];
         x[k] = s->x[i];
         y[k] = s->y[i];
         vx[k] = s->vx[i];
         vy[k] = s->vy[i];
-        off[k] = at;
         if (s->vlen[i]) {
-            memcpy(col + at, s->col + s->voff[i], sizeof *col * s->vlen[i]);
-            memcpy(val + at, s->val + s->voff[i], sizeof *val * s->vlen[i]);
+            memcpy(col + off[k], s->col + s->voff[i], sizeof *col * s->vlen[i]);
+            memcpy(val + off[k], s->val + s->voff[i], sizeof *val * s->vlen[i]);
         }
-        at += s->vlen[i];
     }
-    off[count] = at;
 }
 
 int dm_flock_msg_unpack(dm_flock_store *s, const char *buf, size_t size)
@@ -215,11 +221,32 @@ int dm_flock_msg_unpack(dm_flock_store *s, const char *buf, size_t size)
     const uint32_t *col = (const uint32_t *)(buf + l.col);
     const float *val = (const float *)(buf + l.val);
     if (off[0] != 0 || off[n] != head[1]) return DM_ERR(DM_ERR_FORMAT, "flock: corrupt exchange offsets");
+    for (size_t k = 0; k < n; k++)
+        if (off[k + 1] < off[k] || off[k + 1] - off[k] > UINT32_MAX)
+            return DM_ERR(DM_ERR_FORMAT, "flock: corrupt exchange offsets");
     DM_TRY(dm_flock_store_reserve(s, s->n + n, s->pool + (size_t)head[1]));
-    for (size_t k = 0; k < n; k++) {
-        if (off[k + 1] < off[k]) return DM_ERR(DM_ERR_FORMAT, "flock: corrupt exchange offsets");
-        DM_TRY(dm_flock_store_push(s, id[k], x[k], y[k], vx[k], vy[k], col + off[k], val + off[k],
-                                   (uint32_t)(off[k + 1] - off[k])));
+    /* the boids appended as by dm_flock_store_push one after the other (vectors at the end of the
+     * pool in message order), the copies in parallel */
+    const size_t b = s->n, pool = s->pool;
+    const long nl = (long)n;
+#pragma omp parallel for schedule(static)
+    for (long k = 0; k < nl; k++) {
+        size_t i = b + (size_t)k;
+        uint32_t len = (uint32_t)(off[k + 1] - off[k]);
+        s->id[i] = id[k];
+        s->x[i] = x[k];
+        s->y[i] = y[k];
+        s->vx[i] = vx[k];
+        s->vy[i] = vy[k];
+        s->voff[i] = pool + off[k];
+        s->vlen[i] = len;
+        if (len) {
+            memcpy(s->col + pool + off[k], col + off[k], sizeof *col * len);
+            memcpy(s->val + pool + off[k], val + off[k], sizeof *val * len);
+        }
     }
+    s->n = b + n;
+    s->pool = pool + (size_t)head[1];
+    s->live += (size_t)head[1];
     return DM_OK;
 }

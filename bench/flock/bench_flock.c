@@ -32,7 +32,7 @@
 typedef struct bopts {
     uint64_t docs, docs_per_rank;
     int topics, tokens, iterations;
-    const char *corpus, *vocab_out, *vectors_out, *json;
+    const char *corpus, *vocab_out, *vectors_out, *json, *baseline;
     int top_labels;
     int kmeans, study;
     dm_flock_options fo;
@@ -57,6 +57,8 @@ static void usage(void)
            "  --backend cpu|cuda    (default: cuda when a GPU is present)\n"
            "  --seed N              (default 42)\n"
            "  --json FILE           write the results as JSON\n"
+           "  --baseline FILE       the JSON of the same run on one rank (--docs-per-rank N): prints the\n"
+           "                        weak-scaling efficiency t(1 rank) / t(P ranks) per iteration\n"
            "  --vocab-out FILE      with --corpus: write the vocabulary (id, term, df) for docmine flock --vocab\n"
            "  --vectors-out FILE    write the input vectors (.dmv) for docmine flock --vectors\n");
 }
@@ -412,14 +414,14 @@ int main(int argc, char **argv)
     dm_ctx_options co = DM_CTX_OPTIONS_INIT;
     co.quiet = 0;
     enum { O_DOCS = 256, O_DPR, O_TOPICS, O_TOKENS, O_CORPUS, O_TOPL, O_ITER, O_THR, O_RAD, O_NB, O_VMAX, O_SHR, O_W,
-           O_MINC, O_ATT, O_KM, O_STUDY, O_BACK, O_SEED, O_JSON, O_VOCAB, O_VECOUT, O_CTHR };
+           O_MINC, O_ATT, O_KM, O_STUDY, O_BACK, O_SEED, O_JSON, O_VOCAB, O_VECOUT, O_CTHR, O_BASE };
     static const struct option lo[] = {
         {"docs", 1, 0, O_DOCS}, {"docs-per-rank", 1, 0, O_DPR}, {"topics", 1, 0, O_TOPICS}, {"tokens", 1, 0, O_TOKENS},
         {"corpus", 1, 0, O_CORPUS}, {"top-labels", 1, 0, O_TOPL}, {"iterations", 1, 0, O_ITER},
         {"threshold", 1, 0, O_THR}, {"radius", 1, 0, O_RAD}, {"neighbours", 1, 0, O_NB}, {"vmax", 1, 0, O_VMAX},
         {"shrink", 1, 0, O_SHR}, {"weights", 1, 0, O_W}, {"min-cluster", 1, 0, O_MINC}, {"attach", 0, 0, O_ATT},
         {"kmeans", 0, 0, O_KM}, {"study", 0, 0, O_STUDY}, {"backend", 1, 0, O_BACK}, {"seed", 1, 0, O_SEED},
-        {"json", 1, 0, O_JSON}, {"vocab-out", 1, 0, O_VOCAB}, {"vectors-out", 1, 0, O_VECOUT}, {"cluster-threshold", 1, 0, O_CTHR}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"json", 1, 0, O_JSON}, {"vocab-out", 1, 0, O_VOCAB}, {"vectors-out", 1, 0, O_VECOUT}, {"cluster-threshold", 1, 0, O_CTHR}, {"baseline", 1, 0, O_BASE}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c, bad = 0;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
@@ -450,6 +452,7 @@ int main(int argc, char **argv)
         case O_JSON: o.json = optarg; break;
         case O_VOCAB: o.vocab_out = optarg; break;
         case O_VECOUT: o.vectors_out = optarg; break;
+        case O_BASE: o.baseline = optarg; break;
         case 'h': usage(); MPI_Finalize(); return 0;
         default: bad = 1;
         }
@@ -594,6 +597,10 @@ int main(int argc, char **argv)
         json_object_set_new(js, "study", rows);
     } else {
         dm_timers_reset();
+        /* memory of the run itself: the peaks restart here (the tuner's inputs, k-means and the
+         * corpus reader are done; the input vectors stay counted on the host) */
+        dm_mem_reset_peak(DM_MEM_DEVICE);
+        dm_mem_reset_peak(DM_MEM_HOST);
         run_result rr;
         rc = run_once(&rr, &ctx, &v, &o.fo, &o.co, truth, 1);
         dm_stat *st = NULL;
@@ -642,7 +649,8 @@ int main(int argc, char **argv)
                        100.0 * (double)rr.stats.sim_cache_hits / (double)(rr.stats.pairs ? rr.stats.pairs : 1),
                        (unsigned long long)rr.stats.migrated_out, (unsigned long long)rr.stats.halo_sent);
                 if (per_doc > 0)
-                    printf("device memory peak %.2f GiB per rank = %.0f bytes/document: about %.3g documents fit one %s\n",
+                    printf("device memory peak of the run %.2f GiB per rank = %.0f bytes/document: about %.3g documents "
+                           "fit one %s (90%% of its memory)\n",
                            (double)dmax / (1 << 30), per_doc, fit, ctx.dev.name);
                 printf("host memory peak %.2f GiB per rank\n", (double)hmax / (1 << 30));
                 printf("clusters %d, noise %llu", rr.clusters, (unsigned long long)rr.noise);
@@ -651,6 +659,30 @@ int main(int argc, char **argv)
                 if (o.kmeans)
                     printf("k-means (k=%d, spherical, seeded k-means++): NMI %.4f ARI %.4f purity %.4f, %d iterations, %.2f s\n",
                            n_classes > 0 ? n_classes : o.topics, kmm.nmi, kmm.ari, kmm.purity, km.iterations, km.seconds);
+            }
+            if (o.baseline && ctx.rank == 0) {
+                /* weak scaling against the one-rank run of the same documents per rank */
+                json_error_t je;
+                json_t *b = json_load_file(o.baseline, 0, &je);
+                double bms = b ? json_number_value(json_object_get(b, "ms_per_iteration")) : 0;
+                json_int_t bdocs = b ? json_integer_value(json_object_get(b, "documents")) : 0;
+                json_int_t branks = b ? json_integer_value(json_object_get(b, "ranks")) : 0;
+                double ms = 1e3 * rr.wall / it;
+                if (!b || bms <= 0 || branks != 1)
+                    fprintf(stderr, "bench_flock: --baseline %s: not the JSON of a one-rank run%s%s\n", o.baseline,
+                            b ? "" : ": ", b ? "" : je.text);
+                else {
+                    if ((uint64_t)bdocs * (uint64_t)ctx.size != N)
+                        printf("note: the baseline has %lld documents on one rank, this run %llu on %d (not the same "
+                               "documents per rank)\n",
+                               (long long)bdocs, (unsigned long long)N, ctx.size);
+                    printf("weak scaling: 1 rank %.2f ms/iteration, %d ranks %.2f ms/iteration: efficiency %.1f%%, "
+                           "communication %.1f%% of a step\n",
+                           bms, ctx.size, ms, 100 * bms / ms, 100 * comm_frac);
+                    json_object_set_new(js, "weak_scaling_efficiency", json_real(bms / ms));
+                    json_object_set_new(js, "baseline_ms_per_iteration", json_real(bms));
+                }
+                json_decref(b);
             }
             json_object_set_new(js, "run_seconds", json_real(rr.wall));
             json_object_set_new(js, "ms_per_iteration", json_real(1e3 * rr.wall / it));

@@ -1,5 +1,6 @@
 /* Unit tests of flock on the CPU backend (one rank): the exact similarity, forces and updates on
- * hand-checked configurations (also across the torus seam), the grid neighbour search against
+ * hand-checked configurations (also across the torus seam), the CUDA similarity kernel's tile
+ * merge emulated lane by lane, the grid neighbour search against
  * brute force on random data, determinism, the speed cap and the shrinking plane, clusters of a
  * hand-made configuration (noise and attach), resume, metrics against hand-computed values, top
  * terms, the vocabulary reader and the PNG output. */
@@ -71,6 +72,98 @@ static void test_dot_exact(void)
     CU_ASSERT_DOUBLE_EQUAL(dm_flock_cos_from_fix(whole), ss, 1e-15);
     CU_ASSERT_TRUE(dm_flock_is_similar(dm_flock_dot_fix(ca, va, 2, cb, vb, 2), 0.48 - 1e-9));
     CU_ASSERT_FALSE(dm_flock_is_similar(dm_flock_dot_fix(ca, va, 2, cb, vb, 2), 0.4801));
+}
+
+/* The CUDA similarity kernel's tile merge (fk_dot_warp in flock_kernels.cuh), emulated lane by
+ * lane: 32 columns of each row per step, each lane's A column looked up among the B lanes by the
+ * same five-step search over shuffled values, the tile with the smaller last column advancing. */
+static int64_t tile_merge_emulated(const uint32_t *ca, const float *va, uint32_t na, const uint32_t *cb,
+                                   const float *vb, uint32_t nb)
+{
+    int64_t s[32] = {0};
+    uint32_t i = 0, j = 0;
+    while (i < na && j < nb) {
+        uint32_t x[32], y[32];
+        for (uint32_t l = 0; l < 32; l++) {
+            x[l] = i + l < na ? ca[i + l] : 0xffffffffu;
+            y[l] = j + l < nb ? cb[j + l] : 0xffffffffu;
+        }
+        uint32_t amax = x[na - i < 32 ? na - i - 1 : 31], bmax = y[nb - j < 32 ? nb - j - 1 : 31];
+        for (uint32_t l = 0; l < 32; l++) {
+            int q = 0;
+            for (int step = 16; step > 0; step >>= 1)
+                if (y[q + step - 1] < x[l]) q += step;
+            if (i + l < na && y[q] == x[l]) s[l] += dm_flock_rint64((double)va[i + l] * (double)vb[j + (uint32_t)q] * DM_FLOCK_DOT_SCALE);
+        }
+        if (amax <= bmax) i += 32;
+        if (bmax <= amax) j += 32;
+    }
+    int64_t t = 0;
+    for (int l = 0; l < 32; l++) t += s[l];
+    return t;
+}
+
+/* A random strictly increasing row of n columns drawn from [lo, lo + span). */
+static uint32_t random_row(uint32_t *c, float *v, uint32_t n, uint32_t lo, uint32_t span, uint64_t *state)
+{
+    uint32_t k = 0;
+    for (uint32_t t = 0; t < span && k < n; t++) {
+        *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t left = span - t, need = n - k;
+        if ((uint32_t)(*state >> 33) % left < need) {
+            c[k] = lo + t;
+            v[k] = (float)(0.03 / (1.0 + (double)((*state >> 20) % 1000))); /* sums of products below 1 */
+            k++;
+        }
+    }
+    return k;
+}
+
+static void test_dot_tile_merge(void)
+{
+    enum { MAXN = 700 };
+    static uint32_t ca[MAXN], cb[MAXN];
+    static float va[MAXN], vb[MAXN];
+    uint64_t st = 12345;
+    /* lengths around the tile size, empty, one long against one short, disjoint ranges,
+     * identical rows, interleaved columns, and columns at the top of the range */
+    static const uint32_t lens[] = {0, 1, 2, 31, 32, 33, 63, 64, 65, 96, 100, 470, 700};
+    int cases = 0, bad = 0;
+    for (size_t p = 0; p < sizeof lens / sizeof lens[0]; p++)
+        for (size_t q = 0; q < sizeof lens / sizeof lens[0]; q++)
+            for (int kind = 0; kind < 5; kind++) {
+                uint32_t na = lens[p], nb = lens[q];
+                if (kind == 0) { /* random, overlapping */
+                    na = random_row(ca, va, na, 0, 2000, &st);
+                    nb = random_row(cb, vb, nb, 0, 2000, &st);
+                } else if (kind == 1) { /* dense overlap */
+                    na = random_row(ca, va, na, 0, na + na / 3 + 1, &st);
+                    nb = random_row(cb, vb, nb, 0, nb + nb / 3 + 1, &st);
+                } else if (kind == 2) { /* A entirely below B */
+                    na = random_row(ca, va, na, 0, 1000, &st);
+                    nb = random_row(cb, vb, nb, 1000, 1000, &st);
+                } else if (kind == 3) { /* identical columns */
+                    uint32_t n = na < nb ? na : nb;
+                    na = nb = random_row(ca, va, n, 0, 1500, &st);
+                    memcpy(cb, ca, 4 * n);
+                    for (uint32_t k = 0; k < n; k++) vb[k] = va[n - 1 - k];
+                } else { /* near the top of the column range */
+                    na = random_row(ca, va, na, 0xfffffffeu - 1800, 1800, &st);
+                    nb = random_row(cb, vb, nb, 0xfffffffeu - 1800, 1800, &st);
+                }
+                int64_t want = dm_flock_dot_fix(ca, va, na, cb, vb, nb);
+                bad += tile_merge_emulated(ca, va, na, cb, vb, nb) != want;
+                bad += tile_merge_emulated(cb, vb, nb, ca, va, na) != want;
+                cases++;
+            }
+    printf("\n  tile merge vs merge: %d row pairs (both orders), %d differ\n", cases, bad);
+    CU_ASSERT_EQUAL(bad, 0);
+    /* the interleaved worst case: every other column, no match at all and matches everywhere */
+    for (uint32_t k = 0; k < 200; k++) {
+        ca[k] = 2 * k, cb[k] = 2 * k + 1, va[k] = vb[k] = 0.05f;
+    }
+    CU_ASSERT_EQUAL(tile_merge_emulated(ca, va, 200, cb, vb, 200), 0);
+    CU_ASSERT_EQUAL(tile_merge_emulated(ca, va, 200, ca, va, 200), dm_flock_dot_fix(ca, va, 200, ca, va, 200));
 }
 
 /* ---- the boid store ----------------------------------------------------------------------- */
@@ -726,6 +819,7 @@ int main(int argc, char **argv)
 {
     CU_TestInfo unit[] = {
         {"dot product exact and order independent", test_dot_exact},
+        {"tile merge of the CUDA similarity kernel (emulated) equals the merge", test_dot_tile_merge},
         {"pair contribution and torus helpers", test_pair_contribution},
         {"boid store: removal by moving the last boids into holes", test_store_remove},
         {"forces and update: hand-checked configuration", test_hand_forces},
