@@ -13,13 +13,16 @@
 #     --docs-per-gpu N           documents per rank (default 100000)
 #     --out DIR                  series directory (default out/weak); point = DIR/<method>-<gpus>
 #     --docmine PATH             the binary (default build/apps/docmine)
+#     --flock-args "ARGS"        pipeline options for the flock points only (e.g. "--neighbours 30")
+#     --streamclust-args "ARGS"  pipeline options for the streamclust points only (e.g. "--k 10,20")
 #     --dry-run                  print the commands only
 # Example (one 4-GPU machine, both methods, under 4 minutes on H200s):
-#   jobs/weak-scaling.sh --launcher mpiexec --gpus 1,2,4 --docs-per-gpu 50000 --out out/weak -- --iterations 100
+#   jobs/weak-scaling.sh --launcher mpiexec --gpus 1,2,4 --docs-per-gpu 50000 --out out/weak \
+#       --flock-args "--neighbours 30 --iterations 100"
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 launcher=""; gpus=1,2,4; gpn=4; methods=flock,streamclust; dpg=100000; out=out/weak
-docmine=build/apps/docmine; dry=0; extra=()
+docmine=build/apps/docmine; dry=0; extra=(); fargs=""; sargs=""
 while [ $# -gt 0 ]; do
     case $1 in
     --launcher) launcher=$2; shift 2 ;;
@@ -29,9 +32,11 @@ while [ $# -gt 0 ]; do
     --docs-per-gpu) dpg=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --docmine) docmine=$2; shift 2 ;;
+    --flock-args) fargs=$2; shift 2 ;;
+    --streamclust-args) sargs=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "weak-scaling.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -44,11 +49,13 @@ IFS=, read -r -a glist <<< "$gpus"
 IFS=, read -r -a mlist <<< "$methods"
 for m in "${mlist[@]}"; do
     case $m in flock|streamclust) ;; *) echo "weak-scaling.sh: unknown method '$m'" >&2; exit 2 ;; esac
+    # the method's own options (word-split on purpose), then those after --
+    if [ "$m" = flock ]; then read -r -a margs <<< "$fargs"; else read -r -a margs <<< "$sargs"; fi
     for g in "${glist[@]}"; do
         [[ $g =~ ^[0-9]+$ ]] && [ "$g" -gt 0 ] || { echo "weak-scaling.sh: bad GPU count '$g'" >&2; exit 2; }
         if [ "$launcher" = mpiexec ]; then
             cmd=(mpiexec -n "$g" "$docmine" pipeline --synthetic default --docs-per-rank "$dpg" --method "$m"
-                 -o "$out/$m-$g" "${extra[@]}")
+                 -o "$out/$m-$g" "${margs[@]}" "${extra[@]}")
             echo "+ ${cmd[*]}"
             if [ $dry -eq 0 ]; then
                 start=$(date +%s.%N)
@@ -59,7 +66,7 @@ for m in "${mlist[@]}"; do
             nodes=$(( (g + gpn - 1) / gpn )); per=$(( g < gpn ? g : gpn ))
             [ $((nodes * per)) -eq "$g" ] || { echo "weak-scaling.sh: $g GPUs do not fill nodes of $gpn" >&2; exit 2; }
             cmd=(sbatch --parsable --nodes="$nodes" --ntasks-per-node="$per" --gpus-per-task=1
-                 --export=ALL,DOCMINE="$docmine",METHOD="$m",DOCS_PER_GPU="$dpg",OUT="$out",ARGS="${extra[*]}"
+                 --export=ALL,DOCMINE="$docmine",METHOD="$m",DOCS_PER_GPU="$dpg",OUT="$out",ARGS="${margs[*]} ${extra[*]}"
                  "$here/weak-scaling.sbatch")
             echo "+ ${cmd[*]}"
             [ $dry -eq 1 ] || echo "  job $("${cmd[@]}")"
