@@ -243,7 +243,7 @@ static void test_stream_file_and_collisions(void)
     for (int i = 0; i < 5; i++) hash[i] = dm_term_hash(stems + start[i], len[i]);
     hash[4] = hash[1]; /* "zeta" collides with "beta" */
     uint64_t doc_tok[] = {0, 3, 5};
-    dm_tok_result r = {5, 5, hash, start, len, doc_tok, stems, 2, 0, 0, 0, 0};
+    dm_tok_result r = {5, 5, hash, start, len, doc_tok, stems, 2, 0, 0, 0, 0, NULL};
     CU_ASSERT_EQUAL_FATAL(dm_sb_add_tokens(&b, 0, &r), 0);
     dm_token_stream s;
     CU_ASSERT_EQUAL_FATAL(dm_sb_finish(&s, &b), 0);
