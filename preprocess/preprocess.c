@@ -129,7 +129,7 @@ static void dm_pp_set_rc(dm_pp_run *r, int rc)
 
 /* Worker: tokenises a batch (in parallel with the other worker), then waits for its turn and
  * appends documents and tokens to the stream in batch order. */
-static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b, dm_tok_result *res, int *have_res)
+static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b, dm_tok_result *res, int *have_res, dm_sb_distinct *dt)
 {
     dm_tok_batch tb = {b->text ? b->text : "", b->text_len, b->doc_off, b->n_docs};
     double t1 = dm_now();
@@ -138,10 +138,14 @@ static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b, dm_tok_result *res, int *hav
     *have_res = rc >= 0;
     double h2d = 0, kern = 0, d2h = 0;
     if (r->cuda) dm_pp_cuda_take_times(&h2d, &kern, &d2h);
+    /* the batch's distinct terms, before its turn (in parallel with the other worker) */
+    if (rc >= 0) rc = dm_sb_distinct_compute(dt, res);
+    double t2b = dm_now();
     /* in order: wait for this batch's turn */
     pthread_mutex_lock(&r->commit_mu);
     while (r->next_commit != b->seq) pthread_cond_wait(&r->commit_cv, &r->commit_mu);
     r->t_tok += t2 - t1;
+    r->t_build += t2b - t2;
     r->t_h2d += h2d;
     r->t_kern += kern;
     r->t_d2h += d2h;
@@ -154,7 +158,7 @@ static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b, dm_tok_result *res, int *hav
             m = (size_t)(lab - b->meta) + strlen(lab) + 1;
             rc = dm_sb_add_doc(&r->sb, id, lab);
         }
-        if (rc >= 0) rc = dm_sb_add_tokens(&r->sb, first, res);
+        if (rc >= 0) rc = dm_sb_add_tokens_distinct(&r->sb, first, res, dt);
         r->t_build += dm_now() - t3;
     }
     if (rc < 0) dm_pp_set_rc(r, rc);
@@ -171,6 +175,8 @@ static void *dm_pp_worker(void *arg)
         int rc = dm_pp_cuda_set_device(r->device);
         if (rc < 0) dm_pp_set_rc(r, rc);
     }
+    dm_sb_distinct dt;
+    memset(&dt, 0, sizeof(dt));
     for (;;) {
         dm_pp_batch *b = dm_pp_queue_pop(&r->full_q);
         if (!b) {
@@ -180,7 +186,7 @@ static void *dm_pp_worker(void *arg)
         dm_tok_result res;
         int have = 0;
         if (dm_pp_worker_rc(r) >= 0) {
-            dm_pp_work(r, b, &res, &have);
+            dm_pp_work(r, b, &res, &have, &dt);
         } else { /* after an error: only keep the commit order moving */
             pthread_mutex_lock(&r->commit_mu);
             while (r->next_commit != b->seq) pthread_cond_wait(&r->commit_cv, &r->commit_mu);
@@ -193,6 +199,7 @@ static void *dm_pp_worker(void *arg)
         b->doc_off[0] = 0;
         dm_pp_queue_push(&r->free_q, b);
     }
+    dm_sb_distinct_free(&dt);
     return NULL;
 }
 

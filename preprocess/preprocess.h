@@ -220,7 +220,12 @@ typedef struct dm_tok_result {
     char *stems;               /* text_len bytes */
     size_t n_docs;
     uint64_t n_short, n_long, n_number, n_stop;
+    void *pinned;              /* CUDA backend: the arrays are page-locked buffers of a reused
+                                  set (asynchronous D2H at full bandwidth, no page faults);
+                                  dm_tok_result_free hands them back to the backend's pool.
+                                  NULL: the arrays are malloc'ed */
 } dm_tok_result;
+/* Frees the arrays (or returns a pinned set to the CUDA backend's pool). */
 void dm_tok_result_free(dm_tok_result *r);
 
 typedef int dm_tokenize_fn(dm_tok_result *out, const dm_tok_batch *in, const dm_stopset *stop,
@@ -404,6 +409,9 @@ int dm_pp_cuda_kernel_bench(double *seconds, double phase[3], size_t *tokens, co
                             const dm_stopset *stop, const dm_tok_options *opt, int repeats);
 /* Seconds spent in H2D copies, kernels and D2H copies (CUDA events) since the last call; resets. */
 void dm_pp_cuda_take_times(double *h2d, double *kernels, double *d2h);
+/* Returns the page-locked arrays of a result of dm_tokenize_cuda (r->pinned) to the backend's
+ * pool of reused sets; dm_tok_result_free calls it. */
+void dm_pp_cuda_result_release(dm_tok_result *r);
 
 #ifdef __cplusplus
 }

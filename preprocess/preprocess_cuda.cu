@@ -4,9 +4,11 @@
  * per-stage CUDA-event times. Reference: dm_tokenize_cpu / dm_stem_words_cpu (identical output). */
 #include <cub/cub.cuh>
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/cuda_check.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
@@ -390,10 +392,17 @@ extern "C" void dm_pp_cuda_take_times(double *h2d, double *kernels, double *d2h)
 
 /* ------------------------------------------------------------------ device workspace */
 
-/* Grown on demand, kept between batches (no per-batch allocation once warm). One per host thread
- * (thread_local): two pipeline workers use two workspaces and two streams, so that one batch's
- * copies overlap the other's kernels. (Released at process exit.) */
+/* Grown on demand (25% headroom), kept between batches and between calls: no per-batch
+ * allocation, stream or event creation, and no instance selection (which may tune) inside the
+ * timed windows once warm. A call of dm_tokenize_cuda takes a workspace of the current device
+ * from a process-wide pool and gives it back at the end: two pipeline workers hold two
+ * workspaces and two streams, so that one batch's copies overlap the other's kernels, and later
+ * calls (new worker threads) reuse them. (Released at process exit.) */
 typedef struct dm_pp_ws {
+    int device;
+    struct dm_pp_ws *next_free;
+    uint32_t *h_small; /* page-locked: [0..3] counts read back between launches, [4..11] drops */
+    const dm_tune_instance *inst[K_STEM]; /* chosen for the current capacities (K_MARK..K_DOCS) */
     size_t n_cap, t_cap, d_cap, cub_cap, stop_cap, stop_bytes;
     char *text, *stems;
     uint32_t *start, *scan, *tok_start, *tok_end, *keep, *pos;
@@ -410,7 +419,50 @@ typedef struct dm_pp_ws {
     cudaEvent_t ev[4];  /* H2D start, kernels start, kernels end, D2H end */
     cudaEvent_t kev[4]; /* phase bounds inside the kernels (kernel-only benchmark) */
 } dm_pp_ws;
-static thread_local dm_pp_ws g_ws;
+static pthread_mutex_t g_ws_mu = PTHREAD_MUTEX_INITIALIZER;
+static dm_pp_ws *g_ws_free;           /* workspaces not held by a call */
+static thread_local dm_pp_ws *g_wsp;  /* the calling thread's workspace during a call */
+
+/* Takes a workspace of the current device from the pool (a new one if none is free). */
+static int dm_pp_ws_acquire(void)
+{
+    int dev = 0;
+    DM_CUDA_TRY(cudaGetDevice(&dev));
+    pthread_mutex_lock(&g_ws_mu);
+    dm_pp_ws **pp = &g_ws_free;
+    while (*pp && (*pp)->device != dev) pp = &(*pp)->next_free;
+    dm_pp_ws *w = *pp;
+    if (w) *pp = w->next_free;
+    pthread_mutex_unlock(&g_ws_mu);
+    if (!w) {
+        w = (dm_pp_ws *)calloc(1, sizeof(*w));
+        if (!w) return DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");
+        w->device = dev;
+    }
+    w->next_free = NULL;
+    g_wsp = w;
+    return DM_OK;
+}
+
+static void dm_pp_ws_release(void)
+{
+    dm_pp_ws *w = g_wsp;
+    g_wsp = NULL;
+    if (!w) return;
+    pthread_mutex_lock(&g_ws_mu);
+    w->next_free = g_ws_free;
+    g_ws_free = w;
+    pthread_mutex_unlock(&g_ws_mu);
+}
+
+/* The instance of kernel k (K_MARK..K_DOCS) for the current workspace: a forced one, else the
+ * tuner's choice for the workspace's capacity class, made in dm_pp_ws_reserve before any timed
+ * window. */
+static const dm_tune_instance *dm_pp_ws_inst(const dm_pp_ws *w, int k)
+{
+    if (g_force[k] >= 0) return &g_kernels[k].instances[g_force[k]];
+    return w->inst[k];
+}
 
 static int dm_pp_ws_grow(void **p, size_t *cap, size_t need)
 {
@@ -425,13 +477,15 @@ static int dm_pp_ws_grow(void **p, size_t *cap, size_t need)
 
 static int dm_pp_ws_reserve(size_t n, size_t n_docs)
 {
-    dm_pp_ws *w = &g_ws;
+    dm_pp_ws *w = g_wsp;
     if (!w->stream) {
         DM_CUDA_TRY(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
         for (int i = 0; i < 4; i++) DM_CUDA_TRY(cudaEventCreate(&w->ev[i]));
         for (int i = 0; i < 4; i++) DM_CUDA_TRY(cudaEventCreate(&w->kev[i]));
         DM_CUDA_TRY(cudaMalloc((void **)&w->drops, 4 * sizeof(unsigned long long)));
+        DM_TRY(dm_host_alloc_pinned((void **)&w->h_small, 16 * sizeof(uint32_t)));
     }
+    int chosen = 0;
     if (n > w->n_cap || !w->text) {
         cudaFree(w->text); cudaFree(w->stems); cudaFree(w->start); cudaFree(w->scan); cudaFree(w->endf);
         cudaFree(w->tok_start); cudaFree(w->tok_end); cudaFree(w->keep); cudaFree(w->pos);
@@ -460,6 +514,7 @@ static int dm_pp_ws_reserve(size_t n, size_t n_docs)
         size_t b1 = 0;
         DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(NULL, b1, w->start, w->scan, (int)nc));
         DM_TRY(dm_pp_ws_grow(&w->cub, &w->cub_cap, b1));
+        chosen = 1;
     }
     if (n_docs + 1 > w->d_cap || !w->doc_off) {
         cudaFree(w->doc_off);
@@ -469,13 +524,24 @@ static int dm_pp_ws_reserve(size_t n, size_t n_docs)
         DM_CUDA_TRY(cudaMalloc((void **)&w->doc_off, dc * 8));
         DM_CUDA_TRY(cudaMalloc((void **)&w->doc_tok, dc * 8));
         w->d_cap = dc;
+        chosen = 1;
+    }
+    /* Instances by the class of the capacities, not of each batch: batches of varying size then
+     * share one choice per kernel, and a new class (which may mean tuning it) is met here, when
+     * the workspace grows, never inside the H2D/kernel/D2H event windows. */
+    if (chosen || !w->inst[K_MARK]) {
+        w->inst[K_MARK] = dm_pp_pick(K_MARK, w->n_cap);
+        w->inst[K_PLACE] = dm_pp_pick(K_PLACE, w->n_cap);
+        w->inst[K_PROCESS] = dm_pp_pick(K_PROCESS, w->t_cap);
+        w->inst[K_COMPACT] = dm_pp_pick(K_COMPACT, w->t_cap);
+        w->inst[K_DOCS] = dm_pp_pick(K_DOCS, w->d_cap);
     }
     return DM_OK;
 }
 
 static int dm_pp_ws_stop(const dm_stopset *s)
 {
-    dm_pp_ws *w = &g_ws;
+    dm_pp_ws *w = g_wsp;
     static const uint64_t empty_key = 0;
     uint32_t cap = s && s->cap ? s->cap : 1;
     DM_TRY(dm_pp_ws_grow((void **)&w->keys, &w->stop_cap, (size_t)cap * 8));
@@ -502,9 +568,117 @@ static int dm_pp_ws_stop(const dm_stopset *s)
 
 /* ------------------------------------------------------------------ one sub-batch */
 
+/* ------------------------------------------------------------------ pinned result sets */
+
+/* The arrays of a result live in one set of page-locked buffers, so that the D2H copies run
+ * asynchronously at full bandwidth into memory that is already mapped (a pageable destination
+ * is staged by the driver, about 1.4 GB/s, and freshly malloc'ed arrays fault on every page).
+ * dm_tok_result_free returns the set to a small pool, and the next call takes it again: once
+ * warm, no batch allocates or pins host memory. Capacities grow by 25% over the need. */
+typedef struct dm_pp_pinset {
+    struct dm_pp_pinset *next;
+    uint64_t *hash, *start, *doc_tok;
+    uint8_t *stem_len;
+    char *stems;
+    size_t tok_cap, doc_cap, stem_cap;
+} dm_pp_pinset;
+enum { DM_PP_PINSETS_KEPT = 8 }; /* sets kept in the pool; more are freed */
+static pthread_mutex_t g_pin_mu = PTHREAD_MUTEX_INITIALIZER;
+static dm_pp_pinset *g_pin_free;
+static int g_pin_n;
+
+static void dm_pp_pinset_free(dm_pp_pinset *p)
+{
+    if (!p) return;
+    dm_host_free_pinned(p->hash);
+    dm_host_free_pinned(p->start);
+    dm_host_free_pinned(p->doc_tok);
+    dm_host_free_pinned(p->stem_len);
+    dm_host_free_pinned(p->stems);
+    free(p);
+}
+
+/* Grows one page-locked array to hold need elements of elem bytes, keeping the first keep. */
+static int dm_pp_pin_grow(void **a, size_t *cap, size_t need, size_t keep, size_t elem)
+{
+    if (need <= *cap && *a) return DM_OK;
+    size_t nc = need + need / 4 + 1024;
+    void *q = NULL;
+    DM_TRY(dm_host_alloc_pinned(&q, nc * elem));
+    if (keep && *a) memcpy(q, *a, keep * elem);
+    dm_host_free_pinned(*a);
+    *a = q;
+    *cap = nc;
+    return DM_OK;
+}
+
+extern "C" void dm_pp_cuda_result_release(dm_tok_result *r)
+{
+    dm_pp_pinset *p = (dm_pp_pinset *)(r ? r->pinned : NULL);
+    if (!p) return;
+    r->pinned = NULL;
+    pthread_mutex_lock(&g_pin_mu);
+    if (g_pin_n < DM_PP_PINSETS_KEPT) {
+        p->next = g_pin_free;
+        g_pin_free = p;
+        g_pin_n++;
+        p = NULL;
+    }
+    pthread_mutex_unlock(&g_pin_mu);
+    dm_pp_pinset_free(p);
+}
+
+/* Gives out a pinned set (from the pool when one is free) holding n_docs + 1 bounds, text_len
+ * stem bytes and, to begin with, tokens_hint tokens. */
+static int dm_pp_result_init(dm_tok_result *out, size_t n_docs, size_t text_len, size_t tokens_hint)
+{
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&g_pin_mu);
+    dm_pp_pinset *p = g_pin_free;
+    if (p) {
+        g_pin_free = p->next;
+        g_pin_n--;
+    }
+    pthread_mutex_unlock(&g_pin_mu);
+    if (!p && !(p = (dm_pp_pinset *)calloc(1, sizeof(*p)))) return DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");
+    p->next = NULL;
+    out->pinned = p;
+    out->n_docs = n_docs;
+    DM_TRY(dm_pp_pin_grow((void **)&p->doc_tok, &p->doc_cap, n_docs + 1, 0, 8));
+    DM_TRY(dm_pp_pin_grow((void **)&p->stems, &p->stem_cap, text_len ? text_len : 1, 0, 1));
+    if (p->tok_cap < tokens_hint || !p->hash || !p->start || !p->stem_len) {
+        /* tok_cap changes only when all three hold the new capacity */
+        size_t c0 = p->tok_cap, c1 = p->tok_cap, c2 = p->tok_cap;
+        DM_TRY(dm_pp_pin_grow((void **)&p->hash, &c0, tokens_hint, 0, 8));
+        DM_TRY(dm_pp_pin_grow((void **)&p->start, &c1, tokens_hint, 0, 8));
+        DM_TRY(dm_pp_pin_grow((void **)&p->stem_len, &c2, tokens_hint, 0, 1));
+        p->tok_cap = c0;
+    }
+    out->doc_tok = p->doc_tok;
+    out->stems = p->stems;
+    out->hash = p->hash;
+    out->start = p->start;
+    out->stem_len = p->stem_len;
+    out->cap = p->tok_cap;
+    return DM_OK;
+}
+
 static int dm_pp_append(dm_tok_result *out, size_t need)
 {
     if (need <= out->cap) return DM_OK;
+    dm_pp_pinset *p = (dm_pp_pinset *)out->pinned;
+    if (p) { /* page-locked arrays: grown with their content (n_tokens so far) */
+        size_t c0 = p->tok_cap, c1 = p->tok_cap, c2 = p->tok_cap;
+        DM_TRY(dm_pp_pin_grow((void **)&p->hash, &c0, need, out->n_tokens, 8));
+        DM_TRY(dm_pp_pin_grow((void **)&p->start, &c1, need, out->n_tokens, 8));
+        DM_TRY(dm_pp_pin_grow((void **)&p->stem_len, &c2, need, out->n_tokens, 1));
+        p->tok_cap = c0;
+        out->hash = p->hash;
+        out->start = p->start;
+        out->stem_len = p->stem_len;
+        out->cap = p->tok_cap;
+        return DM_OK;
+    }
     size_t nc = out->cap ? out->cap : 1024;
     while (nc < need) nc *= 2;
     uint64_t *h = (uint64_t *)realloc(out->hash, nc * 8);
@@ -527,9 +701,13 @@ static int dm_pp_append(dm_tok_result *out, size_t need)
 static int dm_pp_kernels(size_t n, size_t nd, const dm_stopset *stop, const dm_tok_options *opt,
                          uint32_t *t_out, uint32_t *kept_out, unsigned long long drops[4], int phases)
 {
-    dm_pp_ws *w = &g_ws;
+    dm_pp_ws *w = g_wsp;
     cudaStream_t st = w->stream;
-    uint32_t t = 0, kept = 0, last_keep = 0, last_pos = 0, last_start = 0, last_scan = 0;
+    uint32_t t = 0, kept = 0;
+    /* counts read back between launches land in page-locked memory: a copy to pageable memory
+     * would be staged by the driver and wait behind the other worker's large copies */
+    uint32_t *hs = w->h_small;
+    unsigned long long *hdrops = (unsigned long long *)(hs + 4);
     const dm_tune_instance *inst;
     drops[0] = drops[1] = drops[2] = drops[3] = 0;
     if (phases) DM_CUDA_TRY(cudaEventRecord(w->kev[0], st));
@@ -537,18 +715,18 @@ static int dm_pp_kernels(size_t n, size_t nd, const dm_stopset *stop, const dm_t
         DM_CUDA_TRY(cudaMemcpyAsync(w->stems, w->text, n, cudaMemcpyDeviceToDevice, st));
         DM_CUDA_TRY(cudaMemsetAsync(w->drops, 0, 4 * sizeof(unsigned long long), st));
         dm_pp_mark_args ma = {w->text, n, w->start, w->endf};
-        inst = dm_pp_pick(K_MARK, n);
+        inst = dm_pp_ws_inst(w, K_MARK);
         DM_TRY(inst->launch(&ma, n, st));
         size_t cb = w->cub_cap;
         DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(w->cub, cb, w->start, w->scan, (int)n, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(&last_start, w->start + n - 1, 4, cudaMemcpyDeviceToHost, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(&last_scan, w->scan + n - 1, 4, cudaMemcpyDeviceToHost, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(hs + 0, w->start + n - 1, 4, cudaMemcpyDeviceToHost, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(hs + 1, w->scan + n - 1, 4, cudaMemcpyDeviceToHost, st));
         DM_CUDA_TRY(cudaStreamSynchronize(st));
-        t = last_start + last_scan;
+        t = hs[0] + hs[1];
     }
     if (t > 0) {
         dm_pp_place_args pa = {w->start, w->endf, w->scan, n, w->tok_start, w->tok_end};
-        inst = dm_pp_pick(K_PLACE, n);
+        inst = dm_pp_ws_inst(w, K_PLACE);
         DM_TRY(inst->launch(&pa, n, st));
     }
     if (phases) DM_CUDA_TRY(cudaEventRecord(w->kev[1], st));
@@ -557,26 +735,27 @@ static int dm_pp_kernels(size_t n, size_t nd, const dm_stopset *stop, const dm_t
         dm_tok_params p = {opt->min_len, opt->max_len, opt->keep_numbers, opt->stem};
         dm_pp_process_args pr = {w->text, w->stems, w->tok_start, w->tok_end, t, sv, p,
                                  w->keep, w->hash, w->stem_len, w->drops};
-        inst = dm_pp_pick(K_PROCESS, t);
+        inst = dm_pp_ws_inst(w, K_PROCESS);
         DM_TRY(inst->launch(&pr, t, st));
     }
     if (phases) DM_CUDA_TRY(cudaEventRecord(w->kev[2], st));
     if (t > 0) {
         size_t cb = w->cub_cap;
         DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(w->cub, cb, w->keep, w->pos, (int)t, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(&last_keep, w->keep + t - 1, 4, cudaMemcpyDeviceToHost, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(&last_pos, w->pos + t - 1, 4, cudaMemcpyDeviceToHost, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(drops, w->drops, 4 * sizeof(unsigned long long), cudaMemcpyDeviceToHost, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(hs + 2, w->keep + t - 1, 4, cudaMemcpyDeviceToHost, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(hs + 3, w->pos + t - 1, 4, cudaMemcpyDeviceToHost, st));
+        DM_CUDA_TRY(cudaMemcpyAsync(hdrops, w->drops, 4 * sizeof(unsigned long long), cudaMemcpyDeviceToHost, st));
         DM_CUDA_TRY(cudaStreamSynchronize(st));
-        kept = last_keep + last_pos;
+        kept = hs[2] + hs[3];
+        for (int i = 0; i < 4; i++) drops[i] = hdrops[i];
         dm_pp_compact_args ca = {w->keep, w->pos, w->tok_start, w->hash, w->stem_len, t,
                                  w->out_hash, w->out_start, w->out_len};
-        inst = dm_pp_pick(K_COMPACT, t);
+        inst = dm_pp_ws_inst(w, K_COMPACT);
         DM_TRY(inst->launch(&ca, t, st));
     }
     {
         dm_pp_docs_args da = {w->doc_off, nd, w->out_start, kept, w->doc_tok};
-        inst = dm_pp_pick(K_DOCS, nd + 1);
+        inst = dm_pp_ws_inst(w, K_DOCS);
         DM_TRY(inst->launch(&da, nd + 1, st));
     }
     if (phases) DM_CUDA_TRY(cudaEventRecord(w->kev[3], st));
@@ -589,7 +768,7 @@ static int dm_pp_kernels(size_t n, size_t nd, const dm_stopset *stop, const dm_t
 static int dm_pp_run_range(dm_tok_result *out, const dm_tok_batch *in, size_t d0, size_t d1,
                            const dm_stopset *stop, const dm_tok_options *opt)
 {
-    dm_pp_ws *w = &g_ws;
+    dm_pp_ws *w = g_wsp;
     size_t base = in->doc_off[d0], n = in->doc_off[d1] - base, nd = d1 - d0;
     if (n >= 0x7fffffffu) return DM_ERR(DM_ERR_INVALID_ARG, "tokenise: a sub-batch of %zu bytes exceeds 2 GB", n);
     DM_TRY(dm_pp_ws_reserve(n, nd));
@@ -634,8 +813,10 @@ static int dm_pp_run_range(dm_tok_result *out, const dm_tok_batch *in, size_t d0
         DM_PP_CHECK(cudaMemcpyAsync(out->doc_tok + d0, w->doc_tok, (nd + 1) * 8, cudaMemcpyDeviceToHost, st));
         DM_PP_CHECK(cudaEventRecord(w->ev[3], st));
         DM_PP_CHECK(cudaStreamSynchronize(st));
-        for (size_t i = o; i < o + kept; i++) out->start[i] += base;
-        for (size_t d = d0; d <= d1; d++) out->doc_tok[d] += o;
+        if (base)
+            for (size_t i = o; i < o + kept; i++) out->start[i] += base;
+        if (o)
+            for (size_t d = d0; d <= d1; d++) out->doc_tok[d] += o;
         out->n_tokens += kept;
         out->n_short += drops[0];
         out->n_long += drops[1];
@@ -692,9 +873,9 @@ static int dm_pp_ws_stop_sync(const dm_stopset *stop)
         sum = sum * 31 + dm_term_hash((const char *)stop->word_off, (size_t)stop->cap * 4);
     }
     if (sum == 0) sum = 1;
-    if (g_ws.stop_sum != sum || !g_ws.keys) {
+    if (g_wsp->stop_sum != sum || !g_wsp->keys) {
         DM_TRY(dm_pp_ws_stop(stop));
-        g_ws.stop_sum = sum;
+        g_wsp->stop_sum = sum;
     }
     return DM_OK;
 }
@@ -710,21 +891,25 @@ extern "C" int dm_tokenize_cuda(dm_tok_result *out, const dm_tok_batch *in, cons
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0)
         return DM_ERR(DM_ERR_NO_DEVICE, "tokenise: no CUDA device");
-    memset(out, 0, sizeof(*out));
-    out->n_docs = in->n_docs;
-    out->doc_tok = (uint64_t *)malloc((in->n_docs + 1) * 8);
-    out->stems = (char *)malloc(in->text_len ? in->text_len : 1);
-    if (!out->doc_tok || !out->stems) {
+    /* a first guess of the tokens (about one per 8 bytes of text); grown on demand, and a
+     * reused set already holds what earlier batches needed */
+    int rc = dm_pp_result_init(out, in->n_docs, in->text_len, in->text_len / 8 + 1024);
+    if (rc < 0) {
         dm_tok_result_free(out);
-        return DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");
+        return rc;
     }
-    int rc = dm_pp_ws_stop_sync(stop);
+    rc = dm_pp_ws_acquire();
+    if (rc < 0) {
+        dm_tok_result_free(out);
+        return rc;
+    }
+    rc = dm_pp_ws_stop_sync(stop);
     /* sub-batches sized to free device memory (about 34 bytes of workspace per text byte); a
      * document larger than that still goes whole, as its own sub-batch */
     size_t free_b = 0, total_b = 0;
     if (rc >= 0 && cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) free_b = (size_t)1 << 30;
     /* two pipeline workers hold a workspace each: plan for half of the free memory */
-    size_t limit = (free_b + g_ws.n_cap * 34) / 80;
+    size_t limit = (free_b + g_wsp->n_cap * 34) / 80;
     if (limit > ((size_t)1 << 30)) limit = (size_t)1 << 30;
     if (limit < ((size_t)1 << 20)) limit = (size_t)1 << 20;
     const char *env = getenv("DOCMINE_PP_CUDA_LIMIT"); /* tests: force sub-batches and the big path */
@@ -739,6 +924,7 @@ extern "C" int dm_tokenize_cuda(dm_tok_result *out, const dm_tok_batch *in, cons
         d0 = d1;
     }
     if (rc >= 0 && in->n_docs == 0) out->doc_tok[0] = 0;
+    dm_pp_ws_release();
     if (rc < 0) dm_tok_result_free(out);
     return rc;
 }
@@ -750,6 +936,9 @@ static int dm_pp_cmp_double(const void *a, const void *b)
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
+
+static int dm_pp_kernel_bench_run(double *seconds, double phase[3], size_t *tokens, const dm_tok_batch *in,
+                                  const dm_stopset *stop, const dm_tok_options *opt, int repeats, dm_pp_ws *w);
 
 extern "C" int dm_pp_cuda_kernel_bench(double *seconds, double phase[3], size_t *tokens,
                                        const dm_tok_batch *in, const dm_stopset *stop,
@@ -764,9 +953,23 @@ extern "C" int dm_pp_cuda_kernel_bench(double *seconds, double phase[3], size_t 
     size_t n = in->text_len, nd = in->n_docs;
     if (n >= 0x7fffffffu || in->doc_off[nd] != n)
         return DM_ERR(DM_ERR_INVALID_ARG, "kernel bench: %zu bytes (at most 2 GB in one batch, offsets ending at the text length)", n);
-    DM_TRY(dm_pp_ws_stop_sync(stop));
-    DM_TRY(dm_pp_ws_reserve(n, nd));
-    dm_pp_ws *w = &g_ws;
+    DM_TRY(dm_pp_ws_acquire());
+    int rc = dm_pp_ws_stop_sync(stop);
+    if (rc >= 0) rc = dm_pp_ws_reserve(n, nd);
+    if (rc < 0) {
+        dm_pp_ws_release();
+        return rc;
+    }
+    dm_pp_ws *w = g_wsp;
+    rc = dm_pp_kernel_bench_run(seconds, phase, tokens, in, stop, opt, repeats, w);
+    dm_pp_ws_release();
+    return rc;
+}
+
+static int dm_pp_kernel_bench_run(double *seconds, double phase[3], size_t *tokens, const dm_tok_batch *in,
+                                  const dm_stopset *stop, const dm_tok_options *opt, int repeats, dm_pp_ws *w)
+{
+    size_t n = in->text_len, nd = in->n_docs;
     DM_CUDA_TRY(cudaMemcpy(w->text, in->text, n, cudaMemcpyHostToDevice));
     DM_CUDA_TRY(cudaMemcpy(w->doc_off, in->doc_off, (nd + 1) * 8, cudaMemcpyHostToDevice));
     double *all = (double *)malloc((size_t)repeats * 4 * sizeof(double));
@@ -774,7 +977,7 @@ extern "C" int dm_pp_cuda_kernel_bench(double *seconds, double phase[3], size_t 
     int rc = DM_OK;
     uint32_t t = 0, kept = 0;
     unsigned long long drops[4];
-    /* untimed first run: instances are selected (and tuned when the database has no answer) */
+    /* untimed first run (instances were selected, or tuned, when the workspace was reserved) */
     rc = dm_pp_kernels(n, nd, stop, opt, &t, &kept, drops, 0);
     if (rc >= 0 && cudaStreamSynchronize(w->stream) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "kernel bench: warm-up failed");
     for (int r = 0; rc >= 0 && r < repeats; r++) {

@@ -24,6 +24,7 @@ int dm_pp_cuda_force_instance(int kernel, int instance)
     return DM_ERR(DM_ERR_UNSUPPORTED, "preprocess: this docmine was built without CUDA");
 }
 void dm_pp_cuda_take_times(double *h2d, double *kernels, double *d2h) { *h2d = *kernels = *d2h = 0; }
+void dm_pp_cuda_result_release(dm_tok_result *r) { (void)r; } /* never pinned without CUDA */
 int dm_pp_cuda_get_device(int *dev)
 {
     *dev = -1;

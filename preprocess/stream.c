@@ -157,7 +157,67 @@ static int dm_sb_term(dm_stream_builder *b, uint64_t h, const char *w, size_t n)
     return DM_OK;
 }
 
+int dm_sb_distinct_compute(dm_sb_distinct *d, const dm_tok_result *r)
+{
+    d->n = 0;
+    if (!d->tab) {
+        d->tab_cap = 4096;
+        d->tab = calloc(2 * d->tab_cap, sizeof(uint64_t));
+        if (!d->tab) return DM_ERR(DM_ERR_NOMEM, "vocabulary: out of memory");
+    } else {
+        memset(d->tab, 0, 2 * d->tab_cap * sizeof(uint64_t));
+    }
+    for (size_t i = 0; i < r->n_tokens; i++) {
+        uint64_t h = r->hash[i];
+        const char *w = r->stems + r->start[i];
+        size_t n = r->stem_len[i], mask = d->tab_cap - 1, k = (size_t)(h & mask);
+        int found = 0;
+        for (; d->tab[2 * k + 1]; k = (k + 1) & mask) {
+            size_t j = (size_t)d->tab[2 * k + 1] - 1;
+            if (d->tab[2 * k] == h && r->stem_len[j] == n && memcmp(r->stems + r->start[j], w, n) == 0) {
+                found = 1;
+                break;
+            }
+        }
+        if (found) continue;
+        d->tab[2 * k] = h;
+        d->tab[2 * k + 1] = i + 1;
+        DM_TRY(dm_grow((void **)&d->first, &d->first_cap, d->n + 1, sizeof(uint32_t)));
+        d->first[d->n++] = (uint32_t)i;
+        if (2 * d->n > d->tab_cap) { /* rehash at twice the size */
+            size_t nc = 2 * d->tab_cap;
+            uint64_t *t = calloc(2 * nc, sizeof(uint64_t));
+            if (!t) return DM_ERR(DM_ERR_NOMEM, "vocabulary: out of memory");
+            for (size_t e = 0; e < d->tab_cap; e++) {
+                if (!d->tab[2 * e + 1]) continue;
+                size_t q = (size_t)(d->tab[2 * e] & (nc - 1));
+                while (t[2 * q + 1]) q = (q + 1) & (nc - 1);
+                t[2 * q] = d->tab[2 * e];
+                t[2 * q + 1] = d->tab[2 * e + 1];
+            }
+            free(d->tab);
+            d->tab = t;
+            d->tab_cap = nc;
+        }
+    }
+    return DM_OK;
+}
+
+void dm_sb_distinct_free(dm_sb_distinct *d)
+{
+    if (!d) return;
+    free(d->first);
+    free(d->tab);
+    memset(d, 0, sizeof(*d));
+}
+
 int dm_sb_add_tokens(dm_stream_builder *b, size_t first_doc, const dm_tok_result *r)
+{
+    return dm_sb_add_tokens_distinct(b, first_doc, r, NULL);
+}
+
+int dm_sb_add_tokens_distinct(dm_stream_builder *b, size_t first_doc, const dm_tok_result *r,
+                              const dm_sb_distinct *dt)
 {
     dm_token_stream *s = &b->s;
     if (first_doc + r->n_docs != s->n_docs)
@@ -166,9 +226,15 @@ int dm_sb_add_tokens(dm_stream_builder *b, size_t first_doc, const dm_tok_result
     DM_TRY(dm_grow((void **)&s->hashes, &b->hashes_cap, s->n_tokens + r->n_tokens, sizeof(uint64_t)));
     uint64_t base = s->tok_off[first_doc];
     for (size_t d = 0; d < r->n_docs; d++) s->tok_off[first_doc + d + 1] = base + r->doc_tok[d + 1];
-    for (size_t i = 0; i < r->n_tokens; i++) {
-        s->hashes[s->n_tokens + i] = r->hash[i];
-        DM_TRY(dm_sb_term(b, r->hash[i], r->stems + r->start[i], r->stem_len[i]));
+    if (r->n_tokens) memcpy(s->hashes + s->n_tokens, r->hash, r->n_tokens * sizeof(uint64_t));
+    if (dt) {
+        for (size_t k = 0; k < dt->n; k++) {
+            size_t i = dt->first[k];
+            DM_TRY(dm_sb_term(b, r->hash[i], r->stems + r->start[i], r->stem_len[i]));
+        }
+    } else {
+        for (size_t i = 0; i < r->n_tokens; i++)
+            DM_TRY(dm_sb_term(b, r->hash[i], r->stems + r->start[i], r->stem_len[i]));
     }
     s->n_tokens += r->n_tokens;
     s->stats.tokens += r->n_tokens;

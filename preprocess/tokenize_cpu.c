@@ -12,6 +12,11 @@
 void dm_tok_result_free(dm_tok_result *r)
 {
     if (!r) return;
+    if (r->pinned) {
+        dm_pp_cuda_result_release(r);
+        memset(r, 0, sizeof(*r));
+        return;
+    }
     free(r->hash);
     free(r->start);
     free(r->stem_len);

@@ -229,6 +229,78 @@ static void test_token_rules(void)
     rmdir(dir);
 }
 
+/* Builds the same batches into two streams, one through every token (dm_sb_add_tokens) and one
+ * through each batch's distinct terms found beforehand (what the pipeline's workers do): the
+ * streams must be identical, vocabulary order and collision count included. Seeded words with
+ * many repeats, 30000+ distinct ones per batch (the distinct table rehashes several times), and
+ * forced collisions: one in a batch (two stems, one hash) and one across batches. */
+static void test_stream_distinct_identical(void)
+{
+    dm_stream_builder a, b;
+    CU_ASSERT_EQUAL_FATAL(dm_sb_init(&a), 0);
+    CU_ASSERT_EQUAL_FATAL(dm_sb_init(&b), 0);
+    dm_sb_distinct dt;
+    memset(&dt, 0, sizeof(dt));
+    uint64_t seed = 12345;
+    size_t docs = 0;
+    for (int batch = 0; batch < 3; batch++) {
+        size_t nt = 100003 + 977 * (size_t)batch, nd = 37;
+        char *stems = malloc(nt * 8);
+        uint64_t *start = malloc(nt * 8), *hash = malloc(nt * 8), *doc_tok = malloc((nd + 1) * 8);
+        uint8_t *len = malloc(nt);
+        CU_ASSERT_FATAL(stems && start && hash && doc_tok && len);
+        size_t off = 0;
+        for (size_t i = 0; i < nt; i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            unsigned w = (unsigned)(seed >> 33) % (i % 3 ? 200u : 40000u); /* skewed: many repeats */
+            int l = snprintf(stems + off, 8, "w%u", w);
+            start[i] = off;
+            len[i] = (uint8_t)l;
+            hash[i] = dm_term_hash(stems + off, (size_t)l);
+            off += (size_t)l + 1;
+        }
+        /* in this batch "w7" takes the hash of "w5"; across batches: "w9" of batch 2 that of "w11" */
+        for (size_t i = 0; i < nt; i++) {
+            if (len[i] == 2 && memcmp(stems + start[i], "w7", 2) == 0) hash[i] = dm_term_hash("w5", 2);
+            if (batch == 2 && len[i] == 2 && memcmp(stems + start[i], "w9", 2) == 0) hash[i] = dm_term_hash("w11", 3);
+        }
+        for (size_t d = 0; d <= nd; d++) doc_tok[d] = d * nt / nd;
+        for (size_t d = 0; d < nd; d++) {
+            char id[32];
+            snprintf(id, sizeof(id), "d%zu", docs + d);
+            CU_ASSERT_EQUAL(dm_sb_add_doc(&a, id, ""), 0);
+            CU_ASSERT_EQUAL(dm_sb_add_doc(&b, id, ""), 0);
+        }
+        dm_tok_result r = {nt, nt, hash, start, len, doc_tok, stems, nd, 0, 0, 0, 0, NULL};
+        CU_ASSERT_EQUAL_FATAL(dm_sb_add_tokens(&a, docs, &r), 0);
+        CU_ASSERT_EQUAL_FATAL(dm_sb_distinct_compute(&dt, &r), 0);
+        CU_ASSERT(dt.n > 200 && dt.n < nt);
+        for (size_t k = 1; k < dt.n; k++) CU_ASSERT(dt.first[k - 1] < dt.first[k]); /* token order */
+        CU_ASSERT_EQUAL_FATAL(dm_sb_add_tokens_distinct(&b, docs, &r, &dt), 0);
+        docs += nd;
+        free(stems);
+        free(start);
+        free(hash);
+        free(doc_tok);
+        free(len);
+    }
+    dm_sb_distinct_free(&dt);
+    dm_token_stream s, u;
+    CU_ASSERT_EQUAL_FATAL(dm_sb_finish(&s, &a), 0);
+    CU_ASSERT_EQUAL_FATAL(dm_sb_finish(&u, &b), 0);
+    CU_ASSERT_EQUAL(s.stats.hash_collisions, 2);
+    CU_ASSERT_EQUAL(u.stats.hash_collisions, s.stats.hash_collisions);
+    CU_ASSERT_EQUAL_FATAL(u.n_terms, s.n_terms);
+    CU_ASSERT_EQUAL_FATAL(u.n_tokens, s.n_tokens);
+    CU_ASSERT_EQUAL(memcmp(u.hashes, s.hashes, s.n_tokens * 8), 0);
+    CU_ASSERT_EQUAL(memcmp(u.tok_off, s.tok_off, (s.n_docs + 1) * 8), 0);
+    CU_ASSERT_EQUAL(memcmp(u.term_hash, s.term_hash, s.n_terms * 8), 0);
+    CU_ASSERT_EQUAL(memcmp(u.term_off, s.term_off, (s.n_terms + 1) * 8), 0);
+    CU_ASSERT_EQUAL(memcmp(u.term_bytes, s.term_bytes, s.term_off[s.n_terms]), 0);
+    dm_token_stream_free(&s);
+    dm_token_stream_free(&u);
+}
+
 /* Builds a small stream with a forced collision: two different stems given the same hash. */
 static void test_stream_file_and_collisions(void)
 {
@@ -243,7 +315,7 @@ static void test_stream_file_and_collisions(void)
     for (int i = 0; i < 5; i++) hash[i] = dm_term_hash(stems + start[i], len[i]);
     hash[4] = hash[1]; /* "zeta" collides with "beta" */
     uint64_t doc_tok[] = {0, 3, 5};
-    dm_tok_result r = {5, 5, hash, start, len, doc_tok, stems, 2, 0, 0, 0, 0};
+    dm_tok_result r = {5, 5, hash, start, len, doc_tok, stems, 2, 0, 0, 0, 0, NULL};
     CU_ASSERT_EQUAL_FATAL(dm_sb_add_tokens(&b, 0, &r), 0);
     dm_token_stream s;
     CU_ASSERT_EQUAL_FATAL(dm_sb_finish(&s, &b), 0);
@@ -314,6 +386,7 @@ int main(void)
         {"chunked normalisation == unchunked", test_chunking_invariant},
         {"token rules and stop words", test_token_rules},
         {"stream file, corruption, collisions", test_stream_file_and_collisions},
+        {"stream: batch-distinct terms == every token", test_stream_distinct_identical},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"preprocess-tokens", NULL, NULL, NULL, NULL, t}, CU_SUITE_INFO_NULL};
