@@ -313,7 +313,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                 rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
                 break;
             }
-            dm_flock_msg_pack(sbuf[q], &in, idx, cnt);
+            dm_flock_msg_pack(sbuf[q], &in, idx, cnt, NULL);
             ssize[q] = l.total;
         }
         dm_free(idx);
@@ -438,6 +438,8 @@ void dm_flock_sim_free(dm_flock_sim *s)
 #endif
     dm_flock_store_free(&s->own);
     dm_flock_store_free(&s->halo);
+    dm_free(s->halo_sent_ids[0]);
+    dm_free(s->halo_sent_ids[1]);
     dm_free(s->cut);
     dm_free((void *)s->opt.checkpoint);
     dm_free(s->labels);
@@ -483,6 +485,7 @@ void dm_flock_stats_publish(const dm_flock_sim *s)
     dm_counter_add("flock.pairs", (int64_t)s->stats.pairs);
     dm_counter_add("flock.similar_pairs", (int64_t)s->stats.similar);
     dm_counter_add("flock.halo_sent", (int64_t)s->stats.halo_sent);
+    dm_counter_add("flock.halo_vectors", (int64_t)s->stats.halo_vectors);
     dm_counter_add("flock.migrated", (int64_t)s->stats.migrated_out);
     dm_counter_add("flock.seam_crossings", (int64_t)s->stats.seam_crossings);
     dm_counter_add("flock.sim_cache_hits", (int64_t)s->stats.sim_cache_hits);

@@ -59,6 +59,7 @@ typedef struct dm_flock_stats {
     uint64_t pairs;          /* neighbour pairs examined within r (ordered: x sees i) */
     uint64_t similar;        /* of which similar */
     uint64_t halo_sent;      /* halo boids sent */
+    uint64_t halo_vectors;   /* of which with their vector (the others were cached by the receiver) */
     uint64_t migrated_out;   /* boids that left this rank's slice */
     uint64_t migrated_in;
     uint64_t seam_crossings; /* boids of this rank that crossed the torus seam in y */

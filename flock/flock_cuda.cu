@@ -260,6 +260,8 @@ struct dstate {
     unsigned long long *hctr = 0; /* pinned mirror of ctr */
     size_t host_pool_seen = 0;    /* own pool entries already on the device */
     uint64_t host_compactions = 0;
+    size_t halo_pool_seen = 0;    /* halo pool entries already on the device (cached vectors) */
+    uint64_t halo_compactions = UINT64_MAX;
     /* the boids that leave the device each step (halo, migrants): flags, their compaction and the
      * host copies of what was fetched */
     double *cut = 0;
@@ -341,6 +343,21 @@ int upload_set(dset *d, const dm_flock_store *h, cudaStream_t st, size_t vectors
                                     cudaMemcpyHostToDevice, st));
     }
     d->pool_n = pool;
+    return DM_OK;
+}
+
+/* Uploads the halo store: the boids' states and offsets, and of the vector pool only the entries
+ * appended since the last upload (the halo keeps the vectors of documents that stay in it,
+ * dm_flock_halo_unpack), everything after a compaction or clear of the host pool. The pool gets
+ * room to double before it is reallocated (which copies it all). */
+int upload_halo(dm_flock_sim *sim, dstate *s, cudaStream_t st)
+{
+    const dm_flock_store *h = &sim->halo;
+    size_t from = s->halo_pool_seen;
+    if (h->compactions != s->halo_compactions || from > h->pool) from = 0;
+    DM_TRY(upload_set(&s->halo, h, st, from, h->pool + h->pool / 4));
+    s->halo_pool_seen = h->pool;
+    s->halo_compactions = h->compactions;
     return DM_OK;
 }
 
@@ -820,6 +837,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         if (rc == DM_OK) rc = pairs_pass(s, &s->pown, &s->own, &s->own, p, 1, a, &t_detect, &t_sim);
         if (rc == DM_OK && cudaEventRecord(s->ev[10], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
         if (rc == DM_OK) rc = forces_pass(s, &s->pown, &s->own, &s->own, p, 0, fi, a);
+        if (rc == DM_OK && cudaEventRecord(s->ev[7], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
         if (rc == DM_OK && cudaEventRecord(s->own_done, a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
     }
 
@@ -828,7 +846,9 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         int re = dm_flock_halo_exchange_end(sim, &x, send);
         if (rc == DM_OK) rc = re;
         cudaStream_t b = s->sb;
-        if (rc == DM_OK) rc = upload_set(&s->halo, &sim->halo, b, 0, sim->halo.pool / 4);
+        dm_timer_start("flock.comm"); /* the halo's way to the device is communication too */
+        if (rc == DM_OK) rc = upload_halo(sim, s, b);
+        dm_timer_stop("flock.comm");
         if (rc == DM_OK && cudaEventRecord(s->ev[12], b) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
         if (rc == DM_OK) rc = build_grid(s, &s->halo, p, w, layout, b);
         if (rc == DM_OK && cudaEventRecord(s->ev[13], b) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
@@ -836,7 +856,9 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         if (rc == DM_OK && cudaStreamWaitEvent(b, s->ev[9], 0) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "wait");
         if (rc == DM_OK) rc = pairs_pass(s, &s->phalo, &s->own, &s->halo, p, 0, b, &t_detect, &t_sim);
         if (rc == DM_OK && cudaStreamWaitEvent(b, s->own_done, 0) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "wait");
+        if (rc == DM_OK && cudaEventRecord(s->ev[14], b) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
         if (rc == DM_OK) rc = forces_pass(s, &s->phalo, &s->own, &s->halo, p, 1, fi, b);
+        if (rc == DM_OK && cudaEventRecord(s->ev[15], b) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
         if (rc == DM_OK && cudaEventRecord(s->halo_done, b) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
         if (rc == DM_OK && cudaStreamWaitEvent(s->sa, s->halo_done, 0) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "wait");
         float ms = 0;
@@ -845,7 +867,9 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
             t_grid += ms / 1e3;
     }
 
-    /* 4. update */
+    /* 4. update (ev[3]: after stream A waited for the halo pass, so that the forces time holds
+     * the kernels only; the wait for the exchange is in flock.comm on the host) */
+    if (rc == DM_OK && cudaEventRecord(s->ev[3], s->sa) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
     if (rc == DM_OK && n) {
         fk_update_args ua = {p, n, s->acc, s->own.x, s->own.y, s->own.vx, s->own.vy, &s->ctr[2]};
         rc = pick(K_UPDATE, n)->launch(&ua, n, s->sa);
@@ -855,7 +879,9 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     if (rc == DM_OK) {
         float ms = 0;
         if (cudaEventElapsedTime(&ms, s->ev[8], s->ev[9]) == cudaSuccess) t_grid += ms / 1e3;
-        if (cudaEventElapsedTime(&ms, s->ev[10], s->ev[11]) == cudaSuccess) t_forces += ms / 1e3;
+        if (cudaEventElapsedTime(&ms, s->ev[10], s->ev[7]) == cudaSuccess) t_forces += ms / 1e3;
+        if (cudaEventElapsedTime(&ms, s->ev[3], s->ev[11]) == cudaSuccess) t_forces += ms / 1e3;
+        if (multi && cudaEventElapsedTime(&ms, s->ev[14], s->ev[15]) == cudaSuccess) t_forces += ms / 1e3;
         dm_timer_add("flock.grid", t_grid);
         dm_timer_add("flock.detect", t_detect);
         dm_timer_add("flock.similarity", t_sim);
@@ -923,7 +949,7 @@ extern "C" int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *sim, doubl
         dpass *ps = pass == 0 ? &s->pown : &s->phalo;
         if (pass == 1) {
             if (sim->halo.n == 0) break;
-            rc = upload_set(&s->halo, &sim->halo, s->sa, 0, sim->halo.pool / 4);
+            rc = upload_halo(sim, s, s->sa);
         }
         if (rc == DM_OK) rc = build_grid(s, src, p, w, DM_LAYOUT_SOA, s->sa);
         if (rc == DM_OK) rc = pairs_pass(s, ps, &s->own, src, p, pass == 0, s->sa, &td, &ts);

@@ -91,33 +91,89 @@ int dm_flock_xchg_end(dm_flock_xchg *x, char **recv, uint64_t *recv_size)
     return rc;
 }
 
-/* Packs the own boids selected per neighbour (sel(i) & dir_mask) into one message each. */
-static int pack_selected(dm_flock_sim *s, const uint8_t *dirs, char **send, uint64_t *size, uint64_t *count_out)
+static int u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int u64_sorted_has(const uint64_t *v, size_t n, uint64_t id)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && v[lo] == id;
+}
+
+/* Forgets what the neighbours hold (after a failed exchange: the next messages carry every
+ * vector). */
+static void halo_cache_reset(dm_flock_sim *s)
+{
+    s->halo_sent_n[0] = s->halo_sent_n[1] = 0;
+}
+
+/* Packs the own boids selected per neighbour (sel(i) & dir_mask) into one message each. halo:
+ * the vectors of the documents sent to that neighbour by the last halo message are left out (it
+ * holds them), and the documents of this message become the new "sent" list. */
+static int pack_selected(dm_flock_sim *s, const uint8_t *dirs, char **send, uint64_t *size, uint64_t *count_out,
+                         int halo)
 {
     const dm_flock_store *o = &s->own;
-    uint32_t *idx = dm_malloc(sizeof *idx * (o->n ? o->n : 1));
-    if (!idx) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory packing a message");
-    for (int k = 0; k < s->nb.n; k++) {
+    size_t nn = o->n ? o->n : 1;
+    uint32_t *idx = dm_malloc(sizeof *idx * nn);
+    uint8_t *with = halo ? dm_malloc(nn) : NULL;
+    if (!idx || (halo && !with)) {
+        dm_free(idx);
+        dm_free(with);
+        return DM_ERR(DM_ERR_NOMEM, "flock: out of memory packing a message");
+    }
+    int rc = DM_OK;
+    for (int k = 0; k < s->nb.n && rc == DM_OK; k++) {
         size_t cnt = 0;
-        uint64_t nnz = 0;
+        uint64_t nnz = 0, nvec = 0;
         for (size_t i = 0; i < o->n; i++)
             if (dirs[i] & s->nb.dir_mask[k]) {
+                int v = !halo || !u64_sorted_has(s->halo_sent_ids[k], s->halo_sent_n[k], o->id[i]);
+                if (halo) with[cnt] = (uint8_t)v;
+                if (v) {
+                    nnz += o->vlen[i];
+                    nvec++;
+                }
                 idx[cnt++] = (uint32_t)i;
-                nnz += o->vlen[i];
             }
         dm_flock_msg_layout l;
         dm_flock_msg_layout_of(&l, cnt, nnz);
         send[k] = dm_malloc(l.total);
         if (!send[k]) {
-            dm_free(idx);
-            return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for a %zu-byte message", l.total);
+            rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for a %zu-byte message", l.total);
+            break;
         }
-        dm_flock_msg_pack(send[k], o, idx, cnt);
+        dm_flock_msg_pack(send[k], o, idx, cnt, with);
         size[k] = l.total;
         if (count_out) *count_out += cnt;
+        if (halo) {
+            s->stats.halo_vectors += nvec;
+            if (cnt > s->halo_sent_cap[k]) {
+                uint64_t *q = dm_realloc(s->halo_sent_ids[k], sizeof *q * (cnt + cnt / 2 + 64));
+                if (!q) {
+                    rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+                    break;
+                }
+                s->halo_sent_ids[k] = q;
+                s->halo_sent_cap[k] = cnt + cnt / 2 + 64;
+            }
+            for (size_t j = 0; j < cnt; j++) s->halo_sent_ids[k][j] = o->id[idx[j]];
+            qsort(s->halo_sent_ids[k], cnt, sizeof *s->halo_sent_ids[k], u64_cmp);
+            s->halo_sent_n[k] = cnt;
+        }
     }
+    if (rc != DM_OK && halo) halo_cache_reset(s);
     dm_free(idx);
-    return DM_OK;
+    dm_free(with);
+    return rc;
 }
 
 int dm_flock_halo_exchange_begin(dm_flock_sim *s, dm_flock_xchg *x, char **send, int local_status)
@@ -135,7 +191,7 @@ int dm_flock_halo_exchange_begin_dirs(dm_flock_sim *s, dm_flock_xchg *x, char **
     int rc = local_status;
     dm_timer_start("flock.comm");
     if (rc == DM_OK && s->nb.n && given) {
-        rc = pack_selected(s, given, send, size, &s->stats.halo_sent);
+        rc = pack_selected(s, given, send, size, &s->stats.halo_sent, 1);
     } else if (rc == DM_OK && s->nb.n) {
         uint8_t *dirs = dm_malloc(s->own.n ? s->own.n : 1);
         if (!dirs) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
@@ -143,7 +199,7 @@ int dm_flock_halo_exchange_begin_dirs(dm_flock_sim *s, dm_flock_xchg *x, char **
             const long n = (long)s->own.n;
 #pragma omp parallel for schedule(static)
             for (long i = 0; i < n; i++) dirs[i] = (uint8_t)dm_flock_halo_dirs(s, s->own.y[i], H);
-            rc = pack_selected(s, dirs, send, size, &s->stats.halo_sent);
+            rc = pack_selected(s, dirs, send, size, &s->stats.halo_sent, 1);
             dm_free(dirs);
         }
     }
@@ -158,9 +214,13 @@ int dm_flock_halo_exchange_end(dm_flock_sim *s, dm_flock_xchg *x, char **send)
     uint64_t rsize[2] = {0, 0};
     dm_timer_start("flock.comm");
     int rc = dm_flock_xchg_end(x, recv, rsize);
-    dm_flock_store_clear(&s->halo);
+    /* the new halo reuses the vectors of the previous one that the neighbours left out */
+    if (rc == DM_OK) rc = dm_flock_halo_unpack(&s->halo, recv, rsize, s->nb.n);
+    if (rc != DM_OK) {
+        dm_flock_store_clear(&s->halo);
+        halo_cache_reset(s);
+    }
     for (int k = 0; k < s->nb.n; k++) {
-        if (rc == DM_OK && recv[k] && rsize[k]) rc = dm_flock_msg_unpack(&s->halo, recv[k], rsize[k]);
         dm_free(recv[k]);
         dm_free(send[k]);
         send[k] = NULL;
@@ -215,7 +275,7 @@ int dm_flock_migrate_host_dirs(dm_flock_sim *s, double H1, int local_status, dm_
             dirs[i] = (uint8_t)d;
             moved += d != 0;
         }
-        rc = pack_selected(s, dirs, send, size, NULL);
+        rc = pack_selected(s, dirs, send, size, NULL, 0);
         if (rc == DM_OK && info && moved) {
             info->moved_dst = dm_malloc(sizeof *info->moved_dst * (size_t)moved);
             info->moved_src = dm_malloc(sizeof *info->moved_src * (size_t)moved);

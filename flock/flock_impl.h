@@ -50,17 +50,30 @@ int dm_flock_store_remove(dm_flock_store *s, const uint8_t *keep, uint32_t *move
 
 /* The exchange message (one per destination rank and kind), 8-byte aligned sections:
  *   u64 n, u64 nnz, u64 flags | u64 id[n] | f64 x[n], y[n], vx[n], vy[n] | u64 off[n+1] |
- *   u32 col[nnz] (padded to 8 bytes) | f32 val[nnz] (padded to 8 bytes)
- * off[] are offsets of each boid's vector within col/val (off[0] = 0, off[n] = nnz). */
+ *   u8 has[n] (padded to 8 bytes) | u32 col[nnz] (padded to 8 bytes) | f32 val[nnz] (padded)
+ * off[] are offsets of each boid's vector within col/val (off[0] = 0, off[n] = nnz). has[k] = 0:
+ * the vector of boid k is not in the message (empty range in off[]) because the receiver holds
+ * it from the previous halo exchange (halo messages only; see dm_flock_halo_unpack). */
 #define DM_FLOCK_MSG_HEADER 24
 typedef struct dm_flock_msg_layout {
-    size_t id, x, y, vx, vy, off, col, val, total;
+    size_t id, x, y, vx, vy, off, has, col, val, total;
 } dm_flock_msg_layout;
 void dm_flock_msg_layout_of(dm_flock_msg_layout *l, uint64_t n, uint64_t nnz);
-/* Packs the listed boids of a store (host) into buf (size from the layout). */
-void dm_flock_msg_pack(char *buf, const dm_flock_store *s, const uint32_t *idx, size_t count);
-/* Appends the boids of a message to a store. DM_ERR_FORMAT when the message is malformed. */
+/* Packs the listed boids of a store (host) into buf (size from the layout, whose nnz counts the
+ * vectors sent). with_vec (optional, per listed boid): 0 = leave the vector out (has[k] = 0). */
+void dm_flock_msg_pack(char *buf, const dm_flock_store *s, const uint32_t *idx, size_t count,
+                       const uint8_t *with_vec);
+/* Appends the boids of a message to a store. DM_ERR_FORMAT when the message is malformed or
+ * leaves a vector out. */
 int dm_flock_msg_unpack(dm_flock_store *s, const char *buf, size_t size);
+/* Rebuilds the halo store from this iteration's halo messages (n_msgs <= 2, in neighbour order;
+ * NULL or empty ones skipped): boids in message order; a boid whose vector was left out takes the
+ * vector of the same document from the previous halo (the store's own contents), which stays in
+ * place in the pool; new vectors are appended. The pool is compacted when more than half of it is
+ * garbage (compactions++). DM_ERR_FORMAT when a left-out vector is not in the previous halo (the
+ * store is then cleared). Document vectors never change, so the result equals unpacking full
+ * messages, up to the pool offsets. */
+int dm_flock_halo_unpack(dm_flock_store *s, char *const *bufs, const uint64_t *sizes, int n_msgs);
 
 /* Neighbour slices of this rank: the distinct ranks among rank-1 and rank+1 (mod P), without
  * this rank. dir_mask[k]: bit 0 = the neighbour is below (rank - 1), bit 1 = above (rank + 1). */
@@ -111,7 +124,12 @@ struct dm_flock_sim {
     double margin;      /* halo margin (> r) */
     int iteration;
     dm_flock_store own;  /* this rank's boids (host copy; see host_valid) */
-    dm_flock_store halo; /* the neighbours' boids near this slice, refreshed every iteration */
+    dm_flock_store halo; /* the neighbours' boids near this slice, refreshed every iteration; its
+                          * vectors stay cached (by document id) for the next exchange */
+    /* per neighbour: the documents of the last halo message sent to it, sorted; the neighbour
+     * holds their vectors, so the next message leaves them out (dm_flock_halo_unpack) */
+    uint64_t *halo_sent_ids[2];
+    size_t halo_sent_n[2], halo_sent_cap[2];
     dm_flock_nbrs nb;
     int host_valid;     /* CUDA: 0 when the device holds newer state than own */
     int halo_valid;     /* halo matches the current own positions (clusters) */

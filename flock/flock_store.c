@@ -23,7 +23,11 @@ void dm_flock_store_free(dm_flock_store *s)
     memset(s, 0, sizeof *s);
 }
 
-void dm_flock_store_clear(dm_flock_store *s) { s->n = s->pool = s->live = 0; }
+void dm_flock_store_clear(dm_flock_store *s)
+{
+    s->n = s->pool = s->live = 0;
+    s->compactions++; /* every offset is void: a device mirror must copy the pool again */
+}
 
 static int grow(void **p, size_t elem, size_t n)
 {
@@ -162,6 +166,8 @@ void dm_flock_msg_layout_of(dm_flock_msg_layout *l, uint64_t n, uint64_t nnz)
     at += 8 * n;
     l->off = at;
     at += 8 * (n + 1);
+    l->has = at;
+    at += pad8(n);
     l->col = at;
     at += pad8(4 * nnz);
     l->val = at;
@@ -169,10 +175,12 @@ void dm_flock_msg_layout_of(dm_flock_msg_layout *l, uint64_t n, uint64_t nnz)
     l->total = at;
 }
 
-void dm_flock_msg_pack(char *buf, const dm_flock_store *s, const uint32_t *idx, size_t count)
+void dm_flock_msg_pack(char *buf, const dm_flock_store *s, const uint32_t *idx, size_t count,
+                       const uint8_t *with_vec)
 {
     uint64_t nnz = 0;
-    for (size_t k = 0; k < count; k++) nnz += s->vlen[idx[k]];
+    for (size_t k = 0; k < count; k++)
+        if (!with_vec || with_vec[k]) nnz += s->vlen[idx[k]];
     dm_flock_msg_layout l;
     dm_flock_msg_layout_of(&l, count, nnz);
     uint64_t head[3] = {count, nnz, 0};
@@ -180,14 +188,17 @@ void dm_flock_msg_pack(char *buf, const dm_flock_store *s, const uint32_t *idx, 
     uint64_t *id = (uint64_t *)(buf + l.id), *off = (uint64_t *)(buf + l.off);
     double *x = (double *)(buf + l.x), *y = (double *)(buf + l.y);
     double *vx = (double *)(buf + l.vx), *vy = (double *)(buf + l.vy);
+    uint8_t *has = (uint8_t *)(buf + l.has);
     uint32_t *col = (uint32_t *)(buf + l.col);
     float *val = (float *)(buf + l.val);
     uint64_t at = 0;
     for (size_t k = 0; k < count; k++) {
         off[k] = at;
-        at += s->vlen[idx[k]];
+        has[k] = (uint8_t)(!with_vec || with_vec[k]);
+        if (has[k]) at += s->vlen[idx[k]];
     }
     off[count] = at;
+    memset(has + count, 0, l.col - l.has - count); /* padding: no uninitialised bytes on the wire */
     /* the copies in parallel (the halo's vectors are megabytes every iteration) */
     const long nl = (long)count;
 #pragma omp parallel for schedule(static)
@@ -198,14 +209,25 @@ void dm_flock_msg_pack(char *buf, const dm_flock_store *s, const uint32_t *idx, 
         y[k] = s->y[i];
         vx[k] = s->vx[i];
         vy[k] = s->vy[i];
-        if (s->vlen[i]) {
+        if (has[k] && s->vlen[i]) {
             memcpy(col + off[k], s->col + s->voff[i], sizeof *col * s->vlen[i]);
             memcpy(val + off[k], s->val + s->voff[i], sizeof *val * s->vlen[i]);
         }
     }
 }
 
-int dm_flock_msg_unpack(dm_flock_store *s, const char *buf, size_t size)
+/* A received message, checked: sections in bounds, offsets monotone, no vector for a boid
+ * without has[k]. */
+typedef struct msg_view {
+    size_t n, nnz;
+    const uint64_t *id, *off;
+    const double *x, *y, *vx, *vy;
+    const uint8_t *has;
+    const uint32_t *col;
+    const float *val;
+} msg_view;
+
+static int msg_view_of(msg_view *m, const char *buf, size_t size)
 {
     if (size < DM_FLOCK_MSG_HEADER) return DM_ERR(DM_ERR_FORMAT, "flock: short exchange message (%zu bytes)", size);
     uint64_t head[3];
@@ -214,17 +236,41 @@ int dm_flock_msg_unpack(dm_flock_store *s, const char *buf, size_t size)
     if (head[0] > size || head[1] > size) return DM_ERR(DM_ERR_FORMAT, "flock: corrupt exchange message");
     dm_flock_msg_layout_of(&l, head[0], head[1]);
     if (l.total != size) return DM_ERR(DM_ERR_FORMAT, "flock: exchange message of %zu bytes, expected %zu", size, l.total);
-    size_t n = (size_t)head[0];
-    const uint64_t *id = (const uint64_t *)(buf + l.id), *off = (const uint64_t *)(buf + l.off);
-    const double *x = (const double *)(buf + l.x), *y = (const double *)(buf + l.y);
-    const double *vx = (const double *)(buf + l.vx), *vy = (const double *)(buf + l.vy);
-    const uint32_t *col = (const uint32_t *)(buf + l.col);
-    const float *val = (const float *)(buf + l.val);
-    if (off[0] != 0 || off[n] != head[1]) return DM_ERR(DM_ERR_FORMAT, "flock: corrupt exchange offsets");
-    for (size_t k = 0; k < n; k++)
-        if (off[k + 1] < off[k] || off[k + 1] - off[k] > UINT32_MAX)
+    m->n = (size_t)head[0];
+    m->nnz = (size_t)head[1];
+    m->id = (const uint64_t *)(buf + l.id);
+    m->off = (const uint64_t *)(buf + l.off);
+    m->x = (const double *)(buf + l.x);
+    m->y = (const double *)(buf + l.y);
+    m->vx = (const double *)(buf + l.vx);
+    m->vy = (const double *)(buf + l.vy);
+    m->has = (const uint8_t *)(buf + l.has);
+    m->col = (const uint32_t *)(buf + l.col);
+    m->val = (const float *)(buf + l.val);
+    if (m->off[0] != 0 || m->off[m->n] != head[1]) return DM_ERR(DM_ERR_FORMAT, "flock: corrupt exchange offsets");
+    for (size_t k = 0; k < m->n; k++) {
+        if (m->off[k + 1] < m->off[k] || m->off[k + 1] - m->off[k] > UINT32_MAX)
             return DM_ERR(DM_ERR_FORMAT, "flock: corrupt exchange offsets");
-    DM_TRY(dm_flock_store_reserve(s, s->n + n, s->pool + (size_t)head[1]));
+        if (m->has[k] > 1 || (!m->has[k] && m->off[k + 1] != m->off[k]))
+            return DM_ERR(DM_ERR_FORMAT, "flock: corrupt exchange vector flags");
+    }
+    return DM_OK;
+}
+
+int dm_flock_msg_unpack(dm_flock_store *s, const char *buf, size_t size)
+{
+    msg_view m;
+    DM_TRY(msg_view_of(&m, buf, size));
+    for (size_t k = 0; k < m.n; k++)
+        if (!m.has[k])
+            return DM_ERR(DM_ERR_FORMAT, "flock: exchange message without the vector of document %llu",
+                          (unsigned long long)m.id[k]);
+    const size_t n = m.n;
+    const uint64_t *id = m.id, *off = m.off;
+    const double *x = m.x, *y = m.y, *vx = m.vx, *vy = m.vy;
+    const uint32_t *col = m.col;
+    const float *val = m.val;
+    DM_TRY(dm_flock_store_reserve(s, s->n + n, s->pool + m.nnz));
     /* the boids appended as by dm_flock_store_push one after the other (vectors at the end of the
      * pool in message order), the copies in parallel */
     const size_t b = s->n, pool = s->pool;
@@ -246,7 +292,101 @@ int dm_flock_msg_unpack(dm_flock_store *s, const char *buf, size_t size)
         }
     }
     s->n = b + n;
-    s->pool = pool + (size_t)head[1];
-    s->live += (size_t)head[1];
+    s->pool = pool + m.nnz;
+    s->live += m.nnz;
+    return DM_OK;
+}
+
+/* The previous halo's vectors by document id (sorted for binary search). */
+typedef struct cached_vec {
+    uint64_t id, voff;
+    uint32_t len;
+} cached_vec;
+
+static int cached_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const cached_vec *)a)->id, y = ((const cached_vec *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+static const cached_vec *cached_find(const cached_vec *c, size_t n, uint64_t id)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c[mid].id < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && c[lo].id == id ? &c[lo] : NULL;
+}
+
+int dm_flock_halo_unpack(dm_flock_store *s, char *const *bufs, const uint64_t *sizes, int n_msgs)
+{
+    msg_view m[2];
+    DM_ASSERT(n_msgs >= 0 && n_msgs <= 2);
+    size_t n_new = 0, nnz_new = 0;
+    for (int k = 0; k < n_msgs; k++) {
+        if (!bufs[k] || !sizes[k]) {
+            memset(&m[k], 0, sizeof m[k]);
+            continue;
+        }
+        DM_TRY(msg_view_of(&m[k], bufs[k], (size_t)sizes[k]));
+        n_new += m[k].n;
+        nnz_new += m[k].nnz;
+    }
+    cached_vec *c = dm_malloc(sizeof *c * (s->n ? s->n : 1));
+    if (!c) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for the halo vector cache");
+    const size_t n_old = s->n;
+    for (size_t i = 0; i < n_old; i++) {
+        c[i].id = s->id[i];
+        c[i].voff = s->voff[i];
+        c[i].len = s->vlen[i];
+    }
+    qsort(c, n_old, sizeof *c, cached_cmp);
+    int rc = dm_flock_store_reserve(s, n_new, s->pool + nnz_new);
+    /* the boids in message order (the clusters' halo labels rely on it); new vectors appended to
+     * the pool, cached ones keep their place */
+    size_t at = 0, pool = s->pool, live = 0;
+    for (int k = 0; k < n_msgs && rc == DM_OK; k++) {
+        const msg_view *v = &m[k];
+        for (size_t j = 0; j < v->n; j++, at++) {
+            s->id[at] = v->id[j];
+            s->x[at] = v->x[j];
+            s->y[at] = v->y[j];
+            s->vx[at] = v->vx[j];
+            s->vy[at] = v->vy[j];
+            if (v->has[j]) {
+                uint32_t len = (uint32_t)(v->off[j + 1] - v->off[j]);
+                s->voff[at] = pool;
+                s->vlen[at] = len;
+                if (len) {
+                    memcpy(s->col + pool, v->col + v->off[j], sizeof *s->col * len);
+                    memcpy(s->val + pool, v->val + v->off[j], sizeof *s->val * len);
+                }
+                pool += len;
+            } else {
+                const cached_vec *e = cached_find(c, n_old, v->id[j]);
+                if (!e) {
+                    rc = DM_ERR(DM_ERR_FORMAT,
+                                "flock: halo message without the vector of document %llu, which this rank "
+                                "does not hold (the neighbours' halo caches disagree)",
+                                (unsigned long long)v->id[j]);
+                    break;
+                }
+                s->voff[at] = e->voff;
+                s->vlen[at] = e->len;
+            }
+            live += s->vlen[at];
+        }
+    }
+    dm_free(c);
+    if (rc != DM_OK) {
+        dm_flock_store_clear(s);
+        return rc;
+    }
+    s->n = n_new;
+    s->pool = pool;
+    s->live = live;
+    if (s->pool > 2 * s->live + 4096) DM_TRY(compact_pool(s));
     return DM_OK;
 }

@@ -373,13 +373,13 @@ static int run_once(run_result *out, const dm_ctx *ctx, const dm_vectors *v, con
     if (rc == DM_OK) rc = dm_flock_gather(&r, s, v);
     if (rc == DM_OK) {
         const dm_flock_stats *ls = dm_flock_sim_stats(s);
-        uint64_t a[7] = {ls->pairs, ls->similar, ls->halo_sent, ls->migrated_out, ls->migrated_in, ls->seam_crossings,
-                         ls->sim_cache_hits};
-        uint64_t b[7];
-        MPI_Allreduce(a, b, 7, MPI_UINT64_T, MPI_SUM, ctx->world);
+        uint64_t a[8] = {ls->pairs, ls->similar, ls->halo_sent, ls->migrated_out, ls->migrated_in, ls->seam_crossings,
+                         ls->sim_cache_hits, ls->halo_vectors};
+        uint64_t b[8];
+        MPI_Allreduce(a, b, 8, MPI_UINT64_T, MPI_SUM, ctx->world);
         out->stats.pairs = b[0], out->stats.similar = b[1], out->stats.halo_sent = b[2];
         out->stats.migrated_out = b[3], out->stats.migrated_in = b[4], out->stats.seam_crossings = b[5];
-        out->stats.sim_cache_hits = b[6];
+        out->stats.sim_cache_hits = b[6], out->stats.halo_vectors = b[7];
         dm_flock_stats_publish(s);
     }
     if (rc == DM_OK && ctx->rank == 0) {
@@ -644,10 +644,11 @@ int main(int argc, char **argv)
                 printf("run %.2f s (%.1f ms/iteration), %.3g boid-iterations/s, communication %.1f%% of a step\n", rr.wall,
                        1e3 * rr.wall / it, (double)N * it / rr.wall, 100 * comm_frac);
                 printf("pairs %.1f per boid per iteration, %.1f%% similar, pair cache hits %.1f%%, %llu migrations, "
-                       "%llu halo boids\n",
+                       "%llu halo boids (%llu with their vector, the others cached by the receiver)\n",
                        (double)rr.stats.pairs / ((double)N * it), 100.0 * (double)rr.stats.similar / (double)(rr.stats.pairs ? rr.stats.pairs : 1),
                        100.0 * (double)rr.stats.sim_cache_hits / (double)(rr.stats.pairs ? rr.stats.pairs : 1),
-                       (unsigned long long)rr.stats.migrated_out, (unsigned long long)rr.stats.halo_sent);
+                       (unsigned long long)rr.stats.migrated_out, (unsigned long long)rr.stats.halo_sent,
+                       (unsigned long long)rr.stats.halo_vectors);
                 if (per_doc > 0)
                     printf("device memory peak of the run %.2f GiB per rank = %.0f bytes/document: about %.3g documents "
                            "fit one %s (90%% of its memory)\n",

@@ -227,6 +227,99 @@ static void test_store_remove(void)
     dm_flock_store_free(&st);
 }
 
+/* The halo vector cache: a sender leaves out the vectors of the documents it sent last time (two
+ * messages, as to two neighbours), the receiver takes them from its previous halo. Over rounds of
+ * a moving selection (documents leave and come back, some have empty vectors) every halo boid
+ * has its own vector, the boids are in message order, the pool compacts, and a left-out vector
+ * the receiver does not hold is an error, never a wrong vector. */
+static void test_halo_cache(void)
+{
+    enum { N = 3000 };
+    dm_flock_store src, halo;
+    dm_flock_store_init(&src);
+    dm_flock_store_init(&halo);
+    uint32_t col[8];
+    float val[8];
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t len = i % 6; /* len 0: an empty document */
+        for (uint32_t k = 0; k < len; k++) {
+            col[k] = i * 10 + k;
+            val[k] = (float)i + 0.25f * (float)k;
+        }
+        CU_ASSERT_EQUAL_FATAL(dm_flock_store_push(&src, i, i, -1.0 * i, 0.5 * i, 0, col, val, len), DM_OK);
+    }
+    uint8_t *prev = calloc(N, 1), *cur = calloc(N, 1), *with = malloc(N);
+    uint32_t *idx = malloc(4 * N);
+    uint64_t comp0 = halo.compactions, sent_vec = 0, sent = 0;
+    for (int round = 0; round < 40; round++) {
+        /* a window sliding by 37 documents a round plus every 7th document on odd rounds */
+        memset(cur, 0, N);
+        for (uint32_t i = 0; i < N; i++)
+            cur[i] = (uint8_t)(((i + N - (uint32_t)(37 * round) % N) % N) < 900 || (round % 2 && i % 7 == 0));
+        char *msg[2] = {NULL, NULL};
+        uint64_t size[2] = {0, 0};
+        for (int m = 0; m < 2; m++) {
+            size_t cnt = 0, nnz = 0;
+            for (uint32_t i = (uint32_t)m; i < N; i += 2)
+                if (cur[i]) {
+                    with[cnt] = (uint8_t)!prev[i];
+                    if (with[cnt]) nnz += src.vlen[i], sent_vec++;
+                    idx[cnt++] = i;
+                }
+            sent += cnt;
+            dm_flock_msg_layout l;
+            dm_flock_msg_layout_of(&l, cnt, nnz);
+            msg[m] = malloc(l.total);
+            dm_flock_msg_pack(msg[m], &src, idx, cnt, with);
+            size[m] = l.total;
+        }
+        CU_ASSERT_EQUAL_FATAL(dm_flock_halo_unpack(&halo, msg, size, 2), DM_OK);
+        size_t at = 0, live = 0;
+        for (int m = 0; m < 2; m++)
+            for (uint32_t i = (uint32_t)m; i < N; i += 2) {
+                if (!cur[i]) continue;
+                CU_ASSERT_FATAL(at < halo.n);
+                CU_ASSERT_EQUAL(halo.id[at], i);
+                CU_ASSERT_EQUAL(halo.x[at], (double)i);
+                CU_ASSERT_EQUAL(halo.vx[at], 0.5 * i);
+                CU_ASSERT_EQUAL_FATAL(halo.vlen[at], i % 6);
+                for (uint32_t k = 0; k < halo.vlen[at]; k++) {
+                    CU_ASSERT_EQUAL(halo.col[halo.voff[at] + k], i * 10 + k);
+                    CU_ASSERT_EQUAL(halo.val[halo.voff[at] + k], (float)i + 0.25f * (float)k);
+                }
+                live += halo.vlen[at];
+                at++;
+            }
+        CU_ASSERT_EQUAL(at, halo.n);
+        CU_ASSERT_EQUAL(live, halo.live);
+        CU_ASSERT_TRUE(halo.pool <= 2 * halo.live + 4096);
+        /* a message with left-out vectors is not a migration message */
+        if (round == 1) CU_ASSERT_EQUAL(dm_flock_msg_unpack(&src, msg[0], size[0]), DM_ERR_FORMAT);
+        free(msg[0]), free(msg[1]);
+        memcpy(prev, cur, N);
+    }
+    CU_ASSERT_TRUE(halo.compactions > comp0);
+    CU_ASSERT_TRUE(2 * sent_vec < sent); /* the cache saved most vectors */
+    CU_ASSERT_EQUAL(src.n, (size_t)N);
+    /* a left-out vector of a document the receiver does not hold */
+    uint32_t i = 0;
+    while (i < N && prev[i]) i++;
+    CU_ASSERT_FATAL(i < N);
+    idx[0] = i;
+    with[0] = 0;
+    dm_flock_msg_layout l;
+    dm_flock_msg_layout_of(&l, 1, 0);
+    char *bad = malloc(l.total);
+    dm_flock_msg_pack(bad, &src, idx, 1, with);
+    uint64_t bsize = l.total;
+    CU_ASSERT_EQUAL(dm_flock_halo_unpack(&halo, &bad, &bsize, 1), DM_ERR_FORMAT);
+    CU_ASSERT_EQUAL(halo.n, 0);
+    free(bad);
+    free(prev), free(cur), free(with), free(idx);
+    dm_flock_store_free(&src);
+    dm_flock_store_free(&halo);
+}
+
 /* ---- hand-checked forces and updates -------------------------------------------------------- */
 
 #define W_SEP 0.1
@@ -822,6 +915,7 @@ int main(int argc, char **argv)
         {"tile merge of the CUDA similarity kernel (emulated) equals the merge", test_dot_tile_merge},
         {"pair contribution and torus helpers", test_pair_contribution},
         {"boid store: removal by moving the last boids into holes", test_store_remove},
+        {"halo vector cache: left-out vectors taken from the previous halo", test_halo_cache},
         {"forces and update: hand-checked configuration", test_hand_forces},
         {"forces and update: the same across the torus corner", test_hand_forces_seam},
         {"grid search equals brute force (1500 docs)", test_grid_vs_brute_large},
