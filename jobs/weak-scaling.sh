@@ -54,7 +54,10 @@ for m in "${mlist[@]}"; do
     for g in "${glist[@]}"; do
         [[ $g =~ ^[0-9]+$ ]] && [ "$g" -gt 0 ] || { echo "weak-scaling.sh: bad GPU count '$g'" >&2; exit 2; }
         if [ "$launcher" = mpiexec ]; then
-            cmd=(mpiexec -n "$g" "$docmine" pipeline --synthetic default --docs-per-rank "$dpg" --method "$m"
+            # each rank gets its share of the cores (OMP_NUM_THREADS unless set): oversubscribed
+            # OpenMP threads cost flock 2.2x and 4.7x on 2 and 4 GPUs (bench/RESULTS.md)
+            omp=${OMP_NUM_THREADS:-$(( $(nproc) / g > 0 ? $(nproc) / g : 1 ))}
+            cmd=(env OMP_NUM_THREADS="$omp" mpiexec -n "$g" "$docmine" pipeline --synthetic default --docs-per-rank "$dpg" --method "$m"
                  -o "$out/$m-$g" "${margs[@]}" "${extra[@]}")
             echo "+ ${cmd[*]}"
             if [ $dry -eq 0 ]; then
