@@ -114,13 +114,7 @@ int dm_cmd_preprocess(dm_app *app, int argc, char **argv)
     dm_pp_times t;
     int rc = dm_preprocess(&s, &t, ctx, corpus, &o);
     if (rc < 0) return dm_app_fail(app, "preprocess", rc);
-    dm_timer_add("preprocess.read", t.read);
-    dm_timer_add("preprocess.normalize", t.normalize);
-    dm_timer_add("preprocess.h2d", t.h2d);
-    dm_timer_add("preprocess.kernels", t.kernels);
-    dm_timer_add("preprocess.d2h", t.d2h);
-    dm_timer_add("preprocess.build", t.build);
-    dm_timer_add("preprocess.wall", t.wall);
+    dm_pp_times_to_timers(&t, "preprocess", 1);
 
     /* output: one file per rank when several ranks */
     char path[4096];

@@ -20,6 +20,7 @@
 #include "common/alloc.h"
 #include "common/context.h"
 #include "common/status.h"
+#include "common/timer.h"
 #include "preprocess/preprocess.h"
 #include "preprocess/stream_build.h"
 
@@ -443,6 +444,17 @@ static int dm_pp_file_unit(void *src, size_t i, dm_pp_stats *st, dm_doc_sink *si
 {
     const dm_pp_file_source *fs = src;
     return dm_pp_read_file(&fs->files[i], fs->reader, st, sink, user);
+}
+
+void dm_pp_times_to_timers(const dm_pp_times *t, const char *prefix, int wall)
+{
+    const char *name[] = {"read", "normalize", "h2d", "kernels", "d2h", "build", "wall"};
+    const double val[] = {t->read, t->normalize, t->h2d, t->kernels, t->d2h, t->build, t->wall};
+    char key[128];
+    for (int i = 0; i < 6 + (wall != 0); i++) {
+        snprintf(key, sizeof key, "%s.%s", prefix, name[i]);
+        dm_timer_add(key, val[i]);
+    }
 }
 
 int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_file *files,

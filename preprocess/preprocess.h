@@ -342,6 +342,9 @@ typedef struct dm_pp_times {
     double read, normalize, h2d, kernels, d2h, build, wall;
     int threads;
 } dm_pp_times;
+/* Adds the stages to the named timers "<prefix>.read", ".normalize", ".h2d", ".kernels", ".d2h",
+ * ".build" and, with wall != 0, "<prefix>.wall" (common/timer.h). */
+void dm_pp_times_to_timers(const dm_pp_times *t, const char *prefix, int wall);
 
 /* Preprocesses the corpus at `path` on this rank's share of the files (split by bytes over
  * ctx ranks; ctx == NULL: one process, all files). out receives this rank's stream, its stats

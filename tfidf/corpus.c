@@ -310,12 +310,7 @@ int dm_tfidf_local_from_corpus(dm_tfidf_local *out, dm_pp_stats *pp_stats, const
     dm_timer_stop("tfidf.preprocess");
     if (rc < 0) return rc;
     /* preprocess's own stages (read and normalise on this thread, the rest on its worker) */
-    dm_timer_add("tfidf.pp.read", pt.read);
-    dm_timer_add("tfidf.pp.normalize", pt.normalize);
-    dm_timer_add("tfidf.pp.h2d", pt.h2d);
-    dm_timer_add("tfidf.pp.kernels", pt.kernels);
-    dm_timer_add("tfidf.pp.d2h", pt.d2h);
-    dm_timer_add("tfidf.pp.build", pt.build);
+    dm_pp_times_to_timers(&pt, "tfidf.pp", 0);
     if (pp_stats) *pp_stats = s.stats;
     /* hash_collisions is summed over ranks: every rank takes the same branch */
     if (s.stats.hash_collisions > 0) {
