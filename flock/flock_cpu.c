@@ -69,6 +69,20 @@ static int pair_similar(const dm_flock_store *a, size_t i, const dm_flock_store 
     return dm_flock_is_similar(dot, threshold);
 }
 
+/* The grid cells around a position that lie in this rank's window: the 3x3 block of its cell on
+ * the torus, in row then column order (a cell appears twice when the grid has fewer than 3 rows or
+ * columns, as the interaction rules count it). Returns how many of cells[9] are filled. */
+static int neighbour_cells(size_t cells[9], const dm_flock_grid *g, const dm_flock_params *p, double x, double y)
+{
+    int row = dm_flock_cell(y, p->ch, p->R), col = dm_flock_cell(x, p->cw, p->C), n = 0;
+    for (int dr = -1; dr <= 1; dr++) {
+        int lr = dm_flock_window_row(&g->w, p->R, (row + dr + p->R) % p->R);
+        if (lr < 0) continue;
+        for (int dc = -1; dc <= 1; dc++) cells[n++] = (size_t)lr * (size_t)p->C + (size_t)((col + dc + p->C) % p->C);
+    }
+    return n;
+}
+
 /* Adds the contributions of the sources (a store with its grid) to every own boid's sums.
  * same: the sources are the own boids (skip the boid itself). */
 static void interact(dm_flock_acc *acc, const dm_flock_store *own, const dm_flock_store *src, const dm_flock_grid *g,
@@ -78,25 +92,20 @@ static void interact(dm_flock_acc *acc, const dm_flock_store *own, const dm_floc
     const long n = (long)own->n;
 #pragma omp parallel for schedule(dynamic, 256) reduction(+ : np, ns)
     for (long i = 0; i < n; i++) {
-        int row = dm_flock_cell(own->y[i], p->ch, p->R), col = dm_flock_cell(own->x[i], p->cw, p->C);
-        for (int dr = -1; dr <= 1; dr++) {
-            int lr = dm_flock_window_row(&g->w, p->R, (row + dr + p->R) % p->R);
-            if (lr < 0) continue;
-            for (int dc = -1; dc <= 1; dc++) {
-                size_t cell = (size_t)lr * (size_t)p->C + (size_t)((col + dc + p->C) % p->C);
-                for (uint32_t k = g->start[cell]; k < g->start[cell + 1]; k++) {
-                    uint32_t j = g->order[k];
-                    if (same && j == (uint32_t)i) continue;
-                    double dx, dy;
-                    double d2 = dm_flock_offset(p, own->x[i], own->y[i], src->x[j], src->y[j], &dx, &dy);
-                    if (!(d2 < p->r2)) continue;
-                    int sim = pair_similar(own, (size_t)i, src, j, p->threshold);
-                    dm_flock_acc_add(&acc[i], p, dx, dy, d2, src->vx[j], src->vy[j], sim);
-                    np++;
-                    ns += (uint64_t)sim;
-                }
+        size_t cells[9];
+        int nc = neighbour_cells(cells, g, p, own->x[i], own->y[i]);
+        for (int c = 0; c < nc; c++)
+            for (uint32_t k = g->start[cells[c]]; k < g->start[cells[c] + 1]; k++) {
+                uint32_t j = g->order[k];
+                if (same && j == (uint32_t)i) continue;
+                double dx, dy;
+                double d2 = dm_flock_offset(p, own->x[i], own->y[i], src->x[j], src->y[j], &dx, &dy);
+                if (!(d2 < p->r2)) continue;
+                int sim = pair_similar(own, (size_t)i, src, j, p->threshold);
+                dm_flock_acc_add(&acc[i], p, dx, dy, d2, src->vx[j], src->vy[j], sim);
+                np++;
+                ns += (uint64_t)sim;
             }
-        }
     }
     *pairs += np;
     *similar += ns;
@@ -203,22 +212,17 @@ static int edges_from(dm_flock_edges *e, const dm_flock_store *own, const dm_flo
                       const dm_flock_params *p, int same, double threshold)
 {
     for (size_t i = 0; i < own->n; i++) {
-        int row = dm_flock_cell(own->y[i], p->ch, p->R), col = dm_flock_cell(own->x[i], p->cw, p->C);
-        for (int dr = -1; dr <= 1; dr++) {
-            int lr = dm_flock_window_row(&g->w, p->R, (row + dr + p->R) % p->R);
-            if (lr < 0) continue;
-            for (int dc = -1; dc <= 1; dc++) {
-                size_t cell = (size_t)lr * (size_t)p->C + (size_t)((col + dc + p->C) % p->C);
-                for (uint32_t k = g->start[cell]; k < g->start[cell + 1]; k++) {
-                    uint32_t j = g->order[k];
-                    if (same && j == (uint32_t)i) continue;
-                    double dx, dy;
-                    double d2 = dm_flock_offset(p, own->x[i], own->y[i], src->x[j], src->y[j], &dx, &dy);
-                    if (!(d2 < p->r2) || !pair_similar(own, i, src, j, threshold)) continue;
-                    DM_TRY(edges_push(e, (uint32_t)i, j, (uint8_t)!same));
-                }
+        size_t cells[9];
+        int nc = neighbour_cells(cells, g, p, own->x[i], own->y[i]);
+        for (int c = 0; c < nc; c++)
+            for (uint32_t k = g->start[cells[c]]; k < g->start[cells[c] + 1]; k++) {
+                uint32_t j = g->order[k];
+                if (same && j == (uint32_t)i) continue;
+                double dx, dy;
+                double d2 = dm_flock_offset(p, own->x[i], own->y[i], src->x[j], src->y[j], &dx, &dy);
+                if (!(d2 < p->r2) || !pair_similar(own, i, src, j, threshold)) continue;
+                DM_TRY(edges_push(e, (uint32_t)i, j, (uint8_t)!same));
             }
-        }
     }
     return DM_OK;
 }

@@ -16,7 +16,7 @@
  *  - give-up conditions where Rodinia loops forever (dm_sc_local_search);
  *  - centre ids are stream indices of the points and travel with them through shuffles (Rodinia
  *    prints the shuffled position, and its final shuffle separates ids from centres);
- *  - errors are reported instead of exit(1). */
+ *  - errors are returned as status codes where Rodinia quits the program. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
