@@ -177,56 +177,32 @@ static int run_streamclust(dm_flock_job_result *jr, json_t *cl, const dm_ctx *ct
     dm_sc_points_free(&pts);
     if (rc != DM_OK) return rc;
 
-    /* the clusters of this rank's rows, then all of them on rank 0 */
-    dm_flock_result fr;
-    memset(&fr, 0, sizeof fr);
-    fr.n_clusters = (int32_t)r.k;
-    fr.row_base = v->row_base;
-    fr.n_rows = v->n_rows;
-    fr.row_cluster = dm_malloc(sizeof *fr.row_cluster * (size_t)(v->n_rows ? v->n_rows : 1));
-    dm_flock_docs docs;
-    memset(&docs, 0, sizeof docs);
-    int *counts = NULL, *displs = NULL;
-    int32_t *all = NULL;
-    if (!fr.row_cluster || r.n_local != (long)v->n_rows) rc = DM_ERR(DM_ERR_NOMEM, "pipeline: out of memory");
-    for (uint64_t i = 0; rc == DM_OK && i < v->n_rows; i++) fr.row_cluster[i] = r.labels[i];
+    /* the clusters of this rank's rows; every output is written from the rows (flock_rows.c) */
+    int32_t *row_cluster = dm_malloc(sizeof *row_cluster * (size_t)(v->n_rows ? v->n_rows : 1));
+    int32_t *truth = dm_malloc(sizeof *truth * (size_t)(v->n_rows ? v->n_rows : 1));
+    int32_t n_classes = 0;
+    if (!row_cluster || !truth || r.n_local != (long)v->n_rows) rc = DM_ERR(DM_ERR_NOMEM, "pipeline: out of memory");
+    for (uint64_t i = 0; rc == DM_OK && i < v->n_rows; i++) row_cluster[i] = r.labels[i];
     rc = dm_ctx_agree(ctx, rc);
-    if (rc == DM_OK) rc = dm_flock_docs_gather(&docs, v, ctx);
-    if (rc == DM_OK && ctx->rank == 0) {
-        counts = dm_malloc(sizeof *counts * (size_t)ctx->size);
-        displs = dm_malloc(sizeof *displs * (size_t)ctx->size);
-        all = dm_malloc(sizeof *all * (size_t)(docs.n ? docs.n : 1));
-        if (!counts || !displs || !all) rc = DM_ERR(DM_ERR_NOMEM, "pipeline: out of memory");
-    }
-    rc = dm_ctx_agree(ctx, rc);
-    if (rc == DM_OK && docs.n > (uint64_t)2147483647) rc = DM_ERR(DM_ERR_UNSUPPORTED, "pipeline: more than 2^31 documents");
-    if (rc == DM_OK) {
-        int mine = (int)v->n_rows;
-        MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, ctx->world);
-        if (ctx->rank == 0)
-            for (int k = 0, at = 0; k < ctx->size; k++) {
-                displs[k] = at;
-                at += counts[k];
-            }
-        MPI_Gatherv(fr.row_cluster, mine, MPI_INT32_T, all, counts, displs, MPI_INT32_T, 0, ctx->world);
-    }
+    if (rc == DM_OK) rc = dm_flock_classes_rows(truth, &n_classes, v, ctx);
+    uint64_t n_docs = v->n_rows;
+    MPI_Allreduce(MPI_IN_PLACE, &n_docs, 1, MPI_UINT64_T, MPI_SUM, ctx->world);
     uint32_t *terms = NULL;
     double *tw = NULL;
-    if (rc == DM_OK) rc = dm_flock_top_terms(&terms, &tw, &fr, v, top_k, ctx);
-    jr->docs = docs.n;
+    if (rc == DM_OK) rc = dm_flock_top_terms_rows(&terms, &tw, row_cluster, (int32_t)r.k, v, top_k, ctx);
+    jr->docs = n_docs;
     jr->clusters = (int32_t)r.k;
-    jr->have_labels = docs.have_labels;
-    if (rc == DM_OK && ctx->rank == 0) {
-        char p[4300];
-        snprintf(p, sizeof p, "%s/assignments.tsv", out);
-        rc = dm_flock_write_assignments(p, &docs, all);
-        snprintf(p, sizeof p, "%s/clusters.tsv", out);
-        if (rc == DM_OK) rc = dm_flock_write_clusters(p, all, docs.n, jr->clusters, terms, tw, top_k, names);
-        if (rc == DM_OK && docs.have_labels) rc = dm_metrics_compute(&jr->quality, docs.truth, all, (size_t)docs.n);
-    }
+    jr->have_labels = n_classes > 0;
+    char p[4300];
+    snprintf(p, sizeof p, "%s/assignments.tsv", out);
+    if (rc == DM_OK) rc = dm_flock_write_assignments_rows(p, v, row_cluster, ctx);
+    snprintf(p, sizeof p, "%s/clusters.tsv", out);
+    if (rc == DM_OK)
+        rc = dm_flock_write_clusters_rows(p, &jr->noise, row_cluster, v->n_rows, jr->clusters, terms, tw, top_k, names, ctx);
+    if (rc == DM_OK && jr->have_labels) rc = dm_flock_quality_rows(&jr->quality, truth, row_cluster, (size_t)v->n_rows, ctx);
     rc = dm_ctx_agree(ctx, rc);
     if (rc == DM_OK) {
-        json_object_set_new(cl, "documents", json_integer((json_int_t)docs.n));
+        json_object_set_new(cl, "documents", json_integer((json_int_t)n_docs));
         json_object_set_new(cl, "config", json_pack("{s:I,s:I,s:i,s:I,s:I,s:s}", "kmin", (json_int_t)o.kmin, "kmax",
                                                     (json_int_t)o.kmax, "dim", o.dim, "chunksize", (json_int_t)o.chunksize,
                                                     "clustersize", (json_int_t)o.clustersize, "hashing",
@@ -240,11 +216,8 @@ static int run_streamclust(dm_flock_job_result *jr, json_t *cl, const dm_ctx *ct
         if (jr->have_labels) json_object_set_new(cl, "quality", dm_flock_quality_json(&jr->quality));
     }
     dm_sc_result_free(&r);
-    dm_free(fr.row_cluster);
-    dm_flock_docs_free(&docs);
-    dm_free(counts);
-    dm_free(displs);
-    dm_free(all);
+    dm_free(row_cluster);
+    dm_free(truth);
     dm_free(terms);
     dm_free(tw);
     return rc;

@@ -41,61 +41,51 @@ static uint32_t index_of(const int32_t *u, size_t m, int32_t x)
 
 static double comb2(double x) { return x * (x - 1.0) / 2.0; }
 
-int dm_metrics_compute(dm_metrics *out, const int32_t *truth, const int32_t *pred, size_t n)
+int dm_metrics_from_table(dm_metrics *out, const int32_t *cls, const int32_t *pred, const uint64_t *count,
+                          size_t cells)
 {
     memset(out, 0, sizeof *out);
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) m += truth[i] >= 0;
-    if (m == 0) return DM_ERR(DM_ERR_INVALID_ARG, "metrics: no labelled documents");
-    int32_t *tu = dm_malloc(sizeof *tu * m), *pu = dm_malloc(sizeof *pu * m);
-    uint64_t *pairs = dm_malloc(sizeof *pairs * m);
-    if (!tu || !pu || !pairs) {
-        dm_free(tu);
-        dm_free(pu);
-        dm_free(pairs);
-        return DM_ERR(DM_ERR_NOMEM, "metrics: out of memory");
+    uint64_t m = 0;
+    for (size_t i = 0; i < cells; i++) {
+        if (cls[i] < 0 || count[i] == 0 ||
+            (i > 0 && (cls[i] < cls[i - 1] || (cls[i] == cls[i - 1] && pred[i] <= pred[i - 1]))))
+            return DM_ERR(DM_ERR_INVALID_ARG, "metrics: the contingency cells are not sorted, distinct and labelled");
+        m += count[i];
     }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (truth[i] >= 0) {
-            tu[k] = truth[i];
-            pu[k] = pred[i];
-            k++;
-        }
-    /* dense class and cluster indices */
-    int32_t *tc = dm_malloc(sizeof *tc * m), *pc = dm_malloc(sizeof *pc * m);
+    if (m == 0) return DM_ERR(DM_ERR_INVALID_ARG, "metrics: no labelled documents");
+    /* dense class and cluster indices (cells are sorted by class: classes number in order) */
+    int32_t *pc = dm_malloc(sizeof *pc * cells);
+    uint32_t *ti = dm_malloc(sizeof *ti * cells), *pj = dm_malloc(sizeof *pj * cells);
     double *a = NULL, *b = NULL, *best = NULL;
     int rc = DM_OK;
-    if (!tc || !pc) rc = DM_ERR(DM_ERR_NOMEM, "metrics: out of memory");
+    if (!pc || !ti || !pj) rc = DM_ERR(DM_ERR_NOMEM, "metrics: out of memory");
     size_t nt = 0, np = 0;
     if (rc == DM_OK) {
-        memcpy(tc, tu, sizeof *tc * m);
-        memcpy(pc, pu, sizeof *pc * m);
-        nt = uniq(tc, m);
-        np = uniq(pc, m);
-        for (size_t i = 0; i < m; i++)
-            pairs[i] = ((uint64_t)index_of(tc, nt, tu[i]) << 32) | index_of(pc, np, pu[i]);
-        qsort(pairs, m, sizeof *pairs, cmp_u64);
+        for (size_t i = 0; i < cells; i++) {
+            if (i == 0 || cls[i] != cls[i - 1]) nt++;
+            ti[i] = (uint32_t)(nt - 1);
+        }
+        memcpy(pc, pred, sizeof *pc * cells);
+        np = uniq(pc, cells);
+        for (size_t i = 0; i < cells; i++) pj[i] = index_of(pc, np, pred[i]);
         a = dm_calloc(nt, sizeof *a);
         b = dm_calloc(np, sizeof *b);
         best = dm_calloc(np, sizeof *best);
         if (!a || !b || !best) rc = DM_ERR(DM_ERR_NOMEM, "metrics: out of memory");
     }
     if (rc == DM_OK) {
-        for (size_t i = 0; i < m; i++) {
-            a[pairs[i] >> 32] += 1.0;
-            b[pairs[i] & 0xFFFFFFFFu] += 1.0;
+        /* the sums are of integers (exact), every other sum runs over the cells in (class,
+         * cluster) order: the same doubles for any way the table was counted */
+        for (size_t i = 0; i < cells; i++) {
+            a[ti[i]] += (double)count[i];
+            b[pj[i]] += (double)count[i];
         }
         double N = (double)m, mi = 0, sum_c = 0, sum_a = 0, sum_b = 0, hu = 0, hv = 0;
-        for (size_t i = 0; i < m;) {
-            size_t j = i;
-            while (j < m && pairs[j] == pairs[i]) j++;
-            double nij = (double)(j - i);
-            uint32_t ti = (uint32_t)(pairs[i] >> 32), pj = (uint32_t)(pairs[i] & 0xFFFFFFFFu);
-            mi += nij / N * log(N * nij / (a[ti] * b[pj]));
+        for (size_t i = 0; i < cells; i++) {
+            double nij = (double)count[i];
+            mi += nij / N * log(N * nij / (a[ti[i]] * b[pj[i]]));
             sum_c += comb2(nij);
-            if (nij > best[pj]) best[pj] = nij;
-            i = j;
+            if (nij > best[pj[i]]) best[pj[i]] = nij;
         }
         for (size_t i = 0; i < nt; i++) {
             sum_a += comb2(a[i]);
@@ -119,14 +109,79 @@ int dm_metrics_compute(dm_metrics *out, const int32_t *truth, const int32_t *pre
         out->classes = (int32_t)nt;
         out->clusters = (int32_t)np;
     }
-    dm_free(tu);
-    dm_free(pu);
-    dm_free(pairs);
-    dm_free(tc);
     dm_free(pc);
+    dm_free(ti);
+    dm_free(pj);
     dm_free(a);
     dm_free(b);
     dm_free(best);
+    return rc;
+}
+
+/* (class, cluster) as one key that sorts like the pair of signed values. */
+static uint64_t cell_key(int32_t c, int32_t p)
+{
+    return ((uint64_t)((uint32_t)c ^ 0x80000000u) << 32) | ((uint32_t)p ^ 0x80000000u);
+}
+
+int dm_metrics_table(uint64_t **key, uint64_t **count, size_t *cells, const int32_t *truth, const int32_t *pred,
+                     size_t n)
+{
+    *key = NULL;
+    *count = NULL;
+    *cells = 0;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) m += truth[i] >= 0;
+    uint64_t *k = dm_malloc(sizeof *k * (m ? m : 1)), *c = dm_malloc(sizeof *c * (m ? m : 1));
+    if (!k || !c) {
+        dm_free(k);
+        dm_free(c);
+        return DM_ERR(DM_ERR_NOMEM, "metrics: out of memory");
+    }
+    m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (truth[i] >= 0) k[m++] = cell_key(truth[i], pred[i]);
+    qsort(k, m, sizeof *k, cmp_u64);
+    size_t u = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (u && k[u - 1] == k[i]) c[u - 1]++;
+        else {
+            k[u] = k[i];
+            c[u++] = 1;
+        }
+    }
+    *key = k;
+    *count = c;
+    *cells = u;
+    return DM_OK;
+}
+
+void dm_metrics_table_split(int32_t *cls, int32_t *pred, const uint64_t *key, size_t cells)
+{
+    for (size_t i = 0; i < cells; i++) {
+        cls[i] = (int32_t)((uint32_t)(key[i] >> 32) ^ 0x80000000u);
+        pred[i] = (int32_t)((uint32_t)key[i] ^ 0x80000000u);
+    }
+}
+
+int dm_metrics_compute(dm_metrics *out, const int32_t *truth, const int32_t *pred, size_t n)
+{
+    memset(out, 0, sizeof *out);
+    uint64_t *key = NULL, *count = NULL;
+    size_t cells = 0;
+    DM_TRY(dm_metrics_table(&key, &count, &cells, truth, pred, n));
+    int rc = DM_OK;
+    int32_t *c = dm_malloc(sizeof *c * (cells ? cells : 1)), *p = dm_malloc(sizeof *p * (cells ? cells : 1));
+    if (!c || !p) rc = DM_ERR(DM_ERR_NOMEM, "metrics: out of memory");
+    if (rc == DM_OK && cells == 0) rc = DM_ERR(DM_ERR_INVALID_ARG, "metrics: no labelled documents");
+    if (rc == DM_OK) {
+        dm_metrics_table_split(c, p, key, cells);
+        rc = dm_metrics_from_table(out, c, p, count, cells);
+    }
+    dm_free(key);
+    dm_free(count);
+    dm_free(c);
+    dm_free(p);
     return rc;
 }
 

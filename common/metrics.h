@@ -26,6 +26,19 @@ typedef struct dm_metrics {
  * Labels are arbitrary integers. DM_ERR_INVALID_ARG when no item is labelled, DM_ERR_NOMEM. */
 int dm_metrics_compute(dm_metrics *out, const int32_t *truth, const int32_t *pred, size_t n);
 
+/* The same from the contingency table: cells (cls[i], pred[i]) with count[i] > 0 items, sorted by
+ * class then cluster, distinct, classes >= 0 (so tables counted in parts, e.g. per rank, and merged
+ * give the same doubles as dm_metrics_compute over all items). DM_ERR_INVALID_ARG when unsorted or
+ * empty, DM_ERR_NOMEM. */
+int dm_metrics_from_table(dm_metrics *out, const int32_t *cls, const int32_t *pred, const uint64_t *count,
+                          size_t cells);
+/* The contingency table of the labelled items (truth >= 0): *cells distinct keys (dm_malloc'ed,
+ * sorted) with their counts; a key orders like the pair (class, cluster) of signed values, so
+ * merged tables stay sorted by sorting keys. dm_metrics_table_split gives the pairs back.
+ * DM_ERR_NOMEM. */
+int dm_metrics_table(uint64_t **key, uint64_t **count, size_t *cells, const int32_t *truth, const int32_t *pred,
+                     size_t n);
+void dm_metrics_table_split(int32_t *cls, int32_t *pred, const uint64_t *key, size_t cells);
 /* The run report's "quality" object: nmi, ari, purity, labelled_documents, classes, clusters.
  * New reference; NULL when out of memory. */
 json_t *dm_metrics_json(const dm_metrics *m);

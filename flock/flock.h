@@ -167,8 +167,8 @@ void dm_flock_result_free(dm_flock_result *r);
 
 /* ---- outputs (flock_output.c; rank 0 writes unless noted) --------------------------------- */
 
-/* Top terms of every cluster by summed weight, from the input rows' vectors and row_cluster.
- * Collective: ranks reduce to rank 0. *out (rank 0) has n_clusters * k term ids (UINT32_MAX
+/* Top terms of every cluster by summed weight, from the input rows' vectors and row_cluster
+ * (dm_flock_top_terms_rows). Collective: the result is on rank 0. *out (rank 0) has n_clusters * k term ids (UINT32_MAX
  * where a cluster has fewer terms) and weights. */
 int dm_flock_top_terms(uint32_t **terms, double **weights, const dm_flock_result *r, const dm_vectors *v,
                        int k, const dm_ctx *ctx);
@@ -188,6 +188,51 @@ void dm_flock_vocab_free(dm_flock_vocab *v);
  * max_side pixels on the longer side, written atomically. */
 int dm_flock_png_write(const char *path, const double *x, const double *y, const int32_t *color, size_t n,
                        double W, double H, int max_side);
+
+/* ---- outputs from each rank's rows (flock_rows.c) ----------------------------------------- */
+/* The collective writers below work on the rows v of every rank (shares tile 0..N-1 in rank
+ * order), so that each rank's work is proportional to its share: rank 0 only writes the bytes the
+ * others formatted, in rank order. Their files are byte-identical to the gathered writers' above
+ * (dm_flock_write_assignments, dm_flock_write_clusters, dm_flock_png_write) on all documents.
+ * Errors agree on every rank. */
+
+/* The final state at this rank's input rows: x, y and cluster of documents row_base .. + n_rows,
+ * fetched from the slices' owners (one all-to-all). with_clusters = 0: cluster -1 (snapshots). */
+typedef struct dm_flock_rows {
+    uint64_t row_base, n_rows;
+    double *x, *y;
+    int32_t *cluster;
+    int32_t n_clusters; /* every rank */
+} dm_flock_rows;
+int dm_flock_rows_fetch(dm_flock_rows *out, dm_flock_sim *s, const dm_vectors *v, int with_clusters);
+void dm_flock_rows_free(dm_flock_rows *r);
+
+/* Top terms as dm_flock_top_terms from this rank's rows and their clusters (0..nc-1, < 0 noise):
+ * weights are summed exactly (fixed point, 2^-40 units), so terms and weights do not depend on
+ * the number of ranks; sums travel to the rank owning the cluster (cluster % P), which keeps the
+ * top k. Result on rank 0. */
+int dm_flock_top_terms_rows(uint32_t **terms, double **weights, const int32_t *row_cluster, int32_t nc,
+                            const dm_vectors *v, int k, const dm_ctx *ctx);
+/* True classes of this rank's rows (cls: n_rows), numbered over all ranks as dm_metrics_classes
+ * numbers all documents; *n_classes on every rank. */
+int dm_flock_classes_rows(int32_t *cls, int32_t *n_classes, const dm_vectors *v, const dm_ctx *ctx);
+/* Quality metrics (rank 0) from the ranks' contingency tables: the doubles of dm_metrics_compute
+ * over all documents. */
+int dm_flock_quality_rows(dm_metrics *out, const int32_t *truth, const int32_t *pred, size_t n, const dm_ctx *ctx);
+/* Writes buf of every rank into one file in rank order (rank 0 writes; atomic). buf NULL: this
+ * rank failed before (the call still completes on every rank). */
+int dm_flock_write_ordered(const char *path, const char *buf, size_t len, const dm_ctx *ctx);
+int dm_flock_write_assignments_rows(const char *path, const dm_vectors *v, const int32_t *cluster, const dm_ctx *ctx);
+int dm_flock_write_positions_rows(const char *path, const dm_vectors *v, const double *x, const double *y,
+                                  const int32_t *cluster, const dm_ctx *ctx);
+/* clusters.tsv; *noise (rank 0): the noise documents over all ranks. terms/tw: rank 0's. */
+int dm_flock_write_clusters_rows(const char *path, uint64_t *noise, const int32_t *cluster, uint64_t n_rows,
+                                 int32_t n_clusters, const uint32_t *terms, const double *tw, int top_k,
+                                 const dm_flock_vocab *voc, const dm_ctx *ctx);
+/* The PNG of the points of every rank (point i of this rank is document id0 + i): each rank
+ * draws its points into bands of pixel keys that a max-reduction merges on rank 0. */
+int dm_flock_png_write_rows(const char *path, const double *x, const double *y, const int32_t *color, uint64_t id0,
+                            size_t n, double W, double H, int max_side, const dm_ctx *ctx);
 
 /* ---- a whole run with its outputs (flock_job.c): `docmine flock` and `docmine pipeline` ---- */
 

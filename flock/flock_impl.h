@@ -201,6 +201,11 @@ int dm_flock_sort_pairs_u32_cpu(uint32_t *keys_out, uint32_t *vals_out, const ui
                                 const uint32_t *vals_in, size_t n, int end_bit);
 
 
+/* PNG internals (flock_output.c): the colour of a label (< 0: grey) and an RGB image (w x h,
+ * rows top down) written atomically as a PNG. */
+void dm_flock_label_rgb(int32_t label, unsigned char rgb[3]);
+int dm_flock_png_emit_file(const char *path, const unsigned char *img, int w, int h);
+
 /* Checkpoint internals (flock_checkpoint.c): reads the records of global documents
  * [first, first + n) into x, y, vx, vy and the iteration into *iteration, after checking that
  * the file was written for the same documents, seed and model options. */

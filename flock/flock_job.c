@@ -1,9 +1,11 @@
 /* A whole flock run with its outputs (DESIGN.md section 8), shared by `docmine flock` and
- * `docmine pipeline`: ids and labels gathered to rank 0, true classes from the labels, the
- * simulation (with an optional PNG series and checkpoints), clusters, top terms, and the files
- * assignments.tsv, clusters.tsv, positions.csv, flock.png, flock-labels.png, plus the run's
- * section of report.json. The labelled writers (assignments.tsv, clusters.tsv) and the gathered
- * document strings serve any clustering method. Reference: none (a driver over flock.h). */
+ * `docmine pipeline`: true classes of the rows, the simulation (with an optional PNG series and
+ * checkpoints), clusters, the final state fetched back to the rows, top terms, and the files
+ * assignments.tsv, clusters.tsv, positions.csv, flock.png, flock-labels.png written from every
+ * rank's rows (flock_rows.c: nothing of size N is gathered to one rank), plus the run's section of
+ * report.json. The gathered writers (dm_flock_docs_gather, dm_flock_write_assignments,
+ * dm_flock_write_clusters) are the reference of the row writers and serve tests and tools.
+ * Reference: none (a driver over flock.h). */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -112,20 +114,6 @@ void dm_flock_docs_free(dm_flock_docs *d)
     memset(d, 0, sizeof *d);
 }
 
-static void csv_field(FILE *f, const char *s)
-{
-    if (!strpbrk(s, ",\"\n\r")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 /* TSV fields: tabs and newlines in ids or labels become spaces */
 static void tsv_field(FILE *f, const char *s)
 {
@@ -190,59 +178,6 @@ json_t *dm_flock_quality_json(const dm_metrics *m)
     return q;
 }
 
-/* Gathers positions to rank 0 (document order). */
-static int gather_positions(double **x, double **y, dm_flock_sim *s, const dm_ctx *ctx)
-{
-    *x = *y = NULL;
-    dm_flock_view v;
-    int rc = dm_flock_sim_view(s, &v);
-    uint64_t n = dm_flock_sim_docs(s);
-    double *rec = dm_malloc(sizeof *rec * 3 * (v.n ? v.n : 1)), *all = NULL;
-    int cnt = (int)(3 * v.n), *counts = NULL, *displs = NULL;
-    if (!rec && rc == DM_OK) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-    if (ctx->rank == 0) {
-        counts = dm_malloc(sizeof *counts * (size_t)ctx->size);
-        displs = dm_malloc(sizeof *displs * (size_t)ctx->size);
-        all = dm_malloc(sizeof *all * 3 * (size_t)n);
-        *x = dm_malloc(sizeof **x * (size_t)n);
-        *y = dm_malloc(sizeof **y * (size_t)n);
-        if (!counts || !displs || !all || !*x || !*y) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-    }
-    rc = dm_ctx_agree(ctx, rc);
-    if (rc == DM_OK) {
-        for (size_t i = 0; i < v.n; i++) {
-            rec[3 * i] = (double)v.id[i];
-            rec[3 * i + 1] = v.x[i];
-            rec[3 * i + 2] = v.y[i];
-        }
-        MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, ctx->world);
-        if (ctx->rank == 0) {
-            int t = 0;
-            for (int k = 0; k < ctx->size; k++) {
-                displs[k] = t;
-                t += counts[k];
-            }
-        }
-        MPI_Gatherv(rec, cnt, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, ctx->world);
-        if (ctx->rank == 0)
-            for (uint64_t k = 0; k < n; k++) {
-                uint64_t id = (uint64_t)all[3 * k];
-                (*x)[id] = all[3 * k + 1];
-                (*y)[id] = all[3 * k + 2];
-            }
-    }
-    dm_free(rec);
-    dm_free(all);
-    dm_free(counts);
-    dm_free(displs);
-    if (rc != DM_OK) {
-        dm_free(*x);
-        dm_free(*y);
-        *x = *y = NULL;
-    }
-    return rc;
-}
-
 /* Each rank's measured speed; NULL (*sw) when they are within 10% (equal slices). */
 static int calibrate_slices(double **sw, const dm_ctx *ctx)
 {
@@ -273,9 +208,11 @@ static int calibrate_slices(double **sw, const dm_ctx *ctx)
     return DM_OK;
 }
 
-/* Iterates step by step to write the PNG series between steps (and checkpoints). */
+/* Iterates step by step to write the PNG series between steps (and checkpoints); each snapshot
+ * fetches the positions to the rows and draws them coloured by class (truth: the rows' classes,
+ * NULL without labels). */
 static int run_with_snapshots(dm_flock_sim *sim, const dm_flock_options *fo, const dm_flock_job_options *jo,
-                              const dm_flock_docs *docs, const dm_ctx *ctx)
+                              const dm_vectors *v, const int32_t *truth, const dm_ctx *ctx)
 {
     int rc = DM_OK;
     dm_progress pr;
@@ -286,17 +223,19 @@ static int run_with_snapshots(dm_flock_sim *sim, const dm_flock_options *fo, con
         if (rc == DM_OK && fo->checkpoint_every > 0 && it % fo->checkpoint_every == 0)
             rc = dm_flock_checkpoint_write(sim, fo->checkpoint);
         if (rc == DM_OK && (it % jo->snapshot_every == 0 || it == fo->iterations)) {
-            double *x = NULL, *y = NULL, W, H;
-            rc = gather_positions(&x, &y, sim, ctx);
+            dm_timer_start("flock.snapshots");
+            dm_flock_rows rows;
+            double W, H;
+            rc = dm_flock_rows_fetch(&rows, sim, v, 0);
             dm_flock_sim_plane(sim, &W, &H);
-            if (rc == DM_OK && ctx->rank == 0) {
+            if (rc == DM_OK) {
                 char p[4300];
                 snprintf(p, sizeof p, "%s/snapshots/flock-%06d.png", jo->out_dir, it);
-                rc = dm_flock_png_write(p, x, y, docs->have_labels ? docs->truth : NULL, (size_t)docs->n, W, H,
-                                        jo->png_size);
+                rc = dm_flock_png_write_rows(p, rows.x, rows.y, truth, v->row_base, (size_t)v->n_rows, W, H,
+                                             jo->png_size, ctx);
             }
-            dm_free(x);
-            dm_free(y);
+            dm_flock_rows_free(&rows);
+            dm_timer_stop("flock.snapshots");
             rc = dm_ctx_agree(ctx, rc);
         }
         dm_progress_update(&pr, (uint64_t)it);
@@ -305,39 +244,36 @@ static int run_with_snapshots(dm_flock_sim *sim, const dm_flock_options *fo, con
     return rc;
 }
 
-/* Rank 0: the files of section 8 and the quality metrics. */
-static int write_outputs(dm_flock_job_result *res, const dm_flock_result *fr, const dm_flock_docs *docs,
-                         const uint32_t *terms, const double *tw, double W, double H, const dm_flock_job_options *jo)
+/* The files of section 8 and the quality metrics, from every rank's rows (collective; rank 0
+ * writes). */
+static int write_outputs(dm_flock_job_result *res, const dm_flock_rows *fr, const dm_vectors *v, const int32_t *truth,
+                         int have_labels, const uint32_t *terms, const double *tw, double W, double H,
+                         const dm_flock_job_options *jo, const dm_ctx *ctx)
 {
     char p[4300];
-    uint64_t n = docs->n;
+    size_t n = (size_t)v->n_rows;
     snprintf(p, sizeof p, "%s/assignments.tsv", jo->out_dir);
-    DM_TRY(dm_flock_write_assignments(p, docs, fr->cluster));
-    /* positions.csv */
+    DM_TRY(dm_flock_write_assignments_rows(p, v, fr->cluster, ctx));
     snprintf(p, sizeof p, "%s/positions.csv", jo->out_dir);
-    dm_atomic_file f;
-    DM_TRY(dm_atomic_open(&f, p));
-    fprintf(f.fp, "doc,x,y,cluster,label\n");
-    for (uint64_t i = 0; i < n; i++) {
-        csv_field(f.fp, docs->ids + docs->id_off[i]);
-        fprintf(f.fp, ",%.17g,%.17g,%d,", fr->x[i], fr->y[i], fr->cluster[i]);
-        csv_field(f.fp, docs->labels + docs->label_off[i]);
-        fputc('\n', f.fp);
-    }
-    DM_TRY(dm_atomic_commit(&f));
+    DM_TRY(dm_flock_write_positions_rows(p, v, fr->x, fr->y, fr->cluster, ctx));
     snprintf(p, sizeof p, "%s/clusters.tsv", jo->out_dir);
-    DM_TRY(dm_flock_write_clusters(p, fr->cluster, n, fr->n_clusters, terms, tw, jo->top_k, jo->vocab));
+    DM_TRY(dm_flock_write_clusters_rows(p, &res->noise, fr->cluster, v->n_rows, fr->n_clusters, terms, tw, jo->top_k,
+                                        jo->vocab, ctx));
     /* flock.png by cluster; flock-labels.png by true class */
+    dm_timer_start("flock.png");
     snprintf(p, sizeof p, "%s/flock.png", jo->out_dir);
-    DM_TRY(dm_flock_png_write(p, fr->x, fr->y, fr->cluster, (size_t)n, W, H, jo->png_size));
-    if (docs->have_labels) {
+    int rc = dm_flock_png_write_rows(p, fr->x, fr->y, fr->cluster, v->row_base, n, W, H, jo->png_size, ctx);
+    if (rc == DM_OK && have_labels) {
         snprintf(p, sizeof p, "%s/flock-labels.png", jo->out_dir);
-        DM_TRY(dm_flock_png_write(p, fr->x, fr->y, docs->truth, (size_t)n, W, H, jo->png_size));
-        DM_TRY(dm_metrics_compute(&res->quality, docs->truth, fr->cluster, (size_t)n));
+        rc = dm_flock_png_write_rows(p, fr->x, fr->y, truth, v->row_base, n, W, H, jo->png_size, ctx);
     }
-    for (uint64_t i = 0; i < n; i++)
-        if (fr->cluster[i] < 0) res->noise++;
-    return DM_OK;
+    dm_timer_stop("flock.png");
+    if (rc == DM_OK && have_labels) {
+        dm_timer_start("flock.quality");
+        rc = dm_flock_quality_rows(&res->quality, truth, fr->cluster, n, ctx);
+        dm_timer_stop("flock.quality");
+    }
+    return rc;
 }
 
 /* The run's part of the report. */
@@ -412,11 +348,18 @@ int dm_flock_job_run(dm_flock_job_result *res, json_t *results, const dm_ctx *ct
     }
     const double *weights = fo.slice_weights;
 
-    dm_flock_docs docs;
-    memset(&docs, 0, sizeof docs);
-    if (rc == DM_OK) rc = dm_flock_docs_gather(&docs, v, ctx);
-    res->docs = docs.n;
-    res->have_labels = docs.have_labels;
+    /* the documents stay on their rows: classes are numbered over all ranks, nothing gathered */
+    int32_t *truth = dm_malloc(sizeof *truth * (size_t)(v->n_rows ? v->n_rows : 1));
+    int32_t n_classes = 0;
+    if (rc == DM_OK && !truth) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    rc = dm_ctx_agree(ctx, rc);
+    dm_timer_start("flock.classes");
+    if (rc == DM_OK) rc = dm_flock_classes_rows(truth, &n_classes, v, ctx);
+    dm_timer_stop("flock.classes");
+    uint64_t n_docs = v->n_rows;
+    MPI_Allreduce(MPI_IN_PLACE, &n_docs, 1, MPI_UINT64_T, MPI_SUM, ctx->world);
+    res->docs = n_docs;
+    res->have_labels = n_classes > 0;
 
     dm_flock_sim *sim = NULL;
     if (rc == DM_OK) {
@@ -425,24 +368,29 @@ int dm_flock_job_run(dm_flock_job_result *res, json_t *results, const dm_ctx *ct
         dm_timer_stop("flock.setup");
     }
     if (rc == DM_OK) {
-        dm_log_info("flock: %llu documents on %d rank(s), %s backend, %d iterations from %d", (unsigned long long)docs.n,
+        dm_log_info("flock: %llu documents on %d rank(s), %s backend, %d iterations from %d", (unsigned long long)n_docs,
                     ctx->size, dm_backend_name(ctx->backend), fo.iterations, dm_flock_sim_iteration(sim));
         dm_timer_start("flock.run");
-        rc = jo->snapshot_every > 0 ? run_with_snapshots(sim, &fo, jo, &docs, ctx) : dm_flock_sim_run(sim);
+        rc = jo->snapshot_every > 0 ? run_with_snapshots(sim, &fo, jo, v, res->have_labels ? truth : NULL, ctx)
+                                    : dm_flock_sim_run(sim);
         dm_timer_stop("flock.run");
     }
     if (rc == DM_OK) rc = dm_flock_sim_cluster(sim, co, &res->clusters);
-    dm_flock_result fr;
+    dm_flock_rows fr;
     memset(&fr, 0, sizeof fr);
-    if (rc == DM_OK) rc = dm_flock_gather(&fr, sim, v);
+    dm_timer_start("flock.rows");
+    if (rc == DM_OK) rc = dm_flock_rows_fetch(&fr, sim, v, 1);
+    dm_timer_stop("flock.rows");
     uint32_t *terms = NULL;
     double *tw = NULL;
-    if (rc == DM_OK) rc = dm_flock_top_terms(&terms, &tw, &fr, v, jo->top_k, ctx);
+    dm_timer_start("flock.top_terms");
+    if (rc == DM_OK) rc = dm_flock_top_terms_rows(&terms, &tw, fr.cluster, fr.n_clusters, v, jo->top_k, ctx);
+    dm_timer_stop("flock.top_terms");
     double W = 0, H = 0;
     if (rc == DM_OK) dm_flock_sim_plane(sim, &W, &H);
-    if (rc == DM_OK && ctx->rank == 0) {
+    if (rc == DM_OK) {
         dm_timer_start("flock.output");
-        rc = write_outputs(res, &fr, &docs, terms, tw, W, H, jo);
+        rc = write_outputs(res, &fr, v, truth, res->have_labels, terms, tw, W, H, jo, ctx);
         dm_timer_stop("flock.output");
     }
     rc = dm_ctx_agree(ctx, rc);
@@ -452,10 +400,10 @@ int dm_flock_job_run(dm_flock_job_result *res, json_t *results, const dm_ctx *ct
     }
     res->seconds = dm_wtime() - t_start;
     dm_flock_sim_free(sim);
-    dm_flock_result_free(&fr);
+    dm_flock_rows_free(&fr);
     dm_free(terms);
     dm_free(tw);
-    dm_flock_docs_free(&docs);
+    dm_free(truth);
     dm_free(sw);
     return rc;
 }

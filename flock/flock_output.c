@@ -13,138 +13,12 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "common/status.h"
-#include "flock/flock.h"
-
-typedef struct tw {
-    uint64_t key; /* cluster << 32 | term */
-    double w;
-} tw;
-
-static int cmp_tw_key(const void *a, const void *b)
-{
-    uint64_t x = ((const tw *)a)->key, y = ((const tw *)b)->key;
-    return x < y ? -1 : x > y;
-}
-
-/* Sorts by key and sums equal keys; returns the new count. */
-static size_t reduce_tw(tw *v, size_t n)
-{
-    qsort(v, n, sizeof *v, cmp_tw_key);
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (m && v[m - 1].key == v[i].key) v[m - 1].w += v[i].w;
-        else v[m++] = v[i];
-    }
-    return m;
-}
+#include "flock/flock_impl.h"
 
 int dm_flock_top_terms(uint32_t **terms, double **weights, const dm_flock_result *r, const dm_vectors *v, int k,
                        const dm_ctx *ctx)
 {
-    *terms = NULL;
-    *weights = NULL;
-    int rc = DM_OK;
-    size_t nnz = 0;
-    for (uint64_t i = 0; i < v->n_rows; i++)
-        if (r->row_cluster[i] >= 0) nnz += (size_t)(v->row_off[i + 1] - v->row_off[i]);
-    tw *loc = dm_malloc(sizeof *loc * (nnz ? nnz : 1));
-    if (!loc) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for top terms");
-    size_t m = 0;
-    if (rc == DM_OK) {
-        for (uint64_t i = 0; i < v->n_rows; i++) {
-            if (r->row_cluster[i] < 0) continue;
-            for (uint64_t q = v->row_off[i]; q < v->row_off[i + 1]; q++) {
-                loc[m].key = ((uint64_t)(uint32_t)r->row_cluster[i] << 32) | v->col[q];
-                loc[m].w = v->val[q];
-                m++;
-            }
-        }
-        m = reduce_tw(loc, m);
-    }
-    rc = dm_ctx_agree(ctx, rc);
-    int cnt = (int)m, *counts = NULL, *displs = NULL, total = 0;
-    uint64_t *keys = NULL, *allk = NULL;
-    double *ws = NULL, *allw = NULL;
-    if (rc == DM_OK) {
-        keys = dm_malloc(sizeof *keys * (m ? m : 1));
-        ws = dm_malloc(sizeof *ws * (m ? m : 1));
-        if (!keys || !ws) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-        for (size_t i = 0; i < m && rc == DM_OK; i++) {
-            keys[i] = loc[i].key;
-            ws[i] = loc[i].w;
-        }
-        if (ctx->rank == 0) {
-            counts = dm_malloc(sizeof *counts * (size_t)ctx->size);
-            displs = dm_malloc(sizeof *displs * (size_t)ctx->size);
-            if (!counts || !displs) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-        }
-    }
-    rc = dm_ctx_agree(ctx, rc);
-    if (rc == DM_OK) {
-        MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, ctx->world);
-        if (ctx->rank == 0) {
-            for (int q = 0; q < ctx->size; q++) {
-                displs[q] = total;
-                total += counts[q];
-            }
-            allk = dm_malloc(sizeof *allk * (size_t)(total ? total : 1));
-            allw = dm_malloc(sizeof *allw * (size_t)(total ? total : 1));
-            if (!allk || !allw) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-        }
-    }
-    rc = dm_ctx_agree(ctx, rc);
-    if (rc == DM_OK) {
-        MPI_Gatherv(keys, cnt, MPI_UINT64_T, allk, counts, displs, MPI_UINT64_T, 0, ctx->world);
-        MPI_Gatherv(ws, cnt, MPI_DOUBLE, allw, counts, displs, MPI_DOUBLE, 0, ctx->world);
-    }
-    if (rc == DM_OK && ctx->rank == 0) {
-        int nc = r->n_clusters;
-        tw *all = dm_malloc(sizeof *all * (size_t)(total ? total : 1));
-        *terms = dm_malloc(sizeof **terms * (size_t)(nc ? nc : 1) * (size_t)k);
-        *weights = dm_malloc(sizeof **weights * (size_t)(nc ? nc : 1) * (size_t)k);
-        if (!all || !*terms || !*weights) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-        if (rc == DM_OK) {
-            for (int i = 0; i < total; i++) {
-                all[i].key = allk[i];
-                all[i].w = allw[i];
-            }
-            size_t n = reduce_tw(all, (size_t)total);
-            for (size_t i = 0; i < (size_t)nc * (size_t)k; i++) {
-                (*terms)[i] = UINT32_MAX;
-                (*weights)[i] = 0;
-            }
-            /* per cluster: keep the k heaviest (ties: smaller term id) by insertion */
-            for (size_t i = 0; i < n; i++) {
-                int c = (int)(all[i].key >> 32);
-                uint32_t t = (uint32_t)all[i].key;
-                if (c >= nc) continue;
-                uint32_t *ct = *terms + (size_t)c * k;
-                double *cw = *weights + (size_t)c * k;
-                int pos = k;
-                while (pos > 0 && (ct[pos - 1] == UINT32_MAX || cw[pos - 1] < all[i].w)) pos--;
-                if (pos >= k) continue;
-                memmove(ct + pos + 1, ct + pos, sizeof *ct * (size_t)(k - pos - 1));
-                memmove(cw + pos + 1, cw + pos, sizeof *cw * (size_t)(k - pos - 1));
-                ct[pos] = t;
-                cw[pos] = all[i].w;
-            }
-        }
-        dm_free(all);
-        if (rc != DM_OK) {
-            dm_free(*terms);
-            dm_free(*weights);
-            *terms = NULL;
-            *weights = NULL;
-        }
-    }
-    dm_free(loc);
-    dm_free(keys);
-    dm_free(ws);
-    dm_free(allk);
-    dm_free(allw);
-    dm_free(counts);
-    dm_free(displs);
-    return dm_ctx_agree(ctx, rc);
+    return dm_flock_top_terms_rows(terms, weights, r->row_cluster, r->n_clusters, v, k, ctx);
 }
 
 /* ---- vocabulary ----------------------------------------------------------------------------- */
@@ -255,7 +129,7 @@ void dm_flock_vocab_free(dm_flock_vocab *v)
 /* ---- PNG ------------------------------------------------------------------------------------- */
 
 /* A distinct colour per label: golden-ratio hues, alternating saturation and value. */
-static void label_rgb(int32_t label, unsigned char rgb[3])
+void dm_flock_label_rgb(int32_t label, unsigned char rgb[3])
 {
     if (label < 0) {
         rgb[0] = rgb[1] = rgb[2] = 190;
@@ -320,7 +194,7 @@ int dm_flock_png_write(const char *path, const double *x, const double *y, const
             int32_t c = color ? color[i] : 0;
             if ((pass == 0) != (c < 0)) continue;
             unsigned char rgb[3];
-            label_rgb(c, rgb);
+            dm_flock_label_rgb(c, rgb);
             int px = (int)(x[i] / W * w), py = (int)((1.0 - y[i] / H) * h); /* y up */
             for (int dy = 0; dy < dot; dy++)
                 for (int dx = 0; dx < dot; dx++) {
@@ -330,6 +204,13 @@ int dm_flock_png_write(const char *path, const double *x, const double *y, const
                     memcpy(img + ((size_t)qy * (size_t)w + (size_t)qx) * 3, rgb, 3);
                 }
         }
+    int rc = dm_flock_png_emit_file(path, img, w, h);
+    dm_free(img);
+    return rc;
+}
+
+int dm_flock_png_emit_file(const char *path, const unsigned char *img, int w, int h)
+{
     dm_atomic_file af;
     int rc = dm_atomic_open(&af, path);
     if (rc == DM_OK) {
@@ -337,6 +218,5 @@ int dm_flock_png_write(const char *path, const double *x, const double *y, const
         if (rc == DM_OK) rc = dm_atomic_commit(&af);
         else dm_atomic_abort(&af);
     }
-    dm_free(img);
     return rc;
 }

@@ -1,0 +1,869 @@
+/* Outputs of a clustering from each rank's own input rows (DESIGN.md section 8), so that the
+ * work of every rank is proportional to its share and nothing of size N passes through one rank
+ * except the bytes of the files rank 0 writes: the final state of the flock fetched back to the
+ * ranks holding the documents' rows, true classes numbered over all ranks, the quality metrics
+ * from merged contingency tables, top terms reduced by owner rank of the cluster, the PNG
+ * rendered per rank and merged by a max-reduction, and assignments.tsv / positions.csv formatted
+ * per rank and written in rank order. Every file is byte-identical to what the gathered writers
+ * of flock_job.c write from all documents on one rank. Reference: flock_job.c (the gathered
+ * writers) and flock_output.c (dm_flock_png_write); tests compare them across rank counts. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/fileio.h"
+#include "common/status.h"
+#include "flock/flock_impl.h"
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* (key, count) records by key. */
+static int cmp_u64_first(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ---- the final state at the rows -------------------------------------------------------------- */
+
+void dm_flock_rows_free(dm_flock_rows *r)
+{
+    dm_free(r->x);
+    dm_free(r->y);
+    dm_free(r->cluster);
+    memset(r, 0, sizeof *r);
+}
+
+/* The rank holding global row id (bases: P row_base values in rank order, shares tile 0..N-1). */
+static int row_owner(const uint64_t *bases, int P, uint64_t id)
+{
+    int lo = 0, hi = P - 1;
+    while (lo < hi) { /* last rank whose base <= id (empty ranks share a base: take the last) */
+        int mid = (lo + hi + 1) / 2;
+        if (bases[mid] <= id) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+typedef struct row_rec {
+    double id, x, y, cl;
+} row_rec;
+
+int dm_flock_rows_fetch(dm_flock_rows *out, dm_flock_sim *s, const dm_vectors *v, int with_clusters)
+{
+    memset(out, 0, sizeof *out);
+    out->row_base = v->row_base;
+    out->n_rows = v->n_rows;
+    const int P = s->size;
+    size_t nr = (size_t)v->n_rows;
+    dm_flock_view view;
+    int rc = dm_flock_sim_view(s, &view);
+    const int32_t *lab = with_clusters ? s->labels : NULL;
+    int32_t nc = 0;
+    if (lab)
+        for (size_t i = 0; i < view.n; i++)
+            if (lab[i] + 1 > nc) nc = lab[i] + 1;
+    MPI_Allreduce(MPI_IN_PLACE, &nc, 1, MPI_INT32_T, MPI_MAX, s->comm);
+    out->n_clusters = nc;
+    out->x = dm_malloc(sizeof *out->x * (nr ? nr : 1));
+    out->y = dm_malloc(sizeof *out->y * (nr ? nr : 1));
+    out->cluster = dm_malloc(sizeof *out->cluster * (nr ? nr : 1));
+    uint64_t *bases = dm_malloc(sizeof *bases * (size_t)P);
+    int *scnt = dm_calloc((size_t)P, sizeof *scnt), *rcnt = dm_calloc((size_t)P, sizeof *rcnt);
+    int *sdis = dm_calloc((size_t)P + 1, sizeof *sdis), *rdis = dm_calloc((size_t)P + 1, sizeof *rdis);
+    int *dest = dm_malloc(sizeof *dest * (view.n ? view.n : 1));
+    if (rc == DM_OK && (!out->x || !out->y || !out->cluster || !bases || !scnt || !rcnt || !sdis || !rdis || !dest))
+        rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    if (rc == DM_OK && (view.n > INT32_MAX || nr > INT32_MAX))
+        rc = DM_ERR(DM_ERR_UNSUPPORTED, "flock: more than 2^31 documents on a rank");
+    rc = dm_ctx_agree(s->ctx, rc);
+    row_rec *send = NULL, *recv = NULL;
+    MPI_Datatype rt = MPI_DATATYPE_NULL;
+    if (rc == DM_OK) {
+        uint64_t mine = v->row_base;
+        MPI_Allgather(&mine, 1, MPI_UINT64_T, bases, 1, MPI_UINT64_T, s->comm);
+        for (size_t i = 0; i < view.n; i++) {
+            dest[i] = row_owner(bases, P, view.id[i]);
+            scnt[dest[i]]++;
+        }
+        MPI_Alltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, s->comm);
+        long long rtot = 0;
+        for (int q = 0; q < P; q++) {
+            sdis[q + 1] = sdis[q] + scnt[q];
+            rtot += rcnt[q];
+            rdis[q + 1] = (int)(rdis[q] + rcnt[q]);
+        }
+        if (rtot != (long long)nr) rc = DM_ERR(DM_ERR_FORMAT, "flock: %lld final states for %zu rows", rtot, nr);
+        send = dm_malloc(sizeof *send * (view.n ? view.n : 1));
+        recv = dm_malloc(sizeof *recv * (nr ? nr : 1));
+        if (rc == DM_OK && (!send || !recv)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    }
+    rc = dm_ctx_agree(s->ctx, rc);
+    if (rc == DM_OK) {
+        int *at = dm_malloc(sizeof *at * (size_t)P);
+        if (!at) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        for (int q = 0; q < P && at; q++) at[q] = sdis[q];
+        for (size_t i = 0; i < view.n && at; i++) {
+            row_rec *r = &send[at[dest[i]]++];
+            r->id = (double)view.id[i];
+            r->x = view.x[i];
+            r->y = view.y[i];
+            r->cl = lab ? (double)lab[i] : -1.0;
+        }
+        dm_free(at);
+    }
+    rc = dm_ctx_agree(s->ctx, rc);
+    if (rc == DM_OK) {
+        MPI_Type_contiguous(4, MPI_DOUBLE, &rt);
+        MPI_Type_commit(&rt);
+        if (MPI_Alltoallv(send, scnt, sdis, rt, recv, rcnt, rdis, rt, s->comm) != MPI_SUCCESS)
+            rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Alltoallv of the final states failed");
+        MPI_Type_free(&rt);
+        uint8_t *seen = dm_calloc(nr ? nr : 1, 1);
+        if (rc == DM_OK && !seen) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        for (size_t k = 0; k < nr && rc == DM_OK; k++) {
+            uint64_t id = (uint64_t)recv[k].id;
+            if (id < v->row_base || id - v->row_base >= nr || seen[id - v->row_base]) {
+                rc = DM_ERR(DM_ERR_FORMAT, "flock: final state of document %llu sent to the wrong rank",
+                            (unsigned long long)id);
+                break;
+            }
+            size_t r = (size_t)(id - v->row_base);
+            seen[r] = 1;
+            out->x[r] = recv[k].x;
+            out->y[r] = recv[k].y;
+            out->cluster[r] = (int32_t)recv[k].cl;
+        }
+        dm_free(seen);
+    }
+    dm_free(bases);
+    dm_free(scnt);
+    dm_free(rcnt);
+    dm_free(sdis);
+    dm_free(rdis);
+    dm_free(dest);
+    dm_free(send);
+    dm_free(recv);
+    rc = dm_ctx_agree(s->ctx, rc);
+    if (rc != DM_OK) dm_flock_rows_free(out);
+    return rc;
+}
+
+/* ---- files written in rank order ---------------------------------------------------------------- */
+
+#define ORDERED_CHUNK ((size_t)16 << 20)
+
+int dm_flock_write_ordered(const char *path, const char *buf, size_t len, const dm_ctx *ctx)
+{
+    int rc = DM_OK;
+    if (ctx->rank != 0) {
+        /* rank 0 says whether to send (it has room); then the size (UINT64_MAX: this rank failed
+         * before) and the bytes in chunks */
+        int go = 0;
+        MPI_Recv(&go, 1, MPI_INT, 0, 609, ctx->world, MPI_STATUS_IGNORE);
+        if (go) {
+            uint64_t n = buf ? (uint64_t)len : UINT64_MAX;
+            MPI_Send(&n, 1, MPI_UINT64_T, 0, 610, ctx->world);
+            for (size_t at = 0; buf && at < len; at += ORDERED_CHUNK) {
+                size_t c = len - at < ORDERED_CHUNK ? len - at : ORDERED_CHUNK;
+                MPI_Send(buf + at, (int)c, MPI_CHAR, 0, 611, ctx->world);
+            }
+        }
+        return dm_ctx_agree(ctx, buf ? DM_OK : DM_ERR_NOMEM);
+    }
+    dm_atomic_file f;
+    int open_ok = 0;
+    if (buf) {
+        rc = dm_atomic_open(&f, path);
+        open_ok = rc == DM_OK;
+    } else {
+        rc = DM_ERR_NOMEM; /* the message was recorded where the buffer failed */
+    }
+    if (open_ok && len && fwrite(buf, 1, len, f.fp) != len) rc = DM_ERR(DM_ERR_IO, "%s: write failed", path);
+    char *tmp = ctx->size > 1 && rc == DM_OK ? dm_malloc(ORDERED_CHUNK) : NULL;
+    if (ctx->size > 1 && !tmp && rc == DM_OK) rc = DM_ERR(DM_ERR_NOMEM, "out of memory");
+    for (int q = 1; q < ctx->size; q++) {
+        int go = rc == DM_OK;
+        MPI_Send(&go, 1, MPI_INT, q, 609, ctx->world);
+        if (!go) continue;
+        uint64_t n = 0;
+        MPI_Recv(&n, 1, MPI_UINT64_T, q, 610, ctx->world, MPI_STATUS_IGNORE);
+        if (n == UINT64_MAX) {
+            rc = DM_ERR_NOMEM; /* that rank has its own message */
+            continue;
+        }
+        for (uint64_t at = 0; at < n; at += ORDERED_CHUNK) {
+            size_t c = n - at < ORDERED_CHUNK ? (size_t)(n - at) : ORDERED_CHUNK;
+            MPI_Recv(tmp, (int)c, MPI_CHAR, q, 611, ctx->world, MPI_STATUS_IGNORE);
+            if (rc == DM_OK && fwrite(tmp, 1, c, f.fp) != c) rc = DM_ERR(DM_ERR_IO, "%s: write failed", path);
+        }
+    }
+    dm_free(tmp);
+    if (open_ok) {
+        if (rc == DM_OK) rc = dm_atomic_commit(&f);
+        else dm_atomic_abort(&f);
+    }
+    return dm_ctx_agree(ctx, rc);
+}
+
+/* A growing text buffer. */
+typedef struct tbuf {
+    char *p;
+    size_t n, cap;
+    int err;
+} tbuf;
+
+static void tb_reserve(tbuf *b, size_t more)
+{
+    if (b->err || b->n + more <= b->cap) return;
+    size_t c = b->cap ? b->cap : 4096;
+    while (c < b->n + more) c *= 2;
+    char *q = dm_realloc(b->p, c);
+    if (!q) {
+        b->err = 1;
+        return;
+    }
+    b->p = q;
+    b->cap = c;
+}
+
+static void tb_put(tbuf *b, const char *s, size_t len)
+{
+    tb_reserve(b, len);
+    if (b->err) return;
+    memcpy(b->p + b->n, s, len);
+    b->n += len;
+}
+
+static void tb_printf(tbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tb_printf(tbuf *b, const char *fmt, ...)
+{
+    char tmp[128];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (k < 0) {
+        b->err = 1;
+        return;
+    }
+    if ((size_t)k < sizeof tmp) {
+        tb_put(b, tmp, (size_t)k);
+        return;
+    }
+    tb_reserve(b, (size_t)k + 1);
+    if (b->err) return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->n, (size_t)k + 1, fmt, ap);
+    va_end(ap);
+    b->n += (size_t)k;
+}
+
+/* TSV fields: tabs and newlines become spaces (as dm_flock_write_assignments). */
+static void tb_tsv(tbuf *b, const char *s)
+{
+    size_t len = strlen(s);
+    tb_reserve(b, len);
+    if (b->err) return;
+    for (size_t i = 0; i < len; i++) b->p[b->n + i] = s[i] == '\t' || s[i] == '\n' || s[i] == '\r' ? ' ' : s[i];
+    b->n += len;
+}
+
+/* CSV fields, quoted when needed (as flock_job.c's csv_field). */
+static void tb_csv(tbuf *b, const char *s)
+{
+    if (!strpbrk(s, ",\"\n\r")) {
+        tb_put(b, s, strlen(s));
+        return;
+    }
+    tb_put(b, "\"", 1);
+    for (; *s; s++) {
+        if (*s == '"') tb_put(b, "\"", 1);
+        tb_put(b, s, 1);
+    }
+    tb_put(b, "\"", 1);
+}
+
+static int tb_write(tbuf *b, const char *path, const dm_ctx *ctx)
+{
+    if (b->err) DM_ERR(DM_ERR_NOMEM, "out of memory formatting %s", path);
+    int rc = dm_flock_write_ordered(path, b->err ? NULL : (b->p ? b->p : ""), b->n, ctx);
+    dm_free(b->p);
+    memset(b, 0, sizeof *b);
+    return rc;
+}
+
+int dm_flock_write_assignments_rows(const char *path, const dm_vectors *v, const int32_t *cluster, const dm_ctx *ctx)
+{
+    tbuf b = {0};
+    if (ctx->rank == 0) tb_put(&b, "doc\tlabel\tcluster\n", 18);
+    for (uint64_t i = 0; i < v->n_rows && !b.err; i++) {
+        tb_tsv(&b, dm_vectors_id(v, i));
+        tb_put(&b, "\t", 1);
+        tb_tsv(&b, dm_vectors_labels(v, i));
+        tb_printf(&b, "\t%d\n", cluster[i]);
+    }
+    return tb_write(&b, path, ctx);
+}
+
+int dm_flock_write_positions_rows(const char *path, const dm_vectors *v, const double *x, const double *y,
+                                  const int32_t *cluster, const dm_ctx *ctx)
+{
+    tbuf b = {0};
+    if (ctx->rank == 0) tb_put(&b, "doc,x,y,cluster,label\n", 22);
+    for (uint64_t i = 0; i < v->n_rows && !b.err; i++) {
+        tb_csv(&b, dm_vectors_id(v, i));
+        tb_printf(&b, ",%.17g,%.17g,%d,", x[i], y[i], cluster[i]);
+        tb_csv(&b, dm_vectors_labels(v, i));
+        tb_put(&b, "\n", 1);
+    }
+    return tb_write(&b, path, ctx);
+}
+
+int dm_flock_write_clusters_rows(const char *path, uint64_t *noise, const int32_t *cluster, uint64_t n_rows,
+                                 int32_t n_clusters, const uint32_t *terms, const double *tw, int top_k,
+                                 const dm_flock_vocab *voc, const dm_ctx *ctx)
+{
+    *noise = 0;
+    /* sizes: [0, n_clusters) clusters, [n_clusters] noise, summed on rank 0 */
+    uint64_t *size = dm_calloc((size_t)n_clusters + 1, sizeof *size);
+    int rc = size ? DM_OK : DM_ERR(DM_ERR_NOMEM, "out of memory");
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc != DM_OK) {
+        dm_free(size);
+        return rc;
+    }
+    for (uint64_t i = 0; i < n_rows; i++) {
+        if (cluster[i] < 0) size[n_clusters]++;
+        else if (cluster[i] < n_clusters) size[cluster[i]]++;
+    }
+    if (ctx->size > 1 &&
+        MPI_Reduce(ctx->rank == 0 ? MPI_IN_PLACE : size, size, n_clusters + 1, MPI_UINT64_T, MPI_SUM, 0, ctx->world) !=
+            MPI_SUCCESS)
+        rc = DM_ERR(DM_ERR_MPI, "MPI_Reduce of the cluster sizes failed");
+    if (rc == DM_OK && ctx->rank == 0) {
+        *noise = size[n_clusters];
+        dm_atomic_file f;
+        rc = dm_atomic_open(&f, path);
+        if (rc == DM_OK) {
+            fprintf(f.fp, "cluster\tsize\ttop_terms\tweights\n");
+            for (int32_t k = 0; k < n_clusters; k++) {
+                fprintf(f.fp, "%d\t%llu\t", k, (unsigned long long)size[k]);
+                for (int t = 0; t < top_k && terms[(size_t)k * top_k + t] != UINT32_MAX; t++) {
+                    uint32_t id = terms[(size_t)k * top_k + t];
+                    if (t) fputc(' ', f.fp);
+                    if (voc && id < voc->n && voc->term[id]) {
+                        for (const char *s = voc->term[id]; *s; s++)
+                            fputc(*s == '\t' || *s == '\n' || *s == '\r' ? ' ' : *s, f.fp);
+                    } else {
+                        fprintf(f.fp, "%u", id);
+                    }
+                }
+                fputc('\t', f.fp);
+                for (int t = 0; t < top_k && terms[(size_t)k * top_k + t] != UINT32_MAX; t++)
+                    fprintf(f.fp, "%s%.6g", t ? " " : "", tw[(size_t)k * top_k + t]);
+                fputc('\n', f.fp);
+            }
+            fprintf(f.fp, "-1\t%llu\t\t\n", (unsigned long long)size[n_clusters]);
+            rc = dm_atomic_commit(&f);
+        }
+    }
+    dm_free(size);
+    return dm_ctx_agree(ctx, rc);
+}
+
+/* ---- classes and quality ------------------------------------------------------------------------ */
+
+typedef struct cname {
+    const char *s;
+    size_t len;
+} cname;
+
+static int cmp_cname(const void *a, const void *b)
+{
+    const cname *x = a, *y = b;
+    int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+    if (c) return c;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+/* Sorted distinct names; returns the count. */
+static size_t cname_uniq(cname *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_cname);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m == 0 || cmp_cname(&v[m - 1], &v[i]) != 0) v[m++] = v[i];
+    return m;
+}
+
+int dm_flock_classes_rows(int32_t *cls, int32_t *n_classes, const dm_vectors *v, const dm_ctx *ctx)
+{
+    *n_classes = 0;
+    size_t n = (size_t)v->n_rows;
+    cname *loc = dm_malloc(sizeof *loc * (n ? n : 1));
+    int rc = loc ? DM_OK : DM_ERR(DM_ERR_NOMEM, "out of memory");
+    size_t m = 0, bytes = 0;
+    for (size_t i = 0; i < n && rc == DM_OK; i++) {
+        const char *s = dm_vectors_labels(v, i);
+        size_t len = s ? strcspn(s, ",") : 0;
+        if (len) loc[m++] = (cname){s, len};
+    }
+    if (rc == DM_OK) m = cname_uniq(loc, m);
+    for (size_t i = 0; i < m; i++) bytes += loc[i].len + 1;
+    if (rc == DM_OK && bytes > INT32_MAX) rc = DM_ERR(DM_ERR_UNSUPPORTED, "more than 2 GiB of class names on a rank");
+    char *mine = dm_malloc(bytes ? bytes : 1);
+    int *cnt = dm_malloc(sizeof *cnt * (size_t)ctx->size), *dis = dm_malloc(sizeof *dis * (size_t)ctx->size);
+    if (rc == DM_OK && (!mine || !cnt || !dis)) rc = DM_ERR(DM_ERR_NOMEM, "out of memory");
+    rc = dm_ctx_agree(ctx, rc);
+    char *all = NULL;
+    cname *names = NULL;
+    size_t nn = 0;
+    long long tot = 0;
+    if (rc == DM_OK) {
+        size_t at = 0;
+        for (size_t i = 0; i < m; i++) {
+            memcpy(mine + at, loc[i].s, loc[i].len);
+            mine[at + loc[i].len] = '\0';
+            at += loc[i].len + 1;
+        }
+        int b = (int)bytes;
+        MPI_Allgather(&b, 1, MPI_INT, cnt, 1, MPI_INT, ctx->world);
+        for (int q = 0; q < ctx->size; q++) {
+            dis[q] = (int)tot;
+            tot += cnt[q];
+        }
+        if (tot > INT32_MAX) rc = DM_ERR(DM_ERR_UNSUPPORTED, "more than 2 GiB of class names");
+        else if (!(all = dm_malloc((size_t)tot + 1))) rc = DM_ERR(DM_ERR_NOMEM, "out of memory");
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        MPI_Allgatherv(mine, (int)bytes, MPI_CHAR, all, cnt, dis, MPI_CHAR, ctx->world);
+        size_t k = 0;
+        for (long long at = 0; at < tot; at += (long long)strlen(all + at) + 1) k++;
+        names = dm_malloc(sizeof *names * (k ? k : 1));
+        if (!names) rc = DM_ERR(DM_ERR_NOMEM, "out of memory");
+        for (long long at = 0; names && at < tot; at += (long long)strlen(all + at) + 1)
+            names[nn++] = (cname){all + at, strlen(all + at)};
+        if (names) nn = cname_uniq(names, nn);
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        for (size_t i = 0; i < n; i++) {
+            const char *s = dm_vectors_labels(v, i);
+            cname key = {s, s ? strcspn(s, ",") : 0};
+            cls[i] = -1;
+            if (!key.len) continue;
+            const cname *f = bsearch(&key, names, nn, sizeof *names, cmp_cname);
+            DM_ASSERT(f != NULL);
+            cls[i] = (int32_t)(f - names);
+        }
+        *n_classes = (int32_t)nn;
+    }
+    dm_free(loc);
+    dm_free(mine);
+    dm_free(cnt);
+    dm_free(dis);
+    dm_free(all);
+    dm_free(names);
+    return rc;
+}
+
+int dm_flock_quality_rows(dm_metrics *out, const int32_t *truth, const int32_t *pred, size_t n, const dm_ctx *ctx)
+{
+    memset(out, 0, sizeof *out);
+    uint64_t *key = NULL, *count = NULL, *rec = NULL, *all = NULL;
+    size_t cells = 0;
+    int rc = dm_metrics_table(&key, &count, &cells, truth, pred, n);
+    if (rc == DM_OK && 2 * cells > INT32_MAX) rc = DM_ERR(DM_ERR_UNSUPPORTED, "metrics: too many cells");
+    rec = dm_malloc(sizeof *rec * 2 * (cells ? cells : 1));
+    int *cnt = dm_malloc(sizeof *cnt * (size_t)ctx->size), *dis = dm_malloc(sizeof *dis * (size_t)ctx->size);
+    if (rc == DM_OK && (!rec || !cnt || !dis)) rc = DM_ERR(DM_ERR_NOMEM, "out of memory");
+    rc = dm_ctx_agree(ctx, rc);
+    long long tot = 0;
+    if (rc == DM_OK) {
+        for (size_t i = 0; i < cells; i++) {
+            rec[2 * i] = key[i];
+            rec[2 * i + 1] = count[i];
+        }
+        int c2 = (int)(2 * cells);
+        MPI_Gather(&c2, 1, MPI_INT, cnt, 1, MPI_INT, 0, ctx->world);
+        if (ctx->rank == 0) {
+            for (int q = 0; q < ctx->size; q++) {
+                dis[q] = (int)tot;
+                tot += cnt[q];
+            }
+            if (tot > INT32_MAX) rc = DM_ERR(DM_ERR_UNSUPPORTED, "metrics: too many cells");
+            else if (!(all = dm_malloc(sizeof *all * (size_t)(tot ? tot : 1)))) rc = DM_ERR(DM_ERR_NOMEM, "out of memory");
+        }
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        MPI_Gatherv(rec, (int)(2 * cells), MPI_UINT64_T, all, cnt, dis, MPI_UINT64_T, 0, ctx->world);
+        if (ctx->rank == 0) {
+            /* merge: sort the (key, count) records by key and sum equal keys */
+            size_t m = (size_t)tot / 2;
+            qsort(all, m, 2 * sizeof *all, cmp_u64_first);
+            size_t u = 0;
+            for (size_t i = 0; i < m; i++) {
+                if (u && all[2 * (u - 1)] == all[2 * i]) all[2 * (u - 1) + 1] += all[2 * i + 1];
+                else {
+                    all[2 * u] = all[2 * i];
+                    all[2 * u + 1] = all[2 * i + 1];
+                    u++;
+                }
+            }
+            int32_t *c = dm_malloc(sizeof *c * (u ? u : 1)), *p = dm_malloc(sizeof *p * (u ? u : 1));
+            uint64_t *k = dm_malloc(sizeof *k * (u ? u : 1)), *w = dm_malloc(sizeof *w * (u ? u : 1));
+            if (!c || !p || !k || !w) rc = DM_ERR(DM_ERR_NOMEM, "out of memory");
+            if (rc == DM_OK) {
+                for (size_t i = 0; i < u; i++) {
+                    k[i] = all[2 * i];
+                    w[i] = all[2 * i + 1];
+                }
+                dm_metrics_table_split(c, p, k, u);
+                rc = dm_metrics_from_table(out, c, p, w, u);
+            }
+            dm_free(c);
+            dm_free(p);
+            dm_free(k);
+            dm_free(w);
+        }
+    }
+    dm_free(key);
+    dm_free(count);
+    dm_free(rec);
+    dm_free(all);
+    dm_free(cnt);
+    dm_free(dis);
+    return dm_ctx_agree(ctx, rc);
+}
+
+/* ---- top terms ---------------------------------------------------------------------------------- */
+
+/* Weights are summed exactly in fixed point (2^-40 units, 128-bit), so the sums - and the order
+ * of the terms - do not depend on how the rows are spread over ranks or summed. */
+#define TT_SHIFT 40
+typedef __int128 tt_sum;
+
+typedef struct tt_rec {
+    uint64_t key;      /* cluster << 32 | term */
+    uint64_t lo, hi;   /* the sum, two's complement */
+} tt_rec;
+
+static int cmp_tt(const void *a, const void *b)
+{
+    uint64_t x = ((const tt_rec *)a)->key, y = ((const tt_rec *)b)->key;
+    return x < y ? -1 : x > y;
+}
+
+static tt_sum tt_get(const tt_rec *r) { return (tt_sum)(((unsigned __int128)r->hi << 64) | r->lo); }
+static void tt_set(tt_rec *r, tt_sum s)
+{
+    r->lo = (uint64_t)(unsigned __int128)s;
+    r->hi = (uint64_t)((unsigned __int128)s >> 64);
+}
+
+int dm_flock_top_terms_rows(uint32_t **terms, double **weights, const int32_t *row_cluster, int32_t nc,
+                            const dm_vectors *v, int k, const dm_ctx *ctx)
+{
+    *terms = NULL;
+    *weights = NULL;
+    const int P = ctx->size;
+    size_t nr = (size_t)v->n_rows, V = (size_t)v->n_cols;
+    int rc = DM_OK;
+    /* 1. rows by cluster (counting sort), then per cluster a dense exact accumulator over terms */
+    uint32_t *start = dm_calloc((size_t)nc + 1, sizeof *start);
+    uint32_t *rows = dm_malloc(sizeof *rows * (nr ? nr : 1));
+    tt_sum *acc = dm_calloc(V ? V : 1, sizeof *acc);
+    uint8_t *touched = dm_calloc(V ? V : 1, 1);
+    uint32_t *list = NULL;
+    size_t list_cap = 0;
+    tt_rec *loc = NULL;
+    size_t m = 0, loc_cap = 0;
+    if (!start || !rows || !acc || !touched) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for top terms");
+    if (rc == DM_OK && nr > UINT32_MAX) rc = DM_ERR(DM_ERR_UNSUPPORTED, "flock: more than 2^32 rows on a rank");
+    if (rc == DM_OK) {
+        for (size_t i = 0; i < nr; i++)
+            if (row_cluster[i] >= 0 && row_cluster[i] < nc) start[row_cluster[i] + 1]++;
+        for (int32_t c = 0; c < nc; c++) start[c + 1] += start[c];
+        uint32_t *at = dm_malloc(sizeof *at * ((size_t)nc ? (size_t)nc : 1));
+        if (!at) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        for (int32_t c = 0; at && c < nc; c++) at[c] = start[c];
+        for (size_t i = 0; at && i < nr; i++)
+            if (row_cluster[i] >= 0 && row_cluster[i] < nc) rows[at[row_cluster[i]]++] = (uint32_t)i;
+        dm_free(at);
+    }
+    for (int32_t c = 0; c < nc && rc == DM_OK; c++) {
+        size_t nt = 0;
+        for (uint32_t q = start[c]; q < start[c + 1] && rc == DM_OK; q++) {
+            uint32_t i = rows[q];
+            for (uint64_t e = v->row_off[i]; e < v->row_off[i + 1]; e++) {
+                uint32_t t = v->col[e];
+                float w = v->val[e];
+                if (t >= V || !(fabsf(w) < 4194304.0f)) { /* 2^22: the fixed point holds it */
+                    rc = DM_ERR(DM_ERR_FORMAT, "flock: term %u or weight of row %llu out of range", t,
+                                (unsigned long long)(v->row_base + i));
+                    break;
+                }
+                if (!touched[t]) {
+                    if (nt == list_cap) {
+                        size_t cap = list_cap ? 2 * list_cap : 4096;
+                        uint32_t *l = dm_realloc(list, sizeof *l * cap);
+                        if (!l) {
+                            rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+                            break;
+                        }
+                        list = l;
+                        list_cap = cap;
+                    }
+                    touched[t] = 1;
+                    list[nt++] = t;
+                }
+                acc[t] += (tt_sum)llrint(ldexp((double)w, TT_SHIFT));
+            }
+        }
+        /* this cluster's terms in term order */
+        if (rc == DM_OK && nt) qsort(list, nt, sizeof *list, cmp_u32);
+        if (rc == DM_OK && m + nt > loc_cap) {
+            size_t cap = loc_cap ? 2 * loc_cap : 4096;
+            while (cap < m + nt) cap *= 2;
+            tt_rec *l = dm_realloc(loc, sizeof *l * cap);
+            if (!l) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for top terms");
+            else {
+                loc = l;
+                loc_cap = cap;
+            }
+        }
+        for (size_t j = 0; j < nt; j++) {
+            uint32_t t = list[j];
+            if (rc == DM_OK) {
+                loc[m].key = ((uint64_t)(uint32_t)c << 32) | t;
+                tt_set(&loc[m], acc[t]);
+                m++;
+            }
+            acc[t] = 0;
+            touched[t] = 0;
+        }
+    }
+    dm_free(start);
+    dm_free(rows);
+    dm_free(acc);
+    dm_free(touched);
+    dm_free(list);
+    rc = dm_ctx_agree(ctx, rc);
+    /* 2. every (cluster, term) sum to the owner of the cluster (cluster % P); loc is sorted by key,
+     * so each owner's records are contiguous runs per cluster */
+    int *scnt = dm_calloc((size_t)P, sizeof *scnt), *rcnt = dm_calloc((size_t)P, sizeof *rcnt);
+    int *sdis = dm_calloc((size_t)P, sizeof *sdis), *rdis = dm_calloc((size_t)P, sizeof *rdis);
+    tt_rec *sbuf = NULL, *rbuf = NULL;
+    long long rtot = 0;
+    if (rc == DM_OK && (!scnt || !rcnt || !sdis || !rdis)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    if (rc == DM_OK && m > INT32_MAX) rc = DM_ERR(DM_ERR_UNSUPPORTED, "flock: too many (cluster, term) pairs");
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        for (size_t i = 0; i < m; i++) scnt[(int)((loc[i].key >> 32) % (uint64_t)P)]++;
+        for (int q = 1; q < P; q++) sdis[q] = sdis[q - 1] + scnt[q - 1];
+        sbuf = dm_malloc(sizeof *sbuf * (m ? m : 1));
+        int *at = dm_malloc(sizeof *at * (size_t)P);
+        if (!sbuf || !at) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        for (int q = 0; at && q < P; q++) at[q] = sdis[q];
+        for (size_t i = 0; sbuf && at && i < m; i++) sbuf[at[(int)((loc[i].key >> 32) % (uint64_t)P)]++] = loc[i];
+        dm_free(at);
+    }
+    dm_free(loc);
+    rc = dm_ctx_agree(ctx, rc);
+    MPI_Datatype rt = MPI_DATATYPE_NULL;
+    if (rc == DM_OK) {
+        MPI_Alltoall(scnt, 1, MPI_INT, rcnt, 1, MPI_INT, ctx->world);
+        for (int q = 0; q < P; q++) {
+            rdis[q] = (int)rtot;
+            rtot += rcnt[q];
+        }
+        if (rtot > INT32_MAX) rc = DM_ERR(DM_ERR_UNSUPPORTED, "flock: too many (cluster, term) pairs");
+        else if (!(rbuf = dm_malloc(sizeof *rbuf * (size_t)(rtot ? rtot : 1)))) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        MPI_Type_contiguous(3, MPI_UINT64_T, &rt);
+        MPI_Type_commit(&rt);
+        if (MPI_Alltoallv(sbuf, scnt, sdis, rt, rbuf, rcnt, rdis, rt, ctx->world) != MPI_SUCCESS)
+            rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Alltoallv of the term weights failed");
+        MPI_Type_free(&rt);
+    }
+    dm_free(sbuf);
+    /* 3. the owner sums and keeps the k heaviest terms of its clusters (ties: smaller term id) */
+    int32_t own_nc = 0; /* clusters owned: rank, rank + P, ... */
+    for (int32_t c = ctx->rank; c < nc; c += P) own_nc++;
+    uint32_t *ot = dm_malloc(sizeof *ot * ((size_t)own_nc * (size_t)k + 1));
+    double *ow = dm_malloc(sizeof *ow * ((size_t)own_nc * (size_t)k + 1));
+    tt_sum *os = dm_malloc(sizeof *os * ((size_t)k + 1));
+    if (rc == DM_OK && (!ot || !ow || !os)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        size_t n = (size_t)rtot, u = 0;
+        qsort(rbuf, n, sizeof *rbuf, cmp_tt);
+        for (size_t i = 0; i < n; i++) {
+            if (u && rbuf[u - 1].key == rbuf[i].key) tt_set(&rbuf[u - 1], tt_get(&rbuf[u - 1]) + tt_get(&rbuf[i]));
+            else rbuf[u++] = rbuf[i];
+        }
+        for (size_t i = 0; i < (size_t)own_nc * (size_t)k; i++) {
+            ot[i] = UINT32_MAX;
+            ow[i] = 0;
+        }
+        int32_t cur = -1;
+        for (size_t i = 0; i < u; i++) {
+            int32_t c = (int32_t)(rbuf[i].key >> 32);
+            uint32_t t = (uint32_t)rbuf[i].key;
+            if (c >= nc) continue;
+            size_t slot = (size_t)(c / P) * (size_t)k;
+            uint32_t *ct = ot + slot;
+            double *cw = ow + slot;
+            if (c != cur) { /* a new cluster: its sums restart */
+                cur = c;
+                for (int j = 0; j < k; j++) os[j] = 0;
+            }
+            tt_sum w = tt_get(&rbuf[i]);
+            int pos = k;
+            while (pos > 0 && (ct[pos - 1] == UINT32_MAX || os[pos - 1] < w)) pos--;
+            if (pos >= k) continue;
+            memmove(ct + pos + 1, ct + pos, sizeof *ct * (size_t)(k - pos - 1));
+            memmove(cw + pos + 1, cw + pos, sizeof *cw * (size_t)(k - pos - 1));
+            memmove(os + pos + 1, os + pos, sizeof *os * (size_t)(k - pos - 1));
+            ct[pos] = t;
+            os[pos] = w;
+            cw[pos] = ldexp((double)w, -TT_SHIFT);
+        }
+    }
+    dm_free(rbuf);
+    dm_free(os);
+    /* 4. rank 0 gathers the owners' lists (cluster c at position c of the result) */
+    uint32_t *gt = NULL;
+    double *gw = NULL;
+    if (rc == DM_OK && ctx->rank == 0) {
+        gt = dm_malloc(sizeof *gt * ((size_t)nc * (size_t)k + 1));
+        gw = dm_malloc(sizeof *gw * ((size_t)nc * (size_t)k + 1));
+        *terms = dm_malloc(sizeof **terms * ((size_t)nc * (size_t)k + 1));
+        *weights = dm_malloc(sizeof **weights * ((size_t)nc * (size_t)k + 1));
+        if (!gt || !gw || !*terms || !*weights) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        if ((long long)nc * k > INT32_MAX) rc = DM_ERR(DM_ERR_UNSUPPORTED, "flock: too many clusters for top terms");
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        int c1 = own_nc * k;
+        if (ctx->rank == 0) {
+            int at = 0;
+            for (int q = 0; q < P; q++) {
+                int oq = 0;
+                for (int32_t c = q; c < nc; c += P) oq++;
+                scnt[q] = oq * k;
+                sdis[q] = at;
+                at += oq * k;
+            }
+        }
+        MPI_Gatherv(ot, c1, MPI_UINT32_T, gt, scnt, sdis, MPI_UINT32_T, 0, ctx->world);
+        MPI_Gatherv(ow, c1, MPI_DOUBLE, gw, scnt, sdis, MPI_DOUBLE, 0, ctx->world);
+        if (ctx->rank == 0)
+            for (int32_t c = 0; c < nc; c++) {
+                int q = c % P;
+                size_t from = (size_t)sdis[q] + (size_t)(c / P) * (size_t)k, to = (size_t)c * (size_t)k;
+                memcpy(*terms + to, gt + from, sizeof *gt * (size_t)k);
+                memcpy(*weights + to, gw + from, sizeof *gw * (size_t)k);
+            }
+    }
+    dm_free(gt);
+    dm_free(gw);
+    dm_free(ot);
+    dm_free(ow);
+    dm_free(scnt);
+    dm_free(rcnt);
+    dm_free(sdis);
+    dm_free(rdis);
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc != DM_OK) {
+        dm_free(*terms);
+        dm_free(*weights);
+        *terms = NULL;
+        *weights = NULL;
+    }
+    return rc;
+}
+
+/* ---- the PNG ------------------------------------------------------------------------------------ */
+
+/* Pixels of a band of rows, one 64-bit key per pixel: bit 57 set when a point covers it, bit 56
+ * the pass (clusters draw after noise), bits 24..55 the document index, bits 0..23 the colour.
+ * The largest key is the point drawn last by dm_flock_png_write (noise first, then clusters, in
+ * document order), so a max-reduction over ranks gives the serial picture. */
+#define PNG_BAND_BYTES ((size_t)64 << 20)
+
+int dm_flock_png_write_rows(const char *path, const double *x, const double *y, const int32_t *color, uint64_t id0,
+                            size_t n, double W, double H, int max_side, const dm_ctx *ctx)
+{
+    if (!(W > 0 && H > 0) || max_side < 16) return dm_ctx_agree(ctx, DM_ERR(DM_ERR_INVALID_ARG, "png: bad plane or size"));
+    int w = W >= H ? max_side : (int)fmax(16, max_side * W / H);
+    int h = H >= W ? max_side : (int)fmax(16, max_side * H / W);
+    uint64_t n_all = n;
+    MPI_Allreduce(MPI_IN_PLACE, &n_all, 1, MPI_UINT64_T, MPI_SUM, ctx->world);
+    double spacing = sqrt((double)w * (double)h / (double)(n_all ? n_all : 1));
+    int dot = (int)fmin(5, fmax(1, spacing / 3));
+    int band = (int)(PNG_BAND_BYTES / (8 * (size_t)w));
+    if (band < 1) band = 1;
+    if (band > h) band = h;
+    uint64_t *keys = dm_malloc(8 * (size_t)w * (size_t)band);
+    unsigned char *img = NULL;
+    int rc = keys ? DM_OK : DM_ERR(DM_ERR_NOMEM, "png: out of memory");
+    if (rc == DM_OK && ctx->rank == 0 && !(img = dm_malloc((size_t)w * (size_t)h * 3)))
+        rc = DM_ERR(DM_ERR_NOMEM, "png: out of memory for a %dx%d image", w, h);
+    rc = dm_ctx_agree(ctx, rc);
+    for (int b0 = 0; b0 < h && rc == DM_OK; b0 += band) {
+        int nb = h - b0 < band ? h - b0 : band;
+        memset(keys, 0, 8 * (size_t)w * (size_t)nb);
+        for (size_t i = 0; i < n; i++) {
+            int32_t c = color ? color[i] : 0;
+            int px = (int)(x[i] / W * w), py = (int)((1.0 - y[i] / H) * h);
+            unsigned char rgb[3];
+            dm_flock_label_rgb(c, rgb);
+            uint64_t key = ((uint64_t)1 << 57) | ((uint64_t)(c >= 0) << 56) | ((id0 + i) & 0xFFFFFFFFu) << 24 |
+                           (uint64_t)rgb[0] << 16 | (uint64_t)rgb[1] << 8 | rgb[2];
+            for (int dy = 0; dy < dot; dy++) {
+                int qy = (py + dy) % h;
+                if (qy < 0) qy += h;
+                if (qy < b0 || qy >= b0 + nb) continue;
+                uint64_t *row = keys + (size_t)(qy - b0) * (size_t)w;
+                for (int dx = 0; dx < dot; dx++) {
+                    int qx = (px + dx) % w;
+                    if (qx < 0) qx += w;
+                    if (row[qx] < key) row[qx] = key;
+                }
+            }
+        }
+        if (ctx->size > 1 &&
+            MPI_Reduce(ctx->rank == 0 ? MPI_IN_PLACE : keys, keys, w * nb, MPI_UINT64_T, MPI_MAX, 0, ctx->world) !=
+                MPI_SUCCESS)
+            rc = DM_ERR(DM_ERR_MPI, "png: MPI_Reduce failed");
+        if (ctx->rank == 0)
+            for (size_t p = 0; p < (size_t)w * (size_t)nb; p++) {
+                unsigned char *o = img + ((size_t)b0 * (size_t)w + p) * 3;
+                uint64_t kk = keys[p];
+                if (!kk) o[0] = o[1] = o[2] = 255;
+                else {
+                    o[0] = (unsigned char)(kk >> 16);
+                    o[1] = (unsigned char)(kk >> 8);
+                    o[2] = (unsigned char)kk;
+                }
+            }
+    }
+    dm_free(keys);
+    if (rc == DM_OK && ctx->rank == 0) rc = dm_flock_png_emit_file(path, img, w, h);
+    dm_free(img);
+    return dm_ctx_agree(ctx, rc);
+}
