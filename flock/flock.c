@@ -243,25 +243,37 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         if (!(x[r] >= 0 && x[r] < W && y[r] >= 0 && y[r] < H) || !isfinite(vx[r]) || !isfinite(vy[r]))
             rc = DM_ERR(DM_ERR_FORMAT, "flock: checkpoint position of document %llu is off the plane",
                         (unsigned long long)(v->row_base + r));
+    /* unit-length copies of the rows, in place in the pool (rows are independent: in parallel;
+     * a failing row is found again serially for its message) */
+    for (size_t r = 0; r < n && rc == DM_OK; r++)
+        if (v->row_off[r + 1] < v->row_off[r] || v->row_off[r + 1] - v->row_off[r] > UINT32_MAX)
+            rc = DM_ERR(DM_ERR_FORMAT, "flock: corrupt vector row %llu", (unsigned long long)r);
     if (rc == DM_OK) rc = dm_flock_store_reserve(&in, n, (size_t)(v->row_off[n] - v->row_off[0]));
-    for (size_t r = 0; r < n && rc == DM_OK; r++) {
-        uint32_t len = 0;
-        uint64_t a = v->row_off[r];
-        /* copy then normalise in place at the pool's end */
-        rc = dm_flock_store_reserve(&in, in.n + 1, in.pool + (size_t)(v->row_off[r + 1] - a));
-        if (rc != DM_OK) break;
-        rc = unit_row(v, r, in.col + in.pool, in.val + in.pool, &len);
-        if (rc != DM_OK) break;
-        size_t at = in.n++;
-        in.id[at] = v->row_base + r;
-        in.x[at] = x[r];
-        in.y[at] = y[r];
-        in.vx[at] = vx[r];
-        in.vy[at] = vy[r];
-        in.voff[at] = in.pool;
-        in.vlen[at] = len;
-        in.pool += len;
-        in.live += len;
+    if (rc == DM_OK) {
+        const long nl = (long)n;
+        long bad = nl;
+#pragma omp parallel for schedule(static) reduction(min : bad)
+        for (long r = 0; r < nl; r++) {
+            uint32_t len = 0;
+            size_t at = (size_t)(v->row_off[r] - v->row_off[0]);
+            if (unit_row(v, (uint64_t)r, in.col + at, in.val + at, &len) != DM_OK && r < bad) bad = r;
+            in.id[r] = v->row_base + (uint64_t)r;
+            in.x[r] = x[r];
+            in.y[r] = y[r];
+            in.vx[r] = vx[r];
+            in.vy[r] = vy[r];
+            in.voff[r] = at;
+            in.vlen[r] = len;
+        }
+        if (bad < nl) {
+            uint32_t len = 0;
+            size_t at = (size_t)(v->row_off[bad] - v->row_off[0]);
+            rc = unit_row(v, (uint64_t)bad, in.col + at, in.val + at, &len); /* records the message */
+            if (rc == DM_OK) rc = DM_ERR(DM_ERR_FORMAT, "flock: vector row %ld", bad);
+        } else {
+            in.n = n;
+            in.pool = in.live = (size_t)(v->row_off[n] - v->row_off[0]);
+        }
     }
     rc = dm_ctx_agree(s->ctx, rc);
     if (rc != DM_OK) goto done;
@@ -284,24 +296,29 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         MPI_Request *req = dm_malloc(sizeof *req * 2 * (size_t)P);
         MPI_Status *st = dm_malloc(sizeof *st * 2 * (size_t)P);
         if (!idx || !owner || !ssize || !rsize || !sbuf || !rbuf || !req || !st) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-        for (size_t r = 0; r < n && rc == DM_OK; r++) owner[r] = dm_flock_slice_of(s, in.y[r], H);
-        for (int q = 0; q < P && rc == DM_OK; q++) {
-            size_t cnt = 0;
-            uint64_t nnz = 0;
-            for (size_t r = 0; r < n; r++)
-                if (owner[r] == q) {
-                    idx[cnt++] = (uint32_t)r;
-                    nnz += in.vlen[r];
-                }
-            if (q == s->rank) {
-                rc = dm_flock_store_reserve(&s->own, cnt, (size_t)nnz);
-                for (size_t k = 0; k < cnt && rc == DM_OK; k++) {
-                    uint32_t r = idx[k];
-                    rc = dm_flock_store_push(&s->own, in.id[r], in.x[r], in.y[r], in.vx[r], in.vy[r],
-                                             in.col + in.voff[r], in.val + in.voff[r], in.vlen[r]);
-                }
-                continue;
+        /* boids by owner (counting sort: the rows of each owner in row order) */
+        size_t *first = dm_calloc((size_t)P + 1, sizeof *first);
+        uint64_t *nnz_of = dm_calloc((size_t)P, sizeof *nnz_of);
+        uint64_t *meta = dm_calloc(3 * (size_t)P, sizeof *meta), *rmeta = dm_calloc(3 * (size_t)P, sizeof *rmeta);
+        if (rc == DM_OK && (!first || !nnz_of || !meta || !rmeta)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        if (rc == DM_OK) {
+            for (size_t r = 0; r < n; r++) {
+                owner[r] = dm_flock_slice_of(s, in.y[r], H);
+                first[owner[r] + 1]++;
+                nnz_of[owner[r]] += in.vlen[r];
             }
+            for (int q = 0; q < P; q++) first[q + 1] += first[q];
+            size_t *at = dm_malloc(sizeof *at * (size_t)P);
+            if (!at) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+            for (int q = 0; at && q < P; q++) at[q] = first[q];
+            for (size_t r = 0; at && r < n; r++) idx[at[owner[r]]++] = (uint32_t)r;
+            dm_free(at);
+        }
+        for (int q = 0; q < P && rc == DM_OK; q++) {
+            size_t cnt = first[q + 1] - first[q];
+            const uint32_t *qi = idx + first[q];
+            uint64_t nnz = nnz_of[q];
+            if (q == s->rank) continue; /* moved to the own store once its size is known */
             dm_flock_msg_layout l;
             dm_flock_msg_layout_of(&l, cnt, nnz);
             if (l.total / 8 > 2147483647u) {
@@ -313,15 +330,38 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                 rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
                 break;
             }
-            dm_flock_msg_pack(sbuf[q], &in, idx, cnt, NULL);
+            dm_flock_msg_pack(sbuf[q], &in, qi, cnt, NULL);
             ssize[q] = l.total;
+            meta[3 * q] = l.total;
+            meta[3 * q + 1] = cnt;
+            meta[3 * q + 2] = nnz;
         }
+        rc = dm_ctx_agree(s->ctx, rc);
+        /* sizes, boids and non-zeros of every message: the own store is reserved once */
+        if (rc == DM_OK && MPI_Alltoall(meta, 3, MPI_UINT64_T, rmeta, 3, MPI_UINT64_T, s->comm) != MPI_SUCCESS)
+            rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Alltoall failed");
+        if (rc == DM_OK) {
+            size_t own_n = first[s->rank + 1] - first[s->rank], own_nnz = (size_t)nnz_of[s->rank];
+            for (int q = 0; q < P; q++)
+                if (q != s->rank) {
+                    rsize[q] = rmeta[3 * q];
+                    own_n += (size_t)rmeta[3 * q + 1];
+                    own_nnz += (size_t)rmeta[3 * q + 2];
+                }
+            rc = dm_flock_store_reserve(&s->own, own_n, own_nnz);
+            for (size_t k = first[s->rank]; k < first[s->rank + 1] && rc == DM_OK; k++) {
+                uint32_t r = idx[k];
+                rc = dm_flock_store_push(&s->own, in.id[r], in.x[r], in.y[r], in.vx[r], in.vy[r],
+                                         in.col + in.voff[r], in.val + in.voff[r], in.vlen[r]);
+            }
+        }
+        dm_free(first);
+        dm_free(nnz_of);
+        dm_free(meta);
+        dm_free(rmeta);
         dm_free(idx);
         dm_free(owner);
         dm_flock_store_free(&in); /* everything is in the messages or the own store now */
-        rc = dm_ctx_agree(s->ctx, rc);
-        if (rc == DM_OK && MPI_Alltoall(ssize, 1, MPI_UINT64_T, rsize, 1, MPI_UINT64_T, s->comm) != MPI_SUCCESS)
-            rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Alltoall failed");
         for (int q = 0; q < P && rc == DM_OK; q++)
             if (q != s->rank && !(rbuf[q] = dm_malloc(rsize[q] ? rsize[q] : 8)))
                 rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
@@ -415,9 +455,13 @@ int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v
         if (rc == DM_OK) rc = dm_flock_params_at(&p, s, 0);
     }
     rc = dm_ctx_agree(ctx, rc);
+    dm_timer_start("flock.setup.distribute");
     if (rc == DM_OK) rc = distribute(s, v);
+    dm_timer_stop("flock.setup.distribute");
 #if DM_FLOCK_CUDA
+    dm_timer_start("flock.setup.device");
     if (rc == DM_OK && s->backend == DM_BACKEND_CUDA) rc = dm_ctx_agree(ctx, dm_flock_cuda_init(s));
+    dm_timer_stop("flock.setup.device");
 #else
     if (rc == DM_OK && s->backend == DM_BACKEND_CUDA)
         rc = dm_ctx_agree(ctx, DM_ERR(DM_ERR_UNSUPPORTED, "flock: built without the CUDA backend"));
