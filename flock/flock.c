@@ -531,6 +531,7 @@ void dm_flock_stats_publish(const dm_flock_sim *s)
     dm_counter_add("flock.halo_sent", (int64_t)s->stats.halo_sent);
     dm_counter_add("flock.halo_vectors", (int64_t)s->stats.halo_vectors);
     dm_counter_add("flock.migrated", (int64_t)s->stats.migrated_out);
+    dm_counter_add("flock.migrated_vectors", (int64_t)s->stats.migrated_vectors);
     dm_counter_add("flock.seam_crossings", (int64_t)s->stats.seam_crossings);
     dm_counter_add("flock.sim_cache_hits", (int64_t)s->stats.sim_cache_hits);
 }

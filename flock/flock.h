@@ -62,6 +62,8 @@ typedef struct dm_flock_stats {
     uint64_t halo_vectors;   /* of which with their vector (the others were cached by the receiver) */
     uint64_t migrated_out;   /* boids that left this rank's slice */
     uint64_t migrated_in;
+    uint64_t migrated_vectors; /* migrants sent with their vector (the others' vectors were in the
+                                  receiver's halo) */
     uint64_t seam_crossings; /* boids of this rank that crossed the torus seam in y */
     uint64_t sim_cache_hits; /* similarity decisions taken from the CUDA pair cache */
 } dm_flock_stats;

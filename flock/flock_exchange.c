@@ -115,17 +115,19 @@ static void halo_cache_reset(dm_flock_sim *s)
     s->halo_sent_n[0] = s->halo_sent_n[1] = 0;
 }
 
-/* Packs the own boids selected per neighbour (sel(i) & dir_mask) into one message each. halo:
- * the vectors of the documents sent to that neighbour by the last halo message are left out (it
- * holds them), and the documents of this message become the new "sent" list. */
+/* Packs the own boids selected per neighbour (sel(i) & dir_mask) into one message each. The
+ * vectors of the documents sent to that neighbour by the last halo message are left out (it holds
+ * them in its halo store). halo: the documents of this message become the new "sent" list;
+ * migration (after this iteration's halo exchange): a migrant was in the halo just sent unless it
+ * moved further than the margin, so its vector usually stays home. */
 static int pack_selected(dm_flock_sim *s, const uint8_t *dirs, char **send, uint64_t *size, uint64_t *count_out,
                          int halo)
 {
     const dm_flock_store *o = &s->own;
     size_t nn = o->n ? o->n : 1;
     uint32_t *idx = dm_malloc(sizeof *idx * nn);
-    uint8_t *with = halo ? dm_malloc(nn) : NULL;
-    if (!idx || (halo && !with)) {
+    uint8_t *with = dm_malloc(nn);
+    if (!idx || !with) {
         dm_free(idx);
         dm_free(with);
         return DM_ERR(DM_ERR_NOMEM, "flock: out of memory packing a message");
@@ -136,8 +138,8 @@ static int pack_selected(dm_flock_sim *s, const uint8_t *dirs, char **send, uint
         uint64_t nnz = 0, nvec = 0;
         for (size_t i = 0; i < o->n; i++)
             if (dirs[i] & s->nb.dir_mask[k]) {
-                int v = !halo || !u64_sorted_has(s->halo_sent_ids[k], s->halo_sent_n[k], o->id[i]);
-                if (halo) with[cnt] = (uint8_t)v;
+                int v = !u64_sorted_has(s->halo_sent_ids[k], s->halo_sent_n[k], o->id[i]);
+                with[cnt] = (uint8_t)v;
                 if (v) {
                     nnz += o->vlen[i];
                     nvec++;
@@ -154,6 +156,7 @@ static int pack_selected(dm_flock_sim *s, const uint8_t *dirs, char **send, uint
         dm_flock_msg_pack(send[k], o, idx, cnt, with);
         size[k] = l.total;
         if (count_out) *count_out += cnt;
+        if (!halo) s->stats.migrated_vectors += nvec;
         if (halo) {
             s->stats.halo_vectors += nvec;
             if (cnt > s->halo_sent_cap[k]) {
@@ -294,7 +297,7 @@ int dm_flock_migrate_host_dirs(dm_flock_sim *s, double H1, int local_status, dm_
         for (int k = 0; k < s->nb.n; k++) {
             if (rc == DM_OK && recv[k] && rsize[k]) {
                 size_t before = o->n;
-                rc = dm_flock_msg_unpack(o, recv[k], rsize[k]);
+                rc = dm_flock_msg_unpack_cached(o, recv[k], rsize[k], &s->halo);
                 s->stats.migrated_in += o->n - before;
             }
             dm_free(recv[k]);

@@ -66,6 +66,11 @@ void dm_flock_msg_pack(char *buf, const dm_flock_store *s, const uint32_t *idx, 
 /* Appends the boids of a message to a store. DM_ERR_FORMAT when the message is malformed or
  * leaves a vector out. */
 int dm_flock_msg_unpack(dm_flock_store *s, const char *buf, size_t size);
+/* The same where vectors may be left out (has[k] = 0, migration messages): they are copied from
+ * the boid of the same document in cache (the halo store, which holds every boid the sender put
+ * into this iteration's halo message). The pool gets the same entries in the same order as from
+ * full messages. DM_ERR_FORMAT when a left-out vector is not in the cache. */
+int dm_flock_msg_unpack_cached(dm_flock_store *s, const char *buf, size_t size, const dm_flock_store *cache);
 /* Rebuilds the halo store from this iteration's halo messages (n_msgs <= 2, in neighbour order;
  * NULL or empty ones skipped): boids in message order; a boid whose vector was left out takes the
  * vector of the same document from the previous halo (the store's own contents), which stays in

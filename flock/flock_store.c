@@ -259,42 +259,7 @@ static int msg_view_of(msg_view *m, const char *buf, size_t size)
 
 int dm_flock_msg_unpack(dm_flock_store *s, const char *buf, size_t size)
 {
-    msg_view m;
-    DM_TRY(msg_view_of(&m, buf, size));
-    for (size_t k = 0; k < m.n; k++)
-        if (!m.has[k])
-            return DM_ERR(DM_ERR_FORMAT, "flock: exchange message without the vector of document %llu",
-                          (unsigned long long)m.id[k]);
-    const size_t n = m.n;
-    const uint64_t *id = m.id, *off = m.off;
-    const double *x = m.x, *y = m.y, *vx = m.vx, *vy = m.vy;
-    const uint32_t *col = m.col;
-    const float *val = m.val;
-    DM_TRY(dm_flock_store_reserve(s, s->n + n, s->pool + m.nnz));
-    /* the boids appended as by dm_flock_store_push one after the other (vectors at the end of the
-     * pool in message order), the copies in parallel */
-    const size_t b = s->n, pool = s->pool;
-    const long nl = (long)n;
-#pragma omp parallel for schedule(static)
-    for (long k = 0; k < nl; k++) {
-        size_t i = b + (size_t)k;
-        uint32_t len = (uint32_t)(off[k + 1] - off[k]);
-        s->id[i] = id[k];
-        s->x[i] = x[k];
-        s->y[i] = y[k];
-        s->vx[i] = vx[k];
-        s->vy[i] = vy[k];
-        s->voff[i] = pool + off[k];
-        s->vlen[i] = len;
-        if (len) {
-            memcpy(s->col + pool + off[k], col + off[k], sizeof *col * len);
-            memcpy(s->val + pool + off[k], val + off[k], sizeof *val * len);
-        }
-    }
-    s->n = b + n;
-    s->pool = pool + m.nnz;
-    s->live += m.nnz;
-    return DM_OK;
+    return dm_flock_msg_unpack_cached(s, buf, size, NULL);
 }
 
 /* The previous halo's vectors by document id (sorted for binary search). */
@@ -389,4 +354,89 @@ int dm_flock_halo_unpack(dm_flock_store *s, char *const *bufs, const uint64_t *s
     s->live = live;
     if (s->pool > 2 * s->live + 4096) DM_TRY(compact_pool(s));
     return DM_OK;
+}
+
+int dm_flock_msg_unpack_cached(dm_flock_store *s, const char *buf, size_t size, const dm_flock_store *cache)
+{
+    msg_view m;
+    DM_TRY(msg_view_of(&m, buf, size));
+    size_t missing = 0;
+    for (size_t k = 0; k < m.n; k++) missing += !m.has[k];
+    if (missing && !cache) {
+        for (size_t k = 0; k < m.n; k++)
+            if (!m.has[k])
+                return DM_ERR(DM_ERR_FORMAT, "flock: exchange message without the vector of document %llu",
+                              (unsigned long long)m.id[k]);
+    }
+    /* the left-out vectors from the cache store (by document id) */
+    cached_vec *c = NULL;
+    const cached_vec **src = NULL;
+    size_t nc = 0, extra = 0;
+    if (missing) {
+        nc = cache->n;
+        c = dm_malloc(sizeof *c * (nc ? nc : 1));
+        src = dm_calloc(m.n ? m.n : 1, sizeof *src);
+        if (!c || !src) {
+            dm_free(c);
+            dm_free(src);
+            return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        }
+        for (size_t i = 0; i < nc; i++) {
+            c[i].id = cache->id[i];
+            c[i].voff = cache->voff[i];
+            c[i].len = cache->vlen[i];
+        }
+        qsort(c, nc, sizeof *c, cached_cmp);
+        for (size_t k = 0; k < m.n; k++) {
+            if (m.has[k]) continue;
+            src[k] = cached_find(c, nc, m.id[k]);
+            if (!src[k]) {
+                dm_free(c);
+                dm_free(src);
+                return DM_ERR(DM_ERR_FORMAT, "flock: the vector of document %llu was left out and is not held here",
+                              (unsigned long long)m.id[k]);
+            }
+            extra += src[k]->len;
+        }
+    }
+    const size_t n = m.n;
+    int rc = dm_flock_store_reserve(s, s->n + n, s->pool + m.nnz + extra);
+    /* the boids appended as by dm_flock_store_push one after the other (vectors at the end of the
+     * pool in message order, wherever they came from), the copies in parallel */
+    uint64_t *dst = rc == DM_OK ? dm_malloc(sizeof *dst * (n + 1)) : NULL;
+    if (rc == DM_OK && !dst) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    if (rc == DM_OK) {
+        const size_t b = s->n, pool = s->pool;
+        uint64_t at = 0;
+        for (size_t k = 0; k < n; k++) {
+            dst[k] = at;
+            at += m.has[k] ? m.off[k + 1] - m.off[k] : src[k]->len;
+        }
+        dst[n] = at;
+        const long nl = (long)n;
+#pragma omp parallel for schedule(static)
+        for (long k = 0; k < nl; k++) {
+            size_t i = b + (size_t)k;
+            uint32_t len = (uint32_t)(dst[k + 1] - dst[k]);
+            s->id[i] = m.id[k];
+            s->x[i] = m.x[k];
+            s->y[i] = m.y[k];
+            s->vx[i] = m.vx[k];
+            s->vy[i] = m.vy[k];
+            s->voff[i] = pool + dst[k];
+            s->vlen[i] = len;
+            if (!len) continue;
+            const uint32_t *fc = m.has[k] ? m.col + m.off[k] : cache->col + src[k]->voff;
+            const float *fv = m.has[k] ? m.val + m.off[k] : cache->val + src[k]->voff;
+            memcpy(s->col + pool + dst[k], fc, sizeof *fc * len);
+            memcpy(s->val + pool + dst[k], fv, sizeof *fv * len);
+        }
+        s->n = b + n;
+        s->pool = pool + at;
+        s->live += at;
+    }
+    dm_free(dst);
+    dm_free(c);
+    dm_free(src);
+    return rc;
 }

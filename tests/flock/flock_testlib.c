@@ -56,10 +56,10 @@ int ft_gather(ft_state *st, dm_flock_sim *s, const dm_ctx *ctx)
     }
     MPI_Gatherv(rec, cnt, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, ctx->world);
     const dm_flock_stats *ls = dm_flock_sim_stats(s);
-    uint64_t a[8] = {ls->pairs, ls->similar, ls->halo_sent, ls->migrated_out, ls->migrated_in, ls->seam_crossings,
-                     ls->sim_cache_hits, ls->halo_vectors};
-    uint64_t b[8];
-    MPI_Allreduce(a, b, 8, MPI_UINT64_T, MPI_SUM, ctx->world);
+    uint64_t a[9] = {ls->pairs, ls->similar, ls->halo_sent, ls->migrated_out, ls->migrated_in, ls->seam_crossings,
+                     ls->sim_cache_hits, ls->halo_vectors, ls->migrated_vectors};
+    uint64_t b[9];
+    MPI_Allreduce(a, b, 9, MPI_UINT64_T, MPI_SUM, ctx->world);
     st->stats.pairs = b[0];
     st->stats.similar = b[1];
     st->stats.halo_sent = b[2];
@@ -68,6 +68,7 @@ int ft_gather(ft_state *st, dm_flock_sim *s, const dm_ctx *ctx)
     st->stats.seam_crossings = b[5];
     st->stats.sim_cache_hits = b[6];
     st->stats.halo_vectors = b[7];
+    st->stats.migrated_vectors = b[8];
     int rc = DM_OK;
     if (ctx->rank == 0) {
         if ((uint64_t)tot != 7 * st->n) rc = DM_ERR(DM_ERR_FORMAT, "gathered %d values for %llu docs", tot, (unsigned long long)st->n);
