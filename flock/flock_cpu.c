@@ -4,6 +4,7 @@
  * graph's edges for the clusters. OpenMP over target boids (each thread writes only its own
  * boids' sums, so the result does not depend on the thread count). Reference: DESIGN.md section
  * 7 and flock_model.h; tests/flock/test_flock.c checks it by hand and against brute force. */
+#include <omp.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -133,6 +134,7 @@ int dm_flock_step_cpu(dm_flock_sim *s)
         rc = dm_flock_grid_build(&g, s, &p, &w, own->x, own->y, own->n);
         dm_timer_stop("flock.grid");
     }
+    dm_flock_xchg_progress(&x); /* post the halo receives whose sizes arrived */
     if (rc == DM_OK) {
         dm_timer_start("flock.interact");
         interact(acc, own, own, &g, &p, 1, &s->stats.pairs, &s->stats.similar);
@@ -207,24 +209,45 @@ void dm_flock_edges_free(dm_flock_edges *e)
     memset(e, 0, sizeof *e);
 }
 
-/* Edges from the own boids to one source store (serial: run once, at the end). */
+/* Edges from the own boids to one source store, appended to e in own-boid order: the own boids
+ * are cut into contiguous ranges, one per thread, whose edge lists are concatenated in range
+ * order, so the list does not depend on the thread count. */
 static int edges_from(dm_flock_edges *e, const dm_flock_store *own, const dm_flock_store *src, const dm_flock_grid *g,
                       const dm_flock_params *p, int same, double threshold)
 {
-    for (size_t i = 0; i < own->n; i++) {
-        size_t cells[9];
-        int nc = neighbour_cells(cells, g, p, own->x[i], own->y[i]);
-        for (int c = 0; c < nc; c++)
-            for (uint32_t k = g->start[cells[c]]; k < g->start[cells[c] + 1]; k++) {
-                uint32_t j = g->order[k];
-                if (same && j == (uint32_t)i) continue;
-                double dx, dy;
-                double d2 = dm_flock_offset(p, own->x[i], own->y[i], src->x[j], src->y[j], &dx, &dy);
-                if (!(d2 < p->r2) || !pair_similar(own, i, src, j, threshold)) continue;
-                DM_TRY(edges_push(e, (uint32_t)i, j, (uint8_t)!same));
-            }
+    const int T = omp_get_max_threads();
+    dm_flock_edges *part = dm_calloc((size_t)T, sizeof *part);
+    if (!part) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for edges");
+    int failed = 0;
+    const size_t n = own->n;
+#pragma omp parallel num_threads(T) reduction(| : failed)
+    {
+        const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        const size_t lo = n * (size_t)t / (size_t)nt, hi = n * (size_t)(t + 1) / (size_t)nt;
+        for (size_t i = lo; i < hi && !failed; i++) {
+            size_t cells[9];
+            int nc = neighbour_cells(cells, g, p, own->x[i], own->y[i]);
+            for (int c = 0; c < nc && !failed; c++)
+                for (uint32_t k = g->start[cells[c]]; k < g->start[cells[c] + 1]; k++) {
+                    uint32_t j = g->order[k];
+                    if (same && j == (uint32_t)i) continue;
+                    double dx, dy;
+                    double d2 = dm_flock_offset(p, own->x[i], own->y[i], src->x[j], src->y[j], &dx, &dy);
+                    if (!(d2 < p->r2) || !pair_similar(own, i, src, j, threshold)) continue;
+                    if (edges_push(&part[t], (uint32_t)i, j, (uint8_t)!same) != DM_OK) {
+                        failed = 1;
+                        break;
+                    }
+                }
+        }
     }
-    return DM_OK;
+    int rc = failed ? DM_ERR(DM_ERR_NOMEM, "flock: out of memory for edges") : DM_OK;
+    for (int t = 0; t < T && rc == DM_OK; t++)
+        for (size_t k = 0; k < part[t].n && rc == DM_OK; k++)
+            rc = edges_push(e, part[t].own[k], part[t].nbr[k], part[t].halo[k]);
+    for (int t = 0; t < T; t++) dm_flock_edges_free(&part[t]);
+    dm_free(part);
+    return rc;
 }
 
 int dm_flock_edges_cpu(dm_flock_edges *out, dm_flock_sim *s, double threshold)

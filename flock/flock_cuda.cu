@@ -242,8 +242,73 @@ struct dpass {
     }
 };
 
+/* A page-locked staging buffer for host-to-device uploads from the (pageable) host stores: the
+ * pieces are copied into it and uploaded asynchronously; `done` marks when the device has read it
+ * (waited for before the buffer is filled again). */
+struct pstage {
+    char *buf = 0;
+    size_t cap = 0, used = 0;
+    cudaEvent_t done = 0;
+    bool pending = false;
+    void free_all()
+    {
+        if (done) cudaEventSynchronize(done), cudaEventDestroy(done);
+        if (buf) dm_host_free_pinned(buf);
+        buf = 0;
+        done = 0;
+        cap = used = 0;
+    }
+};
+
+/* Makes room for `bytes` in the staging buffer (after its previous upload finished). */
+int stage_begin(pstage *ps, size_t bytes)
+{
+    if (!ps->done) DM_CUDA_TRY(cudaEventCreateWithFlags(&ps->done, cudaEventDisableTiming));
+    if (ps->pending) DM_CUDA_TRY(cudaEventSynchronize(ps->done));
+    ps->pending = false;
+    ps->used = 0;
+    if (bytes <= ps->cap) return DM_OK;
+    if (ps->buf) dm_host_free_pinned(ps->buf);
+    ps->buf = 0;
+    ps->cap = 0;
+    size_t c = bytes + bytes / 4 + 4096;
+    void *q = NULL;
+    DM_TRY(dm_host_alloc_pinned(&q, c));
+    ps->buf = static_cast<char *>(q);
+    ps->cap = c;
+    return DM_OK;
+}
+
+/* Uploads n bytes of host memory to dst: through the staging buffer when one is given (room
+ * reserved by stage_begin; pieces 8-byte aligned), else straight from the host memory. */
+int h2d(pstage *ps, void *dst, const void *src, size_t n, cudaStream_t st)
+{
+    if (n == 0) return DM_OK;
+    if (!ps) {
+        DM_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, st));
+        return DM_OK;
+    }
+    DM_ASSERT(ps->used + n <= ps->cap);
+    memcpy(ps->buf + ps->used, src, n);
+    DM_CUDA_TRY(cudaMemcpyAsync(dst, ps->buf + ps->used, n, cudaMemcpyHostToDevice, st));
+    ps->used += (n + 7) & ~(size_t)7;
+    return DM_OK;
+}
+
+int stage_end(pstage *ps, cudaStream_t st)
+{
+    if (!ps) return DM_OK;
+    DM_CUDA_TRY(cudaEventRecord(ps->done, st));
+    ps->pending = true;
+    return DM_OK;
+}
+
+inline size_t up8(size_t n) { return (n + 7) & ~(size_t)7; }
+
 struct dstate {
     cudaStream_t sa = 0, sb = 0;
+    pstage halo_stage, mig_stage; /* uploads of the halo and of the migration arrivals */
+    dm_flock_xchg *xprog = 0; /* an exchange in flight: host waits let it progress */
     cudaEvent_t own_done = 0, halo_done = 0;
     cudaEvent_t ev[16] = {0};
     dset own, halo;
@@ -275,6 +340,7 @@ struct dstate {
     void free_all()
     {
         own.free_all(), halo.free_all(), pown.free_all(), phalo.free_all();
+        halo_stage.free_all(), mig_stage.free_all();
         release(&cut), release(&sflag), release(&soff), release(&sidx), release(&sdirs), release(&sodirs);
         release(&sstate), release(&sscan);
         release(&acc), release(&cache[0]), release(&cache[1]), release(&fill), release(&ctr), release(&err);
@@ -304,9 +370,42 @@ const dm_tune_instance *pick(int k, size_t n)
 
 /* ================================================================ pipeline =================== */
 
+/* Host waits for the device. While an exchange is in flight (s->xprog) the host polls the device
+ * and lets MPI move the messages, so that large halo messages travel during the own-own pass
+ * instead of after it (MPI progresses only inside MPI calls). */
+int wait_stream(dstate *s, cudaStream_t st)
+{
+    if (!s->xprog) {
+        DM_CUDA_TRY(cudaStreamSynchronize(st));
+        return DM_OK;
+    }
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(st);
+        if (e == cudaSuccess) return DM_OK;
+        if (e != cudaErrorNotReady) return DM_ERR(DM_ERR_CUDA, "flock: stream failed: %s", cudaGetErrorString(e));
+        dm_flock_xchg_progress(s->xprog);
+    }
+}
+
+int wait_event(dstate *s, cudaEvent_t ev)
+{
+    if (!s->xprog) {
+        DM_CUDA_TRY(cudaEventSynchronize(ev));
+        return DM_OK;
+    }
+    for (;;) {
+        cudaError_t e = cudaEventQuery(ev);
+        if (e == cudaSuccess) return DM_OK;
+        if (e != cudaErrorNotReady) return DM_ERR(DM_ERR_CUDA, "flock: event failed: %s", cudaGetErrorString(e));
+        dm_flock_xchg_progress(s->xprog);
+    }
+}
+
 /* Uploads a host store. The vector pool gets room for pool_slack more entries when it is
- * (re)allocated (arrivals on several ranks; 0 for one rank, whose pool never grows). */
-int upload_set(dset *d, const dm_flock_store *h, cudaStream_t st, size_t vectors_from, size_t pool_slack)
+ * (re)allocated (arrivals on several ranks; 0 for one rank, whose pool never grows). ps: stage the
+ * copies through that page-locked buffer (NULL: straight from the host store). */
+int upload_set(dset *d, const dm_flock_store *h, cudaStream_t st, size_t vectors_from, size_t pool_slack,
+               pstage *ps = NULL)
 {
     size_t n = h->n;
     DM_TRY(ensure(&d->x, &d->cap_x, n));
@@ -317,15 +416,6 @@ int upload_set(dset *d, const dm_flock_store *h, cudaStream_t st, size_t vectors
     DM_TRY(ensure(&d->voff, &d->cap_voff, n));
     DM_TRY(ensure(&d->vlen, &d->cap_vlen, n));
     d->n = n;
-    if (n) {
-        DM_CUDA_TRY(cudaMemcpyAsync(d->x, h->x, 8 * n, cudaMemcpyHostToDevice, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(d->y, h->y, 8 * n, cudaMemcpyHostToDevice, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(d->vx, h->vx, 8 * n, cudaMemcpyHostToDevice, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(d->vy, h->vy, 8 * n, cudaMemcpyHostToDevice, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(d->id, h->id, 8 * n, cudaMemcpyHostToDevice, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(d->voff, h->voff, 8 * n, cudaMemcpyHostToDevice, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(d->vlen, h->vlen, 4 * n, cudaMemcpyHostToDevice, st));
-    }
     /* the vector pool: entries [vectors_from, pool) are new (0: everything) */
     size_t pool = h->pool;
     if (pool > d->pool_cap || !d->col) {
@@ -336,12 +426,22 @@ int upload_set(dset *d, const dm_flock_store *h, cudaStream_t st, size_t vectors
         DM_TRY(ensure(&d->val, &d->cap_val, c, true));
         d->pool_cap = d->cap_col < d->cap_val ? d->cap_col : d->cap_val;
     }
-    if (pool > vectors_from) {
-        DM_CUDA_TRY(cudaMemcpyAsync(d->col + vectors_from, h->col + vectors_from, 4 * (pool - vectors_from),
-                                    cudaMemcpyHostToDevice, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(d->val + vectors_from, h->val + vectors_from, 4 * (pool - vectors_from),
-                                    cudaMemcpyHostToDevice, st));
+    size_t nv = pool > vectors_from ? pool - vectors_from : 0;
+    if (ps) DM_TRY(stage_begin(ps, 6 * up8(8 * n) + up8(4 * n) + 2 * up8(4 * nv)));
+    if (n) {
+        DM_TRY(h2d(ps, d->x, h->x, 8 * n, st));
+        DM_TRY(h2d(ps, d->y, h->y, 8 * n, st));
+        DM_TRY(h2d(ps, d->vx, h->vx, 8 * n, st));
+        DM_TRY(h2d(ps, d->vy, h->vy, 8 * n, st));
+        DM_TRY(h2d(ps, d->id, h->id, 8 * n, st));
+        DM_TRY(h2d(ps, d->voff, h->voff, 8 * n, st));
+        DM_TRY(h2d(ps, d->vlen, h->vlen, 4 * n, st));
     }
+    if (nv) {
+        DM_TRY(h2d(ps, d->col + vectors_from, h->col + vectors_from, 4 * nv, st));
+        DM_TRY(h2d(ps, d->val + vectors_from, h->val + vectors_from, 4 * nv, st));
+    }
+    DM_TRY(stage_end(ps, st));
     d->pool_n = pool;
     return DM_OK;
 }
@@ -355,7 +455,7 @@ int upload_halo(dm_flock_sim *sim, dstate *s, cudaStream_t st)
     const dm_flock_store *h = &sim->halo;
     size_t from = s->halo_pool_seen;
     if (h->compactions != s->halo_compactions || from > h->pool) from = 0;
-    DM_TRY(upload_set(&s->halo, h, st, from, h->pool + h->pool / 4));
+    DM_TRY(upload_set(&s->halo, h, st, from, h->pool + h->pool / 4, &s->halo_stage));
     s->halo_pool_seen = h->pool;
     s->halo_compactions = h->compactions;
     return DM_OK;
@@ -478,7 +578,7 @@ int pairs_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_fl
                                                (uint64_t)0, (int)(n + 1), st));
     uint64_t total = 0;
     DM_CUDA_TRY(cudaMemcpyAsync(&total, ps->off + n, 8, cudaMemcpyDeviceToHost, st));
-    DM_CUDA_TRY(cudaStreamSynchronize(st));
+    DM_TRY(wait_stream(s, st));
     if (total >= ((uint64_t)1 << 32) || src->n >= ((size_t)1 << 30))
         return DM_ERR(DM_ERR_UNSUPPORTED, "flock: %llu neighbour pairs on a rank (limit 2^32); use more ranks",
                       (unsigned long long)total);
@@ -493,7 +593,7 @@ int pairs_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_fl
     DM_CUDA_TRY(cudaMemcpyAsync(&nm[0], a.n_miss, 8, cudaMemcpyDeviceToHost, st));
     DM_CUDA_TRY(cudaMemcpyAsync(&nm[1], a.n_mirror, 8, cudaMemcpyDeviceToHost, st));
     DM_CUDA_TRY(cudaEventRecord(e1, st));
-    DM_CUDA_TRY(cudaStreamSynchronize(st));
+    DM_TRY(wait_stream(s, st));
     ps->n_miss = nm[0];
     ps->n_mirror = nm[1];
     DM_ASSERT(nm[0] + nm[1] <= total);
@@ -506,7 +606,7 @@ int pairs_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_fl
     sa.mirror = 1;
     DM_TRY(pick(K_SIM, (size_t)nm[1])->launch(&sa, (size_t)nm[1], st));
     DM_CUDA_TRY(cudaEventRecord(e2, st));
-    DM_CUDA_TRY(cudaEventSynchronize(e2));
+    DM_TRY(wait_event(s, e2));
     float ms1 = 0, ms2 = 0;
     DM_CUDA_TRY(cudaEventElapsedTime(&ms1, e0, e1));
     DM_CUDA_TRY(cudaEventElapsedTime(&ms2, e1, e2));
@@ -668,38 +768,38 @@ int mirror_after_migration(dm_flock_sim *sim, dstate *s, const dm_flock_migratio
     DM_TRY(ensure_keep(&d->voff, &d->cap_voff, n, nk, st));
     DM_TRY(ensure_keep(&d->vlen, &d->cap_vlen, n, nk, st));
     d->n = n;
-    /* 3. the arrivals (the host has their state from the messages) */
-    if (n > nk) {
-        size_t m = n - nk;
-        DM_CUDA_TRY(cudaMemcpyAsync(d->x + nk, h->x + nk, 8 * m, cudaMemcpyHostToDevice, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(d->y + nk, h->y + nk, 8 * m, cudaMemcpyHostToDevice, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(d->vx + nk, h->vx + nk, 8 * m, cudaMemcpyHostToDevice, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(d->vy + nk, h->vy + nk, 8 * m, cudaMemcpyHostToDevice, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(d->id + nk, h->id + nk, 8 * m, cudaMemcpyHostToDevice, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(d->voff + nk, h->voff + nk, 8 * m, cudaMemcpyHostToDevice, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(d->vlen + nk, h->vlen + nk, 4 * m, cudaMemcpyHostToDevice, st));
-    }
-    /* 4. vectors: after a compaction of the host pool every offset changed (the host's are
-     * current for all boids); else only new entries were appended */
+    /* 3. the arrivals (the host has their state from the messages) and 4. the vectors: after a
+     * compaction of the host pool every offset changed (the host's are current for all boids);
+     * else only new entries were appended. Staged through page-locked memory. */
     size_t pool = h->pool, from = s->host_pool_seen;
     int compacted = h->compactions != s->host_compactions;
-    if (compacted) {
-        from = 0;
-        if (n) {
-            DM_CUDA_TRY(cudaMemcpyAsync(d->voff, h->voff, 8 * n, cudaMemcpyHostToDevice, st));
-            DM_CUDA_TRY(cudaMemcpyAsync(d->vlen, h->vlen, 4 * n, cudaMemcpyHostToDevice, st));
-        }
-    }
+    if (compacted) from = 0;
     if (from > pool) from = 0;
+    size_t m = n - nk, nv = pool - from;
+    pstage *ps = &s->mig_stage;
+    DM_TRY(stage_begin(ps, 6 * up8(8 * m) + up8(4 * m) + (compacted ? up8(8 * n) + up8(4 * n) : 0) + 2 * up8(4 * nv)));
+    if (m) {
+        DM_TRY(h2d(ps, d->x + nk, h->x + nk, 8 * m, st));
+        DM_TRY(h2d(ps, d->y + nk, h->y + nk, 8 * m, st));
+        DM_TRY(h2d(ps, d->vx + nk, h->vx + nk, 8 * m, st));
+        DM_TRY(h2d(ps, d->vy + nk, h->vy + nk, 8 * m, st));
+        DM_TRY(h2d(ps, d->id + nk, h->id + nk, 8 * m, st));
+        DM_TRY(h2d(ps, d->voff + nk, h->voff + nk, 8 * m, st));
+        DM_TRY(h2d(ps, d->vlen + nk, h->vlen + nk, 4 * m, st));
+    }
+    if (compacted && n) {
+        DM_TRY(h2d(ps, d->voff, h->voff, 8 * n, st));
+        DM_TRY(h2d(ps, d->vlen, h->vlen, 4 * n, st));
+    }
     if (pool > d->pool_cap || !d->col) {
         size_t c = pool + pool / 4 + 1024;
         DM_TRY(ensure_keep(&d->col, &d->cap_col, c, from, st, true));
         DM_TRY(ensure_keep(&d->val, &d->cap_val, c, from, st, true));
         d->pool_cap = d->cap_col < d->cap_val ? d->cap_col : d->cap_val;
     }
-    if (pool > from) {
-        DM_CUDA_TRY(cudaMemcpyAsync(d->col + from, h->col + from, 4 * (pool - from), cudaMemcpyHostToDevice, st));
-        DM_CUDA_TRY(cudaMemcpyAsync(d->val + from, h->val + from, 4 * (pool - from), cudaMemcpyHostToDevice, st));
+    if (nv) {
+        DM_TRY(h2d(ps, d->col + from, h->col + from, 4 * nv, st));
+        DM_TRY(h2d(ps, d->val + from, h->val + from, 4 * nv, st));
     }
     d->pool_n = pool;
     s->host_pool_seen = pool;
@@ -707,7 +807,7 @@ int mirror_after_migration(dm_flock_sim *sim, dstate *s, const dm_flock_migratio
     /* 5. buffers per boid and the arrivals' empty cache rows */
     DM_TRY(ensure_own_buffers(s, n)); /* may grow the caches, keeping their rows */
     if (n > nk) DM_CUDA_TRY(cudaMemsetAsync(s->cache[1 - s->cur] + nk * FK_CACHE, 0, 8 * (n - nk) * FK_CACHE, st));
-    DM_CUDA_TRY(cudaStreamSynchronize(st)); /* pageable copies from the host store are done */
+    DM_TRY(stage_end(ps, st)); /* the host store may change from now on: the device reads the stage */
     return DM_OK;
 }
 
@@ -818,6 +918,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         dm_timer_stop("flock.comm");
         rc = dm_flock_halo_exchange_begin_dirs(sim, &x, send, rc, sim->host_valid ? NULL : dirs);
         dm_free(dirs);
+        s->xprog = &x; /* the own-own pass below lets the halo messages move */
     }
 
     /* 2. own-own on stream A while the messages fly */
@@ -843,6 +944,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
 
     /* 3. own-halo on stream B */
     if (multi) {
+        s->xprog = NULL;
         int re = dm_flock_halo_exchange_end(sim, &x, send);
         if (rc == DM_OK) rc = re;
         cudaStream_t b = s->sb;

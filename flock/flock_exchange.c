@@ -23,62 +23,86 @@ int dm_flock_xchg_begin(dm_flock_xchg *x, MPI_Comm comm, const dm_flock_nbrs *nb
     x->comm = comm;
     x->tag = tag;
     x->nb = *nb;
-    if (nb->n == 0) {
-        x->active = 1;
-        return local_status;
+    for (int k = 0; k < 2; k++) {
+        x->hs_recv[k] = x->hs_send[k] = x->data_send[k] = x->data_recv[k] = MPI_REQUEST_NULL;
     }
-    MPI_Request hs[4];
-    int nh = 0;
+    x->active = 1;
+    int rc = local_status;
     for (int k = 0; k < nb->n; k++) {
         x->send_size[k] = local_status < 0 ? ERR_FLAG : send_size[k];
         x->send_buf[k] = send[k];
-        if (MPI_Irecv(&x->recv_size[k], 1, MPI_UINT64_T, nb->rank[k], tag, comm, &hs[nh++]) != MPI_SUCCESS ||
-            MPI_Isend(&x->send_size[k], 1, MPI_UINT64_T, nb->rank[k], tag, comm, &hs[nh++]) != MPI_SUCCESS)
+        if (MPI_Irecv(&x->recv_size[k], 1, MPI_UINT64_T, nb->rank[k], tag, comm, &x->hs_recv[k]) != MPI_SUCCESS ||
+            MPI_Isend(&x->send_size[k], 1, MPI_UINT64_T, nb->rank[k], tag, comm, &x->hs_send[k]) != MPI_SUCCESS)
             return DM_ERR(DM_ERR_MPI, "flock: posting the exchange handshake failed");
-    }
-    MPI_Status st[4];
-    if (MPI_Waitall(nh, hs, st) != MPI_SUCCESS)
-        return DM_ERR(DM_ERR_MPI, "flock: exchange handshake failed");
-    int rc = local_status;
-    for (int k = 0; k < nb->n; k++) {
-        if (x->recv_size[k] == ERR_FLAG) {
-            if (rc == DM_OK) {
-                rc = DM_ERR(DM_ERR_MPI, "flock: neighbour rank %d failed", nb->rank[k]);
-                dm_error_mark_remote();
-            }
-            continue;
-        }
-        if (x->recv_size[k] % UNIT) return DM_ERR(DM_ERR_FORMAT, "flock: exchange size not a multiple of 8");
-        x->recv_buf[k] = dm_malloc(x->recv_size[k] ? x->recv_size[k] : 1);
-        if (!x->recv_buf[k]) {
-            rc = DM_ERR(DM_ERR_NOMEM, "flock: no memory for a %llu-byte exchange message",
-                        (unsigned long long)x->recv_size[k]);
-            /* the sender sends anyway: receive into nothing is impossible, so fail the job */
-            DM_ASSERT(!"out of memory during a neighbour exchange");
-        }
-        if (x->recv_size[k] &&
-            MPI_Irecv(x->recv_buf[k], (int)(x->recv_size[k] / UNIT), MPI_UINT64_T, nb->rank[k], tag + 1,
-                      comm, &x->req[x->n_req++]) != MPI_SUCCESS)
-            return DM_ERR(DM_ERR_MPI, "flock: MPI_Irecv failed");
-    }
-    for (int k = 0; k < nb->n; k++) {
+        /* the data goes out at once: the receiver matches it once it knows the size */
         if (x->send_size[k] == ERR_FLAG || x->send_size[k] == 0) continue;
         DM_ASSERT(x->send_size[k] % UNIT == 0 && x->send_size[k] / UNIT <= (uint64_t)2147483647);
         if (MPI_Isend(send[k], (int)(x->send_size[k] / UNIT), MPI_UINT64_T, nb->rank[k], tag + 1, comm,
-                      &x->req[x->n_req++]) != MPI_SUCCESS)
+                      &x->data_send[k]) != MPI_SUCCESS)
             return DM_ERR(DM_ERR_MPI, "flock: MPI_Isend failed");
     }
-    x->active = 1;
     return rc;
+}
+
+/* Posts the data receive of neighbour k once its size arrived. */
+static int post_recv(dm_flock_xchg *x, int k)
+{
+    x->posted[k] = 1;
+    if (x->recv_size[k] == ERR_FLAG || x->recv_size[k] == 0) return DM_OK;
+    if (x->recv_size[k] % UNIT || x->recv_size[k] / UNIT > (uint64_t)2147483647)
+        return DM_ERR(DM_ERR_FORMAT, "flock: exchange size %llu not a multiple of 8 or too large",
+                      (unsigned long long)x->recv_size[k]);
+    x->recv_buf[k] = dm_malloc(x->recv_size[k]);
+    /* the sender sends anyway: receiving into nothing is impossible, so fail the job */
+    DM_ASSERT(x->recv_buf[k] != NULL || !"out of memory during a neighbour exchange");
+    if (MPI_Irecv(x->recv_buf[k], (int)(x->recv_size[k] / UNIT), MPI_UINT64_T, x->nb.rank[k], x->tag + 1, x->comm,
+                  &x->data_recv[k]) != MPI_SUCCESS)
+        return DM_ERR(DM_ERR_MPI, "flock: MPI_Irecv failed");
+    return DM_OK;
+}
+
+void dm_flock_xchg_progress(dm_flock_xchg *x)
+{
+    if (!x || !x->active) return;
+    for (int k = 0; k < x->nb.n; k++) {
+        int flag = 0;
+        if (!x->size_known[k]) {
+            MPI_Test(&x->hs_recv[k], &flag, MPI_STATUS_IGNORE);
+            if (flag) {
+                x->size_known[k] = 1;
+                if (post_recv(x, k) != DM_OK) x->posted[k] = 0; /* end() reports it */
+            }
+        }
+        if (x->data_recv[k] != MPI_REQUEST_NULL) MPI_Test(&x->data_recv[k], &flag, MPI_STATUS_IGNORE);
+        if (x->data_send[k] != MPI_REQUEST_NULL) MPI_Test(&x->data_send[k], &flag, MPI_STATUS_IGNORE);
+    }
 }
 
 int dm_flock_xchg_end(dm_flock_xchg *x, char **recv, uint64_t *recv_size)
 {
     DM_ASSERT(x->active);
-    x->active = 0;
     int rc = DM_OK;
-    MPI_Status st[4];
-    if (x->n_req && MPI_Waitall(x->n_req, x->req, st) != MPI_SUCCESS)
+    for (int k = 0; k < x->nb.n; k++) {
+        if (!x->size_known[k]) {
+            if (MPI_Wait(&x->hs_recv[k], MPI_STATUS_IGNORE) != MPI_SUCCESS && rc == DM_OK)
+                rc = DM_ERR(DM_ERR_MPI, "flock: exchange handshake failed");
+            x->size_known[k] = 1;
+        }
+        if (!x->posted[k]) {
+            int r = post_recv(x, k);
+            if (rc == DM_OK) rc = r;
+        }
+    }
+    x->active = 0;
+    MPI_Request all[6];
+    MPI_Status st[6];
+    int na = 0;
+    for (int k = 0; k < x->nb.n; k++) {
+        all[na++] = x->hs_send[k];
+        all[na++] = x->data_send[k];
+        all[na++] = x->data_recv[k];
+    }
+    if (na && MPI_Waitall(na, all, st) != MPI_SUCCESS && rc == DM_OK)
         rc = DM_ERR(DM_ERR_MPI, "flock: exchange failed");
     for (int k = 0; k < x->nb.n; k++) {
         recv[k] = x->recv_buf[k];

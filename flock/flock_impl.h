@@ -88,10 +88,13 @@ typedef struct dm_flock_nbrs {
     int dir_mask[2];
 } dm_flock_nbrs;
 
-/* A non-blocking exchange with the neighbour slices: begin() sends this rank's messages (one per
- * neighbour, any size) and posts the receives once the sizes are known (a short handshake);
- * end() waits and hands back the received messages. A rank that failed before the exchange
- * sends an error flag instead of data, so that no neighbour waits forever. */
+/* A non-blocking exchange with the neighbour slices: begin() sends this rank's sizes and
+ * messages (one per neighbour, any size) and posts the size receives without waiting; a
+ * neighbour's data receive is posted as soon as its size is known (progress() or end()), so that
+ * begin() never waits for a neighbour and work can run while the messages fly; progress() (any
+ * number of times, e.g. while the device works) lets MPI move the messages; end() waits and hands
+ * back the received messages. A rank that failed before the exchange sends an error flag instead
+ * of data, so that no neighbour waits forever. */
 typedef struct dm_flock_xchg {
     MPI_Comm comm;
     int tag;
@@ -100,13 +103,17 @@ typedef struct dm_flock_xchg {
     const char *send_buf[2];
     char *recv_buf[2];
     size_t recv_cap[2];
-    MPI_Request req[4];
-    int n_req;
+    MPI_Request hs_recv[2], hs_send[2]; /* the sizes */
+    MPI_Request data_send[2], data_recv[2];
+    int size_known[2], posted[2];
     int active;
 } dm_flock_xchg;
 
 int dm_flock_xchg_begin(dm_flock_xchg *x, MPI_Comm comm, const dm_flock_nbrs *nb, int tag,
                         const char *const *send, const uint64_t *send_size, int local_status);
+/* Lets the exchange advance (tests its requests, posts data receives whose size arrived).
+ * Never blocks; a no-op on NULL or an ended exchange. */
+void dm_flock_xchg_progress(dm_flock_xchg *x);
 /* Waits for the exchange; recv[k] (dm_malloc'ed, caller frees) and recv_size[k] per neighbour.
  * A neighbour's error flag gives DM_ERR_MPI ("a neighbour failed"). */
 int dm_flock_xchg_end(dm_flock_xchg *x, char **recv, uint64_t *recv_size);
