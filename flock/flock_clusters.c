@@ -2,8 +2,10 @@
  * the graph "within r and similarity >= T", found per rank with union-find over the edges of the
  * backend (dm_flock_edges_*), merged across slices by propagating the smallest document index of
  * each component through the halo until no label changes; components smaller than min_size are
- * noise or attached to the cluster of their nearest clustered neighbour; clusters are numbered
- * by their smallest document index, so the labels do not depend on the number of ranks.
+ * noise, attached to the cluster of their nearest clustered neighbour, or attached to the cluster
+ * with the most cosine-similar centroid (exact fixed-point sums; see attach_centroid); clusters
+ * are numbered by their smallest document index, so the labels do not depend on the number of
+ * ranks.
  * Reference: none beyond the design; tests/flock check components spanning slices and ranks. */
 #include <math.h>
 #include <stdio.h>
