@@ -36,6 +36,7 @@ typedef struct bopts {
     int top_labels;
     int kmeans, study, cluster_study;
     int sublinear;
+    const char *study_thr, *study_mins; /* --cluster-study grid (comma-separated) */
     double min_df, max_df;      /* corpus: min_df (count >= 1) and max_df (fraction) of the TF-IDF */
     dm_flock_options fo;
     dm_flock_cluster_options co;
@@ -59,8 +60,12 @@ static void usage(void)
            "                        at least N documents and at most a fraction F of them)\n"
            "  --kmeans              seeded spherical k-means on the same vectors (rank 0)\n"
            "  --study               parameter study: threshold x weight presets (quality table)\n"
+           "  --confusion           print the clusters x classes contingency table of the run\n"
            "  --cluster-study       one run, then the clusters of its final state for cluster threshold x\n"
            "                        min cluster size x small components (noise, centroid): quality table\n"
+           "  --study-thresholds T1,T2,..  cluster thresholds of --cluster-study (default model T,\n"
+           "                        0.15,0.2,0.25,0.3; below -1 = the model's T)\n"
+           "  --study-mins N1,N2,.. minimum cluster sizes of --cluster-study (default 5,10,20,50,100)\n"
            "  --backend cpu|cuda    (default: cuda when a GPU is present)\n"
            "  --seed N              (default 42)\n"
            "  --json FILE           write the results as JSON\n"
@@ -346,6 +351,8 @@ static double stat_of(const dm_stat *st, int n, const char *name, int which)
     return 0;
 }
 
+static int g_confusion; /* --confusion: print the contingency table of the run (rank 0) */
+
 /* One run: flock, clusters, gather; quality on rank 0 against truth (may be NULL). */
 typedef struct run_result {
     double wall, nmi, ari, purity;
@@ -391,6 +398,25 @@ static int run_once(run_result *out, const dm_ctx *ctx, const dm_vectors *v, con
     }
     if (rc == DM_OK && ctx->rank == 0) {
         for (uint64_t i = 0; i < r.n; i++) out->noise += r.cluster[i] < 0;
+        if (truth && g_confusion) {
+            /* clusters (by size) x classes: where each class went */
+            int32_t nc = 0, K = r.n_clusters;
+            for (uint64_t i = 0; i < r.n; i++)
+                if (truth[i] + 1 > nc) nc = truth[i] + 1;
+            uint64_t *ct = calloc((size_t)(K + 1) * (size_t)(nc > 0 ? nc : 1), sizeof *ct);
+            for (uint64_t i = 0; ct && i < r.n; i++)
+                if (truth[i] >= 0) ct[(size_t)(r.cluster[i] + 1) * (size_t)nc + (size_t)truth[i]]++;
+            printf("contingency (cluster: size | documents per class in class order):\n");
+            for (int32_t q = -1; ct && q < K; q++) {
+                uint64_t tot = 0;
+                for (int32_t c = 0; c < nc; c++) tot += ct[(size_t)(q + 1) * (size_t)nc + (size_t)c];
+                if (tot < 20 && q >= 0) continue;
+                printf("%5d: %5llu |", q, (unsigned long long)tot);
+                for (int32_t c = 0; c < nc; c++) printf(" %5llu", (unsigned long long)ct[(size_t)(q + 1) * (size_t)nc + (size_t)c]);
+                printf("\n");
+            }
+            free(ct);
+        }
         if (truth) {
             dm_metrics m;
             if (dm_metrics_compute(&m, truth, r.cluster, (size_t)r.n) == DM_OK) {
@@ -472,7 +498,7 @@ int main(int argc, char **argv)
     co.quiet = 0;
     enum { O_DOCS = 256, O_DPR, O_TOPICS, O_TOKENS, O_CORPUS, O_TOPL, O_ITER, O_THR, O_RAD, O_NB, O_VMAX, O_SHR, O_W,
            O_MINC, O_ATT, O_KM, O_STUDY, O_BACK, O_SEED, O_JSON, O_VOCAB, O_VECOUT, O_CTHR, O_BASE, O_SMALL,
-           O_CSTUDY, O_SUBL, O_MINDF, O_MAXDF };
+           O_CSTUDY, O_SUBL, O_MINDF, O_MAXDF, O_CONF, O_STHR, O_SMINS };
     static const struct option lo[] = {
         {"docs", 1, 0, O_DOCS}, {"docs-per-rank", 1, 0, O_DPR}, {"topics", 1, 0, O_TOPICS}, {"tokens", 1, 0, O_TOKENS},
         {"corpus", 1, 0, O_CORPUS}, {"top-labels", 1, 0, O_TOPL}, {"iterations", 1, 0, O_ITER},
@@ -481,7 +507,8 @@ int main(int argc, char **argv)
         {"kmeans", 0, 0, O_KM}, {"study", 0, 0, O_STUDY}, {"backend", 1, 0, O_BACK}, {"seed", 1, 0, O_SEED},
         {"json", 1, 0, O_JSON}, {"vocab-out", 1, 0, O_VOCAB}, {"vectors-out", 1, 0, O_VECOUT}, {"cluster-threshold", 1, 0, O_CTHR}, {"baseline", 1, 0, O_BASE},
         {"small", 1, 0, O_SMALL}, {"cluster-study", 0, 0, O_CSTUDY}, {"sublinear", 0, 0, O_SUBL},
-        {"min-df", 1, 0, O_MINDF}, {"max-df", 1, 0, O_MAXDF}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"min-df", 1, 0, O_MINDF}, {"max-df", 1, 0, O_MAXDF}, {"confusion", 0, 0, O_CONF},
+        {"study-thresholds", 1, 0, O_STHR}, {"study-mins", 1, 0, O_SMINS}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c, bad = 0;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
@@ -506,6 +533,9 @@ int main(int argc, char **argv)
         case O_ATT: o.co.attach = DM_FLOCK_SMALL_NEIGHBOUR; break;
         case O_SMALL: bad |= dm_flock_small_parse(optarg, &o.co.attach) != DM_OK; break;
         case O_CSTUDY: o.cluster_study = 1; break;
+        case O_CONF: g_confusion = 1; break;
+        case O_STHR: o.study_thr = optarg; break;
+        case O_SMINS: o.study_mins = optarg; break;
         case O_SUBL: o.sublinear = 1; break;
         case O_MINDF: o.min_df = atof(optarg); bad |= !(o.min_df >= 1); break;
         case O_MAXDF: o.max_df = atof(optarg); bad |= !(o.max_df > 0 && o.max_df <= 1); break;
@@ -664,15 +694,42 @@ int main(int argc, char **argv)
             }
         json_object_set_new(js, "study", rows);
     } else if (o.cluster_study) {
-        static const double cthr[] = {-2.0, 0.15, 0.20, 0.25, 0.30};
-        static const int mins[] = {5, 10, 20, 50, 100};
+        double cthr[16] = {-2.0, 0.15, 0.20, 0.25, 0.30};
+        int mins[16] = {5, 10, 20, 50, 100};
+        size_t ncthr = 5, nmins = 5;
+        if (o.study_thr) {
+            ncthr = 0;
+            for (char *p = (char *)o.study_thr, *e; *p && ncthr < 16; p = *e ? e + 1 : e) {
+                cthr[ncthr++] = strtod(p, &e);
+                if (e == p) break;
+            }
+        }
+        if (o.study_mins) {
+            nmins = 0;
+            for (char *p = (char *)o.study_mins, *e; *p && nmins < 16; p = *e ? e + 1 : e) {
+                mins[nmins++] = (int)strtol(p, &e, 10);
+                if (e == p) break;
+            }
+        }
         json_t *rows = json_array();
-        rc = cluster_study(rows, &ctx, &v, &o.fo, truth, cthr, sizeof cthr / sizeof cthr[0], mins,
-                           sizeof mins / sizeof mins[0]);
+        rc = cluster_study(rows, &ctx, &v, &o.fo, truth, cthr, ncthr, mins, nmins);
         if (ctx.rank == 0 && o.kmeans)
             printf("k-means (k=%d, spherical, seeded k-means++): NMI %.4f ARI %.4f purity %.4f, %d iterations\n",
                    n_classes > 0 ? n_classes : o.topics, kmm.nmi, kmm.ari, kmm.purity, km.iterations);
         json_object_set_new(js, "cluster_study", rows);
+        if (o.kmeans) {
+            json_t *k = json_object();
+            json_object_set_new(k, "nmi", json_real(kmm.nmi));
+            json_object_set_new(k, "ari", json_real(kmm.ari));
+            json_object_set_new(k, "purity", json_real(kmm.purity));
+            json_object_set_new(js, "kmeans", k);
+        }
+        json_t *m = json_object();
+        json_object_set_new(m, "threshold", json_real(o.fo.threshold));
+        json_object_set_new(m, "min_df", json_real(o.min_df));
+        json_object_set_new(m, "max_df", json_real(o.max_df));
+        json_object_set_new(m, "sublinear", json_integer(o.sublinear));
+        json_object_set_new(js, "model", m);
     } else {
         dm_timers_reset();
         /* memory of the run itself: the peaks restart here (the tuner's inputs, k-means and the
