@@ -19,6 +19,7 @@
 #include "sorting/sorting.h"
 #include "tfidf/tfidf.h"
 #include "tfidf/tfidf_kernels.cuh"
+#include "tfidf/tfidf_tune.h"
 
 /* ------------------------------------------------------------------ small helpers */
 
@@ -1086,18 +1087,30 @@ static const dm_tune_kernel k_vt_merge = {
     "tfidf.vocab_merge", "vocabulary/DF table: insert with byte identity, sum df", "terms", g_vt_merge, 3, 1,
     merge_bench_create, merge_bench_run, merge_bench_output, merge_bench_destroy, 0.0, (size_t)1 << 22, 1.0, NULL};
 
-#define DM_TK(var, name, desc, unit, inst)                                                         \
-    static const dm_tune_kernel var = {name, desc, unit, inst, (int)(sizeof inst / sizeof inst[0]), 0, NULL,   \
-                                       NULL, NULL, NULL, 0.0, 0, 1.0, NULL}
-DM_TK(k_header, "tfidf.tf_header", "per-document tables: occupied slots per bucket", "documents", g_header);
-DM_TK(k_compact, "tfidf.tf_compact", "per-document tables: entries to the rows", "documents", g_compact);
-DM_TK(k_vt_build, "tfidf.vocab_build", "vocabulary lookup table: insert distinct terms", "terms", g_vt_build);
-DM_TK(k_vt_query, "tfidf.vocab_query", "vocabulary lookup: hash + bytes", "queries", g_vt_query);
-DM_TK(k_ht_build, "tfidf.hash_build", "hash-only table of a token stream's vocabulary", "terms", g_ht_build);
-DM_TK(k_ht_query, "tfidf.hash_query", "token hashes to stream vocabulary indices", "tokens", g_ht_query);
-DM_TK(k_w_len, "tfidf.weigh_len", "weights: row lengths and stored entries", "rows", g_w_len);
-DM_TK(k_w_fill, "tfidf.weigh_fill", "weights: tf x idf per entry", "rows", g_w_fill);
-DM_TK(k_w_norm, "tfidf.weigh_norm", "weights: L2 normalisation of sorted rows", "rows", g_w_norm);
+/* The other kernels' tuning workloads are in tfidf_tune_cuda.cu (tfidf_tune.h); outputs exact.
+ * Prefix reuse (bench_resize) for the documents and rows workloads only. */
+#define DM_TK(var, name, desc, unit, inst, wl, target, resize)                                     \
+    static const dm_tune_kernel var = {name, desc, unit, inst, (int)(sizeof inst / sizeof inst[0]), 0,         \
+                                       dm_tfidf_bench_##wl##_create, dm_tfidf_bench_run, dm_tfidf_bench_output, \
+                                       dm_tfidf_bench_destroy, 0.0, target, 1.0, resize}
+DM_TK(k_header, "tfidf.tf_header", "per-document tables: occupied slots per bucket", "documents", g_header, header,
+      DM_TFIDF_BENCH_N_header, dm_tfidf_bench_resize);
+DM_TK(k_compact, "tfidf.tf_compact", "per-document tables: entries to the rows", "documents", g_compact, compact,
+      DM_TFIDF_BENCH_N_compact, dm_tfidf_bench_resize);
+DM_TK(k_vt_build, "tfidf.vocab_build", "vocabulary lookup table: insert distinct terms", "terms", g_vt_build,
+      vocab_build, DM_TFIDF_BENCH_N_vocab_build, NULL);
+DM_TK(k_vt_query, "tfidf.vocab_query", "vocabulary lookup: hash + bytes", "queries", g_vt_query, vocab_query,
+      DM_TFIDF_BENCH_N_vocab_query, NULL);
+DM_TK(k_ht_build, "tfidf.hash_build", "hash-only table of a token stream's vocabulary", "terms", g_ht_build,
+      hash_build, DM_TFIDF_BENCH_N_hash_build, NULL);
+DM_TK(k_ht_query, "tfidf.hash_query", "token hashes to stream vocabulary indices", "tokens", g_ht_query, hash_query,
+      DM_TFIDF_BENCH_N_hash_query, NULL);
+DM_TK(k_w_len, "tfidf.weigh_len", "weights: row lengths and stored entries", "rows", g_w_len, weigh_len,
+      DM_TFIDF_BENCH_N_weigh, dm_tfidf_bench_resize);
+DM_TK(k_w_fill, "tfidf.weigh_fill", "weights: tf x idf per entry", "rows", g_w_fill, weigh_fill,
+      DM_TFIDF_BENCH_N_weigh, dm_tfidf_bench_resize);
+DM_TK(k_w_norm, "tfidf.weigh_norm", "weights: L2 normalisation of sorted rows", "rows", g_w_norm, weigh_norm,
+      DM_TFIDF_BENCH_N_weigh, dm_tfidf_bench_resize);
 
 static const dm_tune_kernel *count_kernel(int variant)
 {
