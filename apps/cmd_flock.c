@@ -38,8 +38,10 @@ const char dm_flock_cli_help[] =
     "  --shrink F              the plane's side shrinks by this fraction over the run (0.5)\n"
     "clusters:\n"
     "  --min-cluster N         smaller components are small (default 5)\n"
-    "  --small noise|attach    small components: noise (-1, default) or attached to the\n"
-    "                          cluster of the nearest clustered neighbour within R\n"
+    "  --small noise|neighbour|centroid  what becomes of small components' documents: noise\n"
+    "                          (-1, default); neighbour (formerly 'attach'): the cluster of the\n"
+    "                          nearest clustered neighbour within R; centroid: the cluster whose\n"
+    "                          centroid is the most cosine-similar (exact; not flocking)\n"
     "  --cluster-threshold T   edges of the final graph need cosine >= T (default: --threshold);\n"
     "                          a higher value cuts chains across topics. With --resume of a\n"
     "                          finished run's checkpoint only the clustering is redone\n"
@@ -141,9 +143,8 @@ int dm_flock_cli_option(dm_app *app, const char *cmd, int c, const char *arg, co
     case DM_FO_RESUME: f->fo.resume = 1; break;
     case DM_FO_SLICES: f->slices = arg; break;
     case DM_FO_SMALL:
-        if (strcmp(arg, "noise") == 0) f->co.attach = 0;
-        else if (strcmp(arg, "attach") == 0) f->co.attach = 1;
-        else return dm_app_usage_error(app, cmd, "--small must be noise or attach, not '%s'", arg);
+        if (dm_flock_small_parse(arg, &f->co.attach) != DM_OK)
+            return dm_app_usage_error(app, cmd, "--small must be noise, neighbour or centroid, not '%s'", arg);
         break;
     case DM_FO_WEIGHTS: {
         double w[4];

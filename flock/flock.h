@@ -119,15 +119,34 @@ int dm_flock_tune_register(void);
 
 /* ---- clusters -------------------------------------------------------------------------------- */
 
+/* What happens to the documents of small components (dm_flock_cluster_options.attach). */
+enum dm_flock_small {
+    DM_FLOCK_SMALL_NOISE = 0,     /* labelled noise (-1) */
+    DM_FLOCK_SMALL_NEIGHBOUR = 1, /* each document joins the cluster of its nearest (plane distance,
+                                     ties by document index) neighbour within r that is in a
+                                     cluster, else noise */
+    DM_FLOCK_SMALL_CENTROID = 2   /* each document joins the cluster whose centroid (sum of its
+                                     members' unit vectors, exact fixed-point sums, all-reduced
+                                     over ranks) has the highest cosine with it (ties: the lower
+                                     cluster number); noise when no centroid shares a term with it.
+                                     Not flocking: a nearest-centroid assignment after it */
+};
+
 typedef struct dm_flock_cluster_options {
     int min_size;   /* components with fewer documents are small */
-    int attach;     /* 0: small components are noise (-1); 1: each of their documents joins the
-                       cluster of its nearest (plane distance, ties by document index) neighbour
-                       within r that is in a cluster, else noise */
+    int attach;     /* enum dm_flock_small: what becomes of the small components' documents */
     double threshold; /* edges need cosine >= this; below -1 (default): the model's T. A higher
                          value than T cuts the chains that single linkage builds across topics */
 } dm_flock_cluster_options;
 #define DM_FLOCK_CLUSTER_OPTIONS_INIT {5, 0, -2.0}
+
+/* "noise", "neighbour" or "centroid" (NULL for another value); dm_flock_small_parse the reverse
+ * ("attach" is accepted for "neighbour", its former name). */
+const char *dm_flock_small_name(int attach);
+int dm_flock_small_parse(const char *name, int *attach);
+/* A one-line description of the cluster extraction with these options for the report, e.g.
+ * "connected components of (within r, cosine >= 0.1); components below 5 documents: noise". */
+void dm_flock_cluster_describe(char *buf, size_t size, const dm_flock_cluster_options *opt, double model_threshold);
 
 /* The edges of the final graph: pairs (own boid, neighbour) within r with cosine >= threshold
  * (the model's T unless the cluster options say otherwise). Both backends implement it; halo[k]

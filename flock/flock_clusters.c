@@ -2,9 +2,13 @@
  * the graph "within r and similarity >= T", found per rank with union-find over the edges of the
  * backend (dm_flock_edges_*), merged across slices by propagating the smallest document index of
  * each component through the halo until no label changes; components smaller than min_size are
- * noise or attached to the cluster of their nearest clustered neighbour; clusters are numbered
- * by their smallest document index, so the labels do not depend on the number of ranks.
+ * noise, attached to the cluster of their nearest clustered neighbour, or attached to the cluster
+ * with the most cosine-similar centroid (exact fixed-point sums; see attach_centroid); clusters
+ * are numbered by their smallest document index, so the labels do not depend on the number of
+ * ranks.
  * Reference: none beyond the design; tests/flock check components spanning slices and ranks. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,9 +146,192 @@ static int attach_small(dm_flock_sim *s, int32_t *cl, const int32_t *halo_cl)
     return rc;
 }
 
+/* ---- attachment by centroid similarity (DM_FLOCK_SMALL_CENTROID) ------------------------------- */
+
+/* Centroid sums are accumulated in 64-bit fixed point with 32 fraction bits: every unit-vector
+ * component is rounded to a multiple of 2^-32 once, and integer sums do not depend on their order,
+ * so the centroids - and every decision taken from them - are the same bits for any number of
+ * ranks, any order of boids and either backend. A cluster of fewer than 2^31 documents cannot
+ * overflow (|component| <= 1). */
+#define DM_FLOCK_CENTROID_ONE 4294967296.0 /* 2^32 */
+
+typedef struct centroid_entry {
+    uint64_t key; /* term << 32 | cluster */
+    int64_t sum;  /* fixed point, 2^-32 */
+} centroid_entry;
+
+static int cmp_centroid_entry(const void *a, const void *b)
+{
+    uint64_t x = ((const centroid_entry *)a)->key, y = ((const centroid_entry *)b)->key;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts entries by key and sums the values of equal keys; returns the distinct count. */
+static size_t centroid_reduce(centroid_entry *e, size_t n)
+{
+    if (n == 0) return 0;
+    qsort(e, n, sizeof *e, cmp_centroid_entry);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m && e[m - 1].key == e[i].key) e[m - 1].sum += e[i].sum;
+        else e[m++] = e[i];
+    }
+    return m;
+}
+
+/* Own boids with cl[i] < 0 join the cluster (0 .. k-1) whose centroid is the most cosine-similar:
+ * the centroids (sums of the clustered documents' unit vectors) are reduced over the ranks as
+ * sparse (term, cluster) sums, every rank merges the same set, and a document's cosine with each
+ * centroid sharing a term with it is summed over its terms in term order. Collective. */
+static int attach_centroid(dm_flock_sim *s, int32_t *cl, int32_t k)
+{
+    size_t n = s->own.n, cnt = 0;
+    for (size_t i = 0; i < n; i++)
+        if (cl[i] >= 0) cnt += s->own.vlen[i];
+    centroid_entry *loc = dm_malloc(sizeof *loc * (cnt ? cnt : 1));
+    int rc = loc ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory for centroids");
+    size_t m = 0;
+    if (rc == DM_OK) {
+        for (size_t i = 0; i < n; i++) {
+            if (cl[i] < 0) continue;
+            const uint32_t *col = s->own.col + s->own.voff[i];
+            const float *val = s->own.val + s->own.voff[i];
+            for (uint32_t q = 0; q < s->own.vlen[i]; q++) {
+                loc[m].key = (uint64_t)col[q] << 32 | (uint32_t)cl[i];
+                loc[m].sum = (int64_t)llrint((double)val[q] * DM_FLOCK_CENTROID_ONE);
+                m++;
+            }
+        }
+        m = centroid_reduce(loc, m);
+    }
+    /* every rank gets every rank's (term, cluster) sums: two u64 per entry */
+    int *counts = dm_malloc(sizeof *counts * (size_t)s->size), *displs = dm_malloc(sizeof *displs * (size_t)s->size);
+    if (rc == DM_OK && (!counts || !displs)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    if (rc == DM_OK && 2 * (uint64_t)m > (uint64_t)INT32_MAX)
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: too many centroid terms on one rank (%zu)", m);
+    rc = dm_ctx_agree(s->ctx, rc);
+    centroid_entry *all = NULL;
+    size_t total = 0;
+    if (rc == DM_OK) {
+        int c2 = (int)(2 * m);
+        MPI_Allgather(&c2, 1, MPI_INT, counts, 1, MPI_INT, s->comm);
+        uint64_t tot = 0;
+        for (int q = 0; q < s->size; q++) {
+            displs[q] = (int)tot;
+            tot += (uint64_t)counts[q];
+        }
+        if (tot > (uint64_t)INT32_MAX) rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: too many centroid terms (%llu)", (unsigned long long)tot / 2);
+        else {
+            total = (size_t)tot / 2;
+            all = dm_malloc(sizeof *all * (total ? total : 1));
+            if (!all) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for centroids");
+        }
+    }
+    rc = dm_ctx_agree(s->ctx, rc);
+    if (rc == DM_OK) {
+        MPI_Allgatherv(loc, (int)(2 * m), MPI_UINT64_T, all, counts, displs, MPI_UINT64_T, s->comm);
+        total = centroid_reduce(all, total);
+    }
+    dm_free(loc);
+    dm_free(counts);
+    dm_free(displs);
+    /* centroid norms (summed in (term, cluster) order) and the document-centroid cosines */
+    double *norm2 = dm_calloc((size_t)(k > 0 ? k : 1), sizeof *norm2);
+    double *dot = dm_calloc((size_t)(k > 0 ? k : 1), sizeof *dot);
+    int32_t *touched = dm_malloc(sizeof *touched * (size_t)(k > 0 ? k : 1));
+    size_t *stamp = dm_calloc((size_t)(k > 0 ? k : 1), sizeof *stamp); /* i + 1: touched by document i */
+    int32_t *res = dm_malloc(sizeof *res * (n ? n : 1));
+    if (rc == DM_OK && (!norm2 || !dot || !touched || !stamp || !res)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    if (rc == DM_OK) {
+        for (size_t q = 0; q < total; q++) {
+            double c = (double)all[q].sum / DM_FLOCK_CENTROID_ONE;
+            norm2[all[q].key & 0xffffffffu] += c * c;
+        }
+        for (size_t i = 0; i < n; i++) {
+            res[i] = cl[i];
+            if (cl[i] >= 0) continue;
+            const uint32_t *col = s->own.col + s->own.voff[i];
+            const float *val = s->own.val + s->own.voff[i];
+            int32_t nt = 0;
+            for (uint32_t q = 0; q < s->own.vlen[i]; q++) {
+                /* the first entry of term col[q] */
+                uint64_t key = (uint64_t)col[q] << 32;
+                size_t lo = 0, hi = total;
+                while (lo < hi) {
+                    size_t mid = (lo + hi) / 2;
+                    if (all[mid].key < key) lo = mid + 1;
+                    else hi = mid;
+                }
+                for (size_t e = lo; e < total && (all[e].key >> 32) == col[q]; e++) {
+                    int32_t c = (int32_t)(all[e].key & 0xffffffffu);
+                    if (stamp[c] != i + 1) {
+                        stamp[c] = i + 1;
+                        touched[nt++] = c;
+                    }
+                    dot[c] += (double)val[q] * ((double)all[e].sum / DM_FLOCK_CENTROID_ONE);
+                }
+            }
+            double best = 0.0;
+            for (int32_t t = 0; t < nt; t++) {
+                int32_t c = touched[t];
+                double cosv = norm2[c] > 0 ? dot[c] / sqrt(norm2[c]) : 0.0;
+                if (cosv > best || (cosv == best && cosv > 0 && c < res[i])) {
+                    best = cosv;
+                    res[i] = c;
+                }
+                dot[c] = 0.0;
+            }
+        }
+        memcpy(cl, res, sizeof *cl * n);
+    }
+    dm_free(all);
+    dm_free(norm2);
+    dm_free(dot);
+    dm_free(touched);
+    dm_free(stamp);
+    dm_free(res);
+    return rc;
+}
+
+const char *dm_flock_small_name(int attach)
+{
+    switch (attach) {
+    case DM_FLOCK_SMALL_NOISE: return "noise";
+    case DM_FLOCK_SMALL_NEIGHBOUR: return "neighbour";
+    case DM_FLOCK_SMALL_CENTROID: return "centroid";
+    default: return NULL;
+    }
+}
+
+int dm_flock_small_parse(const char *name, int *attach)
+{
+    if (strcmp(name, "noise") == 0) *attach = DM_FLOCK_SMALL_NOISE;
+    else if (strcmp(name, "neighbour") == 0 || strcmp(name, "neighbor") == 0 || strcmp(name, "attach") == 0)
+        *attach = DM_FLOCK_SMALL_NEIGHBOUR;
+    else if (strcmp(name, "centroid") == 0) *attach = DM_FLOCK_SMALL_CENTROID;
+    else return DM_ERR(DM_ERR_INVALID_ARG, "small components: '%s' is not noise, neighbour or centroid", name);
+    return DM_OK;
+}
+
+void dm_flock_cluster_describe(char *buf, size_t size, const dm_flock_cluster_options *opt, double model_threshold)
+{
+    double thr = opt->threshold < -1.0 ? model_threshold : opt->threshold;
+    const char *small = opt->attach == DM_FLOCK_SMALL_NEIGHBOUR ? "each document joins the cluster of its nearest "
+                                                                  "clustered neighbour within r, else noise"
+                        : opt->attach == DM_FLOCK_SMALL_CENTROID ? "each document joins the cluster whose centroid "
+                                                                   "(sum of its members' unit vectors) is the most "
+                                                                   "cosine-similar (exact, not flocking)"
+                                                                 : "noise (-1)";
+    snprintf(buf, size, "connected components of (within r, cosine >= %g), merged across slices; components "
+             "below %d documents: %s", thr, opt->min_size, small);
+}
+
 int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, int32_t *n_clusters)
 {
     *n_clusters = 0;
+    if (opt->min_size < 1 || !dm_flock_small_name(opt->attach) || !(opt->threshold <= 1.0))
+        return DM_ERR(DM_ERR_INVALID_ARG, "flock: cluster options (min size %d, small %d, threshold %g)", opt->min_size,
+                      opt->attach, opt->threshold);
     dm_timer_start("flock.clusters");
     dm_flock_view v;
     int rc = dm_flock_sim_view(s, &v);
@@ -285,7 +472,10 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
         }
         *n_clusters = totbig;
     }
-    if (rc == DM_OK && opt->attach) {
+    if (rc == DM_OK && opt->attach == DM_FLOCK_SMALL_CENTROID) {
+        rc = attach_centroid(s, cl, totbig);
+        rc = dm_ctx_agree(s->ctx, rc);
+    } else if (rc == DM_OK && opt->attach == DM_FLOCK_SMALL_NEIGHBOUR) {
         int32_t *hcl = dm_malloc(sizeof *hcl * (nh ? nh : 1));
         uint64_t *tmp = dm_malloc(sizeof *tmp * (n ? n : 1));
         if (!hcl || !tmp) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");

@@ -295,9 +295,12 @@ static void fill_results(json_t *r, const dm_flock_job_result *res, const dm_flo
     json_object_set_new(m, "min_dist", json_real(fo->min_dist));
     json_object_set_new(m, "seed", json_integer((json_int_t)fo->seed));
     json_object_set_new(m, "min_cluster", json_integer(co->min_size));
-    json_object_set_new(m, "small", json_string(co->attach ? "attach" : "noise"));
+    json_object_set_new(m, "small", json_string(dm_flock_small_name(co->attach)));
     json_object_set_new(m, "cluster_threshold", json_real(co->threshold < -1 ? fo->threshold : co->threshold));
     json_object_set_new(r, "model", m);
+    char extraction[512];
+    dm_flock_cluster_describe(extraction, sizeof extraction, co, fo->threshold);
+    json_object_set_new(r, "cluster_extraction", json_string(extraction));
     json_t *pl = json_object();
     json_object_set_new(pl, "final_width", json_real(W));
     json_object_set_new(pl, "final_height", json_real(H));

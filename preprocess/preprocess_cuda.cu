@@ -14,6 +14,7 @@
 #include "common/tune/tune.h"
 #include "preprocess/preprocess.h"
 #include "preprocess/preprocess_kernels.cuh"
+#include "preprocess/preprocess_tune.h" /* workloads of place, compact, docs */
 
 /* ------------------------------------------------------------------ launchers and instances */
 
@@ -328,14 +329,17 @@ static const dm_tune_kernel g_kernels[] = {
      DM_PP_NINST(g_mark_inst), 0, dm_pp_bench_create_mark, dm_pp_bench_run, dm_pp_bench_output,
      dm_pp_bench_destroy, 0.0, (size_t)256 << 20, 1.0, NULL},
     {"preprocess.place", "token [start, end) from the scanned flags", "bytes", g_place_inst,
-     DM_PP_NINST(g_place_inst), 0, NULL, NULL, NULL, NULL, 0.0, (size_t)256 << 20, 1.0, NULL},
+     DM_PP_NINST(g_place_inst), 0, dm_pp_bench_place_create, dm_pp_tune_bench_run, dm_pp_tune_bench_output,
+     dm_pp_tune_bench_destroy, 0.0, DM_PP_BENCH_N_place, 1.0, dm_pp_tune_bench_resize},
     {"preprocess.process", "filter, stop set, Porter stem, hash per token", "tokens", g_process_inst,
      DM_PP_NINST(g_process_inst), 0, dm_pp_bench_create_process, dm_pp_bench_run, dm_pp_bench_output,
      dm_pp_bench_destroy, 0.0, (size_t)256 << 20, 1.0, NULL},
     {"preprocess.compact", "scatter kept tokens", "tokens", g_compact_inst, DM_PP_NINST(g_compact_inst), 0,
-     NULL, NULL, NULL, NULL, 0.0, (size_t)64 << 20, 1.0, NULL},
+     dm_pp_bench_compact_create, dm_pp_tune_bench_run, dm_pp_tune_bench_output, dm_pp_tune_bench_destroy, 0.0,
+     DM_PP_BENCH_N_compact, 1.0, dm_pp_tune_bench_resize},
     {"preprocess.docs", "per-document token bounds", "documents", g_docs_inst, DM_PP_NINST(g_docs_inst), 0,
-     NULL, NULL, NULL, NULL, 0.0, (size_t)1 << 20, 1.0, NULL},
+     dm_pp_bench_docs_create, dm_pp_tune_bench_run, dm_pp_tune_bench_output, dm_pp_tune_bench_destroy, 0.0,
+     DM_PP_BENCH_N_docs, 1.0, dm_pp_tune_bench_resize},
     {"preprocess.stem_words", "Porter stem of a word list (docmine stem)", "words", g_stem_inst,
      DM_PP_NINST(g_stem_inst), 0, dm_pp_bench_create_stem, dm_pp_bench_run, dm_pp_bench_output,
      dm_pp_bench_destroy, 0.0, (size_t)64 << 20, 1.0, NULL},

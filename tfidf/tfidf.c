@@ -46,7 +46,7 @@ int dm_strings_copy(uint64_t **dst_off, char **dst, const uint64_t *off, const c
     if (!*dst_off || !*dst) return DM_ERR_NOMEM;
     if (off) memcpy(*dst_off, off, sizeof(uint64_t) * (n + 1));
     else memset(*dst_off, 0, sizeof(uint64_t) * (n + 1));
-    if (bytes) memcpy(*dst, s, bytes);
+    if (bytes) dm_tfidf_memcpy_par(*dst, s, bytes);
     return DM_OK;
 }
 
@@ -443,10 +443,8 @@ static int local_df(dm_tfidf_local *l)
         memset(l->terms.val, 0, sizeof(uint64_t) * l->terms.n);
     }
     const dm_tf_counts *c = &l->counts;
-    for (uint64_t k = 0; k < c->row_off[c->n_rows]; k++) {
-        if (c->term[k] >= l->terms.n) return DM_ERR(DM_ERR_INVALID_ARG, "tfidf: a count row names term %u of %zu", c->term[k], l->terms.n);
-        l->terms.val[c->term[k]]++;
-    }
+    uint64_t bad = dm_tfidf_df_count(l->terms.val, l->terms.n, c->term, c->row_off[c->n_rows]);
+    if (bad != UINT64_MAX) return DM_ERR(DM_ERR_INVALID_ARG, "tfidf: a count row names term %u of %zu", c->term[bad], l->terms.n);
     return DM_OK;
 }
 
@@ -564,10 +562,10 @@ int dm_tfidf_local_from_stream(dm_tfidf_local *out, const dm_token_stream *s, in
     if (rc == DM_OK)
         rc = (backend == DM_BACKEND_CUDA ? dm_hash_lookup_cuda : dm_hash_lookup_cpu)(tok, &out->terms, s->hashes,
                                                                                      s->n_tokens, &vo);
-    for (size_t i = 0; rc == DM_OK && i < s->n_tokens; i++)
-        if (tok[i] == DM_TERM_NONE)
-            rc = DM_ERR(DM_ERR_FORMAT, "token stream: token %zu has hash %016" PRIx64 ", which is not in its vocabulary",
-                        i, s->hashes[i]);
+    size_t miss = rc == DM_OK ? dm_tfidf_first_none(tok, s->n_tokens) : SIZE_MAX;
+    if (miss != SIZE_MAX)
+        rc = DM_ERR(DM_ERR_FORMAT, "token stream: token %zu has hash %016" PRIx64 ", which is not in its vocabulary",
+                    miss, s->hashes[miss]);
     dm_timer_stop("tfidf.map");
     dm_tf_count_options co = DM_TF_COUNT_OPTIONS_INIT;
     co.variant = opt->tf_variant;

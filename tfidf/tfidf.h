@@ -404,7 +404,12 @@ int dm_pp_signature_of(dm_pp_signature *sig, const dm_preprocess_options *pp);
 #define DM_VECTORS_VERSION 1u
 
 /* Collective over ctx (NULL = one process): each rank contributes its rows (v->row_base must be
- * the number of rows of lower ranks, v->n_cols and flags the same on every rank). */
+ * the number of rows of lower ranks, v->n_cols and flags the same on every rank). The CRC is
+ * computed in 4 MB blocks by the OpenMP threads while the calling thread writes (combined with
+ * crc32_combine: the same value for any thread count). One process writes with O_DIRECT through
+ * an aligned 8 MB block buffer where the file system allows it (else, or with the environment
+ * variable DOCMINE_DIRECT_IO=0, buffered stdio); several ranks write with MPI-IO. The bytes are
+ * the same on every path. */
 int dm_vectors_write(const dm_vectors *v, const char *path, const struct dm_ctx *ctx);
 /* Reads a whole file. Errors: IO, FORMAT (naming the file and what is wrong, "checksum
  * mismatch" for a CRC error). */

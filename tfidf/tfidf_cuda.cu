@@ -7,6 +7,7 @@
 #include <thrust/iterator/transform_iterator.h>
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,9 @@
 #include "common/tune/tune.h"
 #include "sorting/sorting.h"
 #include "tfidf/tfidf.h"
+#include "tfidf/tfidf_internal.h"
 #include "tfidf/tfidf_kernels.cuh"
+#include "tfidf/tfidf_tune.h"
 
 /* ------------------------------------------------------------------ small helpers */
 
@@ -44,19 +47,118 @@ static void dfree_all(dbufs *b)
     b->n = 0;
 }
 
+/* Large copies go through two page-locked staging buffers of the process (kept for its
+ * lifetime, 2 x DM_STAGE_BYTES): a copy between the device and pageable memory is staged by the
+ * driver at a fraction of the bus bandwidth (about 1.4 GB/s measured for D2H into freshly
+ * allocated arrays, whose pages also fault one by one), while the pinned chunks move at full
+ * bandwidth and the OpenMP threads copy (and first-touch) the pageable side in parallel, chunk k
+ * on the host while chunk k + 1 is on the bus. A buffer is reused only after the event of its
+ * last copy, so copies of several streams or calls may share the pair. */
+#define DM_STAGE_BYTES ((size_t)16 << 20)
+#define DM_STAGE_MIN ((size_t)1 << 20) /* smaller copies go directly */
+static pthread_mutex_t g_stage_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *g_stage_buf[2];
+static cudaEvent_t g_stage_ev[2];
+
+static int stage_init(void)
+{
+    for (int i = 0; i < 2; i++) {
+        if (g_stage_buf[i]) continue;
+        DM_CUDA_TRY(cudaEventCreateWithFlags(&g_stage_ev[i], cudaEventDisableTiming));
+        int rc = dm_host_alloc_pinned(&g_stage_buf[i], DM_STAGE_BYTES);
+        if (rc != DM_OK) {
+            cudaEventDestroy(g_stage_ev[i]);
+            g_stage_buf[i] = NULL;
+            return rc;
+        }
+    }
+    return DM_OK;
+}
+
 static int up(void *d, const void *h, size_t bytes, cudaStream_t s)
 {
-    if (bytes) DM_CUDA_TRY(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, s));
-    return DM_OK;
+    if (!bytes) return DM_OK;
+    if (bytes < DM_STAGE_MIN) {
+        DM_CUDA_TRY(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, s));
+        return DM_OK;
+    }
+    pthread_mutex_lock(&g_stage_mu);
+    int rc = stage_init();
+    for (size_t o = 0, i = 0; rc == DM_OK && o < bytes; o += DM_STAGE_BYTES, i++) {
+        size_t k = bytes - o < DM_STAGE_BYTES ? bytes - o : DM_STAGE_BYTES;
+        int b = (int)(i & 1);
+        cudaError_t e = cudaEventSynchronize(g_stage_ev[b]); /* the buffer's previous copy has left it */
+        if (e == cudaSuccess) {
+            dm_tfidf_memcpy_par(g_stage_buf[b], (const char *)h + o, k);
+            e = cudaMemcpyAsync((char *)d + o, g_stage_buf[b], k, cudaMemcpyHostToDevice, s);
+        }
+        if (e == cudaSuccess) e = cudaEventRecord(g_stage_ev[b], s);
+        if (e != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "tfidf cuda: staged upload: %s", cudaGetErrorString(e));
+    }
+    pthread_mutex_unlock(&g_stage_mu);
+    return rc;
 }
 
 static int down(void *h, const void *d, size_t bytes, cudaStream_t s)
 {
-    if (bytes) {
+    if (!bytes) return DM_OK;
+    if (bytes < DM_STAGE_MIN) {
         DM_CUDA_TRY(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, s));
         DM_CUDA_TRY(cudaStreamSynchronize(s));
+        return DM_OK;
     }
+    pthread_mutex_lock(&g_stage_mu);
+    int rc = stage_init();
+    size_t n = (bytes + DM_STAGE_BYTES - 1) / DM_STAGE_BYTES;
+    /* iteration i enqueues chunk i and then copies chunk i - 1 out of its buffer */
+    for (size_t i = 0; rc == DM_OK && i <= n; i++) {
+        cudaError_t e = cudaSuccess;
+        if (i < n) {
+            size_t o = i * DM_STAGE_BYTES, k = bytes - o < DM_STAGE_BYTES ? bytes - o : DM_STAGE_BYTES;
+            int b = (int)(i & 1);
+            e = cudaEventSynchronize(g_stage_ev[b]);
+            if (e == cudaSuccess) e = cudaMemcpyAsync(g_stage_buf[b], (const char *)d + o, k, cudaMemcpyDeviceToHost, s);
+            if (e == cudaSuccess) e = cudaEventRecord(g_stage_ev[b], s);
+        }
+        if (e == cudaSuccess && i > 0) {
+            size_t o = (i - 1) * DM_STAGE_BYTES, k = bytes - o < DM_STAGE_BYTES ? bytes - o : DM_STAGE_BYTES;
+            int b = (int)((i - 1) & 1);
+            e = cudaEventSynchronize(g_stage_ev[b]);
+            if (e == cudaSuccess) dm_tfidf_memcpy_par((char *)h + o, g_stage_buf[b], k);
+        }
+        if (e != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "tfidf cuda: staged download: %s", cudaGetErrorString(e));
+    }
+    pthread_mutex_unlock(&g_stage_mu);
+    return rc;
+}
+
+/* A device buffer kept across the chunks of one call, reallocated only when a chunk needs more
+ * (with `extra` percent of headroom: the per-document tables grow on rebuilds). */
+struct dgrow {
+    void *p;
+    size_t cap;
+};
+
+static int dgrow_need(dgrow *g, size_t bytes, int extra)
+{
+    if (bytes == 0) bytes = 1;
+    if (g->p && g->cap >= bytes) return DM_OK;
+    dm_device_free(g->p);
+    g->p = NULL;
+    g->cap = 0;
+    size_t c = bytes + bytes / 100 * (size_t)extra;
+    DM_TRY(dm_device_alloc(&g->p, c));
+    g->cap = c;
     return DM_OK;
+}
+
+static void dgrow_free(dgrow *g, int n)
+{
+    for (int i = 0; i < n; i++) {
+        dm_device_free(g[i].p);
+        g[i].p = NULL;
+        g[i].cap = 0;
+    }
 }
 
 /* Stage timers (the breakdown of bench/tfidf and the run report): the stream is synchronised at
@@ -250,47 +352,62 @@ static const dm_tune_instance *count_instance(int variant, size_t n_tok)
     return dm_tune_select(k, n_tok);
 }
 
-/* One chunk of documents (tok_off[0] may be non-zero: tokens are tok[tok_off[0] ..]). */
+/* Device buffers of dm_tf_count_cuda, kept across its chunks. */
+enum { TW_TOK_OFF, TW_TOK, TW_TAB_OFF, TW_OVER, TW_BAD, TW_KEY, TW_CNT, TW_HEADER, TW_SCAN, TW_TERM, TW_COUNT,
+       TW_STERM, TW_SCOUNT, TW_ROW_OFF, TW_TEMP, TW_TEMP2, TW_N };
+
+/* Host arrays of one call, sized for its whole document range (a chunk uses a prefix). */
+struct tf_host {
+    uint64_t *tok_off, *tab_off;
+    uint32_t *over;
+    uint8_t *grow;
+};
+
+/* One chunk of documents (tok_off_in[0] may be non-zero: tokens are tok_in[tok_off_in[0] ..]).
+ * Appends its rows to out: row_off[0 .. n_docs] (row_off[0] = the entries before the chunk,
+ * already set) and the entries at term/count + row_off[0]. */
 static int tf_count_chunk(dm_tf_counts *out, const uint64_t *tok_off_in, const uint32_t *tok_in, size_t n_docs,
-                          uint32_t n_terms, dm_tf_count_options *opt)
+                          uint32_t n_terms, dm_tf_count_options *opt, dgrow *w, tf_host *hb)
 {
     /* rebase the offsets of the chunk to 0 */
-    uint64_t *tok_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
-    if (!tok_off) return DM_ERR_NOMEM;
-    for (size_t d = 0; d <= n_docs; d++) tok_off[d] = tok_off_in[d] - tok_off_in[0];
+    uint64_t *tok_off = hb->tok_off, *tab_off = hb->tab_off, *row_off = out->row_off;
+    uint32_t *over = hb->over;
+    uint8_t *grow = hb->grow;
+    dm_tfidf_rebase(tok_off, tok_off_in, n_docs + 1, tok_off_in[0]);
+    memset(grow, 0, n_docs ? n_docs : 1);
     const uint32_t *tok = tok_in + tok_off_in[0];
-    memset(out, 0, sizeof *out);
-    const uint64_t n_tok = tok_off[n_docs];
+    const uint64_t n_tok = tok_off[n_docs], entry_base = row_off[0];
     int slack = opt->bucket_slack > 0 ? opt->bucket_slack : 2;
     tf_run r;
     memset(&r, 0, sizeof r);
     r.s = (cudaStream_t)opt->stream;
     r.n_docs = n_docs;
     r.n_terms = n_terms;
-    dbufs keep = {{0}, 0}, tabs = {{0}, 0};
-    uint8_t *grow = (uint8_t *)dm_calloc(n_docs ? n_docs : 1, 1);
-    uint64_t *tab_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
-    uint32_t *over = (uint32_t *)dm_malloc(4 * (n_docs ? n_docs : 1));
-    out->row_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
-    int rc = grow && tab_off && over && out->row_off ? DM_OK : DM_ERR_NOMEM;
-    if (rc == DM_OK) rc = dalloc(&keep, (void **)&r.d_tok_off, 8 * (n_docs + 1));
-    if (rc == DM_OK) rc = dalloc(&keep, (void **)&r.d_tok, 4 * n_tok);
-    if (rc == DM_OK) rc = dalloc(&keep, (void **)&r.d_tab_off, 8 * (n_docs + 1));
-    if (rc == DM_OK) rc = dalloc(&keep, (void **)&r.d_over, 4 * n_docs);
-    if (rc == DM_OK) rc = dalloc(&keep, (void **)&r.d_bad, 4);
+    int rc = dgrow_need(&w[TW_TOK_OFF], 8 * (n_docs + 1), 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[TW_TOK], 4 * n_tok, 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[TW_TAB_OFF], 8 * (n_docs + 1), 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[TW_OVER], 4 * (n_docs ? n_docs : 1), 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[TW_BAD], 4, 0);
+    r.d_tok_off = (uint64_t *)w[TW_TOK_OFF].p;
+    r.d_tok = (uint32_t *)w[TW_TOK].p;
+    r.d_tab_off = (uint64_t *)w[TW_TAB_OFF].p;
+    r.d_over = (uint32_t *)w[TW_OVER].p;
+    r.d_bad = (uint32_t *)w[TW_BAD].p;
     dm_timer_start("tfidf.count.h2d");
     if (rc == DM_OK) rc = up(r.d_tok_off, tok_off, 8 * (n_docs + 1), r.s);
     if (rc == DM_OK) rc = up(r.d_tok, tok, 4 * n_tok, r.s);
     rc = stage(rc, r.s, "tfidf.count.h2d", "tfidf.count.tables");
     const dm_tune_instance *inst = rc == DM_OK ? count_instance(opt->variant, (size_t)n_tok) : NULL;
     if (rc == DM_OK && !inst) rc = DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_cuda: the forced instance does not exist for %s", dm_tf_variant_name(opt->variant));
-    /* count; documents whose table overflowed get larger buckets and everything is rebuilt */
+    /* count; documents whose table overflowed get larger buckets and everything is rebuilt (the
+     * table buffers keep half their size of headroom, so a rebuild seldom reallocates) */
     for (int attempt = 0; rc == DM_OK; attempt++) {
         rc = table_offsets(tab_off, tok_off, n_docs, slack, grow);
         r.slots = tab_off[n_docs];
-        dfree_all(&tabs);
-        if (rc == DM_OK) rc = dalloc(&tabs, (void **)&r.d_key, 4 * r.slots);
-        if (rc == DM_OK) rc = dalloc(&tabs, (void **)&r.d_cnt, 4 * r.slots);
+        if (rc == DM_OK) rc = dgrow_need(&w[TW_KEY], 4 * r.slots, 50);
+        if (rc == DM_OK) rc = dgrow_need(&w[TW_CNT], 4 * r.slots, 50);
+        r.d_key = (uint32_t *)w[TW_KEY].p;
+        r.d_cnt = (uint32_t *)w[TW_CNT].p;
         if (rc == DM_OK) rc = up(r.d_tab_off, tab_off, 8 * (n_docs + 1), r.s);
         if (rc == DM_OK) rc = tf_fill(&r, inst);
         uint32_t bad = 0;
@@ -310,21 +427,19 @@ static int tf_count_chunk(dm_tf_counts *out, const uint64_t *tok_off_in, const u
     }
     rc = stage(rc, r.s, "tfidf.count.tables", "tfidf.count.compact");
     /* compaction: header, scan, entries; then each row term-sorted */
-    uint32_t *d_header = NULL, *d_term = NULL, *d_count = NULL, *d_sterm = NULL, *d_scount = NULL;
-    uint64_t *d_scan = NULL, *d_row_off = NULL;
-    void *d_temp = NULL;
-    if (rc == DM_OK) rc = dalloc(&keep, (void **)&d_header, 4 * DM_TF_BUCKETS * n_docs);
-    if (rc == DM_OK) rc = dalloc(&keep, (void **)&d_scan, 8 * DM_TF_BUCKETS * n_docs);
-    if (rc == DM_OK) rc = dalloc(&keep, (void **)&d_term, 4 * n_tok);
-    if (rc == DM_OK) rc = dalloc(&keep, (void **)&d_count, 4 * n_tok);
-    if (rc == DM_OK) rc = dalloc(&keep, (void **)&d_sterm, 4 * n_tok);
-    if (rc == DM_OK) rc = dalloc(&keep, (void **)&d_scount, 4 * n_tok);
-    if (rc == DM_OK) rc = dalloc(&keep, (void **)&d_row_off, 8 * (n_docs + 1));
+    if (rc == DM_OK) rc = dgrow_need(&w[TW_HEADER], 4 * DM_TF_BUCKETS * n_docs, 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[TW_SCAN], 8 * DM_TF_BUCKETS * n_docs, 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[TW_TERM], 4 * n_tok, 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[TW_COUNT], 4 * n_tok, 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[TW_STERM], 4 * n_tok, 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[TW_SCOUNT], 4 * n_tok, 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[TW_ROW_OFF], 8 * (n_docs + 1), 0);
+    uint32_t *d_header = (uint32_t *)w[TW_HEADER].p, *d_term = (uint32_t *)w[TW_TERM].p;
+    uint32_t *d_count = (uint32_t *)w[TW_COUNT].p, *d_sterm = (uint32_t *)w[TW_STERM].p;
+    uint32_t *d_scount = (uint32_t *)w[TW_SCOUNT].p;
+    uint64_t *d_scan = (uint64_t *)w[TW_SCAN].p, *d_row_off = (uint64_t *)w[TW_ROW_OFF].p;
     dm_tf_compact_args ca = {n_docs, r.d_tab_off, r.d_key, r.d_cnt, d_header, d_scan, d_term, d_count, d_row_off};
-    if (rc == DM_OK && n_docs == 0) {
-        out->n_rows = 0;
-        out->row_off[0] = 0;
-    } else if (rc == DM_OK) {
+    if (rc == DM_OK && n_docs > 0) {
         const dm_tune_kernel *kh = dm_tune_kernel_find("tfidf.tf_header");
         const dm_tune_kernel *kc = dm_tune_kernel_find("tfidf.tf_compact");
         rc = dm_tune_select(kh, n_docs)->launch(&ca, n_docs, r.s);
@@ -332,40 +447,30 @@ static int tf_count_chunk(dm_tf_counts *out, const uint64_t *tok_off_in, const u
         size_t tb = 0;
         if (rc == DM_OK && cub::DeviceScan::ExclusiveSum(NULL, tb, wide, d_scan, DM_TF_BUCKETS * n_docs, r.s) != cudaSuccess)
             rc = DM_ERR(DM_ERR_CUDA, "tf compaction: scan size query failed");
-        if (rc == DM_OK) rc = dalloc(&keep, &d_temp, tb);
-        if (rc == DM_OK && cub::DeviceScan::ExclusiveSum(d_temp, tb, wide, d_scan, DM_TF_BUCKETS * n_docs, r.s) != cudaSuccess)
+        if (rc == DM_OK) rc = dgrow_need(&w[TW_TEMP], tb, 0);
+        if (rc == DM_OK && cub::DeviceScan::ExclusiveSum(w[TW_TEMP].p, tb, wide, d_scan, DM_TF_BUCKETS * n_docs, r.s) != cudaSuccess)
             rc = DM_ERR(DM_ERR_CUDA, "tf compaction: scan failed");
         if (rc == DM_OK) rc = dm_tune_select(kc, n_docs)->launch(&ca, n_docs, r.s);
-        if (rc == DM_OK) rc = down(out->row_off, d_row_off, 8 * (n_docs + 1), r.s);
+        if (rc == DM_OK) rc = down(row_off, d_row_off, 8 * (n_docs + 1), r.s);
+    } else if (rc == DM_OK) {
+        row_off[0] = 0;
     }
     rc = stage(rc, r.s, "tfidf.count.compact", "tfidf.count.sort");
-    uint64_t nnz = rc == DM_OK ? out->row_off[n_docs] : 0;
+    uint64_t nnz = rc == DM_OK ? row_off[n_docs] : 0;
     if (rc == DM_OK && nnz > n_tok) rc = DM_ERR(DM_ERR_CUDA, "tf compaction: %" PRIu64 " entries from %" PRIu64 " tokens", nnz, n_tok);
     if (rc == DM_OK && n_docs > 0) {
         size_t tb = 0;
-        void *t2 = NULL;
         rc = dm_segsort_pairs_u32_cuda(NULL, &tb, d_sterm, d_scount, d_term, d_count, nnz, d_row_off, n_docs, r.s);
-        if (rc == DM_OK) rc = dalloc(&keep, &t2, tb);
+        if (rc == DM_OK) rc = dgrow_need(&w[TW_TEMP2], tb, 0);
         if (rc == DM_OK)
-            rc = dm_segsort_pairs_u32_cuda(t2, &tb, d_sterm, d_scount, d_term, d_count, nnz, d_row_off, n_docs, r.s);
+            rc = dm_segsort_pairs_u32_cuda(w[TW_TEMP2].p, &tb, d_sterm, d_scount, d_term, d_count, nnz, d_row_off,
+                                           n_docs, r.s);
     }
     rc = stage(rc, r.s, "tfidf.count.sort", "tfidf.count.d2h");
-    if (rc == DM_OK) {
-        out->n_rows = n_docs;
-        out->term = (uint32_t *)dm_malloc(4 * (nnz ? nnz : 1));
-        out->count = (uint32_t *)dm_malloc(4 * (nnz ? nnz : 1));
-        if (!out->term || !out->count) rc = DM_ERR_NOMEM;
-    }
-    if (rc == DM_OK) rc = down(out->term, d_sterm, 4 * nnz, r.s);
-    if (rc == DM_OK) rc = down(out->count, d_scount, 4 * nnz, r.s);
+    if (rc == DM_OK) rc = down(out->term + entry_base, d_sterm, 4 * nnz, r.s);
+    if (rc == DM_OK) rc = down(out->count + entry_base, d_scount, 4 * nnz, r.s);
+    if (rc == DM_OK && entry_base) dm_tfidf_shift(row_off, n_docs + 1, entry_base);
     rc = stage(rc, r.s, "tfidf.count.d2h", NULL);
-    dfree_all(&tabs);
-    dfree_all(&keep);
-    dm_free(grow);
-    dm_free(tab_off);
-    dm_free(over);
-    dm_free(tok_off);
-    if (rc != DM_OK) dm_tf_counts_free(out);
     return rc;
 }
 
@@ -383,28 +488,42 @@ extern "C" int dm_tf_count_cuda(dm_tf_counts *out, const uint64_t *tok_off, cons
         return DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_cuda: unknown variant %d", opt->variant);
     memset(out, 0, sizeof *out);
     DM_TRY(dm_tfidf_tune_register());
-    if (tok_off[n_docs] - tok_off[0] <= DM_TF_CHUNK_TOKENS) return tf_count_chunk(out, tok_off, tok, n_docs, n_terms, opt);
-    /* chunks of whole documents, rows appended */
+    /* chunks of whole documents, rows appended in place; entries have at most one per token
+     * (the arrays are trimmed to the entries at the end; untouched pages cost nothing) */
     uint64_t nnz_cap = tok_off[n_docs] - tok_off[0];
+    dgrow w[TW_N];
+    memset(w, 0, sizeof w);
+    tf_host hb;
+    hb.tok_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
+    hb.tab_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
+    hb.over = (uint32_t *)dm_malloc(4 * (n_docs ? n_docs : 1));
+    hb.grow = (uint8_t *)dm_malloc(n_docs ? n_docs : 1);
     out->row_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
     out->term = (uint32_t *)dm_malloc(4 * (nnz_cap ? nnz_cap : 1));
     out->count = (uint32_t *)dm_malloc(4 * (nnz_cap ? nnz_cap : 1));
-    int rc = out->row_off && out->term && out->count ? DM_OK : DM_ERR_NOMEM;
+    int rc = out->row_off && out->term && out->count && hb.tok_off && hb.tab_off && hb.over && hb.grow ? DM_OK : DM_ERR_NOMEM;
     if (rc == DM_OK) out->row_off[0] = 0;
+    if (rc == DM_OK && n_docs == 0) rc = tf_count_chunk(out, tok_off, tok, 0, n_terms, opt, w, &hb);
     for (size_t d0 = 0; rc == DM_OK && d0 < n_docs;) {
         size_t d1 = d0 + 1;
         while (d1 < n_docs && tok_off[d1 + 1] - tok_off[d0] <= DM_TF_CHUNK_TOKENS) d1++;
-        dm_tf_counts c;
-        rc = tf_count_chunk(&c, tok_off + d0, tok, d1 - d0, n_terms, opt);
-        if (rc != DM_OK) break;
-        uint64_t base = out->row_off[d0], m = c.row_off[d1 - d0];
-        for (size_t d = d0; d < d1; d++) out->row_off[d + 1] = base + c.row_off[d - d0 + 1];
-        memcpy(out->term + base, c.term, 4 * m);
-        memcpy(out->count + base, c.count, 4 * m);
-        dm_tf_counts_free(&c);
+        dm_tf_counts c = {d1 - d0, out->row_off + d0, out->term, out->count};
+        rc = tf_count_chunk(&c, tok_off + d0, tok, d1 - d0, n_terms, opt, w, &hb);
         d0 = d1;
     }
+    dgrow_free(w, TW_N);
+    dm_free(hb.tok_off);
+    dm_free(hb.tab_off);
+    dm_free(hb.over);
+    dm_free(hb.grow);
     out->n_rows = n_docs;
+    if (rc == DM_OK) {
+        uint64_t nnz = out->row_off[n_docs];
+        uint32_t *t = (uint32_t *)dm_realloc(out->term, 4 * (nnz ? nnz : 1));
+        if (t) out->term = t;
+        uint32_t *c = (uint32_t *)dm_realloc(out->count, 4 * (nnz ? nnz : 1));
+        if (c) out->count = c;
+    }
     if (rc != DM_OK) dm_tf_counts_free(out);
     return rc;
 }
@@ -687,122 +806,89 @@ extern "C" int dm_hash_lookup_cuda(uint32_t *ids_out, const dm_termlist *vocab, 
 
 /* ------------------------------------------------------------------ weights */
 
-/* One chunk of rows (counts->row_off[0] == 0). */
-static int weigh_chunk(dm_vectors *out, const dm_tf_counts *counts, const uint32_t *term_map, size_t n_local_terms,
-                       const double *col_w, uint64_t n_cols, dm_weigh_options *opt)
+/* Device buffers of dm_tfidf_weigh_cuda, kept across its chunks. */
+enum { WW_ROW_OFF, WW_TERM, WW_COUNT, WW_MAP, WW_W, WW_LEN, WW_KEPT, WW_OUT_OFF, WW_CTR, WW_TEMP, WW_COL, WW_POS,
+       WW_SCOL, WW_SPOS, WW_FCOL, WW_OW, WW_FVAL, WW_TEMP2, WW_N };
+
+/* One chunk of rows (counts->row_off[0] == 0); a.map and a.col_w are on the device already.
+ * Appends the rows: row_off[0 .. n] (row_off[0] = the entries before the chunk, already set),
+ * entries at col/val + row_off[0]. */
+static int weigh_chunk(uint64_t *row_off, uint32_t *col, float *val, const dm_tf_counts *counts, dm_w_args a,
+                       dgrow *w, dm_weigh_options *opt)
 {
     size_t n = counts->n_rows;
-    uint64_t nnz = counts->row_off[n];
-    dm_timer_start("tfidf.weigh.check");
-    uint64_t bad = UINT64_MAX;
-    for (uint64_t k = 0; k < nnz && bad == UINT64_MAX; k++)
-        if (counts->term[k] >= n_local_terms ||
-            (term_map[counts->term[k]] != DM_TERM_NONE && term_map[counts->term[k]] >= n_cols))
-            bad = k;
-    dm_timer_stop("tfidf.weigh.check");
-    if (bad != UINT64_MAX)
-        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_weigh_cuda: entry %" PRIu64 " maps outside the columns", bad);
+    uint64_t nnz = counts->row_off[n], base = row_off[0];
     if (nnz >= UINT32_MAX) return DM_ERR(DM_ERR_UNSUPPORTED, "dm_tfidf_weigh_cuda: more than 2^32 entries in one call");
     cudaStream_t s = (cudaStream_t)opt->stream;
-    dbufs b = {{0}, 0};
-    dm_w_args a;
-    memset(&a, 0, sizeof a);
     a.n_rows = n;
-    a.sublinear = opt->sublinear;
-    a.l2 = opt->l2;
-    uint64_t *d_row_off, *d_len, *d_kept, *d_out_off;
-    uint32_t *d_term, *d_count, *d_map;
-    double *d_w;
-    unsigned long long *d_ctr;
     dm_timer_start("tfidf.weigh.h2d");
-    int rc = dalloc(&b, (void **)&d_row_off, 8 * (n + 1));
-    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_term, 4 * nnz);
-    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_count, 4 * nnz);
-    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_map, 4 * n_local_terms);
-    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_w, 8 * n_cols);
-    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_len, 8 * n);
-    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_kept, 8 * (n + 1));
-    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_out_off, 8 * (n + 1));
-    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_ctr, 16);
-    if (rc == DM_OK) rc = up(d_row_off, counts->row_off, 8 * (n + 1), s);
-    if (rc == DM_OK) rc = up(d_term, counts->term, 4 * nnz, s);
-    if (rc == DM_OK) rc = up(d_count, counts->count, 4 * nnz, s);
-    if (rc == DM_OK) rc = up(d_map, term_map, 4 * n_local_terms, s);
-    if (rc == DM_OK) rc = up(d_w, col_w, 8 * n_cols, s);
+    int rc = dgrow_need(&w[WW_ROW_OFF], 8 * (n + 1), 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[WW_TERM], 4 * nnz, 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[WW_COUNT], 4 * nnz, 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[WW_LEN], 8 * n, 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[WW_KEPT], 8 * (n + 1), 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[WW_OUT_OFF], 8 * (n + 1), 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[WW_CTR], 16, 0);
+    uint64_t *d_out_off = (uint64_t *)w[WW_OUT_OFF].p, *d_kept = (uint64_t *)w[WW_KEPT].p;
+    unsigned long long *d_ctr = (unsigned long long *)w[WW_CTR].p;
+    if (rc == DM_OK) rc = up(w[WW_ROW_OFF].p, counts->row_off, 8 * (n + 1), s);
+    if (rc == DM_OK) rc = up(w[WW_TERM].p, counts->term, 4 * nnz, s);
+    if (rc == DM_OK) rc = up(w[WW_COUNT].p, counts->count, 4 * nnz, s);
     if (rc == DM_OK && cudaMemsetAsync(d_kept, 0, 8 * (n + 1), s) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "memset failed");
     if (rc == DM_OK && cudaMemsetAsync(d_ctr, 0, 16, s) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "memset failed");
     rc = stage(rc, s, "tfidf.weigh.h2d", "tfidf.weigh.kernels");
-    a.row_off = d_row_off;
-    a.term = d_term;
-    a.count = d_count;
-    a.map = d_map;
-    a.col_w = d_w;
-    a.row_len = d_len;
+    a.row_off = (const uint64_t *)w[WW_ROW_OFF].p;
+    a.term = (const uint32_t *)w[WW_TERM].p;
+    a.count = (const uint32_t *)w[WW_COUNT].p;
+    a.row_len = (uint64_t *)w[WW_LEN].p;
     a.kept = d_kept;
     a.out_off = d_out_off;
     a.zero = d_ctr;
     a.unmapped = d_ctr + 1;
     if (rc == DM_OK) rc = dm_tune_select(dm_tune_kernel_find("tfidf.weigh_len"), n)->launch(&a, n, s);
-    void *d_temp = NULL;
     size_t tb = 0;
     if (rc == DM_OK && cub::DeviceScan::ExclusiveSum(NULL, tb, d_kept, d_out_off, n + 1, s) != cudaSuccess)
         rc = DM_ERR(DM_ERR_CUDA, "weights: scan size query failed");
-    if (rc == DM_OK) rc = dalloc(&b, &d_temp, tb);
-    if (rc == DM_OK && cub::DeviceScan::ExclusiveSum(d_temp, tb, d_kept, d_out_off, n + 1, s) != cudaSuccess)
+    if (rc == DM_OK) rc = dgrow_need(&w[WW_TEMP], tb, 0);
+    if (rc == DM_OK && cub::DeviceScan::ExclusiveSum(w[WW_TEMP].p, tb, d_kept, d_out_off, n + 1, s) != cudaSuccess)
         rc = DM_ERR(DM_ERR_CUDA, "weights: scan failed");
-    uint64_t *row_off = (uint64_t *)dm_malloc(8 * (n + 1));
-    if (rc == DM_OK && !row_off) rc = DM_ERR_NOMEM;
     if (rc == DM_OK) rc = down(row_off, d_out_off, 8 * (n + 1), s);
     uint64_t m = rc == DM_OK ? row_off[n] : 0;
-    uint32_t *d_col = NULL, *d_pos = NULL, *d_scol = NULL, *d_spos = NULL, *d_fcol = NULL;
-    double *d_ow = NULL;
-    float *d_fval = NULL;
-    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_col, 4 * m);
-    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_pos, 4 * m);
-    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_scol, 4 * m);
-    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_spos, 4 * m);
-    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_fcol, 4 * m);
-    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_ow, 8 * m);
-    if (rc == DM_OK) rc = dalloc(&b, (void **)&d_fval, 4 * m);
+    if (rc == DM_OK && m > nnz) rc = DM_ERR(DM_ERR_CUDA, "weights: %" PRIu64 " entries kept of %" PRIu64, m, nnz);
+    if (rc == DM_OK) rc = dgrow_need(&w[WW_COL], 4 * m, 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[WW_POS], 4 * m, 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[WW_SCOL], 4 * m, 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[WW_SPOS], 4 * m, 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[WW_FCOL], 4 * m, 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[WW_OW], 8 * m, 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[WW_FVAL], 4 * m, 0);
+    uint32_t *d_col = (uint32_t *)w[WW_COL].p, *d_pos = (uint32_t *)w[WW_POS].p;
+    uint32_t *d_scol = (uint32_t *)w[WW_SCOL].p, *d_spos = (uint32_t *)w[WW_SPOS].p;
     a.out_col = d_col;
-    a.out_w = d_ow;
+    a.out_w = (double *)w[WW_OW].p;
     a.out_pos = d_pos;
     a.sorted_col = d_scol;
     a.sorted_pos = d_spos;
-    a.final_col = d_fcol;
-    a.final_val = d_fval;
+    a.final_col = (uint32_t *)w[WW_FCOL].p;
+    a.final_val = (float *)w[WW_FVAL].p;
     if (rc == DM_OK) rc = dm_tune_select(dm_tune_kernel_find("tfidf.weigh_fill"), n)->launch(&a, n, s);
     rc = stage(rc, s, "tfidf.weigh.kernels", "tfidf.weigh.sort");
     if (rc == DM_OK && n > 0) {
         size_t sb = 0;
-        void *st = NULL;
         rc = dm_segsort_pairs_u32_cuda(NULL, &sb, d_scol, d_spos, d_col, d_pos, m, d_out_off, n, s);
-        if (rc == DM_OK) rc = dalloc(&b, &st, sb);
-        if (rc == DM_OK) rc = dm_segsort_pairs_u32_cuda(st, &sb, d_scol, d_spos, d_col, d_pos, m, d_out_off, n, s);
+        if (rc == DM_OK) rc = dgrow_need(&w[WW_TEMP2], sb, 0);
+        if (rc == DM_OK) rc = dm_segsort_pairs_u32_cuda(w[WW_TEMP2].p, &sb, d_scol, d_spos, d_col, d_pos, m, d_out_off, n, s);
     }
     rc = stage(rc, s, "tfidf.weigh.sort", "tfidf.weigh.kernels");
     if (rc == DM_OK) rc = dm_tune_select(dm_tune_kernel_find("tfidf.weigh_norm"), n)->launch(&a, n, s);
     rc = stage(rc, s, "tfidf.weigh.kernels", "tfidf.weigh.d2h");
-    uint32_t *col = (uint32_t *)dm_malloc(4 * (m ? m : 1));
-    float *val = (float *)dm_malloc(4 * (m ? m : 1));
     unsigned long long ctr[2] = {0, 0};
-    if (rc == DM_OK && (!col || !val)) rc = DM_ERR_NOMEM;
-    if (rc == DM_OK) rc = down(col, d_fcol, 4 * m, s);
-    if (rc == DM_OK) rc = down(val, d_fval, 4 * m, s);
+    if (rc == DM_OK) rc = down(col + base, a.final_col, 4 * m, s);
+    if (rc == DM_OK) rc = down(val + base, a.final_val, 4 * m, s);
     if (rc == DM_OK) rc = down(ctr, d_ctr, 16, s);
+    if (rc == DM_OK && base) dm_tfidf_shift(row_off, n + 1, base);
     rc = stage(rc, s, "tfidf.weigh.d2h", NULL);
-    dfree_all(&b);
-    if (rc != DM_OK) {
-        dm_free(row_off);
-        dm_free(col);
-        dm_free(val);
-        return rc;
-    }
-    out->n_rows = n;
-    out->n_cols = n_cols;
-    out->row_off = row_off;
-    out->col = col;
-    out->val = val;
+    if (rc != DM_OK) return rc;
     opt->zero_weight += ctr[0];
     opt->unmapped += ctr[1];
     return DM_OK;
@@ -826,33 +912,48 @@ extern "C" int dm_tfidf_weigh_cuda(dm_vectors *out, const dm_tf_counts *counts, 
     DM_TRY(dm_tfidf_tune_register());
     size_t n = counts->n_rows;
     const uint64_t *ro = counts->row_off;
-    if (ro[n] - ro[0] <= DM_W_CHUNK_ENTRIES && ro[0] == 0)
-        return weigh_chunk(out, counts, term_map, n_local_terms, col_w, n_cols, opt);
-    /* chunks of whole rows, rows appended (a row longer than a chunk makes a chunk of its own) */
     uint64_t cap = ro[n] - ro[0];
+    dm_timer_start("tfidf.weigh.check");
+    uint64_t bad = dm_tfidf_first_bad_entry(counts->term + ro[0], cap, term_map, n_local_terms, n_cols);
+    dm_timer_stop("tfidf.weigh.check");
+    if (bad != UINT64_MAX)
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_weigh_cuda: entry %" PRIu64 " maps outside the columns", bad);
+    /* chunks of whole rows, rows appended in place (a row longer than a chunk makes a chunk of its
+     * own); the map and the column weights go up once */
+    cudaStream_t s = (cudaStream_t)opt->stream;
+    dgrow w[WW_N];
+    memset(w, 0, sizeof w);
+    dm_w_args a;
+    memset(&a, 0, sizeof a);
+    a.sublinear = opt->sublinear;
+    a.l2 = opt->l2;
     uint64_t *row_off = (uint64_t *)dm_malloc(8 * (n + 1)), *sub_off = (uint64_t *)dm_malloc(8 * (n + 1));
     uint32_t *col = (uint32_t *)dm_malloc(4 * (cap ? cap : 1));
     float *val = (float *)dm_malloc(4 * (cap ? cap : 1));
     int rc = row_off && sub_off && col && val ? DM_OK : DM_ERR_NOMEM;
+    dm_timer_start("tfidf.weigh.h2d");
+    if (rc == DM_OK) rc = dgrow_need(&w[WW_MAP], 4 * n_local_terms, 0);
+    if (rc == DM_OK) rc = dgrow_need(&w[WW_W], 8 * n_cols, 0);
+    if (rc == DM_OK) rc = up(w[WW_MAP].p, term_map, 4 * n_local_terms, s);
+    if (rc == DM_OK) rc = up(w[WW_W].p, col_w, 8 * n_cols, s);
+    dm_timer_stop("tfidf.weigh.h2d");
+    a.map = (const uint32_t *)w[WW_MAP].p;
+    a.col_w = (const double *)w[WW_W].p;
     if (rc == DM_OK) row_off[0] = 0;
+    if (rc == DM_OK && n == 0) {
+        dm_tf_counts sub = {0, sub_off, counts->term, counts->count};
+        sub_off[0] = 0;
+        rc = weigh_chunk(row_off, col, val, &sub, a, w, opt);
+    }
     for (size_t r0 = 0; rc == DM_OK && r0 < n;) {
         size_t r1 = r0 + 1;
         while (r1 < n && ro[r1 + 1] - ro[r0] <= DM_W_CHUNK_ENTRIES) r1++;
-        for (size_t r = r0; r <= r1; r++) sub_off[r - r0] = ro[r] - ro[r0];
+        dm_tfidf_rebase(sub_off, ro + r0, r1 - r0 + 1, ro[r0]);
         dm_tf_counts sub = {r1 - r0, sub_off, counts->term + ro[r0], counts->count + ro[r0]};
-        dm_vectors v;
-        memset(&v, 0, sizeof v);
-        rc = weigh_chunk(&v, &sub, term_map, n_local_terms, col_w, n_cols, opt);
-        if (rc != DM_OK) break;
-        uint64_t base = row_off[r0], m = v.row_off[r1 - r0];
-        for (size_t r = r0; r < r1; r++) row_off[r + 1] = base + v.row_off[r - r0 + 1];
-        memcpy(col + base, v.col, 4 * m);
-        memcpy(val + base, v.val, 4 * m);
-        dm_free(v.row_off);
-        dm_free(v.col);
-        dm_free(v.val);
+        rc = weigh_chunk(row_off + r0, col, val, &sub, a, w, opt);
         r0 = r1;
     }
+    dgrow_free(w, WW_N);
     dm_free(sub_off);
     if (rc != DM_OK) {
         dm_free(row_off);
@@ -860,6 +961,11 @@ extern "C" int dm_tfidf_weigh_cuda(dm_vectors *out, const dm_tf_counts *counts, 
         dm_free(val);
         return rc;
     }
+    uint64_t m = row_off[n];
+    uint32_t *c2 = (uint32_t *)dm_realloc(col, 4 * (m ? m : 1));
+    if (c2) col = c2;
+    float *v2 = (float *)dm_realloc(val, 4 * (m ? m : 1));
+    if (v2) val = v2;
     out->n_rows = n;
     out->n_cols = n_cols;
     out->row_off = row_off;
@@ -1086,18 +1192,30 @@ static const dm_tune_kernel k_vt_merge = {
     "tfidf.vocab_merge", "vocabulary/DF table: insert with byte identity, sum df", "terms", g_vt_merge, 3, 1,
     merge_bench_create, merge_bench_run, merge_bench_output, merge_bench_destroy, 0.0, (size_t)1 << 22, 1.0, NULL};
 
-#define DM_TK(var, name, desc, unit, inst)                                                         \
-    static const dm_tune_kernel var = {name, desc, unit, inst, (int)(sizeof inst / sizeof inst[0]), 0, NULL,   \
-                                       NULL, NULL, NULL, 0.0, 0, 1.0, NULL}
-DM_TK(k_header, "tfidf.tf_header", "per-document tables: occupied slots per bucket", "documents", g_header);
-DM_TK(k_compact, "tfidf.tf_compact", "per-document tables: entries to the rows", "documents", g_compact);
-DM_TK(k_vt_build, "tfidf.vocab_build", "vocabulary lookup table: insert distinct terms", "terms", g_vt_build);
-DM_TK(k_vt_query, "tfidf.vocab_query", "vocabulary lookup: hash + bytes", "queries", g_vt_query);
-DM_TK(k_ht_build, "tfidf.hash_build", "hash-only table of a token stream's vocabulary", "terms", g_ht_build);
-DM_TK(k_ht_query, "tfidf.hash_query", "token hashes to stream vocabulary indices", "tokens", g_ht_query);
-DM_TK(k_w_len, "tfidf.weigh_len", "weights: row lengths and stored entries", "rows", g_w_len);
-DM_TK(k_w_fill, "tfidf.weigh_fill", "weights: tf x idf per entry", "rows", g_w_fill);
-DM_TK(k_w_norm, "tfidf.weigh_norm", "weights: L2 normalisation of sorted rows", "rows", g_w_norm);
+/* The other kernels' tuning workloads are in tfidf_tune_cuda.cu (tfidf_tune.h); outputs exact.
+ * Prefix reuse (bench_resize) for the documents and rows workloads only. */
+#define DM_TK(var, name, desc, unit, inst, wl, target, resize)                                     \
+    static const dm_tune_kernel var = {name, desc, unit, inst, (int)(sizeof inst / sizeof inst[0]), 0,         \
+                                       dm_tfidf_bench_##wl##_create, dm_tfidf_bench_run, dm_tfidf_bench_output, \
+                                       dm_tfidf_bench_destroy, 0.0, target, 1.0, resize}
+DM_TK(k_header, "tfidf.tf_header", "per-document tables: occupied slots per bucket", "documents", g_header, header,
+      DM_TFIDF_BENCH_N_header, dm_tfidf_bench_resize);
+DM_TK(k_compact, "tfidf.tf_compact", "per-document tables: entries to the rows", "documents", g_compact, compact,
+      DM_TFIDF_BENCH_N_compact, dm_tfidf_bench_resize);
+DM_TK(k_vt_build, "tfidf.vocab_build", "vocabulary lookup table: insert distinct terms", "terms", g_vt_build,
+      vocab_build, DM_TFIDF_BENCH_N_vocab_build, NULL);
+DM_TK(k_vt_query, "tfidf.vocab_query", "vocabulary lookup: hash + bytes", "queries", g_vt_query, vocab_query,
+      DM_TFIDF_BENCH_N_vocab_query, NULL);
+DM_TK(k_ht_build, "tfidf.hash_build", "hash-only table of a token stream's vocabulary", "terms", g_ht_build,
+      hash_build, DM_TFIDF_BENCH_N_hash_build, NULL);
+DM_TK(k_ht_query, "tfidf.hash_query", "token hashes to stream vocabulary indices", "tokens", g_ht_query, hash_query,
+      DM_TFIDF_BENCH_N_hash_query, NULL);
+DM_TK(k_w_len, "tfidf.weigh_len", "weights: row lengths and stored entries", "rows", g_w_len, weigh_len,
+      DM_TFIDF_BENCH_N_weigh, dm_tfidf_bench_resize);
+DM_TK(k_w_fill, "tfidf.weigh_fill", "weights: tf x idf per entry", "rows", g_w_fill, weigh_fill,
+      DM_TFIDF_BENCH_N_weigh, dm_tfidf_bench_resize);
+DM_TK(k_w_norm, "tfidf.weigh_norm", "weights: L2 normalisation of sorted rows", "rows", g_w_norm, weigh_norm,
+      DM_TFIDF_BENCH_N_weigh, dm_tfidf_bench_resize);
 
 static const dm_tune_kernel *count_kernel(int variant)
 {

@@ -5,6 +5,7 @@
 #define DM_TFIDF_INTERNAL_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/hd.h"
@@ -45,6 +46,22 @@ DM_HD double dm_tf_weight(uint32_t count, uint64_t len, int sublinear)
 int dm_tfidf_backend(const struct dm_ctx *ctx, int backend);
 /* Copies n + 1 offsets and the strings they index (off NULL: n + 1 zeros, no bytes). */
 int dm_strings_copy(uint64_t **dst_off, char **dst, const uint64_t *off, const char *s, size_t n);
+
+/* OpenMP host loops (tfidf_host.c; callable from the CUDA backend, which nvcc compiles without
+ * OpenMP). Results do not depend on the number of threads. */
+void dm_tfidf_memcpy_par(void *dst, const void *src, size_t n);
+/* The first i < n with ids[i] == DM_TERM_NONE, or SIZE_MAX. */
+size_t dm_tfidf_first_none(const uint32_t *ids, size_t n);
+/* The first entry k < nnz whose term is >= n_local_terms or maps (not DM_TERM_NONE) to a column
+ * >= n_cols, or UINT64_MAX. */
+uint64_t dm_tfidf_first_bad_entry(const uint32_t *term, uint64_t nnz, const uint32_t *map, size_t n_local_terms,
+                                  uint64_t n_cols);
+/* dst[i] = src[i] - base for i < n (dst may equal src); a[i] += base for i < n. */
+void dm_tfidf_rebase(uint64_t *dst, const uint64_t *src, size_t n, uint64_t base);
+void dm_tfidf_shift(uint64_t *a, size_t n, uint64_t base);
+/* df[t] = entries of term[0..nnz) equal to t (t < n_terms); returns the first entry >= n_terms,
+ * or UINT64_MAX. */
+uint64_t dm_tfidf_df_count(uint64_t *df, size_t n_terms, const uint32_t *term, uint64_t nnz);
 
 /* idf / icf of a term with document frequency df among n documents. */
 double dm_idf_value(int kind, uint64_t df, uint64_t n);

@@ -1,11 +1,14 @@
 /* Sparse vectors (tfidf/vectors.h): release, the `.dmv` binary CSR file (collective write through
  * MPI-IO, whole and partial reads with checksum), and the SVMlight / MatrixMarket exports.
  * Reference: the format described at dm_vectors_write in tfidf/tfidf.h. */
+#define _GNU_SOURCE /* O_DIRECT */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <mpi.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +79,7 @@ static void section_sizes(uint64_t sz[DM_NSEC], const vheader *h)
 typedef struct vpieces {
     const void *p[DM_NSEC];
     uint64_t len[DM_NSEC];
-    uint64_t *tmp[3]; /* rebased offset arrays (owned) */
+    uint64_t *tmp[3]; /* rebased offset arrays (owned; NULL when the base is 0) */
 } vpieces;
 
 static void pieces_free(vpieces *pc)
@@ -85,34 +88,41 @@ static void pieces_free(vpieces *pc)
 }
 
 /* Builds the pieces of v given the global bases; `last` = this rank writes the final offset
- * entries of the three offset arrays. */
+ * entries of the three offset arrays. An offset array whose base is 0 is written as it is. */
 static int pieces_make(vpieces *pc, const dm_vectors *v, uint64_t nnz_base, uint64_t id_base,
                        uint64_t label_base, int last)
 {
     memset(pc, 0, sizeof *pc);
     const uint64_t *src[3] = {v->row_off, v->id_off, v->label_off};
     const uint64_t base[3] = {nnz_base, id_base, label_base};
+    const uint64_t *off[3];
     uint64_t n = v->n_rows + (last ? 1 : 0);
     for (int k = 0; k < 3; k++) {
+        off[k] = src[k];
+        if (base[k] == 0) continue;
         pc->tmp[k] = dm_malloc(sizeof(uint64_t) * (n ? n : 1));
         if (!pc->tmp[k]) {
             pieces_free(pc);
             return DM_ERR_NOMEM;
         }
-        for (uint64_t i = 0; i < n; i++) pc->tmp[k][i] = base[k] + src[k][i];
+        uint64_t *t = pc->tmp[k];
+        const uint64_t *o = src[k], b = base[k];
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < (int64_t)n; i++) t[i] = b + o[i];
+        off[k] = t;
     }
     uint64_t nnz = v->row_off[v->n_rows];
-    pc->p[0] = pc->tmp[0];
+    pc->p[0] = off[0];
     pc->len[0] = 8 * n;
     pc->p[1] = v->col;
     pc->len[1] = 4 * nnz;
     pc->p[2] = v->val;
     pc->len[2] = 4 * nnz;
-    pc->p[3] = pc->tmp[1];
+    pc->p[3] = off[1];
     pc->len[3] = 8 * n;
     pc->p[4] = v->ids;
     pc->len[4] = v->id_off[v->n_rows];
-    pc->p[5] = pc->tmp[2];
+    pc->p[5] = off[2];
     pc->len[5] = 8 * n;
     pc->p[6] = v->labels;
     pc->len[6] = v->label_off[v->n_rows];
@@ -131,21 +141,201 @@ static uLong crc_buf(uLong crc, const void *p, uint64_t n)
     return crc;
 }
 
+/* Writes the pieces (a callback, so that one process writes with stdio and several with MPI-IO)
+ * while the CRC of every piece is computed in blocks by the OpenMP threads: the calling thread
+ * writes and then joins the others on the blocks left. crc[s] = zlib crc32 of piece s alone;
+ * blocks are combined in order (crc32_combine), so the value does not depend on the threads. */
+#define DM_CRC_BLOCK ((uint64_t)4 << 20)
+typedef int (*piece_write_fn)(void *ctx, int s, const void *p, uint64_t n);
+
+static int pieces_write_crc(uLong crc[DM_NSEC], const vpieces *pc, piece_write_fn wr, void *wctx)
+{
+    size_t nb = 0, first[DM_NSEC + 1];
+    for (int s = 0; s < DM_NSEC; s++) {
+        first[s] = nb;
+        nb += (size_t)((pc->len[s] + DM_CRC_BLOCK - 1) / DM_CRC_BLOCK);
+    }
+    first[DM_NSEC] = nb;
+    uLong *bc = dm_malloc(sizeof(uLong) * (nb ? nb : 1));
+    int *bs = dm_malloc(sizeof(int) * (nb ? nb : 1));
+    if (!bc || !bs) {
+        dm_free(bc);
+        dm_free(bs);
+        return DM_ERR_NOMEM;
+    }
+    for (int s = 0; s < DM_NSEC; s++)
+        for (size_t i = first[s]; i < first[s + 1]; i++) bs[i] = s;
+    size_t next = 0;
+    int rc = DM_OK;
+#pragma omp parallel
+    {
+        if (omp_get_thread_num() == 0)
+            for (int s = 0; s < DM_NSEC && rc == DM_OK; s++)
+                if (pc->len[s]) rc = wr(wctx, s, pc->p[s], pc->len[s]);
+        for (;;) {
+            size_t i;
+#pragma omp atomic capture
+            i = next++;
+            if (i >= nb) break;
+            uint64_t o = (uint64_t)(i - first[bs[i]]) * DM_CRC_BLOCK, len = pc->len[bs[i]] - o;
+            bc[i] = crc_buf(crc32(0L, Z_NULL, 0), (const unsigned char *)pc->p[bs[i]] + o,
+                            len < DM_CRC_BLOCK ? len : DM_CRC_BLOCK);
+        }
+    }
+    for (int s = 0; s < DM_NSEC; s++) {
+        crc[s] = crc32(0L, Z_NULL, 0);
+        for (size_t i = first[s]; i < first[s + 1]; i++) {
+            uint64_t o = (uint64_t)(i - first[s]) * DM_CRC_BLOCK, len = pc->len[s] - o;
+            crc[s] = crc32_combine(crc[s], bc[i], (z_off_t)(len < DM_CRC_BLOCK ? len : DM_CRC_BLOCK));
+        }
+    }
+    dm_free(bc);
+    dm_free(bs);
+    return rc;
+}
+
+/* Rows that are not term-sorted within n_cols: the first such row (UINT64_MAX if none). */
+static uint64_t first_unsorted_row(const uint64_t *row_off, const uint32_t *col, uint64_t n_rows, uint64_t n_cols)
+{
+    uint64_t bad = UINT64_MAX;
+#pragma omp parallel for schedule(static) reduction(min : bad)
+    for (int64_t r = 0; r < (int64_t)n_rows; r++)
+        for (uint64_t k = row_off[r]; k < row_off[r + 1]; k++)
+            if (col[k] >= n_cols || (k > row_off[r] && col[k] <= col[k - 1])) {
+                if ((uint64_t)r < bad) bad = (uint64_t)r;
+                break;
+            }
+    return bad;
+}
+
 static int check_local(const dm_vectors *v)
 {
     if (!v->row_off || !v->id_off || !v->label_off)
         return DM_ERR(DM_ERR_INVALID_ARG, "vectors: missing offset arrays");
     if (v->row_off[0] != 0 || v->id_off[0] != 0 || v->label_off[0] != 0)
         return DM_ERR(DM_ERR_INVALID_ARG, "vectors: local offsets must start at 0");
-    for (uint64_t r = 0; r < v->n_rows; r++)
-        for (uint64_t k = v->row_off[r]; k < v->row_off[r + 1]; k++)
-            if (v->col[k] >= v->n_cols || (k > v->row_off[r] && v->col[k] <= v->col[k - 1]))
-                return DM_ERR(DM_ERR_INVALID_ARG, "vectors: row %" PRIu64 " is not term-sorted within %" PRIu64 " columns",
-                              v->row_base + r, v->n_cols);
+    uint64_t r = first_unsorted_row(v->row_off, v->col, v->n_rows, v->n_cols);
+    if (r != UINT64_MAX)
+        return DM_ERR(DM_ERR_INVALID_ARG, "vectors: row %" PRIu64 " is not term-sorted within %" PRIu64 " columns",
+                      v->row_base + r, v->n_cols);
     return DM_OK;
 }
 
-/* One process: sequential stdio. */
+static int stdio_write(void *ctx, int s, const void *p, uint64_t n)
+{
+    (void)s;
+    dm_atomic_file *f = ctx;
+    if (fwrite(p, 1, n, f->fp) != n) return DM_ERR(DM_ERR_IO, "%s: write failed: %s", f->path, strerror(errno));
+    return DM_OK;
+}
+
+/* One process, direct I/O: the file's bytes (header, pieces, trailer) are copied in blocks of
+ * DM_DIO_BLOCK into an aligned buffer and written with O_DIRECT through a second descriptor of
+ * the temporary file (the page cache copy of a buffered write costs more than the disk on the
+ * machines measured; bench/RESULTS.md), while the other OpenMP threads compute the checksum.
+ * The last block is padded to the alignment and the file truncated to its size. Returns 1 (and
+ * writes nothing) when the file system refuses O_DIRECT, so the caller writes through stdio. */
+#define DM_DIO_ALIGN ((uint64_t)4096)
+#define DM_DIO_BLOCK ((uint64_t)8 << 20)
+
+typedef struct dio_ctx {
+    int fd;
+    const char *path;
+    unsigned char *buf; /* DM_DIO_BLOCK + DM_DIO_ALIGN bytes, aligned */
+    uint64_t fill, off;  /* bytes in buf; file offset of buf */
+    int refused;         /* the first write failed with EINVAL: no direct I/O here */
+} dio_ctx;
+
+static int dio_flush(dio_ctx *d, uint64_t len)
+{
+    const unsigned char *p = d->buf;
+    uint64_t left = len, at = d->off;
+    while (left) {
+        ssize_t k = pwrite(d->fd, p, (size_t)left, (off_t)at);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && errno == EINVAL && d->off == 0 && at == 0) {
+            d->refused = 1;
+            return DM_OK;
+        }
+        if (k <= 0 || (uint64_t)k % DM_DIO_ALIGN)
+            return DM_ERR(DM_ERR_IO, "%s: write failed: %s", d->path, k < 0 ? strerror(errno) : "short write");
+        p += k;
+        at += (uint64_t)k;
+        left -= (uint64_t)k;
+    }
+    return DM_OK;
+}
+
+static int dio_put(dio_ctx *d, const void *src, uint64_t n)
+{
+    const unsigned char *p = src;
+    while (n && !d->refused) {
+        uint64_t k = DM_DIO_BLOCK - d->fill;
+        if (k > n) k = n;
+        memcpy(d->buf + d->fill, p, k);
+        d->fill += k;
+        p += k;
+        n -= k;
+        if (d->fill == DM_DIO_BLOCK) {
+            DM_TRY(dio_flush(d, DM_DIO_BLOCK));
+            d->off += DM_DIO_BLOCK;
+            d->fill = 0;
+        }
+    }
+    return DM_OK;
+}
+
+static int dio_write(void *ctx, int s, const void *p, uint64_t n)
+{
+    (void)s;
+    return dio_put(ctx, p, n);
+}
+
+/* Whether direct I/O is wanted (DOCMINE_DIRECT_IO=0 turns it off: buffered stdio writes). */
+static int direct_io_wanted(void)
+{
+    const char *e = getenv("DOCMINE_DIRECT_IO");
+    return !(e && strcmp(e, "0") == 0);
+}
+
+static int write_direct(const dm_atomic_file *f, const unsigned char *hb, const vpieces *pc, uLong *crc)
+{
+    dio_ctx d;
+    memset(&d, 0, sizeof d);
+    d.path = f->path;
+#ifdef O_DIRECT
+    d.fd = open(f->tmp, O_WRONLY | O_DIRECT);
+#else
+    d.fd = -1;
+#endif
+    if (d.fd < 0) return 1;
+    unsigned char *raw = dm_malloc(DM_DIO_BLOCK + 2 * DM_DIO_ALIGN);
+    if (!raw) {
+        close(d.fd);
+        return DM_ERR_NOMEM;
+    }
+    d.buf = raw + (DM_DIO_ALIGN - (uintptr_t)raw % DM_DIO_ALIGN) % DM_DIO_ALIGN;
+    uLong sc[DM_NSEC];
+    *crc = crc_buf(crc32(0L, Z_NULL, 0), hb, DM_VH_BYTES);
+    int rc = dio_put(&d, hb, DM_VH_BYTES);
+    if (rc == DM_OK) rc = pieces_write_crc(sc, pc, dio_write, &d);
+    for (int s = 0; s < DM_NSEC; s++) *crc = crc32_combine(*crc, sc[s], (z_off_t)pc->len[s]);
+    if (rc == DM_OK && !d.refused) {
+        uint32_t c32 = (uint32_t)*crc;
+        memcpy(d.buf + d.fill, &c32, 4);
+        memcpy(d.buf + d.fill + 4, "END\n", 4);
+        uint64_t end = d.off + d.fill + 8, len = (d.fill + 8 + DM_DIO_ALIGN - 1) / DM_DIO_ALIGN * DM_DIO_ALIGN;
+        memset(d.buf + d.fill + 8, 0, (size_t)(len - d.fill - 8));
+        rc = dio_flush(&d, len);
+        if (rc == DM_OK && !d.refused && ftruncate(d.fd, (off_t)end) != 0)
+            rc = DM_ERR(DM_ERR_IO, "%s: truncate failed: %s", f->path, strerror(errno));
+    }
+    if (close(d.fd) != 0 && rc == DM_OK) rc = DM_ERR(DM_ERR_IO, "%s: write failed: %s", f->path, strerror(errno));
+    dm_free(raw);
+    return rc == DM_OK && d.refused ? 1 : rc;
+}
+
+/* One process: direct I/O where the file system allows it, else sequential stdio. */
 static int write_single(const dm_vectors *v, const char *path)
 {
     vheader h = {DM_VECTORS_VERSION, v->flags, v->n_rows, v->n_cols, v->row_off[v->n_rows],
@@ -160,22 +350,24 @@ static int write_single(const dm_vectors *v, const char *path)
         pieces_free(&pc);
         return rc;
     }
-    uLong crc = crc_buf(crc32(0L, Z_NULL, 0), hb, DM_VH_BYTES);
-    int bad = fwrite(hb, 1, DM_VH_BYTES, f.fp) != DM_VH_BYTES;
-    for (int s = 0; s < DM_NSEC && !bad; s++) {
-        if (pc.len[s] && fwrite(pc.p[s], 1, pc.len[s], f.fp) != pc.len[s]) bad = 1;
-        crc = crc_buf(crc, pc.p[s], pc.len[s]);
+    uLong crc = 0, sc[DM_NSEC];
+    rc = direct_io_wanted() ? write_direct(&f, hb, &pc, &crc) : 1;
+    if (rc == 1) { /* buffered */
+        crc = crc_buf(crc32(0L, Z_NULL, 0), hb, DM_VH_BYTES);
+        rc = fwrite(hb, 1, DM_VH_BYTES, f.fp) == DM_VH_BYTES ? DM_OK
+                                                            : DM_ERR(DM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        if (rc == DM_OK) rc = pieces_write_crc(sc, &pc, stdio_write, &f);
+        for (int s = 0; s < DM_NSEC; s++) crc = crc32_combine(crc, sc[s], (z_off_t)pc.len[s]);
+        uint32_t c32 = (uint32_t)crc;
+        unsigned char t[8];
+        memcpy(t, &c32, 4);
+        memcpy(t + 4, "END\n", 4);
+        if (rc == DM_OK && fwrite(t, 1, 8, f.fp) != 8) rc = DM_ERR(DM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
     }
-    uint32_t c32 = (uint32_t)crc;
-    unsigned char t[8];
-    memcpy(t, &c32, 4);
-    memcpy(t + 4, "END\n", 4);
-    if (!bad && fwrite(t, 1, 8, f.fp) != 8) bad = 1;
     pieces_free(&pc);
-    if (bad) {
-        int e = errno;
+    if (rc != DM_OK) {
         dm_atomic_abort(&f);
-        return DM_ERR(DM_ERR_IO, "%s: write failed: %s", path, strerror(e));
+        return rc;
     }
     return dm_atomic_commit(&f);
 }
@@ -204,6 +396,21 @@ static int write_at(MPI_File fh, uint64_t off, const void *p, uint64_t n, const 
         n -= (uint64_t)k;
     }
     return DM_OK;
+}
+
+/* Piece s of this rank goes to its section at the rank's element base. */
+typedef struct mpi_piece_ctx {
+    MPI_File fh;
+    const char *path;
+    const uint64_t *sec_start, *elem_base;
+    int skip; /* an earlier step failed: compute the checksums only */
+} mpi_piece_ctx;
+
+static int mpi_piece_write(void *ctx, int s, const void *p, uint64_t n)
+{
+    mpi_piece_ctx *c = ctx;
+    if (c->skip) return DM_OK;
+    return write_at(c->fh, c->sec_start[s] + c->elem_base[s], p, n, c->path);
 }
 
 int dm_vectors_write(const dm_vectors *v, const char *path, const dm_ctx *ctx)
@@ -259,9 +466,12 @@ int dm_vectors_write(const dm_vectors *v, const char *path, const dm_ctx *ctx)
     e = MPI_File_set_size(fh, 0); /* collective */
     rc = e == MPI_SUCCESS ? DM_OK : mpi_err(e, "MPI_File_set_size", tmp);
     uint64_t crcs[2 * DM_NSEC];
+    uLong sc[DM_NSEC];
+    mpi_piece_ctx wc = {fh, tmp, sec_start, elem_base, rc != DM_OK};
+    int wrc = pieces_write_crc(sc, &pc, mpi_piece_write, &wc);
+    if (rc == DM_OK) rc = wrc;
     for (int s = 0; s < DM_NSEC; s++) {
-        if (rc == DM_OK) rc = write_at(fh, sec_start[s] + elem_base[s], pc.p[s], pc.len[s], tmp);
-        crcs[2 * s] = crc_buf(crc32(0L, Z_NULL, 0), pc.p[s], pc.len[s]);
+        crcs[2 * s] = sc[s];
         crcs[2 * s + 1] = pc.len[s];
     }
     pieces_free(&pc);
@@ -424,10 +634,8 @@ static int validate(vfile *vf, const dm_vectors *v)
     if (!offsets_ok(v->label_off, v->n_rows, v->label_off[v->n_rows]) ||
         !strings_ok(v->label_off, v->n_rows, v->labels))
         return vf_fail(vf, "label offsets are broken");
-    for (uint64_t r = 0; r < v->n_rows; r++)
-        for (uint64_t k = v->row_off[r]; k < v->row_off[r + 1]; k++)
-            if (v->col[k] >= v->n_cols || (k > v->row_off[r] && v->col[k] <= v->col[k - 1]))
-                return vf_fail(vf, "a row's columns are out of range or not increasing");
+    if (first_unsorted_row(v->row_off, v->col, v->n_rows, v->n_cols) != UINT64_MAX)
+        return vf_fail(vf, "a row's columns are out of range or not increasing");
     return DM_OK;
 }
 

@@ -34,7 +34,10 @@ typedef struct bopts {
     int topics, tokens, iterations;
     const char *corpus, *vocab_out, *vectors_out, *json, *baseline;
     int top_labels;
-    int kmeans, study;
+    int kmeans, study, cluster_study;
+    int sublinear;
+    const char *study_thr, *study_mins; /* --cluster-study grid (comma-separated) */
+    double min_df, max_df;      /* corpus: min_df (count >= 1) and max_df (fraction) of the TF-IDF */
     dm_flock_options fo;
     dm_flock_cluster_options co;
 } bopts;
@@ -51,9 +54,18 @@ static void usage(void)
            "                        frequent (default 10 with --corpus; 0 = all)\n"
            "  --iterations I        (default 500)\n"
            "  --threshold T --radius R --neighbours K --vmax V --shrink F --weights S,D,A,C\n"
-           "  --min-cluster N --attach --cluster-threshold T   cluster options\n"
+           "  --min-cluster N --small noise|neighbour|centroid --cluster-threshold T   cluster options\n"
+           "                        (--attach = --small neighbour)\n"
+           "  --sublinear --min-df N --max-df F   corpus: TF-IDF options (tf = 1 + ln n; keep terms in\n"
+           "                        at least N documents and at most a fraction F of them)\n"
            "  --kmeans              seeded spherical k-means on the same vectors (rank 0)\n"
            "  --study               parameter study: threshold x weight presets (quality table)\n"
+           "  --confusion           print the clusters x classes contingency table of the run\n"
+           "  --cluster-study       one run, then the clusters of its final state for cluster threshold x\n"
+           "                        min cluster size x small components (noise, centroid): quality table\n"
+           "  --study-thresholds T1,T2,..  cluster thresholds of --cluster-study (default model T,\n"
+           "                        0.15,0.2,0.25,0.3; below -1 = the model's T)\n"
+           "  --study-mins N1,N2,.. minimum cluster sizes of --cluster-study (default 5,10,20,50,100)\n"
            "  --backend cpu|cuda    (default: cuda when a GPU is present)\n"
            "  --seed N              (default 42)\n"
            "  --json FILE           write the results as JSON\n"
@@ -339,6 +351,8 @@ static double stat_of(const dm_stat *st, int n, const char *name, int which)
     return 0;
 }
 
+static int g_confusion; /* --confusion: print the contingency table of the run (rank 0) */
+
 /* One run: flock, clusters, gather; quality on rank 0 against truth (may be NULL). */
 typedef struct run_result {
     double wall, nmi, ari, purity;
@@ -384,6 +398,25 @@ static int run_once(run_result *out, const dm_ctx *ctx, const dm_vectors *v, con
     }
     if (rc == DM_OK && ctx->rank == 0) {
         for (uint64_t i = 0; i < r.n; i++) out->noise += r.cluster[i] < 0;
+        if (truth && g_confusion) {
+            /* clusters (by size) x classes: where each class went */
+            int32_t nc = 0, K = r.n_clusters;
+            for (uint64_t i = 0; i < r.n; i++)
+                if (truth[i] + 1 > nc) nc = truth[i] + 1;
+            uint64_t *ct = calloc((size_t)(K + 1) * (size_t)(nc > 0 ? nc : 1), sizeof *ct);
+            for (uint64_t i = 0; ct && i < r.n; i++)
+                if (truth[i] >= 0) ct[(size_t)(r.cluster[i] + 1) * (size_t)nc + (size_t)truth[i]]++;
+            printf("contingency (cluster: size | documents per class in class order):\n");
+            for (int32_t q = -1; ct && q < K; q++) {
+                uint64_t tot = 0;
+                for (int32_t c = 0; c < nc; c++) tot += ct[(size_t)(q + 1) * (size_t)nc + (size_t)c];
+                if (tot < 20 && q >= 0) continue;
+                printf("%5d: %5llu |", q, (unsigned long long)tot);
+                for (int32_t c = 0; c < nc; c++) printf(" %5llu", (unsigned long long)ct[(size_t)(q + 1) * (size_t)nc + (size_t)c]);
+                printf("\n");
+            }
+            free(ct);
+        }
         if (truth) {
             dm_metrics m;
             if (dm_metrics_compute(&m, truth, r.cluster, (size_t)r.n) == DM_OK) {
@@ -394,6 +427,56 @@ static int run_once(run_result *out, const dm_ctx *ctx, const dm_vectors *v, con
         }
     }
     dm_flock_result_free(&r);
+    dm_flock_sim_free(s);
+    return dm_ctx_agree(ctx, rc);
+}
+
+/* One run, then the clusters of its final state for a grid of cluster options (cluster threshold
+ * x min size x small components); prints and returns the quality of each (rank 0). */
+static int cluster_study(json_t *rows, const dm_ctx *ctx, const dm_vectors *v, const dm_flock_options *fo,
+                         const int32_t *truth, const double *cthr, size_t ncthr, const int *mins, size_t nmins)
+{
+    static const int smalls[] = {DM_FLOCK_SMALL_NOISE, DM_FLOCK_SMALL_CENTROID};
+    dm_flock_sim *s = NULL;
+    double t0 = dm_wtime();
+    int rc = dm_flock_sim_init(&s, ctx, v, fo);
+    if (rc == DM_OK) rc = dm_flock_sim_run(s);
+    if (ctx->rank == 0)
+        printf("\ncluster study: %d iterations (%.1f s), T %.3f, weights %.3f,%.3f,%.3f,%.3f\n%-9s %-8s %-9s %8s %8s %8s %9s %8s\n",
+               fo->iterations, dm_wtime() - t0, fo->threshold, fo->w_separation, fo->w_dissimilar, fo->w_alignment,
+               fo->w_cohesion, "cl.thr", "min", "small", "NMI", "ARI", "purity", "clusters", "noise");
+    for (size_t a = 0; a < ncthr && rc == DM_OK; a++)
+        for (size_t b = 0; b < nmins && rc == DM_OK; b++)
+            for (size_t c = 0; c < sizeof smalls / sizeof smalls[0] && rc == DM_OK; c++) {
+                dm_flock_cluster_options co = {mins[b], smalls[c], cthr[a]};
+                int32_t k = 0;
+                rc = dm_flock_sim_cluster(s, &co, &k);
+                dm_flock_result r;
+                memset(&r, 0, sizeof r);
+                if (rc == DM_OK) rc = dm_flock_gather(&r, s, v);
+                if (rc == DM_OK && ctx->rank == 0) {
+                    uint64_t noise = 0;
+                    for (uint64_t i = 0; i < r.n; i++) noise += r.cluster[i] < 0;
+                    dm_metrics m;
+                    memset(&m, 0, sizeof m);
+                    if (truth) dm_metrics_compute(&m, truth, r.cluster, (size_t)r.n);
+                    double thr = cthr[a] < -1 ? fo->threshold : cthr[a];
+                    printf("%-9.3f %-8d %-9s %8.4f %8.4f %8.4f %9d %8llu\n", thr, mins[b], dm_flock_small_name(smalls[c]),
+                           m.nmi, m.ari, m.purity, k, (unsigned long long)noise);
+                    fflush(stdout);
+                    json_t *row = json_object();
+                    json_object_set_new(row, "cluster_threshold", json_real(thr));
+                    json_object_set_new(row, "min_cluster", json_integer(mins[b]));
+                    json_object_set_new(row, "small", json_string(dm_flock_small_name(smalls[c])));
+                    json_object_set_new(row, "nmi", json_real(m.nmi));
+                    json_object_set_new(row, "ari", json_real(m.ari));
+                    json_object_set_new(row, "purity", json_real(m.purity));
+                    json_object_set_new(row, "clusters", json_integer(k));
+                    json_object_set_new(row, "noise", json_integer((json_int_t)noise));
+                    json_array_append_new(rows, row);
+                }
+                dm_flock_result_free(&r);
+            }
     dm_flock_sim_free(s);
     return dm_ctx_agree(ctx, rc);
 }
@@ -414,14 +497,18 @@ int main(int argc, char **argv)
     dm_ctx_options co = DM_CTX_OPTIONS_INIT;
     co.quiet = 0;
     enum { O_DOCS = 256, O_DPR, O_TOPICS, O_TOKENS, O_CORPUS, O_TOPL, O_ITER, O_THR, O_RAD, O_NB, O_VMAX, O_SHR, O_W,
-           O_MINC, O_ATT, O_KM, O_STUDY, O_BACK, O_SEED, O_JSON, O_VOCAB, O_VECOUT, O_CTHR, O_BASE };
+           O_MINC, O_ATT, O_KM, O_STUDY, O_BACK, O_SEED, O_JSON, O_VOCAB, O_VECOUT, O_CTHR, O_BASE, O_SMALL,
+           O_CSTUDY, O_SUBL, O_MINDF, O_MAXDF, O_CONF, O_STHR, O_SMINS };
     static const struct option lo[] = {
         {"docs", 1, 0, O_DOCS}, {"docs-per-rank", 1, 0, O_DPR}, {"topics", 1, 0, O_TOPICS}, {"tokens", 1, 0, O_TOKENS},
         {"corpus", 1, 0, O_CORPUS}, {"top-labels", 1, 0, O_TOPL}, {"iterations", 1, 0, O_ITER},
         {"threshold", 1, 0, O_THR}, {"radius", 1, 0, O_RAD}, {"neighbours", 1, 0, O_NB}, {"vmax", 1, 0, O_VMAX},
         {"shrink", 1, 0, O_SHR}, {"weights", 1, 0, O_W}, {"min-cluster", 1, 0, O_MINC}, {"attach", 0, 0, O_ATT},
         {"kmeans", 0, 0, O_KM}, {"study", 0, 0, O_STUDY}, {"backend", 1, 0, O_BACK}, {"seed", 1, 0, O_SEED},
-        {"json", 1, 0, O_JSON}, {"vocab-out", 1, 0, O_VOCAB}, {"vectors-out", 1, 0, O_VECOUT}, {"cluster-threshold", 1, 0, O_CTHR}, {"baseline", 1, 0, O_BASE}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"json", 1, 0, O_JSON}, {"vocab-out", 1, 0, O_VOCAB}, {"vectors-out", 1, 0, O_VECOUT}, {"cluster-threshold", 1, 0, O_CTHR}, {"baseline", 1, 0, O_BASE},
+        {"small", 1, 0, O_SMALL}, {"cluster-study", 0, 0, O_CSTUDY}, {"sublinear", 0, 0, O_SUBL},
+        {"min-df", 1, 0, O_MINDF}, {"max-df", 1, 0, O_MAXDF}, {"confusion", 0, 0, O_CONF},
+        {"study-thresholds", 1, 0, O_STHR}, {"study-mins", 1, 0, O_SMINS}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c, bad = 0;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
@@ -443,7 +530,15 @@ int main(int argc, char **argv)
                 bad = 1;
             break;
         case O_MINC: o.co.min_size = atoi(optarg); break;
-        case O_ATT: o.co.attach = 1; break;
+        case O_ATT: o.co.attach = DM_FLOCK_SMALL_NEIGHBOUR; break;
+        case O_SMALL: bad |= dm_flock_small_parse(optarg, &o.co.attach) != DM_OK; break;
+        case O_CSTUDY: o.cluster_study = 1; break;
+        case O_CONF: g_confusion = 1; break;
+        case O_STHR: o.study_thr = optarg; break;
+        case O_SMINS: o.study_mins = optarg; break;
+        case O_SUBL: o.sublinear = 1; break;
+        case O_MINDF: o.min_df = atof(optarg); bad |= !(o.min_df >= 1); break;
+        case O_MAXDF: o.max_df = atof(optarg); bad |= !(o.max_df > 0 && o.max_df <= 1); break;
         case O_CTHR: o.co.threshold = atof(optarg); break;
         case O_KM: o.kmeans = 1; break;
         case O_STUDY: o.study = 1; break;
@@ -491,6 +586,9 @@ int main(int argc, char **argv)
         pp.backend = DM_BACKEND_CPU;
         dm_tfidf_options to = DM_TFIDF_OPTIONS_INIT;
         to.backend = DM_BACKEND_CPU;
+        to.sublinear = o.sublinear;
+        if (o.min_df >= 1) to.min_df_count = (uint64_t)o.min_df;
+        if (o.max_df > 0) to.max_df_frac = o.max_df;
         dm_vocab vocab;
         memset(&vocab, 0, sizeof vocab);
         rc = dm_vectorize_corpus(&v, &vocab, NULL, NULL, &ctx, o.corpus, &pp, &to, NULL, NULL);
@@ -595,6 +693,43 @@ int main(int argc, char **argv)
                 }
             }
         json_object_set_new(js, "study", rows);
+    } else if (o.cluster_study) {
+        double cthr[16] = {-2.0, 0.15, 0.20, 0.25, 0.30};
+        int mins[16] = {5, 10, 20, 50, 100};
+        size_t ncthr = 5, nmins = 5;
+        if (o.study_thr) {
+            ncthr = 0;
+            for (char *p = (char *)o.study_thr, *e; *p && ncthr < 16; p = *e ? e + 1 : e) {
+                cthr[ncthr++] = strtod(p, &e);
+                if (e == p) break;
+            }
+        }
+        if (o.study_mins) {
+            nmins = 0;
+            for (char *p = (char *)o.study_mins, *e; *p && nmins < 16; p = *e ? e + 1 : e) {
+                mins[nmins++] = (int)strtol(p, &e, 10);
+                if (e == p) break;
+            }
+        }
+        json_t *rows = json_array();
+        rc = cluster_study(rows, &ctx, &v, &o.fo, truth, cthr, ncthr, mins, nmins);
+        if (ctx.rank == 0 && o.kmeans)
+            printf("k-means (k=%d, spherical, seeded k-means++): NMI %.4f ARI %.4f purity %.4f, %d iterations\n",
+                   n_classes > 0 ? n_classes : o.topics, kmm.nmi, kmm.ari, kmm.purity, km.iterations);
+        json_object_set_new(js, "cluster_study", rows);
+        if (o.kmeans) {
+            json_t *k = json_object();
+            json_object_set_new(k, "nmi", json_real(kmm.nmi));
+            json_object_set_new(k, "ari", json_real(kmm.ari));
+            json_object_set_new(k, "purity", json_real(kmm.purity));
+            json_object_set_new(js, "kmeans", k);
+        }
+        json_t *m = json_object();
+        json_object_set_new(m, "threshold", json_real(o.fo.threshold));
+        json_object_set_new(m, "min_df", json_real(o.min_df));
+        json_object_set_new(m, "max_df", json_real(o.max_df));
+        json_object_set_new(m, "sublinear", json_integer(o.sublinear));
+        json_object_set_new(js, "model", m);
     } else {
         dm_timers_reset();
         /* memory of the run itself: the peaks restart here (the tuner's inputs, k-means and the

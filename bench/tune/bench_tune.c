@@ -92,20 +92,22 @@ static const char *prior_verdict(const row *w)
 
 static void print_header(void)
 {
-    printf("%-24s %4s %4s %5s %8s %8s %8s %7s %6s %8s %4s %6s %-6s %7s %s\n", "kernel", "inst",
-           "cand", "curve", "msp_s", "fixed_s", "exhaus_s", "s_ratio", "bound", "msp/best",
-           "rank", "rank_p", "prior", "wall_s", "verdict");
+    printf("%-24s %4s %4s %5s %8s %8s %8s %7s %6s %6s %6s %8s %4s %6s %-6s %7s %s\n", "kernel",
+           "inst", "cand", "curve", "msp_s", "fixed_s", "exhaus_s", "s_ratio", "fix_ev", "bound",
+           "ceil", "msp/best", "rank", "rank_p", "prior", "wall_s", "verdict");
 }
 
 static void print_row(const dm_tune_kernel *k, const row *w, const char *v)
 {
     const dm_tune_result *r = &w->r;
     double fixed = r->curve_s + r->confirm_s;
-    printf("%-24s %4d %4d %5d %8.3f %8.3f %8.3f %6.1fx %5.1fx %7.1f%% %4d %6d %-6s %7.1f %s\n",
+    dm_tune_bound b;
+    dm_tune_ratio_bound(&b, r);
+    printf("%-24s %4d %4d %5d %8.3f %8.3f %8.3f %6.1fx %6.2f %5.1fx %5.1fx %7.1f%% %4d %6d %-6s "
+           "%7.1f %s\n",
            k->name, k->n_instances, r->n_candidates, r->curve_points, r->search_s, fixed,
-           r->exhaustive_s, r->search_s > 0 ? r->exhaustive_s / r->search_s : 0.0,
-           fixed > 0 ? r->exhaustive_s / fixed : 0.0,
-           r->tuned_ms > 0 ? 100.0 * r->exhaustive_best_ms / r->tuned_ms : 0.0,
+           r->exhaustive_s, r->search_s > 0 ? r->exhaustive_s / r->search_s : 0.0, b.fixed_evals,
+           b.bound, b.ceiling, r->tuned_ms > 0 ? 100.0 * r->exhaustive_best_ms / r->tuned_ms : 0.0,
            r->best_rank_in_order, w->rank_prior, prior_verdict(w), w->wall_s, v);
     fflush(stdout);
 }
@@ -177,7 +179,7 @@ int main(int argc, char **argv)
             have_prior = 1;
         }
     }
-    char buf[128], why[512];
+    char buf[128], why[1024];
     printf("memory-bound prior: %s\n\n", have_prior ? dm_tune_policy_str(&prior, buf, sizeof buf) : "none");
     /* the copy kernel's own rank from the prior: its MSP choice as the starting point */
     if (ci >= 0 && done[ci] == 1 &&
@@ -227,12 +229,16 @@ int main(int argc, char **argv)
         n_b += !strcmp(v, "misses 95%") || !strcmp(v, "misses both");
         const dm_tune_result *r = &rows[i].r;
         double fixed = r->curve_s + r->confirm_s;
+        dm_tune_bound b;
+        dm_tune_ratio_bound(&b, r);
         fprintf(jf, "%s\n  {\"result\": ", first ? "" : ",");
         dm_tune_result_json(jf, k, r);
-        fprintf(jf, ", \"fixed_s\": %.6g, \"ratio_bound\": %.3f, \"best_rank_with_prior\": %d, "
-                    "\"prior\": \"%s\", \"wall_s\": %.3f, \"verdict\": \"%s\", \"why\": ",
-                fixed, fixed > 0 ? r->exhaustive_s / fixed : 0.0, rows[i].rank_prior,
-                prior_verdict(&rows[i]), rows[i].wall_s, v);
+        fprintf(jf, ", \"fixed_s\": %.6g, \"fixed_evals\": %.3f, \"candidate_evals\": %.3f, "
+                    "\"ratio_bound\": %.3f, \"ratio_ceiling\": %.1f, \"valid_for_10x\": %d, "
+                    "\"best_rank_with_prior\": %d, \"prior\": \"%s\", \"wall_s\": %.3f, "
+                    "\"verdict\": \"%s\", \"why\": ",
+                fixed, b.fixed_evals, b.candidate_evals, b.bound, b.ceiling, b.need,
+                rows[i].rank_prior, prior_verdict(&rows[i]), rows[i].wall_s, v);
         dm_tune_json_string(jf, why);
         fprintf(jf, "}");
         first = 0;
@@ -247,8 +253,13 @@ int main(int argc, char **argv)
            "down); msp_s: MSP search time = curve + candidates at the MSP + confirmation at the\n"
            "target; fixed_s: curve + confirmation, the part that does not shrink with the space;\n"
            "exhaus_s: every valid instance at the target; s_ratio = exhaus_s / msp_s (target >= 10x);\n"
-           "bound = exhaus_s / fixed_s, the most s_ratio can be with this curve; msp/best: exhaustive\n"
-           "best time / MSP choice time at the target (target >= 95%%); rank: evaluations a\n"
+           "fix_ev: fixed_s in evaluations at the target (exhaus_s / valid instances each);\n"
+           "bound = exhaus_s / fixed_s = valid / fix_ev, the most s_ratio can be with this curve and\n"
+           "confirmation even if the candidates cost nothing (10x needs >= 10 x fix_ev valid\n"
+           "instances); ceil = valid / 2, the bound of any MSP search that confirms a winner (the\n"
+           "default and the winner timed at the target), so 10x needs >= 20 valid instances;\n"
+           "msp/best: exhaustive best time / MSP choice time at the target (target >= 95%%); rank:\n"
+           "evaluations a\n"
            "sequential search in the model's order needs to reach the exhaustive best (0: pruned by\n"
            "the model); rank_p: the same starting from the memory-bound prior; prior: whether that\n"
            "is sooner; wall_s: everything for the kernel (inputs, output checks, both searches).\n"

@@ -87,6 +87,16 @@ int dm_tune_list_print(FILE *out)
         if (bench && k->tolerance > 0) fprintf(out, " (tolerance %g)", k->tolerance);
         fprintf(out, "\n");
     }
+    /* the kernels that would never be tuned, tested over their instances or benchmarked */
+    int missing = 0;
+    for (int i = 0; i < n; i++) {
+        const dm_tune_kernel *k = dm_tune_kernel_at(i);
+        if (k->bench_create && k->bench_run && k->bench_output && k->bench_destroy) continue;
+        fprintf(out, "%s%s", missing ? ", " : "kernels without a tuning workload: ", k->name);
+        missing++;
+    }
+    if (missing) fprintf(out, " (%d)\n", missing);
+    else if (n) fprintf(out, "every kernel has a tuning workload\n");
     return ferror(out) ? DM_ERR(DM_ERR_IO, "tune --list: write error") : DM_OK;
 }
 
@@ -170,12 +180,30 @@ void dm_tune_result_json(FILE *out, const dm_tune_kernel *k, const dm_tune_resul
     fprintf(out, "}");
 }
 
+void dm_tune_ratio_bound(dm_tune_bound *b, const dm_tune_result *r)
+{
+    memset(b, 0, sizeof *b);
+    b->valid = r->exhaustive_evaluated > 0 ? r->exhaustive_evaluated : r->n_valid;
+    b->eval_s = b->valid > 0 && r->exhaustive_s > 0 ? r->exhaustive_s / b->valid : 0.0;
+    double fixed = r->curve_s + r->confirm_s;
+    if (b->eval_s > 0) {
+        b->fixed_evals = fixed / b->eval_s;
+        b->candidate_evals = r->candidates_s / b->eval_s;
+    }
+    b->bound = fixed > 0 ? r->exhaustive_s / fixed : 0.0;
+    b->ceiling = b->valid >= 2 ? b->valid / 2.0 : 1.0;
+    /* 10x with this kernel's curve and confirmation, however cheap its candidates */
+    double need = 10.0 * b->fixed_evals;
+    b->need = (int)need + (need > (int)need);
+}
+
 const char *dm_tune_verdict(const dm_tune_kernel *k, const dm_tune_result *r, char *why, size_t len)
 {
     char a[128], b[128];
     double ratio = r->search_s > 0 ? r->exhaustive_s / r->search_s : 0.0;
     double frac = r->tuned_ms > 0 ? r->exhaustive_best_ms / r->tuned_ms : 0.0;
-    double fixed = r->curve_s + r->confirm_s;
+    dm_tune_bound bd;
+    dm_tune_ratio_bound(&bd, r);
     int miss_t = !(ratio >= 10.0), miss_b = !(frac >= 0.95);
     size_t used = 0;
     why[0] = '\0';
@@ -184,16 +212,28 @@ const char *dm_tune_verdict(const dm_tune_kernel *k, const dm_tune_result *r, ch
         if (r->n_candidates <= 1)
             m = snprintf(why, len, "10x: nothing to search (%d valid instance%s): both searches time "
                          "the default at the target", r->n_valid, r->n_valid == 1 ? "" : "s");
-        else if (fixed > 0 && r->exhaustive_s / fixed < 10.0)
-            m = snprintf(why, len, "10x: the curve (%d sizes) and the confirmation at the target "
-                         "alone take %.3f s = 1/%.1f of the exhaustive search; %d valid instances "
-                         "are too few for 10x", r->curve_points, fixed,
-                         r->exhaustive_s / fixed, r->n_valid);
+        else if (bd.bound > 0 && bd.bound < 10.0)
+            m = snprintf(why, len, "10x: unreachable with %d valid instances: the curve (%d sizes) and "
+                         "the confirmation cost %.1f evaluations at the target (%.3f s), so "
+                         "s_ratio <= %d/%.1f = %.1fx even if the candidates cost nothing; 10x needs "
+                         ">= %d valid instances at this cost (>= 20 whenever a winner is confirmed: "
+                         "the default and the winner at the target, ceiling %d/2 = %.1fx); %d valid "
+                         "instances are too few for 10x",
+                         bd.valid, r->curve_points, bd.fixed_evals, r->curve_s + r->confirm_s,
+                         bd.valid, bd.fixed_evals, bd.bound, bd.need, bd.valid, bd.ceiling,
+                         bd.valid);
         else
-            m = snprintf(why, len, "10x: %d candidates at the MSP take %.3f s (MSP 2^%d of target "
-                         "2^%d units)", r->n_evaluated, r->candidates_s, dm_tune_workload_class(r->msp_n),
-                         dm_tune_workload_class(r->target_n));
+            m = snprintf(why, len, "10x: reachable (bound %.1fx: the curve and the confirmation cost "
+                         "%.1f evaluations at the target of %d) but %d candidates at the MSP take "
+                         "%.3f s = %.1f evaluations at the target (MSP 2^%d of target 2^%d units%s)",
+                         bd.bound, bd.fixed_evals, bd.valid, r->n_evaluated, r->candidates_s,
+                         bd.candidate_evals, dm_tune_workload_class(r->msp_n),
+                         dm_tune_workload_class(r->target_n),
+                         r->msp_n >= r->target_n ? ": the MSP is the target, the candidates cost "
+                                                   "what the exhaustive search does"
+                                                 : "");
         used = m > 0 ? (size_t)m : 0;
+        if (used >= len) used = len - 1;
     }
     if (miss_b && used < len) {
         const char *sep = used ? "; " : "";

@@ -98,8 +98,10 @@ static int exhaustive(search_ws *w, size_t n, int *best, double *best_ms, int *e
     return DM_OK;
 }
 
-/* Confirms winner against the default at the target size (default_ms < 0: measure it). */
-static int confirm(search_ws *w, dm_tune_result *res, int winner, size_t n, double default_ms)
+/* Confirms winner against the default at the target size (default_ms < 0: measure it;
+ * winner_ms < 0: measure the winner, else its time at the target is already known). */
+static int confirm(search_ws *w, dm_tune_result *res, int winner, size_t n, double default_ms,
+                   double winner_ms)
 {
     int def = w->k->default_instance;
     if (default_ms >= 0) res->default_ms = default_ms;
@@ -110,8 +112,8 @@ static int confirm(search_ws *w, dm_tune_result *res, int winner, size_t n, doub
     int ok;
     DM_TRY(checked(w, winner, n, &ok));
     if (!ok) return DM_OK;
-    double ms;
-    DM_TRY(w->ops->measure(w->ops->ctx, winner, n, &ms));
+    double ms = winner_ms;
+    if (ms < 0) DM_TRY(w->ops->measure(w->ops->ctx, winner, n, &ms));
     if (ms < res->default_ms) {
         res->chosen = winner;
         res->tuned_ms = ms;
@@ -140,7 +142,7 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
             if (ok) winner = i;
         }
         res->winner_at_msp = winner;
-        DM_TRY(confirm(w, res, winner, n, -1.0));
+        DM_TRY(confirm(w, res, winner, n, -1.0, -1.0));
         res->n_evaluated = winner >= 0 && winner != def ? 2 : 1;
     } else if (opt->mode == DM_TUNE_MSP) {
         size_t sizes[DM_TUNE_MAX_CURVE];
@@ -195,8 +197,10 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
         res->winner_at_msp = winner;
         double t_cand = clock_s(w);
         res->candidates_s = t_cand - t_curve;
-        /* the default's time at the target is the curve's last point */
-        DM_TRY(confirm(w, res, winner, n, def_ms[nc - 1]));
+        /* the default's time at the target is the curve's last point; when the MSP is the
+         * target, the winner was timed there too (same measurement, same size): confirming it
+         * again would only repeat that measurement */
+        DM_TRY(confirm(w, res, winner, n, def_ms[nc - 1], msp == n ? winner_ms : -1.0));
         res->confirm_s = clock_s(w) - t_cand;
     } else if (opt->mode == DM_TUNE_EXHAUSTIVE) {
         int best, evaluated;

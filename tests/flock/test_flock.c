@@ -776,6 +776,77 @@ static void test_clusters_hand(void)
     for (int i = 0; i < 10; i++) CU_ASSERT_EQUAL(cl[i], want2[i]);
 }
 
+/* Centroid attachment on 11 hand-placed documents (the positions of clusters_hand, plus 10 alone
+ * at (6, 5)); T = 0.5, min size 3. A = {0, 2, 4, 6} (term 0) and B = {1, 3, 5} (term 1) are the
+ * clusters: centroid A = 4 e0, centroid B = 3 e1.
+ *   7 = (1, 3) / sqrt 10, within r of A's 0 and 2 but dissimilar to them (cosine 0.32 < T):
+ *     cosine with centroid A 0.316, with B 0.949 -> B (1), where "neighbour" gives A (0);
+ *   8 = e3, 9 = (e0 + e3) / sqrt 2: a similar pair (cosine 0.71), small; 9 lies within r of B's 5
+ *     but its centroid cosines are A 0.707, B 0 -> A (0); 8 shares no term with a centroid: noise;
+ *   10 = (e0 + e1) / sqrt 2 alone: cosine 0.707 with both centroids, exactly (4x/4 and 3x/3):
+ *     the tie goes to the lower cluster number -> A (0). */
+static void test_clusters_centroid(void)
+{
+    dm_flock_options o = hand_options(5);
+    o.neighbours = 0.2;
+    const uint64_t off[] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 12, 14};
+    const uint32_t col[] = {0, 1, 0, 1, 0, 1, 0, 0, 1, 3, 0, 3, 0, 1};
+    const float val[] = {1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 1, 1, 1, 1};
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_vectors(&v, 11, off, col, val, 0), DM_OK);
+    double x[11] = {2.0, 8.0, 2.8, 8.5, 3.6, 8.2, 4.4, 2.4, 9.5, 8.9, 6.0};
+    double y[11] = {2.0, 8.0, 2.0, 8.0, 2.0, 8.6, 2.0, 2.5, 9.9, 9.2, 5.0};
+    double z[11] = {0};
+    char path[4200];
+    snprintf(path, sizeof path, "%s/centroid.ck", g_tmp);
+    CU_ASSERT_EQUAL_FATAL(ft_write_checkpoint(path, &o, 11, 5, x, y, z, z), DM_OK);
+    o.resume = 1;
+    o.checkpoint = path;
+    dm_flock_sim *s;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
+    CU_ASSERT_EQUAL(dm_flock_sim_run(s), DM_OK);
+    static const int32_t want[3][11] = {
+        {0, 1, 0, 1, 0, 1, 0, -1, -1, -1, -1}, /* noise */
+        {0, 1, 0, 1, 0, 1, 0, 0, -1, 1, -1},   /* neighbour: 7 by 0 (tie with 2 by index), 9 by 5 */
+        {0, 1, 0, 1, 0, 1, 0, 1, -1, 0, 0}};   /* centroid */
+    for (int mode = 0; mode < 3; mode++) {
+        dm_flock_cluster_options co = {3, mode, -2.0};
+        int32_t k = -1;
+        CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
+        CU_ASSERT_EQUAL(k, 2);
+        dm_flock_result r;
+        CU_ASSERT_EQUAL_FATAL(dm_flock_gather(&r, s, &v), DM_OK);
+        for (int i = 0; i < 11; i++) {
+            CU_ASSERT_EQUAL(r.cluster[i], want[mode][i]);
+            if (r.cluster[i] != want[mode][i])
+                fprintf(stderr, "mode %s document %d: cluster %d, want %d\n", dm_flock_small_name(mode), i, r.cluster[i],
+                        want[mode][i]);
+        }
+        dm_flock_result_free(&r);
+    }
+    /* bad options are refused */
+    dm_flock_cluster_options bad = {3, 7, -2.0};
+    int32_t k;
+    CU_ASSERT_EQUAL(dm_flock_sim_cluster(s, &bad, &k), DM_ERR_INVALID_ARG);
+    bad.attach = DM_FLOCK_SMALL_CENTROID;
+    bad.min_size = 0;
+    CU_ASSERT_EQUAL(dm_flock_sim_cluster(s, &bad, &k), DM_ERR_INVALID_ARG);
+    /* names */
+    int a = -1;
+    CU_ASSERT_EQUAL(dm_flock_small_parse("centroid", &a), DM_OK);
+    CU_ASSERT_EQUAL(a, DM_FLOCK_SMALL_CENTROID);
+    CU_ASSERT_EQUAL(dm_flock_small_parse("attach", &a), DM_OK);
+    CU_ASSERT_EQUAL(a, DM_FLOCK_SMALL_NEIGHBOUR);
+    CU_ASSERT_EQUAL(dm_flock_small_parse("nearest", &a), DM_ERR_INVALID_ARG);
+    char d[512];
+    dm_flock_cluster_options co = {3, DM_FLOCK_SMALL_CENTROID, -2.0};
+    dm_flock_cluster_describe(d, sizeof d, &co, 0.5);
+    CU_ASSERT_PTR_NOT_NULL(strstr(d, "cosine >= 0.5"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(d, "centroid"));
+    dm_flock_sim_free(s);
+    dm_flock_vectors_release(&v);
+}
+
 /* ---- resume ------------------------------------------------------------------------------------- */
 
 static void test_resume_identical(void)
@@ -926,6 +997,7 @@ int main(int argc, char **argv)
         {"speed cap and shrinking plane", test_speed_cap_and_shrink},
         {"invalid options rejected", test_options_rejected},
         {"clusters of a hand-made configuration", test_clusters_hand},
+        {"small components attached by centroid similarity", test_clusters_centroid},
         {"resume gives the uninterrupted result", test_resume_identical},
         {"top terms by summed weight", test_top_terms},
         {"vocabulary reader", test_vocab},

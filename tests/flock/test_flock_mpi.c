@@ -148,6 +148,45 @@ static void test_rank_independence(void)
     ft_state_free(&ref);
 }
 
+/* Small components attached by centroid similarity (centroids all-reduced over the ranks): the
+ * same labels on 1 .. P ranks; clustered documents keep their cluster, and only documents that
+ * were noise change. Two iterations from the random start and a cluster threshold of 0.18 (above
+ * the model's 0.12) leave 5 clusters and 325 documents in small components. */
+static void test_centroid_attach_ranks(void)
+{
+    dm_flock_options o = model();
+    o.iterations = 2;
+    dm_flock_cluster_options noise = {12, DM_FLOCK_SMALL_NOISE, 0.18};
+    dm_flock_cluster_options cen = {12, DM_FLOCK_SMALL_CENTROID, 0.18};
+    ft_state ref, st;
+    CU_ASSERT_EQUAL_FATAL(run_on(&ref, 1, &o, &noise), DM_OK);
+    ft_state first;
+    memset(&first, 0, sizeof first);
+    for (int q = 1; q <= g_ctx.size; q++) {
+        CU_ASSERT_EQUAL_FATAL(run_on(&st, q, &o, &cen), DM_OK);
+        if (g_ctx.rank == 0) {
+            uint64_t was_noise = 0, attached = 0, kept = 0;
+            for (uint64_t i = 0; i < ref.n; i++) {
+                was_noise += ref.cluster[i] < 0;
+                attached += ref.cluster[i] < 0 && st.cluster[i] >= 0;
+                kept += ref.cluster[i] >= 0 && st.cluster[i] == ref.cluster[i];
+            }
+            CU_ASSERT_TRUE(was_noise > 0);
+            CU_ASSERT_TRUE(attached > 0);
+            CU_ASSERT_EQUAL(kept + was_noise, ref.n);
+            if (q == 1) first = st;
+            else {
+                CU_ASSERT_EQUAL(memcmp(first.cluster, st.cluster, 4 * st.n), 0);
+                printf("\n  centroid attachment, %d ranks: %llu of %llu noise documents attached, same labels\n", q,
+                       (unsigned long long)attached, (unsigned long long)was_noise);
+            }
+        }
+        if (q > 1 || g_ctx.rank != 0) ft_state_free(&st);
+    }
+    if (g_ctx.rank == 0) ft_state_free(&first);
+    ft_state_free(&ref);
+}
+
 /* after every iteration: every document owned by exactly one rank */
 typedef struct conservation {
     int iterations, violations;
@@ -265,6 +304,7 @@ static void test_error_on_one_rank(void)
 int main(int argc, char **argv)
 {
     CU_TestInfo mpi[] = {{"rank independence (bit-identical) and clusters", test_rank_independence},
+                         {"small components attached by centroid, across ranks", test_centroid_attach_ranks},
                          {"conservation: one owner per document per iteration", test_conservation},
                          {"resume across rank counts", test_resume_across_ranks},
                          {"an error on one rank reaches all", test_error_on_one_rank},

@@ -5,6 +5,7 @@
  * reads, corruption), the SVMlight and MatrixMarket exports, TF-ICF tables, and the corpus driver
  * against the token-stream path. */
 #include <CUnit/CUnit.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -713,6 +714,61 @@ static void test_dmv_round_trip_and_rows(void)
     dm_vectors_free(&v);
 }
 
+/* Synthetic vectors of `rows` rows (lengths 0..2 x per - 1), ids and labels, valid for n_cols. */
+static void synth_vectors(dm_vectors *v, uint64_t rows, uint64_t per, uint64_t seed)
+{
+    memset(v, 0, sizeof *v);
+    v->n_rows = rows;
+    v->n_cols = 4 * per + 7;
+    v->row_off = dm_malloc(8 * (rows + 1));
+    v->id_off = dm_malloc(8 * (rows + 1));
+    v->label_off = dm_malloc(8 * (rows + 1));
+    v->ids = dm_malloc(24 * rows + 1);
+    v->labels = dm_malloc(8 * rows + 1);
+    uint64_t s = seed, nnz = 0, ib = 0, lb = 0;
+    v->row_off[0] = v->id_off[0] = v->label_off[0] = 0;
+    for (uint64_t r = 0; r < rows; r++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        nnz += (s >> 33) % (2 * per);
+        v->row_off[r + 1] = nnz;
+        ib += (uint64_t)snprintf(v->ids + ib, 24, "d%" PRIu64, r) + 1;
+        v->id_off[r + 1] = ib;
+        lb += (uint64_t)snprintf(v->labels + lb, 8, "%s", r % 3 ? "earn" : "") + 1;
+        v->label_off[r + 1] = lb;
+    }
+    v->col = dm_malloc(4 * (nnz ? nnz : 1));
+    v->val = dm_malloc(4 * (nnz ? nnz : 1));
+    for (uint64_t r = 0; r < rows; r++)
+        for (uint64_t k = v->row_off[r]; k < v->row_off[r + 1]; k++) {
+            v->col[k] = (uint32_t)(2 * (k - v->row_off[r]) + r % 3);
+            v->val[k] = (float)(k % 1000) * 0.001f + (float)r;
+        }
+}
+
+/* The direct-I/O writer (several blocks and a padded tail) and the buffered one write the same
+ * bytes, which read back with a matching checksum; so does the MPI-IO path in test_tfidf_mpi. */
+static void test_dmv_direct_and_buffered(void)
+{
+    const uint64_t shapes[][2] = {{1, 0}, {3, 1}, {120001, 9}, {90000, 13}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        dm_vectors v, r;
+        synth_vectors(&v, shapes[i][0], shapes[i][1] ? shapes[i][1] : 1, 7 + i);
+        char p[600], q[600];
+        tmp_path(p, sizeof p, "direct.dmv");
+        tmp_path(q, sizeof q, "buffered.dmv");
+        unsetenv("DOCMINE_DIRECT_IO");
+        CU_ASSERT_EQUAL_FATAL(dm_vectors_write(&v, p, NULL), DM_OK);
+        setenv("DOCMINE_DIRECT_IO", "0", 1);
+        CU_ASSERT_EQUAL_FATAL(dm_vectors_write(&v, q, NULL), DM_OK);
+        unsetenv("DOCMINE_DIRECT_IO");
+        CU_ASSERT_TRUE(tl_files_equal(p, q));
+        CU_ASSERT_EQUAL_FATAL(dm_vectors_read(&r, p), DM_OK);
+        CU_ASSERT_TRUE(tl_vectors_equal(&v, &r, 0));
+        dm_vectors_free(&r);
+        dm_vectors_free(&v);
+    }
+}
+
 static void test_dmv_corruption(void)
 {
     dm_vectors v, r;
@@ -1144,6 +1200,7 @@ int main(void)
                              CU_TEST_INFO_NULL};
     CU_TestInfo files[] = {{"dmv_round_trip_and_rows", test_dmv_round_trip_and_rows},
                            {"dmv_corruption", test_dmv_corruption},
+                           {"dmv_direct_and_buffered", test_dmv_direct_and_buffered},
                            {"exports_parse_back", test_exports_parse_back},
                            {"vocab_tsv", test_vocab_tsv},
                            CU_TEST_INFO_NULL};

@@ -2,7 +2,15 @@
  * variants against the CPU counts (exactly), table overflow grown and rebuilt, the vocabulary/DF
  * table (merge, lookup, hash-only lookup) under a weak hash with a tiny forced capacity, the
  * weights (row structure exact, values within 1e-6 relative), and whole corpora (generated and
- * Reuters-21578 when present) vectorised on both backends: identical vocabulary, df, ids and rows. */
+ * Reuters-21578 when present) vectorised on both backends: identical vocabulary, df, ids and rows.
+ *
+ * Under compute-sanitizer (DOCMINE_SANITIZER set, as scripts/gpu-check.sh does) racecheck makes
+ * every launch slow, so the sanitizer variant is small but still runs every kernel and every
+ * count instance: the instance loop on 20k tokens instead of 1M, the vocabulary table on 5k
+ * occurrences of 900 words (still grown from capacity 4), the weights on 30k tokens (chunked
+ * into rows of 2999 entries), the generated corpus with 603 documents (both corpus readers,
+ * TF-ICF), and Reuters left out (the generated corpus runs the same kernels). The tuner is off
+ * there: every instance is forced explicitly, and its search would only add launches. */
 #include <CUnit/CUnit.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +21,7 @@
 #include "common/context.h"
 #include "common/fileio.h"
 #include "common/status.h"
+#include "common/tune/tune.h"
 #include "testutil.h"
 #include "tfidf/tfidf.h"
 #include "tfidf/tfidf_internal.h"
@@ -21,6 +30,7 @@
 #define REL_TOL 1e-6 /* float weights: computed in double on both sides, libm vs CUDA log/sqrt */
 
 static dm_ctx g_ctx;
+static int g_sanitizer; /* DOCMINE_SANITIZER set: the small variant (see the top) */
 static char g_tmp[512];
 
 static int setup(void)
@@ -72,7 +82,7 @@ static void test_count_every_instance(void)
     uint64_t *off;
     uint32_t *tok;
     const uint32_t n_terms = 40000;
-    size_t n_docs = make_docs(&off, &tok, 1000003, n_terms, 17);
+    size_t n_docs = make_docs(&off, &tok, g_sanitizer ? 20011 : 1000003, n_terms, 17);
     dm_tf_counts ref, got;
     dm_tf_count_options o = DM_TF_COUNT_OPTIONS_INIT;
     CU_ASSERT_EQUAL_FATAL(dm_tf_count_cpu(&ref, off, tok, n_docs, n_terms, &o), DM_OK);
@@ -163,9 +173,10 @@ static void test_vocab_table(void)
         size_t cap = 0, bcap = 0;
         uint64_t s = 99;
         char w[32];
-        for (int i = 0; i < 50000; i++) {
+        const int occ = g_sanitizer ? 5003 : 50000, words = g_sanitizer ? 900 : 9000;
+        for (int i = 0; i < occ; i++) {
             s = s * 6364136223846793005ull + 1442695040888963407ull;
-            int n = snprintf(w, sizeof w, "w%llu", (unsigned long long)((s >> 33) % 9000));
+            int n = snprintf(w, sizeof w, "w%llu", (unsigned long long)((s >> 33) % (uint64_t)words));
             uint64_t h = weak ? tl_weak_hash(w, (size_t)n) : tl_real_hash(w, (size_t)n);
             CU_ASSERT_EQUAL_FATAL(dm_termlist_push(&in, &cap, &bcap, h, w, (size_t)n, 1 + (s >> 60)), DM_OK);
         }
@@ -219,7 +230,7 @@ static void test_weigh(void)
     uint64_t *off;
     uint32_t *tok;
     const uint32_t n_terms = 30000;
-    size_t n_docs = make_docs(&off, &tok, 2000003, n_terms, 23);
+    size_t n_docs = make_docs(&off, &tok, g_sanitizer ? 30011 : 2000003, n_terms, 23);
     dm_tf_counts c;
     dm_tf_count_options co = DM_TF_COUNT_OPTIONS_INIT;
     CU_ASSERT_EQUAL_FATAL(dm_tf_count_cpu(&c, off, tok, n_docs, n_terms, &co), DM_OK);
@@ -243,7 +254,7 @@ static void test_weigh(void)
         CU_ASSERT_EQUAL(a.unmapped, b.unmapped);
         CU_ASSERT_TRUE(a.zero_weight > 0 && a.unmapped > 0);
         /* in chunks of rows */
-        dm_tfidf_cuda_set_chunks(0, 9999);
+        dm_tfidf_cuda_set_chunks(0, g_sanitizer ? 2999 : 9999);
         dm_weigh_options c2 = b;
         c2.zero_weight = c2.unmapped = 0;
         dm_vectors vk;
@@ -323,22 +334,27 @@ static void test_corpus_generated(void)
     char dir[600], p[700];
     snprintf(dir, sizeof dir, "%s/gen", g_tmp);
     CU_ASSERT_EQUAL_FATAL(dm_mkdirs(dir), DM_OK);
-    char **docs = tl_random_docs(5003, 20000, 300, 41);
+    const size_t n_docs = g_sanitizer ? 603 : 5003;
+    char **docs = tl_random_docs(n_docs, g_sanitizer ? 4000 : 20000, 300, 41);
     for (int f = 0; f < 3; f++) {
         snprintf(p, sizeof p, "%s/part-%d.tsv", dir, f);
         FILE *fp = fopen(p, "w");
         CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
-        for (size_t d = (size_t)f * 5003 / 3; d < (size_t)(f + 1) * 5003 / 3; d++)
+        for (size_t d = (size_t)f * n_docs / 3; d < (size_t)(f + 1) * n_docs / 3; d++)
             fprintf(fp, "g%zu\tl%zu\t%s the of\n", d, d % 4, docs[d]);
         fclose(fp);
     }
-    tl_docs_free(docs, 5003);
+    tl_docs_free(docs, n_docs);
     compare_corpus(dir, DM_PP_FORMAT_AUTO);
 }
 
 static void test_corpus_reuters(void)
 {
     char buf[1024];
+    if (g_sanitizer) {
+        printf("(sanitizer variant: Reuters skipped) ");
+        return;
+    }
     if (!dm_test_dataset("reuters21578/reut2-000.sgm", buf, sizeof buf)) {
         printf("(Reuters not present: skipped) ");
         return;
@@ -357,5 +373,11 @@ int main(int argc, char **argv)
                            {"corpus_reuters", test_corpus_reuters},
                            CU_TEST_INFO_NULL};
     CU_SuiteInfo suites[] = {{"tfidf_gpu", setup, teardown, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+    g_sanitizer = getenv("DOCMINE_SANITIZER") != NULL;
+    if (g_sanitizer) {
+        /* every instance is forced explicitly; the tuner's search would only add launches */
+        dm_tune_set_mode(DM_TUNE_OFF);
+        printf("DOCMINE_SANITIZER set: the small variant (every kernel and count instance, small inputs)\n");
+    }
     return dm_test_run_gpu(argc, argv, suites);
 }

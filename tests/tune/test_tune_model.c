@@ -666,9 +666,10 @@ static void expect_curve(synth *s, const dm_tune_kernel *k, dm_tune_ops *ops, si
     CU_ASSERT_EQUAL(r.msp_n, sizes[m]);
     /* the sizes from m up, and the one below m that ended the saturated tail */
     CU_ASSERT_EQUAL(r.curve_points, m > 0 ? nc - m + 1 : nc);
-    /* curve + candidates at the MSP + confirmation of a winner other than the default */
-    CU_ASSERT_EQUAL(s->measured,
-                    r.curve_points + r.n_evaluated + (r.winner_at_msp != k->default_instance));
+    /* curve + candidates at the MSP + confirmation of a winner other than the default, unless
+     * the MSP is the target (the winner's time there is its candidate measurement) */
+    CU_ASSERT_EQUAL(s->measured, r.curve_points + r.n_evaluated +
+                                     (r.winner_at_msp != k->default_instance && r.msp_n < target));
 }
 
 static void test_search_curve_top_down(void)
@@ -683,10 +684,20 @@ static void test_search_curve_top_down(void)
     s.cache_n = (size_t)1 << 16;
     s.cache_speedup = 1.5;
     expect_curve(&s, &k, &ops, (size_t)1 << 28);
-    /* no plateau: the curve still rises at the target; target and one size below */
+    /* no plateau: the curve still rises at the target; target and one size below; the MSP is
+     * the target, where the candidates were timed: no second measurement of the winner */
     s.cache_n = 0;
     s.overhead_ms = 1e3;
     expect_curve(&s, &k, &ops, (size_t)1 << 24);
+    {
+        dm_tune_options o = DM_TUNE_OPTIONS_INIT;
+        o.min_n = 1024;
+        dm_tune_result r;
+        CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 24, &o, &ops), DM_OK);
+        CU_ASSERT_EQUAL(r.msp_n, (size_t)1 << 24);
+        CU_ASSERT(r.tuned_ms <= r.default_ms);
+        if (r.winner_at_msp != k.default_instance) CU_ASSERT_EQUAL(r.chosen, r.winner_at_msp);
+    }
     /* a flat curve: every size is saturated, the whole curve down to min_n */
     s.overhead_ms = 0.0;
     expect_curve(&s, &k, &ops, (size_t)1 << 24);
@@ -718,7 +729,7 @@ static void test_verdict(void)
     dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
     opt.compare_exhaustive = 1;
     dm_tune_result r;
-    char why[512];
+    char why[1024];
     CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
     /* the synthetic model takes no time: set the times of a kernel that meets both targets */
     r.search_s = 0.5;
@@ -737,6 +748,7 @@ static void test_verdict(void)
     r.confirm_s = 0.05;
     CU_ASSERT_STRING_EQUAL(dm_tune_verdict(&k, &r, why, sizeof why), "misses 10x");
     CU_ASSERT(strstr(why, "candidates at the MSP") != NULL);
+    CU_ASSERT(strncmp(why, "10x: reachable (bound ", 22) == 0); /* 4.95 / 0.2 = 24.75 */
     /* the curve and the confirmation alone above 1/10 of the exhaustive time */
     r.curve_s = 0.4;
     r.candidates_s = 0.05;
@@ -744,6 +756,19 @@ static void test_verdict(void)
     r.search_s = 0.55;
     CU_ASSERT_STRING_EQUAL(dm_tune_verdict(&k, &r, why, sizeof why), "misses 10x");
     CU_ASSERT(strstr(why, "too few for 10x") != NULL);
+    /* the bound in evaluations at the target: 0.5 s of curve + confirmation against 4.95 s for
+     * the exhaustive search's evaluations */
+    dm_tune_bound bd;
+    dm_tune_ratio_bound(&bd, &r);
+    CU_ASSERT(bd.valid >= 2 && bd.valid == r.exhaustive_evaluated);
+    CU_ASSERT_DOUBLE_EQUAL(bd.eval_s, 4.95 / bd.valid, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(bd.fixed_evals, 0.5 / bd.eval_s, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(bd.bound, 9.9, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(bd.ceiling, bd.valid / 2.0, 1e-12);
+    CU_ASSERT(bd.need >= 10.0 * bd.fixed_evals && bd.need < 10.0 * bd.fixed_evals + 1.0);
+    CU_ASSERT(bd.need > bd.valid); /* hence unreachable */
+    CU_ASSERT(strstr(why, "unreachable with") != NULL);
+    CU_ASSERT(strstr(why, "= 9.9x even if the candidates cost nothing") != NULL);
     /* and below 95%: the exhaustive best was pruned by the model */
     r.exhaustive_best_ms = 0.9;
     r.best_rank_in_order = 0;
