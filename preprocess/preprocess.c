@@ -541,6 +541,7 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     r->n_readers = nt;
     r->window = 2 * (size_t)nt;
     times->threads = nt;
+    times->workers = DM_PP_WORKERS;
     if (rc >= 0) {
         r->fslots = calloc(r->window, sizeof(dm_pp_fslot));
         if (!r->fslots) rc = DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory");

@@ -336,11 +336,14 @@ typedef struct dm_preprocess_options {
  * Files are read and normalised by `threads` reader threads (one file each at a time); read and
  * normalize are their thread-seconds divided by `threads` (the stage's time on its threads), and
  * normalize also holds the calling thread's copying of normalised documents into the batches.
- * h2d/kernels/d2h (CUDA events) and build run on the pipeline's two worker threads (summed), so
- * overlap = (sum of stages) / wall exceeds 1 when stages overlap. */
+ * h2d/kernels/d2h (CUDA events) and build run on the pipeline's `workers` worker threads
+ * (summed over them), so overlap = (sum of stages) / wall exceeds 1 when stages overlap, and a
+ * worker stage's time on its threads is its value divided by `workers`. build = each batch's
+ * prepare (distinct terms, ids and labels; in parallel), commit (in batch order) and fill
+ * (copies into the stream; in parallel), plus the final vocabulary sort. */
 typedef struct dm_pp_times {
     double read, normalize, h2d, kernels, d2h, build, wall;
-    int threads;
+    int threads, workers;
 } dm_pp_times;
 /* Adds the stages to the named timers "<prefix>.read", ".normalize", ".h2d", ".kernels", ".d2h",
  * ".build" and, with wall != 0, "<prefix>.wall" (common/timer.h). */

@@ -257,6 +257,24 @@ static inline int dm_sb_eq(const char *a, const char *b, size_t n)
     return 1;
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define DM_SB_WORDS 1
+/* The same when 8 bytes may be read from both a and b: one masked word compare for the usual
+ * stem of at most 8 bytes, no length-dependent branch (little-endian: the first bytes are the
+ * low ones). */
+static inline int dm_sb_eq8(const char *a, const char *b, size_t n)
+{
+    uint64_t x, y;
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    if (n <= 8) {
+        uint64_t m = n == 8 ? ~(uint64_t)0 : (((uint64_t)1 << (8 * n)) - 1);
+        return ((x ^ y) & m) == 0;
+    }
+    return x == y && dm_sb_eq(a + 8, b + 8, n - 8);
+}
+#endif
+
 static int dm_sb_batch_terms(dm_sb_batch *p, const dm_tok_result *r)
 {
     p->n_terms = 0;
@@ -267,6 +285,9 @@ static int dm_sb_batch_terms(dm_sb_batch *p, const dm_tok_result *r)
     const uint8_t *len = r->stem_len;
     const char *stems = r->stems;
     size_t n = r->n_tokens;
+    /* bytes up to the end of the last stem belong to the stems buffer: a token starting 8 or
+     * more bytes before that end can be read as a word */
+    uint64_t safe = n ? start[n - 1] + len[n - 1] : 0;
     for (size_t i = 0; i < n; i++) {
         size_t mask = p->tab_cap - 1;
 #if defined(__GNUC__)
@@ -279,7 +300,12 @@ static int dm_sb_batch_terms(dm_sb_batch *p, const dm_tok_result *r)
         size_t k = (size_t)(h & mask);
         int found = 0;
         for (uint64_t v; (v = p->tab[2 * k + 1]) != 0; k = (k + 1) & mask) {
-            if (p->tab[2 * k] == h && (v & 0x1ff) == want && dm_sb_eq(p->term_bytes + (v >> 9), w, l)) {
+            if (p->tab[2 * k] != h || (v & 0x1ff) != want) continue;
+#ifdef DM_SB_WORDS
+            if (start[i] + 8 <= safe ? dm_sb_eq8(p->term_bytes + (v >> 9), w, l) : dm_sb_eq(p->term_bytes + (v >> 9), w, l)) {
+#else
+            if (dm_sb_eq(p->term_bytes + (v >> 9), w, l)) {
+#endif
                 found = 1;
                 break;
             }
@@ -298,8 +324,10 @@ static int dm_sb_batch_terms(dm_sb_batch *p, const dm_tok_result *r)
             if (!th || !to || !tl) return DM_ERR(DM_ERR_NOMEM, "vocabulary: out of memory");
             p->terms_cap = nc;
         }
-        DM_TRY(dm_grow((void **)&p->term_bytes, &p->term_bytes_cap, p->term_bytes_len + l, 1));
+        /* + 8: a word may be read at any term's start */
+        DM_TRY(dm_grow((void **)&p->term_bytes, &p->term_bytes_cap, p->term_bytes_len + l + 8, 1));
         memcpy(p->term_bytes + p->term_bytes_len, w, l);
+        memset(p->term_bytes + p->term_bytes_len + l, 0, 8); /* defined bytes for word reads */
         p->term_hash[t] = h;
         p->term_off[t] = p->term_bytes_len;
         p->term_len[t] = (uint8_t)l;
