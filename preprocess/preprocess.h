@@ -168,7 +168,9 @@ int dm_normalize(char **out, size_t *out_len, size_t *out_cap, const char *text,
 typedef struct dm_stopset {
     uint32_t cap;          /* power of two, > 2 x n */
     uint32_t n;
-    uint64_t *keys;        /* cap entries; 0 = empty slot (a word hashing to 0 is stored as 1) */
+    uint64_t *keys;        /* cap slot keys (0 = empty slot; a word hashing to 0 is stored as 1),
+                              then DM_STOPSET_FILTER_WORDS words of a membership filter
+                              (token_rules.h: a clear bit skips the probe) */
     uint32_t *word_off;    /* cap entries: offset of the word in bytes */
     uint8_t *word_len;     /* cap entries */
     char *bytes;           /* the words, concatenated */

@@ -60,10 +60,16 @@ DM_HD int dm_tok_process_one(char *stems, const char *text, uint64_t start, uint
     int v = dm_pp_token_verdict(w, n, p->min_len, p->max_len, p->keep_numbers, stop->keys,
                                 stop->word_off, stop->word_len, stop->bytes, stop->cap);
     if (v != DM_PP_KEEP) return v;
+    /* one pass over the token: the copy the stemmer works on and the ASCII test (dm_pp_is_ascii) */
     char buf[256];
-    for (size_t i = 0; i < n; i++) buf[i] = w[i];
+    unsigned char any = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)w[i];
+        buf[i] = (char)c;
+        any |= c;
+    }
     int sl = (int)n;
-    if (p->stem && dm_pp_is_ascii(w, n)) sl = dm_porter_stem(buf, (int)n);
+    if (p->stem && any < 0x80) sl = dm_porter_stem(buf, (int)n);
     for (int i = 0; i < sl; i++) stems[start + (uint64_t)i] = buf[i];
     *hash = dm_term_hash(buf, (size_t)sl);
     *stem_len = (uint8_t)sl;

@@ -227,6 +227,42 @@ static void test_token_rules(void)
     CU_ASSERT_EQUAL(dm_stopset_load(&stop, path), DM_ERR_IO);
     CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "stop.txt"));
     rmdir(dir);
+    /* a large list (most filter bits set) and a small one: the membership filter never rejects a
+     * member, and lookups agree with a plain search of the list, members or not */
+    for (int big = 0; big < 2; big++) {
+        size_t nw = big ? 3001 : 7;
+        char *words = malloc(nw * 16 + 1), *w = words;
+        uint64_t seed = 77 + (uint64_t)big;
+        for (size_t i = 0; i < nw; i++) {
+            size_t l = 1 + pp_rand(&seed) % 12;
+            for (size_t j = 0; j < l; j++) *w++ = (char)('a' + pp_rand(&seed) % 6);
+            *w++ = '\n';
+        }
+        *w = 0;
+        CU_ASSERT_EQUAL_FATAL(dm_stopset_from_text(&stop, words, (size_t)(w - words)), 0);
+        size_t bad = 0;
+        for (int q = 0; q < 20000; q++) {
+            char t[16];
+            size_t l = 1 + pp_rand(&seed) % 12;
+            for (size_t j = 0; j < l; j++) t[j] = (char)('a' + pp_rand(&seed) % 6);
+            int in_list = 0;
+            for (const char *a = words; *a;) {
+                const char *e = strchr(a, '\n');
+                if ((size_t)(e - a) == l && memcmp(a, t, l) == 0) in_list = 1;
+                a = e + 1;
+            }
+            if (dm_stopset_contains(&stop, t, l) != in_list) bad++;
+        }
+        for (const char *a = words; *a;) { /* every member is found */
+            const char *e = strchr(a, '\n');
+            if (!dm_stopset_contains(&stop, a, (size_t)(e - a))) bad++;
+            a = e + 1;
+        }
+        CU_ASSERT_EQUAL(bad, 0);
+        CU_ASSERT(!dm_stopset_contains(&stop, "", 0));
+        dm_stopset_free(&stop);
+        free(words);
+    }
 }
 
 /* Builds the same batches into two streams, one serially through every token (dm_sb_add_doc,
