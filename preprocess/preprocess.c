@@ -5,8 +5,10 @@
  * read and normalise documents into pieces; the calling thread takes the pieces strictly in
  * file order and copies them into batch k+2 while two worker threads tokenise batches k and k+1
  * (CPU, or CUDA: each worker has its own device workspace and stream, so one batch's H2D/D2H
- * copies overlap the other's kernels) and append them to the stream strictly in batch order;
- * DM_PP_SLOTS batch buffers circulate (page-locked for the CUDA backend).
+ * copies overlap the other's kernels), prepare each batch's share of the stream in parallel,
+ * commit it strictly in batch order (a short step) and copy it into the stream after the commit
+ * (stream_build.h); DM_PP_SLOTS batch buffers circulate (page-locked for the CUDA backend), each
+ * handed back as soon as its batch is prepared.
  * Output does not depend on thread counts, batch sizes or timing: pieces, statistics and
  * messages are taken in file order, batches are consumed in order. */
 #include <mpi.h>
