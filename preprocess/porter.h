@@ -8,6 +8,8 @@
 #ifndef DM_PORTER_H
 #define DM_PORTER_H
 
+#include <stdint.h>
+
 #include "common/hd.h"
 
 DM_HD int dm_porter_v(unsigned char c)
@@ -20,13 +22,25 @@ DM_HD int dm_porter_v_wxy(unsigned char c)
     return dm_porter_v(c) || c == 'w' || c == 'x' || c == 'Y';
 }
 
-/* z[0..n) ends with s[0..sl) */
-DM_HD int dm_porter_ends(const char *z, int n, const char *s, int sl)
+/* The last (up to) 8 bytes of z[0..n) as one word, z[n-1] in the low byte, missing bytes 0: the
+ * suffix tests below compare it with a constant instead of looping over bytes (on the GPU each
+ * byte is a local-memory load, and lanes testing different suffixes diverge in the loops). */
+DM_HD uint64_t dm_porter_tail(const char *z, int n)
 {
-    if (sl > n) return 0;
-    for (int i = 0; i < sl; i++)
-        if (z[n - sl + i] != s[i]) return 0;
-    return 1;
+    uint64_t t = 0;
+    int k = n < 8 ? n : 8;
+    for (int j = 0; j < k; j++) t |= (uint64_t)(unsigned char)z[n - 1 - j] << (8 * j);
+    return t;
+}
+
+/* The word whose tail is t ends with s[0..sl), 1 <= sl <= 7, s a literal (folded to constants):
+ * a masked compare. Suffix bytes are letters, never 0, so a suffix longer than the word meets a
+ * missing (0) byte and fails. */
+DM_HD int dm_porter_tail_ends(uint64_t t, const char *s, int sl)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < sl; i++) v |= (uint64_t)(unsigned char)s[sl - 1 - i] << (8 * i);
+    return (t & (((uint64_t)1 << (8 * sl)) - 1)) == v;
 }
 
 /* shortv at cursor c (backward): non-v_WXY v non-v ending at c */
@@ -60,7 +74,7 @@ DM_HD int dm_porter_set(char *z, int n, int sl, const char *r, int rl)
  * On a match: *sl = suffix length, *r / *rl = replacement; returns 1. No match: returns 0. */
 #define DM_PORTER_M(suf, rep)                                                                      \
     do {                                                                                           \
-        if (dm_porter_ends(z, n, suf, (int)sizeof(suf) - 1)) {                                     \
+        if (dm_porter_tail_ends(t, suf, (int)sizeof(suf) - 1)) {                                   \
             *sl = (int)sizeof(suf) - 1;                                                            \
             *r = rep;                                                                              \
             *rl = (int)sizeof(rep) - 1;                                                            \
@@ -71,7 +85,8 @@ DM_HD int dm_porter_set(char *z, int n, int sl, const char *r, int rl)
 DM_HD int dm_porter_step2_find(const char *z, int n, int *sl, const char **r, int *rl)
 {
     if (n < 3) return 0;
-    switch (z[n - 1]) {
+    uint64_t t = dm_porter_tail(z, n);
+    switch ((char)(t & 0xff)) {
     case 'l': DM_PORTER_M("ational", "ate"); DM_PORTER_M("tional", "tion"); break;
     case 'n': DM_PORTER_M("ization", "ize"); DM_PORTER_M("ation", "ate"); break;
     case 's':
@@ -93,7 +108,8 @@ DM_HD int dm_porter_step2_find(const char *z, int n, int *sl, const char **r, in
 DM_HD int dm_porter_step3_find(const char *z, int n, int *sl, const char **r, int *rl)
 {
     if (n < 3) return 0;
-    switch (z[n - 1]) {
+    uint64_t t = dm_porter_tail(z, n);
+    switch ((char)(t & 0xff)) {
     case 'e': DM_PORTER_M("alize", "al"); DM_PORTER_M("icate", "ic"); DM_PORTER_M("ative", ""); break;
     case 'i': DM_PORTER_M("iciti", "ic"); break;
     case 'l': DM_PORTER_M("ical", "ic"); DM_PORTER_M("ful", ""); break;
@@ -107,7 +123,8 @@ DM_HD int dm_porter_step3_find(const char *z, int n, int *sl, const char **r, in
 DM_HD int dm_porter_step4_find(const char *z, int n, int *sl, const char **r, int *rl)
 {
     if (n < 2) return 0;
-    switch (z[n - 1]) {
+    uint64_t t = dm_porter_tail(z, n);
+    switch ((char)(t & 0xff)) {
     case 't':
         DM_PORTER_M("ement", ""); DM_PORTER_M("ment", ""); DM_PORTER_M("ant", ""); DM_PORTER_M("ent", "");
         break;
@@ -164,19 +181,22 @@ DM_HD int dm_porter_stem(char *z, int n)
         }
     }
     /* Step 1a */
-    if (dm_porter_ends(z, n, "sses", 4)) n -= 2;
-    else if (dm_porter_ends(z, n, "ies", 3)) n -= 2;
-    else if (dm_porter_ends(z, n, "ss", 2)) { /* keep */ }
-    else if (dm_porter_ends(z, n, "s", 1)) n -= 1;
+    uint64_t t = dm_porter_tail(z, n);
+    if (dm_porter_tail_ends(t, "sses", 4)) n -= 2;
+    else if (dm_porter_tail_ends(t, "ies", 3)) n -= 2;
+    else if (dm_porter_tail_ends(t, "ss", 2)) { /* keep */ }
+    else if (dm_porter_tail_ends(t, "s", 1)) n -= 1;
     /* Step 1b */
-    if (dm_porter_ends(z, n, "eed", 3)) {
+    t = dm_porter_tail(z, n);
+    if (dm_porter_tail_ends(t, "eed", 3)) {
         if (p1 <= n - 3) n -= 1;
     } else {
-        int sl = dm_porter_ends(z, n, "ing", 3) ? 3 : dm_porter_ends(z, n, "ed", 2) ? 2 : 0;
+        int sl = dm_porter_tail_ends(t, "ing", 3) ? 3 : dm_porter_tail_ends(t, "ed", 2) ? 2 : 0;
         if (sl > 0 && dm_porter_has_vowel(z, n - sl)) {
             n -= sl;
-            if (dm_porter_ends(z, n, "at", 2) || dm_porter_ends(z, n, "bl", 2) ||
-                dm_porter_ends(z, n, "iz", 2)) {
+            t >>= 8 * sl; /* the tail of z[0..n): its low bytes are all the tests below read */
+            if (dm_porter_tail_ends(t, "at", 2) || dm_porter_tail_ends(t, "bl", 2) ||
+                dm_porter_tail_ends(t, "iz", 2)) {
                 z[n++] = 'e';
             } else if (n >= 2 && z[n - 1] == z[n - 2] &&
                        (z[n - 1] == 'b' || z[n - 1] == 'd' || z[n - 1] == 'f' || z[n - 1] == 'g' ||

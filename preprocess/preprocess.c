@@ -5,8 +5,10 @@
  * read and normalise documents into pieces; the calling thread takes the pieces strictly in
  * file order and copies them into batch k+2 while two worker threads tokenise batches k and k+1
  * (CPU, or CUDA: each worker has its own device workspace and stream, so one batch's H2D/D2H
- * copies overlap the other's kernels) and append them to the stream strictly in batch order;
- * DM_PP_SLOTS batch buffers circulate (page-locked for the CUDA backend).
+ * copies overlap the other's kernels), prepare each batch's share of the stream in parallel,
+ * commit it strictly in batch order (a short step) and copy it into the stream after the commit
+ * (stream_build.h); DM_PP_SLOTS batch buffers circulate (page-locked for the CUDA backend), each
+ * handed back as soon as its batch is prepared.
  * Output does not depend on thread counts, batch sizes or timing: pieces, statistics and
  * messages are taken in file order, batches are consumed in order. */
 #include <mpi.h>
@@ -128,10 +130,21 @@ static void dm_pp_set_rc(dm_pp_run *r, int rc)
     pthread_mutex_unlock(&r->rc_mu);
 }
 
-/* Worker: tokenises a batch (in parallel with the other worker), then waits for its turn and
- * appends documents and tokens to the stream in batch order. */
-static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b, dm_tok_result *res, int *have_res, dm_sb_distinct *dt)
+/* Hands a batch buffer back to the calling thread (emptied). */
+static void dm_pp_release(dm_pp_run *r, dm_pp_batch *b)
 {
+    b->text_len = b->n_docs = b->meta_len = 0;
+    b->doc_off[0] = 0;
+    dm_pp_queue_push(&r->free_q, b);
+}
+
+/* Worker: tokenises a batch and prepares its share of the stream (distinct terms, ids, labels)
+ * in parallel with the other worker, hands the batch buffer back, waits for the batch's turn to
+ * commit it (ranges reserved, distinct terms into the vocabulary: short), then fills its ranges
+ * (hashes, offsets, ids, labels) after the turn, concurrently with the next batch's commit. */
+static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b, dm_tok_result *res, int *have_res, dm_sb_batch *sp)
+{
+    uint64_t seq = b->seq;
     dm_tok_batch tb = {b->text ? b->text : "", b->text_len, b->doc_off, b->n_docs};
     double t1 = dm_now();
     int rc = r->tokenize(res, &tb, &r->stop, &r->opt->tok);
@@ -139,33 +152,32 @@ static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b, dm_tok_result *res, int *hav
     *have_res = rc >= 0;
     double h2d = 0, kern = 0, d2h = 0;
     if (r->cuda) dm_pp_cuda_take_times(&h2d, &kern, &d2h);
-    /* the batch's distinct terms, before its turn (in parallel with the other worker) */
-    if (rc >= 0) rc = dm_sb_distinct_compute(dt, res);
-    double t2b = dm_now();
+    if (rc >= 0) rc = dm_sb_batch_prepare(sp, res, b->meta);
+    double t3 = dm_now();
+    dm_pp_release(r, b); /* text and metadata are no longer needed */
     /* in order: wait for this batch's turn */
     pthread_mutex_lock(&r->commit_mu);
-    while (r->next_commit != b->seq) pthread_cond_wait(&r->commit_cv, &r->commit_mu);
+    while (r->next_commit != seq) pthread_cond_wait(&r->commit_cv, &r->commit_mu);
+    double t4 = dm_now();
+    int commit = rc >= 0 && dm_pp_worker_rc(r) >= 0; /* not after another batch failed */
+    if (commit) rc = dm_sb_batch_commit(&r->sb, sp, res);
+    double t5 = dm_now();
     r->t_tok += t2 - t1;
-    r->t_build += t2b - t2;
+    r->t_build += (t3 - t2) + (t5 - t4);
     r->t_h2d += h2d;
     r->t_kern += kern;
     r->t_d2h += d2h;
-    if (rc >= 0 && dm_pp_worker_rc(r) >= 0) {
-        double t3 = dm_now();
-        size_t first = r->sb.s.n_docs;
-        for (size_t d = 0, m = 0; rc >= 0 && d < b->n_docs; d++) {
-            const char *id = b->meta + m;
-            const char *lab = id + strlen(id) + 1;
-            m = (size_t)(lab - b->meta) + strlen(lab) + 1;
-            rc = dm_sb_add_doc(&r->sb, id, lab);
-        }
-        if (rc >= 0) rc = dm_sb_add_tokens_distinct(&r->sb, first, res, dt);
-        r->t_build += dm_now() - t3;
-    }
     if (rc < 0) dm_pp_set_rc(r, rc);
     r->next_commit++;
     pthread_cond_broadcast(&r->commit_cv);
     pthread_mutex_unlock(&r->commit_mu);
+    if (commit && rc >= 0) {
+        dm_sb_batch_fill(&r->sb, sp, res);
+        double t6 = dm_now();
+        pthread_mutex_lock(&r->commit_mu);
+        r->t_build += t6 - t5;
+        pthread_mutex_unlock(&r->commit_mu);
+    }
     return rc;
 }
 
@@ -176,8 +188,8 @@ static void *dm_pp_worker(void *arg)
         int rc = dm_pp_cuda_set_device(r->device);
         if (rc < 0) dm_pp_set_rc(r, rc);
     }
-    dm_sb_distinct dt;
-    memset(&dt, 0, sizeof(dt));
+    dm_sb_batch sp;
+    memset(&sp, 0, sizeof(sp));
     for (;;) {
         dm_pp_batch *b = dm_pp_queue_pop(&r->full_q);
         if (!b) {
@@ -187,20 +199,19 @@ static void *dm_pp_worker(void *arg)
         dm_tok_result res;
         int have = 0;
         if (dm_pp_worker_rc(r) >= 0) {
-            dm_pp_work(r, b, &res, &have, &dt);
+            dm_pp_work(r, b, &res, &have, &sp);
         } else { /* after an error: only keep the commit order moving */
+            uint64_t seq = b->seq;
+            dm_pp_release(r, b);
             pthread_mutex_lock(&r->commit_mu);
-            while (r->next_commit != b->seq) pthread_cond_wait(&r->commit_cv, &r->commit_mu);
+            while (r->next_commit != seq) pthread_cond_wait(&r->commit_cv, &r->commit_mu);
             r->next_commit++;
             pthread_cond_broadcast(&r->commit_cv);
             pthread_mutex_unlock(&r->commit_mu);
         }
         if (have) dm_tok_result_free(&res);
-        b->text_len = b->n_docs = b->meta_len = 0;
-        b->doc_off[0] = 0;
-        dm_pp_queue_push(&r->free_q, b);
     }
-    dm_sb_distinct_free(&dt);
+    dm_sb_batch_free(&sp);
     return NULL;
 }
 
@@ -532,6 +543,7 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     r->n_readers = nt;
     r->window = 2 * (size_t)nt;
     times->threads = nt;
+    times->workers = DM_PP_WORKERS;
     if (rc >= 0) {
         r->fslots = calloc(r->window, sizeof(dm_pp_fslot));
         if (!r->fslots) rc = DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory");

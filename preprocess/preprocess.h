@@ -168,7 +168,9 @@ int dm_normalize(char **out, size_t *out_len, size_t *out_cap, const char *text,
 typedef struct dm_stopset {
     uint32_t cap;          /* power of two, > 2 x n */
     uint32_t n;
-    uint64_t *keys;        /* cap entries; 0 = empty slot (a word hashing to 0 is stored as 1) */
+    uint64_t *keys;        /* cap slot keys (0 = empty slot; a word hashing to 0 is stored as 1),
+                              then DM_STOPSET_FILTER_WORDS words of a membership filter
+                              (token_rules.h: a clear bit skips the probe) */
     uint32_t *word_off;    /* cap entries: offset of the word in bytes */
     uint8_t *word_len;     /* cap entries */
     char *bytes;           /* the words, concatenated */
@@ -336,11 +338,14 @@ typedef struct dm_preprocess_options {
  * Files are read and normalised by `threads` reader threads (one file each at a time); read and
  * normalize are their thread-seconds divided by `threads` (the stage's time on its threads), and
  * normalize also holds the calling thread's copying of normalised documents into the batches.
- * h2d/kernels/d2h (CUDA events) and build run on the pipeline's two worker threads (summed), so
- * overlap = (sum of stages) / wall exceeds 1 when stages overlap. */
+ * h2d/kernels/d2h (CUDA events) and build run on the pipeline's `workers` worker threads
+ * (summed over them), so overlap = (sum of stages) / wall exceeds 1 when stages overlap, and a
+ * worker stage's time on its threads is its value divided by `workers`. build = each batch's
+ * prepare (distinct terms, ids and labels; in parallel), commit (in batch order) and fill
+ * (copies into the stream; in parallel), plus the final vocabulary sort. */
 typedef struct dm_pp_times {
     double read, normalize, h2d, kernels, d2h, build, wall;
-    int threads;
+    int threads, workers;
 } dm_pp_times;
 /* Adds the stages to the named timers "<prefix>.read", ".normalize", ".h2d", ".kernels", ".d2h",
  * ".build" and, with wall != 0, "<prefix>.wall" (common/timer.h). */

@@ -213,7 +213,7 @@ static int dm_pp_bench_create_common(dm_pp_bench **out, size_t n, uint64_t seed,
     DM_BM(b->hash, n * 8);
     DM_BM(b->stem_len, n);
     DM_BM(b->drops, 32);
-    DM_BM(b->d_keys, b->stop.cap * 8);
+    DM_BM(b->d_keys, (b->stop.cap + DM_STOPSET_FILTER_WORDS) * 8);
     DM_BM(b->d_woff, b->stop.cap * 4);
     DM_BM(b->d_wlen, b->stop.cap);
     DM_BM(b->d_wbytes, b->stop.bytes_len);
@@ -226,7 +226,7 @@ static int dm_pp_bench_create_common(dm_pp_bench **out, size_t n, uint64_t seed,
     if (e == cudaSuccess) e = cudaMemcpy(b->w_off, hoff, nw * 4, cudaMemcpyHostToDevice);
     if (e == cudaSuccess) e = cudaMemcpy(b->w_len, hlen, nw * 4, cudaMemcpyHostToDevice);
     if (e == cudaSuccess && rc >= 0) {
-        e = cudaMemcpy(b->d_keys, b->stop.keys, b->stop.cap * 8, cudaMemcpyHostToDevice);
+        e = cudaMemcpy(b->d_keys, b->stop.keys, (b->stop.cap + DM_STOPSET_FILTER_WORDS) * 8, cudaMemcpyHostToDevice);
         if (e == cudaSuccess) e = cudaMemcpy(b->d_woff, b->stop.word_off, b->stop.cap * 4, cudaMemcpyHostToDevice);
         if (e == cudaSuccess) e = cudaMemcpy(b->d_wlen, b->stop.word_len, b->stop.cap, cudaMemcpyHostToDevice);
         if (e == cudaSuccess) e = cudaMemcpy(b->d_wbytes, b->stop.bytes, b->stop.bytes_len, cudaMemcpyHostToDevice);
@@ -548,7 +548,7 @@ static int dm_pp_ws_stop(const dm_stopset *s)
     dm_pp_ws *w = g_wsp;
     static const uint64_t empty_key = 0;
     uint32_t cap = s && s->cap ? s->cap : 1;
-    DM_TRY(dm_pp_ws_grow((void **)&w->keys, &w->stop_cap, (size_t)cap * 8));
+    DM_TRY(dm_pp_ws_grow((void **)&w->keys, &w->stop_cap, ((size_t)cap + DM_STOPSET_FILTER_WORDS) * 8));
     size_t c2 = 0, c3 = 0, c4 = 0;
     cudaFree(w->woff);
     cudaFree(w->wlen);
@@ -560,7 +560,7 @@ static int dm_pp_ws_stop(const dm_stopset *s)
     DM_TRY(dm_pp_ws_grow((void **)&w->wlen, &c3, cap));
     DM_TRY(dm_pp_ws_grow((void **)&w->wbytes, &c4, s && s->bytes_len ? s->bytes_len : 1));
     if (s && s->cap) {
-        DM_CUDA_TRY(cudaMemcpy(w->keys, s->keys, (size_t)s->cap * 8, cudaMemcpyHostToDevice));
+        DM_CUDA_TRY(cudaMemcpy(w->keys, s->keys, ((size_t)s->cap + DM_STOPSET_FILTER_WORDS) * 8, cudaMemcpyHostToDevice));
         DM_CUDA_TRY(cudaMemcpy(w->woff, s->word_off, (size_t)s->cap * 4, cudaMemcpyHostToDevice));
         DM_CUDA_TRY(cudaMemcpy(w->wlen, s->word_len, s->cap, cudaMemcpyHostToDevice));
         if (s->bytes_len) DM_CUDA_TRY(cudaMemcpy(w->wbytes, s->bytes, s->bytes_len, cudaMemcpyHostToDevice));
@@ -872,7 +872,7 @@ static int dm_pp_ws_stop_sync(const dm_stopset *stop)
 {
     uint64_t sum = 0x9e3779b97f4a7c15ull;
     if (stop && stop->cap) {
-        sum ^= dm_term_hash((const char *)stop->keys, (size_t)stop->cap * 8);
+        sum ^= dm_term_hash((const char *)stop->keys, ((size_t)stop->cap + DM_STOPSET_FILTER_WORDS) * 8);
         sum = sum * 31 + dm_term_hash(stop->bytes, stop->bytes_len);
         sum = sum * 31 + dm_term_hash((const char *)stop->word_off, (size_t)stop->cap * 4);
     }

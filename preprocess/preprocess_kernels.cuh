@@ -91,24 +91,50 @@ __global__ void __launch_bounds__(BLOCK) dm_pp_place_kernel(dm_pp_place_args a)
     }
 }
 
+/* Two phases per block: (a) the verdict of each of the block's tokens (length, number, stop set:
+ * cheap), the kept ones queued in shared memory; (b) the queued tokens stemmed and hashed by
+ * consecutive threads. A thread per token through both would leave the lanes of dropped tokens
+ * (stop words are about a third of all tokens) idle while the other lanes of their warp stem;
+ * the queue gives the stemming full warps. Outputs per token are independent of the order. */
 template <int BLOCK, int RAKE, bool STRIDED>
 __global__ void __launch_bounds__(BLOCK) dm_pp_process_kernel(dm_pp_process_args a)
 {
     __shared__ unsigned long long drops[4];
+    __shared__ uint32_t queue[BLOCK * RAKE];
+    __shared__ uint32_t queued;
     if (threadIdx.x < 4) drops[threadIdx.x] = 0;
+    if (threadIdx.x == 0) queued = 0;
     __syncthreads();
     size_t gtid = (size_t)blockIdx.x * BLOCK + threadIdx.x, nth = (size_t)gridDim.x * BLOCK;
+    const unsigned lane = threadIdx.x & 31u;
     for (int r = 0; r < RAKE; r++) {
         size_t k = dm_pp_item<RAKE, STRIDED>(gtid, nth, r);
+        int v = -1;
         if (k < a.t) {
-            uint64_t h = 0;
-            uint8_t sl = 0;
-            int v = dm_tok_process_one(a.stems, a.text, a.tok_start[k], a.tok_end[k], &a.stop, &a.p, &h, &sl);
+            v = dm_tok_verdict_one(a.text, a.tok_start[k], a.tok_end[k], &a.stop, &a.p);
             a.keep[k] = v == DM_PP_KEEP;
-            a.hash[k] = h;
-            a.stem_len[k] = sl;
-            if (v != DM_PP_KEEP) atomicAdd(&drops[v - 1], 1ull);
+            if (v != DM_PP_KEEP) {
+                a.hash[k] = 0;
+                a.stem_len[k] = 0;
+                atomicAdd(&drops[v - 1], 1ull);
+            }
         }
+        /* warp-aggregated append to the queue (every lane takes part; BLOCK is a multiple of 32) */
+        unsigned m = __ballot_sync(0xffffffffu, v == DM_PP_KEEP);
+        uint32_t base = 0;
+        if (lane == 0 && m) base = atomicAdd(&queued, (uint32_t)__popc(m));
+        base = __shfl_sync(0xffffffffu, base, 0);
+        if (v == DM_PP_KEEP) queue[base + (uint32_t)__popc(m & ((1u << lane) - 1u))] = (uint32_t)k;
+    }
+    __syncthreads();
+    const uint32_t nq = queued;
+    for (uint32_t q = threadIdx.x; q < nq; q += BLOCK) {
+        uint32_t k = queue[q];
+        uint64_t h = 0;
+        uint8_t sl = 0;
+        dm_tok_stem_one(a.stems, a.text, a.tok_start[k], a.tok_end[k], &a.p, &h, &sl);
+        a.hash[k] = h;
+        a.stem_len[k] = sl;
     }
     __syncthreads();
     if (threadIdx.x < 4 && drops[threadIdx.x]) atomicAdd(&a.drops[threadIdx.x], drops[threadIdx.x]);

@@ -34,6 +34,8 @@ static int dm_stopset_insert(dm_stopset *s, const char *w, size_t n)
     s->keys[i] = k;
     s->word_off[i] = (uint32_t)s->bytes_len;
     s->word_len[i] = (uint8_t)n;
+    uint32_t fb = dm_stopset_filter_bit(w, n);
+    s->keys[s->cap + (fb >> 6)] |= (uint64_t)1 << (fb & 63);
     memcpy(s->bytes + s->bytes_len, w, n);
     s->bytes_len += n;
     s->n++;
@@ -77,7 +79,7 @@ int dm_stopset_from_text(dm_stopset *s, const char *text, size_t len)
     }
     s->cap = 16;
     while (s->cap < 2 * lines + 2) s->cap *= 2;
-    s->keys = calloc(s->cap, sizeof(*s->keys));
+    s->keys = calloc(s->cap + DM_STOPSET_FILTER_WORDS, sizeof(*s->keys)); /* slots, then the filter */
     s->word_off = calloc(s->cap, sizeof(*s->word_off));
     s->word_len = calloc(s->cap, sizeof(*s->word_len));
     s->bytes = malloc(wl + 1);

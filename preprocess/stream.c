@@ -3,6 +3,7 @@
  * gather to rank 0. Reference: the format described in preprocess.h. */
 #include <errno.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,7 @@ static int dm_grow(void **p, size_t *cap, size_t need, size_t elem)
 int dm_sb_init(dm_stream_builder *b)
 {
     memset(b, 0, sizeof(*b));
+    if (pthread_rwlock_init(&b->grow_lock, NULL) != 0) return DM_ERR(DM_ERR_NOMEM, "token stream: cannot create a lock");
     b->map_cap = 1 << 16;
     b->map = calloc(b->map_cap, sizeof(*b->map));
     if (!b->map) return DM_ERR(DM_ERR_NOMEM, "token stream: out of memory");
@@ -73,7 +75,22 @@ void dm_sb_free(dm_stream_builder *b)
     free(b->t_off);
     free(b->t_len);
     free(b->t_bytes);
+    pthread_rwlock_destroy(&b->grow_lock);
     memset(b, 0, sizeof(*b));
+}
+
+/* Makes room for n_docs more documents, n_tok more tokens and il / ll more id / label bytes. */
+static int dm_sb_reserve(dm_stream_builder *b, size_t n_docs, size_t n_tok, size_t il, size_t ll)
+{
+    dm_token_stream *s = &b->s;
+    size_t d = s->n_docs + n_docs + 1;
+    DM_TRY(dm_grow((void **)&s->ids, &b->ids_cap, b->ids_len + il, 1));
+    DM_TRY(dm_grow((void **)&s->labels, &b->labels_cap, b->labels_len + ll, 1));
+    DM_TRY(dm_grow((void **)&s->id_off, &b->id_off_cap, d, sizeof(uint64_t)));
+    DM_TRY(dm_grow((void **)&s->label_off, &b->label_off_cap, d, sizeof(uint64_t)));
+    DM_TRY(dm_grow((void **)&s->tok_off, &b->tok_off_cap, d, sizeof(uint64_t)));
+    DM_TRY(dm_grow((void **)&s->hashes, &b->hashes_cap, s->n_tokens + n_tok, sizeof(uint64_t)));
+    return DM_OK;
 }
 
 int dm_sb_add_doc(dm_stream_builder *b, const char *id, const char *labels)
@@ -81,16 +98,14 @@ int dm_sb_add_doc(dm_stream_builder *b, const char *id, const char *labels)
     dm_token_stream *s = &b->s;
     size_t il = strlen(id) + 1, ll = strlen(labels) + 1;
     size_t d = s->n_docs;
-    DM_TRY(dm_grow((void **)&s->ids, &b->ids_cap, s->id_off[d] + il, 1));
-    DM_TRY(dm_grow((void **)&s->labels, &b->labels_cap, s->label_off[d] + ll, 1));
-    DM_TRY(dm_grow((void **)&s->id_off, &b->id_off_cap, d + 2, sizeof(uint64_t)));
-    DM_TRY(dm_grow((void **)&s->label_off, &b->label_off_cap, d + 2, sizeof(uint64_t)));
-    DM_TRY(dm_grow((void **)&s->tok_off, &b->tok_off_cap, d + 2, sizeof(uint64_t)));
-    memcpy(s->ids + s->id_off[d], id, il);
-    memcpy(s->labels + s->label_off[d], labels, ll);
-    s->id_off[d + 1] = s->id_off[d] + il;
-    s->label_off[d + 1] = s->label_off[d] + ll;
-    s->tok_off[d + 1] = s->tok_off[d];
+    DM_TRY(dm_sb_reserve(b, 1, 0, il, ll));
+    memcpy(s->ids + b->ids_len, id, il);
+    memcpy(s->labels + b->labels_len, labels, ll);
+    b->ids_len += il;
+    b->labels_len += ll;
+    s->id_off[d + 1] = b->ids_len;
+    s->label_off[d + 1] = b->labels_len;
+    s->tok_off[d + 1] = s->n_tokens;
     s->n_docs++;
     if (labels[0]) s->stats.docs_labelled++;
     s->stats.docs++;
@@ -157,92 +172,263 @@ static int dm_sb_term(dm_stream_builder *b, uint64_t h, const char *w, size_t n)
     return DM_OK;
 }
 
-int dm_sb_distinct_compute(dm_sb_distinct *d, const dm_tok_result *r)
+static void dm_sb_add_counts(dm_token_stream *s, const dm_tok_result *r)
 {
-    d->n = 0;
-    if (!d->tab) {
-        d->tab_cap = 4096;
-        d->tab = calloc(2 * d->tab_cap, sizeof(uint64_t));
-        if (!d->tab) return DM_ERR(DM_ERR_NOMEM, "vocabulary: out of memory");
-    } else {
-        memset(d->tab, 0, 2 * d->tab_cap * sizeof(uint64_t));
-    }
-    for (size_t i = 0; i < r->n_tokens; i++) {
-        uint64_t h = r->hash[i];
-        const char *w = r->stems + r->start[i];
-        size_t n = r->stem_len[i], mask = d->tab_cap - 1, k = (size_t)(h & mask);
-        int found = 0;
-        for (; d->tab[2 * k + 1]; k = (k + 1) & mask) {
-            size_t j = (size_t)d->tab[2 * k + 1] - 1;
-            if (d->tab[2 * k] == h && r->stem_len[j] == n && memcmp(r->stems + r->start[j], w, n) == 0) {
-                found = 1;
-                break;
-            }
-        }
-        if (found) continue;
-        d->tab[2 * k] = h;
-        d->tab[2 * k + 1] = i + 1;
-        DM_TRY(dm_grow((void **)&d->first, &d->first_cap, d->n + 1, sizeof(uint32_t)));
-        d->first[d->n++] = (uint32_t)i;
-        if (2 * d->n > d->tab_cap) { /* rehash at twice the size */
-            size_t nc = 2 * d->tab_cap;
-            uint64_t *t = calloc(2 * nc, sizeof(uint64_t));
-            if (!t) return DM_ERR(DM_ERR_NOMEM, "vocabulary: out of memory");
-            for (size_t e = 0; e < d->tab_cap; e++) {
-                if (!d->tab[2 * e + 1]) continue;
-                size_t q = (size_t)(d->tab[2 * e] & (nc - 1));
-                while (t[2 * q + 1]) q = (q + 1) & (nc - 1);
-                t[2 * q] = d->tab[2 * e];
-                t[2 * q + 1] = d->tab[2 * e + 1];
-            }
-            free(d->tab);
-            d->tab = t;
-            d->tab_cap = nc;
-        }
-    }
-    return DM_OK;
-}
-
-void dm_sb_distinct_free(dm_sb_distinct *d)
-{
-    if (!d) return;
-    free(d->first);
-    free(d->tab);
-    memset(d, 0, sizeof(*d));
-}
-
-int dm_sb_add_tokens(dm_stream_builder *b, size_t first_doc, const dm_tok_result *r)
-{
-    return dm_sb_add_tokens_distinct(b, first_doc, r, NULL);
-}
-
-int dm_sb_add_tokens_distinct(dm_stream_builder *b, size_t first_doc, const dm_tok_result *r,
-                              const dm_sb_distinct *dt)
-{
-    dm_token_stream *s = &b->s;
-    if (first_doc + r->n_docs != s->n_docs)
-        return DM_ERR(DM_ERR_INVALID_ARG, "token stream: batch of %zu documents from %zu does not end at %zu",
-                      r->n_docs, first_doc, s->n_docs);
-    DM_TRY(dm_grow((void **)&s->hashes, &b->hashes_cap, s->n_tokens + r->n_tokens, sizeof(uint64_t)));
-    uint64_t base = s->tok_off[first_doc];
-    for (size_t d = 0; d < r->n_docs; d++) s->tok_off[first_doc + d + 1] = base + r->doc_tok[d + 1];
-    if (r->n_tokens) memcpy(s->hashes + s->n_tokens, r->hash, r->n_tokens * sizeof(uint64_t));
-    if (dt) {
-        for (size_t k = 0; k < dt->n; k++) {
-            size_t i = dt->first[k];
-            DM_TRY(dm_sb_term(b, r->hash[i], r->stems + r->start[i], r->stem_len[i]));
-        }
-    } else {
-        for (size_t i = 0; i < r->n_tokens; i++)
-            DM_TRY(dm_sb_term(b, r->hash[i], r->stems + r->start[i], r->stem_len[i]));
-    }
-    s->n_tokens += r->n_tokens;
     s->stats.tokens += r->n_tokens;
     s->stats.tokens_short += r->n_short;
     s->stats.tokens_long += r->n_long;
     s->stats.tokens_number += r->n_number;
     s->stats.tokens_stop += r->n_stop;
+}
+
+int dm_sb_add_tokens(dm_stream_builder *b, size_t first_doc, const dm_tok_result *r)
+{
+    dm_token_stream *s = &b->s;
+    if (first_doc + r->n_docs != s->n_docs)
+        return DM_ERR(DM_ERR_INVALID_ARG, "token stream: batch of %zu documents from %zu does not end at %zu",
+                      r->n_docs, first_doc, s->n_docs);
+    DM_TRY(dm_sb_reserve(b, 0, r->n_tokens, 0, 0));
+    uint64_t base = s->n_tokens;
+    for (size_t d = 0; d < r->n_docs; d++) s->tok_off[first_doc + d + 1] = base + r->doc_tok[d + 1];
+    if (r->n_tokens) memcpy(s->hashes + s->n_tokens, r->hash, r->n_tokens * sizeof(uint64_t));
+    for (size_t i = 0; i < r->n_tokens; i++)
+        DM_TRY(dm_sb_term(b, r->hash[i], r->stems + r->start[i], r->stem_len[i]));
+    s->n_tokens += r->n_tokens;
+    dm_sb_add_counts(s, r);
     return DM_OK;
+}
+
+/* ------------------------------------------------------------------ per-batch build */
+
+void dm_sb_batch_free(dm_sb_batch *p)
+{
+    if (!p) return;
+    free(p->term_hash);
+    free(p->term_off);
+    free(p->term_len);
+    free(p->term_bytes);
+    free(p->tab);
+    free(p->id_off);
+    free(p->label_off);
+    free(p->ids);
+    free(p->labels);
+    memset(p, 0, sizeof(*p));
+}
+
+/* Slot value of a distinct term: its bytes' offset and length, never 0 (0 = empty slot). */
+#define DM_SB_SLOT(off, len) ((uint64_t)(off) << 9 | (uint64_t)(len) << 1 | 1u)
+
+static void dm_sb_tab_put(uint64_t *tab, size_t mask, uint64_t h, uint64_t v)
+{
+    size_t k = (size_t)(h & mask);
+    while (tab[2 * k + 1]) k = (k + 1) & mask;
+    tab[2 * k] = h;
+    tab[2 * k + 1] = v;
+}
+
+static int dm_sb_tab_rehash(dm_sb_batch *p, size_t nc)
+{
+    uint64_t *t = calloc(2 * nc, sizeof(uint64_t));
+    if (!t) return DM_ERR(DM_ERR_NOMEM, "vocabulary: out of memory");
+    for (size_t k = 0; k < p->n_terms; k++)
+        dm_sb_tab_put(t, nc - 1, p->term_hash[k], DM_SB_SLOT(p->term_off[k], p->term_len[k]));
+    free(p->tab);
+    p->tab = t;
+    p->tab_cap = nc;
+    return DM_OK;
+}
+
+/* Distance (in tokens) at which the table slot of a later token is prefetched: a probe misses
+ * the cache when the table outgrows it, and the hashes are known in advance. */
+#define DM_SB_PREFETCH 16
+
+/* Equality of two short byte strings (stems average a few bytes: a libc memcmp call costs more
+ * than the comparison). */
+static inline int dm_sb_eq(const char *a, const char *b, size_t n)
+{
+    for (; n >= 8; a += 8, b += 8, n -= 8) {
+        uint64_t x, y;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        if (x != y) return 0;
+    }
+    for (; n; n--)
+        if (*a++ != *b++) return 0;
+    return 1;
+}
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define DM_SB_WORDS 1
+/* The same when 8 bytes may be read from both a and b: one masked word compare for the usual
+ * stem of at most 8 bytes, no length-dependent branch (little-endian: the first bytes are the
+ * low ones). */
+static inline int dm_sb_eq8(const char *a, const char *b, size_t n)
+{
+    uint64_t x, y;
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    if (n <= 8) {
+        uint64_t m = n == 8 ? ~(uint64_t)0 : (((uint64_t)1 << (8 * n)) - 1);
+        return ((x ^ y) & m) == 0;
+    }
+    return x == y && dm_sb_eq(a + 8, b + 8, n - 8);
+}
+#endif
+
+static int dm_sb_batch_terms(dm_sb_batch *p, const dm_tok_result *r)
+{
+    p->n_terms = 0;
+    p->term_bytes_len = 0;
+    if (!p->tab) DM_TRY(dm_sb_tab_rehash(p, 4096));
+    else memset(p->tab, 0, 2 * p->tab_cap * sizeof(uint64_t));
+    const uint64_t *hash = r->hash, *start = r->start;
+    const uint8_t *len = r->stem_len;
+    const char *stems = r->stems;
+    size_t n = r->n_tokens;
+    /* bytes up to the end of the last stem belong to the stems buffer: a token starting 8 or
+     * more bytes before that end can be read as a word */
+    uint64_t safe = n ? start[n - 1] + len[n - 1] : 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t mask = p->tab_cap - 1;
+#if defined(__GNUC__)
+        if (i + DM_SB_PREFETCH < n) __builtin_prefetch(p->tab + 2 * (hash[i + DM_SB_PREFETCH] & mask));
+#endif
+        uint64_t h = hash[i];
+        const char *w = stems + start[i];
+        size_t l = len[i];
+        uint64_t want = (uint64_t)l << 1 | 1u;
+        size_t k = (size_t)(h & mask);
+        int found = 0;
+        for (uint64_t v; (v = p->tab[2 * k + 1]) != 0; k = (k + 1) & mask) {
+            if (p->tab[2 * k] != h || (v & 0x1ff) != want) continue;
+#ifdef DM_SB_WORDS
+            if (start[i] + 8 <= safe ? dm_sb_eq8(p->term_bytes + (v >> 9), w, l) : dm_sb_eq(p->term_bytes + (v >> 9), w, l)) {
+#else
+            if (dm_sb_eq(p->term_bytes + (v >> 9), w, l)) {
+#endif
+                found = 1;
+                break;
+            }
+        }
+        if (found) continue;
+        /* first occurrence in this batch */
+        size_t t = p->n_terms;
+        if (t + 1 > p->terms_cap) {
+            size_t nc = p->terms_cap ? 2 * p->terms_cap : 4096;
+            uint64_t *th = realloc(p->term_hash, nc * sizeof(uint64_t));
+            if (th) p->term_hash = th;
+            uint64_t *to = realloc(p->term_off, nc * sizeof(uint64_t));
+            if (to) p->term_off = to;
+            uint8_t *tl = realloc(p->term_len, nc);
+            if (tl) p->term_len = tl;
+            if (!th || !to || !tl) return DM_ERR(DM_ERR_NOMEM, "vocabulary: out of memory");
+            p->terms_cap = nc;
+        }
+        /* + 8: a word may be read at any term's start */
+        DM_TRY(dm_grow((void **)&p->term_bytes, &p->term_bytes_cap, p->term_bytes_len + l + 8, 1));
+        memcpy(p->term_bytes + p->term_bytes_len, w, l);
+        memset(p->term_bytes + p->term_bytes_len + l, 0, 8); /* defined bytes for word reads */
+        p->term_hash[t] = h;
+        p->term_off[t] = p->term_bytes_len;
+        p->term_len[t] = (uint8_t)l;
+        p->tab[2 * k] = h;
+        p->tab[2 * k + 1] = DM_SB_SLOT(p->term_bytes_len, l);
+        p->term_bytes_len += l;
+        p->n_terms++;
+        if (2 * p->n_terms > p->tab_cap) DM_TRY(dm_sb_tab_rehash(p, 2 * p->tab_cap));
+    }
+    return DM_OK;
+}
+
+int dm_sb_batch_prepare(dm_sb_batch *p, const dm_tok_result *r, const char *meta)
+{
+    if (!p || !r || (!meta && r->n_docs)) return DM_ERR(DM_ERR_INVALID_ARG, "dm_sb_batch_prepare: NULL argument");
+    p->committed = 0;
+    p->n_docs = 0;
+    p->n_labelled = 0;
+    size_t nd = r->n_docs;
+    if (nd + 1 > p->docs_cap) {
+        size_t nc = p->docs_cap ? p->docs_cap : 1024;
+        while (nc < nd + 1) nc *= 2;
+        uint64_t *a = realloc(p->id_off, nc * sizeof(uint64_t));
+        if (a) p->id_off = a;
+        uint64_t *c = realloc(p->label_off, nc * sizeof(uint64_t));
+        if (c) p->label_off = c;
+        if (!a || !c) return DM_ERR(DM_ERR_NOMEM, "token stream: out of memory");
+        p->docs_cap = nc;
+    }
+    /* ids and labels apart, as the stream keeps them */
+    p->id_off[0] = p->label_off[0] = 0;
+    const char *m = meta;
+    for (size_t d = 0; d < nd; d++) {
+        size_t il = strlen(m) + 1;
+        const char *lab = m + il;
+        size_t ll = strlen(lab) + 1;
+        DM_TRY(dm_grow((void **)&p->ids, &p->ids_cap, p->id_off[d] + il, 1));
+        DM_TRY(dm_grow((void **)&p->labels, &p->labels_cap, p->label_off[d] + ll, 1));
+        memcpy(p->ids + p->id_off[d], m, il);
+        memcpy(p->labels + p->label_off[d], lab, ll);
+        p->id_off[d + 1] = p->id_off[d] + il;
+        p->label_off[d + 1] = p->label_off[d] + ll;
+        if (lab[0]) p->n_labelled++;
+        m = lab + ll;
+    }
+    p->n_docs = nd;
+    return dm_sb_batch_terms(p, r);
+}
+
+int dm_sb_batch_commit(dm_stream_builder *b, dm_sb_batch *p, const dm_tok_result *r)
+{
+    dm_token_stream *s = &b->s;
+    if (p->n_docs != r->n_docs || p->committed)
+        return DM_ERR(DM_ERR_INVALID_ARG, "token stream: batch committed without dm_sb_batch_prepare");
+    size_t nd = p->n_docs, nt = r->n_tokens;
+    uint64_t il = p->id_off[nd], ll = p->label_off[nd];
+    /* grow under the write lock only when needed: fills of earlier batches may be running */
+    if (s->n_docs + nd + 1 > b->tok_off_cap || s->n_docs + nd + 1 > b->id_off_cap ||
+        s->n_docs + nd + 1 > b->label_off_cap || b->ids_len + il > b->ids_cap ||
+        b->labels_len + ll > b->labels_cap || s->n_tokens + nt > b->hashes_cap) {
+        pthread_rwlock_wrlock(&b->grow_lock);
+        int rc = dm_sb_reserve(b, nd, nt, (size_t)il, (size_t)ll);
+        pthread_rwlock_unlock(&b->grow_lock);
+        DM_TRY(rc);
+    }
+    for (size_t k = 0; k < p->n_terms; k++)
+        DM_TRY(dm_sb_term(b, p->term_hash[k], p->term_bytes + p->term_off[k], p->term_len[k]));
+    p->doc0 = s->n_docs;
+    p->tok0 = s->n_tokens;
+    p->id0 = b->ids_len;
+    p->label0 = b->labels_len;
+    s->n_docs += nd;
+    s->n_tokens += nt;
+    b->ids_len += il;
+    b->labels_len += ll;
+    s->stats.docs += nd;
+    s->stats.docs_labelled += p->n_labelled;
+    dm_sb_add_counts(s, r);
+    p->committed = 1;
+    return DM_OK;
+}
+
+void dm_sb_batch_fill(dm_stream_builder *b, dm_sb_batch *p, const dm_tok_result *r)
+{
+    if (!p->committed) return;
+    dm_token_stream *s = &b->s;
+    size_t nd = p->n_docs;
+    pthread_rwlock_rdlock(&b->grow_lock);
+    if (r->n_tokens) memcpy(s->hashes + p->tok0, r->hash, r->n_tokens * sizeof(uint64_t));
+    uint64_t *to = s->tok_off + p->doc0 + 1, *io = s->id_off + p->doc0 + 1, *lo = s->label_off + p->doc0 + 1;
+    for (size_t d = 0; d < nd; d++) {
+        to[d] = p->tok0 + r->doc_tok[d + 1];
+        io[d] = p->id0 + p->id_off[d + 1];
+        lo[d] = p->label0 + p->label_off[d + 1];
+    }
+    if (nd) {
+        memcpy(s->ids + p->id0, p->ids, p->id_off[nd]);
+        memcpy(s->labels + p->label0, p->labels, p->label_off[nd]);
+    }
+    pthread_rwlock_unlock(&b->grow_lock);
+    p->committed = 0;
 }
 
 static const dm_stream_builder *dm_sort_ctx;

@@ -1,13 +1,35 @@
 /* Internal: the incremental builder of a dm_token_stream (documents, token batches, vocabulary
- * with collision detection). Used by the preprocess driver and the tests. Reference: stream.c. */
+ * with collision detection). Used by the preprocess driver and the tests. Reference: stream.c.
+ *
+ * Two ways in, giving the same stream:
+ *  - serial: dm_sb_add_doc per document, then dm_sb_add_tokens per batch (every token goes
+ *    through the vocabulary); the tests' reference.
+ *  - per batch, in three steps (what the pipeline's workers do, so that most of the work runs
+ *    in parallel and only a small part in batch order):
+ *      dm_sb_batch_prepare  any thread, any time: the batch's distinct terms (one probe per
+ *                           token into a small table of the batch) and its ids and labels laid
+ *                           out as in the stream; touches no builder state;
+ *      dm_sb_batch_commit   in batch order, one thread at a time: reserves the batch's ranges of
+ *                           documents, tokens, id and label bytes (growing the arrays), inserts
+ *                           only the distinct terms into the vocabulary, adds the counters;
+ *      dm_sb_batch_fill     after its commit, concurrently with other commits and fills: copies
+ *                           hashes, token offsets, ids and labels into the reserved ranges (the
+ *                           builder's lock keeps a growing commit from moving the arrays under a
+ *                           fill). Every fill must be done before dm_sb_finish.
+ *    A term that is not its batch's first occurrence never changes the vocabulary, and the
+ *    vocabulary is sorted by (hash, bytes) at the end, so both ways give identical streams. */
 #ifndef DM_STREAM_BUILD_H
 #define DM_STREAM_BUILD_H
+
+#include <pthread.h>
 
 #include "preprocess/preprocess.h"
 
 typedef struct dm_stream_builder {
     dm_token_stream s;
     size_t tok_off_cap, id_off_cap, label_off_cap, ids_cap, labels_cap, hashes_cap;
+    uint64_t ids_len, labels_len; /* bytes reserved (committed) in ids and labels */
+    pthread_rwlock_t grow_lock;   /* fills read-lock, a commit that grows write-locks */
     /* vocabulary under construction: open addressing map hash -> term index + 1 */
     uint32_t *map;
     size_t map_cap;
@@ -25,23 +47,39 @@ int dm_sb_add_doc(dm_stream_builder *b, const char *id, const char *labels);
 /* Adds the tokens of a batch whose documents are first_doc .. first_doc + r->n_docs - 1 (the last
  * documents added). */
 int dm_sb_add_tokens(dm_stream_builder *b, size_t first_doc, const dm_tok_result *r);
-/* The first occurrence of each distinct (hash, stem bytes) of a batch, in token order: the
- * vocabulary work that does not need the stream, so that a pipeline worker does it in parallel
- * before its batch's turn and the in-order (serial) part only inserts distinct terms. The table
- * is kept between batches (dm_sb_distinct_free releases it). */
-typedef struct dm_sb_distinct {
-    uint32_t *first;   /* n token indices */
-    size_t n, first_cap;
-    uint64_t *tab;     /* open addressing: (hash, token index + 1) pairs */
-    size_t tab_cap;
-} dm_sb_distinct;
-int dm_sb_distinct_compute(dm_sb_distinct *d, const dm_tok_result *r);
-void dm_sb_distinct_free(dm_sb_distinct *d);
-/* dm_sb_add_tokens with d computed on r: the same stream, vocabulary order and collision count,
- * since a token that is not its batch's first occurrence of a term never changes the vocabulary.
- * d == NULL: every token goes through the vocabulary (dm_sb_add_tokens). */
-int dm_sb_add_tokens_distinct(dm_stream_builder *b, size_t first_doc, const dm_tok_result *r,
-                              const dm_sb_distinct *d);
+
+/* One batch's share of the stream (owned by the caller; reuse it for the next batch, free with
+ * dm_sb_batch_free). */
+typedef struct dm_sb_batch {
+    /* distinct (hash, stem bytes) pairs of the batch, first occurrences in token order; the
+     * bytes are copied into term_bytes so that probes stay in a small, cache-resident area */
+    size_t n_terms, terms_cap;
+    uint64_t *term_hash;
+    uint64_t *term_off;   /* into term_bytes */
+    uint8_t *term_len;
+    char *term_bytes;
+    size_t term_bytes_len, term_bytes_cap;
+    uint64_t *tab;        /* open addressing: 2 words per slot (hash, off << 9 | len << 1 | 1) */
+    size_t tab_cap;       /* slots, power of two, at least twice n_terms */
+    /* documents: ids and labels NUL-terminated and concatenated, offsets relative to the batch */
+    size_t n_docs, docs_cap, n_labelled;
+    uint64_t *id_off, *label_off; /* n_docs + 1 */
+    char *ids, *labels;
+    size_t ids_cap, labels_cap;
+    /* where dm_sb_batch_commit put the batch */
+    size_t doc0, tok0;
+    uint64_t id0, label0;
+    int committed;
+} dm_sb_batch;
+
+/* meta: per document "id NUL labels NUL", r->n_docs of them (the pipeline's batch metadata).
+ * Errors: DM_ERR_NOMEM. */
+int dm_sb_batch_prepare(dm_sb_batch *p, const dm_tok_result *r, const char *meta);
+/* Errors: DM_ERR_INVALID_ARG (not prepared on r), DM_ERR_NOMEM. */
+int dm_sb_batch_commit(dm_stream_builder *b, dm_sb_batch *p, const dm_tok_result *r);
+void dm_sb_batch_fill(dm_stream_builder *b, dm_sb_batch *p, const dm_tok_result *r);
+void dm_sb_batch_free(dm_sb_batch *p);
+
 /* Moves the result into *out (vocabulary sorted) and frees the builder. */
 int dm_sb_finish(dm_token_stream *out, dm_stream_builder *b);
 

@@ -46,11 +46,25 @@ DM_HD int dm_pp_is_ascii(const char *s, size_t n)
 /* Stop-set slot key: 0 marks an empty slot. */
 DM_HD uint64_t dm_stopset_key(uint64_t h) { return h ? h : 1; }
 
+/* A stop set's membership filter: DM_STOPSET_FILTER_WORDS 64-bit words stored after its cap slot
+ * keys (keys[cap ..]); the bit dm_stopset_filter_bit(w, n) is set for every word of the set. A
+ * clear bit proves that w is not in the set, so most tokens that are not stop words skip the hash
+ * and the probe (with the default list about 12% of the bits are set); a set bit only means
+ * "probe". The bit depends on the first and last byte and the length: one multiply. */
+#define DM_STOPSET_FILTER_WORDS 16
+DM_HD uint32_t dm_stopset_filter_bit(const char *w, size_t n)
+{
+    uint32_t x = (uint32_t)(unsigned char)w[0] | (uint32_t)(unsigned char)w[n - 1] << 8 | (uint32_t)(n & 0xff) << 16;
+    return (x * 0x9e3779b1u) >> 22; /* 10 bits: DM_STOPSET_FILTER_WORDS x 64 */
+}
+
 /* Probes a flat stop set (see dm_stopset in preprocess.h). */
 DM_HD int dm_stopset_probe(const uint64_t *keys, const uint32_t *word_off, const uint8_t *word_len,
                            const char *bytes, uint32_t cap, const char *w, size_t n)
 {
-    if (cap == 0) return 0;
+    if (cap == 0 || n == 0) return 0; /* the empty word is never in a set */
+    uint32_t fb = dm_stopset_filter_bit(w, n);
+    if (!((keys[cap + (fb >> 6)] >> (fb & 63)) & 1u)) return 0;
     uint64_t k = dm_stopset_key(dm_term_hash(w, n));
     uint32_t mask = cap - 1;
     for (uint32_t i = (uint32_t)(k & mask), probes = 0; probes < cap; i = (i + 1) & mask, probes++) {

@@ -49,25 +49,43 @@ DM_HD void dm_tok_place_one(uint64_t *tok_start, uint64_t *tok_end, uint32_t fla
     if (flag & 2u) tok_end[scan + (flag & 1u) - 1] = i + 1;
 }
 
-/* (3) one token: returns the verdict (DM_PP_KEEP or a drop reason); on keep writes the stem over
- * stems[start ..] and sets *hash, *stem_len. */
+/* (3a) the verdict of one token: DM_PP_KEEP or the reason it is dropped. */
+DM_HD int dm_tok_verdict_one(const char *text, uint64_t start, uint64_t end, const dm_stop_view *stop,
+                             const dm_tok_params *p)
+{
+    return dm_pp_token_verdict(text + start, (size_t)(end - start), p->min_len, p->max_len, p->keep_numbers,
+                               stop->keys, stop->word_off, stop->word_len, stop->bytes, stop->cap);
+}
+
+/* (3b) a kept token: writes its stem over stems[start ..] and sets *hash, *stem_len. */
+DM_HD void dm_tok_stem_one(char *stems, const char *text, uint64_t start, uint64_t end, const dm_tok_params *p,
+                           uint64_t *hash, uint8_t *stem_len)
+{
+    const char *w = text + start;
+    size_t n = (size_t)(end - start);
+    /* one pass over the token: the copy the stemmer works on and the ASCII test (dm_pp_is_ascii) */
+    char buf[256];
+    unsigned char any = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)w[i];
+        buf[i] = (char)c;
+        any |= c;
+    }
+    int sl = (int)n;
+    if (p->stem && any < 0x80) sl = dm_porter_stem(buf, (int)n);
+    for (int i = 0; i < sl; i++) stems[start + (uint64_t)i] = buf[i];
+    *hash = dm_term_hash(buf, (size_t)sl);
+    *stem_len = (uint8_t)sl;
+}
+
+/* (3) one token: (3a), then (3b) when kept. Returns the verdict. */
 DM_HD int dm_tok_process_one(char *stems, const char *text, uint64_t start, uint64_t end,
                              const dm_stop_view *stop, const dm_tok_params *p, uint64_t *hash,
                              uint8_t *stem_len)
 {
-    const char *w = text + start;
-    size_t n = (size_t)(end - start);
-    int v = dm_pp_token_verdict(w, n, p->min_len, p->max_len, p->keep_numbers, stop->keys,
-                                stop->word_off, stop->word_len, stop->bytes, stop->cap);
-    if (v != DM_PP_KEEP) return v;
-    char buf[256];
-    for (size_t i = 0; i < n; i++) buf[i] = w[i];
-    int sl = (int)n;
-    if (p->stem && dm_pp_is_ascii(w, n)) sl = dm_porter_stem(buf, (int)n);
-    for (int i = 0; i < sl; i++) stems[start + (uint64_t)i] = buf[i];
-    *hash = dm_term_hash(buf, (size_t)sl);
-    *stem_len = (uint8_t)sl;
-    return DM_PP_KEEP;
+    int v = dm_tok_verdict_one(text, start, end, stop, p);
+    if (v == DM_PP_KEEP) dm_tok_stem_one(stems, text, start, end, p, hash, stem_len);
+    return v;
 }
 
 /* (5) number of kept tokens whose start is below pos (kept starts are ascending). */

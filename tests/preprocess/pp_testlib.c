@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "testutil.h"
 
@@ -161,4 +162,41 @@ int pp_write_file(const char *path, const void *data, size_t len)
     if (!f) return -1;
     size_t k = fwrite(data, 1, len, f);
     return fclose(f) == 0 && k == len ? 0 : -1;
+}
+
+int pp_sanitizer(void)
+{
+    return getenv("DOCMINE_SANITIZER") != NULL;
+}
+
+const char *pp_reuters_small(char *out, size_t cap, const char *tmp, int n_files, size_t bytes)
+{
+    const char *dir = pp_reuters_dir();
+    if (!dir) return NULL;
+    snprintf(out, cap, "%s/reuters-small", tmp);
+    char cmd[4200];
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%.4000s'", out);
+    if (system(cmd) != 0) return NULL;
+    char *buf = malloc(bytes + 1);
+    if (!buf) return NULL;
+    const char *ok = out;
+    for (int f = 0; ok && f < n_files; f++) {
+        char src[4200], dst[4200];
+        snprintf(src, sizeof(src), "%.4000s/reut2-%03d.sgm.gz", dir, f);
+        snprintf(dst, sizeof(dst), "%.4000s/reut2-%03d.sgm", out, f);
+        gzFile g = gzopen(src, "rb");
+        int n = g ? gzread(g, buf, (unsigned)bytes) : -1;
+        if (g) gzclose(g);
+        if (n <= 0) {
+            ok = NULL;
+            break;
+        }
+        buf[n] = 0;
+        /* whole records only: cut after the last end tag */
+        char *end = NULL;
+        for (char *p = buf; (p = strstr(p, "</REUTERS>")) != NULL; p += 10) end = p + 10;
+        if (!end || pp_write_file(dst, buf, (size_t)(end - buf)) != 0) ok = NULL;
+    }
+    free(buf);
+    return ok;
 }

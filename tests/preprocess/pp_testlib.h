@@ -27,6 +27,13 @@ size_t pp_distinct_tokens(pp_words *out, const char *corpus, int format);
 void pp_gen_random_words(pp_words *out, size_t n, uint64_t seed);
 void pp_gen_suffix_words(pp_words *out, size_t n, uint64_t seed);
 uint64_t pp_rand(uint64_t *s);
+/* DOCMINE_SANITIZER set (scripts/gpu-check.sh sets it to the compute-sanitizer tool's name when
+ * it runs the GPU tests under the sanitizer): the GPU tests run their small variant. */
+int pp_sanitizer(void);
+/* A small Reuters corpus: the first records (at most `bytes` raw bytes, cut after a record's end
+ * tag) of each of the first n_files files of Reuters, written as tmp/reuters-small/reut2-NNN.sgm.
+ * Returns the directory (in out) or NULL when Reuters is absent or a file cannot be written. */
+const char *pp_reuters_small(char *out, size_t cap, const char *tmp, int n_files, size_t bytes);
 /* Writes a file (creating it), returns 0 on success. */
 int pp_write_file(const char *path, const void *data, size_t len);
 

@@ -3,7 +3,15 @@
  * and other token options and with batches much smaller than the corpus.
  * Built twice: as test_preprocess_hd (unit: the CUDA algorithm emulated on the host,
  * dm_tokenize_hd) and as test_preprocess_gpu (gpu: dm_tokenize_cuda, over every compiled instance
- * of every preprocess kernel; exits 77 without a GPU). Reference: dm_tokenize_cpu. */
+ * of every preprocess kernel; exits 77 without a GPU). Reference: dm_tokenize_cpu.
+ *
+ * With DOCMINE_SANITIZER set (scripts/gpu-check.sh runs the GPU tests under compute-sanitizer,
+ * where racecheck makes every launch slow) the small variant runs: the same tests, every kernel
+ * and every compiled instance, the same option sets, batch splits and big-document path, but on
+ * small inputs - the first records of two Reuters files (about 300 documents, more than a block
+ * of the per-document kernel) instead of all of Reuters, generated files of at most a few
+ * thousand words, a few thousand words for the stemmer - and with the tuner off (instances are
+ * forced one by one; a tuning search would launch kernels on hundreds of MB). */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +19,7 @@
 
 #include "common/context.h"
 #include "common/status.h"
+#include "common/tune/tune.h"
 #include "pp_testlib.h"
 #include "preprocess/preprocess.h"
 #include "testutil.h"
@@ -22,6 +31,7 @@
 #endif
 
 static char g_tmp[1024];
+static int g_small; /* DOCMINE_SANITIZER set: the small variant (see the top) */
 
 static int setup(void) { return dm_test_tmpdir(g_tmp, sizeof(g_tmp)) ? 0 : 1; }
 static int teardown(void)
@@ -99,17 +109,19 @@ static void compare(const char *corpus, int format, const dm_tok_options *tok, s
 
 static void test_reuters(void)
 {
-    const char *dir = pp_reuters_dir();
+    char small[1100];
+    const char *dir = g_small ? pp_reuters_small(small, sizeof(small), g_tmp, 2, 200000) : pp_reuters_dir();
     if (!dir) {
         printf("(Reuters not found: skipped) ");
         return;
     }
+    if (g_small) printf("(small variant: the first records of 2 files) ");
     dm_tok_options t = DM_TOK_OPTIONS_INIT;
     compare(dir, DM_PP_FORMAT_REUTERS, &t, 0);
     t.keep_numbers = 1;
     t.min_len = 1;
     t.max_len = 12;
-    compare(dir, DM_PP_FORMAT_REUTERS, &t, 1 << 20);
+    compare(dir, DM_PP_FORMAT_REUTERS, &t, g_small ? 1 << 16 : 1 << 20); /* several batches */
 }
 
 static void test_multibyte(void)
@@ -124,9 +136,9 @@ static void test_multibyte(void)
     char cmd[1200];
     snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
     CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
-    for (int f = 0; f < 9; f++) {
+    for (int f = 0; f < (g_small ? 6 : 9); f++) {
         /* sizes not multiples of 32 or of any block size, one much larger than a block */
-        size_t n = f == 0 ? 1 : f == 1 ? 33 : 1000 + pp_rand(&seed) % 70001;
+        size_t n = f == 0 ? 1 : f == 1 ? 33 : 1000 + pp_rand(&seed) % (g_small ? 2001 : 70001);
         char *t = malloc(n * 24 + 1);
         size_t l = 0;
         for (size_t i = 0; i < n; i++) {
@@ -167,8 +179,9 @@ static void test_stem_words_cuda(void)
     pp_words w = {0};
     const char *dir = pp_reuters_dir();
     if (dir) pp_distinct_tokens(&w, dir, DM_PP_FORMAT_REUTERS);
-    pp_gen_random_words(&w, 100001, 21);
-    pp_gen_suffix_words(&w, 200003, 22);
+    if (g_small && w.n > 3001) w.n = 3001, w.len = w.off[3001]; /* the first Reuters tokens */
+    pp_gen_random_words(&w, g_small ? 2003 : 100001, 21);
+    pp_gen_suffix_words(&w, g_small ? 4001 : 200003, 22);
     pp_words_add(&w, "caf\xc3\xa9", 5);
     char *a = malloc(w.len + 1), *b = malloc(w.len + 1);
     uint32_t *o1 = malloc(w.n * 4), *l1 = malloc(w.n * 4), *o2 = malloc(w.n * 4), *l2 = malloc(w.n * 4);
@@ -197,6 +210,11 @@ static void test_stem_words_cuda(void)
 
 int main(int argc, char **argv)
 {
+    g_small = pp_sanitizer();
+    if (g_small) {
+        printf("DOCMINE_SANITIZER set: the small variant (every kernel and instance, small inputs, tuner off)\n");
+        dm_tune_set_mode(DM_TUNE_OFF);
+    }
     CU_TestInfo t[] = {
 #ifdef PP_TEST_GPU
         {"CUDA stemmer == libstemmer, every instance", test_stem_words_cuda},

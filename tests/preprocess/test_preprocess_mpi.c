@@ -2,7 +2,9 @@
  * concatenated in rank order, are identical (ids, labels, hashes, order) to the one-process stream,
  * on all of Reuters and on a generated multibyte corpus; an error on one rank (a bad file seen only
  * by it in strict mode) reaches every rank without a hang. Reference: dm_preprocess_files on one
- * process. */
+ * process. With DOCMINE_SANITIZER set (test_preprocess_mpi_gpu run under compute-sanitizer by
+ * scripts/gpu-check.sh) the small variant runs: the same tests on the first records of three
+ * Reuters files and on a smaller generated corpus, with the tuner off. */
 #include <CUnit/CUnit.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 
 #include "common/context.h"
 #include "common/status.h"
+#include "common/tune/tune.h"
 #include "pp_testlib.h"
 #include "preprocess/preprocess.h"
 #include "testutil.h"
@@ -23,6 +26,7 @@
 
 static dm_ctx g_ctx;
 static char g_tmp[1024];
+static int g_small; /* DOCMINE_SANITIZER set: the small variant (see the top) */
 
 static int setup(void)
 {
@@ -127,7 +131,16 @@ static void compare_with_single(const char *corpus, int format)
 
 static void test_reuters(void)
 {
+    char small[1100];
     const char *dir = pp_reuters_dir();
+    if (dir && g_small) { /* rank 0 writes the small corpus into the shared temporary folder */
+        int ok = g_ctx.rank != 0 || pp_reuters_small(small, sizeof(small), g_tmp, 3, 150000) != NULL;
+        snprintf(small, sizeof(small), "%s/reuters-small", g_tmp);
+        MPI_Bcast(&ok, 1, MPI_INT, 0, g_ctx.world);
+        CU_ASSERT_FATAL(ok);
+        dir = small;
+        printf("(small variant: the first records of 3 files) ");
+    }
     if (!dir) {
         printf("(Reuters not found: skipped) ");
         return;
@@ -147,7 +160,7 @@ static void test_multibyte_corpus(void)
         CU_ASSERT_EQUAL(system(cmd), 0);
         uint64_t seed = 99;
         for (int f = 0; f < 13; f++) {
-            size_t n = 100 + pp_rand(&seed) % 20000; /* uneven sizes */
+            size_t n = 100 + pp_rand(&seed) % (g_small ? 2000 : 20000); /* uneven sizes */
             char *t = malloc(n * 12 + 16);
             size_t l = 0;
             for (size_t i = 0; i < n; i++) {
@@ -194,6 +207,11 @@ static void test_error_agreement(void)
 
 int main(int argc, char **argv)
 {
+    g_small = pp_sanitizer();
+    if (g_small) {
+        printf("DOCMINE_SANITIZER set: the small variant (small inputs, tuner off)\n");
+        dm_tune_set_mode(DM_TUNE_OFF);
+    }
     CU_TestInfo t[] = {
         {"Reuters: ranks concatenated == one process", test_reuters},
         {"multibyte corpus: ranks concatenated == one process", test_multibyte_corpus},

@@ -227,73 +227,149 @@ static void test_token_rules(void)
     CU_ASSERT_EQUAL(dm_stopset_load(&stop, path), DM_ERR_IO);
     CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "stop.txt"));
     rmdir(dir);
+    /* a large list (most filter bits set) and a small one: the membership filter never rejects a
+     * member, and lookups agree with a plain search of the list, members or not */
+    for (int big = 0; big < 2; big++) {
+        size_t nw = big ? 3001 : 7;
+        char *words = malloc(nw * 16 + 1), *w = words;
+        uint64_t seed = 77 + (uint64_t)big;
+        for (size_t i = 0; i < nw; i++) {
+            size_t l = 1 + pp_rand(&seed) % 12;
+            for (size_t j = 0; j < l; j++) *w++ = (char)('a' + pp_rand(&seed) % 6);
+            *w++ = '\n';
+        }
+        *w = 0;
+        CU_ASSERT_EQUAL_FATAL(dm_stopset_from_text(&stop, words, (size_t)(w - words)), 0);
+        size_t bad = 0;
+        for (int q = 0; q < 20000; q++) {
+            char t[16];
+            size_t l = 1 + pp_rand(&seed) % 12;
+            for (size_t j = 0; j < l; j++) t[j] = (char)('a' + pp_rand(&seed) % 6);
+            int in_list = 0;
+            for (const char *a = words; *a;) {
+                const char *e = strchr(a, '\n');
+                if ((size_t)(e - a) == l && memcmp(a, t, l) == 0) in_list = 1;
+                a = e + 1;
+            }
+            if (dm_stopset_contains(&stop, t, l) != in_list) bad++;
+        }
+        for (const char *a = words; *a;) { /* every member is found */
+            const char *e = strchr(a, '\n');
+            if (!dm_stopset_contains(&stop, a, (size_t)(e - a))) bad++;
+            a = e + 1;
+        }
+        CU_ASSERT_EQUAL(bad, 0);
+        CU_ASSERT(!dm_stopset_contains(&stop, "", 0));
+        dm_stopset_free(&stop);
+        free(words);
+    }
 }
 
-/* Builds the same batches into two streams, one through every token (dm_sb_add_tokens) and one
- * through each batch's distinct terms found beforehand (what the pipeline's workers do): the
- * streams must be identical, vocabulary order and collision count included. Seeded words with
- * many repeats, 30000+ distinct ones per batch (the distinct table rehashes several times), and
- * forced collisions: one in a batch (two stems, one hash) and one across batches. */
-static void test_stream_distinct_identical(void)
+/* Builds the same batches into two streams, one serially through every token (dm_sb_add_doc,
+ * dm_sb_add_tokens) and one the pipeline's way (dm_sb_batch_prepare on each batch's own
+ * builder-independent state, commits in batch order, fills afterwards and out of order: batch
+ * k+1's fill before batch k's, and a fill after the next batch's commit grew the arrays): the
+ * streams must be identical, ids, labels, vocabulary order and collision count included. Seeded
+ * words with many repeats, 30000+ distinct ones per batch (the distinct table rehashes several
+ * times), stems longer than 8 bytes, an empty batch, and forced collisions: one in a batch (two
+ * stems, one hash) and one across batches. */
+static void test_stream_batches_identical(void)
 {
+    enum { NB = 4 };
     dm_stream_builder a, b;
     CU_ASSERT_EQUAL_FATAL(dm_sb_init(&a), 0);
     CU_ASSERT_EQUAL_FATAL(dm_sb_init(&b), 0);
-    dm_sb_distinct dt;
-    memset(&dt, 0, sizeof(dt));
+    dm_sb_batch sp[NB];
+    memset(sp, 0, sizeof(sp));
+    dm_tok_result res[NB];
     uint64_t seed = 12345;
     size_t docs = 0;
-    for (int batch = 0; batch < 3; batch++) {
-        size_t nt = 100003 + 977 * (size_t)batch, nd = 37;
-        char *stems = malloc(nt * 8);
-        uint64_t *start = malloc(nt * 8), *hash = malloc(nt * 8), *doc_tok = malloc((nd + 1) * 8);
-        uint8_t *len = malloc(nt);
-        CU_ASSERT_FATAL(stems && start && hash && doc_tok && len);
+    for (int batch = 0; batch < NB; batch++) {
+        size_t nt = batch == 2 ? 0 : 100003 + 977 * (size_t)batch, nd = batch == 2 ? 3 : 37 + (size_t)batch;
+        char *stems = malloc(nt * 24 + 1);
+        uint64_t *start = malloc(nt * 8 + 8), *hash = malloc(nt * 8 + 8), *doc_tok = malloc((nd + 1) * 8);
+        uint8_t *len = malloc(nt + 1);
+        char *meta = malloc(nd * 64);
+        CU_ASSERT_FATAL(stems && start && hash && doc_tok && len && meta);
         size_t off = 0;
         for (size_t i = 0; i < nt; i++) {
             seed = seed * 6364136223846793005ull + 1442695040888963407ull;
             unsigned w = (unsigned)(seed >> 33) % (i % 3 ? 200u : 40000u); /* skewed: many repeats */
-            int l = snprintf(stems + off, 8, "w%u", w);
+            int l = i % 7 == 0 ? snprintf(stems + off, 24, "longerword%u", w) : snprintf(stems + off, 24, "w%u", w);
             start[i] = off;
             len[i] = (uint8_t)l;
             hash[i] = dm_term_hash(stems + off, (size_t)l);
             off += (size_t)l + 1;
         }
-        /* in this batch "w7" takes the hash of "w5"; across batches: "w9" of batch 2 that of "w11" */
+        /* in this batch "w7" takes the hash of "w5"; across batches: "w9" of batch 3 that of "w11" */
         for (size_t i = 0; i < nt; i++) {
             if (len[i] == 2 && memcmp(stems + start[i], "w7", 2) == 0) hash[i] = dm_term_hash("w5", 2);
-            if (batch == 2 && len[i] == 2 && memcmp(stems + start[i], "w9", 2) == 0) hash[i] = dm_term_hash("w11", 3);
+            if (batch == 3 && len[i] == 2 && memcmp(stems + start[i], "w9", 2) == 0) hash[i] = dm_term_hash("w11", 3);
         }
         for (size_t d = 0; d <= nd; d++) doc_tok[d] = d * nt / nd;
+        size_t m = 0;
         for (size_t d = 0; d < nd; d++) {
             char id[32];
+            const char *lab = d % 3 == 0 ? "" : d % 3 == 1 ? "earn" : "acq,grain";
             snprintf(id, sizeof(id), "d%zu", docs + d);
-            CU_ASSERT_EQUAL(dm_sb_add_doc(&a, id, ""), 0);
-            CU_ASSERT_EQUAL(dm_sb_add_doc(&b, id, ""), 0);
+            CU_ASSERT_EQUAL(dm_sb_add_doc(&a, id, lab), 0);
+            m += (size_t)sprintf(meta + m, "%s", id) + 1;
+            m += (size_t)sprintf(meta + m, "%s", lab) + 1;
         }
-        dm_tok_result r = {nt, nt, hash, start, len, doc_tok, stems, nd, 0, 0, 0, 0, NULL};
+        dm_tok_result r = {nt, nt, hash, start, len, doc_tok, stems, nd, (uint64_t)batch, 1, 2, 3, NULL};
+        res[batch] = r;
         CU_ASSERT_EQUAL_FATAL(dm_sb_add_tokens(&a, docs, &r), 0);
-        CU_ASSERT_EQUAL_FATAL(dm_sb_distinct_compute(&dt, &r), 0);
-        CU_ASSERT(dt.n > 200 && dt.n < nt);
-        for (size_t k = 1; k < dt.n; k++) CU_ASSERT(dt.first[k - 1] < dt.first[k]); /* token order */
-        CU_ASSERT_EQUAL_FATAL(dm_sb_add_tokens_distinct(&b, docs, &r, &dt), 0);
+        CU_ASSERT_EQUAL_FATAL(dm_sb_batch_prepare(&sp[batch], &r, meta), 0);
+        CU_ASSERT_EQUAL(sp[batch].n_docs, nd);
+        if (nt) CU_ASSERT(sp[batch].n_terms > 200 && sp[batch].n_terms < nt);
+        /* first occurrences, in token order, each (hash, bytes) once */
+        for (size_t k = 0, i = 0; k < sp[batch].n_terms; k++) {
+            while (i < nt && !(hash[i] == sp[batch].term_hash[k] && len[i] == sp[batch].term_len[k] &&
+                               memcmp(stems + start[i], sp[batch].term_bytes + sp[batch].term_off[k], len[i]) == 0))
+                i++;
+            CU_ASSERT_FATAL(i < nt);
+            i++;
+        }
+        free(meta);
         docs += nd;
-        free(stems);
-        free(start);
-        free(hash);
-        free(doc_tok);
-        free(len);
     }
-    dm_sb_distinct_free(&dt);
+    /* commits in order; fills late and out of order */
+    dm_sb_batch fresh;
+    memset(&fresh, 0, sizeof(fresh));
+    CU_ASSERT_EQUAL(dm_sb_batch_commit(&b, &fresh, &res[0]), DM_ERR_INVALID_ARG); /* not prepared */
+    CU_ASSERT_EQUAL_FATAL(dm_sb_batch_commit(&b, &sp[0], &res[0]), 0);
+    CU_ASSERT_EQUAL(dm_sb_batch_commit(&b, &sp[0], &res[0]), DM_ERR_INVALID_ARG); /* twice */
+    CU_ASSERT_EQUAL_FATAL(dm_sb_batch_commit(&b, &sp[1], &res[1]), 0);
+    dm_sb_batch_fill(&b, &sp[1], &res[1]);
+    CU_ASSERT_EQUAL_FATAL(dm_sb_batch_commit(&b, &sp[2], &res[2]), 0);
+    dm_sb_batch_fill(&b, &sp[0], &res[0]);
+    CU_ASSERT_EQUAL_FATAL(dm_sb_batch_commit(&b, &sp[3], &res[3]), 0);
+    dm_sb_batch_fill(&b, &sp[3], &res[3]);
+    dm_sb_batch_fill(&b, &sp[2], &res[2]);
+    for (int k = 0; k < NB; k++) {
+        dm_sb_batch_free(&sp[k]);
+        free(res[k].stems);
+        free(res[k].start);
+        free(res[k].hash);
+        free(res[k].doc_tok);
+        free(res[k].stem_len);
+    }
     dm_token_stream s, u;
     CU_ASSERT_EQUAL_FATAL(dm_sb_finish(&s, &a), 0);
     CU_ASSERT_EQUAL_FATAL(dm_sb_finish(&u, &b), 0);
     CU_ASSERT_EQUAL(s.stats.hash_collisions, 2);
     CU_ASSERT_EQUAL(u.stats.hash_collisions, s.stats.hash_collisions);
+    CU_ASSERT_EQUAL(memcmp(&u.stats, &s.stats, sizeof(s.stats)), 0);
+    CU_ASSERT_EQUAL(s.stats.docs_labelled, 24 + 25 + 2 + 26); /* d % 3 != 0 of 37, 38, 3, 40 */
+    CU_ASSERT_EQUAL_FATAL(u.n_docs, s.n_docs);
     CU_ASSERT_EQUAL_FATAL(u.n_terms, s.n_terms);
     CU_ASSERT_EQUAL_FATAL(u.n_tokens, s.n_tokens);
     CU_ASSERT_EQUAL(memcmp(u.hashes, s.hashes, s.n_tokens * 8), 0);
     CU_ASSERT_EQUAL(memcmp(u.tok_off, s.tok_off, (s.n_docs + 1) * 8), 0);
+    CU_ASSERT_EQUAL(memcmp(u.id_off, s.id_off, (s.n_docs + 1) * 8), 0);
+    CU_ASSERT_EQUAL(memcmp(u.label_off, s.label_off, (s.n_docs + 1) * 8), 0);
+    CU_ASSERT_EQUAL(memcmp(u.ids, s.ids, s.id_off[s.n_docs]), 0);
+    CU_ASSERT_EQUAL(memcmp(u.labels, s.labels, s.label_off[s.n_docs]), 0);
     CU_ASSERT_EQUAL(memcmp(u.term_hash, s.term_hash, s.n_terms * 8), 0);
     CU_ASSERT_EQUAL(memcmp(u.term_off, s.term_off, (s.n_terms + 1) * 8), 0);
     CU_ASSERT_EQUAL(memcmp(u.term_bytes, s.term_bytes, s.term_off[s.n_terms]), 0);
@@ -386,7 +462,7 @@ int main(void)
         {"chunked normalisation == unchunked", test_chunking_invariant},
         {"token rules and stop words", test_token_rules},
         {"stream file, corruption, collisions", test_stream_file_and_collisions},
-        {"stream: batch-distinct terms == every token", test_stream_distinct_identical},
+        {"stream: per-batch prepare/commit/fill == serial build", test_stream_batches_identical},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"preprocess-tokens", NULL, NULL, NULL, NULL, t}, CU_SUITE_INFO_NULL};
