@@ -914,7 +914,9 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         double lo, hi;
         dm_flock_slice_bounds(sim, sim->rank, p.H, &lo, &hi);
         dm_timer_start("flock.comm"); /* selection and device-to-host copies feed the exchange */
+        dm_timer_start("flock.comm.halo_select");
         if (!sim->host_valid) rc = select_fetch(sim, s, 0, lo, hi, p.H1, &dirs, &cnt);
+        dm_timer_stop("flock.comm.halo_select");
         dm_timer_stop("flock.comm");
         rc = dm_flock_halo_exchange_begin_dirs(sim, &x, send, rc, sim->host_valid ? NULL : dirs);
         dm_free(dirs);
@@ -949,7 +951,9 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         if (rc == DM_OK) rc = re;
         cudaStream_t b = s->sb;
         dm_timer_start("flock.comm"); /* the halo's way to the device is communication too */
+        dm_timer_start("flock.comm.halo_upload");
         if (rc == DM_OK) rc = upload_halo(sim, s, b);
+        dm_timer_stop("flock.comm.halo_upload");
         dm_timer_stop("flock.comm");
         if (rc == DM_OK && cudaEventRecord(s->ev[12], b) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
         if (rc == DM_OK) rc = build_grid(s, &s->halo, p, w, layout, b);
@@ -999,14 +1003,18 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         uint8_t *dirs = NULL;
         size_t cnt = 0;
         dm_timer_start("flock.comm");
+        dm_timer_start("flock.comm.mig_select");
         if (rc == DM_OK) rc = select_fetch(sim, s, 1, 0, 0, p.H1, &dirs, &cnt);
+        dm_timer_stop("flock.comm.mig_select");
         dm_timer_stop("flock.comm");
         dm_flock_migration mig;
         /* the neighbours wait for the migration exchange even when this rank failed */
         rc = dm_flock_migrate_host_dirs(sim, p.H1, rc, &mig, dirs ? dirs : NULL);
         dm_free(dirs);
         dm_timer_start("flock.comm");
+        dm_timer_start("flock.comm.mirror");
         if (rc == DM_OK) rc = mirror_after_migration(sim, s, &mig);
+        dm_timer_stop("flock.comm.mirror");
         dm_timer_stop("flock.comm");
         dm_flock_migration_free(&mig);
     }

@@ -217,6 +217,7 @@ int dm_flock_halo_exchange_begin_dirs(dm_flock_sim *s, dm_flock_xchg *x, char **
     uint64_t size[2] = {0, 0};
     int rc = local_status;
     dm_timer_start("flock.comm");
+    dm_timer_start("flock.comm.halo_pack");
     if (rc == DM_OK && s->nb.n && given) {
         rc = pack_selected(s, given, send, size, &s->stats.halo_sent, 1);
     } else if (rc == DM_OK && s->nb.n) {
@@ -231,6 +232,7 @@ int dm_flock_halo_exchange_begin_dirs(dm_flock_sim *s, dm_flock_xchg *x, char **
         }
     }
     rc = dm_flock_xchg_begin(x, s->comm, &s->nb, 100, (const char *const *)send, size, rc);
+    dm_timer_stop("flock.comm.halo_pack");
     dm_timer_stop("flock.comm");
     return rc;
 }
@@ -240,7 +242,10 @@ int dm_flock_halo_exchange_end(dm_flock_sim *s, dm_flock_xchg *x, char **send)
     char *recv[2] = {NULL, NULL};
     uint64_t rsize[2] = {0, 0};
     dm_timer_start("flock.comm");
+    dm_timer_start("flock.comm.halo_wait");
     int rc = dm_flock_xchg_end(x, recv, rsize);
+    dm_timer_stop("flock.comm.halo_wait");
+    dm_timer_start("flock.comm.halo_unpack");
     /* the new halo reuses the vectors of the previous one that the neighbours left out */
     if (rc == DM_OK) rc = dm_flock_halo_unpack(&s->halo, recv, rsize, s->nb.n);
     if (rc != DM_OK) {
@@ -252,6 +257,7 @@ int dm_flock_halo_exchange_end(dm_flock_sim *s, dm_flock_xchg *x, char **send)
         dm_free(send[k]);
         send[k] = NULL;
     }
+    dm_timer_stop("flock.comm.halo_unpack");
     dm_timer_stop("flock.comm");
     s->halo_valid = rc == DM_OK;
     return rc;
@@ -279,6 +285,7 @@ int dm_flock_migrate_host_dirs(dm_flock_sim *s, double H1, int local_status, dm_
     char *send[2] = {NULL, NULL}, *recv[2] = {NULL, NULL};
     uint64_t size[2] = {0, 0}, rsize[2] = {0, 0};
     dm_timer_start("flock.comm");
+    dm_timer_start("flock.comm.mig_pack");
     if (rc == DM_OK && s->size > 1) {
         dirs = dm_calloc(o->n ? o->n : 1, 1);
         keep = dm_malloc(o->n ? o->n : 1);
@@ -313,10 +320,13 @@ int dm_flock_migrate_host_dirs(dm_flock_sim *s, double H1, int local_status, dm_
                                        info ? &info->n_moved : NULL);
     }
     if (info) info->n_kept = o->n;
+    dm_timer_stop("flock.comm.mig_pack");
     if (s->size > 1) {
         dm_flock_xchg x;
+        dm_timer_start("flock.comm.mig_wait");
         int rb = dm_flock_xchg_begin(&x, s->comm, &s->nb, 200, (const char *const *)send, size, rc);
         int re = dm_flock_xchg_end(&x, recv, rsize);
+        dm_timer_stop("flock.comm.mig_wait");
         if (rc == DM_OK) rc = rb != DM_OK ? rb : re;
         for (int k = 0; k < s->nb.n; k++) {
             if (rc == DM_OK && recv[k] && rsize[k]) {
