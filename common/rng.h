@@ -62,4 +62,14 @@ DM_HD double dm_rng_uniform(uint64_t seed, uint64_t id, uint64_t counter)
     return (double)(dm_rng_u64(seed, id, counter) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+/* SplitMix64 (Steele, Lea and Flood, OOPSLA 2014): a sequential generator for test data and
+ * tuning inputs (not keyed by document: use dm_rng_* where a stream must not depend on order). */
+DM_HD uint64_t dm_splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
 #endif

@@ -22,6 +22,7 @@
 #include "common/status.h"
 #include "preprocess/preprocess_kernels.cuh"
 #include "preprocess/preprocess_tune.h"
+#include "common/rng.h"
 
 namespace {
 
@@ -42,10 +43,7 @@ struct workload {
 
 uint64_t rnd(uint64_t *s)
 {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return dm_splitmix64(s);
 }
 
 template <typename T>

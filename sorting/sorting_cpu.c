@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "sorting/sorting.h"
 #include "sorting/sorting_bitonic.h"
+#include "common/rng.h"
 
 static int check_bits(int begin_bit, int end_bit, int key_bits)
 {
@@ -167,10 +168,7 @@ int dm_segsort_pairs_u32_cpu(void *temp, size_t *temp_bytes, uint32_t *keys_out,
 
 static uint64_t bench_rand(uint64_t *s)
 {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return dm_splitmix64(s);
 }
 
 int dm_segsort_bench_lengths(uint64_t *off, size_t n, uint64_t seed, size_t *n_seg)

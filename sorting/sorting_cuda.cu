@@ -15,6 +15,7 @@
 #include "common/tune/tune.h"
 #include "sorting/sorting.h"
 #include "sorting/sorting_kernels.cuh"
+#include "common/rng.h"
 
 static int check_bits(int begin_bit, int end_bit, int key_bits)
 {
@@ -173,10 +174,7 @@ static void bitonic_bench_destroy(void *state)
 
 static uint64_t bench_rand(uint64_t *s)
 {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return dm_splitmix64(s);
 }
 
 static int bitonic_bench_create(void **state, size_t n, uint64_t seed)

@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "tfidf/tfidf.h"
 #include "tfidf/tfidf_internal.h"
+#include "common/rng.h"
 
 void dm_termlist_free(dm_termlist *l)
 {
@@ -243,10 +244,7 @@ int dm_idf_parse(const char *s, int *kind)
 
 static uint64_t bench_rand(uint64_t *s)
 {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return dm_splitmix64(s);
 }
 
 int dm_tf_bench_docs(uint64_t *tok_off, uint32_t *tok, size_t n_tok, uint32_t n_terms, uint64_t seed, size_t *n_docs)

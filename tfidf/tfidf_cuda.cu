@@ -22,6 +22,7 @@
 #include "tfidf/tfidf_internal.h"
 #include "tfidf/tfidf_kernels.cuh"
 #include "tfidf/tfidf_tune.h"
+#include "common/rng.h"
 
 /* ------------------------------------------------------------------ small helpers */
 
@@ -1002,10 +1003,7 @@ static void count_bench_destroy(void *state)
 
 static uint64_t brand(uint64_t *s)
 {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return dm_splitmix64(s);
 }
 
 static int count_bench_create(void **state, size_t n, uint64_t seed)

@@ -41,6 +41,7 @@
 #include "tfidf/tfidf.h"
 #include "tfidf/tfidf_kernels.cuh"
 #include "tfidf/tfidf_tune.h"
+#include "common/rng.h"
 
 namespace {
 
@@ -69,10 +70,7 @@ struct workload {
 
 uint64_t rnd(uint64_t *s)
 {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return dm_splitmix64(s);
 }
 
 /* A device buffer of the workload: a copy of host (bytes), or the fixed pattern (host NULL). */

@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include "testutil.h"
+#include "common/rng.h"
 
 const char *pp_reuters_dir(void)
 {
@@ -113,10 +114,7 @@ size_t pp_distinct_tokens(pp_words *out, const char *corpus, int format)
 
 uint64_t pp_rand(uint64_t *s)
 {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return dm_splitmix64(s);
 }
 
 void pp_gen_random_words(pp_words *out, size_t n, uint64_t seed)

@@ -9,13 +9,11 @@
 #include "common/status.h"
 #include "sorting/sorting.h"
 #include "testutil.h"
+#include "common/rng.h"
 
 static uint64_t rnd(uint64_t *s)
 {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return dm_splitmix64(s);
 }
 
 typedef struct kv {

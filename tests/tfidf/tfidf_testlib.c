@@ -9,6 +9,7 @@
 #include "common/alloc.h"
 #include "common/status.h"
 #include "preprocess/token_rules.h"
+#include "common/rng.h"
 
 uint64_t tl_real_hash(const char *s, size_t n) { return dm_term_hash(s, n); }
 uint64_t tl_weak_hash(const char *s, size_t n)
@@ -80,10 +81,7 @@ int tl_local_build(dm_tfidf_local *out, const char *const *docs, size_t n_docs, 
 
 static uint64_t tl_rand(uint64_t *s)
 {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return dm_splitmix64(s);
 }
 
 char **tl_random_docs(size_t n_docs, size_t vocab_size, size_t max_len, uint64_t seed)
