@@ -285,6 +285,10 @@ void dm_flock_docs_free(dm_flock_docs *d);
 int dm_flock_write_assignments(const char *path, const dm_flock_docs *d, const int32_t *cluster);
 int dm_flock_write_clusters(const char *path, const int32_t *cluster, uint64_t n, int32_t n_clusters,
                             const uint32_t *terms, const double *weights, int top_k, const dm_flock_vocab *voc);
+/* clusters.tsv from the cluster sizes (size[n_clusters] = noise documents): the file both
+ * dm_flock_write_clusters and dm_flock_write_clusters_rows (rank 0) write. */
+int dm_flock_clusters_tsv(const char *path, const uint64_t *size, int32_t n_clusters, const uint32_t *terms,
+                          const double *weights, int top_k, const dm_flock_vocab *voc);
 /* The report's "quality" object (nmi, ari, purity, labelled_documents, classes). */
 struct json_t *dm_flock_quality_json(const dm_metrics *m);
 

@@ -134,35 +134,40 @@ int dm_flock_write_assignments(const char *path, const dm_flock_docs *d, const i
     return dm_atomic_commit(&f);
 }
 
+int dm_flock_clusters_tsv(const char *path, const uint64_t *size, int32_t n_clusters, const uint32_t *terms,
+                          const double *tw, int top_k, const dm_flock_vocab *voc)
+{
+    dm_atomic_file f;
+    DM_TRY(dm_atomic_open(&f, path));
+    fprintf(f.fp, "cluster\tsize\ttop_terms\tweights\n");
+    for (int32_t k = 0; k < n_clusters; k++) {
+        fprintf(f.fp, "%d\t%llu\t", k, (unsigned long long)size[k]);
+        for (int t = 0; t < top_k && terms[(size_t)k * top_k + t] != UINT32_MAX; t++) {
+            uint32_t id = terms[(size_t)k * top_k + t];
+            if (t) fputc(' ', f.fp);
+            if (voc && id < voc->n && voc->term[id]) tsv_field(f.fp, voc->term[id]);
+            else fprintf(f.fp, "%u", id);
+        }
+        fputc('\t', f.fp);
+        for (int t = 0; t < top_k && terms[(size_t)k * top_k + t] != UINT32_MAX; t++)
+            fprintf(f.fp, "%s%.6g", t ? " " : "", tw[(size_t)k * top_k + t]);
+        fputc('\n', f.fp);
+    }
+    fprintf(f.fp, "-1\t%llu\t\t\n", (unsigned long long)size[n_clusters]);
+    return dm_atomic_commit(&f);
+}
+
 int dm_flock_write_clusters(const char *path, const int32_t *cluster, uint64_t n, int32_t n_clusters,
                             const uint32_t *terms, const double *tw, int top_k, const dm_flock_vocab *voc)
 {
-    uint64_t *size = dm_calloc((size_t)n_clusters + 1, sizeof *size), noise = 0;
+    /* sizes: [0, n_clusters) clusters, [n_clusters] noise */
+    uint64_t *size = dm_calloc((size_t)n_clusters + 1, sizeof *size);
     if (!size) return DM_ERR(DM_ERR_NOMEM, "out of memory");
     for (uint64_t i = 0; i < n; i++) {
-        if (cluster[i] < 0) noise++;
+        if (cluster[i] < 0) size[n_clusters]++;
         else if (cluster[i] < n_clusters) size[cluster[i]]++;
     }
-    dm_atomic_file f;
-    int rc = dm_atomic_open(&f, path);
-    if (rc == DM_OK) {
-        fprintf(f.fp, "cluster\tsize\ttop_terms\tweights\n");
-        for (int32_t k = 0; k < n_clusters; k++) {
-            fprintf(f.fp, "%d\t%llu\t", k, (unsigned long long)size[k]);
-            for (int t = 0; t < top_k && terms[(size_t)k * top_k + t] != UINT32_MAX; t++) {
-                uint32_t id = terms[(size_t)k * top_k + t];
-                if (t) fputc(' ', f.fp);
-                if (voc && id < voc->n && voc->term[id]) tsv_field(f.fp, voc->term[id]);
-                else fprintf(f.fp, "%u", id);
-            }
-            fputc('\t', f.fp);
-            for (int t = 0; t < top_k && terms[(size_t)k * top_k + t] != UINT32_MAX; t++)
-                fprintf(f.fp, "%s%.6g", t ? " " : "", tw[(size_t)k * top_k + t]);
-            fputc('\n', f.fp);
-        }
-        fprintf(f.fp, "-1\t%llu\t\t\n", (unsigned long long)noise);
-        rc = dm_atomic_commit(&f);
-    }
+    int rc = dm_flock_clusters_tsv(path, size, n_clusters, terms, tw, top_k, voc);
     dm_free(size);
     return rc;
 }

@@ -351,30 +351,7 @@ int dm_flock_write_clusters_rows(const char *path, uint64_t *noise, const int32_
         rc = DM_ERR(DM_ERR_MPI, "MPI_Reduce of the cluster sizes failed");
     if (rc == DM_OK && ctx->rank == 0) {
         *noise = size[n_clusters];
-        dm_atomic_file f;
-        rc = dm_atomic_open(&f, path);
-        if (rc == DM_OK) {
-            fprintf(f.fp, "cluster\tsize\ttop_terms\tweights\n");
-            for (int32_t k = 0; k < n_clusters; k++) {
-                fprintf(f.fp, "%d\t%llu\t", k, (unsigned long long)size[k]);
-                for (int t = 0; t < top_k && terms[(size_t)k * top_k + t] != UINT32_MAX; t++) {
-                    uint32_t id = terms[(size_t)k * top_k + t];
-                    if (t) fputc(' ', f.fp);
-                    if (voc && id < voc->n && voc->term[id]) {
-                        for (const char *s = voc->term[id]; *s; s++)
-                            fputc(*s == '\t' || *s == '\n' || *s == '\r' ? ' ' : *s, f.fp);
-                    } else {
-                        fprintf(f.fp, "%u", id);
-                    }
-                }
-                fputc('\t', f.fp);
-                for (int t = 0; t < top_k && terms[(size_t)k * top_k + t] != UINT32_MAX; t++)
-                    fprintf(f.fp, "%s%.6g", t ? " " : "", tw[(size_t)k * top_k + t]);
-                fputc('\n', f.fp);
-            }
-            fprintf(f.fp, "-1\t%llu\t\t\n", (unsigned long long)size[n_clusters]);
-            rc = dm_atomic_commit(&f);
-        }
+        rc = dm_flock_clusters_tsv(path, size, n_clusters, terms, tw, top_k, voc);
     }
     dm_free(size);
     return dm_ctx_agree(ctx, rc);
