@@ -23,18 +23,16 @@
 #include "preprocess/preprocess_kernels.cuh"
 #include "preprocess/preprocess_tune.h"
 #include "common/rng.h"
+#include "common/tune/workload_cuda.cuh"
 
 namespace {
 
 enum kind { W_PLACE, W_COMPACT, W_DOCS };
-const unsigned char kPattern = 0xA5;
-enum { kMaxBufs = 12 };
 
 struct workload {
     int kind;
     size_t n, n0, t; /* current units, units created, tokens (place) or kept tokens (compact) */
-    void *buf[kMaxBufs];
-    int n_buf;
+    dm_wl_bufs bufs; /* every device buffer (common/tune/workload_cuda.cuh) */
     dm_pp_place_args pa;
     dm_pp_compact_args ca;
     dm_pp_docs_args da;
@@ -49,33 +47,18 @@ uint64_t rnd(uint64_t *s)
 template <typename T>
 int dev(workload *w, T **out, size_t bytes, const void *host)
 {
-    *out = NULL;
-    if (w->n_buf == kMaxBufs) return DM_ERR(DM_ERR_NOMEM, "preprocess bench: too many buffers");
-    void *p = NULL;
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
-        cudaGetLastError();
-        return DM_ERR(DM_ERR_CUDA, "preprocess bench: cudaMalloc of %zu bytes failed", bytes);
-    }
-    w->buf[w->n_buf++] = p;
-    cudaError_t e = cudaSuccess;
-    if (bytes && host) e = cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice);
-    else if (bytes) e = cudaMemset(p, kPattern, bytes);
-    if (e != cudaSuccess) return DM_ERR(DM_ERR_CUDA, "preprocess bench: upload: %s", cudaGetErrorString(e));
-    *out = static_cast<T *>(p);
-    return DM_OK;
+    return dm_wl_dev(&w->bufs, out, bytes, host, "preprocess bench");
 }
 
 int down(void *h, const void *d, size_t bytes)
 {
-    if (bytes && cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
-        return DM_ERR(DM_ERR_CUDA, "preprocess bench: download failed");
-    return DM_OK;
+    return dm_wl_down(h, d, bytes, "preprocess bench");
 }
 
 void destroy(workload *w)
 {
     if (!w) return;
-    for (int i = 0; i < w->n_buf; i++) cudaFree(w->buf[i]);
+    dm_wl_free(&w->bufs);
     free(w->cum);
     free(w);
 }

@@ -42,21 +42,19 @@
 #include "tfidf/tfidf_kernels.cuh"
 #include "tfidf/tfidf_tune.h"
 #include "common/rng.h"
+#include "common/tune/workload_cuda.cuh"
 
 namespace {
 
 enum kind { W_HEADER, W_COMPACT, W_VT_BUILD, W_VT_QUERY, W_HT_BUILD, W_HT_QUERY, W_LEN, W_FILL, W_NORM };
 
-const unsigned char kPattern = 0xA5; /* initial bytes of every output buffer */
 const uint32_t kLocalTerms = 60000;  /* count rows and documents: local term indices */
 const uint32_t kColumns = 57000;     /* weights: mapped columns (the rest of the terms unmapped) */
-enum { kMaxBufs = 24 };
 
 struct workload {
     int kind;
     size_t n, n0; /* current work units; the units the state was created for */
-    void *buf[kMaxBufs];
-    int n_buf;
+    dm_wl_bufs bufs; /* every device buffer (common/tune/workload_cuda.cuh) */
     /* documents (tf_header, tf_compact) */
     dm_tf_compact_args ca;
     uint64_t *h_row_off; /* host: entries of the documents before d, n0 + 1 */
@@ -77,33 +75,18 @@ uint64_t rnd(uint64_t *s)
 template <typename T>
 int dev(workload *w, T **out, size_t bytes, const void *host)
 {
-    *out = NULL;
-    if (w->n_buf == kMaxBufs) return DM_ERR(DM_ERR_NOMEM, "tfidf bench: too many buffers");
-    void *p = NULL;
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
-        cudaGetLastError();
-        return DM_ERR(DM_ERR_CUDA, "tfidf bench: cudaMalloc of %zu bytes failed", bytes);
-    }
-    w->buf[w->n_buf++] = p;
-    cudaError_t e = cudaSuccess;
-    if (bytes && host) e = cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice);
-    else if (bytes) e = cudaMemset(p, kPattern, bytes);
-    if (e != cudaSuccess) return DM_ERR(DM_ERR_CUDA, "tfidf bench: upload: %s", cudaGetErrorString(e));
-    *out = static_cast<T *>(p);
-    return DM_OK;
+    return dm_wl_dev(&w->bufs, out, bytes, host, "tfidf bench");
 }
 
 int down(void *h, const void *d, size_t bytes)
 {
-    if (bytes && cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
-        return DM_ERR(DM_ERR_CUDA, "tfidf bench: download failed");
-    return DM_OK;
+    return dm_wl_down(h, d, bytes, "tfidf bench");
 }
 
 void destroy(workload *w)
 {
     if (!w) return;
-    for (int i = 0; i < w->n_buf; i++) cudaFree(w->buf[i]);
+    dm_wl_free(&w->bufs);
     dm_free(w->h_row_off);
     dm_free(w->h_out_off);
     dm_free(w);
