@@ -153,6 +153,17 @@ typedef struct acc {
 
 static int sink(void *user, const dm_raw_doc *d);
 
+/* An empty accumulator with room for the first document offsets. */
+static int acc_init(acc *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->ncap = 1 << 16;
+    a->off = malloc(a->ncap * 8);
+    if (!a->off) return DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
+    a->off[0] = 0;
+    return DM_OK;
+}
+
 /* Kernel throughput on device-resident text (issue 3 item 1): the whole normalised corpus (or its
  * first documents up to 2 GB) in one batch. CUDA: uploaded once, kernels run once untimed
  * (instances selected or tuned), then krep times, each timed with CUDA events around the kernels
@@ -172,16 +183,12 @@ static int cmp_d(const void *x, const void *y)
 static int run_kernels(kres *k, const dm_pp_file_list *fl, int format, int backend, int krep)
 {
     acc a;
-    memset(&a, 0, sizeof(a));
     memset(k, 0, sizeof(*k));
     dm_reader_options ro = DM_READER_OPTIONS_INIT;
     ro.format = format;
     dm_pp_stats st;
     memset(&st, 0, sizeof(st));
-    a.ncap = 1 << 16;
-    a.off = malloc(a.ncap * 8);
-    if (!a.off) return DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
-    a.off[0] = 0;
+    DM_TRY(acc_init(&a));
     for (size_t i = 0; i < fl->n; i++) DM_TRY(dm_pp_read_file(&fl->files[i], &ro, &st, sink, &a));
     size_t nd = a.n;
     while (nd > 0 && a.off[nd] >= ((size_t)1 << 31) - 1) nd--; /* one device batch: < 2 GB */
@@ -239,15 +246,11 @@ static double tnow(void)
 static int run_build(const dm_pp_file_list *fl, int format, int nb)
 {
     acc a;
-    memset(&a, 0, sizeof(a));
     dm_reader_options ro = DM_READER_OPTIONS_INIT;
     ro.format = format;
     dm_pp_stats st;
     memset(&st, 0, sizeof(st));
-    a.ncap = 1 << 16;
-    a.off = malloc(a.ncap * 8);
-    if (!a.off) return DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
-    a.off[0] = 0;
+    DM_TRY(acc_init(&a));
     do {
         for (size_t i = 0; i < fl->n; i++) DM_TRY(dm_pp_read_file(&fl->files[i], &ro, &st, sink, &a));
     } while (a.len > 0 && a.len < (size_t)32000000);
