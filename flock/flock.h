@@ -213,9 +213,8 @@ int dm_flock_png_write(const char *path, const double *x, const double *y, const
 /* ---- outputs from each rank's rows (flock_rows.c) ----------------------------------------- */
 /* The collective writers below work on the rows v of every rank (shares tile 0..N-1 in rank
  * order), so that each rank's work is proportional to its share: rank 0 only writes the bytes the
- * others formatted, in rank order. Their files are byte-identical to the gathered writers' above
- * (dm_flock_write_assignments, dm_flock_write_clusters, dm_flock_png_write) on all documents.
- * Errors agree on every rank. */
+ * others formatted, in rank order. Their files do not depend on the number of ranks (the PNG is
+ * dm_flock_png_write's on all documents). Errors agree on every rank. */
 
 /* The final state at this rank's input rows: x, y and cluster of documents row_base .. + n_rows,
  * fetched from the slices' owners (one all-to-all). with_clusters = 0: cluster -1 (snapshots). */
@@ -259,34 +258,10 @@ int dm_flock_png_write_rows(const char *path, const double *x, const double *y, 
 
 struct json_t;
 
-/* The ids and labels of every document, gathered to rank 0 in document order, and the true
- * classes read from the labels (dm_metrics_classes: the first of a document's comma-separated
- * labels names its class, classes numbered in byte order of their names, unlabelled -1). */
-typedef struct dm_flock_docs {
-    uint64_t n;             /* documents over all ranks (every rank) */
-    int have_labels;        /* some document has a label (every rank) */
-    /* rank 0 only (NULL elsewhere): */
-    char *ids, *labels;     /* NUL-terminated strings at id_off[i], label_off[i] */
-    uint64_t *id_off, *label_off; /* n + 1 */
-    int32_t *truth;         /* n: class of each document, -1 unlabelled (dm_metrics_classes) */
-    int32_t n_classes;
-} dm_flock_docs;
-
-/* Collective: gathers the strings of this rank's rows v (rows of all ranks tile 0..N-1 in rank
- * order). Errors agree on every rank. */
-int dm_flock_docs_gather(dm_flock_docs *d, const dm_vectors *v, const dm_ctx *ctx);
-void dm_flock_docs_free(dm_flock_docs *d);
-
-/* Writers of labelled clusterings (any method; atomic). assignments.tsv: a "doc label cluster"
- * header, then one line per document (tabs and newlines in ids or labels become spaces).
- * clusters.tsv: "cluster size top_terms weights", one line per cluster 0..n_clusters-1 with its
- * top_k terms (names from voc when it has them, else term ids; voc may be NULL), then the line
- * "-1 <noise documents>". */
-int dm_flock_write_assignments(const char *path, const dm_flock_docs *d, const int32_t *cluster);
-int dm_flock_write_clusters(const char *path, const int32_t *cluster, uint64_t n, int32_t n_clusters,
-                            const uint32_t *terms, const double *weights, int top_k, const dm_flock_vocab *voc);
-/* clusters.tsv from the cluster sizes (size[n_clusters] = noise documents): the file both
- * dm_flock_write_clusters and dm_flock_write_clusters_rows (rank 0) write. */
+/* clusters.tsv (atomic), written by rank 0 in dm_flock_write_clusters_rows: "cluster size
+ * top_terms weights", one line per cluster 0..n_clusters-1 with its size and top_k terms (names
+ * from voc when it has them, else term ids; voc may be NULL; tabs and newlines become spaces),
+ * then the line "-1 <noise documents>". size[n_clusters] is the number of noise documents. */
 int dm_flock_clusters_tsv(const char *path, const uint64_t *size, int32_t n_clusters, const uint32_t *terms,
                           const double *weights, int top_k, const dm_flock_vocab *voc);
 /* The report's "quality" object (nmi, ari, purity, labelled_documents, classes). */

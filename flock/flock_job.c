@@ -3,8 +3,7 @@
  * checkpoints), clusters, the final state fetched back to the rows, top terms, and the files
  * assignments.tsv, clusters.tsv, positions.csv, flock.png, flock-labels.png written from every
  * rank's rows (flock_rows.c: nothing of size N is gathered to one rank), plus the run's section of
- * report.json. The gathered writers (dm_flock_docs_gather, dm_flock_write_assignments,
- * dm_flock_write_clusters) are the reference of the row writers and serve tests and tools.
+ * report.json.
  * Reference: none (a driver over flock.h). */
 #include <jansson.h>
 #include <math.h>
@@ -20,118 +19,10 @@
 #include "common/tune/tune.h"
 #include "flock/flock.h"
 
-/* Gathers the id or label strings of all documents to rank 0 (document order): blob and n + 1
- * offsets. */
-static int gather_strings(char **blob_out, uint64_t **off_out, const dm_vectors *v, int labels, uint64_t n_global,
-                          const dm_ctx *ctx)
-{
-    *blob_out = NULL;
-    *off_out = NULL;
-    const uint64_t *off = labels ? v->label_off : v->id_off;
-    const char *blob = labels ? v->labels : v->ids;
-    uint64_t n = v->n_rows;
-    int bytes = (int)(n ? off[n] - off[0] : 0);
-    int rc = DM_OK;
-    if (n && off[n] - off[0] > (uint64_t)1 << 30) rc = DM_ERR(DM_ERR_UNSUPPORTED, "flock: more than 1 GiB of document ids on a rank");
-    int *counts = NULL, *displs = NULL, tot = 0;
-    if (ctx->rank == 0) {
-        counts = dm_malloc(sizeof *counts * (size_t)ctx->size);
-        displs = dm_malloc(sizeof *displs * (size_t)ctx->size);
-        *off_out = dm_malloc(sizeof **off_out * (size_t)(n_global + 1));
-        if (!counts || !displs || !*off_out) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-    }
-    rc = dm_ctx_agree(ctx, rc);
-    if (rc == DM_OK) {
-        MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, ctx->world);
-        if (ctx->rank == 0) {
-            long long t = 0;
-            for (int k = 0; k < ctx->size; k++) {
-                displs[k] = (int)t;
-                t += counts[k];
-            }
-            if (t > 2147483647LL) rc = DM_ERR(DM_ERR_UNSUPPORTED, "flock: more than 2 GiB of document ids");
-            else if (!(*blob_out = dm_malloc((size_t)t + 1))) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-            tot = (int)t;
-        }
-    }
-    rc = dm_ctx_agree(ctx, rc);
-    if (rc == DM_OK) {
-        MPI_Gatherv(n ? blob + off[0] : blob, bytes, MPI_CHAR, *blob_out, counts, displs, MPI_CHAR, 0, ctx->world);
-        if (ctx->rank == 0) {
-            /* strings are NUL-terminated and consecutive: offsets follow by scanning */
-            uint64_t at = 0, k = 0;
-            while (k < n_global && at < (uint64_t)tot) {
-                (*off_out)[k++] = at;
-                at += strlen(*blob_out + at) + 1;
-            }
-            if (k != n_global) rc = DM_ERR(DM_ERR_FORMAT, "flock: document strings do not match the documents");
-            (*off_out)[n_global] = at;
-        }
-    }
-    dm_free(counts);
-    dm_free(displs);
-    return dm_ctx_agree(ctx, rc);
-}
-
-/* True classes from the label strings (common/metrics.h: the first label names the class). */
-static int classes_of(dm_flock_docs *d)
-{
-    uint64_t n = d->n;
-    d->truth = dm_malloc(sizeof *d->truth * (size_t)(n ? n : 1));
-    const char **lab = dm_malloc(sizeof *lab * (size_t)(n ? n : 1));
-    int rc = d->truth && lab ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-    for (uint64_t i = 0; rc == DM_OK && i < n; i++) lab[i] = d->labels + d->label_off[i];
-    if (rc == DM_OK) rc = dm_metrics_classes(d->truth, &d->n_classes, lab, (size_t)n);
-    dm_free(lab);
-    return rc;
-}
-
-int dm_flock_docs_gather(dm_flock_docs *d, const dm_vectors *v, const dm_ctx *ctx)
-{
-    memset(d, 0, sizeof *d);
-    uint64_t mine = v->n_rows;
-    if (MPI_Allreduce(&mine, &d->n, 1, MPI_UINT64_T, MPI_SUM, ctx->world) != MPI_SUCCESS)
-        return dm_ctx_agree(ctx, DM_ERR(DM_ERR_MPI, "flock: MPI_Allreduce failed"));
-    int rc = gather_strings(&d->ids, &d->id_off, v, 0, d->n, ctx);
-    if (rc == DM_OK) rc = gather_strings(&d->labels, &d->label_off, v, 1, d->n, ctx);
-    if (rc == DM_OK && ctx->rank == 0) rc = classes_of(d);
-    rc = dm_ctx_agree(ctx, rc);
-    if (rc == DM_OK) {
-        d->have_labels = ctx->rank == 0 && d->n_classes > 0;
-        MPI_Bcast(&d->have_labels, 1, MPI_INT, 0, ctx->world);
-    }
-    if (rc != DM_OK) dm_flock_docs_free(d);
-    return rc;
-}
-
-void dm_flock_docs_free(dm_flock_docs *d)
-{
-    dm_free(d->ids);
-    dm_free(d->id_off);
-    dm_free(d->labels);
-    dm_free(d->label_off);
-    dm_free(d->truth);
-    memset(d, 0, sizeof *d);
-}
-
 /* TSV fields: tabs and newlines in ids or labels become spaces */
 static void tsv_field(FILE *f, const char *s)
 {
     for (; *s; s++) fputc(*s == '\t' || *s == '\n' || *s == '\r' ? ' ' : *s, f);
-}
-
-int dm_flock_write_assignments(const char *path, const dm_flock_docs *d, const int32_t *cluster)
-{
-    dm_atomic_file f;
-    DM_TRY(dm_atomic_open(&f, path));
-    fprintf(f.fp, "doc\tlabel\tcluster\n");
-    for (uint64_t i = 0; i < d->n; i++) {
-        tsv_field(f.fp, d->ids + d->id_off[i]);
-        fputc('\t', f.fp);
-        tsv_field(f.fp, d->labels + d->label_off[i]);
-        fprintf(f.fp, "\t%d\n", cluster[i]);
-    }
-    return dm_atomic_commit(&f);
 }
 
 int dm_flock_clusters_tsv(const char *path, const uint64_t *size, int32_t n_clusters, const uint32_t *terms,
@@ -155,21 +46,6 @@ int dm_flock_clusters_tsv(const char *path, const uint64_t *size, int32_t n_clus
     }
     fprintf(f.fp, "-1\t%llu\t\t\n", (unsigned long long)size[n_clusters]);
     return dm_atomic_commit(&f);
-}
-
-int dm_flock_write_clusters(const char *path, const int32_t *cluster, uint64_t n, int32_t n_clusters,
-                            const uint32_t *terms, const double *tw, int top_k, const dm_flock_vocab *voc)
-{
-    /* sizes: [0, n_clusters) clusters, [n_clusters] noise */
-    uint64_t *size = dm_calloc((size_t)n_clusters + 1, sizeof *size);
-    if (!size) return DM_ERR(DM_ERR_NOMEM, "out of memory");
-    for (uint64_t i = 0; i < n; i++) {
-        if (cluster[i] < 0) size[n_clusters]++;
-        else if (cluster[i] < n_clusters) size[cluster[i]]++;
-    }
-    int rc = dm_flock_clusters_tsv(path, size, n_clusters, terms, tw, top_k, voc);
-    dm_free(size);
-    return rc;
 }
 
 json_t *dm_flock_quality_json(const dm_metrics *m)

@@ -4,9 +4,9 @@
  * ranks holding the documents' rows, true classes numbered over all ranks, the quality metrics
  * from merged contingency tables, top terms reduced by owner rank of the cluster, the PNG
  * rendered per rank and merged by a max-reduction, and assignments.tsv / positions.csv formatted
- * per rank and written in rank order. Every file is byte-identical to what the gathered writers
- * of flock_job.c write from all documents on one rank. Reference: flock_job.c (the gathered
- * writers) and flock_output.c (dm_flock_png_write); tests compare them across rank counts. */
+ * per rank and written in rank order. Every file is the same for any number of ranks (the earlier
+ * writers gathered all documents to rank 0; these replaced them byte for byte). Reference:
+ * flock_output.c (dm_flock_png_write); tests compare the files across rank counts. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -267,7 +267,7 @@ static void tb_printf(tbuf *b, const char *fmt, ...)
     b->n += (size_t)k;
 }
 
-/* TSV fields: tabs and newlines become spaces (as dm_flock_write_assignments). */
+/* TSV fields: tabs and newlines become spaces (as in clusters.tsv, dm_flock_clusters_tsv). */
 static void tb_tsv(tbuf *b, const char *s)
 {
     size_t len = strlen(s);
