@@ -418,6 +418,9 @@ int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v
     s->host_valid = 1;
     dm_flock_store_init(&s->own);
     dm_flock_store_init(&s->halo);
+    /* the halo turns over every iteration: more garbage before each compaction (which moves every
+     * live vector and makes a device mirror copy the pool again) */
+    s->halo.garbage_ratio = 4;
     if (opt->checkpoint && !(s->opt.checkpoint = dm_strdup(opt->checkpoint))) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     s->cut = dm_malloc(sizeof *s->cut * (size_t)(s->size + 1));
     if (!s->cut) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
@@ -482,8 +485,17 @@ void dm_flock_sim_free(dm_flock_sim *s)
 #endif
     dm_flock_store_free(&s->own);
     dm_flock_store_free(&s->halo);
-    dm_free(s->halo_sent_ids[0]);
-    dm_free(s->halo_sent_ids[1]);
+    dm_flock_idmap_free(&s->halo_sent[0]);
+    dm_flock_idmap_free(&s->halo_sent[1]);
+    for (int kind = 0; kind < 2; kind++)
+        for (int k = 0; k < 2; k++) {
+            dm_flock_buf_free(&s->xsend[kind][k]);
+            dm_flock_buf_free(&s->xrecv[kind][k]);
+        }
+    dm_flock_buf_free(&s->sel_idx);
+    dm_flock_buf_free(&s->sel_dirs);
+    dm_flock_buf_free(&s->pack_idx);
+    dm_flock_buf_free(&s->pack_with);
     dm_free(s->cut);
     dm_free((void *)s->opt.checkpoint);
     dm_free(s->labels);

@@ -67,7 +67,8 @@ static int halo_values(dm_flock_sim *s, const uint64_t *vals, uint64_t *halo_val
         size[k] = 8 * cnt;
     }
     dm_flock_xchg x;
-    int rb = dm_flock_xchg_begin(&x, s->comm, &s->nb, tag, (const char *const *)send, size, rc);
+    dm_flock_buf rbuf[2] = {{NULL, 0}, {NULL, 0}};
+    int rb = dm_flock_xchg_begin(&x, s->comm, &s->nb, tag, (const char *const *)send, size, rbuf, rc);
     int re = dm_flock_xchg_end(&x, recv, rsize);
     if (rc == DM_OK) rc = rb != DM_OK ? rb : re;
     size_t at = 0;
@@ -78,7 +79,7 @@ static int halo_values(dm_flock_sim *s, const uint64_t *vals, uint64_t *halo_val
             at += rsize[k] / 8;
         }
         dm_free(send[k]);
-        dm_free(recv[k]);
+        dm_flock_buf_free(&rbuf[k]);
     }
     if (rc == DM_OK && at != s->halo.n) rc = DM_ERR(DM_ERR_FORMAT, "flock: halo label count mismatch");
     return rc;

@@ -122,8 +122,7 @@ int dm_flock_step_cpu(dm_flock_sim *s)
 
     /* 1. post the halo exchange; 2. own-own interactions while it flies */
     dm_flock_xchg x;
-    char *send[2] = {NULL, NULL};
-    int rc = dm_flock_halo_exchange_begin(s, &x, send, DM_OK);
+    int rc = dm_flock_halo_exchange_begin(s, &x, DM_OK);
     dm_flock_acc *acc = dm_malloc(sizeof *acc * (own->n ? own->n : 1));
     if (!acc && rc == DM_OK) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     dm_flock_grid g;
@@ -143,7 +142,7 @@ int dm_flock_step_cpu(dm_flock_sim *s)
     dm_flock_grid_free(&g);
 
     /* 3. own-halo interactions */
-    int re = dm_flock_halo_exchange_end(s, &x, send);
+    int re = dm_flock_halo_exchange_end(s, &x);
     if (rc == DM_OK) rc = re;
     if (rc == DM_OK && s->halo.n) {
         dm_timer_start("flock.grid");
@@ -260,9 +259,8 @@ int dm_flock_edges_cpu(dm_flock_edges *out, dm_flock_sim *s, double threshold)
     int rc = DM_OK;
     if (!s->halo_valid) {
         dm_flock_xchg x;
-        char *send[2] = {NULL, NULL};
-        rc = dm_flock_halo_exchange_begin(s, &x, send, rc);
-        int re = dm_flock_halo_exchange_end(s, &x, send);
+        rc = dm_flock_halo_exchange_begin(s, &x, rc);
+        int re = dm_flock_halo_exchange_end(s, &x);
         if (rc == DM_OK) rc = re;
     }
     dm_flock_grid g;

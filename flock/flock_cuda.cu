@@ -234,6 +234,7 @@ struct dpass {
     void *scan_tmp = 0;
     size_t scan_tmp_cap = 0;
     uint64_t total = 0;
+    bool timed = false;              /* its events are recorded and not yet read */
     unsigned long long n_miss = 0;   /* cache misses computed by the similarity pass */
     unsigned long long n_mirror = 0; /* cache misses resolved from their mirror pair */
     void free_all()
@@ -331,17 +332,20 @@ struct dstate {
      * host copies of what was fetched */
     double *cut = 0;
     size_t cap_cut = 0;
-    uint32_t *sflag = 0, *soff = 0, *sidx = 0;
+    uint32_t *sflag = 0, *soff = 0, *sidx = 0, *moves = 0;
+    size_t cap_moves = 0;
     uint8_t *sdirs = 0, *sodirs = 0;
     double *sstate = 0;
     size_t cap_sflag = 0, cap_soff = 0, cap_sidx = 0, cap_sdirs = 0, cap_sodirs = 0, cap_sstate = 0;
     void *sscan = 0;
     size_t cap_sscan = 0;
+    dm_flock_buf hidx = {0, 0}, hstate = {0, 0}, hod = {0, 0}; /* host side of a selection */
     void free_all()
     {
+        dm_flock_buf_free(&hidx), dm_flock_buf_free(&hstate), dm_flock_buf_free(&hod);
         own.free_all(), halo.free_all(), pown.free_all(), phalo.free_all();
         halo_stage.free_all(), mig_stage.free_all();
-        release(&cut), release(&sflag), release(&soff), release(&sidx), release(&sdirs), release(&sodirs);
+        release(&moves), release(&cut), release(&sflag), release(&soff), release(&sidx), release(&sdirs), release(&sodirs);
         release(&sstate), release(&sscan);
         release(&acc), release(&cache[0]), release(&cache[1]), release(&fill), release(&ctr), release(&err);
         if (hctr) dm_host_free_pinned(hctr);
@@ -383,20 +387,6 @@ int wait_stream(dstate *s, cudaStream_t st)
         cudaError_t e = cudaStreamQuery(st);
         if (e == cudaSuccess) return DM_OK;
         if (e != cudaErrorNotReady) return DM_ERR(DM_ERR_CUDA, "flock: stream failed: %s", cudaGetErrorString(e));
-        dm_flock_xchg_progress(s->xprog);
-    }
-}
-
-int wait_event(dstate *s, cudaEvent_t ev)
-{
-    if (!s->xprog) {
-        DM_CUDA_TRY(cudaEventSynchronize(ev));
-        return DM_OK;
-    }
-    for (;;) {
-        cudaError_t e = cudaEventQuery(ev);
-        if (e == cudaSuccess) return DM_OK;
-        if (e != cudaErrorNotReady) return DM_ERR(DM_ERR_CUDA, "flock: event failed: %s", cudaGetErrorString(e));
         dm_flock_xchg_progress(s->xprog);
     }
 }
@@ -551,9 +541,11 @@ fk_pass_args pass_args(dstate *s, dpass *ps, const dset *t, const dset *src, con
 }
 
 /* Count, scan, detect and resolve the similarity of one pass: the pair lists are complete and
- * every pair's state is similar or dissimilar on return (stream st synchronised). */
+ * every pair's state is similar or dissimilar once stream st gets past the work enqueued (the
+ * host waits for the counts only, so that it can do the exchange while the similarity runs;
+ * pass_times then gives the kernels' times). */
 int pairs_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_flock_params &p, int same,
-               cudaStream_t st, double *t_detect, double *t_sim)
+               cudaStream_t st)
 {
     size_t n = t->n;
     DM_TRY(ensure(&ps->cnt, &ps->cap_cnt, n + 1));
@@ -606,13 +598,19 @@ int pairs_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_fl
     sa.mirror = 1;
     DM_TRY(pick(K_SIM, (size_t)nm[1])->launch(&sa, (size_t)nm[1], st));
     DM_CUDA_TRY(cudaEventRecord(e2, st));
-    DM_TRY(wait_event(s, e2));
-    float ms1 = 0, ms2 = 0;
-    DM_CUDA_TRY(cudaEventElapsedTime(&ms1, e0, e1));
-    DM_CUDA_TRY(cudaEventElapsedTime(&ms2, e1, e2));
-    *t_detect += ms1 / 1e3;
-    *t_sim += ms2 / 1e3;
+    ps->timed = true; /* pass_times reads the events once the stream is synchronised */
     return DM_OK;
+}
+
+/* Adds a pass's detection and similarity times (its events must have completed). */
+void pass_times(dstate *s, dpass *ps, int same, double *t_detect, double *t_sim)
+{
+    if (!ps->timed) return;
+    ps->timed = false;
+    cudaEvent_t e0 = s->ev[same ? 0 : 4], e1 = s->ev[same ? 1 : 5], e2 = s->ev[same ? 2 : 6];
+    float ms1 = 0, ms2 = 0;
+    if (cudaEventElapsedTime(&ms1, e0, e1) == cudaSuccess) *t_detect += ms1 / 1e3;
+    if (cudaEventElapsedTime(&ms2, e1, e2) == cudaSuccess) *t_sim += ms2 / 1e3;
 }
 
 int forces_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_flock_params &p, int accumulate,
@@ -669,18 +667,16 @@ int read_counters(dm_flock_sim *sim, dstate *s)
 
 /* Fetches the own boids selected on the device - mode 0: the halo of the current plane (slice
  * [lo, hi)), mode 1: the boids that left the slice on the next plane (height H1) - into the host
- * store (their state only: the device holds the state of the others) and a dirs array over all
- * own boids (*dirs, dm_malloc'ed, 0 = not selected). *count gets the number selected. */
-int select_fetch(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, double H1, uint8_t **dirs,
-                 size_t *count)
+ * store (their state only: the device holds the state of the others) and *sel (ascending boid
+ * indices with their direction bits, in the state's buffers, valid until the next selection).
+ * Runs on stream st (synchronised on return). */
+int select_fetch(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, double H1, dm_flock_sel *sel,
+                 cudaStream_t st)
 {
-    *dirs = NULL;
-    *count = 0;
+    sel->idx = NULL;
+    sel->dirs = NULL;
+    sel->n = 0;
     size_t n = s->own.n;
-    cudaStream_t st = s->sa;
-    uint8_t *d = static_cast<uint8_t *>(dm_calloc(n ? n : 1, 1));
-    if (!d) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-    *dirs = d;
     if (n == 0) return DM_OK;
     DM_TRY(ensure(&s->sflag, &s->cap_sflag, n + 1));
     DM_TRY(ensure(&s->soff, &s->cap_soff, n + 1));
@@ -693,13 +689,14 @@ int select_fetch(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, d
     DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(NULL, bytes, s->sflag, s->soff, (int)(n + 1), st));
     DM_TRY(ensure(reinterpret_cast<char **>(&s->sscan), &s->cap_sscan, bytes ? bytes : 1));
     DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(s->sscan, bytes, s->sflag, s->soff, (int)(n + 1), st));
+    DM_CUDA_TRY(cudaMemcpyAsync(&s->hctr[6], s->soff + n, 4, cudaMemcpyDeviceToHost, st));
+    DM_CUDA_TRY(cudaMemcpyAsync(&s->hctr[7], s->err, sizeof(int), cudaMemcpyDeviceToHost, st));
+    DM_CUDA_TRY(cudaStreamSynchronize(st));
     uint32_t m = 0;
     int herr = 0;
-    DM_CUDA_TRY(cudaMemcpyAsync(&m, s->soff + n, 4, cudaMemcpyDeviceToHost, st));
-    DM_CUDA_TRY(cudaMemcpyAsync(&herr, s->err, sizeof herr, cudaMemcpyDeviceToHost, st));
-    DM_CUDA_TRY(cudaStreamSynchronize(st));
+    memcpy(&m, &s->hctr[6], 4);
+    memcpy(&herr, &s->hctr[7], sizeof herr);
     if (herr == 2) return DM_ERR(DM_ERR_CUDA, "flock: a boid moved further than one slice (internal error)");
-    *count = m;
     if (m == 0) return DM_OK;
     DM_TRY(ensure(&s->sidx, &s->cap_sidx, m));
     DM_TRY(ensure(&s->sstate, &s->cap_sstate, 4 * (size_t)m));
@@ -707,30 +704,28 @@ int select_fetch(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, d
     fk_pick_args pa = {s->sflag, s->soff, n, s->own.x, s->own.y, s->own.vx, s->own.vy, s->sdirs,
                        s->sidx, s->sstate, s->sodirs};
     DM_TRY(pick(K_PICK, n)->launch(&pa, n, st));
-    uint32_t *idx = static_cast<uint32_t *>(dm_malloc(4 * (size_t)m));
-    double *state = static_cast<double *>(dm_malloc(32 * (size_t)m));
-    uint8_t *od = static_cast<uint8_t *>(dm_malloc(m));
-    int rc = DM_OK;
-    if (!idx || !state || !od) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-    if (rc == DM_OK && (cudaMemcpyAsync(idx, s->sidx, 4 * (size_t)m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
-                        cudaMemcpyAsync(state, s->sstate, 32 * (size_t)m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
-                        cudaMemcpyAsync(od, s->sodirs, m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
-                        cudaStreamSynchronize(st) != cudaSuccess))
-        rc = DM_ERR(DM_ERR_CUDA, "flock: fetching the selected boids failed");
+    uint32_t *idx = static_cast<uint32_t *>(dm_flock_buf_reserve(&s->hidx, 4 * (size_t)m));
+    double *state = static_cast<double *>(dm_flock_buf_reserve(&s->hstate, 32 * (size_t)m));
+    uint8_t *od = static_cast<uint8_t *>(dm_flock_buf_reserve(&s->hod, m));
+    if (!idx || !state || !od) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    if (cudaMemcpyAsync(idx, s->sidx, 4 * (size_t)m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+        cudaMemcpyAsync(state, s->sstate, 32 * (size_t)m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+        cudaMemcpyAsync(od, s->sodirs, m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+        cudaStreamSynchronize(st) != cudaSuccess)
+        return DM_ERR(DM_ERR_CUDA, "flock: fetching the selected boids failed");
     dm_flock_store *h = &sim->own;
-    for (uint32_t k = 0; rc == DM_OK && k < m; k++) {
+    for (uint32_t k = 0; k < m; k++) {
         uint32_t i = idx[k];
-        DM_ASSERT(i < h->n);
+        DM_ASSERT(i < h->n && (k == 0 || i > idx[k - 1]));
         h->x[i] = state[4 * (size_t)k];
         h->y[i] = state[4 * (size_t)k + 1];
         h->vx[i] = state[4 * (size_t)k + 2];
         h->vy[i] = state[4 * (size_t)k + 3];
-        d[i] = od[k];
     }
-    dm_free(idx);
-    dm_free(state);
-    dm_free(od);
-    return rc;
+    sel->idx = idx;
+    sel->dirs = od;
+    sel->n = m;
+    return DM_OK;
 }
 
 /* After a migration decided on the host (dm_flock_store_remove's moves, arrivals appended), the
@@ -745,9 +740,8 @@ int mirror_after_migration(dm_flock_sim *sim, dstate *s, const dm_flock_migratio
     size_t n = h->n, nk = mig->n_kept;
     /* 1. moves (before any growth: the sources lie beyond the kept boids) */
     if (mig->n_moved) {
-        void *q = NULL;
-        DM_TRY(dm_device_alloc(&q, 8 * mig->n_moved));
-        uint32_t *dsrc = static_cast<uint32_t *>(q), *ddst = dsrc + mig->n_moved;
+        DM_TRY(ensure(&s->moves, &s->cap_moves, 2 * mig->n_moved));
+        uint32_t *dsrc = s->moves, *ddst = dsrc + mig->n_moved;
         int rc = DM_OK;
         if (cudaMemcpyAsync(dsrc, mig->moved_src, 4 * mig->n_moved, cudaMemcpyHostToDevice, st) != cudaSuccess ||
             cudaMemcpyAsync(ddst, mig->moved_dst, 4 * mig->n_moved, cudaMemcpyHostToDevice, st) != cudaSuccess)
@@ -755,8 +749,7 @@ int mirror_after_migration(dm_flock_sim *sim, dstate *s, const dm_flock_migratio
         fk_cache_move_args ma = {s->cache[1 - s->cur], dsrc, ddst, mig->n_moved, d->x, d->y, d->vx, d->vy,
                                  d->id, d->voff, d->vlen};
         if (rc == DM_OK) rc = pick(K_MOVE, mig->n_moved * FK_CACHE)->launch(&ma, mig->n_moved * FK_CACHE, st);
-        if (cudaStreamSynchronize(st) != cudaSuccess && rc == DM_OK) rc = DM_ERR(DM_ERR_CUDA, "flock: sync failed");
-        dm_device_free(q);
+        /* the host's move lists are pageable (their copies are done when the calls return) */
         DM_TRY(rc);
     }
     /* 2. room for the arrivals, keeping the boids that stayed */
@@ -904,52 +897,51 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     int rc = DM_OK;
     double t_grid = 0, t_detect = 0, t_sim = 0, t_forces = 0;
 
-    /* 1. halo exchange posted: the device selects the halo boids and sends their state to the
-     * host store, which packs them with their vectors */
+    /* 1. own-own grid on stream A */
+    const dm_tune_instance *fi = pick(K_FORCES, sim->own.n);
+    int layout = fi->policy.layout;
+    size_t n = s->own.n;
+    cudaStream_t a = s->sa, b = s->sb;
+    if (rc == DM_OK) rc = ensure_own_buffers(s, n);
+    if (rc == DM_OK && n && cudaMemsetAsync(s->cache[1 - s->cur], 0, 8 * n * FK_CACHE, a) != cudaSuccess)
+        rc = DM_ERR(DM_ERR_CUDA, "flock: cudaMemsetAsync failed");
+    if (rc == DM_OK && cudaEventRecord(s->ev[8], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+    if (rc == DM_OK) rc = build_grid(s, &s->own, p, w, layout, a);
+    if (rc == DM_OK && cudaEventRecord(s->ev[9], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+
+    /* 2. meanwhile on stream B (after the last step's work on A: ev[8]) the device selects the
+     * halo boids and sends their state to the host store, which packs them with their vectors and
+     * posts the exchange (both streams only read the positions) */
     dm_flock_xchg x;
-    char *send[2] = {NULL, NULL};
     if (multi) {
-        uint8_t *dirs = NULL;
-        size_t cnt = 0;
+        dm_flock_sel sel = {NULL, NULL, 0};
         double lo, hi;
         dm_flock_slice_bounds(sim, sim->rank, p.H, &lo, &hi);
         dm_timer_start("flock.comm"); /* selection and device-to-host copies feed the exchange */
         dm_timer_start("flock.comm.halo_select");
-        if (!sim->host_valid) rc = select_fetch(sim, s, 0, lo, hi, p.H1, &dirs, &cnt);
+        if (rc == DM_OK && !sim->host_valid) {
+            if (cudaStreamWaitEvent(b, s->ev[8], 0) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "wait");
+            if (rc == DM_OK) rc = select_fetch(sim, s, 0, lo, hi, p.H1, &sel, b);
+        }
         dm_timer_stop("flock.comm.halo_select");
         dm_timer_stop("flock.comm");
-        rc = dm_flock_halo_exchange_begin_dirs(sim, &x, send, rc, sim->host_valid ? NULL : dirs);
-        dm_free(dirs);
+        rc = dm_flock_halo_exchange_begin_sel(sim, &x, rc, sim->host_valid ? NULL : &sel);
         s->xprog = &x; /* the own-own pass below lets the halo messages move */
     }
 
-    /* 2. own-own on stream A while the messages fly */
-    const dm_tune_instance *fi = pick(K_FORCES, sim->own.n);
-    int layout = fi->policy.layout;
-    size_t n = s->own.n;
-    if (rc == DM_OK) rc = ensure_own_buffers(s, n);
-    if (rc == DM_OK) {
-        cudaStream_t a = s->sa;
-        if (n) {
-            if (cudaMemsetAsync(s->cache[1 - s->cur], 0, 8 * n * FK_CACHE, a) != cudaSuccess)
-                rc = DM_ERR(DM_ERR_CUDA, "flock: cudaMemsetAsync failed");
-        }
-        if (rc == DM_OK && cudaEventRecord(s->ev[8], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
-        if (rc == DM_OK) rc = build_grid(s, &s->own, p, w, layout, a);
-        if (rc == DM_OK && cudaEventRecord(s->ev[9], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
-        if (rc == DM_OK) rc = pairs_pass(s, &s->pown, &s->own, &s->own, p, 1, a, &t_detect, &t_sim);
-        if (rc == DM_OK && cudaEventRecord(s->ev[10], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
-        if (rc == DM_OK) rc = forces_pass(s, &s->pown, &s->own, &s->own, p, 0, fi, a);
-        if (rc == DM_OK && cudaEventRecord(s->ev[7], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
-        if (rc == DM_OK && cudaEventRecord(s->own_done, a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
-    }
+    /* 3. own-own pairs and forces on stream A while the messages fly */
+    if (rc == DM_OK) rc = pairs_pass(s, &s->pown, &s->own, &s->own, p, 1, a);
+    if (rc == DM_OK && cudaEventRecord(s->ev[10], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+    if (rc == DM_OK) rc = forces_pass(s, &s->pown, &s->own, &s->own, p, 0, fi, a);
+    if (rc == DM_OK && cudaEventRecord(s->ev[7], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+    if (rc == DM_OK && cudaEventRecord(s->own_done, a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
 
-    /* 3. own-halo on stream B */
+    /* 4. own-halo on stream B: the host completes the exchange and unpacks the halo while the
+     * device still works through the own-own similarity and forces */
     if (multi) {
         s->xprog = NULL;
-        int re = dm_flock_halo_exchange_end(sim, &x, send);
+        int re = dm_flock_halo_exchange_end(sim, &x);
         if (rc == DM_OK) rc = re;
-        cudaStream_t b = s->sb;
         dm_timer_start("flock.comm"); /* the halo's way to the device is communication too */
         dm_timer_start("flock.comm.halo_upload");
         if (rc == DM_OK) rc = upload_halo(sim, s, b);
@@ -960,20 +952,16 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         if (rc == DM_OK && cudaEventRecord(s->ev[13], b) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
         /* the targets are the own boids in own-grid order: wait for that grid (stream A) */
         if (rc == DM_OK && cudaStreamWaitEvent(b, s->ev[9], 0) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "wait");
-        if (rc == DM_OK) rc = pairs_pass(s, &s->phalo, &s->own, &s->halo, p, 0, b, &t_detect, &t_sim);
+        if (rc == DM_OK) rc = pairs_pass(s, &s->phalo, &s->own, &s->halo, p, 0, b);
         if (rc == DM_OK && cudaStreamWaitEvent(b, s->own_done, 0) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "wait");
         if (rc == DM_OK && cudaEventRecord(s->ev[14], b) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
         if (rc == DM_OK) rc = forces_pass(s, &s->phalo, &s->own, &s->halo, p, 1, fi, b);
         if (rc == DM_OK && cudaEventRecord(s->ev[15], b) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
         if (rc == DM_OK && cudaEventRecord(s->halo_done, b) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
         if (rc == DM_OK && cudaStreamWaitEvent(s->sa, s->halo_done, 0) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "wait");
-        float ms = 0;
-        if (rc == DM_OK && cudaEventSynchronize(s->ev[13]) == cudaSuccess &&
-            cudaEventElapsedTime(&ms, s->ev[12], s->ev[13]) == cudaSuccess)
-            t_grid += ms / 1e3;
     }
 
-    /* 4. update (ev[3]: after stream A waited for the halo pass, so that the forces time holds
+    /* 5. update (ev[3]: after stream A waited for the halo pass, so that the forces time holds
      * the kernels only; the wait for the exchange is in flock.comm on the host) */
     if (rc == DM_OK && cudaEventRecord(s->ev[3], s->sa) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
     if (rc == DM_OK && n) {
@@ -981,13 +969,16 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         rc = pick(K_UPDATE, n)->launch(&ua, n, s->sa);
     }
     if (rc == DM_OK && cudaEventRecord(s->ev[11], s->sa) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
-    if (rc == DM_OK) rc = read_counters(sim, s);
+    if (rc == DM_OK) rc = read_counters(sim, s); /* synchronises stream A, after B's work */
     if (rc == DM_OK) {
         float ms = 0;
         if (cudaEventElapsedTime(&ms, s->ev[8], s->ev[9]) == cudaSuccess) t_grid += ms / 1e3;
+        if (multi && cudaEventElapsedTime(&ms, s->ev[12], s->ev[13]) == cudaSuccess) t_grid += ms / 1e3;
         if (cudaEventElapsedTime(&ms, s->ev[10], s->ev[7]) == cudaSuccess) t_forces += ms / 1e3;
         if (cudaEventElapsedTime(&ms, s->ev[3], s->ev[11]) == cudaSuccess) t_forces += ms / 1e3;
         if (multi && cudaEventElapsedTime(&ms, s->ev[14], s->ev[15]) == cudaSuccess) t_forces += ms / 1e3;
+        pass_times(s, &s->pown, 1, &t_detect, &t_sim);
+        pass_times(s, &s->phalo, 0, &t_detect, &t_sim);
         dm_timer_add("flock.grid", t_grid);
         dm_timer_add("flock.detect", t_detect);
         dm_timer_add("flock.similarity", t_sim);
@@ -997,20 +988,18 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     }
     sim->host_valid = 0;
 
-    /* 5. migration (several ranks): the device finds the boids that left the slice, the host
+    /* 6. migration (several ranks): the device finds the boids that left the slice, the host
      * exchanges them (state fetched, vectors from the host store), the device mirrors */
     if (multi) {
-        uint8_t *dirs = NULL;
-        size_t cnt = 0;
+        dm_flock_sel sel = {NULL, NULL, 0};
         dm_timer_start("flock.comm");
         dm_timer_start("flock.comm.mig_select");
-        if (rc == DM_OK) rc = select_fetch(sim, s, 1, 0, 0, p.H1, &dirs, &cnt);
+        if (rc == DM_OK) rc = select_fetch(sim, s, 1, 0, 0, p.H1, &sel, s->sa);
         dm_timer_stop("flock.comm.mig_select");
         dm_timer_stop("flock.comm");
         dm_flock_migration mig;
         /* the neighbours wait for the migration exchange even when this rank failed */
-        rc = dm_flock_migrate_host_dirs(sim, p.H1, rc, &mig, dirs ? dirs : NULL);
-        dm_free(dirs);
+        rc = dm_flock_migrate_host_sel(sim, p.H1, rc, &mig, &sel);
         dm_timer_start("flock.comm");
         dm_timer_start("flock.comm.mirror");
         if (rc == DM_OK) rc = mirror_after_migration(sim, s, &mig);
@@ -1039,9 +1028,8 @@ extern "C" int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *sim, doubl
     int rc = DM_OK;
     if (!sim->halo_valid) {
         dm_flock_xchg x;
-        char *send[2] = {NULL, NULL};
-        rc = dm_flock_halo_exchange_begin(sim, &x, send, rc);
-        int re = dm_flock_halo_exchange_end(sim, &x, send);
+        rc = dm_flock_halo_exchange_begin(sim, &x, rc);
+        int re = dm_flock_halo_exchange_end(sim, &x);
         if (rc == DM_OK) rc = re;
     }
     /* the pair cache holds decisions at the model's threshold: another one needs fresh ones */
@@ -1062,8 +1050,10 @@ extern "C" int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *sim, doubl
             rc = upload_halo(sim, s, s->sa);
         }
         if (rc == DM_OK) rc = build_grid(s, src, p, w, DM_LAYOUT_SOA, s->sa);
-        if (rc == DM_OK) rc = pairs_pass(s, ps, &s->own, src, p, pass == 0, s->sa, &td, &ts);
+        if (rc == DM_OK) rc = pairs_pass(s, ps, &s->own, src, p, pass == 0, s->sa);
+        if (rc == DM_OK && cudaStreamSynchronize(s->sa) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "flock: sync failed");
         if (rc != DM_OK) break;
+        pass_times(s, ps, pass == 0, &td, &ts);
         size_t tot = (size_t)ps->total;
         cnt = static_cast<uint32_t *>(dm_malloc(4 * (n + 1)));
         off = static_cast<uint64_t *>(dm_malloc(8 * (n + 1)));
@@ -1209,14 +1199,13 @@ int bench_advance(bench *b)
 {
     dstate *s = b->s;
     const dm_tune_instance *fi = &g_kernels[K_FORCES].instances[g_kernels[K_FORCES].default_instance];
-    double td = 0, ts = 0;
     int saved[K_N];
     for (int k = 0; k < K_N; k++) {
         saved[k] = g_forced[k];
         g_forced[k] = g_kernels[k].default_instance + 1;
     }
     int rc = build_grid(s, &s->own, b->p, b->w, fi->policy.layout, s->sa);
-    if (rc == DM_OK) rc = pairs_pass(s, &s->pown, &s->own, &s->own, b->p, 1, s->sa, &td, &ts);
+    if (rc == DM_OK) rc = pairs_pass(s, &s->pown, &s->own, &s->own, b->p, 1, s->sa);
     if (rc == DM_OK) rc = forces_pass(s, &s->pown, &s->own, &s->own, b->p, 0, fi, s->sa);
     if (rc == DM_OK) {
         s->cur = 1 - s->cur;
@@ -1232,7 +1221,7 @@ int bench_advance(bench *b)
         cudaMemsetAsync(s->cache[s->cur], 0, 8 * s->own.n * FK_CACHE, s->sa) != cudaSuccess)
         rc = DM_ERR(DM_ERR_CUDA, "memset");
     if (rc == DM_OK && b->k != K_KEYS && b->k != K_BOUNDS && b->k != K_GATHER && b->k != K_COUNT)
-        rc = pairs_pass(s, &s->pown, &s->own, &s->own, b->p, 1, s->sa, &td, &ts);
+        rc = pairs_pass(s, &s->pown, &s->own, &s->own, b->p, 1, s->sa);
     for (int k = 0; k < K_N; k++) g_forced[k] = saved[k];
     if (rc == DM_OK && cudaStreamSynchronize(s->sa) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "sync");
     return rc;

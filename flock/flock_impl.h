@@ -16,6 +16,20 @@
 extern "C" {
 #endif
 
+/* Document id -> index, open addressing (linear probing), rebuilt in O(n) without sorting; the
+ * memory is kept across rebuilds. */
+typedef struct dm_flock_idmap {
+    uint64_t *key; /* UINT64_MAX: empty */
+    uint32_t *val;
+    size_t cap, n; /* cap: a power of two >= 2 n, or 0 */
+} dm_flock_idmap;
+/* Maps ids[i] -> i (i < n; ids distinct). */
+int dm_flock_idmap_build(dm_flock_idmap *m, const uint64_t *ids, size_t n);
+/* The index of id, or UINT32_MAX when absent. */
+uint32_t dm_flock_idmap_get(const dm_flock_idmap *m, uint64_t id);
+static inline void dm_flock_idmap_clear(dm_flock_idmap *m) { (void)dm_flock_idmap_build(m, NULL, 0); }
+void dm_flock_idmap_free(dm_flock_idmap *m);
+
 /* Boids on the host, structure of arrays, with their unit vectors in a pool: boid i's vector is
  * col/val[voff[i] .. voff[i] + vlen[i]). Removing boids leaves holes in the pool, which is
  * compacted when more than half of it is garbage. */
@@ -30,6 +44,9 @@ typedef struct dm_flock_store {
     size_t pool, pool_cap; /* pool entries used (holes included) / allocated */
     size_t live;           /* entries referenced by boids */
     uint64_t compactions;  /* times the pool was compacted (boids' offsets changed) */
+    uint32_t garbage_ratio; /* compact when pool > ratio * live (+ 4096); 0 = 2 */
+    dm_flock_idmap index;   /* id -> boid, kept by dm_flock_halo_unpack for the halo store only */
+    int indexed;            /* index matches the boids */
 } dm_flock_store;
 
 void dm_flock_store_init(dm_flock_store *s);
@@ -47,6 +64,21 @@ int dm_flock_store_push(dm_flock_store *s, uint64_t id, double x, double y, doub
  * (compactions++: boids' offsets change). */
 int dm_flock_store_remove(dm_flock_store *s, const uint8_t *keep, uint32_t *moved_dst, uint32_t *moved_src,
                           size_t *n_moved);
+/* The same with the removed boids listed (rm[0..m), ascending): the same moves, in time
+ * proportional to m (plus the pool's compaction when due). */
+int dm_flock_store_remove_list(dm_flock_store *s, const uint32_t *rm, size_t m, uint32_t *moved_dst,
+                               uint32_t *moved_src, size_t *n_moved);
+
+/* A growable scratch buffer kept across iterations: the exchange messages and per-boid scratch
+ * arrays are reused instead of allocated every step (fresh memory costs a page fault per 4 KiB on
+ * first touch, which dominated the exchange). Contents are not kept when it grows. */
+typedef struct dm_flock_buf {
+    char *p;
+    size_t cap;
+} dm_flock_buf;
+/* Room for at least n bytes (grown by a quarter more than asked); NULL when out of memory. */
+void *dm_flock_buf_reserve(dm_flock_buf *b, size_t n);
+void dm_flock_buf_free(dm_flock_buf *b);
 
 /* The exchange message (one per destination rank and kind), 8-byte aligned sections:
  *   u64 n, u64 nnz, u64 flags | u64 id[n] | f64 x[n], y[n], vx[n], vy[n] | u64 off[n+1] |
@@ -70,7 +102,7 @@ int dm_flock_msg_unpack(dm_flock_store *s, const char *buf, size_t size);
  * the boid of the same document in cache (the halo store, which holds every boid the sender put
  * into this iteration's halo message). The pool gets the same entries in the same order as from
  * full messages. DM_ERR_FORMAT when a left-out vector is not in the cache. */
-int dm_flock_msg_unpack_cached(dm_flock_store *s, const char *buf, size_t size, const dm_flock_store *cache);
+int dm_flock_msg_unpack_cached(dm_flock_store *s, const char *buf, size_t size, dm_flock_store *cache);
 /* Rebuilds the halo store from this iteration's halo messages (n_msgs <= 2, in neighbour order;
  * NULL or empty ones skipped): boids in message order; a boid whose vector was left out takes the
  * vector of the same document from the previous halo (the store's own contents), which stays in
@@ -93,7 +125,8 @@ typedef struct dm_flock_nbrs {
  * neighbour's data receive is posted as soon as its size is known (progress() or end()), so that
  * begin() never waits for a neighbour and work can run while the messages fly; progress() (any
  * number of times, e.g. while the device works) lets MPI move the messages; end() waits and hands
- * back the received messages. A rank that failed before the exchange sends an error flag instead
+ * back the received messages, which live in the caller's buffers (recv_bufs given to begin(), one per
+neighbour, grown as needed and reused across exchanges). A rank that failed before the exchange sends an error flag instead
  * of data, so that no neighbour waits forever. */
 typedef struct dm_flock_xchg {
     MPI_Comm comm;
@@ -101,8 +134,7 @@ typedef struct dm_flock_xchg {
     dm_flock_nbrs nb;
     uint64_t send_size[2], recv_size[2];
     const char *send_buf[2];
-    char *recv_buf[2];
-    size_t recv_cap[2];
+    dm_flock_buf *recv_buf; /* the caller's, one per neighbour */
     MPI_Request hs_recv[2], hs_send[2]; /* the sizes */
     MPI_Request data_send[2], data_recv[2];
     int size_known[2], posted[2];
@@ -110,11 +142,12 @@ typedef struct dm_flock_xchg {
 } dm_flock_xchg;
 
 int dm_flock_xchg_begin(dm_flock_xchg *x, MPI_Comm comm, const dm_flock_nbrs *nb, int tag,
-                        const char *const *send, const uint64_t *send_size, int local_status);
+                        const char *const *send, const uint64_t *send_size, dm_flock_buf *recv_bufs,
+                        int local_status);
 /* Lets the exchange advance (tests its requests, posts data receives whose size arrived).
  * Never blocks; a no-op on NULL or an ended exchange. */
 void dm_flock_xchg_progress(dm_flock_xchg *x);
-/* Waits for the exchange; recv[k] (dm_malloc'ed, caller frees) and recv_size[k] per neighbour.
+/* Waits for the exchange; recv[k] (in recv_bufs[k], NULL when empty) and recv_size[k] per neighbour.
  * A neighbour's error flag gives DM_ERR_MPI ("a neighbour failed"). */
 int dm_flock_xchg_end(dm_flock_xchg *x, char **recv, uint64_t *recv_size);
 
@@ -138,11 +171,13 @@ struct dm_flock_sim {
     dm_flock_store own;  /* this rank's boids (host copy; see host_valid) */
     dm_flock_store halo; /* the neighbours' boids near this slice, refreshed every iteration; its
                           * vectors stay cached (by document id) for the next exchange */
-    /* per neighbour: the documents of the last halo message sent to it, sorted; the neighbour
-     * holds their vectors, so the next message leaves them out (dm_flock_halo_unpack) */
-    uint64_t *halo_sent_ids[2];
-    size_t halo_sent_n[2], halo_sent_cap[2];
+    /* per neighbour: the documents of the last halo message sent to it; the neighbour holds their
+     * vectors, so the next message leaves them out (dm_flock_halo_unpack) */
+    dm_flock_idmap halo_sent[2];
     dm_flock_nbrs nb;
+    /* reused across iterations: messages [0 halo, 1 migration][neighbour] and scratch */
+    dm_flock_buf xsend[2][2], xrecv[2][2];
+    dm_flock_buf sel_idx, sel_dirs, pack_idx, pack_with;
     int host_valid;     /* CUDA: 0 when the device holds newer state than own */
     int halo_valid;     /* halo matches the current own positions (clusters) */
     void *dev;          /* CUDA backend state */
@@ -173,15 +208,22 @@ static inline int dm_flock_window_row(const dm_flock_window *w, int R, int row)
  * in this rank's slice on a plane of height H. */
 int dm_flock_halo_dirs(const dm_flock_sim *s, double y, double H);
 
+/* A selection of own boids: idx[j] (ascending) with direction bits dirs[j] (1: the lower
+ * neighbour, 2: the upper one, 3: the only neighbour). */
+typedef struct dm_flock_sel {
+    const uint32_t *idx;
+    const uint8_t *dirs;
+    size_t n;
+} dm_flock_sel;
+
 /* Host exchange helpers used by both backends' steps (flock_exchange.c): builds the halo
  * messages of own boids at the current plane; the migration messages of boids now outside
  * the slice on plane H1 (they are removed from own). */
-int dm_flock_halo_exchange_begin(dm_flock_sim *s, dm_flock_xchg *x, char **send, int local_status);
-/* The same with the halo directions of every own boid given (dirs[i], 0 = not in a halo; the
- * positions of the boids with dirs[i] != 0 must be current in the own store). */
-int dm_flock_halo_exchange_begin_dirs(dm_flock_sim *s, dm_flock_xchg *x, char **send, int local_status,
-                                      const uint8_t *dirs);
-int dm_flock_halo_exchange_end(dm_flock_sim *s, dm_flock_xchg *x, char **send);
+int dm_flock_halo_exchange_begin(dm_flock_sim *s, dm_flock_xchg *x, int local_status);
+/* The same with the halo boids given (NULL: found on the host; the positions of the selected
+ * boids must be current in the own store). */
+int dm_flock_halo_exchange_begin_sel(dm_flock_sim *s, dm_flock_xchg *x, int local_status, const dm_flock_sel *sel);
+int dm_flock_halo_exchange_end(dm_flock_sim *s, dm_flock_xchg *x);
 /* What a migration did to the own store (for the CUDA backend's mirror): boids [0, n_kept) stayed
  * (n_moved of them moved into holes, see dm_flock_store_remove), [n_kept, n) arrived. */
 typedef struct dm_flock_migration {
@@ -191,10 +233,10 @@ typedef struct dm_flock_migration {
 void dm_flock_migration_free(dm_flock_migration *m);
 /* info may be NULL. */
 int dm_flock_migrate_host(dm_flock_sim *s, double H1, int local_status, dm_flock_migration *info);
-/* The same with the departures given: dirs[i] = 0 stays, else the direction bits of its new slice
- * (1 below, 2 above, 3 the only neighbour); the positions of departing boids must be current. */
-int dm_flock_migrate_host_dirs(dm_flock_sim *s, double H1, int local_status, dm_flock_migration *info,
-                               const uint8_t *dirs);
+/* The same with the departures given (dirs: the direction bits of the new slice; NULL: found on
+ * the host); the positions of departing boids must be current. */
+int dm_flock_migrate_host_sel(dm_flock_sim *s, double H1, int local_status, dm_flock_migration *info,
+                              const dm_flock_sel *sel);
 
 /* Host grid (CPU backend and clusters): source boids sorted by cell of the window. */
 typedef struct dm_flock_grid {

@@ -7,6 +7,78 @@
 #include "common/status.h"
 #include "flock/flock_impl.h"
 
+void *dm_flock_buf_reserve(dm_flock_buf *b, size_t n)
+{
+    if (n <= b->cap && b->p) return b->p;
+    dm_free(b->p);
+    size_t c = n + n / 4 + 64;
+    b->p = dm_malloc(c);
+    b->cap = b->p ? c : 0;
+    return b->p;
+}
+
+void dm_flock_buf_free(dm_flock_buf *b)
+{
+    dm_free(b->p);
+    b->p = NULL;
+    b->cap = 0;
+}
+
+static size_t id_slot(uint64_t id, size_t mask)
+{
+    uint64_t z = id * 0x9e3779b97f4a7c15ull; /* Fibonacci hashing: the ids are small and dense */
+    return (size_t)(z >> 32 ^ z) & mask;
+}
+
+int dm_flock_idmap_build(dm_flock_idmap *m, const uint64_t *ids, size_t n)
+{
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    if (cap > m->cap) {
+        uint64_t *k = dm_malloc(sizeof *k * cap);
+        uint32_t *v = dm_malloc(sizeof *v * cap);
+        if (!k || !v) {
+            dm_free(k);
+            dm_free(v);
+            m->n = 0;
+            return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for an id map of %zu entries", n);
+        }
+        dm_free(m->key);
+        dm_free(m->val);
+        m->key = k;
+        m->val = v;
+        m->cap = cap;
+    }
+    /* the table is used at its full capacity (a smaller load than 1/2 is harmless) */
+    memset(m->key, 0xff, sizeof *m->key * m->cap);
+    size_t mask = m->cap - 1;
+    for (size_t i = 0; i < n; i++) {
+        size_t h = id_slot(ids[i], mask);
+        while (m->key[h] != UINT64_MAX) h = (h + 1) & mask;
+        m->key[h] = ids[i];
+        m->val[h] = (uint32_t)i;
+    }
+    m->n = n;
+    return DM_OK;
+}
+
+uint32_t dm_flock_idmap_get(const dm_flock_idmap *m, uint64_t id)
+{
+    if (!m->n) return UINT32_MAX;
+    size_t mask = m->cap - 1;
+    for (size_t h = id_slot(id, mask);; h = (h + 1) & mask) {
+        if (m->key[h] == id) return m->val[h];
+        if (m->key[h] == UINT64_MAX) return UINT32_MAX;
+    }
+}
+
+void dm_flock_idmap_free(dm_flock_idmap *m)
+{
+    dm_free(m->key);
+    dm_free(m->val);
+    memset(m, 0, sizeof *m);
+}
+
 void dm_flock_store_init(dm_flock_store *s) { memset(s, 0, sizeof *s); }
 
 void dm_flock_store_free(dm_flock_store *s)
@@ -20,12 +92,14 @@ void dm_flock_store_free(dm_flock_store *s)
     dm_free(s->vlen);
     dm_free(s->col);
     dm_free(s->val);
+    dm_flock_idmap_free(&s->index);
     memset(s, 0, sizeof *s);
 }
 
 void dm_flock_store_clear(dm_flock_store *s)
 {
-    s->n = s->pool = s->live = 0;
+    s->n = s->pool = s->live = 0; /* keeps garbage_ratio and the memory */
+    s->indexed = 0;
     s->compactions++; /* every offset is void: a device mirror must copy the pool again */
 }
 
@@ -66,6 +140,7 @@ int dm_flock_store_push(dm_flock_store *s, uint64_t id, double x, double y, doub
 {
     DM_TRY(dm_flock_store_reserve(s, s->n + 1, s->pool + len));
     size_t i = s->n++;
+    s->indexed = 0;
     s->id[i] = id;
     s->x[i] = x;
     s->y[i] = y;
@@ -82,71 +157,118 @@ int dm_flock_store_push(dm_flock_store *s, uint64_t id, double x, double y, doub
     return DM_OK;
 }
 
-/* Rebuilds the pool with the live vectors only, in boid order. */
+static int too_much_garbage(const dm_flock_store *s)
+{
+    size_t ratio = s->garbage_ratio ? s->garbage_ratio : 2;
+    return s->pool > ratio * s->live + 4096;
+}
+
+/* A boid's vector range, for compaction in pool order. */
+typedef struct vec_at {
+    uint64_t voff;
+    size_t boid;
+} vec_at;
+
+static int vec_at_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const vec_at *)a)->voff, y = ((const vec_at *)b)->voff;
+    return x < y ? -1 : x > y;
+}
+
+/* Moves the live vectors to the front of the pool, in place and in pool order (each range moves
+ * down, never over a range not yet moved), keeping the pool's capacity: no fresh memory, which
+ * would cost a page fault per 4 KiB on every compaction of a store that turns over each iteration
+ * (the halo). */
 static int compact_pool(dm_flock_store *s)
 {
-    uint32_t *col = dm_malloc(sizeof *col * (s->live ? s->live : 1));
-    float *val = dm_malloc(sizeof *val * (s->live ? s->live : 1));
-    if (!col || !val) {
-        dm_free(col);
-        dm_free(val);
-        return DM_ERR(DM_ERR_NOMEM, "flock: out of memory compacting vectors");
-    }
-    size_t at = 0;
-    for (size_t i = 0; i < s->n; i++) {
+    vec_at *o = dm_malloc(sizeof *o * (s->n ? s->n : 1));
+    if (!o) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory compacting vectors");
+    size_t m = 0;
+    for (size_t i = 0; i < s->n; i++)
         if (s->vlen[i]) {
-            memcpy(col + at, s->col + s->voff[i], sizeof *col * s->vlen[i]);
-            memcpy(val + at, s->val + s->voff[i], sizeof *val * s->vlen[i]);
+            o[m].voff = s->voff[i];
+            o[m].boid = i;
+            m++;
+        } else {
+            s->voff[i] = 0;
+        }
+    qsort(o, m, sizeof *o, vec_at_cmp);
+    size_t at = 0;
+    for (size_t k = 0; k < m; k++) {
+        size_t i = o[k].boid, len = s->vlen[i];
+        DM_ASSERT(o[k].voff >= at);
+        if (o[k].voff != at) {
+            memmove(s->col + at, s->col + o[k].voff, sizeof *s->col * len);
+            memmove(s->val + at, s->val + o[k].voff, sizeof *s->val * len);
         }
         s->voff[i] = at;
-        at += s->vlen[i];
+        at += len;
     }
+    dm_free(o);
     DM_ASSERT(at == s->live);
-    dm_free(s->col);
-    dm_free(s->val);
-    s->col = col;
-    s->val = val;
-    s->pool = s->pool_cap = at;
+    s->pool = at;
     s->compactions++;
+    return DM_OK;
+}
+
+int dm_flock_store_remove_list(dm_flock_store *s, const uint32_t *rm, size_t m, uint32_t *moved_dst,
+                               uint32_t *moved_src, size_t *n_moved)
+{
+    const size_t n = s->n;
+    DM_ASSERT(m <= n);
+    const size_t new_n = n - m;
+    size_t moves = 0;
+    for (size_t k = 0; k < m; k++) {
+        DM_ASSERT(rm[k] < n && (k == 0 || rm[k] > rm[k - 1]));
+        s->live -= s->vlen[rm[k]];
+    }
+    /* the holes below new_n, in ascending order, take the kept boids at or above new_n from the
+     * last one down (rm[r] walks the removed ones among them from the end) */
+    size_t j = n, r = m;
+    for (size_t k = 0; k < m && rm[k] < new_n; k++) {
+        size_t hole = rm[k];
+        for (;;) {
+            j--;
+            if (r > 0 && rm[r - 1] == j) {
+                r--;
+                continue;
+            }
+            break;
+        }
+        DM_ASSERT(j >= new_n);
+        s->id[hole] = s->id[j];
+        s->x[hole] = s->x[j];
+        s->y[hole] = s->y[j];
+        s->vx[hole] = s->vx[j];
+        s->vy[hole] = s->vy[j];
+        s->voff[hole] = s->voff[j];
+        s->vlen[hole] = s->vlen[j];
+        if (moved_dst) {
+            moved_dst[moves] = (uint32_t)hole;
+            moved_src[moves] = (uint32_t)j;
+        }
+        moves++;
+    }
+    s->n = new_n;
+    s->indexed = 0;
+    if (n_moved) *n_moved = moves;
+    if (too_much_garbage(s)) DM_TRY(compact_pool(s));
     return DM_OK;
 }
 
 int dm_flock_store_remove(dm_flock_store *s, const uint8_t *keep, uint32_t *moved_dst, uint32_t *moved_src,
                           size_t *n_moved)
 {
-    size_t moves = 0;
-    size_t i = 0, j = s->n; /* [i, j): not yet decided; boids >= j are removed */
-    while (i < j) {
-        if (keep[i]) {
-            i++;
-            continue;
-        }
-        s->live -= s->vlen[i];
-        /* the last undecided boid fills the hole if it stays */
-        while (j > i + 1 && !keep[j - 1]) {
-            j--;
-            s->live -= s->vlen[j];
-        }
-        j--;
-        if (j == i) break; /* the hole was the last undecided boid */
-        s->id[i] = s->id[j];
-        s->x[i] = s->x[j];
-        s->y[i] = s->y[j];
-        s->vx[i] = s->vx[j];
-        s->vy[i] = s->vy[j];
-        s->voff[i] = s->voff[j];
-        s->vlen[i] = s->vlen[j];
-        if (moved_dst) {
-            moved_dst[moves] = (uint32_t)i;
-            moved_src[moves] = (uint32_t)j;
-        }
-        moves++;
-        i++;
-    }
-    s->n = i;
-    if (n_moved) *n_moved = moves;
-    if (s->pool > 2 * s->live + 4096) DM_TRY(compact_pool(s));
-    return DM_OK;
+    size_t m = 0;
+    for (size_t i = 0; i < s->n; i++) m += !keep[i];
+    uint32_t *rm = dm_malloc(sizeof *rm * (m ? m : 1));
+    if (!rm) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    m = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (!keep[i]) rm[m++] = (uint32_t)i;
+    int rc = dm_flock_store_remove_list(s, rm, m, moved_dst, moved_src, n_moved);
+    dm_free(rm);
+    return rc;
 }
 
 static size_t pad8(size_t v) { return (v + 7) & ~(size_t)7; }
@@ -262,27 +384,13 @@ int dm_flock_msg_unpack(dm_flock_store *s, const char *buf, size_t size)
     return dm_flock_msg_unpack_cached(s, buf, size, NULL);
 }
 
-/* The previous halo's vectors by document id (sorted for binary search). */
-typedef struct cached_vec {
-    uint64_t id, voff;
-    uint32_t len;
-} cached_vec;
-
-static int cached_cmp(const void *a, const void *b)
+/* The store's id -> boid map, built when stale. */
+static int store_index(dm_flock_store *s)
 {
-    uint64_t x = ((const cached_vec *)a)->id, y = ((const cached_vec *)b)->id;
-    return x < y ? -1 : x > y;
-}
-
-static const cached_vec *cached_find(const cached_vec *c, size_t n, uint64_t id)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c[mid].id < id) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < n && c[lo].id == id ? &c[lo] : NULL;
+    if (s->indexed && s->index.n == s->n) return DM_OK;
+    DM_TRY(dm_flock_idmap_build(&s->index, s->id, s->n));
+    s->indexed = 1;
+    return DM_OK;
 }
 
 int dm_flock_halo_unpack(dm_flock_store *s, char *const *bufs, const uint64_t *sizes, int n_msgs)
@@ -299,64 +407,78 @@ int dm_flock_halo_unpack(dm_flock_store *s, char *const *bufs, const uint64_t *s
         n_new += m[k].n;
         nnz_new += m[k].nnz;
     }
-    cached_vec *c = dm_malloc(sizeof *c * (s->n ? s->n : 1));
-    if (!c) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for the halo vector cache");
+    /* the previous halo by document id (its voff/vlen are read before they are overwritten) */
+    int rc = store_index(s);
     const size_t n_old = s->n;
-    for (size_t i = 0; i < n_old; i++) {
-        c[i].id = s->id[i];
-        c[i].voff = s->voff[i];
-        c[i].len = s->vlen[i];
-    }
-    qsort(c, n_old, sizeof *c, cached_cmp);
-    int rc = dm_flock_store_reserve(s, n_new, s->pool + nnz_new);
+    uint64_t *old = NULL;
+    if (rc == DM_OK) rc = dm_flock_store_reserve(s, n_new > n_old ? n_new : n_old, s->pool + nnz_new);
+    if (rc == DM_OK && !(old = dm_malloc(sizeof *old * 2 * (n_old ? n_old : 1))))
+        rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for the halo vector cache");
+    if (rc == DM_OK)
+        for (size_t i = 0; i < n_old; i++) {
+            old[2 * i] = s->voff[i];
+            old[2 * i + 1] = s->vlen[i];
+        }
     /* the boids in message order (the clusters' halo labels rely on it); new vectors appended to
-     * the pool, cached ones keep their place */
+     * the pool (offsets first, then the copies in parallel), cached ones keep their place */
     size_t at = 0, pool = s->pool, live = 0;
     for (int k = 0; k < n_msgs && rc == DM_OK; k++) {
         const msg_view *v = &m[k];
         for (size_t j = 0; j < v->n; j++, at++) {
-            s->id[at] = v->id[j];
-            s->x[at] = v->x[j];
-            s->y[at] = v->y[j];
-            s->vx[at] = v->vx[j];
-            s->vy[at] = v->vy[j];
             if (v->has[j]) {
-                uint32_t len = (uint32_t)(v->off[j + 1] - v->off[j]);
                 s->voff[at] = pool;
-                s->vlen[at] = len;
-                if (len) {
-                    memcpy(s->col + pool, v->col + v->off[j], sizeof *s->col * len);
-                    memcpy(s->val + pool, v->val + v->off[j], sizeof *s->val * len);
-                }
-                pool += len;
+                s->vlen[at] = (uint32_t)(v->off[j + 1] - v->off[j]);
+                pool += s->vlen[at];
             } else {
-                const cached_vec *e = cached_find(c, n_old, v->id[j]);
-                if (!e) {
+                uint32_t e = dm_flock_idmap_get(&s->index, v->id[j]);
+                if (e == UINT32_MAX) {
                     rc = DM_ERR(DM_ERR_FORMAT,
                                 "flock: halo message without the vector of document %llu, which this rank "
                                 "does not hold (the neighbours' halo caches disagree)",
                                 (unsigned long long)v->id[j]);
                     break;
                 }
-                s->voff[at] = e->voff;
-                s->vlen[at] = e->len;
+                s->voff[at] = old[2 * (size_t)e];
+                s->vlen[at] = (uint32_t)old[2 * (size_t)e + 1];
             }
             live += s->vlen[at];
         }
     }
-    dm_free(c);
+    dm_free(old);
     if (rc != DM_OK) {
         dm_flock_store_clear(s);
         return rc;
     }
+    at = 0;
+    for (int k = 0; k < n_msgs; k++) {
+        const msg_view *v = &m[k];
+        const long nl = (long)v->n;
+        const size_t base = at;
+#pragma omp parallel for schedule(static)
+        for (long j = 0; j < nl; j++) {
+            size_t i = base + (size_t)j;
+            s->id[i] = v->id[j];
+            s->x[i] = v->x[j];
+            s->y[i] = v->y[j];
+            s->vx[i] = v->vx[j];
+            s->vy[i] = v->vy[j];
+            if (v->has[j] && s->vlen[i]) {
+                memcpy(s->col + s->voff[i], v->col + v->off[j], sizeof *s->col * s->vlen[i]);
+                memcpy(s->val + s->voff[i], v->val + v->off[j], sizeof *s->val * s->vlen[i]);
+            }
+        }
+        at += v->n;
+    }
     s->n = n_new;
     s->pool = pool;
     s->live = live;
-    if (s->pool > 2 * s->live + 4096) DM_TRY(compact_pool(s));
-    return DM_OK;
+    s->indexed = 0;
+    if (too_much_garbage(s)) DM_TRY(compact_pool(s));
+    /* the next halo and the migration of this iteration look documents up by id */
+    return store_index(s);
 }
 
-int dm_flock_msg_unpack_cached(dm_flock_store *s, const char *buf, size_t size, const dm_flock_store *cache)
+int dm_flock_msg_unpack_cached(dm_flock_store *s, const char *buf, size_t size, dm_flock_store *cache)
 {
     msg_view m;
     DM_TRY(msg_view_of(&m, buf, size));
@@ -369,34 +491,21 @@ int dm_flock_msg_unpack_cached(dm_flock_store *s, const char *buf, size_t size, 
                               (unsigned long long)m.id[k]);
     }
     /* the left-out vectors from the cache store (by document id) */
-    cached_vec *c = NULL;
-    const cached_vec **src = NULL;
-    size_t nc = 0, extra = 0;
+    uint32_t *src = NULL;
+    size_t extra = 0;
     if (missing) {
-        nc = cache->n;
-        c = dm_malloc(sizeof *c * (nc ? nc : 1));
-        src = dm_calloc(m.n ? m.n : 1, sizeof *src);
-        if (!c || !src) {
-            dm_free(c);
-            dm_free(src);
-            return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-        }
-        for (size_t i = 0; i < nc; i++) {
-            c[i].id = cache->id[i];
-            c[i].voff = cache->voff[i];
-            c[i].len = cache->vlen[i];
-        }
-        qsort(c, nc, sizeof *c, cached_cmp);
+        DM_TRY(store_index(cache));
+        src = dm_malloc(sizeof *src * (m.n ? m.n : 1));
+        if (!src) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
         for (size_t k = 0; k < m.n; k++) {
             if (m.has[k]) continue;
-            src[k] = cached_find(c, nc, m.id[k]);
-            if (!src[k]) {
-                dm_free(c);
+            src[k] = dm_flock_idmap_get(&cache->index, m.id[k]);
+            if (src[k] == UINT32_MAX) {
                 dm_free(src);
                 return DM_ERR(DM_ERR_FORMAT, "flock: the vector of document %llu was left out and is not held here",
                               (unsigned long long)m.id[k]);
             }
-            extra += src[k]->len;
+            extra += cache->vlen[src[k]];
         }
     }
     const size_t n = m.n;
@@ -410,7 +519,7 @@ int dm_flock_msg_unpack_cached(dm_flock_store *s, const char *buf, size_t size, 
         uint64_t at = 0;
         for (size_t k = 0; k < n; k++) {
             dst[k] = at;
-            at += m.has[k] ? m.off[k + 1] - m.off[k] : src[k]->len;
+            at += m.has[k] ? m.off[k + 1] - m.off[k] : cache->vlen[src[k]];
         }
         dst[n] = at;
         const long nl = (long)n;
@@ -426,17 +535,17 @@ int dm_flock_msg_unpack_cached(dm_flock_store *s, const char *buf, size_t size, 
             s->voff[i] = pool + dst[k];
             s->vlen[i] = len;
             if (!len) continue;
-            const uint32_t *fc = m.has[k] ? m.col + m.off[k] : cache->col + src[k]->voff;
-            const float *fv = m.has[k] ? m.val + m.off[k] : cache->val + src[k]->voff;
+            const uint32_t *fc = m.has[k] ? m.col + m.off[k] : cache->col + cache->voff[src[k]];
+            const float *fv = m.has[k] ? m.val + m.off[k] : cache->val + cache->voff[src[k]];
             memcpy(s->col + pool + dst[k], fc, sizeof *fc * len);
             memcpy(s->val + pool + dst[k], fv, sizeof *fv * len);
         }
         s->n = b + n;
+        s->indexed = 0;
         s->pool = pool + at;
         s->live += at;
     }
     dm_free(dst);
-    dm_free(c);
     dm_free(src);
     return rc;
 }
