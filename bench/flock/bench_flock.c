@@ -767,6 +767,20 @@ int main(int argc, char **argv)
                 json_object_set_new(e, "ms_per_iteration_avg", json_real(1e3 * av / it));
                 json_object_set_new(e, "ms_per_iteration_max", json_real(1e3 * mx / it));
                 json_object_set_new(br, stages[q][1], e);
+                if (strcmp(stages[q][1], "flock.comm") != 0) continue;
+                /* where the communication goes (flock.comm.* sub-timers; the step's phases on the
+                 * host, including its waits for the device and the neighbours) */
+                for (int i = 0; i < ns; i++) {
+                    if (strncmp(st[i].name, "flock.comm.", 11) != 0) continue;
+                    if (ctx.rank == 0)
+                        printf("  %-14s %12.3f %12.3f %12.3f %7.1f%%\n", st[i].name + 11, 1e3 * st[i].min / it,
+                               1e3 * st[i].avg / it, 1e3 * st[i].max / it, step_avg > 0 ? 100 * st[i].avg / step_avg : 0);
+                    json_t *ce = json_object();
+                    json_object_set_new(ce, "ms_per_iteration_min", json_real(1e3 * st[i].min / it));
+                    json_object_set_new(ce, "ms_per_iteration_avg", json_real(1e3 * st[i].avg / it));
+                    json_object_set_new(ce, "ms_per_iteration_max", json_real(1e3 * st[i].max / it));
+                    json_object_set_new(br, st[i].name, ce);
+                }
             }
             json_object_set_new(js, "breakdown", br);
             double comm_frac = step_avg > 0 ? stat_of(st, ns, "flock.comm", 1) / step_avg : 0;
