@@ -129,8 +129,12 @@ static int preprocess_synthetic(dm_token_stream *out, const dm_ctx *ctx, const d
     uint64_t hint = (src.last - src.first) * (uint64_t)(so->min_words + so->max_words) * 4;
     dm_doc_source ds = {synth_docs, &src, (size_t)((src.last - src.first + SYNTH_UNIT_DOCS - 1) / SYNTH_UNIT_DOCS),
                         hint};
-    rc = dm_preprocess_source(out, NULL, &ds, pp, pp->backend);
+    dm_pp_times times;
+    memset(&times, 0, sizeof times);
+    rc = dm_preprocess_source(out, &times, &ds, pp, pp->backend);
     dm_synth_free(&s);
+    /* the stages in the report (read = generating the documents here) */
+    if (rc == DM_OK) dm_pp_times_to_timers(&times, "preprocess", 1);
     rc = dm_ctx_agree(ctx, rc);
     if (rc == DM_OK) {
         uint64_t n_msgs = out->stats.n_messages;
@@ -404,7 +408,12 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
     if (rc == DM_OK) {
         dm_timer_start("pipeline.preprocess");
         if (synthetic) rc = preprocess_synthetic(&stream, ctx, &so, &pp);
-        else rc = dm_preprocess(&stream, NULL, ctx, corpus, &pp);
+        else {
+            dm_pp_times times;
+            memset(&times, 0, sizeof times);
+            rc = dm_preprocess(&stream, &times, ctx, corpus, &pp);
+            if (rc == DM_OK) dm_pp_times_to_timers(&times, "preprocess", 1);
+        }
         dm_timer_stop("pipeline.preprocess");
         if (rc == DM_OK) ps = stream.stats;
         if (rc == DM_OK)

@@ -6,7 +6,9 @@
  * computed, the other copies its decision), the force sums and the update. With several ranks the
  * device selects the halo and the departing boids and only their states cross to the host, which
  * packs them with the vectors it keeps (non-blocking MPI, staged through host memory); the
- * exchange overlaps the own-own pass on stream A while the halo pass runs on stream B; the device
+ * selection (stream B), the exchange and the halo's unpacking and upload run while stream A
+ * computes the own-own similarity and forces (the host waits only for the pair counts), then
+ * the halo pass runs on stream B; the device
  * applies the host's migration moves to its boids and pair-cache rows in place and receives the
  * arrivals. The device holds the authoritative boid state (the host copy is refreshed on demand).
  * Every kernel is launched through the tuner (dm_tune_select) and registered with its compiled
@@ -290,7 +292,7 @@ int h2d(pstage *ps, void *dst, const void *src, size_t n, cudaStream_t st)
         return DM_OK;
     }
     DM_ASSERT(ps->used + n <= ps->cap);
-    memcpy(ps->buf + ps->used, src, n);
+    dm_flock_memcpy(ps->buf + ps->used, src, n);
     DM_CUDA_TRY(cudaMemcpyAsync(dst, ps->buf + ps->used, n, cudaMemcpyHostToDevice, st));
     ps->used += (n + 7) & ~(size_t)7;
     return DM_OK;
@@ -309,7 +311,6 @@ inline size_t up8(size_t n) { return (n + 7) & ~(size_t)7; }
 struct dstate {
     cudaStream_t sa = 0, sb = 0;
     pstage halo_stage, mig_stage; /* uploads of the halo and of the migration arrivals */
-    dm_flock_xchg *xprog = 0; /* an exchange in flight: host waits let it progress */
     cudaEvent_t own_done = 0, halo_done = 0;
     cudaEvent_t ev[16] = {0};
     dset own, halo;
@@ -374,21 +375,12 @@ const dm_tune_instance *pick(int k, size_t n)
 
 /* ================================================================ pipeline =================== */
 
-/* Host waits for the device. While an exchange is in flight (s->xprog) the host polls the device
- * and lets MPI move the messages, so that large halo messages travel during the own-own pass
- * instead of after it (MPI progresses only inside MPI calls). */
+/* Host waits for stream st. */
 int wait_stream(dstate *s, cudaStream_t st)
 {
-    if (!s->xprog) {
-        DM_CUDA_TRY(cudaStreamSynchronize(st));
-        return DM_OK;
-    }
-    for (;;) {
-        cudaError_t e = cudaStreamQuery(st);
-        if (e == cudaSuccess) return DM_OK;
-        if (e != cudaErrorNotReady) return DM_ERR(DM_ERR_CUDA, "flock: stream failed: %s", cudaGetErrorString(e));
-        dm_flock_xchg_progress(s->xprog);
-    }
+    (void)s;
+    DM_CUDA_TRY(cudaStreamSynchronize(st));
+    return DM_OK;
 }
 
 /* Uploads a host store. The vector pool gets room for pool_slack more entries when it is
@@ -909,9 +901,16 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     if (rc == DM_OK) rc = build_grid(s, &s->own, p, w, layout, a);
     if (rc == DM_OK && cudaEventRecord(s->ev[9], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
 
-    /* 2. meanwhile on stream B (after the last step's work on A: ev[8]) the device selects the
-     * halo boids and sends their state to the host store, which packs them with their vectors and
-     * posts the exchange (both streams only read the positions) */
+    /* 2. own-own pairs and forces on stream A: the host waits for the pair counts only */
+    if (rc == DM_OK) rc = pairs_pass(s, &s->pown, &s->own, &s->own, p, 1, a);
+    if (rc == DM_OK && cudaEventRecord(s->ev[10], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+    if (rc == DM_OK) rc = forces_pass(s, &s->pown, &s->own, &s->own, p, 0, fi, a);
+    if (rc == DM_OK && cudaEventRecord(s->ev[7], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+    if (rc == DM_OK && cudaEventRecord(s->own_done, a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+
+    /* 3. while A computes the similarity and forces, stream B (after the last step's work on A:
+     * ev[8]) selects the halo boids and sends their state to the host store, which packs them with
+     * their vectors and posts the exchange (both streams only read the positions) */
     dm_flock_xchg x;
     if (multi) {
         dm_flock_sel sel = {NULL, NULL, 0};
@@ -926,20 +925,11 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         dm_timer_stop("flock.comm.halo_select");
         dm_timer_stop("flock.comm");
         rc = dm_flock_halo_exchange_begin_sel(sim, &x, rc, sim->host_valid ? NULL : &sel);
-        s->xprog = &x; /* the own-own pass below lets the halo messages move */
     }
-
-    /* 3. own-own pairs and forces on stream A while the messages fly */
-    if (rc == DM_OK) rc = pairs_pass(s, &s->pown, &s->own, &s->own, p, 1, a);
-    if (rc == DM_OK && cudaEventRecord(s->ev[10], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
-    if (rc == DM_OK) rc = forces_pass(s, &s->pown, &s->own, &s->own, p, 0, fi, a);
-    if (rc == DM_OK && cudaEventRecord(s->ev[7], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
-    if (rc == DM_OK && cudaEventRecord(s->own_done, a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
 
     /* 4. own-halo on stream B: the host completes the exchange and unpacks the halo while the
      * device still works through the own-own similarity and forces */
     if (multi) {
-        s->xprog = NULL;
         int re = dm_flock_halo_exchange_end(sim, &x);
         if (rc == DM_OK) rc = re;
         dm_timer_start("flock.comm"); /* the halo's way to the device is communication too */

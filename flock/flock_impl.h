@@ -16,6 +16,9 @@
 extern "C" {
 #endif
 
+/* memcpy, on the OpenMP threads from 4 MiB on (staging megabytes of vectors for the device). */
+void dm_flock_memcpy(void *dst, const void *src, size_t n);
+
 /* Document id -> index, open addressing (linear probing), rebuilt in O(n) without sorting; the
  * memory is kept across rebuilds. */
 typedef struct dm_flock_idmap {
