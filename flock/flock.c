@@ -314,6 +314,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
             for (size_t r = 0; at && r < n; r++) idx[at[owner[r]]++] = (uint32_t)r;
             dm_free(at);
         }
+        dm_timer_start("flock.setup.distribute.pack");
         for (int q = 0; q < P && rc == DM_OK; q++) {
             size_t cnt = first[q + 1] - first[q];
             const uint32_t *qi = idx + first[q];
@@ -336,6 +337,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
             meta[3 * q + 1] = cnt;
             meta[3 * q + 2] = nnz;
         }
+        dm_timer_stop("flock.setup.distribute.pack");
         rc = dm_ctx_agree(s->ctx, rc);
         /* sizes, boids and non-zeros of every message: the own store is reserved once */
         if (rc == DM_OK && MPI_Alltoall(meta, 3, MPI_UINT64_T, rmeta, 3, MPI_UINT64_T, s->comm) != MPI_SUCCESS)
@@ -349,11 +351,8 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                     own_nnz += (size_t)rmeta[3 * q + 2];
                 }
             rc = dm_flock_store_reserve(&s->own, own_n, own_nnz);
-            for (size_t k = first[s->rank]; k < first[s->rank + 1] && rc == DM_OK; k++) {
-                uint32_t r = idx[k];
-                rc = dm_flock_store_push(&s->own, in.id[r], in.x[r], in.y[r], in.vx[r], in.vy[r],
-                                         in.col + in.voff[r], in.val + in.voff[r], in.vlen[r]);
-            }
+            if (rc == DM_OK)
+                rc = dm_flock_store_append(&s->own, &in, idx + first[s->rank], first[s->rank + 1] - first[s->rank]);
         }
         dm_free(first);
         dm_free(nnz_of);
@@ -366,6 +365,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
             if (q != s->rank && !(rbuf[q] = dm_malloc(rsize[q] ? rsize[q] : 8)))
                 rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
         rc = dm_ctx_agree(s->ctx, rc);
+        dm_timer_start("flock.setup.distribute.exchange");
         if (rc == DM_OK) {
             int nr = 0;
             for (int q = 0; q < P; q++) {
@@ -375,9 +375,12 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
             }
             if (MPI_Waitall(nr, req, st) != MPI_SUCCESS) rc = DM_ERR(DM_ERR_MPI, "flock: initial distribution failed");
         }
+        dm_timer_stop("flock.setup.distribute.exchange");
         /* unpack in source-rank order (any order gives the same trajectories) */
+        dm_timer_start("flock.setup.distribute.unpack");
         for (int q = 0; q < P && rc == DM_OK; q++)
             if (q != s->rank) rc = dm_flock_msg_unpack(&s->own, rbuf[q], rsize[q]);
+        dm_timer_stop("flock.setup.distribute.unpack");
         for (int q = 0; q < P && sbuf && rbuf; q++) {
             dm_free(sbuf[q]);
             dm_free(rbuf[q]);

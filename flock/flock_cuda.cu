@@ -824,7 +824,11 @@ extern "C" int dm_flock_cuda_init(dm_flock_sim *sim)
     if (!s) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     sim->dev = s;
     DM_CUDA_TRY(cudaStreamCreateWithFlags(&s->sa, cudaStreamNonBlocking));
-    DM_CUDA_TRY(cudaStreamCreateWithFlags(&s->sb, cudaStreamNonBlocking));
+    /* stream B at the highest priority: the halo selection it runs while stream A's similarity
+     * kernel fills the device must not wait for that kernel's blocks (the host waits for it) */
+    int prio_low = 0, prio_high = 0;
+    DM_CUDA_TRY(cudaDeviceGetStreamPriorityRange(&prio_low, &prio_high));
+    DM_CUDA_TRY(cudaStreamCreateWithPriority(&s->sb, cudaStreamNonBlocking, prio_high));
     DM_CUDA_TRY(cudaEventCreateWithFlags(&s->own_done, cudaEventDisableTiming));
     DM_CUDA_TRY(cudaEventCreateWithFlags(&s->halo_done, cudaEventDisableTiming));
     for (int i = 0; i < 16; i++) DM_CUDA_TRY(cudaEventCreate(&s->ev[i]));
