@@ -560,7 +560,7 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     rc = dm_sb_init(&r->sb);
     /* the stream's arrays are fresh memory: helper threads populate their pages ahead of the
      * fills (stream_build.h), so that the build mostly copies */
-    if (rc >= 0) rc = dm_sb_prefault_start(&r->sb);
+    if (rc >= 0 && !opt->no_prefault) rc = dm_sb_prefault_start(&r->sb);
     pthread_mutex_init(&r->free_q.mu, NULL);
     pthread_cond_init(&r->free_q.cv, NULL);
     pthread_mutex_init(&r->full_q.mu, NULL);

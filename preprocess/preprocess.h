@@ -331,8 +331,10 @@ typedef struct dm_preprocess_options {
     int force_unicode;        /* 1: no ASCII fast path (tests) */
     int threads;              /* reader + normaliser threads; 0 = omp_get_max_threads() (all cores,
                                  or OMP_NUM_THREADS / --threads), at most one per file */
+    int no_prefault;          /* 1: without the stream builder's prefault threads (stream_build.h;
+                                 for comparisons: same output, the fills fault the pages) */
 } dm_preprocess_options;
-#define DM_PREPROCESS_OPTIONS_INIT {DM_READER_OPTIONS_INIT, DM_TOK_OPTIONS_INIT, NULL, 0, 0, 0, 0}
+#define DM_PREPROCESS_OPTIONS_INIT {DM_READER_OPTIONS_INIT, DM_TOK_OPTIONS_INIT, NULL, 0, 0, 0, 0, 0}
 
 /* Per-stage seconds of one rank (the batch pipeline fills them; CPU backend: h2d = d2h = 0).
  * Files are read and normalised by `threads` reader threads (one file each at a time); read and
