@@ -7,8 +7,9 @@
  * (CPU, or CUDA: each worker has its own device workspace and stream, so one batch's H2D/D2H
  * copies overlap the other's kernels), prepare each batch's share of the stream in parallel,
  * commit it strictly in batch order (a short step) and copy it into the stream after the commit
- * (stream_build.h); DM_PP_SLOTS batch buffers circulate (page-locked for the CUDA backend), each
- * handed back as soon as its batch is prepared.
+ * (stream_build.h; the builder's prefault threads populate the stream's pages ahead of these
+ * copies); DM_PP_SLOTS batch buffers circulate (page-locked for the CUDA backend, kept for the
+ * next run in the process), each handed back as soon as its batch is prepared.
  * Output does not depend on thread counts, batch sizes or timing: pieces, statistics and
  * messages are taken in file order, batches are consumed in order. */
 #include <mpi.h>
