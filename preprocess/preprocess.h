@@ -331,8 +331,10 @@ typedef struct dm_preprocess_options {
     int force_unicode;        /* 1: no ASCII fast path (tests) */
     int threads;              /* reader + normaliser threads; 0 = omp_get_max_threads() (all cores,
                                  or OMP_NUM_THREADS / --threads), at most one per file */
+    int no_prefault;          /* 1: without the stream builder's prefault threads (stream_build.h;
+                                 for comparisons: same output, the fills fault the pages) */
 } dm_preprocess_options;
-#define DM_PREPROCESS_OPTIONS_INIT {DM_READER_OPTIONS_INIT, DM_TOK_OPTIONS_INIT, NULL, 0, 0, 0, 0}
+#define DM_PREPROCESS_OPTIONS_INIT {DM_READER_OPTIONS_INIT, DM_TOK_OPTIONS_INIT, NULL, 0, 0, 0, 0, 0}
 
 /* Per-stage seconds of one rank (the batch pipeline fills them; CPU backend: h2d = d2h = 0).
  * Files are read and normalised by `threads` reader threads (one file each at a time); read and
@@ -342,13 +344,17 @@ typedef struct dm_preprocess_options {
  * (summed over them), so overlap = (sum of stages) / wall exceeds 1 when stages overlap, and a
  * worker stage's time on its threads is its value divided by `workers`. build = each batch's
  * prepare (distinct terms, ids and labels; in parallel), commit (in batch order) and fill
- * (copies into the stream; in parallel), plus the final vocabulary sort. */
+ * (copies into the stream; in parallel), plus the final vocabulary sort. prefault = the
+ * thread-seconds of the builder's DM_SB_PF_THREADS (2) helper threads that populate the pages of
+ * the stream's arrays ahead of the fills (stream_build.h), beside the workers; its time on its
+ * threads is prefault / 2. */
 typedef struct dm_pp_times {
     double read, normalize, h2d, kernels, d2h, build, wall;
     int threads, workers;
+    double prefault;
 } dm_pp_times;
 /* Adds the stages to the named timers "<prefix>.read", ".normalize", ".h2d", ".kernels", ".d2h",
- * ".build" and, with wall != 0, "<prefix>.wall" (common/timer.h). */
+ * ".build", ".prefault" and, with wall != 0, "<prefix>.wall" (common/timer.h). */
 void dm_pp_times_to_timers(const dm_pp_times *t, const char *prefix, int wall);
 
 /* Preprocesses the corpus at `path` on this rank's share of the files (split by bytes over

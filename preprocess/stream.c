@@ -7,8 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include "common/alloc.h"
 #include "common/status.h"
 #include "preprocess/preprocess.h"
 #include "preprocess/stream_build.h"
@@ -39,7 +43,7 @@ long dm_token_stream_term_find(const dm_token_stream *s, uint64_t hash)
     return lo < s->n_terms && s->term_hash[lo] == hash ? (long)lo : -1;
 }
 
-/* ------------------------------------------------------------------ builder */
+/* ------------------------------------------------------------------ growable arrays */
 
 static int dm_grow(void **p, size_t *cap, size_t need, size_t elem)
 {
@@ -52,6 +56,199 @@ static int dm_grow(void **p, size_t *cap, size_t need, size_t elem)
     *cap = nc;
     return DM_OK;
 }
+
+/* ------------------------------------------------------------------ prefaulting (stream_build.h) */
+
+enum { DM_SB_PF_HASHES, DM_SB_PF_IDS, DM_SB_PF_LABELS, DM_SB_PF_TOK_OFF, DM_SB_PF_ID_OFF, DM_SB_PF_LABEL_OFF,
+       DM_SB_PF_ARRAYS };
+/* Bytes per populate call: a commit that grows waits for the calls in flight, so a chunk is
+ * short (~1 ms); large enough that the lock round trips do not count. */
+#define DM_SB_PF_CHUNK ((size_t)1 << 20)
+
+typedef struct dm_sb_prefault {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* work published, pause lifted, or stop */
+    pthread_cond_t idle_cv; /* the last populate in flight ended (a paused grower waits) */
+    pthread_t th[DM_SB_PF_THREADS];
+    int n_threads, stop, paused, inflight;
+    /* per array: the block as last published, its next byte to populate and the end of the
+     * wanted range (next == end: nothing to do) */
+    char *base[DM_SB_PF_ARRAYS];
+    size_t next[DM_SB_PF_ARRAYS], end[DM_SB_PF_ARRAYS];
+    double seconds;
+    uint64_t bytes;
+} dm_sb_prefault;
+
+static double dm_sb_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void *dm_sb_pf_main(void *arg)
+{
+    dm_sb_prefault *pf = arg;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    if (page == 0 || (page & (page - 1))) page = 4096;
+    pthread_mutex_lock(&pf->mu);
+    for (;;) {
+        int k = -1;
+        while (!pf->stop) {
+            if (!pf->paused)
+                for (int i = 0; i < DM_SB_PF_ARRAYS && k < 0; i++)
+                    if (pf->next[i] < pf->end[i]) k = i;
+            if (k >= 0) break;
+            pthread_cond_wait(&pf->cv, &pf->mu);
+        }
+        if (pf->stop) break;
+        size_t from = pf->next[k], to = pf->end[k] - from > DM_SB_PF_CHUNK ? from + DM_SB_PF_CHUNK : pf->end[k];
+        pf->next[k] = to;
+        uintptr_t a = ((uintptr_t)pf->base[k] + from) & ~(page - 1); /* a page shared with the array's */
+        uintptr_t e = ((uintptr_t)pf->base[k] + to) & ~(page - 1);   /* start is populated, a partial last one is not */
+        pf->inflight++;
+        pthread_mutex_unlock(&pf->mu);
+        double t0 = dm_sb_now();
+        int err = 0;
+#ifdef MADV_POPULATE_WRITE
+        if (e > a && madvise((void *)a, (size_t)(e - a), MADV_POPULATE_WRITE) != 0) err = errno;
+#else
+        err = EINVAL;
+#endif
+        double t1 = dm_sb_now();
+        pthread_mutex_lock(&pf->mu);
+        pf->seconds += t1 - t0;
+        if (!err) pf->bytes += (uint64_t)(e - a);
+        if (err == EINVAL) pf->stop = 1; /* no MADV_POPULATE_WRITE: the fills fault as before */
+        if (--pf->inflight == 0) pthread_cond_broadcast(&pf->idle_cv);
+    }
+    pthread_mutex_unlock(&pf->mu);
+    return NULL;
+}
+
+/* Before a block may move: no populate starts, and those in flight end. */
+static void dm_sb_pf_pause(dm_sb_prefault *pf)
+{
+    if (!pf) return;
+    pthread_mutex_lock(&pf->mu);
+    pf->paused = 1;
+    while (pf->inflight) pthread_cond_wait(&pf->idle_cv, &pf->mu);
+    pthread_mutex_unlock(&pf->mu);
+}
+
+/* After the grow: the published ranges may name moved blocks, so nothing is populated until
+ * the next dm_sb_pf_publish. */
+static void dm_sb_pf_resume(dm_sb_prefault *pf)
+{
+    if (!pf) return;
+    pthread_mutex_lock(&pf->mu);
+    pf->paused = 0;
+    for (int i = 0; i < DM_SB_PF_ARRAYS; i++) pf->end[i] = pf->next[i];
+    pthread_mutex_unlock(&pf->mu);
+}
+
+/* After a commit of a batch of nd documents, nt tokens, il id and ll label bytes: the ranges of
+ * the next DM_SB_PF_AHEAD such batches (within the reserved capacity), beyond what the fills of
+ * committed batches write themselves. */
+static void dm_sb_pf_publish(dm_stream_builder *b, size_t nd, size_t nt, size_t il, size_t ll)
+{
+    dm_sb_prefault *pf = b->pf;
+    if (!pf) return;
+    dm_token_stream *s = &b->s;
+    size_t d = (s->n_docs + 1) * sizeof(uint64_t);
+    char *base[DM_SB_PF_ARRAYS] = {(char *)s->hashes, s->ids, s->labels, (char *)s->tok_off, (char *)s->id_off,
+                                   (char *)s->label_off};
+    size_t used[DM_SB_PF_ARRAYS] = {s->n_tokens * sizeof(uint64_t), b->ids_len, b->labels_len, d, d, d};
+    size_t cap[DM_SB_PF_ARRAYS] = {b->hashes_cap * sizeof(uint64_t), b->ids_cap, b->labels_cap,
+                                   b->tok_off_cap * sizeof(uint64_t), b->id_off_cap * sizeof(uint64_t),
+                                   b->label_off_cap * sizeof(uint64_t)};
+    size_t step[DM_SB_PF_ARRAYS] = {nt * sizeof(uint64_t), il, ll, nd * sizeof(uint64_t), nd * sizeof(uint64_t),
+                                    nd * sizeof(uint64_t)};
+    pthread_mutex_lock(&pf->mu);
+    for (int i = 0; i < DM_SB_PF_ARRAYS; i++) {
+        if (base[i] != pf->base[i]) { /* moved or new: populated pages before used are the fills' */
+            pf->base[i] = base[i];
+            pf->next[i] = used[i];
+        } else if (pf->next[i] < used[i]) {
+            pf->next[i] = used[i]; /* behind: the fills fault that range themselves */
+        }
+        size_t want = used[i] + DM_SB_PF_AHEAD * step[i];
+        pf->end[i] = want < cap[i] ? want : cap[i];
+        if (pf->end[i] < pf->next[i] || !base[i]) pf->end[i] = pf->next[i];
+    }
+    pthread_cond_broadcast(&pf->cv);
+    pthread_mutex_unlock(&pf->mu);
+}
+
+/* Stops and joins the threads; returns their totals. */
+static void dm_sb_pf_join(dm_stream_builder *b, double *seconds, uint64_t *bytes)
+{
+    dm_sb_prefault *pf = b->pf;
+    if (seconds) *seconds = 0;
+    if (bytes) *bytes = 0;
+    if (!pf) return;
+    pthread_mutex_lock(&pf->mu);
+    pf->stop = 1;
+    pthread_cond_broadcast(&pf->cv);
+    pthread_mutex_unlock(&pf->mu);
+    for (int i = 0; i < pf->n_threads; i++) pthread_join(pf->th[i], NULL);
+    if (seconds) *seconds = pf->seconds;
+    if (bytes) *bytes = pf->bytes;
+    pthread_mutex_destroy(&pf->mu);
+    pthread_cond_destroy(&pf->cv);
+    pthread_cond_destroy(&pf->idle_cv);
+    dm_free(pf);
+    b->pf = NULL;
+}
+
+int dm_sb_prefault_start(dm_stream_builder *b)
+{
+    if (!b) return DM_ERR(DM_ERR_INVALID_ARG, "dm_sb_prefault_start: NULL argument");
+    if (b->pf) return DM_OK;
+    dm_sb_prefault *pf = dm_calloc(1, sizeof(*pf));
+    if (!pf) return DM_ERR(DM_ERR_NOMEM, "token stream: out of memory");
+    if (pthread_mutex_init(&pf->mu, NULL) != 0 || pthread_cond_init(&pf->cv, NULL) != 0 ||
+        pthread_cond_init(&pf->idle_cv, NULL) != 0) {
+        dm_free(pf); /* (a failed init leaves nothing to destroy on Linux) */
+        return DM_ERR(DM_ERR_NOMEM, "token stream: cannot create a lock");
+    }
+    b->pf = pf;
+    for (int i = 0; i < DM_SB_PF_THREADS; i++) {
+        if (pthread_create(&pf->th[i], NULL, dm_sb_pf_main, pf) != 0) {
+            dm_sb_pf_join(b, NULL, NULL);
+            return DM_ERR(DM_ERR_NOMEM, "token stream: cannot start a prefault thread");
+        }
+        pf->n_threads++;
+    }
+    return DM_OK;
+}
+
+/* Gives back the capacity reserved beyond the end (the lookahead populated for batches that did
+ * not come): a shrinking realloc does not copy. */
+static void dm_sb_trim(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (!*p || need >= *cap) return;
+    void *q = realloc(*p, (need ? need : 1) * elem);
+    if (!q) return;
+    *p = q;
+    *cap = need ? need : 1;
+}
+
+void dm_sb_prefault_stop(dm_stream_builder *b, double *seconds, uint64_t *bytes)
+{
+    int had = b && b->pf;
+    dm_sb_pf_join(b, seconds, bytes);
+    if (!had) return;
+    dm_token_stream *s = &b->s;
+    dm_sb_trim((void **)&s->hashes, &b->hashes_cap, s->n_tokens, sizeof(uint64_t));
+    dm_sb_trim((void **)&s->ids, &b->ids_cap, b->ids_len, 1);
+    dm_sb_trim((void **)&s->labels, &b->labels_cap, b->labels_len, 1);
+    dm_sb_trim((void **)&s->tok_off, &b->tok_off_cap, s->n_docs + 1, sizeof(uint64_t));
+    dm_sb_trim((void **)&s->id_off, &b->id_off_cap, s->n_docs + 1, sizeof(uint64_t));
+    dm_sb_trim((void **)&s->label_off, &b->label_off_cap, s->n_docs + 1, sizeof(uint64_t));
+}
+
+/* ------------------------------------------------------------------ builder */
 
 int dm_sb_init(dm_stream_builder *b)
 {
@@ -69,6 +266,7 @@ int dm_sb_init(dm_stream_builder *b)
 
 void dm_sb_free(dm_stream_builder *b)
 {
+    dm_sb_pf_join(b, NULL, NULL);
     dm_token_stream_free(&b->s);
     free(b->map);
     free(b->t_hash);
@@ -84,13 +282,18 @@ static int dm_sb_reserve(dm_stream_builder *b, size_t n_docs, size_t n_tok, size
 {
     dm_token_stream *s = &b->s;
     size_t d = s->n_docs + n_docs + 1;
-    DM_TRY(dm_grow((void **)&s->ids, &b->ids_cap, b->ids_len + il, 1));
-    DM_TRY(dm_grow((void **)&s->labels, &b->labels_cap, b->labels_len + ll, 1));
-    DM_TRY(dm_grow((void **)&s->id_off, &b->id_off_cap, d, sizeof(uint64_t)));
-    DM_TRY(dm_grow((void **)&s->label_off, &b->label_off_cap, d, sizeof(uint64_t)));
-    DM_TRY(dm_grow((void **)&s->tok_off, &b->tok_off_cap, d, sizeof(uint64_t)));
-    DM_TRY(dm_grow((void **)&s->hashes, &b->hashes_cap, s->n_tokens + n_tok, sizeof(uint64_t)));
-    return DM_OK;
+    if (b->ids_len + il <= b->ids_cap && b->labels_len + ll <= b->labels_cap && d <= b->id_off_cap &&
+        d <= b->label_off_cap && d <= b->tok_off_cap && s->n_tokens + n_tok <= b->hashes_cap)
+        return DM_OK;
+    dm_sb_pf_pause(b->pf); /* blocks may move */
+    int rc = dm_grow((void **)&s->ids, &b->ids_cap, b->ids_len + il, 1);
+    if (rc >= 0) rc = dm_grow((void **)&s->labels, &b->labels_cap, b->labels_len + ll, 1);
+    if (rc >= 0) rc = dm_grow((void **)&s->id_off, &b->id_off_cap, d, sizeof(uint64_t));
+    if (rc >= 0) rc = dm_grow((void **)&s->label_off, &b->label_off_cap, d, sizeof(uint64_t));
+    if (rc >= 0) rc = dm_grow((void **)&s->tok_off, &b->tok_off_cap, d, sizeof(uint64_t));
+    if (rc >= 0) rc = dm_grow((void **)&s->hashes, &b->hashes_cap, s->n_tokens + n_tok, sizeof(uint64_t));
+    dm_sb_pf_resume(b->pf);
+    return rc;
 }
 
 int dm_sb_add_doc(dm_stream_builder *b, const char *id, const char *labels)
@@ -384,12 +587,15 @@ int dm_sb_batch_commit(dm_stream_builder *b, dm_sb_batch *p, const dm_tok_result
         return DM_ERR(DM_ERR_INVALID_ARG, "token stream: batch committed without dm_sb_batch_prepare");
     size_t nd = p->n_docs, nt = r->n_tokens;
     uint64_t il = p->id_off[nd], ll = p->label_off[nd];
+    /* prefaulting: room for the batches after this one too, so that their pages can be
+     * populated before their commits (trimmed by dm_sb_prefault_stop) */
+    size_t n = b->pf ? 1 + DM_SB_PF_AHEAD : 1;
     /* grow under the write lock only when needed: fills of earlier batches may be running */
-    if (s->n_docs + nd + 1 > b->tok_off_cap || s->n_docs + nd + 1 > b->id_off_cap ||
-        s->n_docs + nd + 1 > b->label_off_cap || b->ids_len + il > b->ids_cap ||
-        b->labels_len + ll > b->labels_cap || s->n_tokens + nt > b->hashes_cap) {
+    if (s->n_docs + n * nd + 1 > b->tok_off_cap || s->n_docs + n * nd + 1 > b->id_off_cap ||
+        s->n_docs + n * nd + 1 > b->label_off_cap || b->ids_len + n * il > b->ids_cap ||
+        b->labels_len + n * ll > b->labels_cap || s->n_tokens + n * nt > b->hashes_cap) {
         pthread_rwlock_wrlock(&b->grow_lock);
-        int rc = dm_sb_reserve(b, nd, nt, (size_t)il, (size_t)ll);
+        int rc = dm_sb_reserve(b, n * nd, n * nt, (size_t)(n * il), (size_t)(n * ll));
         pthread_rwlock_unlock(&b->grow_lock);
         DM_TRY(rc);
     }
@@ -406,6 +612,7 @@ int dm_sb_batch_commit(dm_stream_builder *b, dm_sb_batch *p, const dm_tok_result
     s->stats.docs += nd;
     s->stats.docs_labelled += p->n_labelled;
     dm_sb_add_counts(s, r);
+    dm_sb_pf_publish(b, nd, nt, (size_t)il, (size_t)ll);
     p->committed = 1;
     return DM_OK;
 }
@@ -445,6 +652,7 @@ static int dm_term_cmp(const void *a, const void *b)
 
 int dm_sb_finish(dm_token_stream *out, dm_stream_builder *b)
 {
+    dm_sb_prefault_stop(b, NULL, NULL);
     dm_token_stream *s = &b->s;
     size_t n = b->n_terms;
     uint32_t *idx = malloc((n ? n : 1) * sizeof(*idx));

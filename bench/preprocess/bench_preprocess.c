@@ -39,12 +39,16 @@ static void usage(void)
 {
     printf("usage: bench_preprocess [--corpus DIR] [--format F] [--min-bytes N] [--work DIR]\n"
            "                        [--backend cpu|cuda|both] [--repeats N] [--json FILE] [--no-sklearn]\n"
-           "                        [--kernels-only] [--kernel-repeats N] [--build-only] [--build-batches N]\n\n"
+           "                        [--kernels-only] [--kernel-repeats N] [--build-only] [--build-batches N]\n"
+           "                        [--no-prefault]\n\n"
            "--kernels-only: only the kernel table (tokenise + stop + stem + hash on resident text,\n"
            "CUDA events, median of --kernel-repeats runs, default 10), no end-to-end or scikit-learn.\n"
            "--build-only: only the token stream build (host, one thread): the corpus normalised and\n"
            "repeated into one batch of about 32 MB, tokenised once (CPU backend), built as\n"
-           "--build-batches batches (default 19, about 1 GB of Reuters input) with their own ids.\n"
+           "--build-batches batches (default 19, about 1 GB of Reuters input) with their own ids, with\n"
+           "the builder's prefault threads as in the pipeline.\n"
+           "--no-prefault: the build (--build-only) or the pipeline (end to end) without the stream\n"
+           "builder's prefault threads: the fills fault the stream's fresh pages themselves.\n"
            "Default corpus: ../shared/datasets/reuters21578 (format reuters). With --min-bytes, the\n"
            "corpus is decompressed once into --work DIR (default /tmp/docmine-bench-pp) and repeated\n"
            "through symbolic links until it holds at least N bytes (issue 3 asks for >= 1 GB).\n");
@@ -109,15 +113,17 @@ static int prepare(char *out_dir, size_t cap, const char *src, const char *work,
 
 typedef struct result {
     const char *backend;
-    double bytes, norm_bytes, wall, read, normalize, h2d, kernels, d2h, build;
+    double bytes, norm_bytes, wall, read, normalize, h2d, kernels, d2h, build, prefault;
     int workers;
     size_t docs, tokens;
 } result;
 
-static int run_end_to_end(result *r, const dm_pp_file_list *fl, int format, int backend, int repeats)
+static int run_end_to_end(result *r, const dm_pp_file_list *fl, int format, int backend, int repeats,
+                          int prefault)
 {
     dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
     o.reader.format = format;
+    o.no_prefault = !prefault;
     memset(r, 0, sizeof(*r));
     r->backend = backend == DM_BACKEND_CUDA ? "cuda" : "cpu";
     r->wall = 1e30;
@@ -133,6 +139,7 @@ static int run_end_to_end(result *r, const dm_pp_file_list *fl, int format, int 
             r->kernels = t.kernels;
             r->d2h = t.d2h;
             r->build = t.build;
+            r->prefault = t.prefault;
             r->workers = t.workers > 0 ? t.workers : 1;
             r->bytes = (double)s.stats.bytes_read;
             r->docs = s.n_docs;
@@ -242,8 +249,10 @@ static double tnow(void)
 
 /* The token stream build alone, on one thread: prepare, commit and fill of nb batches (each the
  * same tokenised batch of about 32 MB under new document ids, as the pipeline's workers run them)
- * and the final vocabulary sort, timed per step (thread CPU time and wall time). */
-static int run_build(const dm_pp_file_list *fl, int format, int nb)
+ * and the final vocabulary sort, timed per step (thread CPU time and wall time). With prefault,
+ * the builder's prefault threads populate the stream's pages ahead of the fills, as in the
+ * pipeline; their thread-seconds are printed apart. */
+static int run_build(const dm_pp_file_list *fl, int format, int nb, int prefault)
 {
     acc a;
     dm_reader_options ro = DM_READER_OPTIONS_INIT;
@@ -268,6 +277,7 @@ static int run_build(const dm_pp_file_list *fl, int format, int nb)
     memset(&sp, 0, sizeof(sp));
     if (!meta) return DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
     DM_TRY(dm_sb_init(&sb));
+    if (prefault) DM_TRY(dm_sb_prefault_start(&sb));
     double c[4] = {0, 0, 0, 0}, w[4] = {0, 0, 0, 0};
     for (int k = 0; k < nb; k++) {
         size_t m = 0;
@@ -287,7 +297,9 @@ static int run_build(const dm_pp_file_list *fl, int format, int nb)
     }
     size_t distinct = sp.n_terms;
     dm_token_stream s;
-    double c0 = tnow(), w0 = now();
+    double c0 = tnow(), w0 = now(), pf_s = 0;
+    uint64_t pf_bytes = 0;
+    dm_sb_prefault_stop(&sb, &pf_s, &pf_bytes); /* the trim of the lookahead counts as finish */
     DM_TRY(dm_sb_finish(&s, &sb));
     c[3] = tnow() - c0, w[3] = now() - w0;
     double tok = (double)r.n_tokens * nb, ct = c[0] + c[1] + c[2] + c[3], wt = w[0] + w[1] + w[2] + w[3];
@@ -300,6 +312,11 @@ static int run_build(const dm_pp_file_list *fl, int format, int nb)
     printf("%-10s %9.3f %9.3f %9.2f\n", "total", ct, wt, ct / tok * 1e9);
     printf("in batch order (serial in the pipeline): commit %.3f s (%.1f%%); the rest runs on the "
            "pipeline's workers in parallel\n", c[1], 100 * c[1] / ct);
+    if (prefault)
+        printf("prefault threads (%d, beside the build): %.3f thread-s populating %.1f MB of the stream\n",
+               DM_SB_PF_THREADS, pf_s, (double)pf_bytes / 1e6);
+    else
+        printf("prefault off (--no-prefault): the fills fault the stream's pages\n");
     dm_token_stream_free(&s);
     dm_sb_batch_free(&sp);
     dm_tok_result_free(&r);
@@ -333,11 +350,12 @@ int main(int argc, char **argv)
         {"json", required_argument, 0, 'j'}, {"no-sklearn", no_argument, 0, 's'},
         {"kernels-only", no_argument, 0, 'k'}, {"kernel-repeats", required_argument, 0, 'K'},
         {"build-only", no_argument, 0, 'B'}, {"build-batches", required_argument, 0, 'n'},
+        {"no-prefault", no_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *corpus = NULL, *work = "/tmp/docmine-bench-pp", *json_path = "bench_preprocess.json",
                *backends = "both";
     int format = DM_PP_FORMAT_REUTERS, repeats = 2, sklearn = 1, kernels_only = 0, krep = 10, c;
-    int build_only = 0, build_batches = 19;
+    int build_only = 0, build_batches = 19, prefault = 1;
     size_t min_bytes = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -357,6 +375,7 @@ int main(int argc, char **argv)
         case 'k': kernels_only = 1, sklearn = 0; break;
         case 'K': krep = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
         case 'B': build_only = 1; break;
+        case 'P': prefault = 0; break;
         case 'n': build_batches = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
         case 'h': usage(); return 0;
         default: usage(); return 2;
@@ -385,7 +404,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (build_only) {
-        int rc = run_build(&fl, format, build_batches);
+        int rc = run_build(&fl, format, build_batches, prefault);
         dm_pp_file_list_free(&fl);
         MPI_Finalize();
         if (rc < 0) {
@@ -412,7 +431,7 @@ int main(int argc, char **argv)
         int be = k == 0 ? DM_BACKEND_CUDA : DM_BACKEND_CPU;
         if ((be == DM_BACKEND_CUDA && !want_cuda) || (be == DM_BACKEND_CPU && !want_cpu)) continue;
         kname[nres] = be == DM_BACKEND_CUDA ? "cuda" : "cpu";
-        if ((!kernels_only && run_end_to_end(&res[nres], &fl, format, be, repeats) < 0) ||
+        if ((!kernels_only && run_end_to_end(&res[nres], &fl, format, be, repeats, prefault) < 0) ||
             run_kernels(&kr[nres], &fl, format, be, krep) < 0) {
             fprintf(stderr, "bench_preprocess: %s\n", dm_error_message());
             return 1;
@@ -456,27 +475,28 @@ int main(int argc, char **argv)
         sk_gbps = run_sklearn(script, corpus, &sk_ok);
     }
     if (nres) printf("\nend to end from files in the page cache (read/normalize: thread-seconds / reader threads)\n");
-    if (nres) printf("%-6s %10s %8s %8s %8s %8s %8s %8s %8s %8s %8s %9s %9s  %s\n", "backend", "GB", "wall_s",
-           "read", "norm", "h2d", "kernels", "d2h", "build", "e2e_GB/s", "overlap", "kern_GB/s",
+    if (nres) printf("%-6s %10s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %9s %9s  %s\n", "backend", "GB", "wall_s",
+           "read", "norm", "h2d", "kernels", "d2h", "build", "prefault", "e2e_GB/s", "overlap", "kern_GB/s",
            "Mtok", "limited by");
     for (int i = 0; i < nres; i++) {
         result *r = &res[i];
-        double stages[6] = {r->read, r->normalize, r->h2d, r->kernels, r->d2h, r->build};
-        static const char *names[6] = {"read", "normalize", "h2d", "kernels", "d2h", "build"};
+        double stages[7] = {r->read, r->normalize, r->h2d, r->kernels, r->d2h, r->build, r->prefault};
+        static const char *names[7] = {"read", "normalize", "h2d", "kernels", "d2h", "build", "prefault"};
         double sum = 0, mx = 0;
         int imx = 0;
         /* the limiting stage compares each stage's time on its threads: read and normalize are
          * already per reader thread; the worker stages (h2d .. build) are summed over the
-         * pipeline's workers, which run them concurrently */
-        for (int s = 0; s < 6; s++) {
-            double per = s >= 2 ? stages[s] / r->workers : stages[s];
+         * pipeline's workers, which run them concurrently, and prefault over the builder's
+         * prefault threads */
+        for (int s = 0; s < 7; s++) {
+            double per = s == 6 ? stages[s] / DM_SB_PF_THREADS : s >= 2 ? stages[s] / r->workers : stages[s];
             sum += stages[s];
             if (per > mx) mx = per, imx = s;
         }
         double e2e = r->bytes / r->wall / 1e9;
-        printf("%-7s %10.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.2f %9.2f %9.2f  %s%s\n",
+        printf("%-7s %10.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.2f %9.2f %9.2f  %s%s\n",
                r->backend, r->bytes / 1e9, r->wall, r->read, r->normalize, r->h2d, r->kernels, r->d2h,
-               r->build, e2e, sum / r->wall, kr[i].gbps, (double)r->tokens / 1e6, names[imx],
+               r->build, r->prefault, e2e, sum / r->wall, kr[i].gbps, (double)r->tokens / 1e6, names[imx],
                r->wall > 1.2 * mx ? " (wall > 1.2 x slowest stage: overlap target missed)" : "");
         json_t *j = json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:s}", "backend",
                               r->backend, "bytes", r->bytes, "normalized_bytes", kr[i].norm_bytes, "wall_s", r->wall,
@@ -485,6 +505,8 @@ int main(int argc, char **argv)
                               "overlap", sum / r->wall, "kernel_gbps", kr[i].gbps, "documents",
                               (json_int_t)r->docs, "tokens", (json_int_t)r->tokens, "limiting_stage", names[imx]);
         json_object_set_new(j, "workers", json_integer(r->workers));
+        json_object_set_new(j, "prefault_s", json_real(r->prefault));
+        json_object_set_new(j, "prefault_threads", json_integer(DM_SB_PF_THREADS));
         json_array_append_new(runs, j);
         if (r->backend[0] == 'c' && r->backend[1] == 'u') {
             if (e2e < 2) printf("  target missed: end-to-end %.2f GB/s < 2 GB/s, limited by %s\n", e2e, names[imx]);
@@ -492,7 +514,8 @@ int main(int argc, char **argv)
     }
     if (nres)
         printf("(h2d .. build: seconds summed over the %d pipeline workers; the limiting stage and the "
-               "overlap target use them divided by %d)\n", res[0].workers, res[0].workers);
+               "overlap target use them divided by %d; prefault: summed over the builder's %d prefault "
+               "threads, divided by %d)\n", res[0].workers, res[0].workers, DM_SB_PF_THREADS, DM_SB_PF_THREADS);
     if (nres == 2) printf("CUDA / CPU end-to-end: %.2fx\n", (res[1].wall) / res[0].wall);
     if (sk_ok) {
         printf("scikit-learn TfidfVectorizer analyzer: %.3f GB/s", sk_gbps);

@@ -318,6 +318,7 @@ static const struct {
     {"tfidf.pp.kernels", "tokenize+stem kernels (worker)", 1},
     {"tfidf.pp.d2h", "D2H (worker)", 1},
     {"tfidf.pp.build", "token stream build (worker)", 1},
+    {"tfidf.pp.prefault", "stream page prefault (helper threads)", 1},
     {"tfidf.read", "by-bytes reader (collisions)", 0},
     {"tfidf.map", "token hash -> local term", 0},
     {"tfidf.count", "TF counting", 0},

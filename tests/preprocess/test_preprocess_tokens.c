@@ -265,20 +265,58 @@ static void test_token_rules(void)
     }
 }
 
-/* Builds the same batches into two streams, one serially through every token (dm_sb_add_doc,
- * dm_sb_add_tokens) and one the pipeline's way (dm_sb_batch_prepare on each batch's own
- * builder-independent state, commits in batch order, fills afterwards and out of order: batch
- * k+1's fill before batch k's, and a fill after the next batch's commit grew the arrays): the
- * streams must be identical, ids, labels, vocabulary order and collision count included. Seeded
- * words with many repeats, 30000+ distinct ones per batch (the distinct table rehashes several
- * times), stems longer than 8 bytes, an empty batch, and forced collisions: one in a batch (two
- * stems, one hash) and one across batches. */
+/* Commits 4 prepared batches in order into b and fills them late and out of order (batch k+1's
+ * fill before batch k's, and a fill after the next batch's commit grew the arrays). */
+static void commit_fill_out_of_order(dm_stream_builder *b, dm_sb_batch *sp, dm_tok_result *res)
+{
+    dm_sb_batch fresh;
+    memset(&fresh, 0, sizeof(fresh));
+    CU_ASSERT_EQUAL(dm_sb_batch_commit(b, &fresh, &res[0]), DM_ERR_INVALID_ARG); /* not prepared */
+    CU_ASSERT_EQUAL_FATAL(dm_sb_batch_commit(b, &sp[0], &res[0]), 0);
+    CU_ASSERT_EQUAL(dm_sb_batch_commit(b, &sp[0], &res[0]), DM_ERR_INVALID_ARG); /* twice */
+    CU_ASSERT_EQUAL_FATAL(dm_sb_batch_commit(b, &sp[1], &res[1]), 0);
+    dm_sb_batch_fill(b, &sp[1], &res[1]);
+    CU_ASSERT_EQUAL_FATAL(dm_sb_batch_commit(b, &sp[2], &res[2]), 0);
+    dm_sb_batch_fill(b, &sp[0], &res[0]);
+    CU_ASSERT_EQUAL_FATAL(dm_sb_batch_commit(b, &sp[3], &res[3]), 0);
+    dm_sb_batch_fill(b, &sp[3], &res[3]);
+    dm_sb_batch_fill(b, &sp[2], &res[2]);
+}
+
+static void check_streams_equal(const dm_token_stream *u, const dm_token_stream *s)
+{
+    CU_ASSERT_EQUAL(u->stats.hash_collisions, s->stats.hash_collisions);
+    CU_ASSERT_EQUAL(memcmp(&u->stats, &s->stats, sizeof(s->stats)), 0);
+    CU_ASSERT_EQUAL_FATAL(u->n_docs, s->n_docs);
+    CU_ASSERT_EQUAL_FATAL(u->n_terms, s->n_terms);
+    CU_ASSERT_EQUAL_FATAL(u->n_tokens, s->n_tokens);
+    CU_ASSERT_EQUAL(memcmp(u->hashes, s->hashes, s->n_tokens * 8), 0);
+    CU_ASSERT_EQUAL(memcmp(u->tok_off, s->tok_off, (s->n_docs + 1) * 8), 0);
+    CU_ASSERT_EQUAL(memcmp(u->id_off, s->id_off, (s->n_docs + 1) * 8), 0);
+    CU_ASSERT_EQUAL(memcmp(u->label_off, s->label_off, (s->n_docs + 1) * 8), 0);
+    CU_ASSERT_EQUAL(memcmp(u->ids, s->ids, s->id_off[s->n_docs]), 0);
+    CU_ASSERT_EQUAL(memcmp(u->labels, s->labels, s->label_off[s->n_docs]), 0);
+    CU_ASSERT_EQUAL(memcmp(u->term_hash, s->term_hash, s->n_terms * 8), 0);
+    CU_ASSERT_EQUAL(memcmp(u->term_off, s->term_off, (s->n_terms + 1) * 8), 0);
+    CU_ASSERT_EQUAL(memcmp(u->term_bytes, s->term_bytes, s->term_off[s->n_terms]), 0);
+}
+
+/* Builds the same batches into three streams, one serially through every token (dm_sb_add_doc,
+ * dm_sb_add_tokens) and two the pipeline's way (dm_sb_batch_prepare on each batch's own
+ * builder-independent state, commits in batch order, fills afterwards and out of order), the
+ * second of them with the prefault threads populating ahead (commits reserve more, grows pause
+ * the threads, the lookahead is trimmed): the streams must be identical, ids, labels, vocabulary
+ * order and collision count included. Seeded words with many repeats, 30000+ distinct ones per
+ * batch (the distinct table rehashes several times), stems longer than 8 bytes, an empty batch,
+ * and forced collisions: one in a batch (two stems, one hash) and one across batches. */
 static void test_stream_batches_identical(void)
 {
     enum { NB = 4 };
-    dm_stream_builder a, b;
+    dm_stream_builder a, b, c;
     CU_ASSERT_EQUAL_FATAL(dm_sb_init(&a), 0);
     CU_ASSERT_EQUAL_FATAL(dm_sb_init(&b), 0);
+    CU_ASSERT_EQUAL_FATAL(dm_sb_init(&c), 0);
+    CU_ASSERT_EQUAL_FATAL(dm_sb_prefault_start(&c), 0);
     dm_sb_batch sp[NB];
     memset(sp, 0, sizeof(sp));
     dm_tok_result res[NB];
@@ -333,19 +371,16 @@ static void test_stream_batches_identical(void)
         free(meta);
         docs += nd;
     }
-    /* commits in order; fills late and out of order */
-    dm_sb_batch fresh;
-    memset(&fresh, 0, sizeof(fresh));
-    CU_ASSERT_EQUAL(dm_sb_batch_commit(&b, &fresh, &res[0]), DM_ERR_INVALID_ARG); /* not prepared */
-    CU_ASSERT_EQUAL_FATAL(dm_sb_batch_commit(&b, &sp[0], &res[0]), 0);
-    CU_ASSERT_EQUAL(dm_sb_batch_commit(&b, &sp[0], &res[0]), DM_ERR_INVALID_ARG); /* twice */
-    CU_ASSERT_EQUAL_FATAL(dm_sb_batch_commit(&b, &sp[1], &res[1]), 0);
-    dm_sb_batch_fill(&b, &sp[1], &res[1]);
-    CU_ASSERT_EQUAL_FATAL(dm_sb_batch_commit(&b, &sp[2], &res[2]), 0);
-    dm_sb_batch_fill(&b, &sp[0], &res[0]);
-    CU_ASSERT_EQUAL_FATAL(dm_sb_batch_commit(&b, &sp[3], &res[3]), 0);
-    dm_sb_batch_fill(&b, &sp[3], &res[3]);
-    dm_sb_batch_fill(&b, &sp[2], &res[2]);
+    /* commits in order; fills late and out of order (a filled batch may be committed again) */
+    commit_fill_out_of_order(&b, sp, res);
+    commit_fill_out_of_order(&c, sp, res);
+    double pf_s = -1;
+    uint64_t pf_bytes = 1;
+    dm_sb_prefault_stop(&c, &pf_s, &pf_bytes);
+    CU_ASSERT(pf_s >= 0);
+    CU_ASSERT_EQUAL(c.hashes_cap, c.s.n_tokens); /* lookahead trimmed */
+    dm_sb_prefault_stop(&c, &pf_s, &pf_bytes); /* again: nothing left to stop */
+    CU_ASSERT(pf_s == 0 && pf_bytes == 0);
     for (int k = 0; k < NB; k++) {
         dm_sb_batch_free(&sp[k]);
         free(res[k].stems);
@@ -354,27 +389,17 @@ static void test_stream_batches_identical(void)
         free(res[k].doc_tok);
         free(res[k].stem_len);
     }
-    dm_token_stream s, u;
+    dm_token_stream s, u, v;
     CU_ASSERT_EQUAL_FATAL(dm_sb_finish(&s, &a), 0);
     CU_ASSERT_EQUAL_FATAL(dm_sb_finish(&u, &b), 0);
+    CU_ASSERT_EQUAL_FATAL(dm_sb_finish(&v, &c), 0);
     CU_ASSERT_EQUAL(s.stats.hash_collisions, 2);
-    CU_ASSERT_EQUAL(u.stats.hash_collisions, s.stats.hash_collisions);
-    CU_ASSERT_EQUAL(memcmp(&u.stats, &s.stats, sizeof(s.stats)), 0);
     CU_ASSERT_EQUAL(s.stats.docs_labelled, 24 + 25 + 2 + 26); /* d % 3 != 0 of 37, 38, 3, 40 */
-    CU_ASSERT_EQUAL_FATAL(u.n_docs, s.n_docs);
-    CU_ASSERT_EQUAL_FATAL(u.n_terms, s.n_terms);
-    CU_ASSERT_EQUAL_FATAL(u.n_tokens, s.n_tokens);
-    CU_ASSERT_EQUAL(memcmp(u.hashes, s.hashes, s.n_tokens * 8), 0);
-    CU_ASSERT_EQUAL(memcmp(u.tok_off, s.tok_off, (s.n_docs + 1) * 8), 0);
-    CU_ASSERT_EQUAL(memcmp(u.id_off, s.id_off, (s.n_docs + 1) * 8), 0);
-    CU_ASSERT_EQUAL(memcmp(u.label_off, s.label_off, (s.n_docs + 1) * 8), 0);
-    CU_ASSERT_EQUAL(memcmp(u.ids, s.ids, s.id_off[s.n_docs]), 0);
-    CU_ASSERT_EQUAL(memcmp(u.labels, s.labels, s.label_off[s.n_docs]), 0);
-    CU_ASSERT_EQUAL(memcmp(u.term_hash, s.term_hash, s.n_terms * 8), 0);
-    CU_ASSERT_EQUAL(memcmp(u.term_off, s.term_off, (s.n_terms + 1) * 8), 0);
-    CU_ASSERT_EQUAL(memcmp(u.term_bytes, s.term_bytes, s.term_off[s.n_terms]), 0);
+    check_streams_equal(&u, &s);
+    check_streams_equal(&v, &s);
     dm_token_stream_free(&s);
     dm_token_stream_free(&u);
+    dm_token_stream_free(&v);
 }
 
 /* Builds a small stream with a forced collision: two different stems given the same hash. */
