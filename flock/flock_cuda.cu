@@ -375,14 +375,6 @@ const dm_tune_instance *pick(int k, size_t n)
 
 /* ================================================================ pipeline =================== */
 
-/* Host waits for stream st. */
-int wait_stream(dstate *s, cudaStream_t st)
-{
-    (void)s;
-    DM_CUDA_TRY(cudaStreamSynchronize(st));
-    return DM_OK;
-}
-
 /* Uploads a host store. The vector pool gets room for pool_slack more entries when it is
  * (re)allocated (arrivals on several ranks; 0 for one rank, whose pool never grows). ps: stage the
  * copies through that page-locked buffer (NULL: straight from the host store). */
@@ -562,7 +554,7 @@ int pairs_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_fl
                                                (uint64_t)0, (int)(n + 1), st));
     uint64_t total = 0;
     DM_CUDA_TRY(cudaMemcpyAsync(&total, ps->off + n, 8, cudaMemcpyDeviceToHost, st));
-    DM_TRY(wait_stream(s, st));
+    DM_CUDA_TRY(cudaStreamSynchronize(st));
     if (total >= ((uint64_t)1 << 32) || src->n >= ((size_t)1 << 30))
         return DM_ERR(DM_ERR_UNSUPPORTED, "flock: %llu neighbour pairs on a rank (limit 2^32); use more ranks",
                       (unsigned long long)total);
@@ -577,7 +569,7 @@ int pairs_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_fl
     DM_CUDA_TRY(cudaMemcpyAsync(&nm[0], a.n_miss, 8, cudaMemcpyDeviceToHost, st));
     DM_CUDA_TRY(cudaMemcpyAsync(&nm[1], a.n_mirror, 8, cudaMemcpyDeviceToHost, st));
     DM_CUDA_TRY(cudaEventRecord(e1, st));
-    DM_TRY(wait_stream(s, st));
+    DM_CUDA_TRY(cudaStreamSynchronize(st));
     ps->n_miss = nm[0];
     ps->n_mirror = nm[1];
     DM_ASSERT(nm[0] + nm[1] <= total);
