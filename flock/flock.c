@@ -424,6 +424,14 @@ int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v
     /* the halo turns over every iteration: more garbage before each compaction (which moves every
      * live vector and makes a device mirror copy the pool again) */
     s->halo.garbage_ratio = 4;
+    s->agree_req = MPI_REQUEST_NULL;
+    const char *tp = getenv("DOCMINE_FLOCK_TRACE");
+    if (tp && *tp) {
+        size_t len = strlen(tp) + 32;
+        s->trace_path = dm_malloc(len);
+        if (!s->trace_path) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        else snprintf(s->trace_path, len, "%s.%d.tsv", tp, s->rank);
+    }
     if (opt->checkpoint && !(s->opt.checkpoint = dm_strdup(opt->checkpoint))) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     s->cut = dm_malloc(sizeof *s->cut * (size_t)(s->size + 1));
     if (!s->cut) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
@@ -480,9 +488,46 @@ int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v
     return DM_OK;
 }
 
+static const char *const g_trace_names[DM_FT_N] = {"begin",    "own_queued", "agreed",   "halo_selected",
+                                                   "halo_received", "halo_queued", "device_done", "departures_selected",
+                                                   "migrated", "end"};
+
+void dm_flock_trace(dm_flock_sim *s, int event)
+{
+    if (!s->trace_path) return;
+    if (s->trace_n + 3 > s->trace_cap) {
+        size_t c = s->trace_cap ? 2 * s->trace_cap : 3 * 4096;
+        double *t = dm_realloc(s->trace, sizeof *t * c);
+        if (!t) return; /* a diagnostic: the trace stops growing, the run goes on */
+        s->trace = t;
+        s->trace_cap = c;
+    }
+    s->trace[s->trace_n++] = s->iteration;
+    s->trace[s->trace_n++] = event;
+    s->trace[s->trace_n++] = dm_wtime();
+}
+
+static void trace_write(const dm_flock_sim *s)
+{
+    if (!s->trace_path) return;
+    FILE *f = fopen(s->trace_path, "w");
+    if (!f) {
+        dm_log_warn("flock: cannot write the trace %s", s->trace_path);
+        return;
+    }
+    fprintf(f, "rank\titeration\tevent\tseconds\n");
+    for (size_t i = 0; i + 3 <= s->trace_n; i += 3)
+        fprintf(f, "%d\t%d\t%s\t%.6f\n", s->rank, (int)s->trace[i], g_trace_names[(int)s->trace[i + 1]], s->trace[i + 2]);
+    if (fclose(f) != 0) dm_log_warn("flock: writing the trace %s failed", s->trace_path);
+}
+
 void dm_flock_sim_free(dm_flock_sim *s)
 {
     if (!s) return;
+    if (s->agree_pending) (void)dm_flock_agree_finish(s); /* every rank posted it */
+    trace_write(s);
+    dm_free(s->trace);
+    dm_free(s->trace_path);
 #if DM_FLOCK_CUDA
     if (s->dev) dm_flock_cuda_free(s);
 #endif
@@ -525,6 +570,45 @@ int dm_flock_sim_view(dm_flock_sim *s, dm_flock_view *out)
     return DM_OK;
 }
 
+int dm_flock_agree_finish(dm_flock_sim *s)
+{
+    if (!s->agree_pending) return DM_OK;
+    s->agree_pending = 0;
+    dm_timer_start("flock.agree");
+    int ok = MPI_Wait(&s->agree_req, MPI_STATUS_IGNORE) == MPI_SUCCESS;
+    dm_timer_stop("flock.agree");
+    dm_flock_trace(s, DM_FT_AGREED);
+    if (!ok) s->agree_recv = DM_ERR(DM_ERR_MPI, "flock: the agreement on a step's status failed");
+    if (s->agree_recv < 0) s->agree_failed = 1; /* every rank knows: no further agreement */
+    if (s->agree_recv < 0 && s->agree_send == DM_OK && ok) {
+        DM_ERR(s->agree_recv, "another rank failed (%s)", dm_status_name(s->agree_recv));
+        dm_error_mark_remote();
+    }
+    return s->agree_recv;
+}
+
+int dm_flock_step_injected(const dm_flock_sim *s)
+{
+    if (s->fail_at <= 0 || s->iteration + 1 != s->fail_at || s->fail_late) return DM_OK;
+    return DM_ERR(DM_ERR_IO, "flock: failure injected into iteration %d on rank %d (test)", s->fail_at, s->rank);
+}
+
+/* Ends a step: the ranks agree on its status, at once or (agree_lag) during the next step. */
+static int step_agree(dm_flock_sim *s, int rc)
+{
+    if (!s->agree_lag) return dm_ctx_agree(s->ctx, rc);
+    int ra = dm_flock_agree_finish(s); /* when the backend did not complete it */
+    if (rc == DM_OK) rc = ra;
+    /* the step stopped at a failed agreement: every rank stops there, none posts another */
+    if (s->agree_failed) return rc;
+    s->agree_send = rc;
+    if (MPI_Iallreduce(&s->agree_send, &s->agree_recv, 1, MPI_INT, MPI_MIN, s->comm, &s->agree_req) != MPI_SUCCESS)
+        return DM_ERR(DM_ERR_MPI, "flock: posting the agreement on a step's status failed");
+    s->agree_pending = 1;
+    /* a failed rank learns the others' status now; the others at their next step */
+    return rc == DM_OK ? DM_OK : dm_flock_agree_finish(s);
+}
+
 int dm_flock_sim_step(dm_flock_sim *s)
 {
     if (s->iteration >= s->opt.iterations) return DM_OK;
@@ -532,11 +616,19 @@ int dm_flock_sim_step(dm_flock_sim *s)
     s->labels = NULL;
     s->halo_valid = 0;
     dm_timer_start("flock.step");
+    dm_flock_trace(s, DM_FT_BEGIN);
+    int it = s->iteration;
     int rc = s->backend == DM_BACKEND_CUDA ? dm_flock_step_cuda(s) : dm_flock_step_cpu(s);
+    if (rc == DM_OK && s->fail_late && s->fail_at == it + 1) {
+        rc = DM_ERR(DM_ERR_IO, "flock: failure injected after the exchanges of iteration %d on rank %d (test)",
+                    s->fail_at, s->rank);
+        s->iteration = it; /* the step failed */
+    }
     /* the halo of this step belongs to the positions before the update and migration */
     s->halo_valid = 0;
+    dm_flock_trace(s, DM_FT_END);
     dm_timer_stop("flock.step");
-    return dm_ctx_agree(s->ctx, rc);
+    return step_agree(s, rc);
 }
 
 void dm_flock_stats_publish(const dm_flock_sim *s)
@@ -556,11 +648,20 @@ int dm_flock_sim_run(dm_flock_sim *s)
     dm_progress pr;
     dm_progress_begin(&pr, "flock", "it", (uint64_t)s->opt.iterations);
     int rc = DM_OK;
+    /* the steps agree on their status without a barrier each (see agree_lag); whatever reads
+     * or writes the state of all ranks first completes the agreement */
+    s->agree_lag = 1;
     while (rc == DM_OK && s->iteration < s->opt.iterations) {
         rc = dm_flock_sim_step(s);
         if (rc != DM_OK) break;
+        int ckpt = s->opt.checkpoint_every > 0 && s->iteration % s->opt.checkpoint_every == 0;
+        if (ckpt || s->opt.on_iteration || s->iteration >= s->opt.iterations ||
+            (s->opt.stop_after > 0 && s->iteration >= s->opt.stop_after)) {
+            rc = dm_flock_agree_finish(s);
+            if (rc != DM_OK) break;
+        }
         /* the last iteration too: --resume then only re-clusters (other cluster options) */
-        if (s->opt.checkpoint_every > 0 && s->iteration % s->opt.checkpoint_every == 0) {
+        if (ckpt) {
             dm_timer_start("flock.checkpoint");
             rc = dm_flock_checkpoint_write(s, s->opt.checkpoint);
             dm_timer_stop("flock.checkpoint");
@@ -574,6 +675,9 @@ int dm_flock_sim_run(dm_flock_sim *s)
         dm_progress_update(&pr, (uint64_t)s->iteration);
         if (s->opt.stop_after > 0 && s->iteration >= s->opt.stop_after) break;
     }
+    int ra = dm_flock_agree_finish(s); /* a step failed on this rank: already completed */
+    if (rc == DM_OK) rc = ra;
+    s->agree_lag = 0;
     dm_progress_end(&pr, (uint64_t)s->iteration);
     return rc;
 }

@@ -120,9 +120,13 @@ int dm_flock_step_cpu(dm_flock_sim *s)
     dm_flock_window_of(&w, s, &p);
     dm_flock_store *own = &s->own;
 
+    /* the last step's status (dm_flock_sim_run): before the first exchange; a failure reported
+     * there stops every rank here */
+    DM_TRY(dm_flock_agree_finish(s));
+
     /* 1. post the halo exchange; 2. own-own interactions while it flies */
     dm_flock_xchg x;
-    int rc = dm_flock_halo_exchange_begin(s, &x, DM_OK);
+    int rc = dm_flock_halo_exchange_begin(s, &x, dm_flock_step_injected(s));
     dm_flock_acc *acc = dm_malloc(sizeof *acc * (own->n ? own->n : 1));
     if (!acc && rc == DM_OK) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     dm_flock_grid g;

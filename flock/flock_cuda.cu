@@ -882,7 +882,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     dm_flock_window w;
     dm_flock_window_of(&w, sim, &p);
     const int multi = sim->size > 1;
-    int rc = DM_OK;
+    int rc = dm_flock_step_injected(sim);
     double t_grid = 0, t_detect = 0, t_sim = 0, t_forces = 0;
 
     /* 1. own-own grid on stream A */
@@ -903,6 +903,16 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     if (rc == DM_OK) rc = forces_pass(s, &s->pown, &s->own, &s->own, p, 0, fi, a);
     if (rc == DM_OK && cudaEventRecord(s->ev[7], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
     if (rc == DM_OK && cudaEventRecord(s->own_done, a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+    dm_flock_trace(sim, DM_FT_OWN_QUEUED);
+
+    /* the last step's status (dm_flock_sim_run): completed here, before this step's first
+     * exchange, so that waiting for the slowest rank overlaps the own-own pass. A failure
+     * reported there stops every rank at this point. */
+    int ra = dm_flock_agree_finish(sim);
+    if (ra != DM_OK) {
+        cudaStreamSynchronize(a);
+        return ra;
+    }
 
     /* 3. while A computes the similarity and forces, stream B (after the last step's work on A:
      * ev[8]) selects the halo boids and sends their state to the host store, which packs them with
@@ -920,6 +930,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         }
         dm_timer_stop("flock.comm.halo_select");
         dm_timer_stop("flock.comm");
+        dm_flock_trace(sim, DM_FT_HALO_SEL);
         rc = dm_flock_halo_exchange_begin_sel(sim, &x, rc, sim->host_valid ? NULL : &sel);
     }
 
@@ -928,11 +939,13 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     if (multi) {
         int re = dm_flock_halo_exchange_end(sim, &x);
         if (rc == DM_OK) rc = re;
+        dm_flock_trace(sim, DM_FT_HALO_RECV);
         dm_timer_start("flock.comm"); /* the halo's way to the device is communication too */
         dm_timer_start("flock.comm.halo_upload");
         if (rc == DM_OK) rc = upload_halo(sim, s, b);
         dm_timer_stop("flock.comm.halo_upload");
         dm_timer_stop("flock.comm");
+        dm_flock_trace(sim, DM_FT_HALO_UP);
         if (rc == DM_OK && cudaEventRecord(s->ev[12], b) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
         if (rc == DM_OK) rc = build_grid(s, &s->halo, p, w, layout, b);
         if (rc == DM_OK && cudaEventRecord(s->ev[13], b) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
@@ -956,6 +969,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     }
     if (rc == DM_OK && cudaEventRecord(s->ev[11], s->sa) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
     if (rc == DM_OK) rc = read_counters(sim, s); /* synchronises stream A, after B's work */
+    dm_flock_trace(sim, DM_FT_DEV_DONE);
     if (rc == DM_OK) {
         float ms = 0;
         if (cudaEventElapsedTime(&ms, s->ev[8], s->ev[9]) == cudaSuccess) t_grid += ms / 1e3;
@@ -983,9 +997,11 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         if (rc == DM_OK) rc = select_fetch(sim, s, 1, 0, 0, p.H1, &sel, s->sa);
         dm_timer_stop("flock.comm.mig_select");
         dm_timer_stop("flock.comm");
+        dm_flock_trace(sim, DM_FT_MIG_SEL);
         dm_flock_migration mig;
         /* the neighbours wait for the migration exchange even when this rank failed */
         rc = dm_flock_migrate_host_sel(sim, p.H1, rc, &mig, &sel);
+        dm_flock_trace(sim, DM_FT_MIG_DONE);
         dm_timer_start("flock.comm");
         dm_timer_start("flock.comm.mirror");
         if (rc == DM_OK) rc = mirror_after_migration(sim, s, &mig);

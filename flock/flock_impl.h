@@ -188,7 +188,46 @@ struct dm_flock_sim {
     void *dev;          /* CUDA backend state */
     dm_flock_stats stats;
     int32_t *labels;    /* clusters per own boid (after dm_flock_sim_cluster) */
+    /* dm_flock_sim_run agrees on each step's status without a barrier: the agreement is posted
+     * when the step ends and completed during the next step, before its first exchange
+     * (dm_flock_agree_finish); the CUDA step completes it after it has queued the own-own pass, so
+     * that the wait for the slowest rank overlaps the device's work */
+    int agree_lag, agree_pending, agree_send, agree_recv, agree_failed;
+    MPI_Request agree_req;
+    /* DOCMINE_FLOCK_TRACE=PREFIX: this rank's step events (iteration, event, time), written to
+     * PREFIX.RANK.tsv by dm_flock_sim_free (a diagnostic of the waits between ranks) */
+    double *trace;
+    size_t trace_n, trace_cap;
+    char *trace_path;
+    /* tests: the step of iteration fail_at (1-based; 0: never) fails on this rank, at its start
+     * (it still enters its exchanges, as after a failed device call) or, with fail_late, after
+     * its exchanges (the neighbours learn nothing from them) */
+    int fail_at, fail_late;
 };
+
+/* The status a step starts from: DM_OK, or the failure injected by fail_at without fail_late. */
+int dm_flock_step_injected(const dm_flock_sim *s);
+
+/* Completes the pending status agreement of the last step (a no-op when none is pending): the
+ * worst status of all ranks, DM_OK when every rank succeeded. Every rank reaches it at the same
+ * point of a step, before the step's first exchange. */
+int dm_flock_agree_finish(dm_flock_sim *s);
+
+/* Step events of the trace (dm_flock_trace; no-op unless DOCMINE_FLOCK_TRACE is set). */
+enum {
+    DM_FT_BEGIN,     /* step entered */
+    DM_FT_OWN_QUEUED, /* own-own pass queued on the device (CUDA) */
+    DM_FT_AGREED,    /* the last step's status agreement completed */
+    DM_FT_HALO_SEL,  /* halo boids selected and fetched */
+    DM_FT_HALO_RECV, /* halo exchange completed and unpacked */
+    DM_FT_HALO_UP,   /* halo queued for the device */
+    DM_FT_DEV_DONE,  /* the device finished the step's passes and the update */
+    DM_FT_MIG_SEL,   /* departures selected */
+    DM_FT_MIG_DONE,  /* migration exchange completed */
+    DM_FT_END,       /* step left */
+    DM_FT_N
+};
+void dm_flock_trace(dm_flock_sim *s, int event);
 
 /* Plane side at iteration t (host, the only place it is computed). */
 void dm_flock_plane_at(const dm_flock_sim *s, int t, double *W, double *H);

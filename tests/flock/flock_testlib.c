@@ -1,6 +1,8 @@
 /* Helpers of the flock tests (flock_testlib.h). */
 #include "flock_testlib.h"
 
+#include <CUnit/CUnit.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +10,7 @@
 
 #include "common/alloc.h"
 #include "common/status.h"
+#include "flock/flock_impl.h"
 
 void ft_ctx_sub(dm_ctx *out, const dm_ctx *base, MPI_Comm comm)
 {
@@ -133,6 +136,34 @@ int ft_run(ft_state *st, const dm_ctx *ctx, const dm_flock_synth_options *so, ui
     dm_flock_sim_free(s);
     dm_flock_vectors_release(&v);
     return rc;
+}
+
+void ft_check_error_during_run(const dm_ctx *ctx, const dm_flock_synth_options *so, uint64_t n, int iterations)
+{
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_synth_share(&v, so, n, ctx->rank, ctx->size), DM_OK);
+    const int at[3] = {1, iterations / 2, iterations};
+    for (int k = 0; k < 6; k++)
+        for (int bad = 0; bad < ctx->size; bad += ctx->size > 1 ? ctx->size - 1 : 1) {
+            dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+            o.iterations = iterations;
+            dm_flock_sim *s = NULL;
+            CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, ctx, &v, &o), DM_OK);
+            if (ctx->rank == bad) {
+                s->fail_at = at[k % 3];
+                s->fail_late = k >= 3;
+            }
+            int rc = dm_flock_sim_run(s);
+            CU_ASSERT_NOT_EQUAL(rc, DM_OK);
+            int it = dm_flock_sim_iteration(s);
+            if (ctx->rank == bad) CU_ASSERT_EQUAL(it, at[k % 3] - 1);
+            CU_ASSERT_TRUE(it >= at[k % 3] - 1 && it <= at[k % 3]); /* the others: at most one step on */
+            int all = rc != DM_OK;
+            MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_LAND, ctx->world);
+            CU_ASSERT_TRUE(all);
+            dm_flock_sim_free(s);
+        }
+    dm_flock_vectors_release(&v);
 }
 
 int ft_write_checkpoint(const char *path, const dm_flock_options *o, uint64_t n, int iteration, const double *x,

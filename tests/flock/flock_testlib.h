@@ -33,6 +33,13 @@ void ft_state_free(ft_state *st);
 int ft_run(ft_state *st, const dm_ctx *ctx, const dm_flock_synth_options *so, uint64_t n,
            const dm_flock_options *fo, const dm_flock_cluster_options *copt);
 
+/* CUnit checks: a step fails on one rank (fail_at, injected before the step's exchanges, which it
+ * still enters as after a failed device call, or after them) at the first, a middle and the last
+ * of `iterations`,
+ * on the first and on the last rank: dm_flock_sim_run, whose steps agree on their status one
+ * step late, returns an error on every rank, stops within a step of the failure and never hangs. */
+void ft_check_error_during_run(const dm_ctx *ctx, const dm_flock_synth_options *so, uint64_t n, int iterations);
+
 /* Writes a checkpoint for opt / n documents at iteration `iteration` with the given state. */
 int ft_write_checkpoint(const char *path, const dm_flock_options *opt, uint64_t n, int iteration,
                         const double *x, const double *y, const double *vx, const double *vy);

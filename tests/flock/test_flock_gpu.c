@@ -289,12 +289,19 @@ static void test_cuda_rank_independence(void)
     ft_state_free(&one);
 }
 
+static void test_error_during_run(void)
+{
+    dm_flock_synth_options so = corpus(100);
+    ft_check_error_during_run(&g_ctx, &so, g_sanitizer ? 301 : 1999, g_sanitizer ? 4 : 12);
+}
+
 int main(int argc, char **argv)
 {
     CU_TestInfo gpu[] = {{"CPU vs CUDA after 10 iterations", test_cpu_vs_cuda},
                          {"every instance of every kernel vs the CPU", test_every_instance_vs_cpu},
                          {"bench hooks: every instance equals the default", test_bench_hooks},
                          {"CUDA backend: rank independence and clusters", test_cuda_rank_independence},
+                         {"CUDA backend: a step failing on one rank stops all", test_error_during_run},
                          CU_TEST_INFO_NULL};
     CU_SuiteInfo suites[] = {{"flock_gpu", setup, teardown, NULL, NULL, gpu}, CU_SUITE_INFO_NULL};
     g_sanitizer = getenv("DOCMINE_SANITIZER") != NULL;

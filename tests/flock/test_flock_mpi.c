@@ -301,6 +301,12 @@ static void test_error_on_one_rank(void)
     }
 }
 
+static void test_error_during_run(void)
+{
+    dm_flock_synth_options so = corpus();
+    ft_check_error_during_run(&g_ctx, &so, NDOCS, 20);
+}
+
 int main(int argc, char **argv)
 {
     CU_TestInfo mpi[] = {{"rank independence (bit-identical) and clusters", test_rank_independence},
@@ -308,6 +314,7 @@ int main(int argc, char **argv)
                          {"conservation: one owner per document per iteration", test_conservation},
                          {"resume across rank counts", test_resume_across_ranks},
                          {"an error on one rank reaches all", test_error_on_one_rank},
+                         {"a step failing on one rank stops all (lagged agreement)", test_error_during_run},
                          CU_TEST_INFO_NULL};
     CU_SuiteInfo suites[] = {{"flock_mpi", setup, teardown, NULL, NULL, mpi}, CU_SUITE_INFO_NULL};
     return dm_test_run_mpi(argc, argv, suites);
