@@ -236,6 +236,9 @@ struct dpass {
     void *scan_tmp = 0;
     size_t scan_tmp_cap = 0;
     uint64_t total = 0;
+    unsigned long long *htotal = 0;  /* page-locked copy of the total (pairs_count) */
+    bool counted = false;            /* pairs_count queued, pairs_detect not yet */
+    bool detected = false;           /* pairs_detect queued, pairs_similarity not yet */
     bool timed = false;              /* its events are recorded and not yet read */
     unsigned long long n_miss = 0;   /* cache misses computed by the similarity pass */
     unsigned long long n_mirror = 0; /* cache misses resolved from their mirror pair */
@@ -324,7 +327,8 @@ struct dstate {
     size_t cap_fill = 0;
     unsigned long long *ctr = 0; /* [0] pairs [1] similar [2] seam [3] - [4, 5] miss counters, [6, 7] mirrors */
     int *err = 0;
-    unsigned long long *hctr = 0; /* pinned mirror of ctr */
+    unsigned long long *hctr = 0; /* pinned: [0, 8) mirror of ctr, [8, 10) the passes' pair totals,
+                                   * [10, 14) their miss and mirror counts */
     size_t host_pool_seen = 0;    /* own pool entries already on the device */
     uint64_t host_compactions = 0;
     size_t halo_pool_seen = 0;    /* halo pool entries already on the device (cached vectors) */
@@ -527,21 +531,26 @@ fk_pass_args pass_args(dstate *s, dpass *ps, const dset *t, const dset *src, con
 /* Count, scan, detect and resolve the similarity of one pass: the pair lists are complete and
  * every pair's state is similar or dissimilar once stream st gets past the work enqueued (the
  * host waits for the counts only, so that it can do the exchange while the similarity runs;
- * pass_times then gives the kernels' times). */
-int pairs_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_flock_params &p, int same,
-               cudaStream_t st)
+ * pass_times then gives the kernels' times). In three parts, each queueing its kernels and the
+ * copy of what the next needs to know to page-locked memory; the next waits for stream st (which
+ * must get nothing else in between), so that the host may do other work while the kernels run:
+ * pairs_count (counts, their total), pairs_detect (pair lists, cache lookups, the miss counts),
+ * pairs_similarity (the misses' similarities). */
+int pairs_count(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_flock_params &p, int same,
+                cudaStream_t st)
 {
     size_t n = t->n;
     DM_TRY(ensure(&ps->cnt, &ps->cap_cnt, n + 1));
     DM_TRY(ensure(&ps->off, &ps->cap_off, n + 1));
     ps->total = 0;
     ps->n_miss = ps->n_mirror = 0;
+    ps->counted = ps->detected = false;
     if (n == 0 || src->n == 0) {
         if (n) DM_CUDA_TRY(cudaMemsetAsync(ps->cnt, 0, 4 * (n + 1), st));
         if (n) DM_CUDA_TRY(cudaMemsetAsync(ps->off, 0, 8 * (n + 1), st));
         return DM_OK;
     }
-    cudaEvent_t e0 = s->ev[same ? 0 : 4], e1 = s->ev[same ? 1 : 5], e2 = s->ev[same ? 2 : 6];
+    cudaEvent_t e0 = s->ev[same ? 0 : 4];
     DM_CUDA_TRY(cudaEventRecord(e0, st));
     DM_CUDA_TRY(cudaMemsetAsync(ps->cnt + n, 0, 4, st));
     fk_pass_args a = pass_args(s, ps, t, src, p, same);
@@ -552,24 +561,49 @@ int pairs_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_fl
     DM_TRY(ensure(reinterpret_cast<char **>(&ps->scan_tmp), &ps->scan_tmp_cap, bytes ? bytes : 1));
     DM_CUDA_TRY(cub::DeviceScan::ExclusiveScan(ps->scan_tmp, bytes, ps->cnt, ps->off, cuda::std::plus<uint64_t>(),
                                                (uint64_t)0, (int)(n + 1), st));
-    uint64_t total = 0;
-    DM_CUDA_TRY(cudaMemcpyAsync(&total, ps->off + n, 8, cudaMemcpyDeviceToHost, st));
+    ps->htotal = &s->hctr[same ? 8 : 9]; /* page-locked: the copy does not block the host */
+    DM_CUDA_TRY(cudaMemcpyAsync(ps->htotal, ps->off + n, 8, cudaMemcpyDeviceToHost, st));
+    ps->counted = true;
+    return DM_OK;
+}
+
+int pairs_detect(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_flock_params &p, int same,
+                 cudaStream_t st)
+{
+    if (!ps->counted) return DM_OK; /* no targets or no sources */
+    ps->counted = false;
+    cudaEvent_t e1 = s->ev[same ? 1 : 5];
     DM_CUDA_TRY(cudaStreamSynchronize(st));
+    uint64_t total = *ps->htotal;
     if (total >= ((uint64_t)1 << 32) || src->n >= ((size_t)1 << 30))
         return DM_ERR(DM_ERR_UNSUPPORTED, "flock: %llu neighbour pairs on a rank (limit 2^32); use more ranks",
                       (unsigned long long)total);
     ps->total = total;
     DM_TRY(ensure(&ps->pairs, &ps->cap_pairs, total ? total : 1));
     DM_TRY(ensure(&ps->miss, &ps->cap_miss, total ? total : 1));
-    a = pass_args(s, ps, t, src, p, same);
+    fk_pass_args a = pass_args(s, ps, t, src, p, same);
+    size_t n = t->n;
     DM_CUDA_TRY(cudaMemsetAsync(a.n_miss, 0, 8, st));
     DM_CUDA_TRY(cudaMemsetAsync(a.n_mirror, 0, 8, st));
     DM_TRY(pick(K_DETECT, n)->launch(&a, n, st));
-    unsigned long long nm[2] = {0, 0};
+    /* the miss counts (page-locked: the copies do not block the host) */
+    unsigned long long *nm = &s->hctr[same ? 10 : 12];
     DM_CUDA_TRY(cudaMemcpyAsync(&nm[0], a.n_miss, 8, cudaMemcpyDeviceToHost, st));
     DM_CUDA_TRY(cudaMemcpyAsync(&nm[1], a.n_mirror, 8, cudaMemcpyDeviceToHost, st));
     DM_CUDA_TRY(cudaEventRecord(e1, st));
+    ps->detected = true;
+    return DM_OK;
+}
+
+int pairs_similarity(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_flock_params &p, int same,
+                     cudaStream_t st)
+{
+    if (!ps->detected) return DM_OK;
+    ps->detected = false;
+    cudaEvent_t e2 = s->ev[same ? 2 : 6];
     DM_CUDA_TRY(cudaStreamSynchronize(st));
+    const unsigned long long *nm = &s->hctr[same ? 10 : 12];
+    uint64_t total = ps->total;
     ps->n_miss = nm[0];
     ps->n_mirror = nm[1];
     DM_ASSERT(nm[0] + nm[1] <= total);
@@ -584,6 +618,14 @@ int pairs_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_fl
     DM_CUDA_TRY(cudaEventRecord(e2, st));
     ps->timed = true; /* pass_times reads the events once the stream is synchronised */
     return DM_OK;
+}
+
+int pairs_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_flock_params &p, int same,
+               cudaStream_t st)
+{
+    DM_TRY(pairs_count(s, ps, t, src, p, same, st));
+    DM_TRY(pairs_detect(s, ps, t, src, p, same, st));
+    return pairs_similarity(s, ps, t, src, p, same, st);
 }
 
 /* Adds a pass's detection and similarity times (its events must have completed). */
@@ -830,7 +872,7 @@ extern "C" int dm_flock_cuda_init(dm_flock_sim *sim)
     DM_TRY(ensure(&s->err, &cap1, 1));
     DM_CUDA_TRY(cudaMemset(s->err, 0, sizeof(int)));
     void *h = NULL;
-    DM_TRY(dm_host_alloc_pinned(&h, 8 * 8));
+    DM_TRY(dm_host_alloc_pinned(&h, 8 * 16));
     s->hctr = static_cast<unsigned long long *>(h);
     DM_TRY(ensure(&s->cut, &s->cap_cut, (size_t)sim->size + 1));
     DM_CUDA_TRY(cudaMemcpy(s->cut, sim->cut, 8 * ((size_t)sim->size + 1), cudaMemcpyHostToDevice));
@@ -897,26 +939,13 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     if (rc == DM_OK) rc = build_grid(s, &s->own, p, w, layout, a);
     if (rc == DM_OK && cudaEventRecord(s->ev[9], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
 
-    /* 2. own-own pairs and forces on stream A: the host waits for the pair counts only */
-    if (rc == DM_OK) rc = pairs_pass(s, &s->pown, &s->own, &s->own, p, 1, a);
-    if (rc == DM_OK && cudaEventRecord(s->ev[10], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
-    if (rc == DM_OK) rc = forces_pass(s, &s->pown, &s->own, &s->own, p, 0, fi, a);
-    if (rc == DM_OK && cudaEventRecord(s->ev[7], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
-    if (rc == DM_OK && cudaEventRecord(s->own_done, a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
-    dm_flock_trace(sim, DM_FT_OWN_QUEUED);
+    /* 2. own-own pair counts on stream A (then detection, similarity and forces, queued as the
+     * host learns the sizes, between the steps of the halo exchange) */
+    if (rc == DM_OK) rc = pairs_count(s, &s->pown, &s->own, &s->own, p, 1, a);
 
-    /* the last step's status (dm_flock_sim_run): completed here, before this step's first
-     * exchange, so that waiting for the slowest rank overlaps the own-own pass. A failure
-     * reported there stops every rank at this point. */
-    int ra = dm_flock_agree_finish(sim);
-    if (ra != DM_OK) {
-        cudaStreamSynchronize(a);
-        return ra;
-    }
-
-    /* 3. while A computes the similarity and forces, stream B (after the last step's work on A:
-     * ev[8]) selects the halo boids and sends their state to the host store, which packs them with
-     * their vectors and posts the exchange (both streams only read the positions) */
+    /* 3. while A counts and detects, stream B (high priority, after the last step's work on A: ev[8]) selects
+     * the halo boids and sends their state to the host store, which packs them with their vectors
+     * and posts the exchange (both streams only read the positions) */
     dm_flock_xchg x;
     if (multi) {
         dm_flock_sel sel = {NULL, NULL, 0};
@@ -931,8 +960,29 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         dm_timer_stop("flock.comm.halo_select");
         dm_timer_stop("flock.comm");
         dm_flock_trace(sim, DM_FT_HALO_SEL);
+        if (rc == DM_OK) rc = pairs_detect(s, &s->pown, &s->own, &s->own, p, 1, a);
+        /* the last step's status (dm_flock_sim_run): completed before this step's first
+         * exchange, while the device detects; a failure reported there stops every rank here */
+        int ra = dm_flock_agree_finish(sim);
+        if (ra != DM_OK) {
+            cudaStreamSynchronize(a);
+            cudaStreamSynchronize(b);
+            return ra;
+        }
         rc = dm_flock_halo_exchange_begin_sel(sim, &x, rc, sim->host_valid ? NULL : &sel);
+    } else {
+        if (rc == DM_OK) rc = pairs_detect(s, &s->pown, &s->own, &s->own, p, 1, a);
+        int ra = dm_flock_agree_finish(sim); /* one rank: nothing to wait for */
+        if (rc == DM_OK) rc = ra;
     }
+
+    /* own-own similarity and forces on stream A (the messages fly meanwhile) */
+    if (rc == DM_OK) rc = pairs_similarity(s, &s->pown, &s->own, &s->own, p, 1, a);
+    if (rc == DM_OK && cudaEventRecord(s->ev[10], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+    if (rc == DM_OK) rc = forces_pass(s, &s->pown, &s->own, &s->own, p, 0, fi, a);
+    if (rc == DM_OK && cudaEventRecord(s->ev[7], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+    if (rc == DM_OK && cudaEventRecord(s->own_done, a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+    dm_flock_trace(sim, DM_FT_OWN_QUEUED);
 
     /* 4. own-halo on stream B: the host completes the exchange and unpacks the halo while the
      * device still works through the own-own similarity and forces */
