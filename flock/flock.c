@@ -495,8 +495,8 @@ static const char *const g_trace_names[DM_FT_N] = {"begin",    "own_queued", "ag
 void dm_flock_trace(dm_flock_sim *s, int event)
 {
     if (!s->trace_path) return;
-    if (s->trace_n + 3 > s->trace_cap) {
-        size_t c = s->trace_cap ? 2 * s->trace_cap : 3 * 4096;
+    if (s->trace_n + 4 > s->trace_cap) {
+        size_t c = s->trace_cap ? 2 * s->trace_cap : 4 * 4096;
         double *t = dm_realloc(s->trace, sizeof *t * c);
         if (!t) return; /* a diagnostic: the trace stops growing, the run goes on */
         s->trace = t;
@@ -505,6 +505,13 @@ void dm_flock_trace(dm_flock_sim *s, int event)
     s->trace[s->trace_n++] = s->iteration;
     s->trace[s->trace_n++] = event;
     s->trace[s->trace_n++] = dm_wtime();
+    /* what a step's slow moments may come from: memory growth, pool compactions */
+    double v = 0;
+    if (event == DM_FT_BEGIN) v = (double)dm_mem_current(DM_MEM_DEVICE);
+    else if (event == DM_FT_END) v = (double)dm_mem_current(DM_MEM_HOST);
+    else if (event == DM_FT_HALO_RECV) v = (double)s->halo.compactions;
+    else if (event == DM_FT_MIG_DONE) v = (double)s->own.compactions;
+    s->trace[s->trace_n++] = v;
 }
 
 static void trace_write(const dm_flock_sim *s)
@@ -515,9 +522,12 @@ static void trace_write(const dm_flock_sim *s)
         dm_log_warn("flock: cannot write the trace %s", s->trace_path);
         return;
     }
-    fprintf(f, "rank\titeration\tevent\tseconds\n");
-    for (size_t i = 0; i + 3 <= s->trace_n; i += 3)
-        fprintf(f, "%d\t%d\t%s\t%.6f\n", s->rank, (int)s->trace[i], g_trace_names[(int)s->trace[i + 1]], s->trace[i + 2]);
+    /* value: device bytes at begin, host bytes at end, the halo and own pools' compactions so far
+     * at halo_received and migrated */
+    fprintf(f, "rank\titeration\tevent\tseconds\tvalue\n");
+    for (size_t i = 0; i + 4 <= s->trace_n; i += 4)
+        fprintf(f, "%d\t%d\t%s\t%.6f\t%.0f\n", s->rank, (int)s->trace[i], g_trace_names[(int)s->trace[i + 1]],
+                s->trace[i + 2], s->trace[i + 3]);
     if (fclose(f) != 0) dm_log_warn("flock: writing the trace %s failed", s->trace_path);
 }
 

@@ -364,6 +364,23 @@ struct dstate {
     }
 };
 
+/* Stream A, the timing events, the device counters and their page-locked mirror (what every
+ * pass needs; the simulation adds stream B and its events). */
+int dstate_open(dstate *s)
+{
+    DM_CUDA_TRY(cudaStreamCreateWithFlags(&s->sa, cudaStreamNonBlocking));
+    for (int i = 0; i < 16; i++) DM_CUDA_TRY(cudaEventCreate(&s->ev[i]));
+    size_t cap8 = 0, cap1 = 0;
+    DM_TRY(ensure(&s->ctr, &cap8, 8));
+    DM_CUDA_TRY(cudaMemset(s->ctr, 0, 8 * 8));
+    DM_TRY(ensure(&s->err, &cap1, 1));
+    DM_CUDA_TRY(cudaMemset(s->err, 0, sizeof(int)));
+    void *h = NULL;
+    DM_TRY(dm_host_alloc_pinned(&h, 8 * 16));
+    s->hctr = static_cast<unsigned long long *>(h);
+    return DM_OK;
+}
+
 /* ================================================================ kernel registry ============= */
 
 enum { K_KEYS, K_BOUNDS, K_GATHER, K_COUNT, K_DETECT, K_SIM, K_FORCES, K_UPDATE, K_MOVE, K_FLAGS, K_PICK, K_N };
@@ -857,7 +874,7 @@ extern "C" int dm_flock_cuda_init(dm_flock_sim *sim)
     dstate *s = new (std::nothrow) dstate();
     if (!s) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     sim->dev = s;
-    DM_CUDA_TRY(cudaStreamCreateWithFlags(&s->sa, cudaStreamNonBlocking));
+    DM_TRY(dstate_open(s));
     /* stream B at the highest priority: the halo selection it runs while stream A's similarity
      * kernel fills the device must not wait for that kernel's blocks (the host waits for it) */
     int prio_low = 0, prio_high = 0;
@@ -865,15 +882,6 @@ extern "C" int dm_flock_cuda_init(dm_flock_sim *sim)
     DM_CUDA_TRY(cudaStreamCreateWithPriority(&s->sb, cudaStreamNonBlocking, prio_high));
     DM_CUDA_TRY(cudaEventCreateWithFlags(&s->own_done, cudaEventDisableTiming));
     DM_CUDA_TRY(cudaEventCreateWithFlags(&s->halo_done, cudaEventDisableTiming));
-    for (int i = 0; i < 16; i++) DM_CUDA_TRY(cudaEventCreate(&s->ev[i]));
-    size_t cap8 = 0, cap1 = 0;
-    DM_TRY(ensure(&s->ctr, &cap8, 8));
-    DM_CUDA_TRY(cudaMemset(s->ctr, 0, 8 * 8));
-    DM_TRY(ensure(&s->err, &cap1, 1));
-    DM_CUDA_TRY(cudaMemset(s->err, 0, sizeof(int)));
-    void *h = NULL;
-    DM_TRY(dm_host_alloc_pinned(&h, 8 * 16));
-    s->hctr = static_cast<unsigned long long *>(h);
     DM_TRY(ensure(&s->cut, &s->cap_cut, (size_t)sim->size + 1));
     DM_CUDA_TRY(cudaMemcpy(s->cut, sim->cut, 8 * ((size_t)sim->size + 1), cudaMemcpyHostToDevice));
     DM_TRY(upload_set(&s->own, &sim->own, s->sa, 0, sim->size > 1 ? sim->own.pool / 4 : 0));
@@ -1221,13 +1229,7 @@ int bench_problem(bench *b, size_t nb, uint64_t seed)
     b->s = new (std::nothrow) dstate();
     if (!b->s) return DM_ERR(DM_ERR_NOMEM, "flock bench: out of memory");
     dstate *s = b->s;
-    DM_CUDA_TRY(cudaStreamCreateWithFlags(&s->sa, cudaStreamNonBlocking));
-    for (int i = 0; i < 16; i++) DM_CUDA_TRY(cudaEventCreate(&s->ev[i]));
-    size_t c8 = 0, c1 = 0;
-    DM_TRY(ensure(&s->ctr, &c8, 8));
-    DM_TRY(ensure(&s->err, &c1, 1));
-    DM_CUDA_TRY(cudaMemset(s->ctr, 0, 64));
-    DM_CUDA_TRY(cudaMemset(s->err, 0, sizeof(int)));
+    DM_TRY(dstate_open(s));
     {
         std::lock_guard<std::mutex> lock(g_bench_mutex);
         if (g_bench_nb != nb || g_bench_seed != seed || g_bench_host.n != nb) {

@@ -194,8 +194,9 @@ struct dm_flock_sim {
      * that the wait for the slowest rank overlaps the device's work */
     int agree_lag, agree_pending, agree_send, agree_recv, agree_failed;
     MPI_Request agree_req;
-    /* DOCMINE_FLOCK_TRACE=PREFIX: this rank's step events (iteration, event, time), written to
-     * PREFIX.RANK.tsv by dm_flock_sim_free (a diagnostic of the waits between ranks) */
+    /* DOCMINE_FLOCK_TRACE=PREFIX: this rank's step events (iteration, event, time, a value: see
+     * trace_write), written to PREFIX.RANK.tsv by dm_flock_sim_free (a diagnostic of the waits
+     * between ranks and of slow steps) */
     double *trace;
     size_t trace_n, trace_cap;
     char *trace_path;
