@@ -277,7 +277,7 @@ int stage_begin(pstage *ps, size_t bytes)
     if (ps->buf) dm_host_free_pinned(ps->buf);
     ps->buf = 0;
     ps->cap = 0;
-    size_t c = bytes + bytes / 4 + 4096;
+    size_t c = 2 * bytes + 4096; /* page-locking is slow: grow rarely */
     void *q = NULL;
     DM_TRY(dm_host_alloc_pinned(&q, c));
     ps->buf = static_cast<char *>(q);
@@ -413,12 +413,14 @@ int upload_set(dset *d, const dm_flock_store *h, cudaStream_t st, size_t vectors
     d->n = n;
     /* the vector pool: entries [vectors_from, pool) are new (0: everything) */
     size_t pool = h->pool;
+    if (!d->col) vectors_from = 0;
+    if (vectors_from > d->pool_n) vectors_from = 0;
     if (pool > d->pool_cap || !d->col) {
-        /* growing reallocates: copy everything */
-        vectors_from = 0;
+        /* growing keeps the entries already on the device (a copy on the device, instead of
+         * uploading the whole pool again) */
         size_t c = pool + pool_slack + 1024;
-        DM_TRY(ensure(&d->col, &d->cap_col, c, true));
-        DM_TRY(ensure(&d->val, &d->cap_val, c, true));
+        DM_TRY(ensure_keep(&d->col, &d->cap_col, c, vectors_from, st, true));
+        DM_TRY(ensure_keep(&d->val, &d->cap_val, c, vectors_from, st, true));
         d->pool_cap = d->cap_col < d->cap_val ? d->cap_col : d->cap_val;
     }
     size_t nv = pool > vectors_from ? pool - vectors_from : 0;

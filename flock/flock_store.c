@@ -11,9 +11,10 @@ void *dm_flock_buf_reserve(dm_flock_buf *b, size_t n)
 {
     if (n <= b->cap && b->p) return b->p;
     dm_free(b->p);
-    size_t c = n + n / 4 + 64;
+    size_t c = n + n / 2 + 64;
     b->p = dm_malloc(c);
     b->cap = b->p ? c : 0;
+    if (b->p) dm_flock_prefault(b->p, c);
     return b->p;
 }
 
@@ -94,6 +95,16 @@ void dm_flock_memcpy(void *dst, const void *src, size_t n)
     }
 }
 
+void dm_flock_prefault(void *p, size_t n)
+{
+    const size_t page = 4096;
+    if (n < ((size_t)4 << 20)) return; /* a few page faults: not worth waking the threads */
+    volatile char *c = (volatile char *)p;
+    const long pages = (long)((n + page - 1) / page);
+#pragma omp parallel for schedule(static)
+    for (long k = 0; k < pages; k++) c[(size_t)k * page] = 0;
+}
+
 void dm_flock_store_init(dm_flock_store *s) { memset(s, 0, sizeof *s); }
 
 void dm_flock_store_free(dm_flock_store *s)
@@ -118,11 +129,13 @@ void dm_flock_store_clear(dm_flock_store *s)
     s->compactions++; /* every offset is void: a device mirror must copy the pool again */
 }
 
-static int grow(void **p, size_t elem, size_t n)
+/* Grows an array of old elements to n, its new part prefaulted. */
+static int grow(void **p, size_t elem, size_t old, size_t n)
 {
     void *q = dm_realloc(*p, elem * (n ? n : 1));
     if (!q) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for %zu boid entries", n);
     *p = q;
+    if (n > old) dm_flock_prefault((char *)q + elem * old, elem * (n - old));
     return DM_OK;
 }
 
@@ -131,20 +144,21 @@ int dm_flock_store_reserve(dm_flock_store *s, size_t n, size_t pool)
     if (n > s->cap) {
         size_t c = s->cap ? s->cap : 64;
         while (c < n) c += c / 2 + 1;
-        DM_TRY(grow((void **)&s->id, sizeof *s->id, c));
-        DM_TRY(grow((void **)&s->x, sizeof *s->x, c));
-        DM_TRY(grow((void **)&s->y, sizeof *s->y, c));
-        DM_TRY(grow((void **)&s->vx, sizeof *s->vx, c));
-        DM_TRY(grow((void **)&s->vy, sizeof *s->vy, c));
-        DM_TRY(grow((void **)&s->voff, sizeof *s->voff, c));
-        DM_TRY(grow((void **)&s->vlen, sizeof *s->vlen, c));
+        size_t o = s->cap;
+        DM_TRY(grow((void **)&s->id, sizeof *s->id, o, c));
+        DM_TRY(grow((void **)&s->x, sizeof *s->x, o, c));
+        DM_TRY(grow((void **)&s->y, sizeof *s->y, o, c));
+        DM_TRY(grow((void **)&s->vx, sizeof *s->vx, o, c));
+        DM_TRY(grow((void **)&s->vy, sizeof *s->vy, o, c));
+        DM_TRY(grow((void **)&s->voff, sizeof *s->voff, o, c));
+        DM_TRY(grow((void **)&s->vlen, sizeof *s->vlen, o, c));
         s->cap = c;
     }
     if (pool > s->pool_cap) {
         size_t c = s->pool_cap ? s->pool_cap : 1024;
         while (c < pool) c += c / 2 + 1;
-        DM_TRY(grow((void **)&s->col, sizeof *s->col, c));
-        DM_TRY(grow((void **)&s->val, sizeof *s->val, c));
+        DM_TRY(grow((void **)&s->col, sizeof *s->col, s->pool_cap, c));
+        DM_TRY(grow((void **)&s->val, sizeof *s->val, s->pool_cap, c));
         s->pool_cap = c;
     }
     return DM_OK;
