@@ -953,9 +953,10 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
      * host learns the sizes, between the steps of the halo exchange) */
     if (rc == DM_OK) rc = pairs_count(s, &s->pown, &s->own, &s->own, p, 1, a);
 
-    /* 3. while A counts and detects, stream B (high priority, after the last step's work on A: ev[8]) selects
-     * the halo boids and sends their state to the host store, which packs them with their vectors
-     * and posts the exchange (both streams only read the positions) */
+    /* 3. while A counts and detects, stream B (high priority, after the last step's work on A:
+     * ev[8]) selects the halo boids and sends their state to the host store, which packs them
+     * with their vectors and posts the exchange (both streams only read the positions). The
+     * detection's timer (ev[0] to ev[1]) includes any wait of stream A for the host here. */
     dm_flock_xchg x;
     if (multi) {
         dm_flock_sel sel = {NULL, NULL, 0};
