@@ -170,18 +170,36 @@ int dm_metrics_compute(dm_metrics *out, const int32_t *truth, const int32_t *pre
     uint64_t *key = NULL, *count = NULL;
     size_t cells = 0;
     DM_TRY(dm_metrics_table(&key, &count, &cells, truth, pred, n));
+    int rc = cells ? dm_metrics_from_keys(out, key, count, 1, cells)
+                   : DM_ERR(DM_ERR_INVALID_ARG, "metrics: no labelled documents");
+    dm_free(key);
+    dm_free(count);
+    return rc;
+}
+
+int dm_metrics_from_keys(dm_metrics *out, const uint64_t *key, const uint64_t *count, size_t stride, size_t cells)
+{
+    size_t m = cells ? cells : 1;
+    int32_t *c = dm_malloc(sizeof *c * m), *p = dm_malloc(sizeof *p * m);
+    uint64_t *k = stride == 1 ? NULL : dm_malloc(sizeof *k * m), *w = stride == 1 ? NULL : dm_malloc(sizeof *w * m);
     int rc = DM_OK;
-    int32_t *c = dm_malloc(sizeof *c * (cells ? cells : 1)), *p = dm_malloc(sizeof *p * (cells ? cells : 1));
-    if (!c || !p) rc = DM_ERR(DM_ERR_NOMEM, "metrics: out of memory");
-    if (rc == DM_OK && cells == 0) rc = DM_ERR(DM_ERR_INVALID_ARG, "metrics: no labelled documents");
+    if (!c || !p || (stride != 1 && (!k || !w))) rc = DM_ERR(DM_ERR_NOMEM, "metrics: out of memory");
     if (rc == DM_OK) {
+        if (stride != 1) {
+            for (size_t i = 0; i < cells; i++) {
+                k[i] = key[i * stride];
+                w[i] = count[i * stride];
+            }
+            key = k;
+            count = w;
+        }
         dm_metrics_table_split(c, p, key, cells);
         rc = dm_metrics_from_table(out, c, p, count, cells);
     }
-    dm_free(key);
-    dm_free(count);
     dm_free(c);
     dm_free(p);
+    dm_free(k);
+    dm_free(w);
     return rc;
 }
 

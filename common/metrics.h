@@ -39,6 +39,9 @@ int dm_metrics_from_table(dm_metrics *out, const int32_t *cls, const int32_t *pr
 int dm_metrics_table(uint64_t **key, uint64_t **count, size_t *cells, const int32_t *truth, const int32_t *pred,
                      size_t n);
 void dm_metrics_table_split(int32_t *cls, int32_t *pred, const uint64_t *key, size_t cells);
+/* dm_metrics_from_table on a table of keys (dm_metrics_table): cell i is key[i * stride] with
+ * count[i * stride] items (stride 1: two arrays; 2: interleaved (key, count) records). */
+int dm_metrics_from_keys(dm_metrics *out, const uint64_t *key, const uint64_t *count, size_t stride, size_t cells);
 /* The run report's "quality" object: nmi, ari, purity, labelled_documents, classes, clusters.
  * New reference; NULL when out of memory. */
 json_t *dm_metrics_json(const dm_metrics *m);

@@ -498,21 +498,7 @@ int dm_flock_quality_rows(dm_metrics *out, const int32_t *truth, const int32_t *
                     u++;
                 }
             }
-            int32_t *c = dm_malloc(sizeof *c * (u ? u : 1)), *p = dm_malloc(sizeof *p * (u ? u : 1));
-            uint64_t *k = dm_malloc(sizeof *k * (u ? u : 1)), *w = dm_malloc(sizeof *w * (u ? u : 1));
-            if (!c || !p || !k || !w) rc = DM_ERR(DM_ERR_NOMEM, "out of memory");
-            if (rc == DM_OK) {
-                for (size_t i = 0; i < u; i++) {
-                    k[i] = all[2 * i];
-                    w[i] = all[2 * i + 1];
-                }
-                dm_metrics_table_split(c, p, k, u);
-                rc = dm_metrics_from_table(out, c, p, w, u);
-            }
-            dm_free(c);
-            dm_free(p);
-            dm_free(k);
-            dm_free(w);
+            rc = dm_metrics_from_keys(out, all, all + 1, 2, u);
         }
     }
     dm_free(key);
