@@ -415,8 +415,9 @@ int dm_pp_cuda_set_device(int dev);
  * once (at most 2 GB, one sub-batch), runs the CUDA kernels once untimed (instances selected,
  * tuned if the database has no answer), then `repeats` times timed with CUDA events around the
  * kernels only (no copies of text or results). *seconds: median time of the kernel sequence;
- * phase: medians of its parts [0] tokenise (mark, scan, place), [1] process (length / number /
- * stop filter, Porter stem, hash), [2] compact + per-document bounds; *tokens: tokens kept.
+ * phase: medians of its parts [0] tokenise (starts counted per tile, tiles scanned, tokens
+ * placed), [1] process (length / number / stop filter, Porter stem, hash) and compaction of the
+ * kept tokens, [2] per-document bounds; *tokens: tokens kept.
  * Errors: DM_ERR_INVALID_ARG, DM_ERR_NO_DEVICE, DM_ERR_CUDA (out of device memory included),
  * DM_ERR_UNSUPPORTED in a CPU-only build. */
 int dm_pp_cuda_kernel_bench(double *seconds, double phase[3], size_t *tokens, const dm_tok_batch *in,

@@ -1,5 +1,6 @@
-/* CUDA kernels of the preprocess module: mark token starts/ends, place tokens, process tokens
- * (filter, stop set, Porter stem, hash), compact kept tokens, per-document token bounds.
+/* CUDA kernels of the preprocess module: token bounds (starts counted per tile, tiles scanned,
+ * tokens placed), process tokens (filter, stop set, Porter stem, hash), compact kept tokens,
+ * per-document token bounds.
  * Templates only for compile-time launch parameters (block size, rake, strided). The per-element
  * code is tokenize_hd.h, shared with the host emulation. Reference: dm_tokenize_cpu. */
 #ifndef DM_PREPROCESS_KERNELS_CUH
@@ -7,23 +8,29 @@
 
 #include <stdint.h>
 
+#include <cub/cub.cuh>
+
 #include "preprocess/tokenize_hd.h"
 
-typedef struct dm_pp_mark_args {
+/* Token bounds: the text in tiles of BLOCK x ITEMS bytes, ITEMS consecutive bytes per thread.
+ * Tiles are at least DM_PP_TOKENS_MIN_TILE bytes (every instance), so scan storage for
+ * dm_pp_tokens_max_tiles(n) tiles serves them all. */
+#define DM_PP_TOKENS_MIN_TILE 2048
+static inline size_t dm_pp_tokens_max_tiles(size_t n) { return n / DM_PP_TOKENS_MIN_TILE + 1; }
+
+typedef struct dm_pp_tokens_args {
     const char *text;
     size_t n;
-    uint32_t *start; /* 1 where a token starts */
-    uint8_t *endf;   /* 1 where a token ends */
-} dm_pp_mark_args;
+    uint32_t *tile_cnt, *tile_off; /* per tile: its token starts; their exclusive scan */
+    void *cub_tmp;                 /* CUB scan storage for the tiles of the smallest instance */
+    size_t cub_bytes;
+    uint32_t *tok_start, *tok_end; /* room for n / 2 + 1 tokens */
+    uint32_t *total;               /* tokens found (one word, device) */
+} dm_pp_tokens_args;
 
-typedef struct dm_pp_place_args {
-    const uint32_t *start;
-    const uint8_t *endf;
-    const uint32_t *scan; /* exclusive scan of start */
-    size_t n;
-    uint32_t *tok_start, *tok_end;
-} dm_pp_place_args;
-
+/* Process and compact: tiles of BLOCK x RAKE tokens. The process kernel stages each tile's kept
+ * tokens, in token order, at the tile's first token index (st_*) and counts them (tile_cnt);
+ * after a scan of the counts, the compact kernel moves each tile's run to its place in out_*. */
 typedef struct dm_pp_process_args {
     const char *text;
     char *stems;
@@ -31,20 +38,19 @@ typedef struct dm_pp_process_args {
     size_t t;
     dm_stop_view stop;
     dm_tok_params p;
-    uint32_t *keep;
-    uint64_t *hash;
-    uint8_t *stem_len;
-    unsigned long long *drops; /* [4]: short, long, number, stop */
-} dm_pp_process_args;
-
-typedef struct dm_pp_compact_args {
-    const uint32_t *keep, *pos, *tok_start;
-    const uint64_t *hash;
-    const uint8_t *stem_len;
-    size_t t;
-    uint64_t *out_hash, *out_start;
+    uint32_t *tile_cnt, *tile_off; /* per tile: kept tokens; their exclusive scan */
+    void *cub_tmp;                 /* CUB scan storage for the tiles of the smallest instance */
+    size_t cub_bytes;
+    uint64_t *st_hash;             /* staged, t entries */
+    uint32_t *st_start;
+    uint8_t *st_len;
+    uint64_t *out_hash, *out_start; /* kept tokens in order */
     uint8_t *out_len;
-} dm_pp_compact_args;
+    uint32_t *kept;                 /* kept tokens (one word, device) */
+    unsigned long long *drops;      /* [4]: short, long, number, stop */
+} dm_pp_process_args;
+#define DM_PP_PROCESS_MIN_TILE 64
+static inline size_t dm_pp_process_max_tiles(size_t t) { return t / DM_PP_PROCESS_MIN_TILE + 1; }
 
 typedef struct dm_pp_docs_args {
     const uint64_t *doc_off; /* n_docs + 1 */
@@ -61,99 +67,129 @@ __device__ __forceinline__ size_t dm_pp_item(size_t gtid, size_t nthreads, int r
     return STRIDED ? gtid + (size_t)r * nthreads : gtid * RAKE + (size_t)r;
 }
 
-template <int BLOCK, int RAKE, bool STRIDED>
-__global__ void __launch_bounds__(BLOCK) dm_pp_mark_kernel(dm_pp_mark_args a)
+/* The token start and end flags of bytes [i0, i0 + ITEMS) with the rule of dm_tok_mark_one
+ * (bytes outside [0, n) are separators): bit p (1..ITEMS) of *sm / *em is set when byte
+ * i0 + p - 1 starts / ends a token. Aligned full chunks are read 16 bytes at a time. */
+template <int ITEMS>
+__device__ __forceinline__ void dm_pp_chunk_flags(const char *text, size_t n, size_t i0, uint64_t *sm, uint64_t *em)
 {
-    size_t gtid = (size_t)blockIdx.x * BLOCK + threadIdx.x, nth = (size_t)gridDim.x * BLOCK;
+    static_assert(ITEMS % 16 == 0 && ITEMS <= 32, "ITEMS: 16 or 32 bytes per thread");
+    uint64_t ns = 0; /* bit p: byte i0 + p - 1 is not a separator, p = 0 .. ITEMS + 1 */
+    if (i0 > 0 && !dm_pp_is_sep((unsigned char)text[i0 - 1])) ns |= 1u;
+    if (i0 + ITEMS <= n && ((uintptr_t)(text + i0) & 15u) == 0) {
 #pragma unroll
-    for (int r = 0; r < RAKE; r++) {
-        size_t i = dm_pp_item<RAKE, STRIDED>(gtid, nth, r);
-        if (i < a.n) {
-            uint32_t f = dm_tok_mark_one(a.text, a.n, i);
-            a.start[i] = f & 1u;
-            a.endf[i] = (uint8_t)(f >> 1);
+        for (int j = 0; j < ITEMS / 16; j++) {
+            uint4 v = reinterpret_cast<const uint4 *>(text + i0)[j];
+            uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+#pragma unroll
+                for (int b = 0; b < 4; b++)
+                    if (!dm_pp_is_sep((unsigned char)(w[q] >> (8 * b)))) ns |= 1ull << (1 + 16 * j + 4 * q + b);
         }
+    } else {
+        for (int p = 0; p < ITEMS && i0 + p < n; p++)
+            if (!dm_pp_is_sep((unsigned char)text[i0 + p])) ns |= 1ull << (1 + p);
     }
+    if (i0 + ITEMS < n && !dm_pp_is_sep((unsigned char)text[i0 + ITEMS])) ns |= 1ull << (ITEMS + 1);
+    const uint64_t inner = ((1ull << ITEMS) - 1) << 1;
+    *sm = ns & ~(ns << 1) & inner;
+    *em = ns & ~(ns >> 1) & inner;
 }
 
-template <int BLOCK, int RAKE, bool STRIDED>
-__global__ void __launch_bounds__(BLOCK) dm_pp_place_kernel(dm_pp_place_args a)
+/* (1) the token starts of each tile (CUB block reduction). */
+template <int BLOCK, int ITEMS>
+__global__ void __launch_bounds__(BLOCK) dm_pp_tcount_kernel(dm_pp_tokens_args a)
 {
-    size_t gtid = (size_t)blockIdx.x * BLOCK + threadIdx.x, nth = (size_t)gridDim.x * BLOCK;
-#pragma unroll
-    for (int r = 0; r < RAKE; r++) {
-        size_t i = dm_pp_item<RAKE, STRIDED>(gtid, nth, r);
-        if (i < a.n) {
-            uint32_t s = a.start[i], e = a.endf[i], k = a.scan[i];
-            if (s) a.tok_start[k] = (uint32_t)i;
-            if (e) a.tok_end[k + s - 1] = (uint32_t)(i + 1);
-        }
-    }
+    typedef cub::BlockReduce<uint32_t, BLOCK> reduce_t;
+    __shared__ typename reduce_t::TempStorage tmp;
+    size_t i0 = ((size_t)blockIdx.x * BLOCK + threadIdx.x) * ITEMS;
+    uint64_t sm = 0, em = 0;
+    if (i0 < a.n) dm_pp_chunk_flags<ITEMS>(a.text, a.n, i0, &sm, &em);
+    uint32_t c = reduce_t(tmp).Sum((uint32_t)__popcll(sm));
+    if (threadIdx.x == 0) a.tile_cnt[blockIdx.x] = c;
 }
 
-/* Two phases per block: (a) the verdict of each of the block's tokens (length, number, stop set:
- * cheap), the kept ones queued in shared memory; (b) the queued tokens stemmed and hashed by
- * consecutive threads. A thread per token through both would leave the lanes of dropped tokens
- * (stop words are about a third of all tokens) idle while the other lanes of their warp stem;
- * the queue gives the stemming full warps. Outputs per token are independent of the order. */
-template <int BLOCK, int RAKE, bool STRIDED>
+/* (2) after the scan of the tile counts: each thread's first token number (block scan of the
+ * threads' starts plus the tile's offset), then its tokens' starts and ends. The token ending
+ * at a byte is the last one started at or before it (tokens never contain a separator). */
+template <int BLOCK, int ITEMS>
+__global__ void __launch_bounds__(BLOCK) dm_pp_tplace_kernel(dm_pp_tokens_args a)
+{
+    typedef cub::BlockScan<uint32_t, BLOCK> scan_t;
+    __shared__ typename scan_t::TempStorage tmp;
+    size_t i0 = ((size_t)blockIdx.x * BLOCK + threadIdx.x) * ITEMS;
+    uint64_t sm = 0, em = 0;
+    if (i0 < a.n) dm_pp_chunk_flags<ITEMS>(a.text, a.n, i0, &sm, &em);
+    uint32_t k;
+    scan_t(tmp).ExclusiveSum((uint32_t)__popcll(sm), k);
+    k += a.tile_off[blockIdx.x];
+    for (uint64_t m = sm | em; m; m &= m - 1) {
+        int p = __ffsll((long long)m) - 1;
+        uint64_t bit = 1ull << p;
+        if (sm & bit) a.tok_start[k++] = (uint32_t)(i0 + (size_t)p - 1);
+        if (em & bit) a.tok_end[k - 1] = (uint32_t)(i0 + (size_t)p);
+    }
+    if (blockIdx.x == gridDim.x - 1 && threadIdx.x == BLOCK - 1) *a.total = k;
+}
+
+/* Two phases per tile: (a) the verdict of each of the tile's tokens (length, number, stop set:
+ * cheap), read BLOCK at a time (coalesced), the kept ones queued in token order in shared memory
+ * (a block scan of the keep flags per round); (b) the queued tokens stemmed and hashed by
+ * consecutive threads, their results staged in queue order. A thread per token through both
+ * would leave the lanes of dropped tokens (stop words are about a third of all tokens) idle while
+ * the other lanes of their warp stem; the queue gives the stemming full warps. */
+template <int BLOCK, int RAKE>
 __global__ void __launch_bounds__(BLOCK) dm_pp_process_kernel(dm_pp_process_args a)
 {
+    typedef cub::BlockScan<uint32_t, BLOCK> scan_t;
+    __shared__ typename scan_t::TempStorage tmp;
     __shared__ unsigned long long drops[4];
-    __shared__ uint32_t queue[BLOCK * RAKE];
-    __shared__ uint32_t queued;
+    __shared__ uint16_t queue[BLOCK * RAKE];
     if (threadIdx.x < 4) drops[threadIdx.x] = 0;
-    if (threadIdx.x == 0) queued = 0;
     __syncthreads();
-    size_t gtid = (size_t)blockIdx.x * BLOCK + threadIdx.x, nth = (size_t)gridDim.x * BLOCK;
-    const unsigned lane = threadIdx.x & 31u;
+    const size_t first = (size_t)blockIdx.x * BLOCK * RAKE;
+    uint32_t queued = 0;
     for (int r = 0; r < RAKE; r++) {
-        size_t k = dm_pp_item<RAKE, STRIDED>(gtid, nth, r);
+        size_t k = first + (size_t)r * BLOCK + threadIdx.x;
         int v = -1;
         if (k < a.t) {
             v = dm_tok_verdict_one(a.text, a.tok_start[k], a.tok_end[k], &a.stop, &a.p);
-            a.keep[k] = v == DM_PP_KEEP;
-            if (v != DM_PP_KEEP) {
-                a.hash[k] = 0;
-                a.stem_len[k] = 0;
-                atomicAdd(&drops[v - 1], 1ull);
-            }
+            if (v != DM_PP_KEEP) atomicAdd(&drops[v - 1], 1ull);
         }
-        /* warp-aggregated append to the queue (every lane takes part; BLOCK is a multiple of 32) */
-        unsigned m = __ballot_sync(0xffffffffu, v == DM_PP_KEEP);
-        uint32_t base = 0;
-        if (lane == 0 && m) base = atomicAdd(&queued, (uint32_t)__popc(m));
-        base = __shfl_sync(0xffffffffu, base, 0);
-        if (v == DM_PP_KEEP) queue[base + (uint32_t)__popc(m & ((1u << lane) - 1u))] = (uint32_t)k;
+        uint32_t keep = v == DM_PP_KEEP, pos, round;
+        scan_t(tmp).ExclusiveSum(keep, pos, round);
+        if (keep) queue[queued + pos] = (uint16_t)(r * BLOCK + threadIdx.x);
+        queued += round;
+        __syncthreads(); /* tmp is reused by the next round; the queue is read below */
     }
-    __syncthreads();
-    const uint32_t nq = queued;
-    for (uint32_t q = threadIdx.x; q < nq; q += BLOCK) {
-        uint32_t k = queue[q];
+    for (uint32_t q = threadIdx.x; q < queued; q += BLOCK) {
+        size_t k = first + queue[q];
         uint64_t h = 0;
         uint8_t sl = 0;
-        dm_tok_stem_one(a.stems, a.text, a.tok_start[k], a.tok_end[k], &a.p, &h, &sl);
-        a.hash[k] = h;
-        a.stem_len[k] = sl;
+        uint32_t s0 = a.tok_start[k];
+        dm_tok_stem_one(a.stems, a.text, s0, a.tok_end[k], &a.p, &h, &sl);
+        a.st_hash[first + q] = h;
+        a.st_start[first + q] = s0;
+        a.st_len[first + q] = sl;
     }
+    if (threadIdx.x == 0) a.tile_cnt[blockIdx.x] = queued;
     __syncthreads();
     if (threadIdx.x < 4 && drops[threadIdx.x]) atomicAdd(&a.drops[threadIdx.x], drops[threadIdx.x]);
 }
 
-template <int BLOCK, int RAKE, bool STRIDED>
-__global__ void __launch_bounds__(BLOCK) dm_pp_compact_kernel(dm_pp_compact_args a)
+/* After the scan of the tiles' kept counts: each tile's staged run to its place (coalesced). */
+template <int BLOCK, int RAKE>
+__global__ void __launch_bounds__(BLOCK) dm_pp_compact_kernel(dm_pp_process_args a)
 {
-    size_t gtid = (size_t)blockIdx.x * BLOCK + threadIdx.x, nth = (size_t)gridDim.x * BLOCK;
-#pragma unroll
-    for (int r = 0; r < RAKE; r++) {
-        size_t k = dm_pp_item<RAKE, STRIDED>(gtid, nth, r);
-        if (k < a.t && a.keep[k]) {
-            uint32_t o = a.pos[k];
-            a.out_hash[o] = a.hash[k];
-            a.out_start[o] = a.tok_start[k];
-            a.out_len[o] = a.stem_len[k];
-        }
+    const size_t first = (size_t)blockIdx.x * BLOCK * RAKE;
+    const uint32_t cnt = a.tile_cnt[blockIdx.x], off = a.tile_off[blockIdx.x];
+    for (uint32_t j = threadIdx.x; j < cnt; j += BLOCK) {
+        a.out_hash[off + j] = a.st_hash[first + j];
+        a.out_start[off + j] = a.st_start[first + j];
+        a.out_len[off + j] = a.st_len[first + j];
     }
+    if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) *a.kept = off + cnt;
 }
 
 template <int BLOCK, int RAKE, bool STRIDED>

@@ -1,9 +1,9 @@
 /* Tuning workloads (the tuner's bench hooks, common/tune/tune.h) of the preprocess kernels
- * place, compact and docs (the hooks of mark, process and stem_words are in preprocess_cuda.cu).
+ * tokens and docs (the hooks of process and stem_words are in preprocess_cuda.cu).
  * Implemented in preprocess_tune_cuda.cu; preprocess_cuda.cu puts them into the kernels'
  * registrations. One create hook per kernel; run, output, destroy and resize are shared. Every
  * workload is seeded and device-resident, its output buffers start from a fixed pattern, and
- * its outputs (token bounds, scattered hashes/offsets/lengths, token indices) are compared
+ * its outputs (token bounds, token indices) are compared
  * exactly. Reference: the kernels' contracts in preprocess_kernels.cuh. Plain C, internal. */
 #ifndef DM_PREPROCESS_TUNE_H
 #define DM_PREPROCESS_TUNE_H
@@ -17,19 +17,17 @@
 extern "C" {
 #endif
 
-/* Target sizes (bench_default_n): the batch of preprocess.mark's target (256 MiB of text). */
-#define DM_PP_BENCH_N_place ((size_t)1 << 28)   /* bytes of text */
-#define DM_PP_BENCH_N_compact ((size_t)1 << 25) /* tokens (~7.5 bytes each) */
+/* Target sizes (bench_default_n): 256 MiB of text. */
+#define DM_PP_BENCH_N_tokens ((size_t)1 << 28)  /* bytes of text */
 #define DM_PP_BENCH_N_docs ((size_t)1 << 17)    /* documents (+1) of ~2 KiB */
 
-int dm_pp_bench_place_create(void **state, size_t n, uint64_t seed);
-int dm_pp_bench_compact_create(void **state, size_t n, uint64_t seed);
+int dm_pp_bench_tokens_create(void **state, size_t n, uint64_t seed);
 int dm_pp_bench_docs_create(void **state, size_t n, uint64_t seed);
 int dm_pp_tune_bench_run(void *state, const dm_tune_instance *inst, void *stream);
 int dm_pp_tune_bench_output(void *state, void *host, size_t *nbytes);
 void dm_pp_tune_bench_destroy(void *state);
-/* Prefix reuse (n <= the size the state was created for): a prefix of the text, of the tokens,
- * of the documents. */
+/* Prefix reuse (n <= the size the state was created for): a prefix of the text (a token cut at
+ * n ends there), of the documents. */
 int dm_pp_tune_bench_resize(void *state, size_t n);
 
 #ifdef __cplusplus

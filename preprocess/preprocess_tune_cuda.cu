@@ -1,14 +1,11 @@
-/* Tuning workloads of the preprocess kernels place, compact and docs (preprocess_tune.h):
+/* Tuning workloads of the preprocess kernels tokens and docs (preprocess_tune.h):
  * seeded, device-resident inputs of n work units as the batch pipeline (dm_pp_kernels) hands
  * them to the kernel, one launch of the instance under test, and its output copied back, so that
  * the tuner can time every instance and reject one whose output differs from the default's.
- *  - place: n bytes of normalised text (words of 1..14 bytes, ASCII and UTF-8, separated by
- *    spaces, punctuation and newlines); its token start/end flags and the exclusive scan of the
- *    starts, computed on the host with the kernels' own per-byte rule (dm_tok_mark_one). Output:
- *    every token's [start, end).
- *  - compact: n processed tokens (starts ~7.5 bytes apart, 55% kept: English text loses about
- *    45% of its tokens to the stop set, numbers and the length limits), the exclusive scan of the
- *    kept flags, 64-bit hashes and stem lengths. Output: the kept tokens' hashes, starts, lengths.
+ *  - tokens: n bytes of normalised text (words of 1..14 bytes, ASCII and UTF-8, separated by
+ *    spaces, punctuation and newlines; the text of the normaliser has only spaces as separators,
+ *    the others exercise the rule). Output: every token's [start, end); the number of tokens
+ *    is counted on the host with the reference rule (dm_tok_mark_one).
  *  - docs: n - 1 documents of 200..3900 bytes (the kernel's n is documents + 1) and the sorted
  *    starts of their kept tokens. Output: every document's first kept token.
  * Output buffers start from a fixed pattern; outputs are compared exactly. Prefixes of a state
@@ -27,14 +24,14 @@
 
 namespace {
 
-enum kind { W_PLACE, W_COMPACT, W_DOCS };
+enum kind { W_TOKENS, W_DOCS };
 
 struct workload {
     int kind;
-    size_t n, n0, t; /* current units, units created, tokens (place) or kept tokens (compact) */
+    size_t n, n0, t; /* current units, units created, tokens (tokens) */
     dm_wl_bufs bufs; /* every device buffer (common/tune/workload_cuda.cuh) */
-    dm_pp_place_args pa;
-    dm_pp_compact_args ca;
+    dm_pp_tokens_args pa;
+    char *text;      /* tokens: the host copy of the text (token counts of prefixes) */
     dm_pp_docs_args da;
     uint64_t *cum; /* docs: kept tokens before document d (host, n0 entries) */
 };
@@ -60,29 +57,26 @@ void destroy(workload *w)
     if (!w) return;
     dm_wl_free(&w->bufs);
     free(w->cum);
+    free(w->text);
     free(w);
 }
 
-/* Tokens whose flags lie in [0, n) of the place input: scan[n-1] + start[n-1]. */
-int tokens_before(const workload *w, size_t n, size_t *t)
+/* Tokens of the prefix [0, n) of the text, by the reference rule. */
+size_t tokens_in(const char *text, size_t n)
 {
-    uint32_t s = 0, c = 0;
-    DM_TRY(down(&s, w->pa.start + n - 1, 4));
-    DM_TRY(down(&c, w->pa.scan + n - 1, 4));
-    *t = (size_t)s + c;
-    return DM_OK;
+    size_t t = 0;
+    for (size_t i = 0; i < n; i++) t += dm_tok_mark_one(text, n, i) & 1u;
+    return t;
 }
 
-int create_place(workload *w, size_t n, uint64_t seed)
+int create_tokens(workload *w, size_t n, uint64_t seed)
 {
     static const char *words[] = {"the", "market", "prices", "rose", "1987", "generalization", "naïve",
                                   "données", "ελλάδα", "日本語", "running", "of", "a", "connections",
                                   "happily", "oil", "x", "u.s.", "don't", "e-mail", "3.5%", "reuters"};
     static const char *seps[] = {" ", " ", " ", " ", " ", " ", ", ", ". ", "\n", " - ", " (", ") "};
     char *text = (char *)malloc(n);
-    uint32_t *start = (uint32_t *)malloc(4 * n), *scan = (uint32_t *)malloc(4 * n);
-    uint8_t *endf = (uint8_t *)malloc(n);
-    int rc = text && start && scan && endf ? DM_OK : DM_ERR(DM_ERR_NOMEM, "preprocess bench: %zu bytes", n);
+    int rc = text ? DM_OK : DM_ERR(DM_ERR_NOMEM, "preprocess bench: %zu bytes", n);
     size_t l = 0;
     while (rc == DM_OK && l < n) {
         uint64_t r = rnd(&seed);
@@ -94,63 +88,22 @@ int create_place(workload *w, size_t n, uint64_t seed)
         memcpy(text + l + a, sp, b);
         l += a + b;
     }
-    if (rc == DM_OK) memset(text + l, ' ', n - l);
-    uint32_t t = 0;
-    for (size_t i = 0; rc == DM_OK && i < n; i++) {
-        uint32_t f = dm_tok_mark_one(text, n, i);
-        start[i] = f & 1u;
-        endf[i] = (uint8_t)(f >> 1);
-        scan[i] = t;
-        t += f & 1u;
-    }
-    w->t = t;
-    dm_pp_place_args *a = &w->pa;
+    if (rc != DM_OK) return rc;
+    memset(text + l, ' ', n - l);
+    w->text = text;
+    w->t = tokens_in(text, n);
+    dm_pp_tokens_args *a = &w->pa;
     a->n = n;
-    if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->start, 4 * n, start);
-    if (rc == DM_OK) rc = dev(w, (uint8_t **)&a->endf, n, endf);
-    if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->scan, 4 * n, scan);
-    if (rc == DM_OK) rc = dev(w, &a->tok_start, 4 * (size_t)t, NULL);
-    if (rc == DM_OK) rc = dev(w, &a->tok_end, 4 * (size_t)t, NULL);
-    free(text);
-    free(start);
-    free(scan);
-    free(endf);
-    return rc;
-}
-
-int create_compact(workload *w, size_t n, uint64_t seed)
-{
-    uint32_t *keep = (uint32_t *)malloc(4 * n), *pos = (uint32_t *)malloc(4 * n), *ts = (uint32_t *)malloc(4 * n);
-    uint64_t *hash = (uint64_t *)malloc(8 * n);
-    uint8_t *len = (uint8_t *)malloc(n);
-    int rc = keep && pos && ts && hash && len ? DM_OK : DM_ERR(DM_ERR_NOMEM, "preprocess bench: %zu tokens", n);
-    uint32_t at = 0, kept = 0;
-    for (size_t k = 0; rc == DM_OK && k < n; k++) {
-        uint64_t r = rnd(&seed);
-        ts[k] = at;
-        at += 2 + (uint32_t)(r % 12);
-        keep[k] = (r >> 8) % 100 < 55;
-        pos[k] = kept;
-        kept += keep[k];
-        len[k] = (uint8_t)(2 + (r >> 16) % 11);
-        hash[k] = rnd(&seed);
-    }
-    w->t = kept;
-    dm_pp_compact_args *a = &w->ca;
-    a->t = n;
-    if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->keep, 4 * n, keep);
-    if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->pos, 4 * n, pos);
-    if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->tok_start, 4 * n, ts);
-    if (rc == DM_OK) rc = dev(w, (uint64_t **)&a->hash, 8 * n, hash);
-    if (rc == DM_OK) rc = dev(w, (uint8_t **)&a->stem_len, n, len);
-    if (rc == DM_OK) rc = dev(w, &a->out_hash, 8 * (size_t)kept, NULL);
-    if (rc == DM_OK) rc = dev(w, &a->out_start, 8 * (size_t)kept, NULL);
-    if (rc == DM_OK) rc = dev(w, &a->out_len, kept, NULL);
-    free(keep);
-    free(pos);
-    free(ts);
-    free(hash);
-    free(len);
+    size_t tiles = dm_pp_tokens_max_tiles(n), tc = n / 2 + 1;
+    rc = dev(w, (char **)&a->text, n, text);
+    if (rc == DM_OK) rc = dev(w, &a->tile_cnt, 4 * tiles, NULL);
+    if (rc == DM_OK) rc = dev(w, &a->tile_off, 4 * tiles, NULL);
+    if (rc == DM_OK) rc = dev(w, &a->tok_start, 4 * tc, NULL);
+    if (rc == DM_OK) rc = dev(w, &a->tok_end, 4 * tc, NULL);
+    if (rc == DM_OK) rc = dev(w, &a->total, 4, NULL);
+    if (rc == DM_OK && cub::DeviceScan::ExclusiveSum(NULL, a->cub_bytes, a->tile_cnt, a->tile_off, (int)tiles) != cudaSuccess)
+        rc = DM_ERR(DM_ERR_CUDA, "preprocess bench: scan storage");
+    if (rc == DM_OK) rc = dev(w, (char **)&a->cub_tmp, a->cub_bytes, NULL);
     return rc;
 }
 
@@ -206,8 +159,7 @@ int create(void **state, size_t n, uint64_t seed, int kind)
     if (!w) return DM_ERR(DM_ERR_NOMEM, "preprocess bench: out of memory");
     w->kind = kind;
     w->n = w->n0 = n;
-    int rc = kind == W_PLACE ? create_place(w, n, seed) : kind == W_COMPACT ? create_compact(w, n, seed)
-                                                                             : create_docs(w, n, seed);
+    int rc = kind == W_TOKENS ? create_tokens(w, n, seed) : create_docs(w, n, seed);
     if (rc == DM_OK && cudaDeviceSynchronize() != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "preprocess bench: upload failed");
     if (rc != DM_OK) {
         destroy(w);
@@ -221,15 +173,13 @@ int create(void **state, size_t n, uint64_t seed, int kind)
 
 extern "C" {
 
-int dm_pp_bench_place_create(void **state, size_t n, uint64_t seed) { return create(state, n, seed, W_PLACE); }
-int dm_pp_bench_compact_create(void **state, size_t n, uint64_t seed) { return create(state, n, seed, W_COMPACT); }
+int dm_pp_bench_tokens_create(void **state, size_t n, uint64_t seed) { return create(state, n, seed, W_TOKENS); }
 int dm_pp_bench_docs_create(void **state, size_t n, uint64_t seed) { return create(state, n, seed, W_DOCS); }
 
 int dm_pp_tune_bench_run(void *state, const dm_tune_instance *inst, void *stream)
 {
     workload *w = (workload *)state;
-    if (w->kind == W_PLACE) return inst->launch(&w->pa, w->n, stream);
-    if (w->kind == W_COMPACT) return inst->launch(&w->ca, w->n, stream);
+    if (w->kind == W_TOKENS) return inst->launch(&w->pa, w->n, stream);
     return inst->launch(&w->da, w->n, stream);
 }
 
@@ -237,18 +187,11 @@ int dm_pp_tune_bench_output(void *state, void *host, size_t *nbytes)
 {
     workload *w = (workload *)state;
     char *h = (char *)host;
-    if (w->kind == W_PLACE) {
+    if (w->kind == W_TOKENS) {
         *nbytes = 8 * w->t;
         if (!h) return DM_OK;
         DM_TRY(down(h, w->pa.tok_start, 4 * w->t));
         return down(h + 4 * w->t, w->pa.tok_end, 4 * w->t);
-    }
-    if (w->kind == W_COMPACT) {
-        *nbytes = 17 * w->t;
-        if (!h) return DM_OK;
-        DM_TRY(down(h, w->ca.out_hash, 8 * w->t));
-        DM_TRY(down(h + 8 * w->t, w->ca.out_start, 8 * w->t));
-        return down(h + 16 * w->t, w->ca.out_len, w->t);
     }
     *nbytes = 8 * w->n;
     return h ? down(h, w->da.doc_tok, 8 * w->n) : DM_OK;
@@ -261,16 +204,9 @@ int dm_pp_tune_bench_resize(void *state, size_t n)
     workload *w = (workload *)state;
     if (n < 2) n = 2;
     if (n > w->n0) return DM_ERR(DM_ERR_INVALID_ARG, "preprocess bench: resize to %zu of %zu", n, w->n0);
-    if (w->kind == W_PLACE) {
-        /* a token cut at n keeps its start only: its end is not part of this input */
-        DM_TRY(tokens_before(w, n, &w->t));
+    if (w->kind == W_TOKENS) {
+        w->t = tokens_in(w->text, n);
         w->pa.n = n;
-    } else if (w->kind == W_COMPACT) {
-        uint32_t k = 0, p = 0;
-        DM_TRY(down(&k, w->ca.keep + n - 1, 4));
-        DM_TRY(down(&p, w->ca.pos + n - 1, 4));
-        w->t = (size_t)k + p;
-        w->ca.t = n;
     } else {
         w->da.n_docs = n - 1;
         w->da.kept = w->cum[n - 1];

@@ -1,6 +1,8 @@
 /* dm_tokenize_hd: the GPU tokeniser's algorithm (tokenize_hd.h: mark, scan, place, process, scan,
  * compact, per-document bounds) run step by step on the host, so that the kernels' logic is tested
- * against dm_tokenize_cpu on machines without a GPU. Reference: dm_tokenize_cpu. */
+ * against dm_tokenize_cpu on machines without a GPU. The kernels do the same steps per tile
+ * (starts counted per tile and scanned, kept tokens staged per tile and moved); the per-byte and
+ * per-token rules are these. Reference: dm_tokenize_cpu. */
 #include <stdlib.h>
 #include <string.h>
 

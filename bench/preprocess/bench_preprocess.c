@@ -25,6 +25,7 @@
 #include "common/context.h"
 #include "common/device.h"
 #include "common/status.h"
+#include "common/tune/tune.h"
 #include "preprocess/preprocess.h"
 #include "preprocess/stream_build.h"
 
@@ -40,13 +41,15 @@ static void usage(void)
     printf("usage: bench_preprocess [--corpus DIR] [--format F] [--min-bytes N] [--work DIR]\n"
            "                        [--backend cpu|cuda|both] [--repeats N] [--json FILE] [--no-sklearn]\n"
            "                        [--kernels-only] [--kernel-repeats N] [--build-only] [--build-batches N]\n"
-           "                        [--no-prefault]\n\n"
+           "                        [--no-prefault] [--instances]\n\n"
            "--kernels-only: only the kernel table (tokenise + stop + stem + hash on resident text,\n"
            "CUDA events, median of --kernel-repeats runs, default 10), no end-to-end or scikit-learn.\n"
            "--build-only: only the token stream build (host, one thread): the corpus normalised and\n"
            "repeated into one batch of about 32 MB, tokenised once (CPU backend), built as\n"
            "--build-batches batches (default 19, about 1 GB of Reuters input) with their own ids, with\n"
            "the builder's prefault threads as in the pipeline.\n"
+           "--instances: with the kernel table, every instance of the token-bounds and process\n"
+           "kernels on the same text (CUDA).\n"
            "--no-prefault: the build (--build-only) or the pipeline (end to end) without the stream\n"
            "builder's prefault threads: the fills fault the stream's fresh pages themselves.\n"
            "Default corpus: ../shared/datasets/reuters21578 (format reuters). With --min-bytes, the\n"
@@ -187,7 +190,35 @@ static int cmp_d(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-static int run_kernels(kres *k, const dm_pp_file_list *fl, int format, int backend, int krep)
+/* --instances: every compiled instance of the token-bounds and process kernels on the same
+ * resident text (the others at their default), one row each. */
+static int sweep_instances(const dm_tok_batch *b, const dm_stopset *stop, const dm_tok_options *o, int krep)
+{
+    printf("\nevery instance on the same text (median of %d; the other kernels at their default)\n", krep);
+    printf("%-20s %-22s %9s %9s %9s %9s %9s\n", "kernel", "instance", "total_ms", "tok_ms", "proc_ms", "docs_ms",
+           "GB/s");
+    int rc = dm_preprocess_tune_register(); /* so that the tuner names the instances */
+    for (int kk = 0; rc >= 0 && kk < dm_pp_cuda_kernel_count(); kk++) {
+        const char *name = dm_pp_cuda_kernel_name(kk);
+        if (strcmp(name, "preprocess.tokens") != 0 && strcmp(name, "preprocess.process") != 0) continue;
+        const dm_tune_kernel *tk = dm_tune_kernel_find(name);
+        for (int i = 0; rc >= 0 && i < dm_pp_cuda_instance_count(kk); i++) {
+            rc = dm_pp_cuda_force_instance(kk, i);
+            double sec = 0, ph[3] = {0, 0, 0};
+            size_t tok = 0;
+            if (rc >= 0) rc = dm_pp_cuda_kernel_bench(&sec, ph, &tok, b, stop, o, krep);
+            char pol[96] = "?";
+            if (tk) dm_tune_policy_str(&tk->instances[i].policy, pol, sizeof pol);
+            if (rc >= 0)
+                printf("%-20s %-22s %9.2f %9.2f %9.2f %9.2f %9.2f\n", name, pol, sec * 1e3, ph[0] * 1e3, ph[1] * 1e3,
+                       ph[2] * 1e3, (double)b->text_len / sec / 1e9);
+        }
+        dm_pp_cuda_force_instance(kk, -1);
+    }
+    return rc;
+}
+
+static int run_kernels(kres *k, const dm_pp_file_list *fl, int format, int backend, int krep, int instances)
 {
     acc a;
     memset(k, 0, sizeof(*k));
@@ -206,6 +237,7 @@ static int run_kernels(kres *k, const dm_pp_file_list *fl, int format, int backe
     int rc = DM_OK;
     if (backend == DM_BACKEND_CUDA) {
         rc = dm_pp_cuda_kernel_bench(&k->seconds, k->phase, &k->tokens, &b, &stop, &o, krep);
+        if (rc >= 0 && instances) rc = sweep_instances(&b, &stop, &o, krep);
     } else {
         int reps = krep < 3 ? krep : 3; /* the CPU backend takes seconds per run */
         double t[3];
@@ -350,12 +382,12 @@ int main(int argc, char **argv)
         {"json", required_argument, 0, 'j'}, {"no-sklearn", no_argument, 0, 's'},
         {"kernels-only", no_argument, 0, 'k'}, {"kernel-repeats", required_argument, 0, 'K'},
         {"build-only", no_argument, 0, 'B'}, {"build-batches", required_argument, 0, 'n'},
-        {"no-prefault", no_argument, 0, 'P'},
+        {"no-prefault", no_argument, 0, 'P'}, {"instances", no_argument, 0, 'I'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *corpus = NULL, *work = "/tmp/docmine-bench-pp", *json_path = "bench_preprocess.json",
                *backends = "both";
     int format = DM_PP_FORMAT_REUTERS, repeats = 2, sklearn = 1, kernels_only = 0, krep = 10, c;
-    int build_only = 0, build_batches = 19, prefault = 1;
+    int build_only = 0, build_batches = 19, prefault = 1, instances = 0;
     size_t min_bytes = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -376,6 +408,7 @@ int main(int argc, char **argv)
         case 'K': krep = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
         case 'B': build_only = 1; break;
         case 'P': prefault = 0; break;
+        case 'I': instances = 1; break;
         case 'n': build_batches = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
         case 'h': usage(); return 0;
         default: usage(); return 2;
@@ -432,7 +465,7 @@ int main(int argc, char **argv)
         if ((be == DM_BACKEND_CUDA && !want_cuda) || (be == DM_BACKEND_CPU && !want_cpu)) continue;
         kname[nres] = be == DM_BACKEND_CUDA ? "cuda" : "cpu";
         if ((!kernels_only && run_end_to_end(&res[nres], &fl, format, be, repeats, prefault) < 0) ||
-            run_kernels(&kr[nres], &fl, format, be, krep) < 0) {
+            run_kernels(&kr[nres], &fl, format, be, krep, instances) < 0) {
             fprintf(stderr, "bench_preprocess: %s\n", dm_error_message());
             return 1;
         }
@@ -442,7 +475,7 @@ int main(int argc, char **argv)
     printf("\npreprocess benchmark: %zu files, GPU %s\n", fl.n, want_cuda ? dev.name : "none");
     printf("\nkernels on resident normalised text (%.3f GB; CUDA: median of %d, CUDA events around the "
            "kernels only; CPU: dm_tokenize_cpu wall time)\n", nres ? kr[0].norm_bytes / 1e9 : 0.0, krep);
-    printf("%-7s %9s %9s %9s %9s %9s %9s\n", "backend", "total_ms", "tok_ms", "proc_ms", "comp_ms", "GB/s", "Mtok");
+    printf("%-7s %9s %9s %9s %9s %9s %9s\n", "backend", "total_ms", "tok_ms", "proc_ms", "docs_ms", "GB/s", "Mtok");
     for (int i = 0; i < nres; i++) {
         kres *k = &kr[i];
         if (kname[i][1] == 'u')
@@ -452,8 +485,8 @@ int main(int argc, char **argv)
             printf("%-7s %9.2f %9s %9s %9s %9.2f %9.2f\n", kname[i], k->seconds * 1e3, "-", "-", "-", k->gbps,
                    (double)k->tokens / 1e6);
         if (kname[i][1] == 'u' && k->gbps < 50) {
-            static const char *pn[3] = {"tokenise (mark, scan, place)", "process (filter, stop, stem, hash)",
-                                        "compact + document bounds"};
+            static const char *pn[3] = {"tokenise (count per tile, scan, place)",
+                                        "process (filter, stop, stem, hash, compact)", "document bounds"};
             int pm = 0;
             for (int p = 1; p < 3; p++)
                 if (k->phase[p] > k->phase[pm]) pm = p;
@@ -461,7 +494,7 @@ int main(int argc, char **argv)
         }
         json_t *j = json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:i}", "backend", kname[i], "normalized_bytes",
                               k->norm_bytes, "seconds", k->seconds, "tokenise_s", k->phase[0], "process_s",
-                              k->phase[1], "compact_s", k->phase[2], "gbps", k->gbps, "tokens",
+                              k->phase[1], "docs_s", k->phase[2], "gbps", k->gbps, "tokens",
                               (json_int_t)k->tokens, "repeats", krep);
         json_array_append_new(runs, j);
     }

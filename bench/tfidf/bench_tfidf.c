@@ -39,7 +39,7 @@ static void usage(void)
 {
     printf("usage: bench_tfidf [--corpus DIR] [--format F] [--min-bytes N] [--work DIR] [--backend cpu|cuda|both]\n"
            "                   [--tokens N] [--items N] [--repeats N] [--json FILE] [--no-sklearn]\n"
-           "                   [--sklearn-max-bytes N] [--skip-e2e | --e2e-only]\n\n"
+           "                   [--sklearn-max-bytes N] [--skip-e2e | --e2e-only] [--e2e-repeats N]\n\n"
            "Default corpus: ../shared/datasets/reuters21578 (format reuters). With --min-bytes (default\n"
            "1 GB) the corpus is decompressed once into --work DIR (default /tmp/docmine-bench-tfidf) and\n"
            "repeated until it holds at least that many bytes: copies-K/cNNNNN/ are directories of\n"
@@ -48,7 +48,10 @@ static void usage(void)
            "first files holding N bytes (its GB/s is then measured on that prefix, and says so).\n"
            "--tokens: tokens of the counting benchmark (default 2^26); --items: pairs of the sort\n"
            "benchmark (default 2^26). --backend of the end-to-end runs: default cuda with a GPU, else cpu.\n"
-           "Each end-to-end run prints its stages (named timers; see bench/README.md).\n"
+           "Each end-to-end run prints its stages (named timers; see bench/README.md). --e2e-repeats N\n"
+           "(default 2) runs each backend N times on the files in the page cache; the last line of a\n"
+           "backend gives the best run: GB/s with the .dmv write (wall) and of the vectors in memory\n"
+           "(text to vectors, as scikit-learn's fit_transform; the write is bound by the disk).\n"
            "The JSON is rewritten after every section.\n");
 }
 
@@ -379,9 +382,10 @@ int main(int argc, char **argv)
         {"json", required_argument, 0, 'j'},    {"no-sklearn", no_argument, 0, 's'},
         {"skip-e2e", no_argument, 0, 'e'},      {"help", no_argument, 0, 'h'},
         {"sklearn-max-bytes", required_argument, 0, 'k'}, {"e2e-only", no_argument, 0, 'E'},
+        {"e2e-repeats", required_argument, 0, 'R'},
         {0, 0, 0, 0}};
     const char *corpus = NULL, *work = "/tmp/docmine-bench-tfidf", *json_path = NULL, *backend = NULL;
-    int format = DM_PP_FORMAT_REUTERS, repeats = 5, sklearn = 1, e2e = 1, kernels = 1, c;
+    int format = DM_PP_FORMAT_REUTERS, repeats = 5, sklearn = 1, e2e = 1, kernels = 1, e2e_rep = 2, c;
     size_t sk_max = 0;
     size_t min_bytes = (size_t)1 << 30, n_tok = (size_t)1 << 26, n_items = (size_t)1 << 26;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -403,6 +407,7 @@ int main(int argc, char **argv)
         case 's': sklearn = 0; break;
         case 'e': e2e = 0; break;
         case 'E': kernels = 0; break;
+        case 'R': e2e_rep = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
         case 'k': sk_max = (size_t)strtoull(optarg, NULL, 10); break;
         default: usage(); return c == 'h' ? 0 : 2;
         }
@@ -473,58 +478,71 @@ int main(int argc, char **argv)
             if (be == DM_BACKEND_CUDA && (!gpu || (strcmp(backend, "cuda") != 0 && strcmp(backend, "both") != 0))) continue;
             if (be == DM_BACKEND_CPU && strcmp(backend, "cpu") != 0 && strcmp(backend, "both") != 0) continue;
             for (int v = DM_TF_ATOMIC; v <= (be == DM_BACKEND_CUDA ? DM_TF_NOATOMIC : DM_TF_ATOMIC) && rc == DM_OK; v++) {
-                dm_preprocess_options pp = DM_PREPROCESS_OPTIONS_INIT;
-                pp.reader.format = format;
-                dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
-                o.backend = be;
-                o.tf_variant = v;
-                dm_vectors vec;
-                dm_tfidf_stats st;
-                dm_pp_stats ps;
-                char out[4500];
-                snprintf(out, sizeof out, "%s/bench.dmv", work);
-                dm_timers_reset();
-                double t0 = dm_wtime();
-                rc = dm_vectorize_corpus(&vec, NULL, &st, &ps, &ctx, dir, &pp, &o, NULL, NULL);
-                double t1 = dm_wtime();
-                dm_timer_start("bench.write");
-                if (rc == DM_OK) rc = dm_vectors_write(&vec, out, &ctx);
-                dm_timer_stop("bench.write");
-                double t2 = dm_wtime();
-                if (rc == DM_OK) dm_vectors_free(&vec);
-                if (rc != DM_OK) break;
-                if (ps.bytes_read != (uint64_t)copies * copy_bytes) {
-                    rc = DM_ERR(DM_ERR_IO, "%s: read %llu bytes, expected %zu x %zu (%llu files skipped)", dir,
-                                (unsigned long long)ps.bytes_read, copies, copy_bytes,
-                                (unsigned long long)dm_pp_stats_skipped_total(&ps));
-                    break;
+                double best_wall = 0, best_vec = 0, best_gb = 0;
+                for (int rep = 0; rep < e2e_rep && rc == DM_OK; rep++) {
+                    dm_preprocess_options pp = DM_PREPROCESS_OPTIONS_INIT;
+                    pp.reader.format = format;
+                    dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+                    o.backend = be;
+                    o.tf_variant = v;
+                    dm_vectors vec;
+                    dm_tfidf_stats st;
+                    dm_pp_stats ps;
+                    char out[4500];
+                    snprintf(out, sizeof out, "%s/bench.dmv", work);
+                    dm_timers_reset();
+                    double t0 = dm_wtime();
+                    rc = dm_vectorize_corpus(&vec, NULL, &st, &ps, &ctx, dir, &pp, &o, NULL, NULL);
+                    double t1 = dm_wtime();
+                    dm_timer_start("bench.write");
+                    if (rc == DM_OK) rc = dm_vectors_write(&vec, out, &ctx);
+                    dm_timer_stop("bench.write");
+                    double t2 = dm_wtime();
+                    if (rc == DM_OK) dm_vectors_free(&vec);
+                    if (rc != DM_OK) break;
+                    if (ps.bytes_read != (uint64_t)copies * copy_bytes) {
+                        rc = DM_ERR(DM_ERR_IO, "%s: read %llu bytes, expected %zu x %zu (%llu files skipped)", dir,
+                                    (unsigned long long)ps.bytes_read, copies, copy_bytes,
+                                    (unsigned long long)dm_pp_stats_skipped_total(&ps));
+                        break;
+                    }
+                    double gb = (double)ps.bytes_read / 1e9, gbps = gb / (t2 - t0);
+                    char label[64];
+                    snprintf(label, sizeof label, "%s%s%s", dm_backend_name(be), be == DM_BACKEND_CUDA ? " " : "",
+                             be == DM_BACKEND_CUDA ? dm_tf_variant_name(v) : "");
+                    printf("\n  %-22s %5s %9s %8s %8s %10s %10s %10s %10s %11s\n", "backend", "run", "text GB",
+                           "wall s", "GB/s", "vectors s", "in-mem GB/s", "docs", "nnz", "vs sklearn");
+                    printf("  %-22s %5d %9.3f %8.2f %8.3f %10.2f %10.3f %10llu %10llu", label, rep + 1, gb, t2 - t0,
+                           gbps, t1 - t0, gb / (t1 - t0), (unsigned long long)st.docs, (unsigned long long)st.nnz);
+                    if (sk_ok) printf(" %11.1fx", gbps / sk_gbps);
+                    printf("\n");
+                    json_t *o2 = json_object();
+                    json_object_set_new(o2, "backend", json_string(label));
+                    json_object_set_new(o2, "run", json_integer(rep + 1));
+                    json_object_set_new(o2, "in_memory_gb_per_second", json_real(gb / (t1 - t0)));
+                    json_object_set_new(o2, "text_bytes", json_integer((json_int_t)ps.bytes_read));
+                    json_object_set_new(o2, "copies", json_integer((json_int_t)copies));
+                    json_object_set_new(o2, "docs", json_integer((json_int_t)st.docs));
+                    json_object_set_new(o2, "tokens", json_integer((json_int_t)st.tokens));
+                    json_object_set_new(o2, "terms", json_integer((json_int_t)st.terms));
+                    json_object_set_new(o2, "nnz", json_integer((json_int_t)st.nnz));
+                    json_object_set_new(o2, "table_rebuilds", json_integer((json_int_t)st.table_rebuilds));
+                    json_object_set_new(o2, "vectorize_seconds", json_real(t1 - t0));
+                    json_object_set_new(o2, "write_seconds", json_real(t2 - t1));
+                    json_object_set_new(o2, "gb_per_second", json_real(gbps));
+                    if (sk_ok) json_object_set_new(o2, "ratio_to_sklearn", json_real(gbps / sk_gbps));
+                    print_stages(o2, t2 - t0, gb);
+                    json_array_append_new(e2e_res, o2);
+                    DM_FLUSH_JSON();
+                    if (rep == 0 || t2 - t0 < best_wall) best_wall = t2 - t0;
+                    if (rep == 0 || t1 - t0 < best_vec) best_vec = t1 - t0;
+                    best_gb = gb;
                 }
-                double gb = (double)ps.bytes_read / 1e9, gbps = gb / (t2 - t0);
-                char label[64];
-                snprintf(label, sizeof label, "%s%s%s", dm_backend_name(be), be == DM_BACKEND_CUDA ? " " : "",
-                         be == DM_BACKEND_CUDA ? dm_tf_variant_name(v) : "");
-                printf("\n  %-22s %12s %10s %10s %12s %10s %12s\n", "backend", "text GB", "wall s", "GB/s", "docs", "nnz",
-                       "vs sklearn");
-                printf("  %-22s %12.3f %10.2f %10.3f %12llu %10llu", label, gb, t2 - t0, gbps, (unsigned long long)st.docs,
-                       (unsigned long long)st.nnz);
-                if (sk_ok) printf(" %11.1fx", gbps / sk_gbps);
-                printf("\n");
-                json_t *o2 = json_object();
-                json_object_set_new(o2, "backend", json_string(label));
-                json_object_set_new(o2, "text_bytes", json_integer((json_int_t)ps.bytes_read));
-                json_object_set_new(o2, "copies", json_integer((json_int_t)copies));
-                json_object_set_new(o2, "docs", json_integer((json_int_t)st.docs));
-                json_object_set_new(o2, "tokens", json_integer((json_int_t)st.tokens));
-                json_object_set_new(o2, "terms", json_integer((json_int_t)st.terms));
-                json_object_set_new(o2, "nnz", json_integer((json_int_t)st.nnz));
-                json_object_set_new(o2, "table_rebuilds", json_integer((json_int_t)st.table_rebuilds));
-                json_object_set_new(o2, "vectorize_seconds", json_real(t1 - t0));
-                json_object_set_new(o2, "write_seconds", json_real(t2 - t1));
-                json_object_set_new(o2, "gb_per_second", json_real(gbps));
-                if (sk_ok) json_object_set_new(o2, "ratio_to_sklearn", json_real(gbps / sk_gbps));
-                print_stages(o2, t2 - t0, gb);
-                json_array_append_new(e2e_res, o2);
-                DM_FLUSH_JSON();
+                if (rc == DM_OK && e2e_rep > 1)
+                    printf("\n  %s, best of %d runs: with the .dmv write %.3f GB/s (%.2f s); vectors in memory "
+                           "%.3f GB/s (%.2f s); target 2 GB/s\n",
+                           be == DM_BACKEND_CUDA ? dm_tf_variant_name(v) : "cpu", e2e_rep, best_gb / best_wall,
+                           best_wall, best_gb / best_vec, best_vec);
             }
         }
     }

@@ -745,11 +745,12 @@ static void synth_vectors(dm_vectors *v, uint64_t rows, uint64_t per, uint64_t s
         }
 }
 
-/* The direct-I/O writer (several blocks and a padded tail) and the buffered one write the same
- * bytes, which read back with a matching checksum; so does the MPI-IO path in test_tfidf_mpi. */
+/* The direct-I/O writer (one block; a first block and a padded tail; blocks written by several
+ * threads: about 60 MB) and the buffered one write the same bytes, which read back with a
+ * matching checksum; so does the MPI-IO path in test_tfidf_mpi. */
 static void test_dmv_direct_and_buffered(void)
 {
-    const uint64_t shapes[][2] = {{1, 0}, {3, 1}, {120001, 9}, {90000, 13}};
+    const uint64_t shapes[][2] = {{1, 0}, {3, 1}, {120001, 9}, {90000, 13}, {400000, 15}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         dm_vectors v, r;
         synth_vectors(&v, shapes[i][0], shapes[i][1] ? shapes[i][1] : 1, 7 + i);
