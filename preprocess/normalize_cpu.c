@@ -62,16 +62,14 @@ static int dm_norm_ascii(char **out, size_t *len, size_t *cap, size_t doc_start,
     /* sep: the output ends with a separator or is at the document start (no leading ' ') */
     int sep = l == doc_start || o[l - 1] == ' ';
     uint64_t nul = 0;
+    /* branch-free: word boundaries come every few bytes, and a branch on them mispredicts */
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i], m = g_norm_map[c & 0x7f];
-        if (m) {
-            o[l++] = (char)m;
-            sep = 0;
-        } else {
-            nul += c == 0;
-            if (!sep) o[l++] = ' ';
-            sep = 1;
-        }
+        int tok = m != 0;
+        o[l] = tok ? (char)m : ' ';
+        l += (size_t)(tok | !sep);
+        nul += c == 0;
+        sep = !tok;
     }
     if (st) st->nul_bytes += nul;
     *len = l;
