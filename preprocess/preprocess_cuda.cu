@@ -31,53 +31,49 @@
         return DM_OK;                                                                              \
     }
 
-/* Token bounds: three launches (count per tile, CUB scan of the tile counts, place); the tile is
- * block x rake bytes, so the instance fixes both kernels' tiles. args->cub_tmp holds the scan of
- * n / DM_PP_TOKENS_MIN_TILE + 1 tiles. */
+/* The tiled pattern of the token bounds and of process + compact: a per-tile kernel writes each
+ * tile's count, CUB scans the counts (a.cub_tmp holds the scan of the smallest instance's
+ * tiles), and a second kernel uses the offsets. n = 0 sets *total to 0 and launches nothing.
+ * The tile is block x rake units, so the instance fixes both kernels' tiles. */
+template <int B, typename A>
+static int dm_pp_tiled_launch(void (*first)(A), void (*second)(A), const A &a, size_t n, size_t tile,
+                              uint32_t *total, const char *units, cudaStream_t st)
+{
+    if (n == 0) {
+        DM_CUDA_TRY(cudaMemsetAsync(total, 0, 4, st));
+        return DM_OK;
+    }
+    if (n >= 0x7fffffffu) return DM_ERR(DM_ERR_INVALID_ARG, "tokenise: %zu %s exceed one launch", n, units);
+    size_t tiles = (n + tile - 1) / tile, cb = a.cub_bytes;
+    first<<<(unsigned)tiles, B, 0, st>>>(a);
+    DM_CUDA_LAUNCH_CHECK();
+    DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(a.cub_tmp, cb, a.tile_cnt, a.tile_off, (int)tiles, st));
+    second<<<(unsigned)tiles, B, 0, st>>>(a);
+    DM_CUDA_LAUNCH_CHECK();
+    return DM_OK;
+}
+
+/* Token bounds: count per tile, scan, place (tiles of block x rake bytes). */
 template <int B, int R, bool S>
 static int dm_pp_tokens_launch(const void *args, size_t n, void *stream)
 {
     static_assert(B * R >= DM_PP_TOKENS_MIN_TILE, "tile below DM_PP_TOKENS_MIN_TILE");
     dm_pp_tokens_args a = *(const dm_pp_tokens_args *)args;
-    cudaStream_t st = (cudaStream_t)stream;
     a.n = n;
-    if (n == 0) {
-        DM_CUDA_TRY(cudaMemsetAsync(a.total, 0, 4, st));
-        return DM_OK;
-    }
-    size_t tile = (size_t)B * R, tiles = (n + tile - 1) / tile;
-    if (n >= 0x7fffffffu) return DM_ERR(DM_ERR_INVALID_ARG, "tokenise: %zu bytes exceed one launch", n);
-    dm_pp_tcount_kernel<B, R><<<(unsigned)tiles, B, 0, st>>>(a);
-    DM_CUDA_LAUNCH_CHECK();
-    size_t cb = a.cub_bytes;
-    DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(a.cub_tmp, cb, a.tile_cnt, a.tile_off, (int)tiles, st));
-    dm_pp_tplace_kernel<B, R><<<(unsigned)tiles, B, 0, st>>>(a);
-    DM_CUDA_LAUNCH_CHECK();
-    return DM_OK;
+    return dm_pp_tiled_launch<B>(dm_pp_tcount_kernel<B, R>, dm_pp_tplace_kernel<B, R>, a, n, (size_t)B * R, a.total,
+                                 "bytes", (cudaStream_t)stream);
 }
-/* Process and compact: three launches (process per tile, CUB scan of the tiles' kept counts,
- * compact), tiles of block x rake tokens; args->cub_tmp holds the scan of
- * dm_pp_process_max_tiles(t) tiles. */
+
+/* Process and compact: process per tile, scan of the kept counts, compact (tiles of block x
+ * rake tokens). */
 template <int B, int R, bool S>
 static int dm_pp_process_launch(const void *args, size_t n, void *stream)
 {
     static_assert(B * R >= DM_PP_PROCESS_MIN_TILE && B * R <= 65536, "tile outside [DM_PP_PROCESS_MIN_TILE, 65536]");
     dm_pp_process_args a = *(const dm_pp_process_args *)args;
-    cudaStream_t st = (cudaStream_t)stream;
     a.t = n;
-    if (n == 0) {
-        DM_CUDA_TRY(cudaMemsetAsync(a.kept, 0, 4, st));
-        return DM_OK;
-    }
-    size_t tile = (size_t)B * R, tiles = (n + tile - 1) / tile;
-    if (n >= 0x7fffffffu) return DM_ERR(DM_ERR_INVALID_ARG, "tokenise: %zu tokens exceed one launch", n);
-    dm_pp_process_kernel<B, R><<<(unsigned)tiles, B, 0, st>>>(a);
-    DM_CUDA_LAUNCH_CHECK();
-    size_t cb = a.cub_bytes;
-    DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(a.cub_tmp, cb, a.tile_cnt, a.tile_off, (int)tiles, st));
-    dm_pp_compact_kernel<B, R><<<(unsigned)tiles, B, 0, st>>>(a);
-    DM_CUDA_LAUNCH_CHECK();
-    return DM_OK;
+    return dm_pp_tiled_launch<B>(dm_pp_process_kernel<B, R>, dm_pp_compact_kernel<B, R>, a, n, (size_t)B * R, a.kept,
+                                 "tokens", (cudaStream_t)stream);
 }
 DM_PP_LAUNCHER(dm_pp_docs_launch, dm_pp_docs_kernel, dm_pp_docs_args)
 

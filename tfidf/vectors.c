@@ -148,6 +148,18 @@ static uLong crc_buf(uLong crc, const void *p, uint64_t n)
 #define DM_CRC_BLOCK ((uint64_t)4 << 20)
 typedef int (*piece_write_fn)(void *ctx, int s, const void *p, uint64_t n);
 
+/* crc[s] = the checksum of piece s from its blocks' checksums bc[first[s] .. first[s + 1]). */
+static void crc_combine_blocks(uLong crc[DM_NSEC], const uLong *bc, const size_t *first, const vpieces *pc)
+{
+    for (int s = 0; s < DM_NSEC; s++) {
+        crc[s] = crc32(0L, Z_NULL, 0);
+        for (size_t i = first[s]; i < first[s + 1]; i++) {
+            uint64_t o = (uint64_t)(i - first[s]) * DM_CRC_BLOCK, len = pc->len[s] - o;
+            crc[s] = crc32_combine(crc[s], bc[i], (z_off_t)(len < DM_CRC_BLOCK ? len : DM_CRC_BLOCK));
+        }
+    }
+}
+
 static int pieces_write_crc(uLong crc[DM_NSEC], const vpieces *pc, piece_write_fn wr, void *wctx)
 {
     size_t nb = 0, first[DM_NSEC + 1];
@@ -182,13 +194,7 @@ static int pieces_write_crc(uLong crc[DM_NSEC], const vpieces *pc, piece_write_f
                             len < DM_CRC_BLOCK ? len : DM_CRC_BLOCK);
         }
     }
-    for (int s = 0; s < DM_NSEC; s++) {
-        crc[s] = crc32(0L, Z_NULL, 0);
-        for (size_t i = first[s]; i < first[s + 1]; i++) {
-            uint64_t o = (uint64_t)(i - first[s]) * DM_CRC_BLOCK, len = pc->len[s] - o;
-            crc[s] = crc32_combine(crc[s], bc[i], (z_off_t)(len < DM_CRC_BLOCK ? len : DM_CRC_BLOCK));
-        }
-    }
+    crc_combine_blocks(crc, bc, first, pc);
     dm_free(bc);
     dm_free(bs);
     return rc;
@@ -375,13 +381,7 @@ static int write_direct(const dm_atomic_file *f, const unsigned char *hb, const 
         dm_free(raw);
     }
     uLong sc[DM_NSEC];
-    for (int s = 0; s < DM_NSEC && bc; s++) {
-        sc[s] = crc32(0L, Z_NULL, 0);
-        for (size_t i = first[s]; i < first[s + 1]; i++) {
-            uint64_t o = (uint64_t)(i - first[s]) * DM_CRC_BLOCK, len = pc->len[s] - o;
-            sc[s] = crc32_combine(sc[s], bc[i], (z_off_t)(len < DM_CRC_BLOCK ? len : DM_CRC_BLOCK));
-        }
-    }
+    if (bc) crc_combine_blocks(sc, bc, first, pc);
     if (rc == DM_OK && !refused) {
         *crc = crc_buf(crc32(0L, Z_NULL, 0), hb, DM_VH_BYTES);
         for (int s = 0; s < DM_NSEC; s++) *crc = crc32_combine(*crc, sc[s], (z_off_t)pc->len[s]);
