@@ -1,6 +1,7 @@
 /* The CUDA backend of preprocess: extern "C" dm_tokenize_cuda (token bounds: count per tile ->
- * scan of the tiles -> place; process -> scan -> compact -> per-document bounds; CUB scans) and dm_stem_words_cuda, the kernels' tuner
- * registration (compiled block/rake instances, bench_* hooks), forced instances for the tests and
+ * scan of the tiles -> place; process per tile -> scan of the tiles -> compact; per-document
+ * bounds) and dm_stem_words_cuda, the kernels' tuner registration (compiled block/rake
+ * instances, bench_* hooks), forced instances for the tests and
  * per-stage CUDA-event times. Reference: dm_tokenize_cpu / dm_stem_words_cpu (identical output). */
 #include <cub/cub.cuh>
 #include <cuda_runtime.h>
@@ -60,8 +61,8 @@ static int dm_pp_tokens_launch(const void *args, size_t n, void *stream)
     static_assert(B * R >= DM_PP_TOKENS_MIN_TILE, "tile below DM_PP_TOKENS_MIN_TILE");
     dm_pp_tokens_args a = *(const dm_pp_tokens_args *)args;
     a.n = n;
-    return dm_pp_tiled_launch<B>(dm_pp_tcount_kernel<B, R>, dm_pp_tplace_kernel<B, R>, a, n, (size_t)B * R, a.total,
-                                 "bytes", (cudaStream_t)stream);
+    return dm_pp_tiled_launch<B>(dm_pp_tokens_kernel<B, R, false>, dm_pp_tokens_kernel<B, R, true>, a, n,
+                                 (size_t)B * R, a.total, "bytes", (cudaStream_t)stream);
 }
 
 /* Process and compact: process per tile, scan of the kept counts, compact (tiles of block x
@@ -80,12 +81,15 @@ DM_PP_LAUNCHER(dm_pp_docs_launch, dm_pp_docs_kernel, dm_pp_docs_args)
 #define DM_PP_INST(LAUNCH, KERNEL, B, R, S)                                                        \
     {{B, R, S, DM_LAYOUT_NONE, 0}, LAUNCH<B, R, S>, (const void *)KERNEL<B, R, S>, 0}
 
-#define DM_PP_TOK_INST(B, R) {{B, R, 0, DM_LAYOUT_NONE, 0}, dm_pp_tokens_launch<B, R, false>, (const void *)dm_pp_tplace_kernel<B, R>, 0}
+/* the tiled launchers' instances (the kernel recorded is the second pass) */
+#define DM_PP_TILED_INST(LAUNCH, KERNEL, B, R)                                                     \
+    {{B, R, 0, DM_LAYOUT_NONE, 0}, LAUNCH<B, R, false>, (const void *)KERNEL, 0}
+#define DM_PP_TOK_INST(B, R) DM_PP_TILED_INST(dm_pp_tokens_launch, (dm_pp_tokens_kernel<B, R, true>), B, R)
 static const dm_tune_instance g_tokens_inst[] = {
     DM_PP_TOK_INST(256, 16), DM_PP_TOK_INST(128, 16), DM_PP_TOK_INST(512, 16),
     DM_PP_TOK_INST(128, 32), DM_PP_TOK_INST(256, 32), DM_PP_TOK_INST(512, 32),
 };
-#define DM_PP_PROC_INST(B, R) {{B, R, 0, DM_LAYOUT_NONE, 0}, dm_pp_process_launch<B, R, false>, (const void *)dm_pp_process_kernel<B, R>, 0}
+#define DM_PP_PROC_INST(B, R) DM_PP_TILED_INST(dm_pp_process_launch, (dm_pp_process_kernel<B, R>), B, R)
 /* default 128 x 4: on Reuters (0.6 GB, H200) 8.9 ms against 10.4 for 128 x 1; a longer queue per
  * block balances the stemming (bench_preprocess --kernels-only --instances) */
 static const dm_tune_instance g_process_inst[] = {
@@ -250,7 +254,8 @@ static int dm_pp_bench_create_common(dm_pp_bench **out, size_t n, uint64_t seed,
         DM_BM(b->out_len, n);
         DM_BM(b->out_hash, n * 8);
         DM_BM(b->out_start, n * 8);
-        if (e == cudaSuccess) e = cub::DeviceScan::ExclusiveSum(NULL, b->cub_bytes, b->tile_cnt, b->tile_off, (int)tiles);
+        if (e == cudaSuccess)
+            e = cub::DeviceScan::ExclusiveSum(NULL, b->cub_bytes, b->tile_cnt, b->tile_off, (int)tiles);
         DM_BM(b->cub_tmp, b->cub_bytes);
         /* the kept tokens fill a prefix of the outputs: the rest stays 0 for every instance */
         if (e == cudaSuccess) e = cudaMemset(b->out_len, 0, n);
@@ -291,7 +296,7 @@ static int dm_pp_bench_create_common(dm_pp_bench **out, size_t n, uint64_t seed,
     free(h);
     free(hoff);
     free(hlen);
-    b->t = nw; /* stem bench: words; process bench: tokens (set below) */
+    b->t = nw; /* stem bench: words; process bench: tokens (one per word) */
     if (rc < 0) return rc;
     if (e != cudaSuccess) return DM_ERR(DM_ERR_CUDA, "bench: %s", cudaGetErrorString(e));
     return DM_OK;
@@ -439,7 +444,7 @@ typedef struct dm_pp_ws {
     uint32_t *tile_cnt, *tile_off, *tok_start, *tok_end, *st_start;
     uint8_t *stem_len, *out_len;
     uint64_t *hash, *out_hash, *out_start, *doc_off, *doc_tok;
-    unsigned long long *drops; /* [4] drops by reason; then the words total and kept */
+    unsigned long long *drops; /* [4] drops by reason, then the words that total and kept point to */
     uint32_t *total, *kept;    /* tokens found, tokens kept (device) */
     void *cub;
     uint64_t *keys;

@@ -97,32 +97,30 @@ __device__ __forceinline__ void dm_pp_chunk_flags(const char *text, size_t n, si
     *em = ns & ~(ns >> 1) & inner;
 }
 
-/* (1) the token starts of each tile (CUB block reduction). */
-template <int BLOCK, int ITEMS>
-__global__ void __launch_bounds__(BLOCK) dm_pp_tcount_kernel(dm_pp_tokens_args a)
+/* One kernel, two passes over the same tiles. PLACE = false: the token starts of each tile
+ * (tile_cnt). PLACE = true, after the scan of the tile counts: each thread's first token number
+ * (block scan of the threads' starts plus the tile's offset), then its tokens' starts and ends;
+ * the token ending at a byte is the last one started at or before it (tokens never contain a
+ * separator), and the last thread writes the total. */
+template <int BLOCK, int ITEMS, bool PLACE>
+__global__ void __launch_bounds__(BLOCK) dm_pp_tokens_kernel(dm_pp_tokens_args a)
 {
     typedef cub::BlockReduce<uint32_t, BLOCK> reduce_t;
-    __shared__ typename reduce_t::TempStorage tmp;
-    size_t i0 = ((size_t)blockIdx.x * BLOCK + threadIdx.x) * ITEMS;
-    uint64_t sm = 0, em = 0;
-    if (i0 < a.n) dm_pp_chunk_flags<ITEMS>(a.text, a.n, i0, &sm, &em);
-    uint32_t c = reduce_t(tmp).Sum((uint32_t)__popcll(sm));
-    if (threadIdx.x == 0) a.tile_cnt[blockIdx.x] = c;
-}
-
-/* (2) after the scan of the tile counts: each thread's first token number (block scan of the
- * threads' starts plus the tile's offset), then its tokens' starts and ends. The token ending
- * at a byte is the last one started at or before it (tokens never contain a separator). */
-template <int BLOCK, int ITEMS>
-__global__ void __launch_bounds__(BLOCK) dm_pp_tplace_kernel(dm_pp_tokens_args a)
-{
     typedef cub::BlockScan<uint32_t, BLOCK> scan_t;
-    __shared__ typename scan_t::TempStorage tmp;
+    __shared__ union {
+        typename reduce_t::TempStorage reduce;
+        typename scan_t::TempStorage scan;
+    } tmp;
     size_t i0 = ((size_t)blockIdx.x * BLOCK + threadIdx.x) * ITEMS;
     uint64_t sm = 0, em = 0;
     if (i0 < a.n) dm_pp_chunk_flags<ITEMS>(a.text, a.n, i0, &sm, &em);
+    if (!PLACE) {
+        uint32_t c = reduce_t(tmp.reduce).Sum((uint32_t)__popcll(sm));
+        if (threadIdx.x == 0) a.tile_cnt[blockIdx.x] = c;
+        return;
+    }
     uint32_t k;
-    scan_t(tmp).ExclusiveSum((uint32_t)__popcll(sm), k);
+    scan_t(tmp.scan).ExclusiveSum((uint32_t)__popcll(sm), k);
     k += a.tile_off[blockIdx.x];
     for (uint64_t m = sm | em; m; m &= m - 1) {
         int p = __ffsll((long long)m) - 1;

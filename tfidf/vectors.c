@@ -148,35 +148,69 @@ static uLong crc_buf(uLong crc, const void *p, uint64_t n)
 #define DM_CRC_BLOCK ((uint64_t)4 << 20)
 typedef int (*piece_write_fn)(void *ctx, int s, const void *p, uint64_t n);
 
-/* crc[s] = the checksum of piece s from its blocks' checksums bc[first[s] .. first[s + 1]). */
-static void crc_combine_blocks(uLong crc[DM_NSEC], const uLong *bc, const size_t *first, const vpieces *pc)
+/* The checksum blocks of the pieces: block i covers bytes [o, o + DM_CRC_BLOCK) of piece bs[i];
+ * the blocks of piece s are first[s] .. first[s + 1]. */
+typedef struct crc_plan {
+    size_t nb, first[DM_NSEC + 1];
+    uLong *bc; /* checksum of each block */
+    int *bs;   /* piece of each block */
+} crc_plan;
+
+static void crc_plan_free(crc_plan *cp)
+{
+    dm_free(cp->bc);
+    dm_free(cp->bs);
+}
+
+static int crc_plan_init(crc_plan *cp, const vpieces *pc)
+{
+    memset(cp, 0, sizeof *cp);
+    for (int s = 0; s < DM_NSEC; s++) {
+        cp->first[s] = cp->nb;
+        cp->nb += (size_t)((pc->len[s] + DM_CRC_BLOCK - 1) / DM_CRC_BLOCK);
+    }
+    cp->first[DM_NSEC] = cp->nb;
+    cp->bc = dm_malloc(sizeof(uLong) * (cp->nb ? cp->nb : 1));
+    cp->bs = dm_malloc(sizeof(int) * (cp->nb ? cp->nb : 1));
+    if (!cp->bc || !cp->bs) {
+        crc_plan_free(cp);
+        return DM_ERR_NOMEM;
+    }
+    for (int s = 0; s < DM_NSEC; s++)
+        for (size_t i = cp->first[s]; i < cp->first[s + 1]; i++) cp->bs[i] = s;
+    return DM_OK;
+}
+
+/* Bytes of block i: offset *o in its piece, returns the length. */
+static uint64_t crc_plan_span(const crc_plan *cp, const vpieces *pc, int s, size_t i, uint64_t *o)
+{
+    *o = (uint64_t)(i - cp->first[s]) * DM_CRC_BLOCK;
+    uint64_t len = pc->len[s] - *o;
+    return len < DM_CRC_BLOCK ? len : DM_CRC_BLOCK;
+}
+
+static void crc_plan_block(crc_plan *cp, const vpieces *pc, size_t i)
+{
+    uint64_t o, len = crc_plan_span(cp, pc, cp->bs[i], i, &o);
+    cp->bc[i] = crc_buf(crc32(0L, Z_NULL, 0), (const unsigned char *)pc->p[cp->bs[i]] + o, len);
+}
+
+/* crc[s] = the checksum of piece s, its blocks combined in order. */
+static void crc_plan_combine(const crc_plan *cp, const vpieces *pc, uLong crc[DM_NSEC])
 {
     for (int s = 0; s < DM_NSEC; s++) {
         crc[s] = crc32(0L, Z_NULL, 0);
-        for (size_t i = first[s]; i < first[s + 1]; i++) {
-            uint64_t o = (uint64_t)(i - first[s]) * DM_CRC_BLOCK, len = pc->len[s] - o;
-            crc[s] = crc32_combine(crc[s], bc[i], (z_off_t)(len < DM_CRC_BLOCK ? len : DM_CRC_BLOCK));
+        for (size_t i = cp->first[s]; i < cp->first[s + 1]; i++) {
+            uint64_t o, len = crc_plan_span(cp, pc, s, i, &o);
+            crc[s] = crc32_combine(crc[s], cp->bc[i], (z_off_t)len);
         }
     }
 }
 
 static int pieces_write_crc(uLong crc[DM_NSEC], const vpieces *pc, piece_write_fn wr, void *wctx)
 {
-    size_t nb = 0, first[DM_NSEC + 1];
-    for (int s = 0; s < DM_NSEC; s++) {
-        first[s] = nb;
-        nb += (size_t)((pc->len[s] + DM_CRC_BLOCK - 1) / DM_CRC_BLOCK);
-    }
-    first[DM_NSEC] = nb;
-    uLong *bc = dm_malloc(sizeof(uLong) * (nb ? nb : 1));
-    int *bs = dm_malloc(sizeof(int) * (nb ? nb : 1));
-    if (!bc || !bs) {
-        dm_free(bc);
-        dm_free(bs);
-        return DM_ERR_NOMEM;
-    }
-    for (int s = 0; s < DM_NSEC; s++)
-        for (size_t i = first[s]; i < first[s + 1]; i++) bs[i] = s;
+    crc_plan cp;
+    DM_TRY(crc_plan_init(&cp, pc));
     size_t next = 0;
     int rc = DM_OK;
 #pragma omp parallel
@@ -188,15 +222,12 @@ static int pieces_write_crc(uLong crc[DM_NSEC], const vpieces *pc, piece_write_f
             size_t i;
 #pragma omp atomic capture
             i = next++;
-            if (i >= nb) break;
-            uint64_t o = (uint64_t)(i - first[bs[i]]) * DM_CRC_BLOCK, len = pc->len[bs[i]] - o;
-            bc[i] = crc_buf(crc32(0L, Z_NULL, 0), (const unsigned char *)pc->p[bs[i]] + o,
-                            len < DM_CRC_BLOCK ? len : DM_CRC_BLOCK);
+            if (i >= cp.nb) break;
+            crc_plan_block(&cp, pc, i);
         }
     }
-    crc_combine_blocks(crc, bc, first, pc);
-    dm_free(bc);
-    dm_free(bs);
+    crc_plan_combine(&cp, pc, crc);
+    crc_plan_free(&cp);
     return rc;
 }
 
@@ -336,18 +367,12 @@ static int write_direct(const dm_atomic_file *f, const unsigned char *hb, const 
         rc = dio_pwrite(&d, b0, DM_DIO_BLOCK, 0, &refused);
     }
     /* the checksum blocks of the pieces, then the write blocks 1 .. last - 1, from one counter */
-    size_t nb = 0, first[DM_NSEC + 1];
-    for (int s = 0; s < DM_NSEC; s++) {
-        first[s] = nb;
-        nb += (size_t)((pc->len[s] + DM_CRC_BLOCK - 1) / DM_CRC_BLOCK);
-    }
-    first[DM_NSEC] = nb;
-    uLong *bc = dm_malloc(sizeof(uLong) * (nb ? nb : 1));
-    int *bs = dm_malloc(sizeof(int) * (nb ? nb : 1));
-    if (rc == DM_OK && (!bc || !bs)) rc = DM_ERR_NOMEM;
-    for (int s = 0; rc == DM_OK && s < DM_NSEC; s++)
-        for (size_t i = first[s]; i < first[s + 1]; i++) bs[i] = s;
+    crc_plan cp;
+    int prc = crc_plan_init(&cp, pc);
+    if (rc == DM_OK) rc = prc;
+    /* nothing more when block 0 failed or was refused */
     const size_t nw = rc == DM_OK && !refused && last > 1 ? (size_t)(last - 1) : 0;
+    const size_t nb = rc == DM_OK && !refused ? cp.nb : 0;
     size_t next = 0;
 #pragma omp parallel if (nb + nw > 1)
     {
@@ -358,9 +383,7 @@ static int write_direct(const dm_atomic_file *f, const unsigned char *hb, const 
             i = next++;
             if (i >= nb + nw) break;
             if (i < nb) {
-                uint64_t o = (uint64_t)(i - first[bs[i]]) * DM_CRC_BLOCK, len = pc->len[bs[i]] - o;
-                bc[i] = crc_buf(crc32(0L, Z_NULL, 0), (const unsigned char *)pc->p[bs[i]] + o,
-                                len < DM_CRC_BLOCK ? len : DM_CRC_BLOCK);
+                crc_plan_block(&cp, pc, i);
                 continue;
             }
             int err;
@@ -381,8 +404,8 @@ static int write_direct(const dm_atomic_file *f, const unsigned char *hb, const 
         dm_free(raw);
     }
     uLong sc[DM_NSEC];
-    if (bc) crc_combine_blocks(sc, bc, first, pc);
     if (rc == DM_OK && !refused) {
+        crc_plan_combine(&cp, pc, sc);
         *crc = crc_buf(crc32(0L, Z_NULL, 0), hb, DM_VH_BYTES);
         for (int s = 0; s < DM_NSEC; s++) *crc = crc32_combine(*crc, sc[s], (z_off_t)pc->len[s]);
         /* the last block: the rest of the data, the trailer, zero padding */
@@ -398,9 +421,8 @@ static int write_direct(const dm_atomic_file *f, const unsigned char *hb, const 
             rc = DM_ERR(DM_ERR_IO, "%s: truncate failed: %s", f->path, strerror(errno));
     }
     if (close(d.fd) != 0 && rc == DM_OK) rc = DM_ERR(DM_ERR_IO, "%s: write failed: %s", f->path, strerror(errno));
+    if (prc == DM_OK) crc_plan_free(&cp);
     dm_free(raw0);
-    dm_free(bc);
-    dm_free(bs);
     return rc == DM_OK && refused ? 1 : rc;
 }
 
