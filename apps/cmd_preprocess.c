@@ -151,11 +151,11 @@ int dm_cmd_preprocess(dm_app *app, int argc, char **argv)
                 (unsigned long long)st->docs, (unsigned long long)st->docs_labelled,
                 (unsigned long long)st->tokens, (unsigned long long)dm_pp_stats_skipped_total(st),
                 (unsigned long long)st->invalid_utf8, (unsigned long long)st->hash_collisions);
-        double sum = t.read + t.normalize + t.h2d + t.kernels + t.d2h + t.build + t.prefault;
+        double sum = dm_pp_times_sum(&t);
         fprintf(stderr,
-                "docmine preprocess: rank 0 stages (s): read %.3f normalise %.3f h2d %.3f kernels %.3f "
+                "docmine preprocess: rank 0 stages (s): read %.3f normalise %.3f take %.3f h2d %.3f kernels %.3f "
                 "d2h %.3f build %.3f prefault %.3f wall %.3f overlap %.2f\n",
-                t.read, t.normalize, t.h2d, t.kernels, t.d2h, t.build, t.prefault, t.wall,
+                t.read, t.normalize, t.take, t.h2d, t.kernels, t.d2h, t.build, t.prefault, t.wall,
                 t.wall > 0 ? sum / t.wall : 0);
         for (uint64_t i = 0; i < st->n_messages && i < DM_PP_MAX_MESSAGES; i++)
             fprintf(stderr, "docmine preprocess: %s\n", st->messages[i]);
@@ -190,7 +190,7 @@ int dm_cmd_preprocess(dm_app *app, int argc, char **argv)
             for (uint64_t i = 0; i < st->n_messages && i < DM_PP_MAX_MESSAGES; i++)
                 json_array_append_new(msgs, json_string(st->messages[i]));
             json_object_set_new(r, "messages_rank0", msgs);
-            double sum = t.read + t.normalize + t.h2d + t.kernels + t.d2h + t.build + t.prefault;
+            double sum = dm_pp_times_sum(&t);
             json_object_set_new(r, "overlap", json_real(t.wall > 0 ? sum / t.wall : 0));
             rc = dm_report_collect(&rep, ctx);
             if (rc >= 0) rc = dm_report_write(&rep, ctx, app->report_path);

@@ -52,25 +52,103 @@ static void dm_norm_map_init(void)
 }
 static pthread_once_t g_norm_once = PTHREAD_ONCE_INIT;
 
-static int dm_norm_ascii(char **out, size_t *len, size_t *cap, size_t doc_start, const char *s,
-                         size_t n, dm_pp_stats *st)
+/* The scalar loop of the fast path over s[0..n): o[l..] gets the output; *sep as below. */
+static size_t dm_norm_ascii_scalar(char *o, size_t l, const char *s, size_t n, int *sep_io, uint64_t *nul)
 {
-    DM_TRY(dm_norm_reserve(out, cap, *len + n + 1));
-    pthread_once(&g_norm_once, dm_norm_map_init);
-    char *o = *out;
-    size_t l = *len;
-    /* sep: the output ends with a separator or is at the document start (no leading ' ') */
-    int sep = l == doc_start || o[l - 1] == ' ';
-    uint64_t nul = 0;
+    int sep = *sep_io;
     /* branch-free: word boundaries come every few bytes, and a branch on them mispredicts */
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i], m = g_norm_map[c & 0x7f];
         int tok = m != 0;
         o[l] = tok ? (char)m : ' ';
         l += (size_t)(tok | !sep);
-        nul += c == 0;
+        *nul += c == 0;
         sep = !tok;
     }
+    *sep_io = sep;
+    return l;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define DM_NORM_SIMD 1
+/* Shuffle that moves the bytes of an 8-byte lane whose bit is set in the index to the front. */
+static uint64_t g_norm_pack[256];
+static void dm_norm_pack_init(void)
+{
+    for (int m = 0; m < 256; m++) {
+        uint64_t v = 0;
+        int k = 0;
+        for (int b = 0; b < 8; b++)
+            if (m >> b & 1) v |= (uint64_t)b << (8 * k++);
+        for (; k < 8; k++) v |= (uint64_t)0x80 << (8 * k); /* pshufb writes 0 there: never kept */
+        g_norm_pack[m] = v;
+    }
+}
+
+/* 16 bytes at a time (SSSE3): classify, lower-case, map separators to ' ', then keep a byte when
+ * it or the byte before it is a token byte (a run of separators keeps its first) and pack the
+ * kept bytes with pshufb, 8 at a time. Same output as the scalar loop; o needs 16 bytes of slack
+ * past the output. Returns the new length; the scalar loop finishes the last n % 16 bytes. */
+__attribute__((target("ssse3,popcnt"))) static size_t dm_norm_ascii_ssse3(char *o, size_t l, const char *s,
+                                                                           size_t n, int *sep_io, uint64_t *nul,
+                                                                           size_t *done)
+{
+    const __m128i a1 = _mm_set1_epi8('a' - 1), z1 = _mm_set1_epi8('z' + 1);
+    const __m128i d1 = _mm_set1_epi8('0' - 1), d9 = _mm_set1_epi8('9' + 1);
+    const __m128i x20 = _mm_set1_epi8(0x20), zero = _mm_setzero_si128();
+    unsigned prev = *sep_io ? 0u : 1u; /* the byte before is a token byte */
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(s + i));
+        __m128i lo = _mm_or_si128(v, x20);
+        __m128i alpha = _mm_and_si128(_mm_cmpgt_epi8(lo, a1), _mm_cmplt_epi8(lo, z1));
+        __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, d1), _mm_cmplt_epi8(v, d9));
+        __m128i tok = _mm_or_si128(alpha, digit);
+        /* letters lower-cased, digits kept, everything else ' ' */
+        __m128i w = _mm_or_si128(_mm_and_si128(alpha, lo), _mm_and_si128(digit, v));
+        w = _mm_or_si128(w, _mm_andnot_si128(tok, x20));
+        unsigned t = (unsigned)_mm_movemask_epi8(tok);
+        unsigned keep = (t | (t << 1) | prev) & 0xffffu;
+        *nul += (uint64_t)__builtin_popcount((unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero)));
+        prev = t >> 15;
+        __m128i sh = _mm_set_epi64x(0, (long long)g_norm_pack[keep & 0xff]);
+        _mm_storeu_si128((__m128i *)(o + l), _mm_shuffle_epi8(w, sh));
+        l += (size_t)__builtin_popcount(keep & 0xff);
+        sh = _mm_set_epi64x(0, (long long)g_norm_pack[keep >> 8]);
+        _mm_storeu_si128((__m128i *)(o + l), _mm_shuffle_epi8(_mm_srli_si128(w, 8), sh));
+        l += (size_t)__builtin_popcount(keep >> 8);
+    }
+    *sep_io = !prev;
+    *done = i;
+    return l;
+}
+#endif
+
+static void dm_norm_maps_init(void)
+{
+    dm_norm_map_init();
+#ifdef DM_NORM_SIMD
+    dm_norm_pack_init();
+#endif
+}
+
+/* ASCII text (every byte < 0x80) -> normalised, appended at *len. */
+static int dm_norm_ascii(char **out, size_t *len, size_t *cap, size_t doc_start, const char *s,
+                         size_t n, dm_pp_stats *st)
+{
+    DM_TRY(dm_norm_reserve(out, cap, *len + n + 17));
+    pthread_once(&g_norm_once, dm_norm_maps_init);
+    char *o = *out;
+    size_t l = *len, i = 0;
+    /* sep: the output ends with a separator or is at the document start (no leading ' ') */
+    int sep = l == doc_start || o[l - 1] == ' ';
+    uint64_t nul = 0;
+#ifdef DM_NORM_SIMD
+    if (n >= 16 && __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("popcnt"))
+        l = dm_norm_ascii_ssse3(o, l, s, n, &sep, &nul, &i);
+#endif
+    l = dm_norm_ascii_scalar(o, l, s + i, n - i, &sep, &nul);
     if (st) st->nul_bytes += nul;
     *len = l;
     return DM_OK;

@@ -2,8 +2,10 @@
  *  1. kernel throughput on device-resident normalised text (tokenise + stop + stem + hash), GB/s
  *     (CUDA events around the kernels only);
  *  2. end-to-end throughput from files in the page cache (read, gunzip, normalise, tokenise,
- *     build), GB/s of raw input, per-stage seconds, overlap = sum of stages / wall, and the stage
- *     that limits it;
+ *     build), GB/s of raw input, per-stage seconds, overlap = sum of stages / wall, and the
+ *     pipeline stage that limits it (a stage = a pool of threads doing its steps of each batch in
+ *     sequence: readers read + normalise, the calling thread assembles batches, workers tokenise
+ *     + build, prefault threads populate pages; preprocess.h, dm_pp_times);
  *  3. the CPU backend, and scikit-learn's TfidfVectorizer analyzer on the same documents
  *     (bench/preprocess/sklearn_tokenize.py, when python3 + scikit-learn are present), as ratios;
  *  4. with --build-only: the host's token stream build alone (what follows the tokeniser on both
@@ -116,8 +118,8 @@ static int prepare(char *out_dir, size_t cap, const char *src, const char *work,
 
 typedef struct result {
     const char *backend;
-    double bytes, norm_bytes, wall, read, normalize, h2d, kernels, d2h, build, prefault;
-    int workers;
+    double bytes, norm_bytes, wall, read, normalize, h2d, kernels, d2h, build, prefault, take, worker;
+    int workers, threads;
     size_t docs, tokens;
 } result;
 
@@ -143,7 +145,10 @@ static int run_end_to_end(result *r, const dm_pp_file_list *fl, int format, int 
             r->d2h = t.d2h;
             r->build = t.build;
             r->prefault = t.prefault;
+            r->take = t.take;
+            r->worker = t.worker;
             r->workers = t.workers > 0 ? t.workers : 1;
+            r->threads = t.threads;
             r->bytes = (double)s.stats.bytes_read;
             r->docs = s.n_docs;
             r->tokens = s.n_tokens;
@@ -508,29 +513,33 @@ int main(int argc, char **argv)
         sk_gbps = run_sklearn(script, corpus, &sk_ok);
     }
     if (nres) printf("\nend to end from files in the page cache (read/normalize: thread-seconds / reader threads)\n");
-    if (nres) printf("%-6s %10s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %9s %9s  %s\n", "backend", "GB", "wall_s",
-           "read", "norm", "h2d", "kernels", "d2h", "build", "prefault", "e2e_GB/s", "overlap", "kern_GB/s",
+    if (nres) printf("%-6s %10s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %9s %9s  %s\n", "backend", "GB", "wall_s",
+           "read", "norm", "take", "h2d", "kernels", "d2h", "build", "prefault", "e2e_GB/s", "overlap", "kern_GB/s",
            "Mtok", "limited by");
     for (int i = 0; i < nres; i++) {
         result *r = &res[i];
-        double stages[7] = {r->read, r->normalize, r->h2d, r->kernels, r->d2h, r->build, r->prefault};
-        static const char *names[7] = {"read", "normalize", "h2d", "kernels", "d2h", "build", "prefault"};
-        double sum = 0, mx = 0;
+        /* overlap: the issue's stages (read, normalize, h2d, kernels, d2h) plus the batch assembly,
+         * the build and prefault, summed, over the wall */
+        double sum = r->read + r->normalize + r->take + r->h2d + r->kernels + r->d2h + r->build + r->prefault;
+        /* the limit: the pipeline's stages are its thread pools, each doing its steps of a batch
+         * in sequence (preprocess.h, dm_pp_times): the reader threads read and normalise each
+         * document (the two cannot overlap each other), the calling thread assembles batches, a
+         * worker tokenises (h2d, kernels, d2h) and builds its batch (the workers overlap each
+         * other), the prefault threads populate pages; each stage's time is per thread */
+        double stage[4] = {r->read + r->normalize, r->take, r->worker / r->workers, r->prefault / DM_SB_PF_THREADS};
+        static const char *names[4] = {"readers (read + normalize)", "calling thread (take)",
+                                       "workers (tokenise + build)", "prefault threads"};
         int imx = 0;
-        /* the limiting stage compares each stage's time on its threads: read and normalize are
-         * already per reader thread; the worker stages (h2d .. build) are summed over the
-         * pipeline's workers, which run them concurrently, and prefault over the builder's
-         * prefault threads */
-        for (int s = 0; s < 7; s++) {
-            double per = s == 6 ? stages[s] / DM_SB_PF_THREADS : s >= 2 ? stages[s] / r->workers : stages[s];
-            sum += stages[s];
-            if (per > mx) mx = per, imx = s;
-        }
-        double e2e = r->bytes / r->wall / 1e9;
-        printf("%-7s %10.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.2f %9.2f %9.2f  %s%s\n",
-               r->backend, r->bytes / 1e9, r->wall, r->read, r->normalize, r->h2d, r->kernels, r->d2h,
-               r->build, r->prefault, e2e, sum / r->wall, kr[i].gbps, (double)r->tokens / 1e6, names[imx],
+        for (int k = 1; k < 4; k++)
+            if (stage[k] > stage[imx]) imx = k;
+        double mx = stage[imx], e2e = r->bytes / r->wall / 1e9;
+        printf("%-7s %10.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.2f %9.2f %9.2f  %s (%.3f s)%s\n",
+               r->backend, r->bytes / 1e9, r->wall, r->read, r->normalize, r->take, r->h2d, r->kernels, r->d2h,
+               r->build, r->prefault, e2e, sum / r->wall, kr[i].gbps, (double)r->tokens / 1e6, names[imx], mx,
                r->wall > 1.2 * mx ? " (wall > 1.2 x slowest stage: overlap target missed)" : "");
+        printf("        pipeline stages, s per thread: readers %.3f (%d threads), calling thread %.3f, workers %.3f "
+               "(%d), prefault %.3f (%d); wall / slowest = %.2f\n",
+               stage[0], r->threads, stage[1], stage[2], r->workers, stage[3], DM_SB_PF_THREADS, r->wall / mx);
         json_t *j = json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:s}", "backend",
                               r->backend, "bytes", r->bytes, "normalized_bytes", kr[i].norm_bytes, "wall_s", r->wall,
                               "read_s", r->read, "normalize_s", r->normalize, "h2d_s", r->h2d, "kernels_s",
@@ -538,17 +547,20 @@ int main(int argc, char **argv)
                               "overlap", sum / r->wall, "kernel_gbps", kr[i].gbps, "documents",
                               (json_int_t)r->docs, "tokens", (json_int_t)r->tokens, "limiting_stage", names[imx]);
         json_object_set_new(j, "workers", json_integer(r->workers));
+        json_object_set_new(j, "reader_threads", json_integer(r->threads));
+        json_object_set_new(j, "take_s", json_real(r->take));
+        json_object_set_new(j, "worker_busy_s", json_real(r->worker));
         json_object_set_new(j, "prefault_s", json_real(r->prefault));
         json_object_set_new(j, "prefault_threads", json_integer(DM_SB_PF_THREADS));
+        json_object_set_new(j, "wall_over_slowest_stage", json_real(r->wall / mx));
         json_array_append_new(runs, j);
         if (r->backend[0] == 'c' && r->backend[1] == 'u') {
             if (e2e < 2) printf("  target missed: end-to-end %.2f GB/s < 2 GB/s, limited by %s\n", e2e, names[imx]);
         }
     }
     if (nres)
-        printf("(h2d .. build: seconds summed over the %d pipeline workers; the limiting stage and the "
-               "overlap target use them divided by %d; prefault: summed over the builder's %d prefault "
-               "threads, divided by %d)\n", res[0].workers, res[0].workers, DM_SB_PF_THREADS, DM_SB_PF_THREADS);
+        printf("(h2d .. build, take, prefault: thread-seconds summed over the stage's threads; the pipeline stages "
+               "divide them by the threads)\n");
     if (nres == 2) printf("CUDA / CPU end-to-end: %.2fx\n", (res[1].wall) / res[0].wall);
     if (sk_ok) {
         printf("scikit-learn TfidfVectorizer analyzer: %.3f GB/s", sk_gbps);

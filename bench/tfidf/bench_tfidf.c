@@ -317,6 +317,7 @@ static const struct {
     {"tfidf.preprocess", "preprocess (dm_preprocess wall)", 0},
     {"tfidf.pp.read", "read (reader thread)", 1},
     {"tfidf.pp.normalize", "normalize (reader thread)", 1},
+    {"tfidf.pp.take", "batch assembly (calling thread)", 1},
     {"tfidf.pp.h2d", "H2D (worker)", 1},
     {"tfidf.pp.kernels", "tokenize+stem kernels (worker)", 1},
     {"tfidf.pp.d2h", "D2H (worker)", 1},
