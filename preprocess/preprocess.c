@@ -3,12 +3,13 @@
  * stream; errors agree across ranks. Reference: the CPU backend (dm_tokenize_cpu).
  * Pipeline: reader threads (a pool, one file each at a time, a bounded window of files ahead)
  * read and normalise documents into pieces; the calling thread takes the pieces strictly in
- * file order and copies them into batch k+2 while two worker threads tokenise batches k and k+1
- * (CPU, or CUDA: each worker has its own device workspace and stream, so one batch's H2D/D2H
- * copies overlap the other's kernels), prepare each batch's share of the stream in parallel,
+ * file order and copies them into the next batch while worker threads (4 by default)
+ * tokenise the batches before it (CPU, or CUDA: each worker has its own device workspace and
+ * stream, so one batch's H2D/D2H copies overlap another's kernels), prepare each batch's share
+ * of the stream in parallel,
  * commit it strictly in batch order (a short step) and copy it into the stream after the commit
  * (stream_build.h; the builder's prefault threads populate the stream's pages ahead of these
- * copies); DM_PP_SLOTS batch buffers circulate (page-locked for the CUDA backend, kept for the
+ * copies); workers + 2 batch buffers circulate (page-locked for the CUDA backend, kept for the
  * next run in the process), each handed back as soon as its batch is prepared.
  * Output does not depend on thread counts, batch sizes or timing: pieces, statistics and
  * messages are taken in file order, batches are consumed in order. */
@@ -35,8 +36,11 @@ static double dm_now(void)
 }
 
 #define DM_PP_DEFAULT_BATCH (32u << 20)
-#define DM_PP_WORKERS 2 /* batches k and k+1 are tokenised at once (CUDA: two streams) */
-#define DM_PP_SLOTS (DM_PP_WORKERS + 2) /* + the batch being filled + one waiting */
+#define DM_PP_WORKERS_DEFAULT 4 /* batches k .. k+3 are tokenised and built at once (CUDA: a
+                                  stream each); the build of a batch is most of a worker's time,
+                                  and two workers bounded the pipeline (bench/RESULTS.md) */
+#define DM_PP_WORKERS_MAX 8
+#define DM_PP_SLOTS_MAX (DM_PP_WORKERS_MAX + 2) /* workers + the batch being filled + one waiting */
 
 /* One batch of normalised documents with their ids and labels. */
 typedef struct dm_pp_batch {
@@ -52,7 +56,7 @@ typedef struct dm_pp_batch {
 
 /* A bounded FIFO of batch pointers. */
 typedef struct dm_pp_queue {
-    dm_pp_batch *items[DM_PP_SLOTS + 1];
+    dm_pp_batch *items[DM_PP_SLOTS_MAX + 1];
     int head, count;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -61,7 +65,7 @@ typedef struct dm_pp_queue {
 static void dm_pp_queue_push(dm_pp_queue *q, dm_pp_batch *b)
 {
     pthread_mutex_lock(&q->mu);
-    q->items[(q->head + q->count) % (DM_PP_SLOTS + 1)] = b;
+    q->items[(q->head + q->count) % (DM_PP_SLOTS_MAX + 1)] = b;
     q->count++;
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
@@ -72,7 +76,7 @@ static dm_pp_batch *dm_pp_queue_pop(dm_pp_queue *q)
     pthread_mutex_lock(&q->mu);
     while (q->count == 0) pthread_cond_wait(&q->cv, &q->mu);
     dm_pp_batch *b = q->items[q->head];
-    q->head = (q->head + 1) % (DM_PP_SLOTS + 1);
+    q->head = (q->head + 1) % (DM_PP_SLOTS_MAX + 1);
     q->count--;
     pthread_mutex_unlock(&q->mu);
     return b;
@@ -88,7 +92,8 @@ typedef struct dm_pp_run {
     dm_pp_stats st;          /* reader + normaliser counters (main thread) */
     dm_pp_times *times;
     double t_tok, t_build, t_h2d, t_kern, t_d2h; /* worker */
-    dm_pp_batch slots[DM_PP_SLOTS];
+    int n_workers, n_slots;  /* n_slots = n_workers + 2 */
+    dm_pp_batch slots[DM_PP_SLOTS_MAX];
     dm_pp_queue free_q, full_q;
     dm_pp_batch *cur;        /* being filled by the main thread */
     size_t batch_bytes;
@@ -382,7 +387,7 @@ static void *dm_pp_reader_main(void *arg)
 }
 
 /* Batch text buffers kept between runs (released at process exit), like the CUDA backend's
- * workspaces and result sets: DM_PP_SLOTS buffers of batch_bytes + 1/8 (page-locked for CUDA:
+ * workspaces and result sets: up to DM_PP_SLOTS_MAX buffers of batch_bytes + 1/8 (page-locked for CUDA:
  * 4 x 36 MB by default) were allocated, first touched (cudaHostAlloc pins every page) and freed
  * by every run; a later run in the process (the benchmark's repeats, tests, a pipeline calling
  * preprocess again) takes them back as they are. */
@@ -392,7 +397,7 @@ typedef struct dm_pp_textbuf {
     int pinned;
 } dm_pp_textbuf;
 static pthread_mutex_t g_tb_mu = PTHREAD_MUTEX_INITIALIZER;
-static dm_pp_textbuf g_tb[DM_PP_SLOTS];
+static dm_pp_textbuf g_tb[DM_PP_SLOTS_MAX];
 static int g_tb_n;
 
 /* Gives an empty slot a kept buffer of its kind holding at least need bytes, if there is one. */
@@ -409,12 +414,12 @@ static void dm_pp_text_take(dm_pp_batch *b, size_t need)
     pthread_mutex_unlock(&g_tb_mu);
 }
 
-/* Keeps a slot's buffer for the next run (or frees it when DM_PP_SLOTS are kept already). */
+/* Keeps a slot's buffer for the next run (or frees it when DM_PP_SLOTS_MAX are kept already). */
 static void dm_pp_text_give(dm_pp_batch *b)
 {
     if (!b->text) return;
     pthread_mutex_lock(&g_tb_mu);
-    int kept = g_tb_n < DM_PP_SLOTS;
+    int kept = g_tb_n < DM_PP_SLOTS_MAX;
     if (kept) g_tb[g_tb_n++] = (dm_pp_textbuf){b->text, b->text_cap, b->pinned};
     pthread_mutex_unlock(&g_tb_mu);
     if (!kept) {
@@ -574,6 +579,9 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     if (autob < ((size_t)1 << 20)) autob = (size_t)1 << 20;
     if (autob > DM_PP_DEFAULT_BATCH) autob = DM_PP_DEFAULT_BATCH;
     r->batch_bytes = opt->batch_bytes ? opt->batch_bytes : autob;
+    r->n_workers = opt->workers > 0 ? opt->workers : DM_PP_WORKERS_DEFAULT;
+    if (r->n_workers > DM_PP_WORKERS_MAX) r->n_workers = DM_PP_WORKERS_MAX;
+    r->n_slots = r->n_workers + 2;
     int rc;
     if (r->cuda && (rc = dm_pp_cuda_get_device(&r->device)) < 0) {
         free(r);
@@ -598,7 +606,7 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     pthread_cond_init(&r->commit_cv, NULL);
     pthread_mutex_init(&r->rd_mu, NULL);
     pthread_cond_init(&r->rd_cv, NULL);
-    for (int i = 0; rc >= 0 && i < DM_PP_SLOTS; i++) {
+    for (int i = 0; rc >= 0 && i < r->n_slots; i++) {
         r->slots[i].doc_cap = 1024;
         r->slots[i].doc_off = malloc(r->slots[i].doc_cap * sizeof(uint64_t));
         if (!r->slots[i].doc_off) rc = DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory");
@@ -620,16 +628,16 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     r->n_readers = nt;
     r->window = 2 * (size_t)nt;
     times->threads = nt;
-    times->workers = DM_PP_WORKERS;
+    times->workers = r->n_workers;
     if (rc >= 0) {
         r->fslots = calloc(r->window, sizeof(dm_pp_fslot));
         if (!r->fslots) rc = DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory");
         for (size_t i = 0; rc >= 0 && i < r->window; i++) r->fslots[i].file = SIZE_MAX;
     }
     r->cur = &r->slots[0];
-    pthread_t worker[DM_PP_WORKERS];
+    pthread_t worker[DM_PP_WORKERS_MAX];
     int started = 0;
-    for (int i = 0; rc >= 0 && i < DM_PP_WORKERS; i++) {
+    for (int i = 0; rc >= 0 && i < r->n_workers; i++) {
         if (pthread_create(&worker[i], NULL, dm_pp_worker, r) != 0)
             rc = DM_ERR(DM_ERR_NOMEM, "preprocess: cannot start a worker thread");
         else started++;
@@ -683,7 +691,7 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     } else {
         dm_sb_free(&r->sb);
     }
-    for (int i = 0; i < DM_PP_SLOTS; i++) {
+    for (int i = 0; i < r->n_slots; i++) {
         dm_pp_text_give(&r->slots[i]);
         free(r->slots[i].doc_off);
         free(r->slots[i].meta);

@@ -333,8 +333,10 @@ typedef struct dm_preprocess_options {
                                  or OMP_NUM_THREADS / --threads), at most one per file */
     int no_prefault;          /* 1: without the stream builder's prefault threads (stream_build.h;
                                  for comparisons: same output, the fills fault the pages) */
+    int workers;              /* pipeline workers (tokenise + build a batch each); 0 = 4, at most 8.
+                                 Same output for any number */
 } dm_preprocess_options;
-#define DM_PREPROCESS_OPTIONS_INIT {DM_READER_OPTIONS_INIT, DM_TOK_OPTIONS_INIT, NULL, 0, 0, 0, 0, 0}
+#define DM_PREPROCESS_OPTIONS_INIT {DM_READER_OPTIONS_INIT, DM_TOK_OPTIONS_INIT, NULL, 0, 0, 0, 0, 0, 0}
 
 /* Per-stage seconds of one rank (the batch pipeline fills them; CPU backend: h2d = d2h = 0).
  * Files are read and normalised by `threads` reader threads (one file each at a time); read and

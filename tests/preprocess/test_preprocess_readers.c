@@ -516,14 +516,16 @@ static void test_reader_threads(void)
     int rc_ref = 0;
     char strict_msg[512] = "";
     for (int strict = 0; strict <= 1; strict++) {
-        for (int k = 0; k < 5; k++) {
-            static const int threads[5] = {1, 2, 3, 8, 1};
-            static const size_t batch[5] = {0, 0, 3000, 100000, 1 << 20};
+        for (int k = 0; k < 7; k++) {
+            static const int threads[7] = {1, 2, 3, 8, 1, 4, 2};
+            static const size_t batch[7] = {0, 0, 3000, 100000, 1 << 20, 3000, 50000};
+            static const int workers[7] = {0, 1, 2, 8, 0, 3, 9}; /* 0: default (4); 9: at most 8 */
             dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
             o.reader.strict = strict;
             o.backend = 1; /* DM_BACKEND_CPU */
             o.threads = threads[k];
             o.batch_bytes = batch[k];
+            o.workers = workers[k];
             o.no_prefault = k == 4;
             dm_token_stream s;
             int rc = dm_preprocess(&s, NULL, NULL, tpath(p, "thr"), &o);
