@@ -92,6 +92,9 @@ typedef struct dm_pp_run {
     dm_pp_stats st;          /* reader + normaliser counters (main thread) */
     dm_pp_times *times;
     double t_tok, t_build, t_h2d, t_kern, t_d2h; /* worker */
+    double w_batch, w_turn;  /* workers idle: waiting for a batch, for their turn to commit */
+    double w_slot, w_piece;  /* calling thread idle: for a free batch buffer, for the next piece */
+    double w_read;           /* readers idle: the window or their file's pieces are full */
     int n_workers, n_slots;  /* n_slots = n_workers + 2 */
     dm_pp_batch slots[DM_PP_SLOTS_MAX];
     dm_pp_queue free_q, full_q;
@@ -166,6 +169,7 @@ static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b, dm_tok_result *res, int *hav
     pthread_mutex_lock(&r->commit_mu);
     while (r->next_commit != seq) pthread_cond_wait(&r->commit_cv, &r->commit_mu);
     double t4 = dm_now();
+    r->w_turn += t4 - t3;
     int commit = rc >= 0 && dm_pp_worker_rc(r) >= 0; /* not after another batch failed */
     if (commit) rc = dm_sb_batch_commit(&r->sb, sp, res);
     double t5 = dm_now();
@@ -197,8 +201,11 @@ static void *dm_pp_worker(void *arg)
     }
     dm_sb_batch sp;
     memset(&sp, 0, sizeof(sp));
+    double idle = 0;
     for (;;) {
+        double t0 = dm_now();
         dm_pp_batch *b = dm_pp_queue_pop(&r->full_q);
+        idle += dm_now() - t0;
         if (!b) {
             dm_pp_queue_push(&r->full_q, NULL); /* let the other workers see the end too */
             break;
@@ -219,6 +226,9 @@ static void *dm_pp_worker(void *arg)
         if (have) dm_tok_result_free(&res);
     }
     dm_sb_batch_free(&sp);
+    pthread_mutex_lock(&r->commit_mu);
+    r->w_batch += idle;
+    pthread_mutex_unlock(&r->commit_mu);
     return NULL;
 }
 
@@ -240,7 +250,9 @@ static int dm_pp_submit(dm_pp_run *r)
     if (r->cur->n_docs == 0) return DM_OK;
     r->cur->seq = r->next_seq++;
     dm_pp_queue_push(&r->full_q, r->cur);
+    double t0 = dm_now();
     r->cur = dm_pp_queue_pop(&r->free_q);
+    r->w_slot += dm_now() - t0;
     return dm_pp_worker_rc(r);
 }
 
@@ -276,7 +288,7 @@ typedef struct dm_pp_reader {
     dm_pp_run *r;
     dm_pp_fslot *slot;
     dm_pp_piece *cur;
-    double t_norm;
+    double t_norm, t_wait; /* normalising; waiting for room for a piece */
 } dm_pp_reader;
 
 static void dm_pp_piece_free(dm_pp_piece *p)
@@ -302,7 +314,11 @@ static int dm_pp_reader_flush(dm_pp_reader *rd)
     rd->slot->tail = p;
     rd->slot->n_pieces++;
     pthread_cond_broadcast(&r->rd_cv);
+    double t0 = dm_now();
     while (!r->stop_readers && rd->slot->n_pieces >= DM_PP_PIECES_AHEAD) pthread_cond_wait(&r->rd_cv, &r->rd_mu);
+    double w = dm_now() - t0;
+    r->w_read += w;
+    rd->t_wait += w; /* not reading */
     int stop = r->stop_readers;
     pthread_mutex_unlock(&r->rd_mu);
     return stop ? DM_ERR(DM_ERR_INVALID_ARG, "preprocess: reading stopped") : DM_OK;
@@ -358,8 +374,10 @@ static void *dm_pp_reader_main(void *arg)
     dm_pp_run *r = arg;
     pthread_mutex_lock(&r->rd_mu);
     for (;;) {
+        double tw = dm_now();
         while (!r->stop_readers && r->next_file < r->n_files && r->next_file >= r->head_file + r->window)
             pthread_cond_wait(&r->rd_cv, &r->rd_mu);
+        r->w_read += dm_now() - tw;
         if (r->stop_readers || r->next_file >= r->n_files) break;
         size_t i = r->next_file++;
         dm_pp_fslot *slot = &r->fslots[i % r->window];
@@ -367,7 +385,7 @@ static void *dm_pp_reader_main(void *arg)
         slot->file = i;
         pthread_mutex_unlock(&r->rd_mu);
 
-        dm_pp_reader rd = {r, slot, NULL, 0};
+        dm_pp_reader rd = {r, slot, NULL, 0, 0};
         double t0 = dm_now();
         int rc = r->src->read(r->src->src, i, &slot->st, dm_pp_sink, &rd);
         if (rc >= 0) rc = dm_pp_reader_flush(&rd);
@@ -378,7 +396,7 @@ static void *dm_pp_reader_main(void *arg)
         slot->rc = rc;
         if (rc < 0) snprintf(slot->msg, sizeof(slot->msg), "%s", dm_error_message());
         slot->t_norm = rd.t_norm;
-        slot->t_read = t1 - t0 - rd.t_norm;
+        slot->t_read = t1 - t0 - rd.t_norm - rd.t_wait;
         slot->done = 1;
         pthread_cond_broadcast(&r->rd_cv);
     }
@@ -480,7 +498,9 @@ static int dm_pp_take_files(dm_pp_run *r)
         dm_pp_fslot *slot = &r->fslots[i % r->window];
         for (;;) {
             pthread_mutex_lock(&r->rd_mu);
+            double t0 = dm_now();
             while (!(slot->file == i && (slot->head || slot->done))) pthread_cond_wait(&r->rd_cv, &r->rd_mu);
+            r->w_piece += dm_now() - t0;
             dm_pp_piece *p = slot->head;
             if (p) {
                 slot->head = p->next;
@@ -680,6 +700,11 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     times->d2h = r->t_d2h;
     times->build = r->t_build;
     times->worker = r->t_tok + r->t_build;
+    times->wait_batch = r->w_batch;
+    times->wait_turn = r->w_turn;
+    times->wait_slot = r->w_slot;
+    times->wait_piece = r->w_piece;
+    times->wait_read = r->w_read / nt;
     if (rc >= 0) {
         dm_pp_stats_add(&r->sb.s.stats, &r->st);
         r->sb.s.flags = (opt->tok.stem ? 1u : 0u) | (opt->tok.keep_numbers ? 2u : 0u);

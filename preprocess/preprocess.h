@@ -357,6 +357,10 @@ typedef struct dm_pp_times {
     double read, normalize, h2d, kernels, d2h, build, wall;
     int threads, workers;
     double prefault, take, worker;
+    /* idle seconds (diagnostics): workers waiting for a batch and for their turn to commit (summed
+     * over them); the calling thread waiting for a free batch buffer and for the next piece in
+     * file order; readers waiting for room (per reader thread) */
+    double wait_batch, wait_turn, wait_slot, wait_piece, wait_read;
 } dm_pp_times;
 /* Adds the stages to the named timers "<prefix>.read", ".normalize", ".h2d", ".kernels", ".d2h",
  * ".build", ".prefault", ".take", ".worker" and, with wall != 0, "<prefix>.wall" (common/timer.h). */

@@ -120,6 +120,7 @@ static int prepare(char *out_dir, size_t cap, const char *src, const char *work,
 typedef struct result {
     const char *backend;
     double bytes, norm_bytes, wall, read, normalize, h2d, kernels, d2h, build, prefault, take, worker;
+    double wait_batch, wait_turn, wait_slot, wait_piece, wait_read;
     int workers, threads;
     size_t docs, tokens;
 } result;
@@ -149,6 +150,11 @@ static int run_end_to_end(result *r, const dm_pp_file_list *fl, int format, int 
             r->prefault = t.prefault;
             r->take = t.take;
             r->worker = t.worker;
+            r->wait_batch = t.wait_batch;
+            r->wait_turn = t.wait_turn;
+            r->wait_slot = t.wait_slot;
+            r->wait_piece = t.wait_piece;
+            r->wait_read = t.wait_read;
             r->workers = t.workers > 0 ? t.workers : 1;
             r->threads = t.threads;
             r->bytes = (double)s.stats.bytes_read;
@@ -544,6 +550,9 @@ int main(int argc, char **argv)
         printf("        pipeline stages, s per thread: readers %.3f (%d threads), calling thread %.3f, workers %.3f "
                "(%d), prefault %.3f (%d); wall / slowest = %.2f\n",
                stage[0], r->threads, stage[1], stage[2], r->workers, stage[3], DM_SB_PF_THREADS, r->wall / mx);
+        printf("        idle, s per thread: readers %.3f; calling thread: for a free batch %.3f, for the next piece "
+               "%.3f; workers: for a batch %.3f, for their commit turn %.3f\n",
+               r->wait_read, r->wait_slot, r->wait_piece, r->wait_batch / r->workers, r->wait_turn / r->workers);
         json_t *j = json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:s}", "backend",
                               r->backend, "bytes", r->bytes, "normalized_bytes", kr[i].norm_bytes, "wall_s", r->wall,
                               "read_s", r->read, "normalize_s", r->normalize, "h2d_s", r->h2d, "kernels_s",
@@ -557,6 +566,10 @@ int main(int argc, char **argv)
         json_object_set_new(j, "prefault_s", json_real(r->prefault));
         json_object_set_new(j, "prefault_threads", json_integer(DM_SB_PF_THREADS));
         json_object_set_new(j, "wall_over_slowest_stage", json_real(r->wall / mx));
+        json_object_set_new(j, "idle_s", json_pack("{s:f,s:f,s:f,s:f,s:f}", "reader", r->wait_read, "free_batch",
+                                                   r->wait_slot, "next_piece", r->wait_piece, "worker_batch",
+                                                   r->wait_batch / r->workers, "worker_turn",
+                                                   r->wait_turn / r->workers));
         json_array_append_new(runs, j);
         if (r->backend[0] == 'c' && r->backend[1] == 'u') {
             if (e2e < 2) printf("  target missed: end-to-end %.2f GB/s < 2 GB/s, limited by %s\n", e2e, names[imx]);
