@@ -12,8 +12,16 @@
 #include "common/rng.h"
 #include "common/status.h"
 
-static int zipf_cdf(double **out, int n, double s)
+static void cdf_free(dm_synth_cdf *c)
 {
+    dm_free(c->cdf);
+    dm_free(c->guide);
+    memset(c, 0, sizeof *c);
+}
+
+static int zipf_cdf(dm_synth_cdf *out, int n, double s)
+{
+    memset(out, 0, sizeof *out);
     double *c = dm_malloc(sizeof(double) * (size_t)n);
     if (!c) return DM_ERR_NOMEM;
     double acc = 0;
@@ -23,7 +31,62 @@ static int zipf_cdf(double **out, int n, double s)
     }
     for (int r = 0; r < n; r++) c[r] /= acc;
     c[n - 1] = 1.0;
-    *out = c;
+    out->cdf = c;
+    out->n = n;
+    /* about four guide entries per rank: a draw then scans about one rank */
+    int bits = 2;
+    while (bits < 26 && (1 << bits) < 4 * n) bits++;
+    size_t m = (size_t)1 << bits;
+    out->guide = dm_malloc(sizeof(uint32_t) * (m + 1));
+    if (!out->guide) {
+        cdf_free(out);
+        return DM_ERR_NOMEM;
+    }
+    out->bits = bits;
+    uint32_t r = 0;
+    for (size_t k = 0; k <= m; k++) {
+        double t = (double)k / (double)m; /* exact: m is a power of two */
+        while ((int)r < n - 1 && c[r] < t) r++;
+        out->guide[k] = r;
+    }
+    return DM_OK;
+}
+
+/* The first rank whose CDF reaches u (u in [0, 1)): the same rank as a binary search over the
+ * whole CDF, found between the guide entries of floor(u * 2^bits) and the next. */
+uint32_t dm_synth_draw(const dm_synth_cdf *c, double u)
+{
+    size_t k = (size_t)(u * (double)((size_t)1 << c->bits)); /* exact: a power-of-two scale */
+    uint32_t r = c->guide[k], hi = c->guide[k + 1];
+    while (r < hi && c->cdf[r] < u) r++;
+    return r;
+}
+
+static int spell_words(dm_synth *s)
+{
+    const dm_synth_options *o = &s->opt;
+    uint64_t n = (uint64_t)o->topic_vocab > (uint64_t)o->shared_vocab ? (uint64_t)o->topic_vocab : (uint64_t)o->shared_vocab;
+    n *= (uint64_t)(o->topics + 1);
+    if (n > ((uint64_t)1 << 22)) return DM_OK; /* spelt per draw */
+    s->word_off = dm_malloc(sizeof(uint32_t) * (size_t)(n + 1));
+    size_t cap = (size_t)n * 12 + 64, len = 0;
+    s->words = dm_malloc(cap);
+    if (!s->word_off || !s->words) return DM_ERR_NOMEM;
+    for (uint64_t v = 0; v < n; v++) {
+        s->word_off[v] = (uint32_t)len;
+        uint32_t rank = (uint32_t)(v / (uint64_t)(o->topics + 1));
+        int topic = (int)(v % (uint64_t)(o->topics + 1)) - 1;
+        if (len + 32 > cap) {
+            char *q = dm_realloc(s->words, cap * 2);
+            if (!q) return DM_ERR_NOMEM;
+            s->words = q;
+            cap *= 2;
+        }
+        dm_synth_word(s->words + len, o->topics, topic, rank);
+        len += strlen(s->words + len);
+    }
+    s->word_off[n] = (uint32_t)len;
+    s->n_words = n;
     return DM_OK;
 }
 
@@ -39,28 +102,22 @@ int dm_synth_init(dm_synth *s, const dm_synth_options *o)
     if (!(o->overlap >= 0.0 && o->overlap <= 1.0)) return DM_ERR(DM_ERR_INVALID_ARG, "synth: overlap must be in [0, 1]");
     if (!(o->zipf_s > 0.0 && o->zipf_s < 10.0)) return DM_ERR(DM_ERR_INVALID_ARG, "synth: zipf exponent must be in (0, 10)");
     s->opt = *o;
-    int rc = zipf_cdf(&s->topic_cdf, o->topic_vocab, o->zipf_s);
-    if (rc == DM_OK) rc = zipf_cdf(&s->shared_cdf, o->shared_vocab, o->zipf_s);
+    int rc = zipf_cdf(&s->topic, o->topic_vocab, o->zipf_s);
+    if (rc == DM_OK) rc = zipf_cdf(&s->shared, o->shared_vocab, o->zipf_s);
+    if (rc == DM_OK) rc = spell_words(s);
     if (rc != DM_OK) dm_synth_free(s);
     return rc;
 }
 
 void dm_synth_free(dm_synth *s)
 {
-    dm_free(s->topic_cdf);
-    dm_free(s->shared_cdf);
-    s->topic_cdf = s->shared_cdf = NULL;
-}
-
-static uint32_t cdf_draw(const double *cdf, int n, double u)
-{
-    int lo = 0, hi = n - 1;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (cdf[mid] < u) lo = mid + 1;
-        else hi = mid;
-    }
-    return (uint32_t)lo;
+    cdf_free(&s->topic);
+    cdf_free(&s->shared);
+    dm_free(s->words);
+    dm_free(s->word_off);
+    s->words = NULL;
+    s->word_off = NULL;
+    s->n_words = 0;
 }
 
 void dm_synth_word(char out[32], int topics, int topic, uint32_t rank)
@@ -109,16 +166,33 @@ int dm_synth_doc(const dm_synth *s, uint64_t i, int *label, char **buf, size_t *
         *cap = need;
     }
     char *p = *buf;
+    /* the draws of a block of words first: independent Philox calls that the compiler can run
+     * side by side (and vectorise); word w uses counters 2 + 2w and 3 + 2w */
+    enum { BLOCK = 64 };
+    double u[2 * BLOCK];
     for (int w = 0; w < words; w++) {
-        double u_mix = dm_rng_uniform(seed, i, c++);
-        double u_rank = dm_rng_uniform(seed, i, c++);
-        char word[32];
-        if (u_mix < o->overlap) dm_synth_word(word, o->topics, -1, cdf_draw(s->shared_cdf, o->shared_vocab, u_rank));
-        else dm_synth_word(word, o->topics, topic, cdf_draw(s->topic_cdf, o->topic_vocab, u_rank));
-        size_t l = strlen(word);
+        int j = w % BLOCK;
+        if (j == 0) {
+            int nb = words - w < BLOCK ? words - w : BLOCK;
+            for (int k = 0; k < 2 * nb; k++) u[k] = dm_rng_uniform(seed, i, c + (uint64_t)k);
+            c += 2 * (uint64_t)nb;
+        }
+        double u_mix = u[2 * j], u_rank = u[2 * j + 1];
+        int t = u_mix < o->overlap ? -1 : topic;
+        uint32_t rank = dm_synth_draw(t < 0 ? &s->shared : &s->topic, u_rank);
         if (w) *p++ = ' ';
-        memcpy(p, word, l);
-        p += l;
+        if (s->words) {
+            uint64_t v = (uint64_t)rank * (uint64_t)(o->topics + 1) + (uint64_t)(t + 1);
+            size_t l = s->word_off[v + 1] - s->word_off[v];
+            memcpy(p, s->words + s->word_off[v], l);
+            p += l;
+        } else {
+            char word[32];
+            dm_synth_word(word, o->topics, t, rank);
+            size_t l = strlen(word);
+            memcpy(p, word, l);
+            p += l;
+        }
     }
     *p = '\0';
     *len = (size_t)(p - *buf);

@@ -26,15 +26,33 @@ typedef struct dm_synth_options {
 } dm_synth_options;
 #define DM_SYNTH_OPTIONS_INIT {20000, 10, 42, 50, 1000, 4000, 8000, 0.35, 0.8}
 
+/* A Zipf CDF over n ranks with a guide table: guide[k] = the first rank whose CDF reaches
+ * k / 2^bits, so that a draw searches only between two guide entries. */
+typedef struct dm_synth_cdf {
+    double *cdf;
+    uint32_t *guide; /* 2^bits + 1 entries */
+    int n, bits;
+} dm_synth_cdf;
+
 typedef struct dm_synth {
     dm_synth_options opt;
-    double *topic_cdf;   /* Zipf CDF over topic_vocab ranks */
-    double *shared_cdf;  /* Zipf CDF over shared_vocab ranks */
+    dm_synth_cdf topic;  /* over topic_vocab ranks */
+    dm_synth_cdf shared; /* over shared_vocab ranks */
+    /* every word of every vocabulary, spelt once (when there are at most 2^22 of them; else
+     * spelt per draw): word v at words + word_off[v], v = rank * (topics + 1) + topic + 1 */
+    char *words;
+    uint32_t *word_off; /* n_words + 1 */
+    uint64_t n_words;
 } dm_synth;
 
-/* Validates the options (DM_ERR_INVALID_ARG naming the bad one) and precomputes the CDFs. */
+/* Validates the options (DM_ERR_INVALID_ARG naming the bad one) and precomputes the CDFs and
+ * the words. */
 int dm_synth_init(dm_synth *s, const dm_synth_options *opt);
 void dm_synth_free(dm_synth *s);
+
+/* The first rank whose CDF reaches u, for u in [0, 1) (the inverse CDF; what a binary search over
+ * c->cdf gives). */
+uint32_t dm_synth_draw(const dm_synth_cdf *c, double u);
 
 /* Document i: its topic label (0..K-1) and text (space-separated lower-case words, no trailing
  * space) written into *buf (grown with dm_realloc as needed; *cap its capacity). */

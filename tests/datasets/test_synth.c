@@ -3,10 +3,12 @@
  * clear of the stop list), document shape, and option validation. */
 #include <CUnit/CUnit.h>
 #include <libstemmer.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/rng.h"
 #include "common/status.h"
 #include "datasets/synth.h"
 #include "testutil.h"
@@ -144,6 +146,79 @@ static void test_shares(void)
         }
 }
 
+/* The guided inverse CDF equals a binary search over the whole CDF (random draws, the CDF's own
+ * values, the guide's bucket edges and their neighbours), and the spelt words are
+ * dm_synth_word's. */
+static void test_draws_and_words(void)
+{
+    dm_synth_options o = DM_SYNTH_OPTIONS_INIT;
+    o.topic_vocab = 3001;
+    o.shared_vocab = 77;
+    o.zipf_s = 1.3;
+    dm_synth s;
+    CU_ASSERT_EQUAL_FATAL(dm_synth_init(&s, &o), 0);
+    const dm_synth_cdf *cs[2] = {&s.topic, &s.shared};
+    uint64_t seed = 5, bad = 0, draws = 0;
+    for (int c = 0; c < 2; c++) {
+        const dm_synth_cdf *d = cs[c];
+        double m = (double)((size_t)1 << d->bits);
+        for (int k = 0; k < 400000; k++) {
+            double u;
+            int kind = k % 4;
+            if (kind == 0) u = dm_rng_uniform(seed, (uint64_t)c, (uint64_t)k);
+            else if (kind == 1) u = d->cdf[(size_t)k / 4 % (size_t)d->n];
+            else if (kind == 2) u = (double)((size_t)k / 4 % ((size_t)1 << d->bits)) / m;
+            else u = nextafter((double)((size_t)k / 4 % ((size_t)1 << d->bits) + 1) / m, 0.0);
+            if (u >= 1.0) u = nextafter(1.0, 0.0);
+            int lo = 0, hi = d->n - 1;
+            while (lo < hi) {
+                int mid = (lo + hi) / 2;
+                if (d->cdf[mid] < u) lo = mid + 1;
+                else hi = mid;
+            }
+            bad += dm_synth_draw(d, u) != (uint32_t)lo;
+            draws++;
+        }
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(draws == 800000);
+    CU_ASSERT_FATAL(s.words != NULL);
+    uint64_t wrong = 0;
+    for (uint64_t v = 0; v < s.n_words; v++) {
+        char w[32];
+        int topic = (int)(v % (uint64_t)(o.topics + 1)) - 1;
+        dm_synth_word(w, o.topics, topic, (uint32_t)(v / (uint64_t)(o.topics + 1)));
+        size_t l = s.word_off[v + 1] - s.word_off[v];
+        wrong += l != strlen(w) || memcmp(s.words + s.word_off[v], w, l) != 0;
+    }
+    CU_ASSERT_EQUAL(wrong, 0);
+    CU_ASSERT(s.n_words >= (uint64_t)o.topic_vocab * (uint64_t)(o.topics + 1));
+    dm_synth_free(&s);
+    /* too many words to spell up front: spelt per draw */
+    dm_synth_options big = o;
+    big.topics = 2000;
+    big.topic_vocab = 4000;
+    dm_synth a, b;
+    CU_ASSERT_EQUAL_FATAL(dm_synth_init(&a, &big), 0);
+    CU_ASSERT(a.words == NULL);
+    dm_synth_free(&a);
+    /* a corpus with its words spelt up front and the same corpus spelling them per draw */
+    CU_ASSERT_EQUAL_FATAL(dm_synth_init(&b, &o), 0);
+    dm_synth c = b;
+    c.words = NULL; /* spelt per draw */
+    char *x = NULL, *y = NULL;
+    size_t xc = 0, yc = 0, xl = 0, yl = 0;
+    for (uint64_t i = 0; i < 50; i++) {
+        int lx, ly;
+        CU_ASSERT_EQUAL(dm_synth_doc(&b, i, &lx, &x, &xc, &xl), 0);
+        CU_ASSERT_EQUAL(dm_synth_doc(&c, i, &ly, &y, &yc, &yl), 0);
+        CU_ASSERT(lx == ly && xl == yl && memcmp(x, y, xl) == 0);
+    }
+    dm_free(x);
+    dm_free(y);
+    dm_synth_free(&b);
+}
+
 static void test_invalid_options(void)
 {
     dm_synth s;
@@ -167,6 +242,7 @@ int main(void)
         {"documents", test_documents},
         {"topics without overlap share no word", test_topics_separate},
         {"rank shares", test_shares},
+        {"guided draws and spelt words", test_draws_and_words},
         {"invalid options", test_invalid_options},
         CU_TEST_INFO_NULL,
     };
