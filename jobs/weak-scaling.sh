@@ -18,6 +18,12 @@
 #     --repeats R                mpiexec: run each point R times and keep the fastest run's
 #                                outputs (default 1; the first run of a point pays first-use costs
 #                                such as a VM growing its memory, later runs measure the steady state)
+#     --cores-per-rank C         mpiexec: bind rank r to cores r*C .. r*C+C-1 (taskset) and give it
+#                                C OpenMP threads, so that every point runs each GPU with the same
+#                                cores, as SLURM's --cpus-per-task does (default: OMP_NUM_THREADS
+#                                when set, else the host's cores / its GPUs)
+#     --no-bind                  mpiexec: no binding (ranks share all cores; a 1-GPU point then
+#                                also uses the cores of the GPUs it leaves idle)
 #     --dry-run                  print the commands only
 # Example (one 4-GPU machine, both methods, under 4 minutes on H200s):
 #   jobs/weak-scaling.sh --launcher mpiexec --gpus 1,2,4 --docs-per-gpu 50000 --out out/weak \
@@ -25,7 +31,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 launcher=""; gpus=1,2,4; gpn=4; methods=flock,streamclust; dpg=100000; out=out/weak
-docmine=build/apps/docmine; dry=0; extra=(); fargs=""; sargs=""; repeats=1
+docmine=build/apps/docmine; dry=0; extra=(); fargs=""; sargs=""; repeats=1; cpr=""; bind=1
 while [ $# -gt 0 ]; do
     case $1 in
     --launcher) launcher=$2; shift 2 ;;
@@ -38,9 +44,11 @@ while [ $# -gt 0 ]; do
     --flock-args) fargs=$2; shift 2 ;;
     --streamclust-args) sargs=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
+    --cores-per-rank) cpr=$2; shift 2 ;;
+    --no-bind) bind=0; shift ;;
     --dry-run) dry=1; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "weak-scaling.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -51,6 +59,23 @@ case $launcher in mpiexec|slurm) ;; *) echo "weak-scaling.sh: --launcher must be
 [ $dry -eq 1 ] || [ -x "$docmine" ] || { echo "weak-scaling.sh: $docmine not found (build first or pass --docmine)" >&2; exit 2; }
 mkdir -p "$out"
 IFS=, read -r -a glist <<< "$gpus"
+if [ "$launcher" = mpiexec ]; then
+    ncores=$(env -u OMP_NUM_THREADS nproc) # this process's cores (nproc alone obeys OMP_NUM_THREADS)
+    # the cores of one GPU: OMP_NUM_THREADS, else the host's cores over its GPUs (or over the
+    # largest point when no GPU is visible)
+    if [ -z "$cpr" ]; then
+        if [ -n "${OMP_NUM_THREADS:-}" ]; then cpr=$OMP_NUM_THREADS
+        else
+            ng=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+            if [ "${ng:-0}" -eq 0 ]; then ng=1; for g in "${glist[@]}"; do [ "$g" -gt "$ng" ] && ng=$g; done; fi
+            cpr=$(( ncores / ng > 0 ? ncores / ng : 1 ))
+        fi
+    fi
+    [[ $cpr =~ ^[0-9]+$ ]] && [ "$cpr" -gt 0 ] || { echo "weak-scaling.sh: --cores-per-rank must be a positive integer" >&2; exit 2; }
+    if [ $bind -eq 1 ] && ! command -v taskset >/dev/null 2>&1; then
+        echo "weak-scaling.sh: taskset not found: ranks not bound to cores" >&2; bind=0
+    fi
+fi
 IFS=, read -r -a mlist <<< "$methods"
 for m in "${mlist[@]}"; do
     case $m in flock|streamclust) ;; *) echo "weak-scaling.sh: unknown method '$m'" >&2; exit 2 ;; esac
@@ -59,12 +84,21 @@ for m in "${mlist[@]}"; do
     for g in "${glist[@]}"; do
         [[ $g =~ ^[0-9]+$ ]] && [ "$g" -gt 0 ] || { echo "weak-scaling.sh: bad GPU count '$g'" >&2; exit 2; }
         if [ "$launcher" = mpiexec ]; then
-            # each rank gets its share of the cores (OMP_NUM_THREADS unless set): oversubscribed
-            # OpenMP threads cost flock 2.2x and 4.7x on 2 and 4 GPUs (bench/RESULTS.md)
-            omp=${OMP_NUM_THREADS:-$(( $(nproc) / g > 0 ? $(nproc) / g : 1 ))}
+            # each rank gets its share of the cores as OpenMP threads (oversubscribed OpenMP
+            # threads cost flock 2.2x and 4.7x on 2 and 4 GPUs, bench/RESULTS.md), bound to those
+            # cores unless --no-bind (the local rank picks its block of cores)
+            omp=$cpr
+            binder=()
+            if [ $bind -eq 1 ]; then
+                if [ $((g * cpr)) -le "$ncores" ]; then
+                    binder=(sh -c 'r=${MPI_LOCALRANKID:-${OMPI_COMM_WORLD_LOCAL_RANK:-${PMI_RANK:-0}}}; f=$((r * DM_CORES)); c="$f-$((f + DM_CORES - 1))"; taskset -c "$c" true 2>/dev/null && exec taskset -c "$c" "$@"; exec "$@"' bind)
+                else
+                    echo "weak-scaling.sh: $g ranks x $cpr cores exceed the $ncores cores: not bound" >&2
+                fi
+            fi
             for ((r = 1; r <= repeats; r++)); do
                 dir=$out/$m-$g; [ "$repeats" -eq 1 ] || dir=$out/.$m-$g.run$r
-                cmd=(env OMP_NUM_THREADS="$omp" mpiexec -n "$g" "$docmine" pipeline --synthetic default --docs-per-rank "$dpg" --method "$m"
+                cmd=(env OMP_NUM_THREADS="$omp" DM_CORES="$cpr" mpiexec -n "$g" "${binder[@]}" "$docmine" pipeline --synthetic default --docs-per-rank "$dpg" --method "$m"
                      -o "$dir" "${margs[@]}" "${extra[@]}")
                 echo "+ ${cmd[*]}"
                 [ $dry -eq 0 ] || continue
