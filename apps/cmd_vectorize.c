@@ -25,7 +25,8 @@ const char dm_vectorize_pp_help[] =
     "  --no-stem                 do not Porter-stem\n"
     "  --keep-numbers            keep tokens made only of digits\n"
     "  --min-len N, --max-len N  token length limits in bytes (default 2, 64)\n"
-    "  --batch-bytes N           normalised bytes per batch (default 64 MiB)\n"
+    "  --batch-bytes N           normalised bytes per batch (default: an eighth of the rank's\n"
+    "                            input, 1..32 MiB; 64 MiB when terms are read by their bytes)\n"
     "  --strict                  the first bad input is an error instead of a counted skip\n";
 
 static int parse_uint(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *v)
