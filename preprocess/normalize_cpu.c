@@ -1,7 +1,8 @@
 /* Unicode normalisation of document text on the CPU: invalid UTF-8 -> U+FFFD (counted), NUL ->
  * separator (counted), NFKC + case fold + strip marks with utf8proc, then every code point that is
  * not a letter (L*) or number (N*) -> ' ' (runs collapsed). ASCII runs (cut like chunks, below)
- * take a fast path with identical output; only the runs around non-ASCII bytes go to utf8proc.
+ * take a fast path with identical output (16 bytes per step with SSSE3 on x86-64, else a scalar
+ * loop); only the runs around non-ASCII bytes go to utf8proc.
  * Reference: dm_normalize with force_unicode = 1 (utf8proc on everything).
  * Long documents are normalised in chunks cut just before an ASCII space that is followed by an
  * ASCII byte: no normalisation form interacts across such a point, so chunking changes nothing. */

@@ -405,8 +405,8 @@ static void *dm_pp_reader_main(void *arg)
 }
 
 /* Batch text buffers kept between runs (released at process exit), like the CUDA backend's
- * workspaces and result sets: up to DM_PP_SLOTS_MAX buffers of batch_bytes + 1/8 (page-locked for CUDA:
- * 4 x 36 MB by default) were allocated, first touched (cudaHostAlloc pins every page) and freed
+ * workspaces and result sets: workers + 2 buffers of batch_bytes + 1/8 (page-locked for CUDA:
+ * 6 x 36 MB by default; at most DM_PP_SLOTS_MAX are kept) were allocated, first touched (cudaHostAlloc pins every page) and freed
  * by every run; a later run in the process (the benchmark's repeats, tests, a pipeline calling
  * preprocess again) takes them back as they are. */
 typedef struct dm_pp_textbuf {
