@@ -352,15 +352,10 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                     own_n += (size_t)rmeta[3 * q + 1];
                     own_nnz += (size_t)rmeta[3 * q + 2];
                 }
-            /* the input store becomes the own store: its own boids move to the front in row order
-             * (the layout an append to an empty store gives), and the boids that arrive reuse the
-             * pages of those that left (no second copy of the vectors, no page faults, no free) */
             dm_timer_start("flock.setup.distribute.own");
-            dm_flock_store_keep(&in, idx + first[s->rank], first[s->rank + 1] - first[s->rank]);
-            dm_flock_store_free(&s->own);
-            s->own = in;
-            dm_flock_store_init(&in);
             rc = dm_flock_store_reserve(&s->own, own_n, own_nnz);
+            if (rc == DM_OK)
+                rc = dm_flock_store_append(&s->own, &in, idx + first[s->rank], first[s->rank + 1] - first[s->rank]);
             dm_timer_stop("flock.setup.distribute.own");
         }
         dm_free(first);
@@ -369,7 +364,9 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         dm_free(rmeta);
         dm_free(idx);
         dm_free(owner);
-        dm_flock_store_free(&in); /* empty unless a step above failed */
+        dm_timer_start("flock.setup.distribute.free");
+        dm_flock_store_free(&in); /* everything is in the messages or the own store now */
+        dm_timer_stop("flock.setup.distribute.free");
         /* receive buffers mapped by all threads first: fresh pages faulted by MPI's one copying
          * thread cost about 1 GB/s on the GPU machines */
         dm_timer_start("flock.setup.distribute.rbuf");

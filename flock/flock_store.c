@@ -192,33 +192,6 @@ static int too_much_garbage(const dm_flock_store *s)
     return s->pool > ratio * s->live + 4096;
 }
 
-void dm_flock_store_keep(dm_flock_store *s, const uint32_t *idx, size_t count)
-{
-    size_t at = 0;
-    for (size_t k = 0; k < count; k++) {
-        size_t j = idx[k]; /* j >= k and voff[j] >= at: moves only go to the front */
-        DM_ASSERT(j < s->n && (k == 0 || idx[k - 1] < j));
-        s->id[k] = s->id[j];
-        s->x[k] = s->x[j];
-        s->y[k] = s->y[j];
-        s->vx[k] = s->vx[j];
-        s->vy[k] = s->vy[j];
-        uint32_t len = s->vlen[j];
-        uint64_t from = s->voff[j];
-        DM_ASSERT(from >= at);
-        if (from != at && len) {
-            memmove(s->col + at, s->col + from, sizeof *s->col * len);
-            memmove(s->val + at, s->val + from, sizeof *s->val * len);
-        }
-        s->voff[k] = at;
-        s->vlen[k] = len;
-        at += len;
-    }
-    s->n = count;
-    s->pool = s->live = at;
-    s->indexed = 0;
-}
-
 int dm_flock_store_append(dm_flock_store *s, const dm_flock_store *from, const uint32_t *idx, size_t count)
 {
     uint64_t *at = dm_malloc(sizeof *at * (count + 1));
