@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
+
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "common/status.h"
@@ -528,6 +530,19 @@ static int cmp_tt(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* w in units of 2^-TT_SHIFT, rounded to nearest (ties to even): llrint(ldexp(w, TT_SHIFT)).
+ * Below 2^51 the rounding is an addition of 1.5 x 2^52 (exact otherwise: no library call per
+ * non-zero); w * 2^40 is exact in double. */
+static tt_sum tt_fixed(float w)
+{
+    double x = (double)w * 1099511627776.0; /* 2^40 */
+    if (fabs(x) < 2251799813685248.0) {      /* 2^51 */
+        double r = x + 6755399441055744.0; /* 1.5 x 2^52: rounds to an integer */
+        return (tt_sum)(int64_t)(r - 6755399441055744.0);
+    }
+    return (tt_sum)llrint(x);
+}
+
 static tt_sum tt_get(const tt_rec *r) { return (tt_sum)(((unsigned __int128)r->hi << 64) | r->lo); }
 static void tt_set(tt_rec *r, tt_sum s)
 {
@@ -543,16 +558,16 @@ int dm_flock_top_terms_rows(uint32_t **terms, double **weights, const int32_t *r
     const int P = ctx->size;
     size_t nr = (size_t)v->n_rows, V = (size_t)v->n_cols;
     int rc = DM_OK;
-    /* 1. rows by cluster (counting sort), then per cluster a dense exact accumulator over terms */
+    /* 1. rows by cluster (counting sort), then per cluster a dense exact accumulator over terms;
+     * clusters are independent and their sums exact, so threads take clusters in any order and
+     * the records are concatenated in cluster order (the same records as one thread gives) */
     uint32_t *start = dm_calloc((size_t)nc + 1, sizeof *start);
     uint32_t *rows = dm_malloc(sizeof *rows * (nr ? nr : 1));
-    tt_sum *acc = dm_calloc(V ? V : 1, sizeof *acc);
-    uint8_t *touched = dm_calloc(V ? V : 1, 1);
-    uint32_t *list = NULL;
-    size_t list_cap = 0;
+    size_t *seg_n = dm_calloc((size_t)nc + 1, sizeof *seg_n); /* records of cluster c */
+    tt_rec **seg = dm_calloc((size_t)nc + 1, sizeof *seg);     /* and where they are */
     tt_rec *loc = NULL;
-    size_t m = 0, loc_cap = 0;
-    if (!start || !rows || !acc || !touched) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for top terms");
+    size_t m = 0;
+    if (!start || !rows || !seg_n || !seg) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for top terms");
     if (rc == DM_OK && nr > UINT32_MAX) rc = DM_ERR(DM_ERR_UNSUPPORTED, "flock: more than 2^32 rows on a rank");
     if (rc == DM_OK) {
         for (size_t i = 0; i < nr; i++)
@@ -565,63 +580,94 @@ int dm_flock_top_terms_rows(uint32_t **terms, double **weights, const int32_t *r
             if (row_cluster[i] >= 0 && row_cluster[i] < nc) rows[at[row_cluster[i]]++] = (uint32_t)i;
         dm_free(at);
     }
-    for (int32_t c = 0; c < nc && rc == DM_OK; c++) {
-        size_t nt = 0;
-        for (uint32_t q = start[c]; q < start[c + 1] && rc == DM_OK; q++) {
-            uint32_t i = rows[q];
-            for (uint64_t e = v->row_off[i]; e < v->row_off[i + 1]; e++) {
-                uint32_t t = v->col[e];
-                float w = v->val[e];
-                if (t >= V || !(fabsf(w) < 4194304.0f)) { /* 2^22: the fixed point holds it */
-                    rc = DM_ERR(DM_ERR_FORMAT, "flock: term %u or weight of row %llu out of range", t,
-                                (unsigned long long)(v->row_base + i));
-                    break;
-                }
-                if (!touched[t]) {
-                    if (nt == list_cap) {
-                        size_t cap = list_cap ? 2 * list_cap : 4096;
-                        uint32_t *l = dm_realloc(list, sizeof *l * cap);
-                        if (!l) {
-                            rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    /* a dense accumulator per thread (17 bytes per term): at most 256 MB of them */
+    int nth = omp_get_max_threads();
+    size_t per = (V ? V : 1) * (sizeof(tt_sum) + 1);
+    if ((size_t)nth * per > ((size_t)256 << 20)) nth = (int)(((size_t)256 << 20) / per);
+    if (nth < 1) nth = 1;
+    if (nth > nc) nth = nc > 0 ? nc : 1;
+    long bad_row = -1; /* the smallest row with a term or weight out of range */
+    int nomem = 0;
+    if (rc == DM_OK) {
+#pragma omp parallel num_threads(nth) reduction(|| : nomem)
+        {
+            tt_sum *acc = dm_calloc(V ? V : 1, sizeof *acc);
+            uint8_t *touched = dm_calloc(V ? V : 1, 1);
+            uint32_t *list = NULL;
+            size_t list_cap = 0;
+            if (!acc || !touched) nomem = 1;
+#pragma omp for schedule(dynamic, 1)
+            for (int32_t c = 0; c < nc; c++) {
+                if (nomem) continue;
+                size_t nt = 0;
+                int bad = 0;
+                for (uint32_t q = start[c]; q < start[c + 1] && !bad && !nomem; q++) {
+                    uint32_t i = rows[q];
+                    for (uint64_t e = v->row_off[i]; e < v->row_off[i + 1]; e++) {
+                        uint32_t t = v->col[e];
+                        float w = v->val[e];
+                        if (t >= V || !(fabsf(w) < 4194304.0f)) { /* 2^22: the fixed point holds it */
+#pragma omp critical(dm_tt_bad)
+                            if (bad_row < 0 || (long)i < bad_row) bad_row = (long)i;
+                            bad = 1;
                             break;
                         }
-                        list = l;
-                        list_cap = cap;
+                        if (!touched[t]) {
+                            if (nt == list_cap) {
+                                size_t cap = list_cap ? 2 * list_cap : 4096;
+                                uint32_t *l = dm_realloc(list, sizeof *l * cap);
+                                if (!l) {
+                                    nomem = 1;
+                                    break;
+                                }
+                                list = l;
+                                list_cap = cap;
+                            }
+                            touched[t] = 1;
+                            list[nt++] = t;
+                        }
+                        acc[t] += tt_fixed(w);
                     }
-                    touched[t] = 1;
-                    list[nt++] = t;
                 }
-                acc[t] += (tt_sum)llrint(ldexp((double)w, TT_SHIFT));
+                /* this cluster's terms in term order */
+                if (!bad && !nomem && nt) {
+                    qsort(list, nt, sizeof *list, cmp_u32);
+                    if (!(seg[c] = dm_malloc(sizeof *seg[c] * nt))) nomem = 1;
+                }
+                for (size_t j = 0; j < nt; j++) {
+                    uint32_t t = list[j];
+                    if (seg[c]) {
+                        seg[c][j].key = ((uint64_t)(uint32_t)c << 32) | t;
+                        tt_set(&seg[c][j], acc[t]);
+                    }
+                    acc[t] = 0;
+                    touched[t] = 0;
+                }
+                if (seg[c]) seg_n[c] = nt;
             }
+            dm_free(acc);
+            dm_free(touched);
+            dm_free(list);
         }
-        /* this cluster's terms in term order */
-        if (rc == DM_OK && nt) qsort(list, nt, sizeof *list, cmp_u32);
-        if (rc == DM_OK && m + nt > loc_cap) {
-            size_t cap = loc_cap ? 2 * loc_cap : 4096;
-            while (cap < m + nt) cap *= 2;
-            tt_rec *l = dm_realloc(loc, sizeof *l * cap);
-            if (!l) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for top terms");
-            else {
-                loc = l;
-                loc_cap = cap;
-            }
-        }
-        for (size_t j = 0; j < nt; j++) {
-            uint32_t t = list[j];
-            if (rc == DM_OK) {
-                loc[m].key = ((uint64_t)(uint32_t)c << 32) | t;
-                tt_set(&loc[m], acc[t]);
-                m++;
-            }
-            acc[t] = 0;
-            touched[t] = 0;
+        if (nomem) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for top terms");
+        else if (bad_row >= 0)
+            rc = DM_ERR(DM_ERR_FORMAT, "flock: a term or weight of row %llu out of range",
+                        (unsigned long long)(v->row_base + (uint64_t)bad_row));
+    }
+    if (rc == DM_OK) {
+        for (int32_t c = 0; c < nc; c++) m += seg_n[c];
+        if (!(loc = dm_malloc(sizeof *loc * (m ? m : 1)))) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for top terms");
+        size_t o = 0;
+        for (int32_t c = 0; loc && c < nc; c++) {
+            if (seg_n[c]) memcpy(loc + o, seg[c], sizeof *loc * seg_n[c]);
+            o += seg_n[c];
         }
     }
+    for (int32_t c = 0; seg && c < nc; c++) dm_free(seg[c]);
+    dm_free(seg);
+    dm_free(seg_n);
     dm_free(start);
     dm_free(rows);
-    dm_free(acc);
-    dm_free(touched);
-    dm_free(list);
     rc = dm_ctx_agree(ctx, rc);
     /* 2. every (cluster, term) sum to the owner of the cluster (cluster % P); loc is sorted by key,
      * so each owner's records are contiguous runs per cluster */
