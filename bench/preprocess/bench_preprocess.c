@@ -120,9 +120,8 @@ static int prepare(char *out_dir, size_t cap, const char *src, const char *work,
 
 typedef struct result {
     const char *backend;
-    double bytes, norm_bytes, wall, read, normalize, h2d, kernels, d2h, build, prefault, take, worker;
-    double wait_batch, wait_turn, wait_slot, wait_piece, wait_read;
-    int workers, threads;
+    double bytes;
+    dm_pp_times t; /* of the best run; t.workers at least 1 */
     size_t docs, tokens;
 } result;
 
@@ -136,29 +135,14 @@ static int run_end_to_end(result *r, const dm_pp_file_list *fl, int format, int 
     o.batch_bytes = batch_bytes;
     memset(r, 0, sizeof(*r));
     r->backend = backend == DM_BACKEND_CUDA ? "cuda" : "cpu";
-    r->wall = 1e30;
+    r->t.wall = 1e30;
     for (int k = 0; k < repeats; k++) { /* the best of repeats (first run also warms the page cache) */
         dm_token_stream s;
         dm_pp_times t;
         DM_TRY(dm_preprocess_files(&s, &t, fl->files, fl->n, &o, backend));
-        if (t.wall < r->wall) {
-            r->wall = t.wall;
-            r->read = t.read;
-            r->normalize = t.normalize;
-            r->h2d = t.h2d;
-            r->kernels = t.kernels;
-            r->d2h = t.d2h;
-            r->build = t.build;
-            r->prefault = t.prefault;
-            r->take = t.take;
-            r->worker = t.worker;
-            r->wait_batch = t.wait_batch;
-            r->wait_turn = t.wait_turn;
-            r->wait_slot = t.wait_slot;
-            r->wait_piece = t.wait_piece;
-            r->wait_read = t.wait_read;
-            r->workers = t.workers > 0 ? t.workers : 1;
-            r->threads = t.threads;
+        if (t.wall < r->t.wall) {
+            r->t = t;
+            if (r->t.workers < 1) r->t.workers = 1;
             r->bytes = (double)s.stats.bytes_read;
             r->docs = s.n_docs;
             r->tokens = s.n_tokens;
@@ -533,46 +517,46 @@ int main(int argc, char **argv)
         result *r = &res[i];
         /* overlap: the issue's stages (read, normalize, h2d, kernels, d2h) plus the batch assembly,
          * the build and prefault, summed, over the wall */
-        double sum = r->read + r->normalize + r->take + r->h2d + r->kernels + r->d2h + r->build + r->prefault;
+        double sum = dm_pp_times_sum(&r->t);
         /* the limit: the pipeline's stages are its thread pools, each doing its steps of a batch
          * in sequence (preprocess.h, dm_pp_times): the reader threads read and normalise each
          * document (the two cannot overlap each other), the calling thread assembles batches, a
          * worker tokenises (h2d, kernels, d2h) and builds its batch (the workers overlap each
          * other), the prefault threads populate pages; each stage's time is per thread */
-        double stage[4] = {r->read + r->normalize, r->take, r->worker / r->workers, r->prefault / DM_SB_PF_THREADS};
+        double stage[4] = {r->t.read + r->t.normalize, r->t.take, r->t.worker / r->t.workers, r->t.prefault / DM_SB_PF_THREADS};
         static const char *names[4] = {"readers (read + normalize)", "calling thread (take)",
                                        "workers (tokenise + build)", "prefault threads"};
         int imx = 0;
         for (int k = 1; k < 4; k++)
             if (stage[k] > stage[imx]) imx = k;
-        double mx = stage[imx], e2e = r->bytes / r->wall / 1e9;
+        double mx = stage[imx], e2e = r->bytes / r->t.wall / 1e9;
         printf("%-7s %10.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.2f %9.2f %9.2f  %s (%.3f s)%s\n",
-               r->backend, r->bytes / 1e9, r->wall, r->read, r->normalize, r->take, r->h2d, r->kernels, r->d2h,
-               r->build, r->prefault, e2e, sum / r->wall, kr[i].gbps, (double)r->tokens / 1e6, names[imx], mx,
-               r->wall > 1.2 * mx ? " (wall > 1.2 x slowest stage: overlap target missed)" : "");
+               r->backend, r->bytes / 1e9, r->t.wall, r->t.read, r->t.normalize, r->t.take, r->t.h2d, r->t.kernels, r->t.d2h,
+               r->t.build, r->t.prefault, e2e, sum / r->t.wall, kr[i].gbps, (double)r->tokens / 1e6, names[imx], mx,
+               r->t.wall > 1.2 * mx ? " (wall > 1.2 x slowest stage: overlap target missed)" : "");
         printf("        pipeline stages, s per thread: readers %.3f (%d threads), calling thread %.3f, workers %.3f "
                "(%d), prefault %.3f (%d); wall / slowest = %.2f\n",
-               stage[0], r->threads, stage[1], stage[2], r->workers, stage[3], DM_SB_PF_THREADS, r->wall / mx);
+               stage[0], r->t.threads, stage[1], stage[2], r->t.workers, stage[3], DM_SB_PF_THREADS, r->t.wall / mx);
         printf("        idle, s per thread: readers %.3f; calling thread: for a free batch %.3f, for the next piece "
                "%.3f; workers: for a batch %.3f, for their commit turn %.3f\n",
-               r->wait_read, r->wait_slot, r->wait_piece, r->wait_batch / r->workers, r->wait_turn / r->workers);
+               r->t.wait_read, r->t.wait_slot, r->t.wait_piece, r->t.wait_batch / r->t.workers, r->t.wait_turn / r->t.workers);
         json_t *j = json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:s}", "backend",
-                              r->backend, "bytes", r->bytes, "normalized_bytes", kr[i].norm_bytes, "wall_s", r->wall,
-                              "read_s", r->read, "normalize_s", r->normalize, "h2d_s", r->h2d, "kernels_s",
-                              r->kernels, "d2h_s", r->d2h, "build_s", r->build, "end_to_end_gbps", e2e,
-                              "overlap", sum / r->wall, "kernel_gbps", kr[i].gbps, "documents",
+                              r->backend, "bytes", r->bytes, "normalized_bytes", kr[i].norm_bytes, "wall_s", r->t.wall,
+                              "read_s", r->t.read, "normalize_s", r->t.normalize, "h2d_s", r->t.h2d, "kernels_s",
+                              r->t.kernels, "d2h_s", r->t.d2h, "build_s", r->t.build, "end_to_end_gbps", e2e,
+                              "overlap", sum / r->t.wall, "kernel_gbps", kr[i].gbps, "documents",
                               (json_int_t)r->docs, "tokens", (json_int_t)r->tokens, "limiting_stage", names[imx]);
-        json_object_set_new(j, "workers", json_integer(r->workers));
-        json_object_set_new(j, "reader_threads", json_integer(r->threads));
-        json_object_set_new(j, "take_s", json_real(r->take));
-        json_object_set_new(j, "worker_busy_s", json_real(r->worker));
-        json_object_set_new(j, "prefault_s", json_real(r->prefault));
+        json_object_set_new(j, "workers", json_integer(r->t.workers));
+        json_object_set_new(j, "reader_threads", json_integer(r->t.threads));
+        json_object_set_new(j, "take_s", json_real(r->t.take));
+        json_object_set_new(j, "worker_busy_s", json_real(r->t.worker));
+        json_object_set_new(j, "prefault_s", json_real(r->t.prefault));
         json_object_set_new(j, "prefault_threads", json_integer(DM_SB_PF_THREADS));
-        json_object_set_new(j, "wall_over_slowest_stage", json_real(r->wall / mx));
-        json_object_set_new(j, "idle_s", json_pack("{s:f,s:f,s:f,s:f,s:f}", "reader", r->wait_read, "free_batch",
-                                                   r->wait_slot, "next_piece", r->wait_piece, "worker_batch",
-                                                   r->wait_batch / r->workers, "worker_turn",
-                                                   r->wait_turn / r->workers));
+        json_object_set_new(j, "wall_over_slowest_stage", json_real(r->t.wall / mx));
+        json_object_set_new(j, "idle_s", json_pack("{s:f,s:f,s:f,s:f,s:f}", "reader", r->t.wait_read, "free_batch",
+                                                   r->t.wait_slot, "next_piece", r->t.wait_piece, "worker_batch",
+                                                   r->t.wait_batch / r->t.workers, "worker_turn",
+                                                   r->t.wait_turn / r->t.workers));
         json_array_append_new(runs, j);
         if (r->backend[0] == 'c' && r->backend[1] == 'u') {
             if (e2e < 2) printf("  target missed: end-to-end %.2f GB/s < 2 GB/s, limited by %s\n", e2e, names[imx]);
@@ -581,10 +565,10 @@ int main(int argc, char **argv)
     if (nres)
         printf("(h2d .. build, take, prefault: thread-seconds summed over the stage's threads; the pipeline stages "
                "divide them by the threads)\n");
-    if (nres == 2) printf("CUDA / CPU end-to-end: %.2fx\n", (res[1].wall) / res[0].wall);
+    if (nres == 2) printf("CUDA / CPU end-to-end: %.2fx\n", res[1].t.wall / res[0].t.wall);
     if (sk_ok) {
         printf("scikit-learn TfidfVectorizer analyzer: %.3f GB/s", sk_gbps);
-        for (int i = 0; i < nres; i++) printf("; %s / sklearn %.2fx", res[i].backend, res[i].bytes / res[i].wall / 1e9 / sk_gbps);
+        for (int i = 0; i < nres; i++) printf("; %s / sklearn %.2fx", res[i].backend, res[i].bytes / res[i].t.wall / 1e9 / sk_gbps);
         printf("\n");
     } else if (sklearn) {
         printf("scikit-learn not available: no comparison\n");
