@@ -226,6 +226,13 @@ typedef struct dm_tok_result {
                                   set (asynchronous D2H at full bandwidth, no page faults);
                                   dm_tok_result_free hands them back to the backend's pool.
                                   NULL: the arrays are malloc'ed */
+    uint64_t *first;           /* optional, NULL when not given: n_first ascending token indices
+                                  that include every token which is the first occurrence of its
+                                  (hash, stem) in the batch; a token not listed has the hash and
+                                  stem of an earlier listed one. The CUDA backend and
+                                  dm_tokenize_hd give it (tokenize_hd.h, step 6), so that the
+                                  stream builder probes only the listed tokens */
+    size_t n_first;
 } dm_tok_result;
 /* Frees the arrays (or returns a pinned set to the CUDA backend's pool). */
 void dm_tok_result_free(dm_tok_result *r);
@@ -237,6 +244,10 @@ typedef int dm_tokenize_fn(dm_tok_result *out, const dm_tok_batch *in, const dm_
 dm_tokenize_fn dm_tokenize_cpu, dm_tokenize_cuda;
 /* The CUDA backend's algorithm (same per-element code) run on the host: tests it without a GPU. */
 dm_tokenize_fn dm_tokenize_hd;
+/* Step (6) of that algorithm on the host: sets r->first / n_first (replacing a list r had) from
+ * r's tokens; the tests give hand-made results their list with it. Errors: DM_ERR_NOMEM,
+ * DM_ERR_INVALID_ARG (2^32 tokens or more). */
+int dm_tok_first_hd(dm_tok_result *r);
 
 /* ---------------------------------------------------------------------------------------------
  * Stemming of single words (the `docmine stem` command and the stemmer tests). Words with a
@@ -429,10 +440,11 @@ int dm_pp_cuda_set_device(int dev);
  * kernels only (no copies of text or results). *seconds: median time of the kernel sequence;
  * phase: medians of its parts [0] tokenise (starts counted per tile, tiles scanned, tokens
  * placed), [1] process (length / number / stop filter, Porter stem, hash) and compaction of the
- * kept tokens, [2] per-document bounds; *tokens: tokens kept.
+ * kept tokens, [2] per-document bounds, and after them [3] the first occurrences of the terms
+ * (the stream builder's help, not part of *seconds); *tokens: tokens kept.
  * Errors: DM_ERR_INVALID_ARG, DM_ERR_NO_DEVICE, DM_ERR_CUDA (out of device memory included),
  * DM_ERR_UNSUPPORTED in a CPU-only build. */
-int dm_pp_cuda_kernel_bench(double *seconds, double phase[3], size_t *tokens, const dm_tok_batch *in,
+int dm_pp_cuda_kernel_bench(double *seconds, double phase[4], size_t *tokens, const dm_tok_batch *in,
                             const dm_stopset *stop, const dm_tok_options *opt, int repeats);
 /* Seconds spent in H2D copies, kernels and D2H copies (CUDA events) since the last call; resets. */
 void dm_pp_cuda_take_times(double *h2d, double *kernels, double *d2h);

@@ -6,6 +6,7 @@
 #include <cub/cub.cuh>
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <thrust/iterator/counting_iterator.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +79,43 @@ static int dm_pp_process_launch(const void *args, size_t n, void *stream)
 }
 DM_PP_LAUNCHER(dm_pp_docs_launch, dm_pp_docs_kernel, dm_pp_docs_args)
 
+/* First occurrences of n kept tokens: clear the set, insert, flag (block x rake tokens per
+ * block for both kernels), list the flagged indices (CUB select; a.cub_tmp holds its storage
+ * for at least n). n = 0 sets *n_list to 0 and launches nothing. */
+template <int B, int R, bool S>
+static int dm_pp_first_launch(const void *args, size_t n, void *stream)
+{
+    dm_pp_first_args a = *(const dm_pp_first_args *)args;
+    cudaStream_t st = (cudaStream_t)stream;
+    a.n = n;
+    if (n == 0) {
+        DM_CUDA_TRY(cudaMemsetAsync(a.n_list, 0, 4, st));
+        return DM_OK;
+    }
+    if (n >= 0x7fffffffu) return DM_ERR(DM_ERR_INVALID_ARG, "tokenise: %zu tokens exceed one launch", n);
+    uint64_t slots = dm_tok_first_slots(n);
+    DM_CUDA_TRY(cudaMemsetAsync(a.keys, 0, slots * 8, st));
+    DM_CUDA_TRY(cudaMemsetAsync(a.idx, 0xff, slots * 4, st));
+    size_t per = (size_t)B * R, grid = (n + per - 1) / per;
+    dm_pp_first_insert_kernel<B, R, S><<<(unsigned)grid, B, 0, st>>>(a, slots - 1);
+    DM_CUDA_LAUNCH_CHECK();
+    dm_pp_first_flag_kernel<B, R, S><<<(unsigned)grid, B, 0, st>>>(a, slots - 1);
+    DM_CUDA_LAUNCH_CHECK();
+    size_t cb = a.cub_bytes;
+    DM_CUDA_TRY(cub::DeviceSelect::Flagged(a.cub_tmp, cb, thrust::counting_iterator<uint64_t>(0), a.flag, a.list,
+                                           a.n_list, (int)n, st));
+    return DM_OK;
+}
+
+/* CUB select storage for n tokens (the workspace and the tuning workload size it with this). */
+static int dm_pp_first_cub_bytes(size_t n, size_t *bytes)
+{
+    *bytes = 0;
+    DM_CUDA_TRY(cub::DeviceSelect::Flagged(NULL, *bytes, thrust::counting_iterator<uint64_t>(0), (const uint8_t *)NULL,
+                                           (uint64_t *)NULL, (uint32_t *)NULL, (int)(n ? n : 1)));
+    return DM_OK;
+}
+
 #define DM_PP_INST(LAUNCH, KERNEL, B, R, S)                                                        \
     {{B, R, S, DM_LAYOUT_NONE, 0}, LAUNCH<B, R, S>, (const void *)KERNEL<B, R, S>, 0}
 
@@ -95,6 +133,12 @@ static const dm_tune_instance g_tokens_inst[] = {
 static const dm_tune_instance g_process_inst[] = {
     DM_PP_PROC_INST(128, 4), DM_PP_PROC_INST(128, 1), DM_PP_PROC_INST(64, 1), DM_PP_PROC_INST(256, 1),
     DM_PP_PROC_INST(128, 2), DM_PP_PROC_INST(256, 2), DM_PP_PROC_INST(128, 8), DM_PP_PROC_INST(256, 4),
+};
+static const dm_tune_instance g_first_inst[] = {
+    DM_PP_INST(dm_pp_first_launch, dm_pp_first_flag_kernel, 256, 1, false),
+    DM_PP_INST(dm_pp_first_launch, dm_pp_first_flag_kernel, 128, 1, false),
+    DM_PP_INST(dm_pp_first_launch, dm_pp_first_flag_kernel, 512, 1, false),
+    DM_PP_INST(dm_pp_first_launch, dm_pp_first_flag_kernel, 256, 4, true),
 };
 static const dm_tune_instance g_docs_inst[] = {
     DM_PP_INST(dm_pp_docs_launch, dm_pp_docs_kernel, 128, 1, false),
@@ -372,12 +416,15 @@ static const dm_tune_kernel g_kernels[] = {
     {"preprocess.docs", "per-document token bounds", "documents", g_docs_inst, DM_PP_NINST(g_docs_inst), 0,
      dm_pp_bench_docs_create, dm_pp_tune_bench_run, dm_pp_tune_bench_output, dm_pp_tune_bench_destroy, 0.0,
      DM_PP_BENCH_N_docs, 1.0, dm_pp_tune_bench_resize},
+    {"preprocess.first", "first occurrences of the terms in a batch (hash set, flags, CUB select)", "tokens",
+     g_first_inst, DM_PP_NINST(g_first_inst), 0, dm_pp_bench_first_create, dm_pp_tune_bench_run,
+     dm_pp_tune_bench_output, dm_pp_tune_bench_destroy, 0.0, DM_PP_BENCH_N_first, 1.0, dm_pp_tune_bench_resize},
     {"preprocess.stem_words", "Porter stem of a word list (docmine stem)", "words", g_stem_inst,
      DM_PP_NINST(g_stem_inst), 0, dm_pp_bench_create_stem, dm_pp_bench_run, dm_pp_bench_output,
      dm_pp_bench_destroy, 0.0, (size_t)64 << 20, 1.0, NULL},
 };
-enum { K_TOKENS = 0, K_PROCESS, K_DOCS, K_STEM, K_COUNT };
-static int g_force[K_COUNT] = {-1, -1, -1, -1};
+enum { K_TOKENS = 0, K_PROCESS, K_DOCS, K_FIRST, K_STEM, K_COUNT };
+static int g_force[K_COUNT] = {-1, -1, -1, -1, -1};
 
 static const dm_tune_instance *dm_pp_pick(int k, size_t n)
 {
@@ -438,14 +485,20 @@ typedef struct dm_pp_ws {
     int device;
     struct dm_pp_ws *next_free;
     uint32_t *h_small; /* page-locked: [0..3] counts read back between launches, [4..11] drops */
-    const dm_tune_instance *inst[K_STEM]; /* chosen for the current capacities (K_TOKENS..K_DOCS) */
+    const dm_tune_instance *inst[K_STEM]; /* chosen for the current capacities (K_TOKENS..K_FIRST) */
     size_t n_cap, t_cap, d_cap, cub_cap, stop_cap, stop_bytes;
     char *text, *stems;
     uint32_t *tile_cnt, *tile_off, *tok_start, *tok_end, *st_start;
     uint8_t *stem_len, *out_len;
     uint64_t *hash, *out_hash, *out_start, *doc_off, *doc_tok;
-    unsigned long long *drops; /* [4] drops by reason, then the words that total and kept point to */
+    unsigned long long *drops; /* [4] drops by reason, then the words that total, kept, n_first point to */
     uint32_t *total, *kept;    /* tokens found, tokens kept (device) */
+    uint32_t *n_first;         /* first occurrences listed (device) */
+    /* first occurrences (K_FIRST): the set, the flags and the list, grown with the kept tokens */
+    uint64_t *f_keys, *f_list;
+    uint32_t *f_idx;
+    uint8_t *f_flag;
+    size_t f_cap, f_slots;     /* tokens, set slots they were sized for */
     void *cub;
     uint64_t *keys;
     uint32_t *woff;
@@ -454,7 +507,7 @@ typedef struct dm_pp_ws {
     uint64_t stop_sum; /* checksum of the set last uploaded (0 = none) */
     cudaStream_t stream;
     cudaEvent_t ev[4];  /* H2D start, kernels start, kernels end, D2H end */
-    cudaEvent_t kev[4]; /* phase bounds inside the kernels (kernel-only benchmark) */
+    cudaEvent_t kev[5]; /* phase bounds inside the kernels (kernel-only benchmark) */
 } dm_pp_ws;
 static pthread_mutex_t g_ws_mu = PTHREAD_MUTEX_INITIALIZER;
 static dm_pp_ws *g_ws_free;           /* workspaces not held by a call */
@@ -492,7 +545,7 @@ static void dm_pp_ws_release(void)
     pthread_mutex_unlock(&g_ws_mu);
 }
 
-/* The instance of kernel k (K_TOKENS..K_DOCS) for the current workspace: a forced one, else the
+/* The instance of kernel k (K_TOKENS..K_FIRST) for the current workspace: a forced one, else the
  * tuner's choice for the workspace's capacity class, made in dm_pp_ws_reserve before any timed
  * window. */
 static const dm_tune_instance *dm_pp_ws_inst(const dm_pp_ws *w, int k)
@@ -518,10 +571,11 @@ static int dm_pp_ws_reserve(size_t n, size_t n_docs)
     if (!w->stream) {
         DM_CUDA_TRY(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
         for (int i = 0; i < 4; i++) DM_CUDA_TRY(cudaEventCreate(&w->ev[i]));
-        for (int i = 0; i < 4; i++) DM_CUDA_TRY(cudaEventCreate(&w->kev[i]));
-        DM_CUDA_TRY(cudaMalloc((void **)&w->drops, 5 * sizeof(unsigned long long)));
+        for (int i = 0; i < 5; i++) DM_CUDA_TRY(cudaEventCreate(&w->kev[i]));
+        DM_CUDA_TRY(cudaMalloc((void **)&w->drops, 6 * sizeof(unsigned long long)));
         w->total = (uint32_t *)(w->drops + 4);
         w->kept = w->total + 1;
+        w->n_first = w->total + 2;
         DM_TRY(dm_host_alloc_pinned((void **)&w->h_small, 16 * sizeof(uint32_t)));
     }
     int chosen = 0;
@@ -549,10 +603,12 @@ static int dm_pp_ws_reserve(size_t n, size_t n_docs)
         DM_CUDA_TRY(cudaMalloc((void **)&w->out_start, tc * 8));
         w->n_cap = nc;
         w->t_cap = tc;
-        /* CUB temporary storage for the scans of the tiles (text bytes or tokens) */
-        size_t b1 = 0;
+        /* CUB temporary storage for the scans of the tiles (text bytes or tokens) and the
+         * select of the first occurrences (at most tc tokens) */
+        size_t b1 = 0, b2 = 0;
         DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(NULL, b1, w->tile_cnt, w->tile_off, (int)tiles));
-        DM_TRY(dm_pp_ws_grow(&w->cub, &w->cub_cap, b1));
+        DM_TRY(dm_pp_first_cub_bytes(tc, &b2));
+        DM_TRY(dm_pp_ws_grow(&w->cub, &w->cub_cap, b1 > b2 ? b1 : b2));
         chosen = 1;
     }
     if (n_docs + 1 > w->d_cap || !w->doc_off) {
@@ -572,7 +628,28 @@ static int dm_pp_ws_reserve(size_t n, size_t n_docs)
         w->inst[K_TOKENS] = dm_pp_pick(K_TOKENS, w->n_cap);
         w->inst[K_PROCESS] = dm_pp_pick(K_PROCESS, w->t_cap);
         w->inst[K_DOCS] = dm_pp_pick(K_DOCS, w->d_cap);
+        w->inst[K_FIRST] = dm_pp_pick(K_FIRST, w->t_cap);
     }
+    return DM_OK;
+}
+
+/* The first-occurrence arrays for kept tokens (grown with 25% headroom, kept between batches). */
+static int dm_pp_ws_first_reserve(size_t kept)
+{
+    dm_pp_ws *w = g_wsp;
+    if (kept <= w->f_cap && w->f_keys) return DM_OK;
+    cudaFree(w->f_keys); cudaFree(w->f_list); cudaFree(w->f_idx); cudaFree(w->f_flag);
+    w->f_keys = w->f_list = NULL;
+    w->f_idx = NULL;
+    w->f_flag = NULL;
+    w->f_cap = w->f_slots = 0;
+    size_t fc = kept + kept / 4 + 1024, slots = dm_tok_first_slots(fc);
+    DM_CUDA_TRY(cudaMalloc((void **)&w->f_keys, slots * 8));
+    DM_CUDA_TRY(cudaMalloc((void **)&w->f_idx, slots * 4));
+    DM_CUDA_TRY(cudaMalloc((void **)&w->f_flag, fc));
+    DM_CUDA_TRY(cudaMalloc((void **)&w->f_list, fc * 8));
+    w->f_cap = fc;
+    w->f_slots = slots;
     return DM_OK;
 }
 
@@ -614,10 +691,10 @@ static int dm_pp_ws_stop(const dm_stopset *s)
  * warm, no batch allocates or pins host memory. Capacities grow by 25% over the need. */
 typedef struct dm_pp_pinset {
     struct dm_pp_pinset *next;
-    uint64_t *hash, *start, *doc_tok;
+    uint64_t *hash, *start, *doc_tok, *first;
     uint8_t *stem_len;
     char *stems;
-    size_t tok_cap, doc_cap, stem_cap;
+    size_t tok_cap, doc_cap, stem_cap, first_cap;
 } dm_pp_pinset;
 enum { DM_PP_PINSETS_KEPT = 8 }; /* sets kept in the pool; more are freed */
 static pthread_mutex_t g_pin_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -632,6 +709,7 @@ static void dm_pp_pinset_free(dm_pp_pinset *p)
     dm_host_free_pinned(p->doc_tok);
     dm_host_free_pinned(p->stem_len);
     dm_host_free_pinned(p->stems);
+    dm_host_free_pinned(p->first);
     free(p);
 }
 
@@ -691,12 +769,25 @@ static int dm_pp_result_init(dm_tok_result *out, size_t n_docs, size_t text_len,
         DM_TRY(dm_pp_pin_grow((void **)&p->stem_len, &c2, tokens_hint, 0, 1));
         p->tok_cap = c0;
     }
+    DM_TRY(dm_pp_pin_grow((void **)&p->first, &p->first_cap, tokens_hint / 16 + 1024, 0, 8));
+    out->first = p->first;
+    out->n_first = 0;
     out->doc_tok = p->doc_tok;
     out->stems = p->stems;
     out->hash = p->hash;
     out->start = p->start;
     out->stem_len = p->stem_len;
     out->cap = p->tok_cap;
+    return DM_OK;
+}
+
+/* Room for need entries in out->first (keeping the n_first listed). */
+static int dm_pp_first_append(dm_tok_result *out, size_t need)
+{
+    dm_pp_pinset *p = (dm_pp_pinset *)out->pinned;
+    if (!p) return DM_ERR(DM_ERR_INVALID_ARG, "tokenise: result without its page-locked set");
+    DM_TRY(dm_pp_pin_grow((void **)&p->first, &p->first_cap, need, out->n_first, 8));
+    out->first = p->first;
     return DM_OK;
 }
 
@@ -731,10 +822,12 @@ static int dm_pp_append(dm_tok_result *out, size_t need)
 
 /* The kernels of one sub-batch on device-resident data: w->text[0..n) holds the normalised text,
  * w->doc_off[0..nd] the document offsets relative to it. Leaves the kept tokens in w->out_*,
- * the stems in w->stems and the per-document bounds in w->doc_tok; *t = tokens found, *kept =
- * tokens kept, drops[4] the dropped tokens by reason. Two host round trips read the counts that
- * size the next launches. phases: record w->kev[0..3] at the bounds of tokenise (count per
- * tile, scan, place), process (filter, stop, stem, hash, compact) and document bounds. */
+ * the stems in w->stems, the per-document bounds in w->doc_tok and the list of the tokens that
+ * may be their term's first occurrence in w->f_list (w->n_first of them, device); *t = tokens
+ * found, *kept = tokens kept, drops[4] the dropped tokens by reason. Two host round trips read
+ * the counts that size the next launches. phases: record w->kev[0..4] at the bounds of
+ * tokenise (count per tile, scan, place), process (filter, stop, stem, hash, compact), document
+ * bounds and first occurrences. */
 static int dm_pp_kernels(size_t n, size_t nd, const dm_stopset *stop, const dm_tok_options *opt,
                          uint32_t *t_out, uint32_t *kept_out, unsigned long long drops[4], int phases)
 {
@@ -783,6 +876,14 @@ static int dm_pp_kernels(size_t n, size_t nd, const dm_stopset *stop, const dm_t
         DM_TRY(inst->launch(&da, nd + 1, st));
     }
     if (phases) DM_CUDA_TRY(cudaEventRecord(w->kev[3], st));
+    {
+        DM_TRY(dm_pp_ws_first_reserve(kept));
+        dm_pp_first_args fa = {w->out_hash, w->out_start, w->out_len, w->stems, kept, w->f_keys, w->f_idx,
+                               w->f_flag, w->f_list, w->n_first, w->cub, w->cub_cap};
+        inst = dm_pp_ws_inst(w, K_FIRST);
+        DM_TRY(inst->launch(&fa, kept, st));
+    }
+    if (phases) DM_CUDA_TRY(cudaEventRecord(w->kev[4], st));
     *t_out = t;
     *kept_out = kept;
     return DM_OK;
@@ -835,8 +936,17 @@ static int dm_pp_run_range(dm_tok_result *out, const dm_tok_batch *in, size_t d0
         }
         if (n) DM_PP_CHECK(cudaMemcpyAsync(out->stems + base, w->stems, n, cudaMemcpyDeviceToHost, st));
         DM_PP_CHECK(cudaMemcpyAsync(out->doc_tok + d0, w->doc_tok, (nd + 1) * 8, cudaMemcpyDeviceToHost, st));
+        DM_PP_CHECK(cudaMemcpyAsync(w->h_small + 3, w->n_first, 4, cudaMemcpyDeviceToHost, st));
+        DM_PP_CHECK(cudaStreamSynchronize(st));
+        /* the list of first occurrences: its length is known now (a few % of the tokens) */
+        uint32_t nf = w->h_small[3];
+        DM_PP_RUN(dm_pp_first_append(out, out->n_first + nf));
+        if (nf) DM_PP_CHECK(cudaMemcpyAsync(out->first + out->n_first, w->f_list, (size_t)nf * 8, cudaMemcpyDeviceToHost, st));
         DM_PP_CHECK(cudaEventRecord(w->ev[3], st));
         DM_PP_CHECK(cudaStreamSynchronize(st));
+        if (o)
+            for (size_t i = out->n_first; i < out->n_first + nf; i++) out->first[i] += o;
+        out->n_first += nf;
         if (base)
             for (size_t i = o; i < o + kept; i++) out->start[i] += base;
         if (o)
@@ -875,6 +985,14 @@ static int dm_pp_run_big_doc(dm_tok_result *out, const dm_tok_batch *in, size_t 
         memcpy(out->stem_len + o, r.stem_len, r.n_tokens);
         for (size_t i = 0; i < r.n_tokens; i++) out->start[o + i] = r.start[i] + base;
         memcpy(out->stems + base, r.stems, (size_t)off[1]);
+        /* its first occurrences by the same step on the host */
+        rc = dm_tok_first_hd(&r);
+        if (rc >= 0) rc = dm_pp_first_append(out, out->n_first + r.n_first);
+    }
+    if (rc >= 0) {
+        size_t o = out->n_tokens;
+        for (size_t i = 0; i < r.n_first; i++) out->first[out->n_first + i] = o + r.first[i];
+        out->n_first += r.n_first;
         out->doc_tok[d] = o;
         out->doc_tok[d + 1] = o + r.n_tokens;
         out->n_tokens += r.n_tokens;
@@ -961,10 +1079,10 @@ static int dm_pp_cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int dm_pp_kernel_bench_run(double *seconds, double phase[3], size_t *tokens, const dm_tok_batch *in,
+static int dm_pp_kernel_bench_run(double *seconds, double phase[4], size_t *tokens, const dm_tok_batch *in,
                                   const dm_stopset *stop, const dm_tok_options *opt, int repeats, dm_pp_ws *w);
 
-extern "C" int dm_pp_cuda_kernel_bench(double *seconds, double phase[3], size_t *tokens,
+extern "C" int dm_pp_cuda_kernel_bench(double *seconds, double phase[4], size_t *tokens,
                                        const dm_tok_batch *in, const dm_stopset *stop,
                                        const dm_tok_options *opt, int repeats)
 {
@@ -990,13 +1108,13 @@ extern "C" int dm_pp_cuda_kernel_bench(double *seconds, double phase[3], size_t 
     return rc;
 }
 
-static int dm_pp_kernel_bench_run(double *seconds, double phase[3], size_t *tokens, const dm_tok_batch *in,
+static int dm_pp_kernel_bench_run(double *seconds, double phase[4], size_t *tokens, const dm_tok_batch *in,
                                   const dm_stopset *stop, const dm_tok_options *opt, int repeats, dm_pp_ws *w)
 {
     size_t n = in->text_len, nd = in->n_docs;
     DM_CUDA_TRY(cudaMemcpy(w->text, in->text, n, cudaMemcpyHostToDevice));
     DM_CUDA_TRY(cudaMemcpy(w->doc_off, in->doc_off, (nd + 1) * 8, cudaMemcpyHostToDevice));
-    double *all = (double *)malloc((size_t)repeats * 4 * sizeof(double));
+    double *all = (double *)malloc((size_t)repeats * 5 * sizeof(double));
     if (!all) return DM_ERR(DM_ERR_NOMEM, "kernel bench: out of memory");
     int rc = DM_OK;
     uint32_t t = 0, kept = 0;
@@ -1007,19 +1125,19 @@ static int dm_pp_kernel_bench_run(double *seconds, double phase[3], size_t *toke
     for (int r = 0; rc >= 0 && r < repeats; r++) {
         rc = dm_pp_kernels(n, nd, stop, opt, &t, &kept, drops, 1);
         if (rc < 0) break;
-        if (cudaEventSynchronize(w->kev[3]) != cudaSuccess) {
+        if (cudaEventSynchronize(w->kev[4]) != cudaSuccess) {
             rc = DM_ERR(DM_ERR_CUDA, "kernel bench: run failed");
             break;
         }
-        float ms[3] = {0, 0, 0};
-        for (int p = 0; p < 3; p++) cudaEventElapsedTime(&ms[p], w->kev[p], w->kev[p + 1]);
+        float ms[4] = {0, 0, 0, 0};
+        for (int p = 0; p < 4; p++) cudaEventElapsedTime(&ms[p], w->kev[p], w->kev[p + 1]);
         all[r] = 1e-3 * ((double)ms[0] + ms[1] + ms[2]);
-        for (int p = 0; p < 3; p++) all[(size_t)repeats * (p + 1) + r] = 1e-3 * ms[p];
+        for (int p = 0; p < 4; p++) all[(size_t)repeats * (p + 1) + r] = 1e-3 * ms[p];
     }
     if (rc >= 0) {
-        for (int p = 0; p < 4; p++) qsort(all + (size_t)repeats * p, (size_t)repeats, sizeof(double), dm_pp_cmp_double);
+        for (int p = 0; p < 5; p++) qsort(all + (size_t)repeats * p, (size_t)repeats, sizeof(double), dm_pp_cmp_double);
         *seconds = all[repeats / 2];
-        for (int p = 0; p < 3; p++) phase[p] = all[(size_t)repeats * (p + 1) + repeats / 2];
+        for (int p = 0; p < 4; p++) phase[p] = all[(size_t)repeats * (p + 1) + repeats / 2];
         *tokens = kept;
     }
     free(all);

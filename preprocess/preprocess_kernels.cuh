@@ -1,6 +1,6 @@
 /* CUDA kernels of the preprocess module: token bounds (starts counted per tile, tiles scanned,
  * tokens placed), process tokens (filter, stop set, Porter stem, hash), compact kept tokens,
- * per-document token bounds.
+ * per-document token bounds, first occurrences of the terms (set insert, flag).
  * Templates only for compile-time launch parameters (block size, rake, strided). The per-element
  * code is tokenize_hd.h, shared with the host emulation. Reference: dm_tokenize_cpu. */
 #ifndef DM_PREPROCESS_KERNELS_CUH
@@ -59,6 +59,22 @@ typedef struct dm_pp_docs_args {
     uint64_t kept;
     uint64_t *doc_tok;
 } dm_pp_docs_args;
+
+/* First occurrences (tokenize_hd.h, step 6) of the n kept tokens: the set is cleared, every
+ * token inserted, every token flagged, and CUB lists the flagged indices in order. */
+typedef struct dm_pp_first_args {
+    const uint64_t *hash, *start; /* the kept tokens (out_hash, out_start: relative to stems) */
+    const uint8_t *len;
+    const char *stems;
+    size_t n;
+    uint64_t *keys;               /* dm_tok_first_slots(n) slots */
+    uint32_t *idx;
+    uint8_t *flag;                /* n */
+    uint64_t *list;               /* n: the flagged indices, ascending */
+    uint32_t *n_list;             /* their number (one word, device) */
+    void *cub_tmp;                /* CUB select storage for n */
+    size_t cub_bytes;
+} dm_pp_first_args;
 
 /* Item i of thread gtid under a rake policy. */
 template <int RAKE, bool STRIDED>
@@ -198,6 +214,29 @@ __global__ void __launch_bounds__(BLOCK) dm_pp_docs_kernel(dm_pp_docs_args a)
     for (int r = 0; r < RAKE; r++) {
         size_t d = dm_pp_item<RAKE, STRIDED>(gtid, nth, r);
         if (d <= a.n_docs) a.doc_tok[d] = dm_tok_lower_bound(a.kept_start, a.kept, a.doc_off[d]);
+    }
+}
+
+template <int BLOCK, int RAKE, bool STRIDED>
+__global__ void __launch_bounds__(BLOCK) dm_pp_first_insert_kernel(dm_pp_first_args a, uint64_t mask)
+{
+    size_t gtid = (size_t)blockIdx.x * BLOCK + threadIdx.x, nth = (size_t)gridDim.x * BLOCK;
+#pragma unroll
+    for (int r = 0; r < RAKE; r++) {
+        size_t i = dm_pp_item<RAKE, STRIDED>(gtid, nth, r);
+        if (i < a.n) dm_tok_first_insert(a.keys, a.idx, mask, a.hash[i], (uint32_t)i);
+    }
+}
+
+template <int BLOCK, int RAKE, bool STRIDED>
+__global__ void __launch_bounds__(BLOCK) dm_pp_first_flag_kernel(dm_pp_first_args a, uint64_t mask)
+{
+    size_t gtid = (size_t)blockIdx.x * BLOCK + threadIdx.x, nth = (size_t)gridDim.x * BLOCK;
+#pragma unroll
+    for (int r = 0; r < RAKE; r++) {
+        size_t i = dm_pp_item<RAKE, STRIDED>(gtid, nth, r);
+        if (i < a.n)
+            a.flag[i] = (uint8_t)dm_tok_first_flag(a.keys, a.idx, mask, a.hash, a.start, a.len, a.stems, (uint32_t)i);
     }
 }
 

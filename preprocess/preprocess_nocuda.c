@@ -34,7 +34,7 @@ int dm_pp_cuda_set_device(int dev)
 {
     return DM_ERR(DM_ERR_UNSUPPORTED, "preprocess: this docmine was built without CUDA");
 }
-int dm_pp_cuda_kernel_bench(double *seconds, double phase[3], size_t *tokens, const dm_tok_batch *in,
+int dm_pp_cuda_kernel_bench(double *seconds, double phase[4], size_t *tokens, const dm_tok_batch *in,
                             const dm_stopset *stop, const dm_tok_options *opt, int repeats)
 {
     return DM_ERR(DM_ERR_UNSUPPORTED, "preprocess: this docmine was built without CUDA");

@@ -1,4 +1,4 @@
-/* Tuning workloads of the preprocess kernels tokens and docs (preprocess_tune.h):
+/* Tuning workloads of the preprocess kernels tokens, docs and first (preprocess_tune.h):
  * seeded, device-resident inputs of n work units as the batch pipeline (dm_pp_kernels) hands
  * them to the kernel, one launch of the instance under test, and its output copied back, so that
  * the tuner can time every instance and reject one whose output differs from the default's.
@@ -8,12 +8,17 @@
  *    is counted on the host with the reference rule (dm_tok_mark_one).
  *  - docs: n - 1 documents of 200..3900 bytes (the kernel's n is documents + 1) and the sorted
  *    starts of their kept tokens. Output: every document's first kept token.
+ *  - first: n kept tokens drawn from n / 32 terms (skewed: the minimum of two uniform draws),
+ *    each with its stem bytes in a stems buffer; a few terms share another term's hash (collisions)
+ *    and some tokens have hash 0. Output: the flags, the number listed and the list.
  * Output buffers start from a fixed pattern; outputs are compared exactly. Prefixes of a state
  * serve the tuner's smaller sizes (resize).
  * Reference: the kernels' contracts in preprocess_kernels.cuh; the hooks' contract in
  * common/tune/tune.h. */
 #include <cuda_runtime.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <thrust/iterator/counting_iterator.h>
 #include <string.h>
 
 #include "common/status.h"
@@ -24,7 +29,7 @@
 
 namespace {
 
-enum kind { W_TOKENS, W_DOCS };
+enum kind { W_TOKENS, W_DOCS, W_FIRST };
 
 struct workload {
     int kind;
@@ -34,6 +39,7 @@ struct workload {
     char *text;      /* tokens: the host copy of the text (token counts of prefixes) */
     dm_pp_docs_args da;
     uint64_t *cum; /* docs: kept tokens before document d (host, n0 entries) */
+    dm_pp_first_args fa;
 };
 
 uint64_t rnd(uint64_t *s)
@@ -151,6 +157,60 @@ int create_docs(workload *w, size_t n, uint64_t seed)
     return rc;
 }
 
+int create_first(workload *w, size_t n, uint64_t seed)
+{
+    size_t nv = n / 32 + 16;
+    uint64_t *th = (uint64_t *)malloc(8 * nv), *h = (uint64_t *)malloc(8 * n), *st = (uint64_t *)malloc(8 * n);
+    uint32_t *toff = (uint32_t *)malloc(4 * nv);
+    uint8_t *tl = (uint8_t *)malloc(nv), *len = (uint8_t *)malloc(n);
+    char *tb = (char *)malloc(16 * nv), *stems = (char *)malloc(16 * n + 1);
+    int rc = th && h && st && toff && tl && len && tb && stems ? DM_OK : DM_ERR(DM_ERR_NOMEM, "preprocess bench: %zu tokens", n);
+    for (size_t v = 0; rc == DM_OK && v < nv; v++) { /* term v: "t", v in hex, 0..4 filler letters */
+        int l = snprintf(tb + 16 * v, 16, "t%zx%.*s", v, (int)(v % 5), "qxzvk");
+        toff[v] = (uint32_t)(16 * v);
+        tl[v] = (uint8_t)l;
+        th[v] = dm_term_hash(tb + 16 * v, (size_t)l);
+        if (v % 97 == 5) th[v] = th[v - 1]; /* a collision: same hash, other bytes */
+        if (v % 211 == 7) th[v] = 0;
+    }
+    size_t at = 0;
+    for (size_t i = 0; rc == DM_OK && i < n; i++) {
+        uint64_t a = rnd(&seed) % nv, b = rnd(&seed) % nv, v = a < b ? a : b;
+        memcpy(stems + at, tb + toff[v], tl[v]);
+        h[i] = th[v];
+        st[i] = at;
+        len[i] = tl[v];
+        at += tl[v];
+        stems[at++] = ' ';
+    }
+    dm_pp_first_args *a = &w->fa;
+    a->n = n;
+    uint64_t slots = dm_tok_first_slots(n);
+    if (rc == DM_OK) rc = dev(w, (uint64_t **)&a->hash, 8 * n, h);
+    if (rc == DM_OK) rc = dev(w, (uint64_t **)&a->start, 8 * n, st);
+    if (rc == DM_OK) rc = dev(w, (uint8_t **)&a->len, n, len);
+    if (rc == DM_OK) rc = dev(w, (char **)&a->stems, at + 1, stems);
+    if (rc == DM_OK) rc = dev(w, &a->keys, 8 * slots, NULL);
+    if (rc == DM_OK) rc = dev(w, &a->idx, 4 * slots, NULL);
+    if (rc == DM_OK) rc = dev(w, &a->flag, n, NULL);
+    if (rc == DM_OK) rc = dev(w, &a->list, 8 * n, NULL);
+    if (rc == DM_OK) rc = dev(w, &a->n_list, 4, NULL);
+    if (rc == DM_OK &&
+        cub::DeviceSelect::Flagged(NULL, a->cub_bytes, thrust::counting_iterator<uint64_t>(0), (const uint8_t *)NULL,
+                                   (uint64_t *)NULL, (uint32_t *)NULL, (int)n) != cudaSuccess)
+        rc = DM_ERR(DM_ERR_CUDA, "preprocess bench: select storage");
+    if (rc == DM_OK) rc = dev(w, (char **)&a->cub_tmp, a->cub_bytes, NULL);
+    free(th);
+    free(h);
+    free(st);
+    free(toff);
+    free(tl);
+    free(len);
+    free(tb);
+    free(stems);
+    return rc;
+}
+
 int create(void **state, size_t n, uint64_t seed, int kind)
 {
     *state = NULL;
@@ -159,7 +219,7 @@ int create(void **state, size_t n, uint64_t seed, int kind)
     if (!w) return DM_ERR(DM_ERR_NOMEM, "preprocess bench: out of memory");
     w->kind = kind;
     w->n = w->n0 = n;
-    int rc = kind == W_TOKENS ? create_tokens(w, n, seed) : create_docs(w, n, seed);
+    int rc = kind == W_TOKENS ? create_tokens(w, n, seed) : kind == W_DOCS ? create_docs(w, n, seed) : create_first(w, n, seed);
     if (rc == DM_OK && cudaDeviceSynchronize() != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "preprocess bench: upload failed");
     if (rc != DM_OK) {
         destroy(w);
@@ -175,11 +235,13 @@ extern "C" {
 
 int dm_pp_bench_tokens_create(void **state, size_t n, uint64_t seed) { return create(state, n, seed, W_TOKENS); }
 int dm_pp_bench_docs_create(void **state, size_t n, uint64_t seed) { return create(state, n, seed, W_DOCS); }
+int dm_pp_bench_first_create(void **state, size_t n, uint64_t seed) { return create(state, n, seed, W_FIRST); }
 
 int dm_pp_tune_bench_run(void *state, const dm_tune_instance *inst, void *stream)
 {
     workload *w = (workload *)state;
     if (w->kind == W_TOKENS) return inst->launch(&w->pa, w->n, stream);
+    if (w->kind == W_FIRST) return inst->launch(&w->fa, w->n, stream);
     return inst->launch(&w->da, w->n, stream);
 }
 
@@ -192,6 +254,13 @@ int dm_pp_tune_bench_output(void *state, void *host, size_t *nbytes)
         if (!h) return DM_OK;
         DM_TRY(down(h, w->pa.tok_start, 4 * w->t));
         return down(h + 4 * w->t, w->pa.tok_end, 4 * w->t);
+    }
+    if (w->kind == W_FIRST) { /* flags, the number listed, the list (entries past it: untouched) */
+        *nbytes = 9 * w->n + 4;
+        if (!h) return DM_OK;
+        DM_TRY(down(h, w->fa.flag, w->n));
+        DM_TRY(down(h + w->n, w->fa.n_list, 4));
+        return down(h + w->n + 4, w->fa.list, 8 * w->n);
     }
     *nbytes = 8 * w->n;
     return h ? down(h, w->da.doc_tok, 8 * w->n) : DM_OK;
@@ -207,6 +276,8 @@ int dm_pp_tune_bench_resize(void *state, size_t n)
     if (w->kind == W_TOKENS) {
         w->t = tokens_in(w->text, n);
         w->pa.n = n;
+    } else if (w->kind == W_FIRST) {
+        w->fa.n = n;
     } else {
         w->da.n_docs = n - 1;
         w->da.kept = w->cum[n - 1];

@@ -491,10 +491,17 @@ static int dm_sb_batch_terms(dm_sb_batch *p, const dm_tok_result *r)
     /* bytes up to the end of the last stem belong to the stems buffer: a token starting 8 or
      * more bytes before that end can be read as a word */
     uint64_t safe = n ? start[n - 1] + len[n - 1] : 0;
-    for (size_t i = 0; i < n; i++) {
+    /* with the backend's list of possible first occurrences (dm_tok_result.first), only those
+     * tokens: every other one repeats a listed token's term, already in the table */
+    const uint64_t *list = r->first;
+    size_t m = list ? r->n_first : n;
+    for (size_t q = 0; q < m; q++) {
         size_t mask = p->tab_cap - 1;
+        size_t i = list ? (size_t)list[q] : q;
+        if (i >= n) return DM_ERR(DM_ERR_INVALID_ARG, "token stream: first-occurrence index %zu of %zu tokens", i, n);
 #if defined(__GNUC__)
-        if (i + DM_SB_PREFETCH < n) __builtin_prefetch(p->tab + 2 * (hash[i + DM_SB_PREFETCH] & mask));
+        if (q + DM_SB_PREFETCH < m)
+            __builtin_prefetch(p->tab + 2 * (hash[list ? (size_t)list[q + DM_SB_PREFETCH] : q + DM_SB_PREFETCH] & mask));
 #endif
         uint64_t h = hash[i];
         const char *w = stems + start[i];

@@ -7,8 +7,10 @@
  *  - per batch, in three steps (what the pipeline's workers do, so that most of the work runs
  *    in parallel and only a small part in batch order):
  *      dm_sb_batch_prepare  any thread, any time: the batch's distinct terms (one probe per
- *                           token into a small table of the batch) and its ids and labels laid
- *                           out as in the stream; touches no builder state;
+ *                           token into a small table of the batch; only per listed token when
+ *                           the result lists its possible first occurrences, dm_tok_result.first)
+ *                           and its ids and labels laid out as in the stream; touches no builder
+ *                           state;
  *      dm_sb_batch_commit   in batch order, one thread at a time: reserves the batch's ranges of
  *                           documents, tokens, id and label bytes (growing the arrays), inserts
  *                           only the distinct terms into the vocabulary, adds the counters;

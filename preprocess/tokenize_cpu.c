@@ -22,6 +22,7 @@ void dm_tok_result_free(dm_tok_result *r)
     free(r->stem_len);
     free(r->doc_tok);
     free(r->stems);
+    free(r->first);
     memset(r, 0, sizeof(*r));
 }
 

@@ -1,5 +1,5 @@
 /* dm_tokenize_hd: the GPU tokeniser's algorithm (tokenize_hd.h: mark, scan, place, process, scan,
- * compact, per-document bounds) run step by step on the host, so that the kernels' logic is tested
+ * compact, per-document bounds, first occurrences) run step by step on the host, so that the kernels' logic is tested
  * against dm_tokenize_cpu on machines without a GPU. The kernels do the same steps per tile
  * (starts counted per tile and scanned, kept tokens staged per tile and moved); the per-byte and
  * per-token rules are these. Reference: dm_tokenize_cpu. */
@@ -9,6 +9,34 @@
 #include "common/status.h"
 #include "preprocess/preprocess.h"
 #include "preprocess/tokenize_hd.h"
+
+int dm_tok_first_hd(dm_tok_result *r)
+{
+    free(r->first);
+    r->first = NULL;
+    r->n_first = 0;
+    size_t n = r->n_tokens;
+    if (n >= 0xffffffffu) return DM_ERR(DM_ERR_INVALID_ARG, "tokenise: %zu tokens in one batch", n);
+    uint64_t slots = dm_tok_first_slots(n);
+    uint64_t *keys = calloc(slots, sizeof(*keys));
+    uint32_t *idx = malloc(slots * sizeof(*idx));
+    r->first = malloc((n ? n : 1) * sizeof(*r->first));
+    if (!keys || !idx || !r->first) {
+        free(keys);
+        free(idx);
+        free(r->first);
+        r->first = NULL;
+        return DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");
+    }
+    memset(idx, 0xff, slots * sizeof(*idx));
+    for (size_t i = 0; i < n; i++) dm_tok_first_insert(keys, idx, slots - 1, r->hash[i], (uint32_t)i);
+    for (size_t i = 0; i < n; i++)
+        if (dm_tok_first_flag(keys, idx, slots - 1, r->hash, r->start, r->stem_len, r->stems, (uint32_t)i))
+            r->first[r->n_first++] = i;
+    free(keys);
+    free(idx);
+    return DM_OK;
+}
 
 int dm_tokenize_hd(dm_tok_result *out, const dm_tok_batch *in, const dm_stopset *stop,
                    const dm_tok_options *opt)
@@ -78,6 +106,7 @@ int dm_tokenize_hd(dm_tok_result *out, const dm_tok_batch *in, const dm_stopset 
     out->n_tokens = out->cap = kept;
     for (size_t d = 0; d <= in->n_docs; d++)
         out->doc_tok[d] = dm_tok_lower_bound(out->start, kept, in->doc_off[d]);
+    rc = dm_tok_first_hd(out);
 done2:
     free(ts);
     free(te);

@@ -3,7 +3,8 @@
  * code: (1) mark token starts and ends in the normalised text, (2) after an exclusive scan of the
  * start flags, place each token's [start, end), (3) per token: filter, stem (porter.h), hash and
  * write the stem over the token's first bytes, (4) after a scan of the keep flags, compact, and
- * (5) per document, count its kept tokens by binary search over the kept starts.
+ * (5) per document, count its kept tokens by binary search over the kept starts, (6) mark the
+ * tokens that may be their term's first occurrence in the batch (a hash set of the hashes).
  * Reference: dm_tokenize_cpu (identical output is tested). */
 #ifndef DM_TOKENIZE_HD_H
 #define DM_TOKENIZE_HD_H
@@ -98,6 +99,62 @@ DM_HD uint64_t dm_tok_lower_bound(const uint64_t *starts, uint64_t n, uint64_t p
         else hi = mid;
     }
     return lo;
+}
+
+/* (6) first occurrences in a batch (the stream builder then probes only these tokens,
+ * stream_build.h): a hash set over the kept tokens' hashes, keys[k] = a hash (0: empty slot) and
+ * idx[k] = the smallest index of a token with that hash, probed linearly from hash & mask
+ * (mask + 1 slots, a power of two, at least twice the tokens). Tokens whose hash is 0 are not
+ * inserted. (6a) inserts token i; the GPU claims slots with atomicCAS and lowers idx with
+ * atomicMin, the host emulation runs one token at a time. */
+DM_HD void dm_tok_first_insert(uint64_t *keys, uint32_t *idx, uint64_t mask, uint64_t h, uint32_t i)
+{
+    if (h == 0) return;
+    for (uint64_t k = h & mask;; k = (k + 1) & mask) {
+#ifdef __CUDA_ARCH__
+        /* plain reads first: a key is written once (0 -> h) and an index only falls, so a stale
+         * read costs at most an atomic that was not needed; frequent terms then skip both */
+        uint64_t cur = keys[k];
+        if (cur == 0) cur = atomicCAS((unsigned long long *)&keys[k], 0ull, (unsigned long long)h);
+        if (cur == 0 || cur == h) {
+            if (i < idx[k]) atomicMin(&idx[k], i);
+            return;
+        }
+#else
+        if (keys[k] == 0) keys[k] = h;
+        if (keys[k] == h) {
+            if (i < idx[k]) idx[k] = i;
+            return;
+        }
+#endif
+    }
+}
+
+/* (6b) after every insert: 1 when token i may be the first occurrence of its (hash, stem) in the
+ * batch (it is the first with its hash, or its hash is 0, or its stem differs from that of the
+ * first token with its hash: a collision), 0 when an earlier token has the same hash and stem.
+ * stems and start as in dm_tok_result (start relative to stems). */
+DM_HD int dm_tok_first_flag(const uint64_t *keys, const uint32_t *idx, uint64_t mask, const uint64_t *hash,
+                            const uint64_t *start, const uint8_t *len, const char *stems, uint32_t i)
+{
+    uint64_t h = hash[i];
+    if (h == 0) return 1;
+    uint64_t k = h & mask;
+    while (keys[k] != h) k = (k + 1) & mask;
+    uint32_t m = idx[k];
+    if (m == i || len[m] != len[i]) return 1;
+    const char *a = stems + start[m], *b = stems + start[i];
+    for (uint32_t j = 0; j < len[i]; j++)
+        if (a[j] != b[j]) return 1;
+    return 0;
+}
+
+/* Slots of the (6) set for t tokens: the smallest power of two >= 2t (at least 1024). */
+DM_HD uint64_t dm_tok_first_slots(uint64_t t)
+{
+    uint64_t c = 1024;
+    while (c < 2 * t) c *= 2;
+    return c;
 }
 
 #endif

@@ -49,7 +49,8 @@ static void usage(void)
            "--build-only: only the token stream build (host, one thread): the corpus normalised and\n"
            "repeated into one batch of about 32 MB, tokenised once (CPU backend), built as\n"
            "--build-batches batches (default 19, about 1 GB of Reuters input) with their own ids, with\n"
-           "the builder's prefault threads as in the pipeline.\n"
+           "the builder's prefault threads as in the pipeline; twice: every token probed (CPU backend),\n"
+           "then only the tokens the CUDA backend lists as possible first occurrences.\n"
            "--instances: with the kernel table, every instance of the token-bounds and process\n"
            "kernels on the same text (CUDA).\n"
            "--no-prefault: the build (--build-only) or the pipeline (end to end) without the stream\n"
@@ -179,7 +180,7 @@ static int acc_init(acc *a)
  * only; the median counts (dm_pp_cuda_kernel_bench), with its phases. CPU: the median wall time
  * of dm_tokenize_cpu on the same batch (the same work from host memory). */
 typedef struct kres {
-    double gbps, seconds, phase[3], norm_bytes;
+    double gbps, seconds, phase[4], norm_bytes;
     size_t tokens;
 } kres;
 
@@ -203,7 +204,7 @@ static int sweep_instances(const dm_tok_batch *b, const dm_stopset *stop, const 
         const dm_tune_kernel *tk = dm_tune_kernel_find(name);
         for (int i = 0; rc >= 0 && i < dm_pp_cuda_instance_count(kk); i++) {
             rc = dm_pp_cuda_force_instance(kk, i);
-            double sec = 0, ph[3] = {0, 0, 0};
+            double sec = 0, ph[4] = {0, 0, 0, 0};
             size_t tok = 0;
             if (rc >= 0) rc = dm_pp_cuda_kernel_bench(&sec, ph, &tok, b, stop, o, krep);
             char pol[96] = "?";
@@ -280,9 +281,66 @@ static double tnow(void)
 
 /* The token stream build alone, on one thread: prepare, commit and fill of nb batches (each the
  * same tokenised batch of about 32 MB under new document ids, as the pipeline's workers run them)
- * and the final vocabulary sort, timed per step (thread CPU time and wall time). With prefault,
- * the builder's prefault threads populate the stream's pages ahead of the fills, as in the
- * pipeline; their thread-seconds are printed apart. */
+ * and the final vocabulary sort, timed per step (thread CPU time and wall time), twice: every
+ * token probed for the batch's distinct terms (the CPU backend's result), then only the tokens
+ * listed as possible first occurrences (the CUDA backend's result carries that list; here it is
+ * made on the host by the same step, dm_tok_first_hd, untimed). With prefault, the builder's
+ * prefault threads populate the stream's pages ahead of the fills, as in the pipeline; their
+ * thread-seconds are printed apart. */
+static int build_once(dm_tok_result *r, const acc *a, int nb, int prefault, char *meta, size_t mcap)
+{
+    dm_stream_builder sb;
+    dm_sb_batch sp;
+    memset(&sp, 0, sizeof(sp));
+    DM_TRY(dm_sb_init(&sb));
+    if (prefault) DM_TRY(dm_sb_prefault_start(&sb));
+    double c[4] = {0, 0, 0, 0}, w[4] = {0, 0, 0, 0};
+    for (int k = 0; k < nb; k++) {
+        size_t m = 0;
+        for (size_t d = 0; d < a->n; d++) {
+            m += (size_t)snprintf(meta + m, mcap - m, "copy%04d/reut2-%03zu.sgm:%zu", k, d % 22, d) + 1;
+            m += (size_t)snprintf(meta + m, mcap - m, "%s", d % 4 ? "earn" : "") + 1;
+        }
+        double c0 = tnow(), w0 = now();
+        DM_TRY(dm_sb_batch_prepare(&sp, r, meta));
+        double c1 = tnow(), w1 = now();
+        DM_TRY(dm_sb_batch_commit(&sb, &sp, r));
+        double c2 = tnow(), w2 = now();
+        dm_sb_batch_fill(&sb, &sp, r);
+        double c3 = tnow(), w3 = now();
+        c[0] += c1 - c0, c[1] += c2 - c1, c[2] += c3 - c2;
+        w[0] += w1 - w0, w[1] += w2 - w1, w[2] += w3 - w2;
+    }
+    size_t distinct = sp.n_terms;
+    dm_token_stream s;
+    double c0 = tnow(), w0 = now(), pf_s = 0;
+    uint64_t pf_bytes = 0;
+    dm_sb_prefault_stop(&sb, &pf_s, &pf_bytes); /* the trim of the lookahead counts as finish */
+    DM_TRY(dm_sb_finish(&s, &sb));
+    c[3] = tnow() - c0, w[3] = now() - w0;
+    double tok = (double)r->n_tokens * nb, ct = c[0] + c[1] + c[2] + c[3], wt = w[0] + w[1] + w[2] + w[3];
+    printf("\ntoken stream build (host, one thread), %s: %d batches of %.1f MB normalised, %zu documents, "
+           "%zu tokens, %zu distinct terms each; %.0f tokens, %zu terms in the stream\n",
+           r->first ? "listed first occurrences only (CUDA backend)" : "every token probed (CPU backend)", nb,
+           (double)a->len / 1e6, a->n, r->n_tokens, distinct, tok, s.n_terms);
+    if (r->first)
+        printf("tokens listed as possible first occurrences: %zu of %zu per batch\n", r->n_first, r->n_tokens);
+    printf("%-10s %9s %9s %9s\n", "step", "cpu_s", "wall_s", "ns/token");
+    static const char *nm[4] = {"prepare", "commit", "fill", "finish"};
+    for (int i = 0; i < 4; i++) printf("%-10s %9.3f %9.3f %9.2f\n", nm[i], c[i], w[i], c[i] / tok * 1e9);
+    printf("%-10s %9.3f %9.3f %9.2f\n", "total", ct, wt, ct / tok * 1e9);
+    printf("in batch order (serial in the pipeline): commit %.3f s (%.1f%%); the rest runs on the "
+           "pipeline's workers in parallel\n", c[1], 100 * c[1] / ct);
+    if (prefault)
+        printf("prefault threads (%d, beside the build): %.3f thread-s populating %.1f MB of the stream\n",
+               DM_SB_PF_THREADS, pf_s, (double)pf_bytes / 1e6);
+    else
+        printf("prefault off (--no-prefault): the fills fault the stream's pages\n");
+    dm_token_stream_free(&s);
+    dm_sb_batch_free(&sp);
+    return DM_OK;
+}
+
 static int run_build(const dm_pp_file_list *fl, int format, int nb, int prefault)
 {
     acc a;
@@ -303,59 +361,16 @@ static int run_build(const dm_pp_file_list *fl, int format, int nb, int prefault
     DM_TRY(dm_tokenize_cpu(&r, &b, &stop, &o));
     size_t mcap = a.n * 48 + 64;
     char *meta = malloc(mcap);
-    dm_stream_builder sb;
-    dm_sb_batch sp;
-    memset(&sp, 0, sizeof(sp));
-    if (!meta) return DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
-    DM_TRY(dm_sb_init(&sb));
-    if (prefault) DM_TRY(dm_sb_prefault_start(&sb));
-    double c[4] = {0, 0, 0, 0}, w[4] = {0, 0, 0, 0};
-    for (int k = 0; k < nb; k++) {
-        size_t m = 0;
-        for (size_t d = 0; d < a.n; d++) {
-            m += (size_t)snprintf(meta + m, mcap - m, "copy%04d/reut2-%03zu.sgm:%zu", k, d % 22, d) + 1;
-            m += (size_t)snprintf(meta + m, mcap - m, "%s", d % 4 ? "earn" : "") + 1;
-        }
-        double c0 = tnow(), w0 = now();
-        DM_TRY(dm_sb_batch_prepare(&sp, &r, meta));
-        double c1 = tnow(), w1 = now();
-        DM_TRY(dm_sb_batch_commit(&sb, &sp, &r));
-        double c2 = tnow(), w2 = now();
-        dm_sb_batch_fill(&sb, &sp, &r);
-        double c3 = tnow(), w3 = now();
-        c[0] += c1 - c0, c[1] += c2 - c1, c[2] += c3 - c2;
-        w[0] += w1 - w0, w[1] += w2 - w1, w[2] += w3 - w2;
-    }
-    size_t distinct = sp.n_terms;
-    dm_token_stream s;
-    double c0 = tnow(), w0 = now(), pf_s = 0;
-    uint64_t pf_bytes = 0;
-    dm_sb_prefault_stop(&sb, &pf_s, &pf_bytes); /* the trim of the lookahead counts as finish */
-    DM_TRY(dm_sb_finish(&s, &sb));
-    c[3] = tnow() - c0, w[3] = now() - w0;
-    double tok = (double)r.n_tokens * nb, ct = c[0] + c[1] + c[2] + c[3], wt = w[0] + w[1] + w[2] + w[3];
-    printf("\ntoken stream build (host, one thread): %d batches of %.1f MB normalised, %zu documents, "
-           "%zu tokens, %zu distinct terms each; %.0f tokens, %zu terms in the stream\n",
-           nb, (double)a.len / 1e6, a.n, r.n_tokens, distinct, tok, s.n_terms);
-    printf("%-10s %9s %9s %9s\n", "step", "cpu_s", "wall_s", "ns/token");
-    static const char *nm[4] = {"prepare", "commit", "fill", "finish"};
-    for (int i = 0; i < 4; i++) printf("%-10s %9.3f %9.3f %9.2f\n", nm[i], c[i], w[i], c[i] / tok * 1e9);
-    printf("%-10s %9.3f %9.3f %9.2f\n", "total", ct, wt, ct / tok * 1e9);
-    printf("in batch order (serial in the pipeline): commit %.3f s (%.1f%%); the rest runs on the "
-           "pipeline's workers in parallel\n", c[1], 100 * c[1] / ct);
-    if (prefault)
-        printf("prefault threads (%d, beside the build): %.3f thread-s populating %.1f MB of the stream\n",
-               DM_SB_PF_THREADS, pf_s, (double)pf_bytes / 1e6);
-    else
-        printf("prefault off (--no-prefault): the fills fault the stream's pages\n");
-    dm_token_stream_free(&s);
-    dm_sb_batch_free(&sp);
+    int rc = meta ? DM_OK : DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
+    if (rc >= 0) rc = build_once(&r, &a, nb, prefault, meta, mcap);
+    if (rc >= 0) rc = dm_tok_first_hd(&r);
+    if (rc >= 0) rc = build_once(&r, &a, nb, prefault, meta, mcap);
     dm_tok_result_free(&r);
     dm_stopset_free(&stop);
     free(meta);
     free(a.text);
     free(a.off);
-    return DM_OK;
+    return rc;
 }
 
 static double run_sklearn(const char *script, const char *corpus, int *ok)
@@ -476,16 +491,19 @@ int main(int argc, char **argv)
     /* table 1: kernels on device-resident normalised text */
     printf("\npreprocess benchmark: %zu files, GPU %s\n", fl.n, want_cuda ? dev.name : "none");
     printf("\nkernels on resident normalised text (%.3f GB; CUDA: median of %d, CUDA events around the "
-           "kernels only; CPU: dm_tokenize_cpu wall time)\n", nres ? kr[0].norm_bytes / 1e9 : 0.0, krep);
-    printf("%-7s %9s %9s %9s %9s %9s %9s\n", "backend", "total_ms", "tok_ms", "proc_ms", "docs_ms", "GB/s", "Mtok");
+           "kernels only; CPU: dm_tokenize_cpu wall time; first_ms: the list of the terms' first occurrences "
+           "for the stream build, run after the kernels and not in total_ms or GB/s)\n",
+           nres ? kr[0].norm_bytes / 1e9 : 0.0, krep);
+    printf("%-7s %9s %9s %9s %9s %9s %9s %9s\n", "backend", "total_ms", "tok_ms", "proc_ms", "docs_ms", "GB/s", "Mtok",
+           "first_ms");
     for (int i = 0; i < nres; i++) {
         kres *k = &kr[i];
         if (kname[i][1] == 'u')
-            printf("%-7s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", kname[i], k->seconds * 1e3, k->phase[0] * 1e3,
-                   k->phase[1] * 1e3, k->phase[2] * 1e3, k->gbps, (double)k->tokens / 1e6);
+            printf("%-7s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", kname[i], k->seconds * 1e3, k->phase[0] * 1e3,
+                   k->phase[1] * 1e3, k->phase[2] * 1e3, k->gbps, (double)k->tokens / 1e6, k->phase[3] * 1e3);
         else
-            printf("%-7s %9.2f %9s %9s %9s %9.2f %9.2f\n", kname[i], k->seconds * 1e3, "-", "-", "-", k->gbps,
-                   (double)k->tokens / 1e6);
+            printf("%-7s %9.2f %9s %9s %9s %9.2f %9.2f %9s\n", kname[i], k->seconds * 1e3, "-", "-", "-", k->gbps,
+                   (double)k->tokens / 1e6, "-");
         if (kname[i][1] == 'u' && k->gbps < 50) {
             static const char *pn[3] = {"tokenise (count per tile, scan, place)",
                                         "process (filter, stop, stem, hash, compact)", "document bounds"};
@@ -494,9 +512,9 @@ int main(int argc, char **argv)
                 if (k->phase[p] > k->phase[pm]) pm = p;
             printf("  target missed: kernels %.2f GB/s < 50 GB/s, slowest phase: %s\n", k->gbps, pn[pm]);
         }
-        json_t *j = json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:i}", "backend", kname[i], "normalized_bytes",
+        json_t *j = json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:i}", "backend", kname[i], "normalized_bytes",
                               k->norm_bytes, "seconds", k->seconds, "tokenise_s", k->phase[0], "process_s",
-                              k->phase[1], "docs_s", k->phase[2], "gbps", k->gbps, "tokens",
+                              k->phase[1], "docs_s", k->phase[2], "first_s", k->phase[3], "gbps", k->gbps, "tokens",
                               (json_int_t)k->tokens, "repeats", krep);
         json_array_append_new(runs, j);
     }

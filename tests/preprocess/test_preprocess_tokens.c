@@ -308,18 +308,22 @@ static void check_streams_equal(const dm_token_stream *u, const dm_token_stream 
  * the threads, the lookahead is trimmed): the streams must be identical, ids, labels, vocabulary
  * order and collision count included. Seeded words with many repeats, 30000+ distinct ones per
  * batch (the distinct table rehashes several times), stems longer than 8 bytes, an empty batch,
- * and forced collisions: one in a batch (two stems, one hash) and one across batches. */
+ * and forced collisions: one in a batch (two stems, one hash), one across batches and two stems
+ * with hash 0. A fourth stream is built from the lists of possible first occurrences that the
+ * CUDA backend gives (dm_tok_first_hd: its step 6 on the host), probing only the listed tokens. */
 static void test_stream_batches_identical(void)
 {
     enum { NB = 4 };
-    dm_stream_builder a, b, c;
+    dm_stream_builder a, b, c, e;
     CU_ASSERT_EQUAL_FATAL(dm_sb_init(&a), 0);
     CU_ASSERT_EQUAL_FATAL(dm_sb_init(&b), 0);
     CU_ASSERT_EQUAL_FATAL(dm_sb_init(&c), 0);
+    CU_ASSERT_EQUAL_FATAL(dm_sb_init(&e), 0);
     CU_ASSERT_EQUAL_FATAL(dm_sb_prefault_start(&c), 0);
-    dm_sb_batch sp[NB];
+    dm_sb_batch sp[NB], sf[NB];
     memset(sp, 0, sizeof(sp));
-    dm_tok_result res[NB];
+    memset(sf, 0, sizeof(sf));
+    dm_tok_result res[NB], rf[NB];
     uint64_t seed = 12345;
     size_t docs = 0;
     for (int batch = 0; batch < NB; batch++) {
@@ -339,9 +343,12 @@ static void test_stream_batches_identical(void)
             hash[i] = dm_term_hash(stems + off, (size_t)l);
             off += (size_t)l + 1;
         }
-        /* in this batch "w7" takes the hash of "w5"; across batches: "w9" of batch 3 that of "w11" */
+        /* in this batch "w7" takes the hash of "w5"; across batches: "w9" of batch 3 that of "w11";
+         * "w3" and "w4" both hash to 0 in batch 1 (the set of step 6 leaves hash 0 out) */
         for (size_t i = 0; i < nt; i++) {
             if (len[i] == 2 && memcmp(stems + start[i], "w7", 2) == 0) hash[i] = dm_term_hash("w5", 2);
+            if (batch == 1 && len[i] == 2 && (memcmp(stems + start[i], "w3", 2) == 0 || memcmp(stems + start[i], "w4", 2) == 0))
+                hash[i] = 0;
             if (batch == 3 && len[i] == 2 && memcmp(stems + start[i], "w9", 2) == 0) hash[i] = dm_term_hash("w11", 3);
         }
         for (size_t d = 0; d <= nd; d++) doc_tok[d] = d * nt / nd;
@@ -354,10 +361,23 @@ static void test_stream_batches_identical(void)
             m += (size_t)sprintf(meta + m, "%s", id) + 1;
             m += (size_t)sprintf(meta + m, "%s", lab) + 1;
         }
-        dm_tok_result r = {nt, nt, hash, start, len, doc_tok, stems, nd, (uint64_t)batch, 1, 2, 3, NULL};
+        dm_tok_result r = {nt, nt, hash, start, len, doc_tok, stems, nd, (uint64_t)batch, 1, 2, 3, NULL, NULL, 0};
         res[batch] = r;
         CU_ASSERT_EQUAL_FATAL(dm_sb_add_tokens(&a, docs, &r), 0);
         CU_ASSERT_EQUAL_FATAL(dm_sb_batch_prepare(&sp[batch], &r, meta), 0);
+        /* the GPU's way: the batch's list of possible first occurrences (step 6 on the host),
+         * then only the listed tokens probed: the same distinct terms in the same order */
+        rf[batch] = r;
+        CU_ASSERT_EQUAL_FATAL(dm_tok_first_hd(&rf[batch]), 0);
+        CU_ASSERT(rf[batch].n_first >= sp[batch].n_terms && rf[batch].n_first <= nt);
+        /* beyond the distinct terms, only the repeats of a colliding stem and of hash 0 */
+        CU_ASSERT(rf[batch].n_first <= sp[batch].n_terms + nt / 50);
+        for (size_t q = 1; q < rf[batch].n_first; q++) CU_ASSERT(rf[batch].first[q] > rf[batch].first[q - 1]);
+        CU_ASSERT_EQUAL_FATAL(dm_sb_batch_prepare(&sf[batch], &rf[batch], meta), 0);
+        CU_ASSERT_EQUAL_FATAL(sf[batch].n_terms, sp[batch].n_terms);
+        CU_ASSERT_EQUAL(memcmp(sf[batch].term_hash, sp[batch].term_hash, sp[batch].n_terms * 8), 0);
+        CU_ASSERT_EQUAL(memcmp(sf[batch].term_len, sp[batch].term_len, sp[batch].n_terms), 0);
+        CU_ASSERT_EQUAL(memcmp(sf[batch].term_bytes, sp[batch].term_bytes, sp[batch].term_bytes_len), 0);
         CU_ASSERT_EQUAL(sp[batch].n_docs, nd);
         if (nt) CU_ASSERT(sp[batch].n_terms > 200 && sp[batch].n_terms < nt);
         /* first occurrences, in token order, each (hash, bytes) once */
@@ -374,6 +394,7 @@ static void test_stream_batches_identical(void)
     /* commits in order; fills late and out of order (a filled batch may be committed again) */
     commit_fill_out_of_order(&b, sp, res);
     commit_fill_out_of_order(&c, sp, res);
+    commit_fill_out_of_order(&e, sf, rf);
     double pf_s = -1;
     uint64_t pf_bytes = 1;
     dm_sb_prefault_stop(&c, &pf_s, &pf_bytes);
@@ -383,23 +404,28 @@ static void test_stream_batches_identical(void)
     CU_ASSERT(pf_s == 0 && pf_bytes == 0);
     for (int k = 0; k < NB; k++) {
         dm_sb_batch_free(&sp[k]);
+        dm_sb_batch_free(&sf[k]);
+        free(rf[k].first);
         free(res[k].stems);
         free(res[k].start);
         free(res[k].hash);
         free(res[k].doc_tok);
         free(res[k].stem_len);
     }
-    dm_token_stream s, u, v;
+    dm_token_stream s, u, v, x;
     CU_ASSERT_EQUAL_FATAL(dm_sb_finish(&s, &a), 0);
     CU_ASSERT_EQUAL_FATAL(dm_sb_finish(&u, &b), 0);
     CU_ASSERT_EQUAL_FATAL(dm_sb_finish(&v, &c), 0);
-    CU_ASSERT_EQUAL(s.stats.hash_collisions, 2);
+    CU_ASSERT_EQUAL_FATAL(dm_sb_finish(&x, &e), 0);
+    CU_ASSERT_EQUAL(s.stats.hash_collisions, 3);
     CU_ASSERT_EQUAL(s.stats.docs_labelled, 24 + 25 + 2 + 26); /* d % 3 != 0 of 37, 38, 3, 40 */
     check_streams_equal(&u, &s);
     check_streams_equal(&v, &s);
+    check_streams_equal(&x, &s);
     dm_token_stream_free(&s);
     dm_token_stream_free(&u);
     dm_token_stream_free(&v);
+    dm_token_stream_free(&x);
 }
 
 /* Builds a small stream with a forced collision: two different stems given the same hash. */
@@ -416,7 +442,7 @@ static void test_stream_file_and_collisions(void)
     for (int i = 0; i < 5; i++) hash[i] = dm_term_hash(stems + start[i], len[i]);
     hash[4] = hash[1]; /* "zeta" collides with "beta" */
     uint64_t doc_tok[] = {0, 3, 5};
-    dm_tok_result r = {5, 5, hash, start, len, doc_tok, stems, 2, 0, 0, 0, 0, NULL};
+    dm_tok_result r = {5, 5, hash, start, len, doc_tok, stems, 2, 0, 0, 0, 0, NULL, NULL, 0};
     CU_ASSERT_EQUAL_FATAL(dm_sb_add_tokens(&b, 0, &r), 0);
     dm_token_stream s;
     CU_ASSERT_EQUAL_FATAL(dm_sb_finish(&s, &b), 0);
