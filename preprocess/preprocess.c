@@ -99,7 +99,9 @@ typedef struct dm_pp_run {
     dm_pp_batch slots[DM_PP_SLOTS_MAX];
     dm_pp_queue free_q, full_q;
     dm_pp_batch *cur;        /* being filled by the main thread */
-    size_t batch_bytes;
+    size_t batch_bytes;      /* the largest batch (dm_pp_target gives the current one's size) */
+    size_t units_taken;      /* units (files) whose pieces are all taken (main thread) */
+    uint64_t text_taken;     /* normalised bytes of those units */
     uint64_t next_seq;       /* sequence number of the next submitted batch (main thread) */
     uint64_t next_commit;    /* the batch whose turn it is to enter the stream (under commit_mu) */
     pthread_mutex_t commit_mu;
@@ -464,13 +466,37 @@ static int dm_pp_batch_text_reserve(dm_pp_batch *b, size_t need)
     return DM_OK;
 }
 
+#define DM_PP_MIN_BATCH ((size_t)2 << 20) /* the ramps' smallest batch (a reader's piece) */
+
+/* The size the batch being filled aims at (at most batch_bytes). Ramp up: batch k < workers
+ * aims at batch_bytes / 2^(workers - k), so that the first worker starts after a few MB
+ * instead of a full batch and the others follow (the pipeline's fill). Ramp down: the text still
+ * to come, estimated from the units taken so far (their mean normalised size), is split into a
+ * batch per worker, so that the last batches are short and the workers finish together instead
+ * of one worker running a full last batch while the others wait (the drain). Depends only on the
+ * input, never on timing; the output does not depend on batch sizes either way. */
+static size_t dm_pp_target(const dm_pp_run *r)
+{
+    size_t t = r->batch_bytes;
+    if (r->next_seq < (uint64_t)r->n_workers) {
+        size_t up = t >> (r->n_workers - (int)r->next_seq);
+        t = up > DM_PP_MIN_BATCH ? up : DM_PP_MIN_BATCH;
+    }
+    if (r->units_taken > 0 && r->units_taken < r->n_files) {
+        double left = (double)r->text_taken / (double)r->units_taken * (double)(r->n_files - r->units_taken);
+        double share = (left + (double)r->cur->text_len) / r->n_workers;
+        if (share < (double)t) t = share > (double)DM_PP_MIN_BATCH ? (size_t)share : DM_PP_MIN_BATCH;
+    }
+    return t < r->batch_bytes ? t : r->batch_bytes;
+}
+
 /* Appends a piece's documents to the current batch (in order); submits full batches. */
 static int dm_pp_take_piece(dm_pp_run *r, const dm_pp_piece *p)
 {
     dm_pp_batch *b = r->cur;
     /* a piece that does not fit the current batch starts a new one (a piece larger than a batch
      * makes a batch of its own: never truncated) */
-    if (b->n_docs > 0 && b->text_len + p->text_len > r->batch_bytes) {
+    if (b->n_docs > 0 && b->text_len + p->text_len > dm_pp_target(r)) {
         DM_TRY(dm_pp_submit(r));
         b = r->cur;
     }
@@ -485,7 +511,7 @@ static int dm_pp_take_piece(dm_pp_run *r, const dm_pp_piece *p)
     b->meta_len += p->meta_len;
     b->n_docs += p->n_docs;
     r->t_take += dm_now() - t0; /* copying only: waiting for a free batch is not normalising */
-    if (b->text_len >= r->batch_bytes) DM_TRY(dm_pp_submit(r));
+    if (b->text_len >= dm_pp_target(r)) DM_TRY(dm_pp_submit(r));
     return DM_OK;
 }
 
@@ -496,6 +522,7 @@ static int dm_pp_take_files(dm_pp_run *r)
     int rc = DM_OK;
     for (size_t i = 0; rc >= 0 && i < r->n_files; i++) {
         dm_pp_fslot *slot = &r->fslots[i % r->window];
+        uint64_t ftext = 0; /* normalised bytes of this file */
         for (;;) {
             pthread_mutex_lock(&r->rd_mu);
             double t0 = dm_now();
@@ -510,6 +537,7 @@ static int dm_pp_take_files(dm_pp_run *r)
             }
             pthread_mutex_unlock(&r->rd_mu);
             if (!p) break;
+            ftext += p->text_len;
             rc = dm_pp_take_piece(r, p);
             pthread_mutex_lock(&r->rd_mu);
             p->next = r->spare;
@@ -528,6 +556,8 @@ static int dm_pp_take_files(dm_pp_run *r)
         r->t_read += slot->t_read;
         r->t_norm += slot->t_norm;
         if (frc < 0) rc = DM_ERR(frc, "%s", slot->msg);
+        r->units_taken = i + 1;
+        r->text_taken += ftext;
         pthread_mutex_lock(&r->rd_mu);
         r->head_file = i + 1;
         pthread_cond_broadcast(&r->rd_cv);
@@ -705,6 +735,7 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     times->wait_slot = r->w_slot;
     times->wait_piece = r->w_piece;
     times->wait_read = r->w_read / nt;
+    times->batches = r->next_seq;
     if (rc >= 0) {
         dm_pp_stats_add(&r->sb.s.stats, &r->st);
         r->sb.s.flags = (opt->tok.stem ? 1u : 0u) | (opt->tok.keep_numbers ? 2u : 0u);

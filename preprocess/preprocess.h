@@ -335,7 +335,10 @@ typedef struct dm_preprocess_options {
     const char *stopwords;    /* NULL: built-in English list; "" : no stop words */
     int backend;              /* enum dm_backend (common/context.h); AUTO resolves from ctx */
     size_t batch_bytes;       /* normalised bytes per batch; 0 = automatic (an eighth of the
-                                 rank's input bytes, clamped to 1..32 MB). A document larger than
+                                 rank's input bytes, clamped to 1..32 MB). The first batches
+                                 (one per worker) and those near the end of the input are
+                                 smaller, so that every worker starts early and they end
+                                 together (preprocess.c, dm_pp_target). A document larger than
                                  a batch forms a batch of its own; the CUDA backend further splits
                                  batches to fit free device memory and tokenises a document too
                                  large for the device on the CPU (same output), never truncating */
@@ -372,6 +375,7 @@ typedef struct dm_pp_times {
      * over them); the calling thread waiting for a free batch buffer and for the next piece in
      * file order; readers waiting for room (per reader thread) */
     double wait_batch, wait_turn, wait_slot, wait_piece, wait_read;
+    uint64_t batches;                   /* batches tokenised (the ramps make the first and last smaller) */
 } dm_pp_times;
 /* Adds the stages to the named timers "<prefix>.read", ".normalize", ".h2d", ".kernels", ".d2h",
  * ".build", ".prefault", ".take", ".worker" and, with wall != 0, "<prefix>.wall" (common/timer.h). */

@@ -553,8 +553,9 @@ int main(int argc, char **argv)
                r->t.build, r->t.prefault, e2e, sum / r->t.wall, kr[i].gbps, (double)r->tokens / 1e6, names[imx], mx,
                r->t.wall > 1.2 * mx ? " (wall > 1.2 x slowest stage: overlap target missed)" : "");
         printf("        pipeline stages, s per thread: readers %.3f (%d threads), calling thread %.3f, workers %.3f "
-               "(%d), prefault %.3f (%d); wall / slowest = %.2f\n",
-               stage[0], r->t.threads, stage[1], stage[2], r->t.workers, stage[3], DM_SB_PF_THREADS, r->t.wall / mx);
+               "(%d), prefault %.3f (%d); wall / slowest = %.2f; %llu batches\n",
+               stage[0], r->t.threads, stage[1], stage[2], r->t.workers, stage[3], DM_SB_PF_THREADS, r->t.wall / mx,
+               (unsigned long long)r->t.batches);
         printf("        idle, s per thread: readers %.3f; calling thread: for a free batch %.3f, for the next piece "
                "%.3f; workers: for a batch %.3f, for their commit turn %.3f\n",
                r->t.wait_read, r->t.wait_slot, r->t.wait_piece, r->t.wait_batch / r->t.workers, r->t.wait_turn / r->t.workers);
@@ -565,6 +566,7 @@ int main(int argc, char **argv)
                               "overlap", sum / r->t.wall, "kernel_gbps", kr[i].gbps, "documents",
                               (json_int_t)r->docs, "tokens", (json_int_t)r->tokens, "limiting_stage", names[imx]);
         json_object_set_new(j, "workers", json_integer(r->t.workers));
+        json_object_set_new(j, "batches", json_integer((json_int_t)r->t.batches));
         json_object_set_new(j, "reader_threads", json_integer(r->t.threads));
         json_object_set_new(j, "take_s", json_real(r->t.take));
         json_object_set_new(j, "worker_busy_s", json_real(r->t.worker));

@@ -3,10 +3,13 @@
  * sizes that are not multiples of 32 or of any block size (exactly, or within the kernel's
  * float tolerance), the default gives the same output twice (so a kernel with one instance is
  * run and checked too), and an MSP tuning run picks a valid instance that passed that check.
+ * DOCMINE_TEST_KERNELS=PREFIX limits both tests to the kernels whose name starts with PREFIX
+ * (a quick check of one module's kernels on the GPU machine; ctest runs them all).
  * Exits 77 (skip) without a device. */
 #include <CUnit/Basic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/status.h"
 #include "common/tune/tune.h"
@@ -17,12 +20,19 @@ static int has_bench(const dm_tune_kernel *k)
     return k->bench_create && k->bench_run && k->bench_output && k->bench_destroy;
 }
 
+static int selected(const dm_tune_kernel *k)
+{
+    const char *only = getenv("DOCMINE_TEST_KERNELS");
+    return !only || strncmp(k->name, only, strlen(only)) == 0;
+}
+
 static void test_every_instance_matches_default(void)
 {
     CU_ASSERT_EQUAL_FATAL(dm_tune_register_all(), DM_OK);
     CU_ASSERT(dm_tune_kernel_count() >= 1);
     for (int i = 0; i < dm_tune_kernel_count(); i++) {
         const dm_tune_kernel *k = dm_tune_kernel_at(i);
+        if (!selected(k)) continue;
         if (!has_bench(k)) {
             printf("\n  %s: no tuning workload, default only", k->name);
             continue;
@@ -51,7 +61,7 @@ static void test_tuning_every_kernel(void)
 {
     for (int i = 0; i < dm_tune_kernel_count(); i++) {
         const dm_tune_kernel *k = dm_tune_kernel_at(i);
-        if (!has_bench(k)) continue;
+        if (!selected(k) || !has_bench(k)) continue;
         dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
         opt.repeats = 3;
         size_t n = k->bench_default_n < ((size_t)1 << 22) ? k->bench_default_n : (size_t)1 << 22;
