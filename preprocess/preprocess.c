@@ -3,8 +3,9 @@
  * stream; errors agree across ranks. Reference: the CPU backend (dm_tokenize_cpu).
  * Pipeline: reader threads (a pool, one file each at a time, a bounded window of files ahead)
  * read and normalise documents into pieces; the calling thread takes the pieces strictly in
- * file order and copies them into the next batch while worker threads (4 by default)
- * tokenise the batches before it (CPU, or CUDA: each worker has its own device workspace and
+ * file order and gathers them into the next batch (sizes ramp up at the start and down at the
+ * end, dm_pp_target) while worker threads (4 by default) copy the pieces of the batches before
+ * it into their buffers and tokenise them (CPU, or CUDA: each worker has its own device workspace and
  * stream, so one batch's H2D/D2H copies overlap another's kernels), prepare each batch's share
  * of the stream in parallel,
  * commit it strictly in batch order (a short step) and copy it into the stream after the commit
@@ -42,7 +43,20 @@ static double dm_now(void)
 #define DM_PP_WORKERS_MAX 8
 #define DM_PP_SLOTS_MAX (DM_PP_WORKERS_MAX + 2) /* workers + the batch being filled + one waiting */
 
-/* One batch of normalised documents with their ids and labels. */
+/* Normalised documents of one file, in order; a file gives one or more pieces. */
+typedef struct dm_pp_piece {
+    struct dm_pp_piece *next;
+    char *text;
+    size_t text_len, text_cap;
+    uint64_t *doc_off; /* n_docs + 1, relative to text */
+    size_t n_docs, doc_cap;
+    char *meta;        /* per document: id NUL labels NUL */
+    size_t meta_len, meta_cap;
+} dm_pp_piece;
+
+/* One batch of normalised documents with their ids and labels. The calling thread gathers the
+ * readers' pieces (in order) and sets the totals; the worker that takes the batch copies the
+ * pieces into text, doc_off and meta (dm_pp_assemble) and recycles them. */
 typedef struct dm_pp_batch {
     uint64_t seq;  /* order of the batch in the stream */
     char *text;    /* page-locked when pinned (CUDA backend: asynchronous H2D copies) */
@@ -52,6 +66,8 @@ typedef struct dm_pp_batch {
     size_t doc_cap, n_docs;
     char *meta; /* per document: id NUL labels NUL */
     size_t meta_len, meta_cap;
+    struct dm_pp_piece **pieces; /* gathered, not yet copied */
+    size_t n_pieces, pieces_cap;
 } dm_pp_batch;
 
 /* A bounded FIFO of batch pointers. */
@@ -118,7 +134,7 @@ typedef struct dm_pp_run {
     struct dm_pp_piece *spare; /* taken pieces, kept for reuse (their buffers stay mapped) */
     pthread_mutex_t rd_mu;
     pthread_cond_t rd_cv;
-    double t_read, t_norm, t_take; /* readers' thread-seconds; the calling thread's copying */
+    double t_read, t_norm, t_take; /* readers' thread-seconds; the workers' copying of pieces */
     int worker_rc;           /* first error of the worker (under rc_mu) */
     char worker_msg[512];    /* its message (error messages are thread-local) */
     pthread_mutex_t rc_mu;
@@ -142,12 +158,51 @@ static void dm_pp_set_rc(dm_pp_run *r, int rc)
     pthread_mutex_unlock(&r->rc_mu);
 }
 
+/* Puts a batch's gathered pieces on the spare list (for the readers to reuse). */
+static void dm_pp_recycle(dm_pp_run *r, dm_pp_batch *b)
+{
+    if (b->n_pieces == 0) return;
+    pthread_mutex_lock(&r->rd_mu);
+    for (size_t i = 0; i < b->n_pieces; i++) {
+        b->pieces[i]->next = r->spare;
+        r->spare = b->pieces[i];
+    }
+    pthread_mutex_unlock(&r->rd_mu);
+    b->n_pieces = 0;
+}
+
 /* Hands a batch buffer back to the calling thread (emptied). */
 static void dm_pp_release(dm_pp_run *r, dm_pp_batch *b)
 {
+    dm_pp_recycle(r, b);
     b->text_len = b->n_docs = b->meta_len = 0;
     b->doc_off[0] = 0;
     dm_pp_queue_push(&r->free_q, b);
+}
+
+static int dm_pp_grow(void **p, size_t *cap, size_t need, size_t elem);
+static int dm_pp_batch_text_reserve(dm_pp_batch *b, size_t need);
+
+/* Worker: copies the batch's pieces into its text, offsets and metadata (the totals were set
+ * when they were gathered) and recycles them. */
+static int dm_pp_assemble(dm_pp_run *r, dm_pp_batch *b)
+{
+    DM_TRY(dm_pp_batch_text_reserve(b, b->text_len));
+    DM_TRY(dm_pp_grow((void **)&b->meta, &b->meta_cap, b->meta_len, 1));
+    DM_TRY(dm_pp_grow((void **)&b->doc_off, &b->doc_cap, b->n_docs + 1, sizeof(uint64_t)));
+    size_t t = 0, m = 0, d = 0;
+    b->doc_off[0] = 0;
+    for (size_t i = 0; i < b->n_pieces; i++) {
+        const dm_pp_piece *p = b->pieces[i];
+        memcpy(b->text + t, p->text, p->text_len);
+        memcpy(b->meta + m, p->meta, p->meta_len);
+        for (size_t k = 1; k <= p->n_docs; k++) b->doc_off[d + k] = t + p->doc_off[k];
+        t += p->text_len;
+        m += p->meta_len;
+        d += p->n_docs;
+    }
+    dm_pp_recycle(r, b);
+    return DM_OK;
 }
 
 /* Worker: tokenises a batch and prepares its share of the stream (distinct terms, ids, labels)
@@ -157,9 +212,11 @@ static void dm_pp_release(dm_pp_run *r, dm_pp_batch *b)
 static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b, dm_tok_result *res, int *have_res, dm_sb_batch *sp)
 {
     uint64_t seq = b->seq;
+    double t0 = dm_now();
+    int rc = dm_pp_assemble(r, b);
     dm_tok_batch tb = {b->text ? b->text : "", b->text_len, b->doc_off, b->n_docs};
     double t1 = dm_now();
-    int rc = r->tokenize(res, &tb, &r->stop, &r->opt->tok);
+    if (rc >= 0) rc = r->tokenize(res, &tb, &r->stop, &r->opt->tok);
     double t2 = dm_now();
     *have_res = rc >= 0;
     double h2d = 0, kern = 0, d2h = 0;
@@ -176,6 +233,7 @@ static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b, dm_tok_result *res, int *hav
     if (commit) rc = dm_sb_batch_commit(&r->sb, sp, res);
     double t5 = dm_now();
     r->t_tok += t2 - t1;
+    r->t_take += t1 - t0;
     r->t_build += (t3 - t2) + (t5 - t4);
     r->t_h2d += h2d;
     r->t_kern += kern;
@@ -259,17 +317,6 @@ static int dm_pp_submit(dm_pp_run *r)
 }
 
 /* ------------------------------------------------------------------ reader pool */
-
-/* Normalised documents of one file, in order; a file gives one or more pieces. */
-typedef struct dm_pp_piece {
-    struct dm_pp_piece *next;
-    char *text;
-    size_t text_len, text_cap;
-    uint64_t *doc_off; /* n_docs + 1, relative to text */
-    size_t n_docs, doc_cap;
-    char *meta;        /* per document: id NUL labels NUL */
-    size_t meta_len, meta_cap;
-} dm_pp_piece;
 
 #define DM_PP_PIECE_BYTES ((size_t)2 << 20) /* a reader hands over a piece at this size */
 #define DM_PP_PIECES_AHEAD 4                /* pieces a file may hold before its reader waits */
@@ -490,27 +537,32 @@ static size_t dm_pp_target(const dm_pp_run *r)
     return t < r->batch_bytes ? t : r->batch_bytes;
 }
 
-/* Appends a piece's documents to the current batch (in order); submits full batches. */
-static int dm_pp_take_piece(dm_pp_run *r, const dm_pp_piece *p)
+/* Appends a piece's documents to the current batch (in order); submits full batches. The batch
+ * owns the piece from here (on an error before that, the piece goes to the spares). */
+static int dm_pp_take_piece(dm_pp_run *r, dm_pp_piece *p)
 {
     dm_pp_batch *b = r->cur;
+    int rc = DM_OK;
     /* a piece that does not fit the current batch starts a new one (a piece larger than a batch
      * makes a batch of its own: never truncated) */
     if (b->n_docs > 0 && b->text_len + p->text_len > dm_pp_target(r)) {
-        DM_TRY(dm_pp_submit(r));
+        rc = dm_pp_submit(r);
         b = r->cur;
     }
-    double t0 = dm_now();
-    DM_TRY(dm_pp_batch_text_reserve(b, b->text_len + p->text_len));
-    DM_TRY(dm_pp_grow((void **)&b->meta, &b->meta_cap, b->meta_len + p->meta_len, 1));
-    DM_TRY(dm_pp_grow((void **)&b->doc_off, &b->doc_cap, b->n_docs + p->n_docs + 1, sizeof(uint64_t)));
-    memcpy(b->text + b->text_len, p->text, p->text_len);
-    memcpy(b->meta + b->meta_len, p->meta, p->meta_len);
-    for (size_t d = 1; d <= p->n_docs; d++) b->doc_off[b->n_docs + d] = b->text_len + p->doc_off[d];
+    /* gathered only: the worker copies it (dm_pp_assemble), so that the copies of several
+     * batches run in parallel instead of on this thread */
+    if (rc >= 0) rc = dm_pp_grow((void **)&b->pieces, &b->pieces_cap, b->n_pieces + 1, sizeof(*b->pieces));
+    if (rc < 0) {
+        pthread_mutex_lock(&r->rd_mu);
+        p->next = r->spare;
+        r->spare = p;
+        pthread_mutex_unlock(&r->rd_mu);
+        return rc;
+    }
+    b->pieces[b->n_pieces++] = p;
     b->text_len += p->text_len;
     b->meta_len += p->meta_len;
     b->n_docs += p->n_docs;
-    r->t_take += dm_now() - t0; /* copying only: waiting for a free batch is not normalising */
     if (b->text_len >= dm_pp_target(r)) DM_TRY(dm_pp_submit(r));
     return DM_OK;
 }
@@ -539,10 +591,6 @@ static int dm_pp_take_files(dm_pp_run *r)
             if (!p) break;
             ftext += p->text_len;
             rc = dm_pp_take_piece(r, p);
-            pthread_mutex_lock(&r->rd_mu);
-            p->next = r->spare;
-            r->spare = p;
-            pthread_mutex_unlock(&r->rd_mu);
             if (rc < 0) break;
             rc = dm_pp_worker_rc(r);
             if (rc < 0) break;
@@ -711,25 +759,28 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
                 q = p->next;
                 dm_pp_piece_free(p);
             }
-    for (dm_pp_piece *p = r->spare, *q; p; p = q) {
-        q = p->next;
-        dm_pp_piece_free(p);
-    }
     times->read = r->t_read / nt;
     times->normalize = r->t_norm / nt;
-    times->take = r->t_take;
     if (rc >= 0) rc = dm_pp_submit(r);
     if (started) {
         dm_pp_queue_push(&r->full_q, NULL); /* each worker passes the end marker on */
         for (int i = 0; i < started; i++) pthread_join(worker[i], NULL);
     }
+    /* every batch is back (the workers recycled their pieces); a batch not submitted after an
+     * error still holds its pieces */
+    for (int i = 0; i < r->n_slots; i++) dm_pp_recycle(r, &r->slots[i]);
+    for (dm_pp_piece *p = r->spare, *q; p; p = q) {
+        q = p->next;
+        dm_pp_piece_free(p);
+    }
+    times->take = r->t_take;
     if (r->worker_rc < 0) /* carry the worker's message over to this thread */
         rc = DM_ERR(r->worker_rc, "%s", r->worker_msg);
     times->kernels = r->cuda ? r->t_kern : r->t_tok;
     times->h2d = r->t_h2d;
     times->d2h = r->t_d2h;
     times->build = r->t_build;
-    times->worker = r->t_tok + r->t_build;
+    times->worker = r->t_take + r->t_tok + r->t_build;
     times->wait_batch = r->w_batch;
     times->wait_turn = r->w_turn;
     times->wait_slot = r->w_slot;
@@ -751,6 +802,7 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
         dm_pp_text_give(&r->slots[i]);
         free(r->slots[i].doc_off);
         free(r->slots[i].meta);
+        free(r->slots[i].pieces);
     }
     pthread_mutex_destroy(&r->free_q.mu);
     pthread_cond_destroy(&r->free_q.cv);

@@ -355,18 +355,19 @@ typedef struct dm_preprocess_options {
 /* Per-stage seconds of one rank (the batch pipeline fills them; CPU backend: h2d = d2h = 0).
  * Files are read and normalised by `threads` reader threads (one file each at a time); read and
  * normalize are their thread-seconds divided by `threads` (the stage's time on its threads).
- * take = the calling thread's copying of the normalised documents into the batches.
- * h2d/kernels/d2h (CUDA events) and build run on the pipeline's `workers` worker threads
+ * take = copying the readers' pieces of normalised documents into the batch buffers (the
+ * calling thread only gathers them in file order; each worker copies its own batch).
+ * take, h2d/kernels/d2h (CUDA events) and build run on the pipeline's `workers` worker threads
  * (summed over them), so overlap = (sum of stages) / wall exceeds 1 when stages overlap; worker =
- * the workers' busy thread-seconds (tokenise call + build, summed over them, and the final
+ * the workers' busy thread-seconds (take + tokenise call + build, summed over them, and the final
  * vocabulary sort; waiting for a batch or for a turn to commit is not counted). build = each batch's prepare (distinct terms, ids and
  * labels; in parallel), commit (in batch order) and fill (copies into the stream; in parallel),
  * plus the final vocabulary sort. prefault = the thread-seconds of the builder's
  * DM_SB_PF_THREADS (2) helper threads that populate the pages of the stream's arrays ahead of the
  * fills (stream_build.h), beside the workers.
  * As a pipeline the stages are the thread pools, each doing its steps of a batch in sequence:
- * readers (read + normalize), the calling thread (take), workers (worker / workers) and the
- * prefault threads (prefault / 2); the slowest of these bounds the wall time. */
+ * readers (read + normalize), workers (worker / workers) and the prefault threads
+ * (prefault / 2); the slowest of these bounds the wall time. */
 typedef struct dm_pp_times {
     double read, normalize, h2d, kernels, d2h, build, wall;
     int threads, workers;

@@ -4,7 +4,7 @@
  *  2. end-to-end throughput from files in the page cache (read, gunzip, normalise, tokenise,
  *     build), GB/s of raw input, per-stage seconds, overlap = sum of stages / wall, and the
  *     pipeline stage that limits it (a stage = a pool of threads doing its steps of each batch in
- *     sequence: readers read + normalise, the calling thread assembles batches, workers tokenise
+ *     sequence: readers read + normalise, workers copy, tokenise
  *     + build, prefault threads populate pages; preprocess.h, dm_pp_times);
  *  3. the CPU backend, and scikit-learn's TfidfVectorizer analyzer on the same documents
  *     (bench/preprocess/sklearn_tokenize.py, when python3 + scikit-learn are present), as ratios;
@@ -538,23 +538,24 @@ int main(int argc, char **argv)
         double sum = dm_pp_times_sum(&r->t);
         /* the limit: the pipeline's stages are its thread pools, each doing its steps of a batch
          * in sequence (preprocess.h, dm_pp_times): the reader threads read and normalise each
-         * document (the two cannot overlap each other), the calling thread assembles batches, a
-         * worker tokenises (h2d, kernels, d2h) and builds its batch (the workers overlap each
-         * other), the prefault threads populate pages; each stage's time is per thread */
-        double stage[4] = {r->t.read + r->t.normalize, r->t.take, r->t.worker / r->t.workers, r->t.prefault / DM_SB_PF_THREADS};
-        static const char *names[4] = {"readers (read + normalize)", "calling thread (take)",
-                                       "workers (tokenise + build)", "prefault threads"};
+         * document (the two cannot overlap each other), a worker copies its batch's pieces
+         * (take), tokenises (h2d, kernels, d2h) and builds it (the workers overlap each other),
+         * the prefault threads populate pages; each stage's time is per thread (the calling
+         * thread only gathers pieces in order and waits) */
+        double stage[3] = {r->t.read + r->t.normalize, r->t.worker / r->t.workers, r->t.prefault / DM_SB_PF_THREADS};
+        static const char *names[3] = {"readers (read + normalize)", "workers (take + tokenise + build)",
+                                       "prefault threads"};
         int imx = 0;
-        for (int k = 1; k < 4; k++)
+        for (int k = 1; k < 3; k++)
             if (stage[k] > stage[imx]) imx = k;
         double mx = stage[imx], e2e = r->bytes / r->t.wall / 1e9;
         printf("%-7s %10.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.2f %9.2f %9.2f  %s (%.3f s)%s\n",
                r->backend, r->bytes / 1e9, r->t.wall, r->t.read, r->t.normalize, r->t.take, r->t.h2d, r->t.kernels, r->t.d2h,
                r->t.build, r->t.prefault, e2e, sum / r->t.wall, kr[i].gbps, (double)r->tokens / 1e6, names[imx], mx,
                r->t.wall > 1.2 * mx ? " (wall > 1.2 x slowest stage: overlap target missed)" : "");
-        printf("        pipeline stages, s per thread: readers %.3f (%d threads), calling thread %.3f, workers %.3f "
-               "(%d), prefault %.3f (%d); wall / slowest = %.2f; %llu batches\n",
-               stage[0], r->t.threads, stage[1], stage[2], r->t.workers, stage[3], DM_SB_PF_THREADS, r->t.wall / mx,
+        printf("        pipeline stages, s per thread: readers %.3f (%d threads), workers %.3f (%d), prefault %.3f "
+               "(%d); wall / slowest = %.2f; %llu batches\n",
+               stage[0], r->t.threads, stage[1], r->t.workers, stage[2], DM_SB_PF_THREADS, r->t.wall / mx,
                (unsigned long long)r->t.batches);
         printf("        idle, s per thread: readers %.3f; calling thread: for a free batch %.3f, for the next piece "
                "%.3f; workers: for a batch %.3f, for their commit turn %.3f\n",
