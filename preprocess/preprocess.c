@@ -717,7 +717,10 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
         if (i > 0) dm_pp_queue_push(&r->free_q, &r->slots[i]);
     }
     /* reader pool: one file per thread at a time, at most `window` files ahead of the one taken */
-    int nt = opt->threads > 0 ? opt->threads : omp_get_max_threads();
+    /* default: the rank's cores less the workers and one for the calling thread and the
+     * prefault threads; with every core's worth of readers the pool oversubscribed the node
+     * and the wall drifted 35% past the busiest stage (bench/RESULTS.md, session 8) */
+    int nt = opt->threads > 0 ? opt->threads : omp_get_max_threads() - r->n_workers - 1;
     if (nt < 1) nt = 1;
     if (nt > 256) nt = 256;
     if ((size_t)nt > n_files) nt = n_files ? (int)n_files : 1;
@@ -747,7 +750,9 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
             rc = DM_ERR(DM_ERR_NOMEM, "preprocess: cannot start a reader thread");
         else readers++;
     }
+    double w1 = dm_now();
     if (rc >= 0) rc = dm_pp_take_files(r);
+    double w2 = dm_now();
     pthread_mutex_lock(&r->rd_mu);
     r->stop_readers = 1;
     pthread_cond_broadcast(&r->rd_cv);
@@ -766,6 +771,7 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
         dm_pp_queue_push(&r->full_q, NULL); /* each worker passes the end marker on */
         for (int i = 0; i < started; i++) pthread_join(worker[i], NULL);
     }
+    double w3 = dm_now();
     /* every batch is back (the workers recycled their pieces); a batch not submitted after an
      * error still holds its pieces */
     for (int i = 0; i < r->n_slots; i++) dm_pp_recycle(r, &r->slots[i]);
@@ -817,6 +823,10 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     dm_stopset_free(&r->stop);
     free(r);
     times->wall = dm_now() - w0;
+    times->wall_setup = w1 - w0;
+    times->wall_run = w2 - w1;
+    times->wall_drain = w3 - w2;
+    times->wall_finish = times->wall - (w3 - w0);
     return rc;
 }
 

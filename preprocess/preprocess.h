@@ -344,7 +344,8 @@ typedef struct dm_preprocess_options {
                                  large for the device on the CPU (same output), never truncating */
     int force_unicode;        /* 1: no ASCII fast path (tests) */
     int threads;              /* reader + normaliser threads; 0 = omp_get_max_threads() (all cores,
-                                 or OMP_NUM_THREADS / --threads), at most one per file */
+                                 or OMP_NUM_THREADS / --threads) less the workers and one (at
+                                 least 1), at most one per file */
     int no_prefault;          /* 1: without the stream builder's prefault threads (stream_build.h;
                                  for comparisons: same output, the fills fault the pages) */
     int workers;              /* pipeline workers (tokenise + build a batch each); 0 = 4, at most 8.
@@ -377,6 +378,10 @@ typedef struct dm_pp_times {
      * file order; readers waiting for room (per reader thread) */
     double wait_batch, wait_turn, wait_slot, wait_piece, wait_read;
     uint64_t batches;                   /* batches tokenised (the ramps make the first and last smaller) */
+    /* the wall in four parts (diagnostics): set-up until the threads run, the pipeline until the
+     * last piece is taken, the drain until the workers are done, the finish (vocabulary sort,
+     * trims, frees) */
+    double wall_setup, wall_run, wall_drain, wall_finish;
 } dm_pp_times;
 /* Adds the stages to the named timers "<prefix>.read", ".normalize", ".h2d", ".kernels", ".d2h",
  * ".build", ".prefault", ".take", ".worker" and, with wall != 0, "<prefix>.wall" (common/timer.h). */

@@ -560,6 +560,8 @@ int main(int argc, char **argv)
         printf("        idle, s per thread: readers %.3f; calling thread: for a free batch %.3f, for the next piece "
                "%.3f; workers: for a batch %.3f, for their commit turn %.3f\n",
                r->t.wait_read, r->t.wait_slot, r->t.wait_piece, r->t.wait_batch / r->t.workers, r->t.wait_turn / r->t.workers);
+        printf("        wall: set-up %.3f, pipeline until the last piece %.3f, drain %.3f, finish %.3f s\n", r->t.wall_setup,
+               r->t.wall_run, r->t.wall_drain, r->t.wall_finish);
         json_t *j = json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:s}", "backend",
                               r->backend, "bytes", r->bytes, "normalized_bytes", kr[i].norm_bytes, "wall_s", r->t.wall,
                               "read_s", r->t.read, "normalize_s", r->t.normalize, "h2d_s", r->t.h2d, "kernels_s",
@@ -568,6 +570,9 @@ int main(int argc, char **argv)
                               (json_int_t)r->docs, "tokens", (json_int_t)r->tokens, "limiting_stage", names[imx]);
         json_object_set_new(j, "workers", json_integer(r->t.workers));
         json_object_set_new(j, "batches", json_integer((json_int_t)r->t.batches));
+        json_object_set_new(j, "wall_parts_s", json_pack("{s:f,s:f,s:f,s:f}", "setup", r->t.wall_setup, "run",
+                                                         r->t.wall_run, "drain", r->t.wall_drain, "finish",
+                                                         r->t.wall_finish));
         json_object_set_new(j, "reader_threads", json_integer(r->t.threads));
         json_object_set_new(j, "take_s", json_real(r->t.take));
         json_object_set_new(j, "worker_busy_s", json_real(r->t.worker));
