@@ -3,8 +3,8 @@
  * stream; errors agree across ranks. Reference: the CPU backend (dm_tokenize_cpu).
  * Pipeline: reader threads (a pool, one file each at a time, a bounded window of files ahead)
  * read and normalise documents into pieces; the calling thread takes the pieces strictly in
- * file order and gathers them into the next batch (sizes ramp up at the start and down at the
- * end, dm_pp_target) while worker threads (4 by default) copy the pieces of the batches before
+ * file order and gathers them into the next batch (sizes ramp down at the end, dm_pp_target)
+ * while worker threads (4 by default) copy the pieces of the batches before
  * it into their buffers and tokenise them (CPU, or CUDA: each worker has its own device workspace and
  * stream, so one batch's H2D/D2H copies overlap another's kernels), prepare each batch's share
  * of the stream in parallel,
@@ -513,22 +513,18 @@ static int dm_pp_batch_text_reserve(dm_pp_batch *b, size_t need)
     return DM_OK;
 }
 
-#define DM_PP_MIN_BATCH ((size_t)2 << 20) /* the ramps' smallest batch (a reader's piece) */
+#define DM_PP_MIN_BATCH ((size_t)2 << 20) /* the ramp's smallest batch (a reader's piece) */
 
-/* The size the batch being filled aims at (at most batch_bytes). Ramp up: batch k < workers
- * aims at batch_bytes / 2^(workers - k), so that the first worker starts after a few MB
- * instead of a full batch and the others follow (the pipeline's fill). Ramp down: the text still
- * to come, estimated from the units taken so far (their mean normalised size), is split into a
+/* The size the batch being filled aims at (at most batch_bytes). Ramp down: the text still to
+ * come, estimated from the units taken so far (their mean normalised size), is split into a
  * batch per worker, so that the last batches are short and the workers finish together instead
- * of one worker running a full last batch while the others wait (the drain). Depends only on the
- * input, never on timing; the output does not depend on batch sizes either way. */
+ * of one worker running a full last batch while the others wait (the drain). (No ramp up at the
+ * start: small first batches made every worker's device workspace and page-locked result set
+ * grow again at its next batch, and freeing device or page-locked memory stalls the whole GPU.)
+ * Depends only on the input, never on timing; the output does not depend on batch sizes. */
 static size_t dm_pp_target(const dm_pp_run *r)
 {
     size_t t = r->batch_bytes;
-    if (r->next_seq < (uint64_t)r->n_workers) {
-        size_t up = t >> (r->n_workers - (int)r->next_seq);
-        t = up > DM_PP_MIN_BATCH ? up : DM_PP_MIN_BATCH;
-    }
     if (r->units_taken > 0 && r->units_taken < r->n_files) {
         double left = (double)r->text_taken / (double)r->units_taken * (double)(r->n_files - r->units_taken);
         double share = (left + (double)r->cur->text_len) / r->n_workers;
@@ -717,10 +713,7 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
         if (i > 0) dm_pp_queue_push(&r->free_q, &r->slots[i]);
     }
     /* reader pool: one file per thread at a time, at most `window` files ahead of the one taken */
-    /* default: the rank's cores less the workers and one for the calling thread and the
-     * prefault threads; with every core's worth of readers the pool oversubscribed the node
-     * and the wall drifted 35% past the busiest stage (bench/RESULTS.md, session 8) */
-    int nt = opt->threads > 0 ? opt->threads : omp_get_max_threads() - r->n_workers - 1;
+    int nt = opt->threads > 0 ? opt->threads : omp_get_max_threads();
     if (nt < 1) nt = 1;
     if (nt > 256) nt = 256;
     if ((size_t)nt > n_files) nt = n_files ? (int)n_files : 1;

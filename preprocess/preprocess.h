@@ -335,17 +335,15 @@ typedef struct dm_preprocess_options {
     const char *stopwords;    /* NULL: built-in English list; "" : no stop words */
     int backend;              /* enum dm_backend (common/context.h); AUTO resolves from ctx */
     size_t batch_bytes;       /* normalised bytes per batch; 0 = automatic (an eighth of the
-                                 rank's input bytes, clamped to 1..32 MB). The first batches
-                                 (one per worker) and those near the end of the input are
-                                 smaller, so that every worker starts early and they end
-                                 together (preprocess.c, dm_pp_target). A document larger than
+                                 rank's input bytes, clamped to 1..32 MB). The batches near the
+                                 end of the input are smaller, so that the workers end together
+                                 (preprocess.c, dm_pp_target). A document larger than
                                  a batch forms a batch of its own; the CUDA backend further splits
                                  batches to fit free device memory and tokenises a document too
                                  large for the device on the CPU (same output), never truncating */
     int force_unicode;        /* 1: no ASCII fast path (tests) */
     int threads;              /* reader + normaliser threads; 0 = omp_get_max_threads() (all cores,
-                                 or OMP_NUM_THREADS / --threads) less the workers and one (at
-                                 least 1), at most one per file */
+                                 or OMP_NUM_THREADS / --threads), at most one per file */
     int no_prefault;          /* 1: without the stream builder's prefault threads (stream_build.h;
                                  for comparisons: same output, the fills fault the pages) */
     int workers;              /* pipeline workers (tokenise + build a batch each); 0 = 4, at most 8.
@@ -377,7 +375,7 @@ typedef struct dm_pp_times {
      * over them); the calling thread waiting for a free batch buffer and for the next piece in
      * file order; readers waiting for room (per reader thread) */
     double wait_batch, wait_turn, wait_slot, wait_piece, wait_read;
-    uint64_t batches;                   /* batches tokenised (the ramps make the first and last smaller) */
+    uint64_t batches;                   /* batches tokenised (the ramp makes the last ones smaller) */
     /* the wall in four parts (diagnostics): set-up until the threads run, the pipeline until the
      * last piece is taken, the drain until the workers are done, the finish (vocabulary sort,
      * trims, frees) */

@@ -4,21 +4,25 @@
  *  2. end-to-end throughput from files in the page cache (read, gunzip, normalise, tokenise,
  *     build), GB/s of raw input, per-stage seconds, overlap = sum of stages / wall, and the
  *     pipeline stage that limits it (a stage = a pool of threads doing its steps of each batch in
- *     sequence: readers read + normalise, workers copy, tokenise
- *     + build, prefault threads populate pages; preprocess.h, dm_pp_times);
+ *     sequence: readers read + normalise, workers copy, tokenise + build, prefault threads
+ *     populate pages; preprocess.h, dm_pp_times; and the node's cores, which all pools share:
+ *     the process's CPU time over the cores it may use);
  *  3. the CPU backend, and scikit-learn's TfidfVectorizer analyzer on the same documents
  *     (bench/preprocess/sklearn_tokenize.py, when python3 + scikit-learn are present), as ratios;
  *  4. with --build-only: the host's token stream build alone (what follows the tokeniser on both
  *     backends), per step, on batches of the corpus tokenised once by the CPU backend.
  * Targets (issue 3): kernels >= 50 GB/s, end-to-end >= 2 GB/s, wall within 20% of the slowest
  * stage. Reference: none (measurement). Run on the GPU node; see bench/RESULTS.md. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <errno.h>
 #include <getopt.h>
+#include <sched.h>
 #include <jansson.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -124,7 +128,16 @@ typedef struct result {
     double bytes;
     dm_pp_times t; /* of the best run; t.workers at least 1 */
     size_t docs, tokens;
+    double cpu_s;  /* the process's CPU time (user + system, all threads) during that run */
 } result;
+
+static double cpu_seconds(void)
+{
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+    return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec + (double)u.ru_stime.tv_sec +
+           1e-6 * (double)u.ru_stime.tv_usec;
+}
 
 static int run_end_to_end(result *r, const dm_pp_file_list *fl, int format, int backend, int repeats,
                           int prefault, int workers, size_t batch_bytes)
@@ -140,9 +153,12 @@ static int run_end_to_end(result *r, const dm_pp_file_list *fl, int format, int 
     for (int k = 0; k < repeats; k++) { /* the best of repeats (first run also warms the page cache) */
         dm_token_stream s;
         dm_pp_times t;
+        double c0 = cpu_seconds();
         DM_TRY(dm_preprocess_files(&s, &t, fl->files, fl->n, &o, backend));
+        double c1 = cpu_seconds();
         if (t.wall < r->t.wall) {
             r->t = t;
+            r->cpu_s = c1 - c0;
             if (r->t.workers < 1) r->t.workers = 1;
             r->bytes = (double)s.stats.bytes_read;
             r->docs = s.n_docs;
@@ -527,6 +543,14 @@ int main(int argc, char **argv)
         snprintf(script, sizeof(script), "%s/bench/preprocess/sklearn_tokenize.py", sd ? sd : ".");
         sk_gbps = run_sklearn(script, corpus, &sk_ok);
     }
+    int ncores = 0; /* the cores this process may run on */
+    {
+        cpu_set_t cs;
+        CPU_ZERO(&cs);
+        if (sched_getaffinity(0, sizeof cs, &cs) == 0) ncores = CPU_COUNT(&cs);
+        if (ncores < 1) ncores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+        if (ncores < 1) ncores = 1;
+    }
     if (nres) printf("\nend to end from files in the page cache (read/normalize: thread-seconds / reader threads)\n");
     if (nres) printf("%-6s %10s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %9s %9s  %s\n", "backend", "GB", "wall_s",
            "read", "norm", "take", "h2d", "kernels", "d2h", "build", "prefault", "e2e_GB/s", "overlap", "kern_GB/s",
@@ -542,21 +566,28 @@ int main(int argc, char **argv)
          * (take), tokenises (h2d, kernels, d2h) and builds it (the workers overlap each other),
          * the prefault threads populate pages; each stage's time is per thread (the calling
          * thread only gathers pieces in order and waits) */
-        double stage[3] = {r->t.read + r->t.normalize, r->t.worker / r->t.workers, r->t.prefault / DM_SB_PF_THREADS};
-        static const char *names[3] = {"readers (read + normalize)", "workers (take + tokenise + build)",
-                                       "prefault threads"};
+        /* and the cores the pools share: the process's CPU time during the run (getrusage, all
+         * threads) over the cores it may run on, the wall it would take with every core busy all
+         * the time. When more threads are busy than there are cores, the pools' busy times
+         * (wall clock) include waiting for a core, and the node's CPU is the limit. */
+        double stage[4] = {r->t.read + r->t.normalize, r->t.worker / r->t.workers, r->t.prefault / DM_SB_PF_THREADS,
+                           r->cpu_s / ncores};
+        static const char *names[4] = {"readers (read + normalize)", "workers (take + tokenise + build)",
+                                       "prefault threads", "the node's cores (CPU time / cores)"};
         int imx = 0;
-        for (int k = 1; k < 3; k++)
+        for (int k = 1; k < 4; k++)
             if (stage[k] > stage[imx]) imx = k;
+        double pool = stage[0] > stage[1] ? stage[0] : stage[1];
+        if (stage[2] > pool) pool = stage[2];
         double mx = stage[imx], e2e = r->bytes / r->t.wall / 1e9;
         printf("%-7s %10.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.2f %9.2f %9.2f  %s (%.3f s)%s\n",
                r->backend, r->bytes / 1e9, r->t.wall, r->t.read, r->t.normalize, r->t.take, r->t.h2d, r->t.kernels, r->t.d2h,
                r->t.build, r->t.prefault, e2e, sum / r->t.wall, kr[i].gbps, (double)r->tokens / 1e6, names[imx], mx,
                r->t.wall > 1.2 * mx ? " (wall > 1.2 x slowest stage: overlap target missed)" : "");
         printf("        pipeline stages, s per thread: readers %.3f (%d threads), workers %.3f (%d), prefault %.3f "
-               "(%d); wall / slowest = %.2f; %llu batches\n",
-               stage[0], r->t.threads, stage[1], r->t.workers, stage[2], DM_SB_PF_THREADS, r->t.wall / mx,
-               (unsigned long long)r->t.batches);
+               "(%d); CPU time / %d cores %.3f; wall / slowest = %.2f (wall / busiest pool = %.2f); %llu batches\n",
+               stage[0], r->t.threads, stage[1], r->t.workers, stage[2], DM_SB_PF_THREADS, ncores, stage[3],
+               r->t.wall / mx, r->t.wall / pool, (unsigned long long)r->t.batches);
         printf("        idle, s per thread: readers %.3f; calling thread: for a free batch %.3f, for the next piece "
                "%.3f; workers: for a batch %.3f, for their commit turn %.3f\n",
                r->t.wait_read, r->t.wait_slot, r->t.wait_piece, r->t.wait_batch / r->t.workers, r->t.wait_turn / r->t.workers);
@@ -579,6 +610,9 @@ int main(int argc, char **argv)
         json_object_set_new(j, "prefault_s", json_real(r->t.prefault));
         json_object_set_new(j, "prefault_threads", json_integer(DM_SB_PF_THREADS));
         json_object_set_new(j, "wall_over_slowest_stage", json_real(r->t.wall / mx));
+        json_object_set_new(j, "cores", json_integer(ncores));
+        json_object_set_new(j, "cpu_s", json_real(r->cpu_s));
+        json_object_set_new(j, "cpu_bound_s", json_real(stage[3]));
         json_object_set_new(j, "idle_s", json_pack("{s:f,s:f,s:f,s:f,s:f}", "reader", r->t.wait_read, "free_batch",
                                                    r->t.wait_slot, "next_piece", r->t.wait_piece, "worker_batch",
                                                    r->t.wait_batch / r->t.workers, "worker_turn",
