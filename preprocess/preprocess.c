@@ -205,8 +205,9 @@ static int dm_pp_assemble(dm_pp_run *r, dm_pp_batch *b)
     return DM_OK;
 }
 
-/* Worker: tokenises a batch and prepares its share of the stream (distinct terms, ids, labels)
- * in parallel with the other worker, hands the batch buffer back, waits for the batch's turn to
+/* Worker: copies a batch's pieces into its buffer, tokenises it and prepares its share of the
+ * stream (distinct terms, ids, labels) in parallel with the other workers, hands the batch
+ * buffer back, waits for the batch's turn to
  * commit it (ranges reserved, distinct terms into the vocabulary: short), then fills its ranges
  * (hashes, offsets, ids, labels) after the turn, concurrently with the next batch's commit. */
 static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b, dm_tok_result *res, int *have_res, dm_sb_batch *sp)
