@@ -498,7 +498,7 @@ typedef struct dm_pp_ws {
     uint64_t *f_keys, *f_list;
     uint32_t *f_idx;
     uint8_t *f_flag;
-    size_t f_cap, f_slots;     /* tokens, set slots they were sized for */
+    size_t f_cap;              /* tokens they were sized for (the set: dm_tok_first_slots(f_cap)) */
     void *cub;
     uint64_t *keys;
     uint32_t *woff;
@@ -642,14 +642,13 @@ static int dm_pp_ws_first_reserve(size_t kept)
     w->f_keys = w->f_list = NULL;
     w->f_idx = NULL;
     w->f_flag = NULL;
-    w->f_cap = w->f_slots = 0;
+    w->f_cap = 0;
     size_t fc = kept + kept / 4 + 1024, slots = dm_tok_first_slots(fc);
     DM_CUDA_TRY(cudaMalloc((void **)&w->f_keys, slots * 8));
     DM_CUDA_TRY(cudaMalloc((void **)&w->f_idx, slots * 4));
     DM_CUDA_TRY(cudaMalloc((void **)&w->f_flag, fc));
     DM_CUDA_TRY(cudaMalloc((void **)&w->f_list, fc * 8));
     w->f_cap = fc;
-    w->f_slots = slots;
     return DM_OK;
 }
 
