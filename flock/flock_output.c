@@ -167,6 +167,11 @@ static int png_emit(FILE *f, const unsigned char *img, int w, int h)
         return DM_ERR(DM_ERR_IO, "libpng: write failed");
     }
     png_init_io(png, f);
+    /* zlib level 1 (lossless like any level): a 1024 x 1024 scatter of 200k points compresses
+     * in 0.12 s instead of 0.31 s at the default level 6 for a file 4% larger; a sparse one is
+     * up to 40% larger (the pipeline writes two of these per run, on rank 0 while the others
+     * wait) */
+    png_set_compression_level(png, 1);
     png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
     png_write_info(png, info);
