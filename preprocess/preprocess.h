@@ -245,8 +245,8 @@ dm_tokenize_fn dm_tokenize_cpu, dm_tokenize_cuda;
 /* The CUDA backend's algorithm (same per-element code) run on the host: tests it without a GPU. */
 dm_tokenize_fn dm_tokenize_hd;
 /* Step (6) of that algorithm on the host: sets r->first / n_first (replacing a list r had) from
- * r's tokens; the tests give hand-made results their list with it. Errors: DM_ERR_NOMEM,
- * DM_ERR_INVALID_ARG (2^32 tokens or more). */
+ * r's tokens; the tests give hand-made results their list with it. r's arrays are malloc'ed (not
+ * a CUDA result). Errors: DM_ERR_NOMEM, DM_ERR_INVALID_ARG (2^32 tokens or more, a CUDA result). */
 int dm_tok_first_hd(dm_tok_result *r);
 
 /* ---------------------------------------------------------------------------------------------

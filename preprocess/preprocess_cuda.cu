@@ -1045,7 +1045,8 @@ extern "C" int dm_tokenize_cuda(dm_tok_result *out, const dm_tok_batch *in, cons
         return rc;
     }
     rc = dm_pp_ws_stop_sync(stop);
-    /* sub-batches sized to free device memory (about 34 bytes of workspace per text byte); a
+    /* sub-batches sized to free device memory (about 34 bytes of workspace per text byte; the
+     * first-occurrence arrays add about 6 more, sized by the kept tokens on use); a
      * document larger than that still goes whole, as its own sub-batch */
     size_t free_b = 0, total_b = 0;
     if (rc >= 0 && cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) free_b = (size_t)1 << 30;

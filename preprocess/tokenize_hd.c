@@ -1,6 +1,6 @@
 /* dm_tokenize_hd: the GPU tokeniser's algorithm (tokenize_hd.h: mark, scan, place, process, scan,
- * compact, per-document bounds, first occurrences) run step by step on the host, so that the kernels' logic is tested
- * against dm_tokenize_cpu on machines without a GPU. The kernels do the same steps per tile
+ * compact, per-document bounds, first occurrences) run step by step on the host, so that the
+ * kernels' logic is tested against dm_tokenize_cpu on machines without a GPU. The kernels do the same steps per tile
  * (starts counted per tile and scanned, kept tokens staged per tile and moved); the per-byte and
  * per-token rules are these. Reference: dm_tokenize_cpu. */
 #include <stdlib.h>
@@ -12,6 +12,8 @@
 
 int dm_tok_first_hd(dm_tok_result *r)
 {
+    if (r->pinned) /* its arrays belong to the CUDA backend's pool, which gives its own list */
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tok_first_hd: a page-locked CUDA result");
     free(r->first);
     r->first = NULL;
     r->n_first = 0;
