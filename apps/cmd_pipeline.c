@@ -128,7 +128,7 @@ static int preprocess_synthetic(dm_token_stream *out, const dm_ctx *ctx, const d
     /* about (min + max) / 2 words of 7 bytes: sizes the automatic batches */
     uint64_t hint = (src.last - src.first) * (uint64_t)(so->min_words + so->max_words) * 4;
     dm_doc_source ds = {synth_docs, &src, (size_t)((src.last - src.first + SYNTH_UNIT_DOCS - 1) / SYNTH_UNIT_DOCS),
-                        hint};
+                        hint, 1};
     dm_pp_times times;
     memset(&times, 0, sizeof times);
     rc = dm_preprocess_source(out, &times, &ds, pp, pp->backend);

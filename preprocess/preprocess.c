@@ -645,7 +645,7 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
 {
     if (!out || !opt || (!files && n_files)) return DM_ERR(DM_ERR_INVALID_ARG, "dm_preprocess_files: NULL argument");
     dm_pp_file_source fs = {files, &opt->reader};
-    dm_doc_source src = {dm_pp_file_unit, &fs, n_files, 0};
+    dm_doc_source src = {dm_pp_file_unit, &fs, n_files, 0, 0};
     for (size_t i = 0; i < n_files; i++) src.in_bytes += files[i].size;
     return dm_preprocess_source(out, times, &src, opt, backend);
 }
@@ -714,7 +714,14 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
         if (i > 0) dm_pp_queue_push(&r->free_q, &r->slots[i]);
     }
     /* reader pool: one file per thread at a time, at most `window` files ahead of the one taken */
-    int nt = opt->threads > 0 ? opt->threads : omp_get_max_threads();
+    /* default for files: the rank's cores less the workers and one for the calling thread and
+     * the prefault threads; one reader per core oversubscribed the node (16 readers + 4 workers
+     * + 3 others on 16 cores: wall 1.30-1.35x the busiest stage, 12 readers 1.19-1.21x and as
+     * fast, bench/RESULTS.md session 8). The generator keeps one reader per thread: there the
+     * readers are the heavy stage (11 readers: 0.86 -> 1.05 s at 200k documents). */
+    int nt = opt->threads > 0 ? opt->threads
+             : src->all_threads ? omp_get_max_threads()
+                                : omp_get_max_threads() - r->n_workers - 1;
     if (nt < 1) nt = 1;
     if (nt > 256) nt = 256;
     if ((size_t)nt > n_files) nt = n_files ? (int)n_files : 1;

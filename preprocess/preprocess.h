@@ -342,8 +342,10 @@ typedef struct dm_preprocess_options {
                                  batches to fit free device memory and tokenises a document too
                                  large for the device on the CPU (same output), never truncating */
     int force_unicode;        /* 1: no ASCII fast path (tests) */
-    int threads;              /* reader + normaliser threads; 0 = omp_get_max_threads() (all cores,
-                                 or OMP_NUM_THREADS / --threads), at most one per file */
+    int threads;              /* reader + normaliser threads, at most one per unit (file); 0 = the
+                                 source's default (dm_doc_source.all_threads): for files the
+                                 rank's threads (omp_get_max_threads(): all cores, OMP_NUM_THREADS
+                                 or --threads) less the workers and one, at least 1 */
     int no_prefault;          /* 1: without the stream builder's prefault threads (stream_build.h;
                                  for comparisons: same output, the fills fault the pages) */
     int workers;              /* pipeline workers (tokenise + build a batch each); 0 = 4, at most 8.
@@ -411,13 +413,17 @@ int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_fi
  * units), so it must not modify *src. A list of files through the readers is one source (unit =
  * file; dm_preprocess_files); a generator is another (`docmine pipeline --synthetic` feeds
  * datasets/synth.h documents in ranges without writing them). in_bytes: about how many raw bytes
- * the source produces (sizes automatic batches; 0 = the smallest). */
+ * the source produces (sizes automatic batches; 0 = the smallest). all_threads: with
+ * opt->threads 0, 1 gives one reader per thread (a source whose reading is the heavy stage: the
+ * generator), 0 the threads less the workers and one (files: readers, workers and the calling
+ * thread then do not oversubscribe the cores; bench/RESULTS.md, sessions 8 and 9). */
 typedef int dm_doc_unit_fn(void *src, size_t unit, dm_pp_stats *st, dm_doc_sink *sink, void *user);
 typedef struct dm_doc_source {
     dm_doc_unit_fn *read;
     void *src;
     size_t n_units;
     uint64_t in_bytes;
+    int all_threads;
 } dm_doc_source;
 
 /* The batch pipeline (reader pool + in-order batches + tokenising workers) over the documents of

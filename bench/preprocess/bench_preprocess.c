@@ -47,7 +47,8 @@ static void usage(void)
     printf("usage: bench_preprocess [--corpus DIR] [--format F] [--min-bytes N] [--work DIR]\n"
            "                        [--backend cpu|cuda|both] [--repeats N] [--json FILE] [--no-sklearn]\n"
            "                        [--kernels-only] [--kernel-repeats N] [--build-only] [--build-batches N]\n"
-           "                        [--no-prefault] [--instances] [--workers N] [--batch-bytes N]\n\n"
+           "                        [--no-prefault] [--instances] [--workers N] [--readers N]\n"
+           "                        [--batch-bytes N]\n\n"
            "--kernels-only: only the kernel table (tokenise + stop + stem + hash on resident text,\n"
            "CUDA events, median of --kernel-repeats runs, default 10), no end-to-end or scikit-learn.\n"
            "--build-only: only the token stream build (host, one thread): the corpus normalised and\n"
@@ -60,6 +61,7 @@ static void usage(void)
            "--no-prefault: the build (--build-only) or the pipeline (end to end) without the stream\n"
            "builder's prefault threads: the fills fault the stream's fresh pages themselves.\n"
            "--workers N: pipeline workers (tokenise + build a batch each; default 0 = the driver's, 4).\n"
+           "--readers N: reader threads (default 0 = the driver's: the threads less the workers and one).\n"
            "--batch-bytes N: normalised bytes per batch (default 0 = the driver's automatic size).\n"
            "Default corpus: ../shared/datasets/reuters21578 (format reuters). With --min-bytes, the\n"
            "corpus is decompressed once into --work DIR (default /tmp/docmine-bench-pp) and repeated\n"
@@ -140,9 +142,10 @@ static double cpu_seconds(void)
 }
 
 static int run_end_to_end(result *r, const dm_pp_file_list *fl, int format, int backend, int repeats,
-                          int prefault, int workers, size_t batch_bytes)
+                          int prefault, int workers, int readers, size_t batch_bytes)
 {
     dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
+    o.threads = readers;
     o.reader.format = format;
     o.no_prefault = !prefault;
     o.workers = workers;
@@ -413,12 +416,13 @@ int main(int argc, char **argv)
         {"kernels-only", no_argument, 0, 'k'}, {"kernel-repeats", required_argument, 0, 'K'},
         {"build-only", no_argument, 0, 'B'}, {"build-batches", required_argument, 0, 'n'},
         {"no-prefault", no_argument, 0, 'P'}, {"instances", no_argument, 0, 'I'},
-        {"workers", required_argument, 0, 'W'}, {"batch-bytes", required_argument, 0, 'X'},
+        {"workers", required_argument, 0, 'W'}, {"readers", required_argument, 0, 'R'},
+        {"batch-bytes", required_argument, 0, 'X'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *corpus = NULL, *work = "/tmp/docmine-bench-pp", *json_path = "bench_preprocess.json",
                *backends = "both";
     int format = DM_PP_FORMAT_REUTERS, repeats = 2, sklearn = 1, kernels_only = 0, krep = 10, c;
-    int build_only = 0, build_batches = 19, prefault = 1, instances = 0, workers = 0;
+    int build_only = 0, build_batches = 19, prefault = 1, instances = 0, workers = 0, readers = 0;
     size_t min_bytes = 0, batch_bytes = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -441,6 +445,7 @@ int main(int argc, char **argv)
         case 'P': prefault = 0; break;
         case 'I': instances = 1; break;
         case 'W': workers = atoi(optarg) > 0 ? atoi(optarg) : 0; break;
+        case 'R': readers = atoi(optarg) > 0 ? atoi(optarg) : 0; break;
         case 'X': batch_bytes = strtoull(optarg, NULL, 10); break;
         case 'n': build_batches = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
         case 'h': usage(); return 0;
@@ -497,7 +502,7 @@ int main(int argc, char **argv)
         int be = k == 0 ? DM_BACKEND_CUDA : DM_BACKEND_CPU;
         if ((be == DM_BACKEND_CUDA && !want_cuda) || (be == DM_BACKEND_CPU && !want_cpu)) continue;
         kname[nres] = be == DM_BACKEND_CUDA ? "cuda" : "cpu";
-        if ((!kernels_only && run_end_to_end(&res[nres], &fl, format, be, repeats, prefault, workers, batch_bytes) < 0) ||
+        if ((!kernels_only && run_end_to_end(&res[nres], &fl, format, be, repeats, prefault, workers, readers, batch_bytes) < 0) ||
             run_kernels(&kr[nres], &fl, format, be, krep, instances) < 0) {
             fprintf(stderr, "bench_preprocess: %s\n", dm_error_message());
             return 1;
