@@ -166,7 +166,7 @@ static int check_shares(dm_flock_sim *s, const dm_vectors *v)
 }
 
 /* Unit-length copy of row r of v (float weights divided by the double norm); checks the row is
- * term-sorted. */
+ * term-sorted and finite (col NULL: only checks). */
 static int unit_row(const dm_vectors *v, uint64_t r, uint32_t *col, float *val, uint32_t *len)
 {
     uint64_t a = v->row_off[r], b = v->row_off[r + 1];
@@ -178,8 +178,9 @@ static int unit_row(const dm_vectors *v, uint64_t r, uint32_t *col, float *val, 
         if (!isfinite(v->val[k])) return DM_ERR(DM_ERR_FORMAT, "flock: non-finite weight in row %llu", (unsigned long long)(v->row_base + r));
         ss += (double)v->val[k] * (double)v->val[k];
     }
-    double norm = sqrt(ss);
     *len = (uint32_t)(b - a);
+    if (!col) return DM_OK; /* checked only */
+    double norm = sqrt(ss);
     for (uint64_t k = a; k < b; k++) {
         col[k - a] = v->col[k];
         val[k - a] = norm > 0 ? (float)((double)v->val[k] / norm) : 0.0f;
@@ -201,6 +202,103 @@ static void initial_state(const dm_flock_sim *s, uint64_t id, double W, double H
     *vy = sp * sin(a);
 }
 
+/* One message's sections, or where they are in the own store: the boids' ids, states and vector
+ * lengths, then their vectors' entries. */
+typedef struct dist_sec {
+    uint64_t *id;
+    double *x, *y, *vx, *vy;
+    uint32_t *vlen, *col;
+    float *val;
+} dist_sec;
+
+static size_t dist_pad8(size_t b) { return (b + 7) & ~(size_t)7; }
+
+/* A send buffer with the sections of n boids and nnz entries. */
+static int dist_sec_alloc(dist_sec *d, char **buf, uint64_t n, uint64_t nnz)
+{
+    size_t sz = 5 * 8 * (size_t)n + dist_pad8(4 * (size_t)n) + 2 * dist_pad8(4 * (size_t)nnz);
+    char *p = *buf = dm_malloc(sz ? sz : 8);
+    if (!p) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for a %zu-byte distribution message", sz);
+    d->id = (uint64_t *)p;
+    d->x = (double *)(p + 8 * n);
+    d->y = d->x + n;
+    d->vx = d->y + n;
+    d->vy = d->vx + n;
+    d->vlen = (uint32_t *)(d->vy + n);
+    d->col = (uint32_t *)((char *)d->vlen + dist_pad8(4 * (size_t)n));
+    d->val = (float *)((char *)d->col + dist_pad8(4 * (size_t)nnz));
+    return DM_OK;
+}
+
+#define DIST_SECTIONS 8
+/* Bytes per MPI message (counts are ints): 1 GiB, or DOCMINE_FLOCK_DIST_CHUNK (tests: small
+ * chunks exercise the split on small problems). */
+static size_t dist_chunk(void)
+{
+    const char *e = getenv("DOCMINE_FLOCK_DIST_CHUNK");
+    unsigned long long c = e ? strtoull(e, NULL, 10) : 0;
+    return c >= 8 && c <= ((size_t)1 << 30) ? (size_t)c : (size_t)1 << 30;
+}
+
+/* The sections of a message of n boids and nnz entries as (address, bytes). */
+static void dist_sec_list(const dist_sec *d, uint64_t n, uint64_t nnz, void *p[DIST_SECTIONS], size_t b[DIST_SECTIONS])
+{
+    void *ps[DIST_SECTIONS] = {d->id, d->x, d->y, d->vx, d->vy, d->vlen, d->col, d->val};
+    size_t bs[DIST_SECTIONS] = {8 * n, 8 * n, 8 * n, 8 * n, 8 * n, 4 * n, 4 * nnz, 4 * nnz};
+    memcpy(p, ps, sizeof ps);
+    memcpy(b, bs, sizeof bs);
+}
+
+static size_t dist_chunks(size_t bytes, size_t chunk) { return (bytes + chunk - 1) / chunk; }
+
+/* Sends sec[q] (meta[2q] boids, meta[2q+1] entries) to every other rank q and receives rank q's
+ * into rsec[q] (rmeta[2q], rmeta[2q+1]): per section one or more messages in the same order on
+ * both sides (MPI keeps the order of messages between two ranks with one tag). */
+static int dist_exchange(MPI_Comm comm, int rank, int P, const dist_sec *sec, const uint64_t *meta,
+                         const dist_sec *rsec, const uint64_t *rmeta)
+{
+    size_t nreq = 0, chunk = dist_chunk();
+    void *p[DIST_SECTIONS];
+    size_t bytes[DIST_SECTIONS];
+    for (int q = 0; q < P; q++) {
+        if (q == rank) continue;
+        dist_sec_list(&sec[q], meta[2 * q], meta[2 * q + 1], p, bytes);
+        for (int k = 0; k < DIST_SECTIONS; k++) nreq += dist_chunks(bytes[k], chunk);
+        dist_sec_list(&rsec[q], rmeta[2 * q], rmeta[2 * q + 1], p, bytes);
+        for (int k = 0; k < DIST_SECTIONS; k++) nreq += dist_chunks(bytes[k], chunk);
+    }
+    MPI_Request *req = dm_malloc(sizeof *req * (nreq ? nreq : 1));
+    MPI_Status *st = dm_malloc(sizeof *st * (nreq ? nreq : 1));
+    if (!req || !st) {
+        dm_free(req);
+        dm_free(st);
+        return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    }
+    int nr = 0, e = MPI_SUCCESS;
+    for (int q = 0; q < P && e == MPI_SUCCESS; q++) {
+        if (q == rank) continue;
+        dist_sec_list(&rsec[q], rmeta[2 * q], rmeta[2 * q + 1], p, bytes);
+        for (int k = 0; k < DIST_SECTIONS && e == MPI_SUCCESS; k++)
+            for (size_t o = 0; o < bytes[k] && e == MPI_SUCCESS; o += chunk) {
+                size_t c = bytes[k] - o < chunk ? bytes[k] - o : chunk;
+                e = MPI_Irecv((char *)p[k] + o, (int)c, MPI_BYTE, q, 300, comm, &req[nr++]);
+            }
+    }
+    for (int q = 0; q < P && e == MPI_SUCCESS; q++) {
+        if (q == rank) continue;
+        dist_sec_list(&sec[q], meta[2 * q], meta[2 * q + 1], p, bytes);
+        for (int k = 0; k < DIST_SECTIONS && e == MPI_SUCCESS; k++)
+            for (size_t o = 0; o < bytes[k] && e == MPI_SUCCESS; o += chunk) {
+                size_t c = bytes[k] - o < chunk ? bytes[k] - o : chunk;
+                e = MPI_Isend((char *)p[k] + o, (int)c, MPI_BYTE, q, 300, comm, &req[nr++]);
+            }
+    }
+    if (e == MPI_SUCCESS) e = MPI_Waitall(nr, req, st);
+    dm_free(req);
+    dm_free(st);
+    return e == MPI_SUCCESS ? DM_OK : DM_ERR(DM_ERR_MPI, "flock: initial distribution failed");
+}
+
 /* Builds this rank's input boids and sends each to the owner of its slice (all-to-all). */
 static int distribute(dm_flock_sim *s, const dm_vectors *v)
 {
@@ -209,8 +307,6 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
     size_t n = (size_t)v->n_rows;
     double W, H;
     double *x = NULL, *y = NULL, *vx = NULL, *vy = NULL;
-    dm_flock_store in;
-    dm_flock_store_init(&in);
     x = dm_malloc(sizeof *x * (n ? n : 1));
     y = dm_malloc(sizeof *y * (n ? n : 1));
     vx = dm_malloc(sizeof *vx * (n ? n : 1));
@@ -237,179 +333,160 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         if (rc != DM_OK) goto done;
     }
     dm_flock_plane_at(s, s->iteration, &W, &H);
-    if (!s->opt.resume)
-        for (size_t r = 0; r < n; r++) initial_state(s, v->row_base + r, W, H, &x[r], &y[r], &vx[r], &vy[r]);
+    if (!s->opt.resume) {
+        const long nl = (long)n;
+#pragma omp parallel for schedule(static)
+        for (long r = 0; r < nl; r++) initial_state(s, v->row_base + (uint64_t)r, W, H, &x[r], &y[r], &vx[r], &vy[r]);
+    }
     for (size_t r = 0; r < n && rc == DM_OK; r++)
         if (!(x[r] >= 0 && x[r] < W && y[r] >= 0 && y[r] < H) || !isfinite(vx[r]) || !isfinite(vy[r]))
             rc = DM_ERR(DM_ERR_FORMAT, "flock: checkpoint position of document %llu is off the plane",
                         (unsigned long long)(v->row_base + r));
-    /* unit-length copies of the rows, in place in the pool (rows are independent: in parallel;
-     * a failing row is found again serially for its message) */
+    /* all-to-all by owner slice, each boid copied once on its way: a row's unit-length copy is
+     * written straight into the own store (own rows) or into the send buffer of its owner, and
+     * the messages are received straight into the own store's arrays (one message per section,
+     * the own rows first, then each sender's in rank order); on one rank it is one copy */
     for (size_t r = 0; r < n && rc == DM_OK; r++)
         if (v->row_off[r + 1] < v->row_off[r] || v->row_off[r + 1] - v->row_off[r] > UINT32_MAX)
             rc = DM_ERR(DM_ERR_FORMAT, "flock: corrupt vector row %llu", (unsigned long long)r);
-    if (rc == DM_OK) rc = dm_flock_store_reserve(&in, n, (size_t)(v->row_off[n] - v->row_off[0]));
-    if (rc == DM_OK) {
-        const long nl = (long)n;
-        long bad = nl;
-#pragma omp parallel for schedule(static) reduction(min : bad)
-        for (long r = 0; r < nl; r++) {
-            uint32_t len = 0;
-            size_t at = (size_t)(v->row_off[r] - v->row_off[0]);
-            if (unit_row(v, (uint64_t)r, in.col + at, in.val + at, &len) != DM_OK && r < bad) bad = r;
-            in.id[r] = v->row_base + (uint64_t)r;
-            in.x[r] = x[r];
-            in.y[r] = y[r];
-            in.vx[r] = vx[r];
-            in.vy[r] = vy[r];
-            in.voff[r] = at;
-            in.vlen[r] = len;
-        }
-        if (bad < nl) {
-            uint32_t len = 0;
-            size_t at = (size_t)(v->row_off[bad] - v->row_off[0]);
-            rc = unit_row(v, (uint64_t)bad, in.col + at, in.val + at, &len); /* records the message */
-            if (rc == DM_OK) rc = DM_ERR(DM_ERR_FORMAT, "flock: vector row %ld", bad);
-        } else {
-            in.n = n;
-            in.pool = in.live = (size_t)(v->row_off[n] - v->row_off[0]);
-        }
-    }
     rc = dm_ctx_agree(s->ctx, rc);
     if (rc != DM_OK) goto done;
-
-    /* one rank: the boids are its own, nothing to copy */
-    if (P == 1) {
-        dm_flock_store_free(&s->own);
-        s->own = in;
-        dm_flock_store_init(&in);
-        goto done;
-    }
-    /* all-to-all by owner slice: one message per other rank (counts in 8-byte units); this rank's
-     * own boids move straight to the store, and the input copy is freed before the messages
-     * arrive, so that at most about two copies of the vectors exist at once */
     {
         uint32_t *idx = dm_malloc(sizeof *idx * (n ? n : 1));
         int *owner = dm_malloc(sizeof *owner * (n ? n : 1));
-        uint64_t *ssize = dm_calloc((size_t)P, sizeof *ssize), *rsize = dm_calloc((size_t)P, sizeof *rsize);
-        char **sbuf = dm_calloc((size_t)P, sizeof *sbuf), **rbuf = dm_calloc((size_t)P, sizeof *rbuf);
-        MPI_Request *req = dm_malloc(sizeof *req * 2 * (size_t)P);
-        MPI_Status *st = dm_malloc(sizeof *st * 2 * (size_t)P);
-        if (!idx || !owner || !ssize || !rsize || !sbuf || !rbuf || !req || !st) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-        /* boids by owner (counting sort: the rows of each owner in row order) */
+        uint64_t *zoff = dm_malloc(sizeof *zoff * (n ? n : 1)); /* row idx[t]'s entries in its section */
         size_t *first = dm_calloc((size_t)P + 1, sizeof *first);
         uint64_t *nnz_of = dm_calloc((size_t)P, sizeof *nnz_of);
-        uint64_t *meta = dm_calloc(3 * (size_t)P, sizeof *meta), *rmeta = dm_calloc(3 * (size_t)P, sizeof *rmeta);
-        if (rc == DM_OK && (!first || !nnz_of || !meta || !rmeta)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        uint64_t *meta = dm_calloc(2 * (size_t)P, sizeof *meta), *rmeta = dm_calloc(2 * (size_t)P, sizeof *rmeta);
+        dist_sec *sec = dm_calloc((size_t)P, sizeof *sec);
+        char **sbuf = dm_calloc((size_t)P, sizeof *sbuf);
+        if (!idx || !owner || !zoff || !first || !nnz_of || !meta || !rmeta || !sec || !sbuf)
+            rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        /* boids by owner (counting sort: the rows of each owner in row order) */
         dm_timer_start("flock.setup.distribute.layout");
         if (rc == DM_OK) {
             for (size_t r = 0; r < n; r++) {
-                owner[r] = dm_flock_slice_of(s, in.y[r], H);
+                owner[r] = dm_flock_slice_of(s, y[r], H);
                 first[owner[r] + 1]++;
-                nnz_of[owner[r]] += in.vlen[r];
+                nnz_of[owner[r]] += v->row_off[r + 1] - v->row_off[r];
             }
             for (int q = 0; q < P; q++) first[q + 1] += first[q];
             size_t *at = dm_malloc(sizeof *at * (size_t)P);
-            if (!at) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+            uint64_t *z = dm_calloc((size_t)P, sizeof *z);
+            if (!at || !z) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
             for (int q = 0; at && q < P; q++) at[q] = first[q];
-            for (size_t r = 0; at && r < n; r++) idx[at[owner[r]]++] = (uint32_t)r;
+            for (size_t r = 0; at && z && r < n; r++) {
+                size_t t = at[owner[r]]++;
+                idx[t] = (uint32_t)r;
+                zoff[t] = z[owner[r]];
+                z[owner[r]] += v->row_off[r + 1] - v->row_off[r];
+            }
             dm_free(at);
+            dm_free(z);
+            for (int q = 0; q < P; q++) {
+                meta[2 * q] = first[q + 1] - first[q];
+                meta[2 * q + 1] = nnz_of[q];
+            }
         }
         dm_timer_stop("flock.setup.distribute.layout");
-        dm_timer_start("flock.setup.distribute.pack");
+        rc = dm_ctx_agree(s->ctx, rc);
+        /* boids and non-zeros of every message: the own store is reserved once, the senders'
+         * boids following this rank's own in rank order */
+        if (rc == DM_OK && MPI_Alltoall(meta, 2, MPI_UINT64_T, rmeta, 2, MPI_UINT64_T, s->comm) != MPI_SUCCESS)
+            rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Alltoall failed");
+        size_t own_n = 0, own_nnz = 0;
         for (int q = 0; q < P && rc == DM_OK; q++) {
-            size_t cnt = first[q + 1] - first[q];
-            const uint32_t *qi = idx + first[q];
-            uint64_t nnz = nnz_of[q];
-            if (q == s->rank) continue; /* moved to the own store once its size is known */
-            dm_flock_msg_layout l;
-            dm_flock_msg_layout_of(&l, cnt, nnz);
-            if (l.total / 8 > 2147483647u) {
-                rc = DM_ERR(DM_ERR_UNSUPPORTED, "flock: a 16 GiB+ initial message; use more ranks");
-                break;
+            own_n += (size_t)rmeta[2 * q];
+            own_nnz += (size_t)rmeta[2 * q + 1];
+        }
+        dm_timer_start("flock.setup.distribute.pack");
+        if (rc == DM_OK) rc = dm_flock_store_reserve(&s->own, own_n, own_nnz);
+        if (rc == DM_OK) {
+            sec[s->rank] = (dist_sec){s->own.id, s->own.x, s->own.y, s->own.vx, s->own.vy, s->own.vlen,
+                                      s->own.col, s->own.val};
+            for (int q = 0; q < P && rc == DM_OK; q++)
+                if (q != s->rank) rc = dist_sec_alloc(&sec[q], &sbuf[q], meta[2 * q], meta[2 * q + 1]);
+        }
+        if (rc == DM_OK) {
+            const long nl = (long)n;
+            long bad = nl;
+#pragma omp parallel for schedule(static) reduction(min : bad)
+            for (long t = 0; t < nl; t++) {
+                size_t r = idx[t];
+                int q = owner[r];
+                const dist_sec *d = &sec[q];
+                size_t k = (size_t)t - first[q];
+                uint32_t len = 0;
+                if (unit_row(v, (uint64_t)r, d->col + zoff[t], d->val + zoff[t], &len) != DM_OK && (long)r < bad)
+                    bad = (long)r;
+                d->id[k] = v->row_base + (uint64_t)r;
+                d->x[k] = x[r];
+                d->y[k] = y[r];
+                d->vx[k] = vx[r];
+                d->vy[k] = vy[r];
+                d->vlen[k] = len;
             }
-            sbuf[q] = dm_malloc(l.total);
-            if (!sbuf[q]) {
-                rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-                break;
+            if (bad < nl) {
+                uint32_t len = 0;
+                rc = unit_row(v, (uint64_t)bad, NULL, NULL, &len); /* records the message */
+                if (rc == DM_OK) rc = DM_ERR(DM_ERR_FORMAT, "flock: vector row %ld", bad);
             }
-            dm_flock_msg_pack(sbuf[q], &in, qi, cnt, NULL);
-            ssize[q] = l.total;
-            meta[3 * q] = l.total;
-            meta[3 * q + 1] = cnt;
-            meta[3 * q + 2] = nnz;
         }
         dm_timer_stop("flock.setup.distribute.pack");
         rc = dm_ctx_agree(s->ctx, rc);
-        /* sizes, boids and non-zeros of every message: the own store is reserved once */
-        if (rc == DM_OK && MPI_Alltoall(meta, 3, MPI_UINT64_T, rmeta, 3, MPI_UINT64_T, s->comm) != MPI_SUCCESS)
-            rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Alltoall failed");
-        if (rc == DM_OK) {
-            size_t own_n = first[s->rank + 1] - first[s->rank], own_nnz = (size_t)nnz_of[s->rank];
-            for (int q = 0; q < P; q++)
-                if (q != s->rank) {
-                    rsize[q] = rmeta[3 * q];
-                    own_n += (size_t)rmeta[3 * q + 1];
-                    own_nnz += (size_t)rmeta[3 * q + 2];
-                }
-            dm_timer_start("flock.setup.distribute.own");
-            rc = dm_flock_store_reserve(&s->own, own_n, own_nnz);
-            if (rc == DM_OK)
-                rc = dm_flock_store_append(&s->own, &in, idx + first[s->rank], first[s->rank + 1] - first[s->rank]);
-            dm_timer_stop("flock.setup.distribute.own");
+        dm_timer_start("flock.setup.distribute.exchange");
+        if (rc == DM_OK && P > 1) {
+            /* the receivers' sections: where each sender's boids and entries go in the own store */
+            dist_sec *rsec = dm_calloc((size_t)P, sizeof *rsec);
+            if (!rsec) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+            size_t b = (size_t)rmeta[2 * s->rank], z = (size_t)rmeta[2 * s->rank + 1];
+            for (int q = 0; q < P && rsec; q++) {
+                if (q == s->rank) continue;
+                rsec[q] = (dist_sec){s->own.id + b, s->own.x + b, s->own.y + b, s->own.vx + b, s->own.vy + b,
+                                     s->own.vlen + b, s->own.col + z, s->own.val + z};
+                b += (size_t)rmeta[2 * q];
+                z += (size_t)rmeta[2 * q + 1];
+            }
+            if (rc == DM_OK) rc = dist_exchange(s->comm, s->rank, P, sec, meta, rsec, rmeta);
+            dm_free(rsec);
         }
+        dm_timer_stop("flock.setup.distribute.exchange");
+        /* offsets in store order, each sender's lengths checked against its count of entries */
+        if (rc == DM_OK) {
+            uint64_t at = 0;
+            size_t i = 0;
+            for (int k = 0; k < P && rc == DM_OK; k++) {
+                int q = k == 0 ? s->rank : (k <= s->rank ? k - 1 : k); /* own rows, then senders */
+                uint64_t start = at;
+                for (uint64_t j = 0; j < rmeta[2 * q]; j++, i++) {
+                    s->own.voff[i] = at;
+                    at += s->own.vlen[i];
+                }
+                if (at - start != rmeta[2 * q + 1])
+                    rc = DM_ERR(DM_ERR_FORMAT, "flock: rank %d sent %llu vector entries, announced %llu", q,
+                                (unsigned long long)(at - start), (unsigned long long)rmeta[2 * q + 1]);
+            }
+            if (rc == DM_OK) {
+                s->own.n = own_n;
+                s->own.pool = s->own.live = own_nnz;
+                s->own.indexed = 0;
+            }
+        }
+        dm_timer_start("flock.setup.distribute.free");
+        for (int q = 0; q < P && sbuf; q++) dm_free(sbuf[q]);
+        dm_free(sbuf);
+        dm_free(sec);
         dm_free(first);
         dm_free(nnz_of);
         dm_free(meta);
         dm_free(rmeta);
         dm_free(idx);
         dm_free(owner);
-        dm_timer_start("flock.setup.distribute.free");
-        dm_flock_store_free(&in); /* everything is in the messages or the own store now */
-        dm_timer_stop("flock.setup.distribute.free");
-        /* receive buffers mapped by all threads first: fresh pages faulted by MPI's one copying
-         * thread cost about 1 GB/s on the GPU machines */
-        dm_timer_start("flock.setup.distribute.rbuf");
-        for (int q = 0; q < P && rc == DM_OK; q++) {
-            if (q != s->rank && !(rbuf[q] = dm_malloc(rsize[q] ? rsize[q] : 8)))
-                rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-            else if (q != s->rank)
-                dm_flock_prefault(rbuf[q], rsize[q]);
-        }
-        dm_timer_stop("flock.setup.distribute.rbuf");
-        rc = dm_ctx_agree(s->ctx, rc);
-        dm_timer_start("flock.setup.distribute.exchange");
-        if (rc == DM_OK) {
-            int nr = 0;
-            for (int q = 0; q < P; q++) {
-                if (q == s->rank) continue;
-                MPI_Irecv(rbuf[q], (int)(rsize[q] / 8), MPI_UINT64_T, q, 300, s->comm, &req[nr++]);
-                MPI_Isend(sbuf[q], (int)(ssize[q] / 8), MPI_UINT64_T, q, 300, s->comm, &req[nr++]);
-            }
-            if (MPI_Waitall(nr, req, st) != MPI_SUCCESS) rc = DM_ERR(DM_ERR_MPI, "flock: initial distribution failed");
-        }
-        dm_timer_stop("flock.setup.distribute.exchange");
-        /* unpack in source-rank order (any order gives the same trajectories) */
-        dm_timer_start("flock.setup.distribute.unpack");
-        for (int q = 0; q < P && rc == DM_OK; q++)
-            if (q != s->rank) rc = dm_flock_msg_unpack(&s->own, rbuf[q], rsize[q]);
-        dm_timer_stop("flock.setup.distribute.unpack");
-        dm_timer_start("flock.setup.distribute.free");
-        for (int q = 0; q < P && sbuf && rbuf; q++) {
-            dm_free(sbuf[q]);
-            dm_free(rbuf[q]);
-        }
-        dm_free(sbuf);
-        dm_free(rbuf);
-        dm_free(ssize);
-        dm_free(rsize);
-        dm_free(req);
-        dm_free(st);
+        dm_free(zoff);
         dm_timer_stop("flock.setup.distribute.free");
     }
     rc = dm_ctx_agree(s->ctx, rc);
 done:
-    dm_flock_store_free(&in);
     dm_free(x);
     dm_free(y);
     dm_free(vx);
