@@ -9,6 +9,11 @@ time of the whole pipeline (the slowest rank's pipeline.total timer) and weak-sc
 E(n) = T(n0) / T(n) against the smallest point n0 of each method, per number of GPUs (ranks),
 with the 90% target line. Also prints the table.
 
+When DIR/.shared/ holds the concurrent 1-rank runs of `weak-scaling.sh --shared-baseline` (the
+1-GPU point on every GPU of the host at once), it also prints and writes DIR/shared-host.csv:
+per method the 1-GPU time alone, the slowest concurrent run (1 GPU on a fully loaded host), the
+largest point, and the efficiency against each baseline, stage by stage.
+
 The plot uses matplotlib when it is installed, else a built-in PNG writer (zlib + a 5x7 bitmap
 font, standard library only), so it works on machines without matplotlib. Exit 1 when DIR holds
 no report, 2 on bad arguments.
@@ -88,6 +93,38 @@ def print_table(rows):
         print(f"{r['method']:<12} {r['gpus']:>4} {r['documents']:>10} {r['documents_per_gpu']:>9} "
               f"{r['total_s']:>8.2f} {r['preprocess_s']:>7.2f} {r['tfidf_s']:>7.2f} {r['cluster_s']:>7.2f} "
               f"{r['documents_per_s']:>10.0f} {100 * r['efficiency']:>5.1f}% {r['nmi']:>6.3f}")
+
+
+SHARED_COLUMNS = ["method", "stage", "gpus", "alone_s", "shared_s", "largest_s", "efficiency",
+                  "efficiency_vs_shared", "concurrent_runs"]
+
+
+def shared_host(rows, directory):
+    """Rows of the shared-host table, or [] when DIR/.shared holds no report."""
+    conc = load(os.path.join(directory, ".shared"))
+    out = []
+    for m, pts in series(rows).items():
+        runs = [r for r in conc if r["method"] == m]
+        if not runs or len(pts) < 2:
+            continue
+        one, big = pts[0], pts[-1]
+        for stage in ("total_s", "preprocess_s", "tfidf_s", "cluster_s"):
+            sh = max(r[stage] for r in runs)
+            out.append({"method": m, "stage": stage[:-2], "gpus": big["gpus"], "alone_s": one[stage],
+                        "shared_s": sh, "largest_s": big[stage],
+                        "efficiency": one[stage] / big[stage] if big[stage] > 0 else float("nan"),
+                        "efficiency_vs_shared": sh / big[stage] if big[stage] > 0 else float("nan"),
+                        "concurrent_runs": len(runs)})
+    return out
+
+
+def print_shared(rows):
+    print("\nshared host: the 1-GPU point alone, and on every GPU at once (slowest of the concurrent runs)")
+    print(f"{'method':<12} {'stage':<11} {'1 alone s':>9} {'1 shared s':>10} {'G':>3} {'G GPUs s':>9} "
+          f"{'eff':>6} {'eff vs shared':>13}")
+    for r in rows:
+        print(f"{r['method']:<12} {r['stage']:<11} {r['alone_s']:>9.2f} {r['shared_s']:>10.2f} {r['gpus']:>3} "
+              f"{r['largest_s']:>9.2f} {100 * r['efficiency']:>5.1f}% {100 * r['efficiency_vs_shared']:>12.1f}%")
 
 
 def series(rows):
@@ -293,6 +330,18 @@ def main():
     else:
         plot_builtin(rows, png_path, title)
     print(f"table: {csv_path}\nplot: {png_path} ({how})")
+    sh = shared_host(rows, a.dir)
+    if sh:
+        print_shared(sh)
+        sh_path = os.path.join(a.dir, "shared-host.csv")
+        tmp = sh_path + ".tmp"
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=SHARED_COLUMNS)
+            w.writeheader()
+            for r in sh:
+                w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+        os.replace(tmp, sh_path)
+        print(f"shared-host table: {sh_path}")
     return 0
 
 

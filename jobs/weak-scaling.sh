@@ -24,6 +24,12 @@
 #                                when set, else the host's cores / its GPUs)
 #     --no-bind                  mpiexec: no binding (ranks share all cores; a 1-GPU point then
 #                                also uses the cores of the GPUs it leaves idle)
+#     --shared-baseline          mpiexec: after each method's series, run its 1-GPU point on
+#                                every GPU of the largest point at once (independent 1-rank runs,
+#                                each on its own GPU and cores: DIR/.shared/<method>-r<i>); prints
+#                                and writes DIR/shared-host.csv: how much of the loss from 1 to G
+#                                GPUs comes from the ranks sharing one host (the cores' clock,
+#                                memory bandwidth, PCIe), apart from their communication
 #     --dry-run                  print the commands only
 # Example (one 4-GPU machine, both methods, under 4 minutes on H200s):
 #   jobs/weak-scaling.sh --launcher mpiexec --gpus 1,2,4 --docs-per-gpu 50000 --out out/weak \
@@ -31,7 +37,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 launcher=""; gpus=1,2,4; gpn=4; methods=flock,streamclust; dpg=100000; out=out/weak
-docmine=build/apps/docmine; dry=0; extra=(); fargs=""; sargs=""; repeats=1; cpr=""; bind=1
+docmine=build/apps/docmine; dry=0; extra=(); fargs=""; sargs=""; repeats=1; cpr=""; bind=1; shared=0
 while [ $# -gt 0 ]; do
     case $1 in
     --launcher) launcher=$2; shift 2 ;;
@@ -46,9 +52,10 @@ while [ $# -gt 0 ]; do
     --repeats) repeats=$2; shift 2 ;;
     --cores-per-rank) cpr=$2; shift 2 ;;
     --no-bind) bind=0; shift ;;
+    --shared-baseline) shared=1; shift ;;
     --dry-run) dry=1; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "weak-scaling.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -136,6 +143,27 @@ PY
             [ $dry -eq 1 ] || echo "  job $("${cmd[@]}")"
         fi
     done
+    if [ "$launcher" = mpiexec ] && [ $shared -eq 1 ]; then
+        # the 1-GPU point on every GPU of the largest point at once: independent runs, each with
+        # its own GPU and block of cores (as rank i of a series point), so that they share the
+        # host as the ranks of that point do but do not communicate
+        G=1; for g in "${glist[@]}"; do [ "$g" -gt "$G" ] && G=$g; done
+        sdir=$out/.shared; pids=()
+        [ $dry -eq 1 ] || { rm -rf "${sdir:?}/$m"-r*; mkdir -p "$sdir"; }
+        for ((i = 0; i < G; i++)); do
+            tset=()
+            if [ $bind -eq 1 ] && [ $((G * cpr)) -le "$ncores" ]; then tset=(taskset -c "$((i * cpr))-$((i * cpr + cpr - 1))"); fi
+            cmd=(env CUDA_VISIBLE_DEVICES="$i" OMP_NUM_THREADS="$cpr" "${tset[@]}" mpiexec -n 1 "$docmine" pipeline --synthetic default
+                 --docs-per-rank "$dpg" --method "$m" -o "$sdir/$m-r$i" "${margs[@]}" "${extra[@]}")
+            echo "+ ${cmd[*]} &"
+            [ $dry -eq 0 ] || continue
+            "${cmd[@]}" > "$sdir/$m-r$i.log" 2>&1 &
+            pids+=($!)
+        done
+        for p in "${pids[@]}"; do
+            wait "$p" || echo "weak-scaling.sh: a concurrent 1-GPU run of $m failed (logs in $sdir)" >&2
+        done
+    fi
 done
 if [ "$launcher" = mpiexec ] && [ $dry -eq 0 ]; then
     "$here/scaling-table.py" "$out"
