@@ -79,7 +79,7 @@ def load(directory):
 def write_csv(rows, path):
     tmp = path + ".tmp"
     with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         w.writeheader()
         for r in rows:
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
@@ -336,7 +336,7 @@ def main():
         sh_path = os.path.join(a.dir, "shared-host.csv")
         tmp = sh_path + ".tmp"
         with open(tmp, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=SHARED_COLUMNS)
+            w = csv.DictWriter(f, fieldnames=SHARED_COLUMNS, lineterminator="\n")
             w.writeheader()
             for r in sh:
                 w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})

@@ -14,7 +14,7 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 is_png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && [ "$(wc -c < "$1")" -gt 1000 ]; }
 
 "$src/jobs/weak-scaling.sh" --launcher mpiexec --gpus 1,2 --methods streamclust --docs-per-gpu 150 --out "$t/weak" \
-    --docmine "$dm" -- --backend cpu --quiet --synth-words 50,100 --synth-topics 3 --k 3,6 --dim 32 > "$t/log" 2>&1 ||
+    --shared-baseline --docmine "$dm" -- --backend cpu --quiet --synth-words 50,100 --synth-topics 3 --k 3,6 --dim 32 > "$t/log" 2>&1 ||
     fail "weak-scaling.sh failed: $(tail -5 "$t/log")"
 csv=$t/weak/weak-scaling.csv
 [ -s "$csv" ] || fail "no CSV"
@@ -23,6 +23,16 @@ csv=$t/weak/weak-scaling.csv
 awk -F, 'NR == 2 && !($2 == 1 && $3 == 150 && $4 == 150 && $10 == 1) { exit 1 }
          NR == 3 && !($2 == 2 && $3 == 300 && $4 == 150 && $10 > 0) { exit 1 }' "$csv" || fail "CSV rows: $(cat "$csv")"
 is_png "$t/weak/weak-scaling.png" || fail "no PNG plot"
+# the shared-host baseline: two concurrent 1-rank runs, kept out of the series' table
+sh=$t/weak/shared-host.csv
+[ -s "$sh" ] || fail "no shared-host.csv"
+[ "$(head -1 "$sh")" = "method,stage,gpus,alone_s,shared_s,largest_s,efficiency,efficiency_vs_shared,concurrent_runs" ] ||
+    fail "shared-host.csv header: $(head -1 "$sh")"
+awk -F, 'NR > 1 { n++; if ($1 != "streamclust" || $3 != 2 || $9 != 2 || $5 <= 0 || $6 <= 0) bad = 1
+                  if ($8 / ($5 / $6) < 0.999 || $8 / ($5 / $6) > 1.001) bad = 1
+                  if ($7 / ($4 / $6) < 0.999 || $7 / ($4 / $6) > 1.001) bad = 1 }
+         END { exit (n == 4 && !bad) ? 0 : 1 }' "$sh" || fail "shared-host.csv rows: $(cat "$sh")"
+for i in 0 1; do [ -s "$t/weak/.shared/streamclust-r$i/report.json" ] || fail "concurrent run $i: no report"; done
 python3 "$src/jobs/scaling-table.py" "$t/weak" --builtin-plot --png "$t/builtin.png" --csv "$t/b.csv" > /dev/null || fail "built-in plot failed"
 is_png "$t/builtin.png" || fail "built-in PNG writer: not a PNG"
 cmp -s "$csv" "$t/b.csv" || fail "the CSV depends on the plotter"
