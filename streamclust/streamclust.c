@@ -705,8 +705,11 @@ int dm_sc_stream_read(float *out, const dm_sc_options *o, long first, long count
 void dm_sc_hash_vectors(float *out, const uint64_t *row_off, const uint32_t *terms,
                         const float *values, long n_docs, int dim)
 {
-    memset(out, 0, (size_t)n_docs * (size_t)dim * sizeof(float));
+    /* documents in parallel (each writes its own row, zeroed and first touched by its thread);
+     * a row's terms in row order, so the result does not depend on the threads */
+#pragma omp parallel for schedule(dynamic, 1024)
     for (long d = 0; d < n_docs; d++) {
+        memset(out + (size_t)d * dim, 0, (size_t)dim * sizeof(float));
         for (uint64_t j = row_off[d]; j < row_off[d + 1]; j++) {
             uint64_t h = (uint64_t)terms[j] + 0x9E3779B97F4A7C15ULL; /* splitmix64 */
             h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ULL;

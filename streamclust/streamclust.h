@@ -209,7 +209,8 @@ int dm_sc_stream_read(float *out, const dm_sc_options *o, long first, long count
  * and term t adds sign * value to dimension h mod dim, sign = -1 when bit 63 of h is set, else +1.
  * It depends on the term id only (vocabulary ids are rank-independent, tfidf), so a document
  * hashes to the same point whatever the rank layout. Terms are added in row order (term-sorted
- * rows: ascending term id). out: n_docs x dim, zeroed here. */
+ * rows: ascending term id). out: n_docs x dim, zeroed here. Documents are hashed in parallel
+ * (OpenMP); the result does not depend on the number of threads. */
 void dm_sc_hash_vectors(float *out, const uint64_t *row_off, const uint32_t *terms,
                         const float *values, long n_docs, int dim);
 

@@ -420,6 +420,48 @@ static void test_assign_cpu(void)
     CU_ASSERT_EQUAL(bad, 0);
 }
 
+/* Many documents hashed by several threads into a garbage-filled buffer: every row equals the
+ * same document hashed alone (one document, one thread), bit for bit. */
+static void test_hash_threads(void)
+{
+    const long n = 5000;
+    const int dim = 48;
+    uint64_t *off = malloc(sizeof *off * (size_t)(n + 1));
+    uint32_t *terms = malloc(sizeof *terms * (size_t)n * 60);
+    float *vals = malloc(sizeof *vals * (size_t)n * 60), *out = malloc(sizeof *out * (size_t)n * dim);
+    CU_ASSERT_FATAL(off && terms && vals && out);
+    unsigned st = 12345;
+    off[0] = 0;
+    for (long d = 0; d < n; d++) {
+        int len = (int)(rand_r(&st) % 61);
+        uint32_t t = 0;
+        for (int k = 0; k < len; k++) {
+            t += 1 + (uint32_t)(rand_r(&st) % 5000); /* ascending term ids */
+            terms[off[d] + k] = t;
+            vals[off[d] + k] = (float)rand_r(&st) / (float)RAND_MAX - 0.5f;
+        }
+        off[d + 1] = off[d] + (uint64_t)len;
+    }
+    memset(out, 0xff, sizeof *out * (size_t)n * dim); /* NaNs: every row must be zeroed */
+    int prev = omp_get_max_threads();
+    omp_set_num_threads(4);
+    dm_sc_hash_vectors(out, off, terms, vals, n, dim);
+    omp_set_num_threads(1);
+    long bad = 0;
+    for (long d = 0; d < n; d++) {
+        float one[48];
+        uint64_t o1[2] = {0, off[d + 1] - off[d]};
+        dm_sc_hash_vectors(one, o1, terms + off[d], vals + off[d], 1, dim);
+        if (memcmp(one, out + (size_t)d * dim, sizeof one) != 0) bad++;
+    }
+    omp_set_num_threads(prev);
+    CU_ASSERT_EQUAL(bad, 0);
+    free(off);
+    free(terms);
+    free(vals);
+    free(out);
+}
+
 static void test_hash_vectors(void)
 {
     uint64_t row_off[] = {0, 2, 3};
@@ -666,6 +708,7 @@ static CU_TestInfo tests[] = {
     {"bad_input", test_bad_input},
     {"assign_cpu", test_assign_cpu},
     {"hash_vectors", test_hash_vectors},
+    {"hash_threads", test_hash_threads},
     {"hash_single_terms", test_hash_single_terms},
     {"hash_linear", test_hash_linear},
     {"points_from_vectors", test_points_from_vectors},
