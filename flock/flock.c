@@ -400,7 +400,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
             own_nnz += (size_t)rmeta[2 * q + 1];
         }
         dm_timer_start("flock.setup.distribute.pack");
-        if (rc == DM_OK) rc = dm_flock_store_reserve(&s->own, own_n, own_nnz);
+        if (rc == DM_OK) rc = dm_flock_store_reserve(&s->own, own_n, own_nnz); /* empty: a new simulation */
         if (rc == DM_OK) {
             sec[s->rank] = (dist_sec){s->own.id, s->own.x, s->own.y, s->own.vx, s->own.vy, s->own.vlen,
                                       s->own.col, s->own.val};

@@ -63,8 +63,6 @@ int dm_flock_store_reserve(dm_flock_store *s, size_t n, size_t pool);
 /* Appends one boid (vector copied). */
 int dm_flock_store_push(dm_flock_store *s, uint64_t id, double x, double y, double vx, double vy,
                         const uint32_t *col, const float *val, uint32_t len);
-/* Appends the boids idx[0..count) of another store (vectors copied; in parallel). */
-int dm_flock_store_append(dm_flock_store *s, const dm_flock_store *from, const uint32_t *idx, size_t count);
 /* Removes the boids with keep[i] == 0 by moving the last kept boids into their places, so that
  * the work is proportional to the boids removed (the order of the others changes, which no result
  * depends on). moved_dst/moved_src (optional, capacity n each) receive the moves: the boid that

@@ -192,38 +192,6 @@ static int too_much_garbage(const dm_flock_store *s)
     return s->pool > ratio * s->live + 4096;
 }
 
-int dm_flock_store_append(dm_flock_store *s, const dm_flock_store *from, const uint32_t *idx, size_t count)
-{
-    uint64_t *at = dm_malloc(sizeof *at * (count + 1));
-    if (!at) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-    at[0] = 0;
-    for (size_t k = 0; k < count; k++) at[k + 1] = at[k] + from->vlen[idx[k]];
-    int rc = dm_flock_store_reserve(s, s->n + count, s->pool + at[count]);
-    if (rc == DM_OK) {
-        const size_t b = s->n, pool = s->pool;
-        const long nl = (long)count;
-#pragma omp parallel for schedule(static)
-        for (long k = 0; k < nl; k++) {
-            size_t i = b + (size_t)k, j = idx[k];
-            s->id[i] = from->id[j];
-            s->x[i] = from->x[j];
-            s->y[i] = from->y[j];
-            s->vx[i] = from->vx[j];
-            s->vy[i] = from->vy[j];
-            s->voff[i] = pool + at[k];
-            s->vlen[i] = from->vlen[j];
-            memcpy(s->col + pool + at[k], from->col + from->voff[j], sizeof *s->col * from->vlen[j]);
-            memcpy(s->val + pool + at[k], from->val + from->voff[j], sizeof *s->val * from->vlen[j]);
-        }
-        s->n = b + count;
-        s->pool = pool + at[count];
-        s->live += at[count];
-        s->indexed = 0;
-    }
-    dm_free(at);
-    return rc;
-}
-
 /* A boid's vector range, for compaction in pool order. */
 typedef struct vec_at {
     uint64_t voff;
