@@ -275,24 +275,18 @@ static int dist_exchange(MPI_Comm comm, int rank, int P, const dist_sec *sec, co
         return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     }
     int nr = 0, e = MPI_SUCCESS;
-    for (int q = 0; q < P && e == MPI_SUCCESS; q++) {
-        if (q == rank) continue;
-        dist_sec_list(&rsec[q], rmeta[2 * q], rmeta[2 * q + 1], p, bytes);
-        for (int k = 0; k < DIST_SECTIONS && e == MPI_SUCCESS; k++)
-            for (size_t o = 0; o < bytes[k] && e == MPI_SUCCESS; o += chunk) {
-                size_t c = bytes[k] - o < chunk ? bytes[k] - o : chunk;
-                e = MPI_Irecv((char *)p[k] + o, (int)c, MPI_BYTE, q, 300, comm, &req[nr++]);
-            }
-    }
-    for (int q = 0; q < P && e == MPI_SUCCESS; q++) {
-        if (q == rank) continue;
-        dist_sec_list(&sec[q], meta[2 * q], meta[2 * q + 1], p, bytes);
-        for (int k = 0; k < DIST_SECTIONS && e == MPI_SUCCESS; k++)
-            for (size_t o = 0; o < bytes[k] && e == MPI_SUCCESS; o += chunk) {
-                size_t c = bytes[k] - o < chunk ? bytes[k] - o : chunk;
-                e = MPI_Isend((char *)p[k] + o, (int)c, MPI_BYTE, q, 300, comm, &req[nr++]);
-            }
-    }
+    for (int send = 0; send < 2; send++) /* every receive posted before the sends */
+        for (int q = 0; q < P && e == MPI_SUCCESS; q++) {
+            if (q == rank) continue;
+            if (send) dist_sec_list(&sec[q], meta[2 * q], meta[2 * q + 1], p, bytes);
+            else dist_sec_list(&rsec[q], rmeta[2 * q], rmeta[2 * q + 1], p, bytes);
+            for (int k = 0; k < DIST_SECTIONS && e == MPI_SUCCESS; k++)
+                for (size_t o = 0; o < bytes[k] && e == MPI_SUCCESS; o += chunk) {
+                    size_t c = bytes[k] - o < chunk ? bytes[k] - o : chunk;
+                    e = send ? MPI_Isend((char *)p[k] + o, (int)c, MPI_BYTE, q, 300, comm, &req[nr++])
+                             : MPI_Irecv((char *)p[k] + o, (int)c, MPI_BYTE, q, 300, comm, &req[nr++]);
+                }
+        }
     if (e == MPI_SUCCESS) e = MPI_Waitall(nr, req, st);
     dm_free(req);
     dm_free(st);

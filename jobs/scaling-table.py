@@ -76,10 +76,10 @@ def load(directory):
     return rows
 
 
-def write_csv(rows, path):
+def write_csv(rows, path, columns=COLUMNS):
     tmp = path + ".tmp"
     with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
+        w = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
         w.writeheader()
         for r in rows:
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
@@ -334,13 +334,7 @@ def main():
     if sh:
         print_shared(sh)
         sh_path = os.path.join(a.dir, "shared-host.csv")
-        tmp = sh_path + ".tmp"
-        with open(tmp, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=SHARED_COLUMNS, lineterminator="\n")
-            w.writeheader()
-            for r in sh:
-                w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
-        os.replace(tmp, sh_path)
+        write_csv(sh, sh_path, SHARED_COLUMNS)
         print(f"shared-host table: {sh_path}")
     return 0
 
