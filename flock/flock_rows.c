@@ -294,6 +294,31 @@ static void tb_csv(tbuf *b, const char *s)
     tb_put(b, "\"", 1);
 }
 
+/* Appends rows [0, n) formatted by fn: chunks of rows formatted in parallel (a buffer each) and
+ * appended in row order, so the bytes do not depend on the threads. */
+typedef void tb_row_fn(tbuf *b, uint64_t i, const void *arg);
+static void tb_rows(tbuf *b, uint64_t n, tb_row_fn *fn, const void *arg)
+{
+    const uint64_t rows_per_chunk = 4096;
+    const long nc = (long)((n + rows_per_chunk - 1) / rows_per_chunk);
+    tbuf *cb = nc ? dm_calloc((size_t)nc, sizeof *cb) : NULL;
+    if (nc && !cb) {
+        b->err = 1;
+        return;
+    }
+#pragma omp parallel for schedule(dynamic, 1)
+    for (long c = 0; c < nc; c++) {
+        uint64_t hi = (uint64_t)(c + 1) * rows_per_chunk < n ? (uint64_t)(c + 1) * rows_per_chunk : n;
+        for (uint64_t i = (uint64_t)c * rows_per_chunk; i < hi && !cb[c].err; i++) fn(&cb[c], i, arg);
+    }
+    for (long c = 0; c < nc; c++) {
+        if (cb[c].err) b->err = 1;
+        else tb_put(b, cb[c].p ? cb[c].p : "", cb[c].n);
+        dm_free(cb[c].p);
+    }
+    dm_free(cb);
+}
+
 static int tb_write(tbuf *b, const char *path, const dm_ctx *ctx)
 {
     if (b->err) DM_ERR(DM_ERR_NOMEM, "out of memory formatting %s", path);
@@ -303,30 +328,47 @@ static int tb_write(tbuf *b, const char *path, const dm_ctx *ctx)
     return rc;
 }
 
+/* A row's inputs for the row formatters below. */
+typedef struct row_args {
+    const dm_vectors *v;
+    const double *x, *y;
+    const int32_t *cluster;
+} row_args;
+
+static void assignment_row(tbuf *b, uint64_t i, const void *arg)
+{
+    const row_args *a = arg;
+    tb_tsv(b, dm_vectors_id(a->v, i));
+    tb_put(b, "\t", 1);
+    tb_tsv(b, dm_vectors_labels(a->v, i));
+    tb_printf(b, "\t%d\n", a->cluster[i]);
+}
+
 int dm_flock_write_assignments_rows(const char *path, const dm_vectors *v, const int32_t *cluster, const dm_ctx *ctx)
 {
     tbuf b = {0};
+    row_args a = {v, NULL, NULL, cluster};
     if (ctx->rank == 0) tb_put(&b, "doc\tlabel\tcluster\n", 18);
-    for (uint64_t i = 0; i < v->n_rows && !b.err; i++) {
-        tb_tsv(&b, dm_vectors_id(v, i));
-        tb_put(&b, "\t", 1);
-        tb_tsv(&b, dm_vectors_labels(v, i));
-        tb_printf(&b, "\t%d\n", cluster[i]);
-    }
+    tb_rows(&b, v->n_rows, assignment_row, &a);
     return tb_write(&b, path, ctx);
+}
+
+static void position_row(tbuf *b, uint64_t i, const void *arg)
+{
+    const row_args *a = arg;
+    tb_csv(b, dm_vectors_id(a->v, i));
+    tb_printf(b, ",%.17g,%.17g,%d,", a->x[i], a->y[i], a->cluster[i]);
+    tb_csv(b, dm_vectors_labels(a->v, i));
+    tb_put(b, "\n", 1);
 }
 
 int dm_flock_write_positions_rows(const char *path, const dm_vectors *v, const double *x, const double *y,
                                   const int32_t *cluster, const dm_ctx *ctx)
 {
     tbuf b = {0};
+    row_args a = {v, x, y, cluster};
     if (ctx->rank == 0) tb_put(&b, "doc,x,y,cluster,label\n", 22);
-    for (uint64_t i = 0; i < v->n_rows && !b.err; i++) {
-        tb_csv(&b, dm_vectors_id(v, i));
-        tb_printf(&b, ",%.17g,%.17g,%d,", x[i], y[i], cluster[i]);
-        tb_csv(&b, dm_vectors_labels(v, i));
-        tb_put(&b, "\n", 1);
-    }
+    tb_rows(&b, v->n_rows, position_row, &a);
     return tb_write(&b, path, ctx);
 }
 

@@ -27,6 +27,18 @@ sum=$(awk -F'\t' 'NR>1 {s+=$2} END {print s}' "$t/one/clusters.tsv")
 cmp "$t/one/assignments.tsv" "$t/three/assignments.tsv" || fail "assignments differ between 1 and 3 ranks"
 cmp "$t/one/positions.csv" "$t/three/positions.csv" || fail "positions differ between 1 and 3 ranks"
 
+# the row writers format chunks of 4096 rows in parallel and append them in order: 9000 documents
+# on 1 rank (3 chunks) with 1 and 3 threads and on 3 ranks (one chunk each) write the same bytes
+big=(--backend cpu --synth 9000 --synth-topics 4 --synth-tokens 30 --threshold 0.06 --iterations 2 --seed 5 --quiet)
+"$dm" flock "${big[@]}" -o "$t/big1" > /dev/null
+OMP_NUM_THREADS=3 "$dm" flock "${big[@]}" -o "$t/big3t" > /dev/null
+"$mpiexec" -n 3 "$dm" flock "${big[@]}" -o "$t/big3r" > /dev/null
+[ "$(wc -l < "$t/big1/positions.csv")" -eq 9001 ] || fail "9000 documents: positions.csv has the wrong number of lines"
+for f in assignments.tsv positions.csv; do
+  cmp "$t/big1/$f" "$t/big3t/$f" || fail "$f differs between 1 and 3 threads"
+  cmp "$t/big1/$f" "$t/big3r/$f" || fail "$f differs between 1 and 3 ranks (9000 documents)"
+done
+
 # a run on 2 ranks leaves a checkpoint at iteration 20 (as if killed after it); resuming it on 1 rank
 # must write the same files as the uninterrupted run
 "$mpiexec" -n 2 "$dm" flock "${common[@]}" -o "$t/ck" --checkpoint-every 20 > /dev/null
