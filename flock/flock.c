@@ -350,11 +350,10 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         int *owner = dm_malloc(sizeof *owner * (n ? n : 1));
         uint64_t *zoff = dm_malloc(sizeof *zoff * (n ? n : 1)); /* row idx[t]'s entries in its section */
         size_t *first = dm_calloc((size_t)P + 1, sizeof *first);
-        uint64_t *nnz_of = dm_calloc((size_t)P, sizeof *nnz_of);
         uint64_t *meta = dm_calloc(2 * (size_t)P, sizeof *meta), *rmeta = dm_calloc(2 * (size_t)P, sizeof *rmeta);
         dist_sec *sec = dm_calloc((size_t)P, sizeof *sec);
         char **sbuf = dm_calloc((size_t)P, sizeof *sbuf);
-        if (!idx || !owner || !zoff || !first || !nnz_of || !meta || !rmeta || !sec || !sbuf)
+        if (!idx || !owner || !zoff || !first || !meta || !rmeta || !sec || !sbuf)
             rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
         /* boids by owner (counting sort: the rows of each owner in row order) */
         dm_timer_start("flock.setup.distribute.layout");
@@ -362,25 +361,22 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
             for (size_t r = 0; r < n; r++) {
                 owner[r] = dm_flock_slice_of(s, y[r], H);
                 first[owner[r] + 1]++;
-                nnz_of[owner[r]] += v->row_off[r + 1] - v->row_off[r];
             }
-            for (int q = 0; q < P; q++) first[q + 1] += first[q];
+            for (int q = 0; q < P; q++) {
+                first[q + 1] += first[q];
+                meta[2 * q] = first[q + 1] - first[q];
+            }
+            /* meta[2q + 1] counts owner q's entries so far: each row's place in its section */
             size_t *at = dm_malloc(sizeof *at * (size_t)P);
-            uint64_t *z = dm_calloc((size_t)P, sizeof *z);
-            if (!at || !z) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+            if (!at) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
             for (int q = 0; at && q < P; q++) at[q] = first[q];
-            for (size_t r = 0; at && z && r < n; r++) {
+            for (size_t r = 0; at && r < n; r++) {
                 size_t t = at[owner[r]]++;
                 idx[t] = (uint32_t)r;
-                zoff[t] = z[owner[r]];
-                z[owner[r]] += v->row_off[r + 1] - v->row_off[r];
+                zoff[t] = meta[2 * owner[r] + 1];
+                meta[2 * owner[r] + 1] += v->row_off[r + 1] - v->row_off[r];
             }
             dm_free(at);
-            dm_free(z);
-            for (int q = 0; q < P; q++) {
-                meta[2 * q] = first[q + 1] - first[q];
-                meta[2 * q + 1] = nnz_of[q];
-            }
         }
         dm_timer_stop("flock.setup.distribute.layout");
         rc = dm_ctx_agree(s->ctx, rc);
@@ -471,7 +467,6 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         dm_free(sbuf);
         dm_free(sec);
         dm_free(first);
-        dm_free(nnz_of);
         dm_free(meta);
         dm_free(rmeta);
         dm_free(idx);
