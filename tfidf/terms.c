@@ -83,6 +83,28 @@ int dm_term_cmp(const char *a, size_t la, uint64_t ha, const char *b, size_t lb,
     return 0;
 }
 
+int dm_tfidf_ambiguous_hash(const dm_termlist *vocab, uint64_t h)
+{
+    size_t a = SIZE_MAX, b = SIZE_MAX;
+    for (size_t i = 0; i < vocab->n && b == SIZE_MAX; i++)
+        if (vocab->hash[i] == h) {
+            if (a == SIZE_MAX) a = i;
+            else b = i;
+        }
+    if (b == SIZE_MAX) return DM_ERR(DM_ERR_FORMAT, "hash %016" PRIx64 " is ambiguous in its vocabulary", h);
+    return DM_ERR(DM_ERR_FORMAT,
+                  "hash %016" PRIx64 " stands for both '%.*s' and '%.*s': their tokens cannot be "
+                  "told apart by hash (vectorise from the corpus, which resolves collisions by bytes)",
+                  h, (int)dm_termlist_len(vocab, a), dm_termlist_bytes(vocab, a), (int)dm_termlist_len(vocab, b),
+                  dm_termlist_bytes(vocab, b));
+}
+
+int dm_tfidf_missing_hash(uint64_t token, uint64_t h)
+{
+    return DM_ERR(DM_ERR_FORMAT, "token stream: token %" PRIu64 " has hash %016" PRIx64 ", which is not in its vocabulary",
+                  token, h);
+}
+
 int dm_term_owner(uint64_t hash, int ranks)
 {
     if (ranks <= 1) return 0;

@@ -30,6 +30,7 @@ void dm_tfidf_local_free(dm_tfidf_local *l)
 {
     if (!l) return;
     dm_tf_counts_free(&l->counts);
+    dm_tf_dev_free(l->dev);
     dm_termlist_free(&l->terms);
     dm_free(l->id_off);
     dm_free(l->ids);
@@ -442,6 +443,7 @@ static int local_df(dm_tfidf_local *l)
     } else {
         memset(l->terms.val, 0, sizeof(uint64_t) * l->terms.n);
     }
+    if (l->dev) return dm_tf_dev_df(l->terms.val, l->terms.n, l->dev, NULL);
     const dm_tf_counts *c = &l->counts;
     uint64_t bad = dm_tfidf_df_count(l->terms.val, l->terms.n, c->term, c->row_off[c->n_rows]);
     if (bad != UINT64_MAX) return DM_ERR(DM_ERR_INVALID_ARG, "tfidf: a count row names term %u of %zu", c->term[bad], l->terms.n);
@@ -463,6 +465,16 @@ static int finish_rows(dm_vectors *out, const dm_tfidf_local *local, uint32_t fl
     DM_TRY(dm_strings_copy(&out->id_off, &out->ids, local->id_off, local->ids, out->n_rows));
     DM_TRY(dm_strings_copy(&out->label_off, &out->labels, local->label_off, local->labels, out->n_rows));
     return DM_OK;
+}
+
+/* The weights of a local's rows, where they are: on the device (local->dev), else on the host
+ * with the chosen backend. */
+static int weigh_local(dm_vectors *out, const dm_tfidf_local *l, int backend, const uint32_t *map, const double *w,
+                       uint64_t n_cols, dm_weigh_options *wo)
+{
+    if (l->dev) return dm_tfidf_weigh_dev_cuda(out, l->dev, map, l->terms.n, w, n_cols, wo);
+    return (backend == DM_BACKEND_CUDA ? dm_tfidf_weigh_cuda : dm_tfidf_weigh_cpu)(out, &l->counts, map, l->terms.n, w,
+                                                                                  n_cols, wo);
 }
 
 static uint64_t empty_rows(const dm_vectors *v)
@@ -501,9 +513,7 @@ int dm_tfidf_vectors(dm_vectors *out, dm_vocab *vocab_out, dm_tfidf_stats *stats
     wo.sublinear = opt->sublinear;
     wo.l2 = opt->l2;
     dm_timer_start("tfidf.weigh");
-    if (rc == DM_OK)
-        rc = (backend == DM_BACKEND_CUDA ? dm_tfidf_weigh_cuda : dm_tfidf_weigh_cpu)(
-            out, &local->counts, map, local->terms.n, w, n_cols, &wo);
+    if (rc == DM_OK) rc = weigh_local(out, local, backend, map, w, n_cols, &wo);
     dm_timer_stop("tfidf.weigh");
     dm_free(w);
     dm_free(map);
@@ -554,27 +564,18 @@ int dm_tfidf_local_from_stream(dm_tfidf_local *out, const dm_token_stream *s, in
         memcpy(out->terms.off, s->term_off, sizeof(uint64_t) * (s->n_terms + 1));
         memcpy(out->terms.bytes, s->term_bytes, s->term_off[s->n_terms]);
     }
-    uint32_t *tok = NULL;
-    if (rc == DM_OK && !(tok = dm_malloc(sizeof(uint32_t) * (s->n_tokens ? s->n_tokens : 1)))) rc = DM_ERR_NOMEM;
+    /* token hashes -> local terms (the stream's vocabulary) -> count rows; on the GPU in one pass,
+     * the rows left there for the weights unless opt->host_rows */
     dm_vocab_table_options vo = DM_VOCAB_TABLE_OPTIONS_INIT;
     vo.initial_cap = opt->table_initial_cap;
-    dm_timer_start("tfidf.map");
-    if (rc == DM_OK)
-        rc = (backend == DM_BACKEND_CUDA ? dm_hash_lookup_cuda : dm_hash_lookup_cpu)(tok, &out->terms, s->hashes,
-                                                                                     s->n_tokens, &vo);
-    size_t miss = rc == DM_OK ? dm_tfidf_first_none(tok, s->n_tokens) : SIZE_MAX;
-    if (miss != SIZE_MAX)
-        rc = DM_ERR(DM_ERR_FORMAT, "token stream: token %zu has hash %016" PRIx64 ", which is not in its vocabulary",
-                    miss, s->hashes[miss]);
-    dm_timer_stop("tfidf.map");
     dm_tf_count_options co = DM_TF_COUNT_OPTIONS_INIT;
     co.variant = opt->tf_variant;
+    int cuda = backend == DM_BACKEND_CUDA;
     dm_timer_start("tfidf.count");
     if (rc == DM_OK)
-        rc = (backend == DM_BACKEND_CUDA ? dm_tf_count_cuda : dm_tf_count_cpu)(&out->counts, s->tok_off, tok, s->n_docs,
-                                                                              (uint32_t)s->n_terms, &co);
+        rc = (cuda ? dm_tf_count_hashes_cuda : dm_tf_count_hashes_cpu)(&out->counts, cuda && !opt->host_rows ? &out->dev : NULL,
+                                                                      s->tok_off, s->hashes, s->n_docs, &out->terms, &co, &vo);
     dm_timer_stop("tfidf.count");
-    dm_free(tok);
     dm_timer_start("tfidf.rows");
     if (rc == DM_OK) rc = dm_strings_copy(&out->id_off, &out->ids, s->id_off, s->ids, s->n_docs);
     if (rc == DM_OK) rc = dm_strings_copy(&out->label_off, &out->labels, s->label_off, s->labels, s->n_docs);
@@ -650,9 +651,7 @@ int dm_icf_vectors(dm_vectors *out, dm_tfidf_stats *stats, const dm_icf_table *t
     dm_weigh_options wo = DM_WEIGH_OPTIONS_INIT;
     wo.sublinear = opt->sublinear;
     wo.l2 = opt->l2;
-    if (rc == DM_OK)
-        rc = (backend == DM_BACKEND_CUDA ? dm_tfidf_weigh_cuda : dm_tfidf_weigh_cpu)(
-            out, &local->counts, map, local->terms.n, w, v->terms.n, &wo);
+    if (rc == DM_OK) rc = weigh_local(out, local, backend, map, w, v->terms.n, &wo);
     dm_free(map);
     dm_free(w);
     if (rc == DM_OK) rc = finish_rows(out, local, weigh_flags(opt, 1));

@@ -141,6 +141,28 @@ typedef struct dm_tf_count_options {
 typedef int dm_tf_count_fn(dm_tf_counts *out, const uint64_t *tok_off, const uint32_t *tok,
                            size_t n_docs, uint32_t n_terms, dm_tf_count_options *opt);
 dm_tf_count_fn dm_tf_count_cpu, dm_tf_count_cuda;
+/* Count rows kept in device memory by the CUDA backend, so that a rank's tokens cross the bus
+ * once (as hashes, up) and its rows once (as weights, down): between counting and weighing the
+ * rows stay where they were made. Pieces of whole documents in order (one per count chunk).
+ * Opaque; dm_tf_dev_free (NULL is fine; a CPU-only build never makes one). */
+typedef struct dm_tf_dev dm_tf_dev;
+void dm_tf_dev_free(dm_tf_dev *dev);
+struct dm_vocab_table_options;
+
+/* Counts tokens given by their hashes: a token's term is the index of the term of `terms` with
+ * its hash (the token stream's vocabulary: dm_hash_lookup_fn then dm_tf_count_fn, in one pass on
+ * the GPU). Errors: those of both, and DM_ERR_FORMAT "token stream: token K has hash H, which is
+ * not in its vocabulary". dev NULL: out gets the rows. dev non-NULL (CUDA): the rows stay on the
+ * device in *dev and out gets n_rows and row_off only (term and count NULL), unless the device
+ * lacks the memory for them: then *dev = NULL and out gets everything, as the CPU backend always
+ * does. vo: the hash table's options and counters. */
+typedef int dm_tf_count_hashes_fn(dm_tf_counts *out, dm_tf_dev **dev, const uint64_t *tok_off, const uint64_t *hashes,
+                                  size_t n_docs, const dm_termlist *terms, dm_tf_count_options *opt,
+                                  struct dm_vocab_table_options *vo);
+dm_tf_count_hashes_fn dm_tf_count_hashes_cpu, dm_tf_count_hashes_cuda;
+/* df[t] = rows of dev that hold term t, for its n_terms terms (a histogram on the device). */
+int dm_tf_dev_df(uint64_t *df, size_t n_terms, const dm_tf_dev *dev, void *stream);
+
 /* The CUDA backend's table algorithm (same per-element code, tfidf_tables.h) run on the host, lane
  * by lane: tests it without a GPU. Not a production backend. */
 dm_tf_count_fn dm_tf_count_hd;
@@ -229,6 +251,10 @@ typedef int dm_tfidf_weigh_fn(dm_vectors *out, const dm_tf_counts *counts, const
                               size_t n_local_terms, const double *col_w, uint64_t n_cols,
                               dm_weigh_options *opt);
 dm_tfidf_weigh_fn dm_tfidf_weigh_cpu, dm_tfidf_weigh_cuda;
+/* dm_tfidf_weigh_cuda on rows kept on the device (dm_tf_count_hashes_cuda); dev->terms must be
+ * n_local_terms. */
+int dm_tfidf_weigh_dev_cuda(dm_vectors *out, const dm_tf_dev *dev, const uint32_t *term_map, size_t n_local_terms,
+                            const double *col_w, uint64_t n_cols, dm_weigh_options *opt);
 
 /* ---------------------------------------------------------------------------------------------
  * The vocabulary: n_terms terms, id = index, in byte order of the terms; df[id] = documents that
@@ -258,8 +284,11 @@ typedef struct dm_tfidf_options {
     size_t table_initial_cap;   /* vocabulary tables' first capacity (0 = automatic; tests) */
     int by_bytes;               /* corpus input: resolve every token by its bytes as it is read
                                    (the batched reader) even when no two stems share a hash */
+    int host_rows;              /* CUDA: a token stream's count rows go to the host between
+                                   counting and weighing (default 0: they stay on the device when
+                                   it has room; dm_tfidf_local.dev) */
 } dm_tfidf_options;
-#define DM_TFIDF_OPTIONS_INIT {0, DM_IDF_LOG, 0, 1, 1, 0.0, UINT64_MAX, 1.0, DM_TF_ATOMIC, 0, 0}
+#define DM_TFIDF_OPTIONS_INIT {0, DM_IDF_LOG, 0, 1, 1, 0.0, UINT64_MAX, 1.0, DM_TF_ATOMIC, 0, 0, 0}
 
 /* Counted over all ranks (identical on every rank after the driver returns). */
 typedef struct dm_tfidf_stats {
@@ -288,6 +317,9 @@ typedef struct dm_tfidf_local {
     uint64_t tokens;            /* tokens counted on this rank */
     uint64_t hash_collisions;   /* local term resolution: stems sharing a hash */
     uint64_t table_rebuilds;
+    dm_tf_dev *dev;             /* CUDA: the count rows on the device (then counts.term and
+                                   counts.count are NULL; counts.row_off is set); dm_tfidf_vectors
+                                   and dm_icf_build use them there */
 } dm_tfidf_local;
 void dm_tfidf_local_free(dm_tfidf_local *l);
 
@@ -309,7 +341,8 @@ int dm_tfidf_vectors(dm_vectors *out, dm_vocab *vocab, dm_tfidf_stats *stats, co
 /* Turns a token stream (dm_preprocess's output on this rank) into local counts. The stream's
  * per-token hashes are mapped onto its vocabulary; a hash that stands for several stems in the
  * stream (a collision) makes its tokens ambiguous: DM_ERR_FORMAT naming the stems (vectorise
- * from the corpus instead, which resolves collisions by bytes). */
+ * from the corpus instead, which resolves collisions by bytes). On the CUDA backend the rows
+ * stay on the device (out->dev) unless opt->host_rows or the device lacks the room. */
 int dm_tfidf_local_from_stream(dm_tfidf_local *out, const dm_token_stream *s, int backend,
                                const dm_tfidf_options *opt);
 

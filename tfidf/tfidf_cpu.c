@@ -221,23 +221,31 @@ int dm_hash_lookup_cpu(uint32_t *ids_out, const dm_termlist *vocab, const uint64
             while (ident[s] && key[s] != h) s = (s + 1) & mask;
             if (!ident[s]) ids_out[q] = DM_TERM_NONE;
             else if (ident[s] != UINT32_MAX) ids_out[q] = ident[s] - 1;
-            else {
-                size_t a = SIZE_MAX, b = SIZE_MAX;
-                for (size_t i = 0; i < vocab->n; i++)
-                    if (vocab->hash[i] == h) {
-                        if (a == SIZE_MAX) a = i;
-                        else if (b == SIZE_MAX) b = i;
-                    }
-                rc = DM_ERR(DM_ERR_FORMAT,
-                            "hash %016" PRIx64 " stands for both '%.*s' and '%.*s': their tokens cannot be "
-                            "told apart by hash (vectorise from the corpus, which resolves collisions by bytes)",
-                            h, (int)dm_termlist_len(vocab, a), dm_termlist_bytes(vocab, a),
-                            (int)dm_termlist_len(vocab, b), dm_termlist_bytes(vocab, b));
-            }
+            else rc = dm_tfidf_ambiguous_hash(vocab, h);
         }
     }
     dm_free(key);
     dm_free(ident);
+    return rc;
+}
+
+int dm_tf_count_hashes_cpu(dm_tf_counts *out, dm_tf_dev **dev, const uint64_t *tok_off, const uint64_t *hashes,
+                           size_t n_docs, const dm_termlist *terms, dm_tf_count_options *opt,
+                           dm_vocab_table_options *vo)
+{
+    if (dev) *dev = NULL; /* the rows are on the host */
+    if (!out || !tok_off || !terms || !opt || !vo || (!hashes && tok_off[n_docs] > tok_off[0]))
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_hashes_cpu: NULL argument");
+    memset(out, 0, sizeof *out);
+    if (terms->n >= DM_TERM_NONE) return DM_ERR(DM_ERR_UNSUPPORTED, "dm_tf_count_hashes_cpu: too many terms");
+    uint64_t t0 = tok_off[0], n_tok = tok_off[n_docs] - t0;
+    uint32_t *tok = dm_malloc(sizeof(uint32_t) * (tok_off[n_docs] ? tok_off[n_docs] : 1));
+    if (!tok) return DM_ERR_NOMEM;
+    int rc = dm_hash_lookup_cpu(tok + t0, terms, hashes ? hashes + t0 : NULL, n_tok, vo);
+    size_t miss = rc == DM_OK ? dm_tfidf_first_none(tok + t0, n_tok) : SIZE_MAX;
+    if (miss != SIZE_MAX) rc = dm_tfidf_missing_hash(t0 + miss, hashes[t0 + miss]);
+    if (rc == DM_OK) rc = dm_tf_count_cpu(out, tok_off, tok, n_docs, (uint32_t)terms->n, opt);
+    dm_free(tok);
     return rc;
 }
 

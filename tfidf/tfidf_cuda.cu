@@ -7,6 +7,7 @@
 #include <thrust/iterator/transform_iterator.h>
 
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -355,7 +356,99 @@ static const dm_tune_instance *count_instance(int variant, size_t n_tok)
 
 /* Device buffers of dm_tf_count_cuda, kept across its chunks. */
 enum { TW_TOK_OFF, TW_TOK, TW_TAB_OFF, TW_OVER, TW_BAD, TW_KEY, TW_CNT, TW_HEADER, TW_SCAN, TW_TERM, TW_COUNT,
-       TW_STERM, TW_SCOUNT, TW_ROW_OFF, TW_TEMP, TW_TEMP2, TW_N };
+       TW_STERM, TW_SCOUNT, TW_ROW_OFF, TW_TEMP, TW_TEMP2, TW_HASH, TW_N };
+
+/* Where the tokens of a count call come from: local term indices on the host (tok), or token
+ * hashes on the host (hash), mapped on the device through the hash-only table of the terms
+ * (ht: built, its query arguments still to be set). */
+struct tf_src {
+    const uint32_t *tok;
+    const uint64_t *hash;
+    dm_vt_args ht;
+    const dm_termlist *terms;
+};
+
+/* Count rows kept on the device (dm_tf_dev of tfidf.h): one piece per count chunk, each with
+ * its own row offsets from 0. */
+struct dm_tf_piece {
+    size_t n_rows;
+    uint64_t nnz;
+    uint64_t *row_off; /* n_rows + 1 */
+    uint32_t *term, *count;
+};
+struct dm_tf_dev {
+    size_t n_pieces, cap;
+    dm_tf_piece *p;
+    size_t n_rows, n_terms;
+};
+
+extern "C" void dm_tf_dev_free(dm_tf_dev *d)
+{
+    if (!d) return;
+    for (size_t i = 0; i < d->n_pieces; i++) {
+        dm_device_free(d->p[i].row_off);
+        dm_device_free(d->p[i].term);
+        dm_device_free(d->p[i].count);
+    }
+    dm_free(d->p);
+    dm_free(d);
+}
+
+/* Moves a chunk's sorted rows into a new piece of d (exact-size copies on the device). */
+static int tf_dev_keep(dm_tf_dev *d, size_t n_rows, uint64_t nnz, const uint64_t *d_row_off, const uint32_t *d_term,
+                       const uint32_t *d_count, cudaStream_t s)
+{
+    if (d->n_pieces == d->cap) {
+        size_t c = d->cap ? 2 * d->cap : 8;
+        dm_tf_piece *p = (dm_tf_piece *)dm_realloc(d->p, c * sizeof *p);
+        if (!p) return DM_ERR_NOMEM;
+        d->p = p;
+        d->cap = c;
+    }
+    dm_tf_piece *q = &d->p[d->n_pieces];
+    memset(q, 0, sizeof *q);
+    d->n_pieces++; /* freed with d whatever happens next */
+    q->n_rows = n_rows;
+    q->nnz = nnz;
+    DM_TRY(dm_device_alloc((void **)&q->row_off, 8 * (n_rows + 1)));
+    DM_TRY(dm_device_alloc((void **)&q->term, 4 * (nnz ? nnz : 1)));
+    DM_TRY(dm_device_alloc((void **)&q->count, 4 * (nnz ? nnz : 1)));
+    DM_CUDA_TRY(cudaMemcpyAsync(q->row_off, d_row_off, 8 * (n_rows + 1), cudaMemcpyDeviceToDevice, s));
+    DM_CUDA_TRY(cudaMemcpyAsync(q->term, d_term, 4 * nnz, cudaMemcpyDeviceToDevice, s));
+    DM_CUDA_TRY(cudaMemcpyAsync(q->count, d_count, 4 * nnz, cudaMemcpyDeviceToDevice, s));
+    d->n_rows += n_rows;
+    return DM_OK;
+}
+
+/* Hash mode: the chunk's hashes (on the device) to local term indices (d_tok). A hash that
+ * several terms share is ambiguous (the lookup's error). */
+static int tf_map_chunk(const tf_src *src, const uint64_t *hash_in, const uint64_t *d_hash, uint32_t *d_tok,
+                        uint64_t n_tok, cudaStream_t s)
+{
+    dm_vt_args a = src->ht;
+    a.q_hash = d_hash;
+    a.n_q = n_tok;
+    a.ids_out = d_tok;
+    DM_TRY(dm_tune_select(dm_tune_kernel_find("tfidf.hash_query"), n_tok)->launch(&a, n_tok, s));
+    unsigned long long amb = ~0ull;
+    DM_TRY(down(&amb, a.ambiguous_q, 8, s));
+    if (amb != ~0ull) return dm_tfidf_ambiguous_hash(src->terms, hash_in[amb - 1]);
+    return DM_OK;
+}
+
+/* Hash mode, after the count kernel flagged a token: the first token whose hash is not a term. */
+static int tf_missing_error(const uint64_t *hash_in, uint64_t tok0, const uint32_t *d_tok, uint64_t n_tok,
+                            cudaStream_t s)
+{
+    uint32_t *ids = (uint32_t *)dm_malloc(4 * (n_tok ? n_tok : 1));
+    if (!ids) return DM_ERR_NOMEM;
+    int rc = down(ids, d_tok, 4 * n_tok, s);
+    size_t miss = rc == DM_OK ? dm_tfidf_first_none(ids, n_tok) : SIZE_MAX;
+    dm_free(ids);
+    if (rc != DM_OK) return rc;
+    if (miss == SIZE_MAX) return DM_ERR(DM_ERR_CUDA, "dm_tf_count_hashes_cuda: a token was flagged but none is missing");
+    return dm_tfidf_missing_hash(tok0 + miss, hash_in[miss]);
+}
 
 /* Host arrays of one call, sized for its whole document range (a chunk uses a prefix). */
 struct tf_host {
@@ -364,11 +457,12 @@ struct tf_host {
     uint8_t *grow;
 };
 
-/* One chunk of documents (tok_off_in[0] may be non-zero: tokens are tok_in[tok_off_in[0] ..]).
+/* One chunk of documents (tok_off_in[0] may be non-zero: its tokens start there in src).
  * Appends its rows to out: row_off[0 .. n_docs] (row_off[0] = the entries before the chunk,
- * already set) and the entries at term/count + row_off[0]. */
-static int tf_count_chunk(dm_tf_counts *out, const uint64_t *tok_off_in, const uint32_t *tok_in, size_t n_docs,
-                          uint32_t n_terms, dm_tf_count_options *opt, dgrow *w, tf_host *hb)
+ * already set) and the entries at term/count + row_off[0], or, with keep, to a new piece of keep
+ * (out->term / count unused). */
+static int tf_count_chunk(dm_tf_counts *out, dm_tf_dev *keep, const uint64_t *tok_off_in, const tf_src *src,
+                          size_t n_docs, uint32_t n_terms, dm_tf_count_options *opt, dgrow *w, tf_host *hb)
 {
     /* rebase the offsets of the chunk to 0 */
     uint64_t *tok_off = hb->tok_off, *tab_off = hb->tab_off, *row_off = out->row_off;
@@ -376,8 +470,7 @@ static int tf_count_chunk(dm_tf_counts *out, const uint64_t *tok_off_in, const u
     uint8_t *grow = hb->grow;
     dm_tfidf_rebase(tok_off, tok_off_in, n_docs + 1, tok_off_in[0]);
     memset(grow, 0, n_docs ? n_docs : 1);
-    const uint32_t *tok = tok_in + tok_off_in[0];
-    const uint64_t n_tok = tok_off[n_docs], entry_base = row_off[0];
+    const uint64_t n_tok = tok_off[n_docs], entry_base = row_off[0], tok0 = tok_off_in[0];
     int slack = opt->bucket_slack > 0 ? opt->bucket_slack : 2;
     tf_run r;
     memset(&r, 0, sizeof r);
@@ -389,6 +482,7 @@ static int tf_count_chunk(dm_tf_counts *out, const uint64_t *tok_off_in, const u
     if (rc == DM_OK) rc = dgrow_need(&w[TW_TAB_OFF], 8 * (n_docs + 1), 0);
     if (rc == DM_OK) rc = dgrow_need(&w[TW_OVER], 4 * (n_docs ? n_docs : 1), 0);
     if (rc == DM_OK) rc = dgrow_need(&w[TW_BAD], 4, 0);
+    if (rc == DM_OK && src->hash) rc = dgrow_need(&w[TW_HASH], 8 * n_tok, 0);
     r.d_tok_off = (uint64_t *)w[TW_TOK_OFF].p;
     r.d_tok = (uint32_t *)w[TW_TOK].p;
     r.d_tab_off = (uint64_t *)w[TW_TAB_OFF].p;
@@ -396,8 +490,15 @@ static int tf_count_chunk(dm_tf_counts *out, const uint64_t *tok_off_in, const u
     r.d_bad = (uint32_t *)w[TW_BAD].p;
     dm_timer_start("tfidf.count.h2d");
     if (rc == DM_OK) rc = up(r.d_tok_off, tok_off, 8 * (n_docs + 1), r.s);
-    if (rc == DM_OK) rc = up(r.d_tok, tok, 4 * n_tok, r.s);
-    rc = stage(rc, r.s, "tfidf.count.h2d", "tfidf.count.tables");
+    if (rc == DM_OK && src->tok) rc = up(r.d_tok, src->tok + tok0, 4 * n_tok, r.s);
+    if (rc == DM_OK && src->hash) rc = up(w[TW_HASH].p, src->hash + tok0, 8 * n_tok, r.s);
+    if (src->hash) {
+        rc = stage(rc, r.s, "tfidf.count.h2d", "tfidf.count.map");
+        if (rc == DM_OK) rc = tf_map_chunk(src, src->hash + tok0, (const uint64_t *)w[TW_HASH].p, r.d_tok, n_tok, r.s);
+        rc = stage(rc, r.s, "tfidf.count.map", "tfidf.count.tables");
+    } else {
+        rc = stage(rc, r.s, "tfidf.count.h2d", "tfidf.count.tables");
+    }
     const dm_tune_instance *inst = rc == DM_OK ? count_instance(opt->variant, (size_t)n_tok) : NULL;
     if (rc == DM_OK && !inst) rc = DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_cuda: the forced instance does not exist for %s", dm_tf_variant_name(opt->variant));
     /* count; documents whose table overflowed get larger buckets and everything is rebuilt (the
@@ -414,6 +515,7 @@ static int tf_count_chunk(dm_tf_counts *out, const uint64_t *tok_off_in, const u
         uint32_t bad = 0;
         if (rc == DM_OK) rc = down(over, r.d_over, 4 * n_docs, r.s);
         if (rc == DM_OK) rc = down(&bad, r.d_bad, 4, r.s);
+        if (rc == DM_OK && bad && src->hash) rc = tf_missing_error(src->hash + tok0, tok0, r.d_tok, n_tok, r.s);
         if (rc == DM_OK && bad) rc = DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_cuda: a token names a term >= %u", n_terms);
         if (rc != DM_OK) break;
         int any = 0;
@@ -467,9 +569,14 @@ static int tf_count_chunk(dm_tf_counts *out, const uint64_t *tok_off_in, const u
             rc = dm_segsort_pairs_u32_cuda(w[TW_TEMP2].p, &tb, d_sterm, d_scount, d_term, d_count, nnz, d_row_off,
                                            n_docs, r.s);
     }
-    rc = stage(rc, r.s, "tfidf.count.sort", "tfidf.count.d2h");
-    if (rc == DM_OK) rc = down(out->term + entry_base, d_sterm, 4 * nnz, r.s);
-    if (rc == DM_OK) rc = down(out->count + entry_base, d_scount, 4 * nnz, r.s);
+    if (keep) {
+        if (rc == DM_OK) rc = tf_dev_keep(keep, n_docs, nnz, d_row_off, d_sterm, d_scount, r.s);
+        rc = stage(rc, r.s, "tfidf.count.sort", "tfidf.count.d2h");
+    } else {
+        rc = stage(rc, r.s, "tfidf.count.sort", "tfidf.count.d2h");
+        if (rc == DM_OK) rc = down(out->term + entry_base, d_sterm, 4 * nnz, r.s);
+        if (rc == DM_OK) rc = down(out->count + entry_base, d_scount, 4 * nnz, r.s);
+    }
     if (rc == DM_OK && entry_base) dm_tfidf_shift(row_off, n_docs + 1, entry_base);
     rc = stage(rc, r.s, "tfidf.count.d2h", NULL);
     return rc;
@@ -480,6 +587,54 @@ static int tf_count_chunk(dm_tf_counts *out, const uint64_t *tok_off_in, const u
 static uint64_t g_chunk_tokens = (uint64_t)1 << 26;
 #define DM_TF_CHUNK_TOKENS g_chunk_tokens
 
+/* The chunk loop of both count entry points: chunks of whole documents, rows appended in place
+ * (out->term / count: at most one entry per token, trimmed at the end; untouched pages cost
+ * nothing), or kept on the device (keep: out gets row_off only). */
+static int count_run(dm_tf_counts *out, dm_tf_dev *keep, const uint64_t *tok_off, const tf_src *src, size_t n_docs,
+                     uint32_t n_terms, dm_tf_count_options *opt)
+{
+    uint64_t nnz_cap = keep ? 0 : tok_off[n_docs] - tok_off[0];
+    dgrow w[TW_N];
+    memset(w, 0, sizeof w);
+    tf_host hb;
+    hb.tok_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
+    hb.tab_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
+    hb.over = (uint32_t *)dm_malloc(4 * (n_docs ? n_docs : 1));
+    hb.grow = (uint8_t *)dm_malloc(n_docs ? n_docs : 1);
+    out->row_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
+    if (!keep) {
+        out->term = (uint32_t *)dm_malloc(4 * (nnz_cap ? nnz_cap : 1));
+        out->count = (uint32_t *)dm_malloc(4 * (nnz_cap ? nnz_cap : 1));
+    }
+    int rc = out->row_off && (keep || (out->term && out->count)) && hb.tok_off && hb.tab_off && hb.over && hb.grow
+                 ? DM_OK
+                 : DM_ERR_NOMEM;
+    if (rc == DM_OK) out->row_off[0] = 0;
+    if (rc == DM_OK && n_docs == 0 && !keep) rc = tf_count_chunk(out, NULL, tok_off, src, 0, n_terms, opt, w, &hb);
+    for (size_t d0 = 0; rc == DM_OK && d0 < n_docs;) {
+        size_t d1 = d0 + 1;
+        while (d1 < n_docs && tok_off[d1 + 1] - tok_off[d0] <= DM_TF_CHUNK_TOKENS) d1++;
+        dm_tf_counts c = {d1 - d0, out->row_off + d0, out->term, out->count};
+        rc = tf_count_chunk(&c, keep, tok_off + d0, src, d1 - d0, n_terms, opt, w, &hb);
+        d0 = d1;
+    }
+    dgrow_free(w, TW_N);
+    dm_free(hb.tok_off);
+    dm_free(hb.tab_off);
+    dm_free(hb.over);
+    dm_free(hb.grow);
+    out->n_rows = n_docs;
+    if (rc == DM_OK && !keep) {
+        uint64_t nnz = out->row_off[n_docs];
+        uint32_t *t = (uint32_t *)dm_realloc(out->term, 4 * (nnz ? nnz : 1));
+        if (t) out->term = t;
+        uint32_t *c = (uint32_t *)dm_realloc(out->count, 4 * (nnz ? nnz : 1));
+        if (c) out->count = c;
+    }
+    if (rc != DM_OK) dm_tf_counts_free(out);
+    return rc;
+}
+
 extern "C" int dm_tf_count_cuda(dm_tf_counts *out, const uint64_t *tok_off, const uint32_t *tok, size_t n_docs,
                                 uint32_t n_terms, dm_tf_count_options *opt)
 {
@@ -489,44 +644,11 @@ extern "C" int dm_tf_count_cuda(dm_tf_counts *out, const uint64_t *tok_off, cons
         return DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_cuda: unknown variant %d", opt->variant);
     memset(out, 0, sizeof *out);
     DM_TRY(dm_tfidf_tune_register());
-    /* chunks of whole documents, rows appended in place; entries have at most one per token
-     * (the arrays are trimmed to the entries at the end; untouched pages cost nothing) */
-    uint64_t nnz_cap = tok_off[n_docs] - tok_off[0];
-    dgrow w[TW_N];
-    memset(w, 0, sizeof w);
-    tf_host hb;
-    hb.tok_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
-    hb.tab_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
-    hb.over = (uint32_t *)dm_malloc(4 * (n_docs ? n_docs : 1));
-    hb.grow = (uint8_t *)dm_malloc(n_docs ? n_docs : 1);
-    out->row_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
-    out->term = (uint32_t *)dm_malloc(4 * (nnz_cap ? nnz_cap : 1));
-    out->count = (uint32_t *)dm_malloc(4 * (nnz_cap ? nnz_cap : 1));
-    int rc = out->row_off && out->term && out->count && hb.tok_off && hb.tab_off && hb.over && hb.grow ? DM_OK : DM_ERR_NOMEM;
-    if (rc == DM_OK) out->row_off[0] = 0;
-    if (rc == DM_OK && n_docs == 0) rc = tf_count_chunk(out, tok_off, tok, 0, n_terms, opt, w, &hb);
-    for (size_t d0 = 0; rc == DM_OK && d0 < n_docs;) {
-        size_t d1 = d0 + 1;
-        while (d1 < n_docs && tok_off[d1 + 1] - tok_off[d0] <= DM_TF_CHUNK_TOKENS) d1++;
-        dm_tf_counts c = {d1 - d0, out->row_off + d0, out->term, out->count};
-        rc = tf_count_chunk(&c, tok_off + d0, tok, d1 - d0, n_terms, opt, w, &hb);
-        d0 = d1;
-    }
-    dgrow_free(w, TW_N);
-    dm_free(hb.tok_off);
-    dm_free(hb.tab_off);
-    dm_free(hb.over);
-    dm_free(hb.grow);
-    out->n_rows = n_docs;
-    if (rc == DM_OK) {
-        uint64_t nnz = out->row_off[n_docs];
-        uint32_t *t = (uint32_t *)dm_realloc(out->term, 4 * (nnz ? nnz : 1));
-        if (t) out->term = t;
-        uint32_t *c = (uint32_t *)dm_realloc(out->count, 4 * (nnz ? nnz : 1));
-        if (c) out->count = c;
-    }
-    if (rc != DM_OK) dm_tf_counts_free(out);
-    return rc;
+    static const uint32_t none = 0;
+    tf_src src;
+    memset(&src, 0, sizeof src);
+    src.tok = tok ? tok : &none;
+    return count_run(out, NULL, tok_off, &src, n_docs, n_terms, opt);
 }
 
 /* ------------------------------------------------------------------ vocabulary table */
@@ -744,6 +866,30 @@ extern "C" int dm_vocab_lookup_cuda(uint32_t *ids_out, const dm_termlist *vocab,
     return rc;
 }
 
+/* The hash-only table of n vocabulary hashes (d_vh on the device), grown until it fits; *a gets
+ * its arguments (t_hash, table fields). */
+static int ht_build(dbufs *tb, vt_table *t, dm_vt_args *a, const uint64_t *d_vh, size_t n, dm_vocab_table_options *opt,
+                    cudaStream_t s)
+{
+    uint64_t cap = pow2_at_least(opt->initial_cap ? opt->initial_cap : 2 * n + 2);
+    const dm_tune_kernel *kb = dm_tune_kernel_find("tfidf.hash_build");
+    int rc = DM_OK;
+    while (rc == DM_OK) {
+        dfree_all(tb);
+        rc = vt_alloc(tb, t, cap, 0, 1, s);
+        *a = vt_args(t);
+        a->t_hash = d_vh;
+        a->n = n;
+        if (rc == DM_OK) rc = dm_tune_select(kb, n)->launch(a, n, s);
+        uint32_t full = 0;
+        if (rc == DM_OK) rc = down(&full, t->full, 4, s);
+        if (rc != DM_OK || !full) break;
+        cap *= 2;
+        opt->rebuilds++;
+    }
+    return rc;
+}
+
 extern "C" int dm_hash_lookup_cuda(uint32_t *ids_out, const dm_termlist *vocab, const uint64_t *hashes, size_t n,
                                    dm_vocab_table_options *opt)
 {
@@ -760,48 +906,113 @@ extern "C" int dm_hash_lookup_cuda(uint32_t *ids_out, const dm_termlist *vocab, 
     if (rc == DM_OK) rc = dalloc(&inb, (void **)&d_ids, 4 * n);
     if (rc == DM_OK) rc = up(d_vh, vocab->hash, 8 * vocab->n, s);
     if (rc == DM_OK) rc = up(d_q, hashes, 8 * n, s);
-    uint64_t cap = pow2_at_least(opt->initial_cap ? opt->initial_cap : 2 * vocab->n + 2);
     vt_table t;
-    const dm_tune_kernel *kb = dm_tune_kernel_find("tfidf.hash_build"), *kq = dm_tune_kernel_find("tfidf.hash_query");
     dm_vt_args a;
-    while (rc == DM_OK) {
-        dfree_all(&tb);
-        rc = vt_alloc(&tb, &t, cap, 0, 1, s);
-        a = vt_args(&t);
-        a.t_hash = d_vh;
-        a.n = vocab->n;
-        if (rc == DM_OK) rc = dm_tune_select(kb, vocab->n)->launch(&a, vocab->n, s);
-        uint32_t full = 0;
-        if (rc == DM_OK) rc = down(&full, t.full, 4, s);
-        if (rc != DM_OK || !full) break;
-        cap *= 2;
-        opt->rebuilds++;
-    }
+    if (rc == DM_OK) rc = ht_build(&tb, &t, &a, d_vh, vocab->n, opt, s);
     unsigned long long amb = ~0ull;
     if (rc == DM_OK) {
         a.q_hash = d_q;
         a.n_q = n;
         a.ids_out = d_ids;
-        rc = dm_tune_select(kq, n)->launch(&a, n, s);
+        rc = dm_tune_select(dm_tune_kernel_find("tfidf.hash_query"), n)->launch(&a, n, s);
     }
     if (rc == DM_OK) rc = down(&amb, t.ambq, 8, s);
-    if (rc == DM_OK && amb != ~0ull) {
-        uint64_t h = hashes[amb - 1];
-        size_t x = SIZE_MAX, y = SIZE_MAX;
-        for (size_t i = 0; i < vocab->n; i++)
-            if (vocab->hash[i] == h) {
-                if (x == SIZE_MAX) x = i;
-                else if (y == SIZE_MAX) y = i;
-            }
-        rc = DM_ERR(DM_ERR_FORMAT,
-                    "hash %016" PRIx64 " stands for both '%.*s' and '%.*s': their tokens cannot be "
-                    "told apart by hash (vectorise from the corpus, which resolves collisions by bytes)",
-                    h, (int)dm_termlist_len(vocab, x), dm_termlist_bytes(vocab, x), (int)dm_termlist_len(vocab, y),
-                    dm_termlist_bytes(vocab, y));
-    }
+    if (rc == DM_OK && amb != ~0ull) rc = dm_tfidf_ambiguous_hash(vocab, hashes[amb - 1]);
     if (rc == DM_OK) rc = down(ids_out, d_ids, 4 * n, s);
     dfree_all(&tb);
     dfree_all(&inb);
+    return rc;
+}
+
+/* Device rows need their entries (at most one per token, 8 bytes each) and row offsets besides
+ * the count call's own buffers (about 40 bytes a token of a chunk); they are kept only when the
+ * device has that much free memory with a margin, else the rows go to the host. */
+static int dev_rows_fit(uint64_t n_tok, size_t n_docs)
+{
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    uint64_t chunk = n_tok < DM_TF_CHUNK_TOKENS ? n_tok : DM_TF_CHUNK_TOKENS;
+    uint64_t need = 8 * n_tok + 16 * (uint64_t)n_docs + 48 * chunk + ((uint64_t)1 << 30);
+    return need < free_b;
+}
+
+extern "C" int dm_tf_count_hashes_cuda(dm_tf_counts *out, dm_tf_dev **dev, const uint64_t *tok_off,
+                                       const uint64_t *hashes, size_t n_docs, const dm_termlist *terms,
+                                       dm_tf_count_options *opt, dm_vocab_table_options *vo)
+{
+    if (dev) *dev = NULL;
+    if (!out || !tok_off || !terms || !opt || !vo || (!hashes && tok_off[n_docs] > 0))
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_hashes_cuda: NULL argument");
+    if (opt->variant != DM_TF_ATOMIC && opt->variant != DM_TF_NOATOMIC)
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_hashes_cuda: unknown variant %d", opt->variant);
+    memset(out, 0, sizeof *out);
+    if (terms->n >= UINT32_MAX) return DM_ERR(DM_ERR_UNSUPPORTED, "dm_tf_count_hashes_cuda: too many terms");
+    DM_TRY(dm_tfidf_tune_register());
+    cudaStream_t s = (cudaStream_t)opt->stream;
+    dbufs inb = {{0}, 0}, tb = {{0}, 0};
+    uint64_t *d_vh = NULL;
+    static const uint64_t none = 0;
+    tf_src src;
+    memset(&src, 0, sizeof src);
+    src.hash = hashes ? hashes : &none;
+    src.terms = terms;
+    vt_table t;
+    dm_tf_dev *keep = NULL;
+    int rc = dalloc(&inb, (void **)&d_vh, 8 * terms->n);
+    if (rc == DM_OK) rc = up(d_vh, terms->hash, 8 * terms->n, s);
+    if (rc == DM_OK) rc = ht_build(&tb, &t, &src.ht, d_vh, terms->n, vo, s);
+    if (rc == DM_OK && dev && dev_rows_fit(tok_off[n_docs] - tok_off[0], n_docs)) {
+        keep = (dm_tf_dev *)dm_calloc(1, sizeof *keep);
+        if (!keep) rc = DM_ERR_NOMEM;
+        else keep->n_terms = terms->n;
+    }
+    if (rc == DM_OK) rc = count_run(out, keep, tok_off, &src, n_docs, (uint32_t)terms->n, opt);
+    dfree_all(&tb);
+    dfree_all(&inb);
+    if (rc != DM_OK) {
+        dm_tf_dev_free(keep);
+        return rc;
+    }
+    if (dev) *dev = keep;
+    return DM_OK;
+}
+
+/* df[t] = rows holding term t: a histogram of each piece's terms (rows hold distinct terms). */
+extern "C" int dm_tf_dev_df(uint64_t *df, size_t n_terms, const dm_tf_dev *dev, void *stream)
+{
+    if (!df || !dev) return DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_dev_df: NULL argument");
+    if (n_terms != dev->n_terms) return DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_dev_df: %zu terms, the rows have %zu", n_terms, dev->n_terms);
+    if (n_terms >= (size_t)INT_MAX) return DM_ERR(DM_ERR_UNSUPPORTED, "dm_tf_dev_df: too many terms");
+    memset(df, 0, 8 * n_terms);
+    if (n_terms == 0) return DM_OK;
+    cudaStream_t s = (cudaStream_t)stream;
+    dbufs b = {{0}, 0};
+    uint32_t *d_h = NULL, *h = (uint32_t *)dm_malloc(4 * n_terms);
+    void *temp = NULL;
+    size_t temp_b = 0, max_nnz = 0;
+    for (size_t i = 0; i < dev->n_pieces; i++)
+        if (dev->p[i].nnz > max_nnz) max_nnz = dev->p[i].nnz;
+    int rc = h ? dalloc(&b, (void **)&d_h, 4 * n_terms) : DM_ERR_NOMEM;
+    /* bins [t, t + 1) for t < n_terms; entries per piece < 2^32 (a piece has at most a chunk's tokens) */
+    if (rc == DM_OK && cub::DeviceHistogram::HistogramEven(NULL, temp_b, (const uint32_t *)NULL, d_h, (int)n_terms + 1,
+                                                           0u, (uint32_t)n_terms, (int64_t)max_nnz, s) != cudaSuccess)
+        rc = DM_ERR(DM_ERR_CUDA, "dm_tf_dev_df: histogram size query failed");
+    if (rc == DM_OK) rc = dalloc(&b, &temp, temp_b);
+    for (size_t i = 0; rc == DM_OK && i < dev->n_pieces; i++) {
+        const dm_tf_piece *q = &dev->p[i];
+        if (q->nnz == 0) continue;
+        size_t tb = temp_b;
+        if (cub::DeviceHistogram::HistogramEven(temp, tb, (const uint32_t *)q->term, d_h, (int)n_terms + 1, 0u,
+                                                (uint32_t)n_terms, (int64_t)q->nnz, s) != cudaSuccess)
+            rc = DM_ERR(DM_ERR_CUDA, "dm_tf_dev_df: histogram failed");
+        if (rc == DM_OK) rc = down(h, d_h, 4 * n_terms, s);
+        for (size_t k = 0; rc == DM_OK && k < n_terms; k++) df[k] += h[k];
+    }
+    dfree_all(&b);
+    dm_free(h);
     return rc;
 }
 
@@ -812,35 +1023,41 @@ enum { WW_ROW_OFF, WW_TERM, WW_COUNT, WW_MAP, WW_W, WW_LEN, WW_KEPT, WW_OUT_OFF,
        WW_SCOL, WW_SPOS, WW_FCOL, WW_OW, WW_FVAL, WW_TEMP2, WW_N };
 
 /* One chunk of rows (counts->row_off[0] == 0); a.map and a.col_w are on the device already.
+ * The rows are on the host (counts, uploaded here) or on the device (piece; counts NULL).
  * Appends the rows: row_off[0 .. n] (row_off[0] = the entries before the chunk, already set),
  * entries at col/val + row_off[0]. */
-static int weigh_chunk(uint64_t *row_off, uint32_t *col, float *val, const dm_tf_counts *counts, dm_w_args a,
-                       dgrow *w, dm_weigh_options *opt)
+static int weigh_chunk(uint64_t *row_off, uint32_t *col, float *val, const dm_tf_counts *counts,
+                       const dm_tf_piece *piece, dm_w_args a, dgrow *w, dm_weigh_options *opt)
 {
-    size_t n = counts->n_rows;
-    uint64_t nnz = counts->row_off[n], base = row_off[0];
+    size_t n = piece ? piece->n_rows : counts->n_rows;
+    uint64_t nnz = piece ? piece->nnz : counts->row_off[n], base = row_off[0];
     if (nnz >= UINT32_MAX) return DM_ERR(DM_ERR_UNSUPPORTED, "dm_tfidf_weigh_cuda: more than 2^32 entries in one call");
     cudaStream_t s = (cudaStream_t)opt->stream;
     a.n_rows = n;
     dm_timer_start("tfidf.weigh.h2d");
-    int rc = dgrow_need(&w[WW_ROW_OFF], 8 * (n + 1), 0);
-    if (rc == DM_OK) rc = dgrow_need(&w[WW_TERM], 4 * nnz, 0);
-    if (rc == DM_OK) rc = dgrow_need(&w[WW_COUNT], 4 * nnz, 0);
+    int rc = DM_OK;
+    if (!piece) {
+        rc = dgrow_need(&w[WW_ROW_OFF], 8 * (n + 1), 0);
+        if (rc == DM_OK) rc = dgrow_need(&w[WW_TERM], 4 * nnz, 0);
+        if (rc == DM_OK) rc = dgrow_need(&w[WW_COUNT], 4 * nnz, 0);
+    }
     if (rc == DM_OK) rc = dgrow_need(&w[WW_LEN], 8 * n, 0);
     if (rc == DM_OK) rc = dgrow_need(&w[WW_KEPT], 8 * (n + 1), 0);
     if (rc == DM_OK) rc = dgrow_need(&w[WW_OUT_OFF], 8 * (n + 1), 0);
     if (rc == DM_OK) rc = dgrow_need(&w[WW_CTR], 16, 0);
     uint64_t *d_out_off = (uint64_t *)w[WW_OUT_OFF].p, *d_kept = (uint64_t *)w[WW_KEPT].p;
     unsigned long long *d_ctr = (unsigned long long *)w[WW_CTR].p;
-    if (rc == DM_OK) rc = up(w[WW_ROW_OFF].p, counts->row_off, 8 * (n + 1), s);
-    if (rc == DM_OK) rc = up(w[WW_TERM].p, counts->term, 4 * nnz, s);
-    if (rc == DM_OK) rc = up(w[WW_COUNT].p, counts->count, 4 * nnz, s);
+    if (!piece) {
+        if (rc == DM_OK) rc = up(w[WW_ROW_OFF].p, counts->row_off, 8 * (n + 1), s);
+        if (rc == DM_OK) rc = up(w[WW_TERM].p, counts->term, 4 * nnz, s);
+        if (rc == DM_OK) rc = up(w[WW_COUNT].p, counts->count, 4 * nnz, s);
+    }
     if (rc == DM_OK && cudaMemsetAsync(d_kept, 0, 8 * (n + 1), s) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "memset failed");
     if (rc == DM_OK && cudaMemsetAsync(d_ctr, 0, 16, s) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "memset failed");
     rc = stage(rc, s, "tfidf.weigh.h2d", "tfidf.weigh.kernels");
-    a.row_off = (const uint64_t *)w[WW_ROW_OFF].p;
-    a.term = (const uint32_t *)w[WW_TERM].p;
-    a.count = (const uint32_t *)w[WW_COUNT].p;
+    a.row_off = piece ? piece->row_off : (const uint64_t *)w[WW_ROW_OFF].p;
+    a.term = piece ? piece->term : (const uint32_t *)w[WW_TERM].p;
+    a.count = piece ? piece->count : (const uint32_t *)w[WW_COUNT].p;
     a.row_len = (uint64_t *)w[WW_LEN].p;
     a.kept = d_kept;
     a.out_off = d_out_off;
@@ -905,22 +1122,19 @@ extern "C" void dm_tfidf_cuda_set_chunks(uint64_t tokens, uint64_t entries)
     g_chunk_entries = entries ? entries : (uint64_t)1 << 27;
 }
 
-extern "C" int dm_tfidf_weigh_cuda(dm_vectors *out, const dm_tf_counts *counts, const uint32_t *term_map,
-                                   size_t n_local_terms, const double *col_w, uint64_t n_cols, dm_weigh_options *opt)
+/* Both weigh entry points: rows from the host (counts) in chunks of whole rows (a row longer
+ * than a chunk makes a chunk of its own), or from the device (dev) piece by piece; rows appended
+ * in place; the map and the column weights go up once. */
+static int weigh_run(dm_vectors *out, const dm_tf_counts *counts, const dm_tf_dev *dev, const uint32_t *term_map,
+                     size_t n_local_terms, const double *col_w, uint64_t n_cols, dm_weigh_options *opt)
 {
-    if (!out || !counts || !opt || (!term_map && n_local_terms))
-        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_weigh_cuda: NULL argument");
-    DM_TRY(dm_tfidf_tune_register());
-    size_t n = counts->n_rows;
-    const uint64_t *ro = counts->row_off;
-    uint64_t cap = ro[n] - ro[0];
-    dm_timer_start("tfidf.weigh.check");
-    uint64_t bad = dm_tfidf_first_bad_entry(counts->term + ro[0], cap, term_map, n_local_terms, n_cols);
-    dm_timer_stop("tfidf.weigh.check");
-    if (bad != UINT64_MAX)
-        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_weigh_cuda: entry %" PRIu64 " maps outside the columns", bad);
-    /* chunks of whole rows, rows appended in place (a row longer than a chunk makes a chunk of its
-     * own); the map and the column weights go up once */
+    size_t n = dev ? dev->n_rows : counts->n_rows;
+    const uint64_t *ro = dev ? NULL : counts->row_off;
+    uint64_t cap = 0;
+    if (dev)
+        for (size_t i = 0; i < dev->n_pieces; i++) cap += dev->p[i].nnz;
+    else
+        cap = ro[n] - ro[0];
     cudaStream_t s = (cudaStream_t)opt->stream;
     dgrow w[WW_N];
     memset(w, 0, sizeof w);
@@ -941,17 +1155,23 @@ extern "C" int dm_tfidf_weigh_cuda(dm_vectors *out, const dm_tf_counts *counts, 
     a.map = (const uint32_t *)w[WW_MAP].p;
     a.col_w = (const double *)w[WW_W].p;
     if (rc == DM_OK) row_off[0] = 0;
-    if (rc == DM_OK && n == 0) {
+    if (dev) {
+        size_t r0 = 0;
+        for (size_t i = 0; rc == DM_OK && i < dev->n_pieces; i++) {
+            rc = weigh_chunk(row_off + r0, col, val, NULL, &dev->p[i], a, w, opt);
+            r0 += dev->p[i].n_rows;
+        }
+    } else if (rc == DM_OK && n == 0) {
         dm_tf_counts sub = {0, sub_off, counts->term, counts->count};
         sub_off[0] = 0;
-        rc = weigh_chunk(row_off, col, val, &sub, a, w, opt);
+        rc = weigh_chunk(row_off, col, val, &sub, NULL, a, w, opt);
     }
-    for (size_t r0 = 0; rc == DM_OK && r0 < n;) {
+    for (size_t r0 = 0; !dev && rc == DM_OK && r0 < n;) {
         size_t r1 = r0 + 1;
         while (r1 < n && ro[r1 + 1] - ro[r0] <= DM_W_CHUNK_ENTRIES) r1++;
         dm_tfidf_rebase(sub_off, ro + r0, r1 - r0 + 1, ro[r0]);
         dm_tf_counts sub = {r1 - r0, sub_off, counts->term + ro[r0], counts->count + ro[r0]};
-        rc = weigh_chunk(row_off + r0, col, val, &sub, a, w, opt);
+        rc = weigh_chunk(row_off + r0, col, val, &sub, NULL, a, w, opt);
         r0 = r1;
     }
     dgrow_free(w, WW_N);
@@ -973,6 +1193,40 @@ extern "C" int dm_tfidf_weigh_cuda(dm_vectors *out, const dm_tf_counts *counts, 
     out->col = col;
     out->val = val;
     return DM_OK;
+}
+
+extern "C" int dm_tfidf_weigh_cuda(dm_vectors *out, const dm_tf_counts *counts, const uint32_t *term_map,
+                                   size_t n_local_terms, const double *col_w, uint64_t n_cols, dm_weigh_options *opt)
+{
+    if (!out || !counts || !opt || (!term_map && n_local_terms))
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_weigh_cuda: NULL argument");
+    DM_TRY(dm_tfidf_tune_register());
+    const uint64_t *ro = counts->row_off;
+    dm_timer_start("tfidf.weigh.check");
+    uint64_t bad = dm_tfidf_first_bad_entry(counts->term + ro[0], ro[counts->n_rows] - ro[0], term_map, n_local_terms,
+                                            n_cols);
+    dm_timer_stop("tfidf.weigh.check");
+    if (bad != UINT64_MAX)
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_weigh_cuda: entry %" PRIu64 " maps outside the columns", bad);
+    return weigh_run(out, counts, NULL, term_map, n_local_terms, col_w, n_cols, opt);
+}
+
+extern "C" int dm_tfidf_weigh_dev_cuda(dm_vectors *out, const dm_tf_dev *dev, const uint32_t *term_map,
+                                       size_t n_local_terms, const double *col_w, uint64_t n_cols,
+                                       dm_weigh_options *opt)
+{
+    if (!out || !dev || !opt || (!term_map && n_local_terms))
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_weigh_dev_cuda: NULL argument");
+    if (n_local_terms != dev->n_terms)
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_weigh_dev_cuda: a map of %zu terms for rows of %zu", n_local_terms,
+                      dev->n_terms);
+    DM_TRY(dm_tfidf_tune_register());
+    /* the rows' terms are < n_local_terms (their count call checked every token); the map's
+     * columns are checked here */
+    for (size_t i = 0; i < n_local_terms; i++)
+        if (term_map[i] != DM_TERM_NONE && term_map[i] >= n_cols)
+            return DM_ERR(DM_ERR_INVALID_ARG, "dm_tfidf_weigh_dev_cuda: term %zu maps outside the columns", i);
+    return weigh_run(out, NULL, dev, term_map, n_local_terms, col_w, n_cols, opt);
 }
 
 /* ------------------------------------------------------------------ tuning workloads */

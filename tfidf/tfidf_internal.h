@@ -63,6 +63,11 @@ void dm_tfidf_shift(uint64_t *a, size_t n, uint64_t base);
  * or UINT64_MAX. */
 uint64_t dm_tfidf_df_count(uint64_t *df, size_t n_terms, const uint32_t *term, uint64_t nnz);
 
+/* The backends' errors of a hash lookup (DM_ERR_FORMAT): hash h stands for several terms of
+ * vocab (naming two of them); token `token` has a hash that no term has. */
+int dm_tfidf_ambiguous_hash(const dm_termlist *vocab, uint64_t h);
+int dm_tfidf_missing_hash(uint64_t token, uint64_t h);
+
 /* idf / icf of a term with document frequency df among n documents. */
 double dm_idf_value(int kind, uint64_t df, uint64_t n);
 

@@ -36,6 +36,24 @@ int dm_tfidf_weigh_cuda(dm_vectors *out, const dm_tf_counts *counts, const uint3
     return DM_NO_CUDA();
 }
 
+int dm_tf_count_hashes_cuda(dm_tf_counts *out, dm_tf_dev **dev, const uint64_t *tok_off, const uint64_t *hashes,
+                            size_t n_docs, const dm_termlist *terms, dm_tf_count_options *opt,
+                            dm_vocab_table_options *vo)
+{
+    if (dev) *dev = NULL;
+    return DM_NO_CUDA();
+}
+
+void dm_tf_dev_free(dm_tf_dev *dev) { (void)dev; }
+
+int dm_tf_dev_df(uint64_t *df, size_t n_terms, const dm_tf_dev *dev, void *stream) { return DM_NO_CUDA(); }
+
+int dm_tfidf_weigh_dev_cuda(dm_vectors *out, const dm_tf_dev *dev, const uint32_t *term_map, size_t n_local_terms,
+                            const double *col_w, uint64_t n_cols, dm_weigh_options *opt)
+{
+    return DM_NO_CUDA();
+}
+
 int dm_tf_count_cuda_instances(int variant) { return 0; }
 const char *dm_tf_count_cuda_instance_name(int variant, int i, char *buf, size_t len)
 {

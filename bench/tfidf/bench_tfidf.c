@@ -39,7 +39,8 @@ static void usage(void)
 {
     printf("usage: bench_tfidf [--corpus DIR] [--format F] [--min-bytes N] [--work DIR] [--backend cpu|cuda|both]\n"
            "                   [--tokens N] [--items N] [--repeats N] [--json FILE] [--no-sklearn]\n"
-           "                   [--sklearn-max-bytes N] [--skip-e2e | --e2e-only] [--e2e-repeats N]\n\n"
+           "                   [--sklearn-max-bytes N] [--skip-e2e | --e2e-only] [--e2e-repeats N]\n"
+           "                   [--rows device|host|both]\n\n"
            "Default corpus: ../shared/datasets/reuters21578 (format reuters). With --min-bytes (default\n"
            "1 GB) the corpus is decompressed once into --work DIR (default /tmp/docmine-bench-tfidf) and\n"
            "repeated until it holds at least that many bytes: copies-K/cNNNNN/ are directories of\n"
@@ -52,6 +53,8 @@ static void usage(void)
            "(default 2) runs each backend N times on the files in the page cache; the last line of a\n"
            "backend gives the best run: GB/s with the .dmv write (wall) and of the vectors in memory\n"
            "(text to vectors, as scikit-learn's fit_transform; the write is bound by the disk).\n"
+           "--rows: where the CUDA runs keep the count rows between counting and weighing (default\n"
+           "device; host is the earlier path, dm_tfidf_options.host_rows; both compares them).\n"
            "The JSON is rewritten after every section.\n");
 }
 
@@ -324,9 +327,9 @@ static const struct {
     {"tfidf.pp.build", "token stream build (worker)", 1},
     {"tfidf.pp.prefault", "stream page prefault (helper threads)", 1},
     {"tfidf.read", "by-bytes reader (collisions)", 0},
-    {"tfidf.map", "token hash -> local term", 0},
-    {"tfidf.count", "TF counting", 0},
+    {"tfidf.count", "token hash -> local term, TF counting", 0},
     {"tfidf.count.h2d", "H2D", 1},
+    {"tfidf.count.map", "token hash -> local term", 1},
     {"tfidf.count.tables", "per-document tables", 1},
     {"tfidf.count.compact", "compaction", 1},
     {"tfidf.count.sort", "row sort", 1},
@@ -383,10 +386,11 @@ int main(int argc, char **argv)
         {"json", required_argument, 0, 'j'},    {"no-sklearn", no_argument, 0, 's'},
         {"skip-e2e", no_argument, 0, 'e'},      {"help", no_argument, 0, 'h'},
         {"sklearn-max-bytes", required_argument, 0, 'k'}, {"e2e-only", no_argument, 0, 'E'},
-        {"e2e-repeats", required_argument, 0, 'R'},
+        {"e2e-repeats", required_argument, 0, 'R'}, {"rows", required_argument, 0, 'H'},
         {0, 0, 0, 0}};
     const char *corpus = NULL, *work = "/tmp/docmine-bench-tfidf", *json_path = NULL, *backend = NULL;
     int format = DM_PP_FORMAT_REUTERS, repeats = 5, sklearn = 1, e2e = 1, kernels = 1, e2e_rep = 2, c;
+    int rows_first = 0, rows_last = 0; /* host_rows values of the CUDA runs */
     size_t sk_max = 0;
     size_t min_bytes = (size_t)1 << 30, n_tok = (size_t)1 << 26, n_items = (size_t)1 << 26;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -410,6 +414,14 @@ int main(int argc, char **argv)
         case 'E': kernels = 0; break;
         case 'R': e2e_rep = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
         case 'k': sk_max = (size_t)strtoull(optarg, NULL, 10); break;
+        case 'H':
+            if (strcmp(optarg, "device") != 0 && strcmp(optarg, "host") != 0 && strcmp(optarg, "both") != 0) {
+                fprintf(stderr, "bench_tfidf: bad --rows (device, host or both)\n");
+                return 2;
+            }
+            rows_first = strcmp(optarg, "host") == 0;
+            rows_last = strcmp(optarg, "device") != 0;
+            break;
         default: usage(); return c == 'h' ? 0 : 2;
         }
     }
@@ -478,7 +490,9 @@ int main(int argc, char **argv)
             int be = b == 0 ? DM_BACKEND_CUDA : DM_BACKEND_CPU;
             if (be == DM_BACKEND_CUDA && (!gpu || (strcmp(backend, "cuda") != 0 && strcmp(backend, "both") != 0))) continue;
             if (be == DM_BACKEND_CPU && strcmp(backend, "cpu") != 0 && strcmp(backend, "both") != 0) continue;
-            for (int v = DM_TF_ATOMIC; v <= (be == DM_BACKEND_CUDA ? DM_TF_NOATOMIC : DM_TF_ATOMIC) && rc == DM_OK; v++) {
+            for (int vr = 0; vr < 2 * (rows_last - rows_first + 1) && rc == DM_OK; vr++) {
+                int v = DM_TF_ATOMIC + vr / (rows_last - rows_first + 1), host_rows = rows_first + vr % (rows_last - rows_first + 1);
+                if (be == DM_BACKEND_CPU && (v != DM_TF_ATOMIC || host_rows != rows_first)) continue;
                 double best_wall = 0, best_vec = 0, best_gb = 0;
                 for (int rep = 0; rep < e2e_rep && rc == DM_OK; rep++) {
                     dm_preprocess_options pp = DM_PREPROCESS_OPTIONS_INIT;
@@ -486,6 +500,7 @@ int main(int argc, char **argv)
                     dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
                     o.backend = be;
                     o.tf_variant = v;
+                    o.host_rows = host_rows;
                     dm_vectors vec;
                     dm_tfidf_stats st;
                     dm_pp_stats ps;
@@ -509,8 +524,9 @@ int main(int argc, char **argv)
                     }
                     double gb = (double)ps.bytes_read / 1e9, gbps = gb / (t2 - t0);
                     char label[64];
-                    snprintf(label, sizeof label, "%s%s%s", dm_backend_name(be), be == DM_BACKEND_CUDA ? " " : "",
-                             be == DM_BACKEND_CUDA ? dm_tf_variant_name(v) : "");
+                    snprintf(label, sizeof label, "%s%s%s%s", dm_backend_name(be), be == DM_BACKEND_CUDA ? " " : "",
+                             be == DM_BACKEND_CUDA ? dm_tf_variant_name(v) : "",
+                             be == DM_BACKEND_CUDA && host_rows ? " host-rows" : "");
                     printf("\n  %-22s %5s %9s %8s %8s %10s %10s %10s %10s %11s\n", "backend", "run", "text GB",
                            "wall s", "GB/s", "vectors s", "in-mem GB/s", "docs", "nnz", "vs sklearn");
                     printf("  %-22s %5d %9.3f %8.2f %8.3f %10.2f %10.3f %10llu %10llu", label, rep + 1, gb, t2 - t0,
@@ -542,7 +558,10 @@ int main(int argc, char **argv)
                 if (rc == DM_OK && e2e_rep > 1)
                     printf("\n  %s, best of %d runs: with the .dmv write %.3f GB/s (%.2f s); vectors in memory "
                            "%.3f GB/s (%.2f s); target 2 GB/s\n",
-                           be == DM_BACKEND_CUDA ? dm_tf_variant_name(v) : "cpu", e2e_rep, best_gb / best_wall,
+                           be == DM_BACKEND_CUDA ? (host_rows ? (v == DM_TF_ATOMIC ? "atomic, host rows" : "noatomic, host rows")
+                                                              : dm_tf_variant_name(v))
+                                                 : "cpu",
+                           e2e_rep, best_gb / best_wall,
                            best_wall, best_gb / best_vec, best_vec);
             }
         }

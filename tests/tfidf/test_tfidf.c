@@ -1090,6 +1090,15 @@ static void test_corpus_driver(void)
     CU_ASSERT_TRUE(tl_vectors_equal(&v, &v2, 0));
     dm_vectors_free(&v2);
 
+    /* a token whose hash is not in the stream's vocabulary is refused, naming the token */
+    if (s.n_tokens >= 2) {
+        uint64_t saved = s.hashes[1], h = saved;
+        while (dm_token_stream_term_find(&s, h) >= 0) h = h * 0x9e3779b97f4a7c15ull + 1;
+        s.hashes[1] = h;
+        CU_ASSERT_EQUAL(dm_tfidf_local_from_stream(&l, &s, DM_BACKEND_CPU, &o), DM_ERR_FORMAT);
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "token 1 has hash"));
+        s.hashes[1] = saved;
+    }
     /* a stream whose vocabulary has two stems under one hash is refused, naming both */
     if (s.n_terms >= 2) {
         s.term_hash[1] = s.term_hash[0];

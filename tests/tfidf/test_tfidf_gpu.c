@@ -363,6 +363,133 @@ static void test_corpus_reuters(void)
     compare_corpus(buf, DM_PP_FORMAT_REUTERS);
 }
 
+/* vectors a and b bit for bit (the same kernels on the same rows, wherever the rows were) */
+static int vectors_identical(const dm_vectors *a, const dm_vectors *b)
+{
+    if (a->n_rows != b->n_rows || a->n_cols != b->n_cols) return 0;
+    if (memcmp(a->row_off, b->row_off, 8 * (a->n_rows + 1)) != 0) return 0;
+    uint64_t n = a->row_off[a->n_rows];
+    return memcmp(a->col, b->col, 4 * n) == 0 && memcmp(a->val, b->val, 4 * n) == 0;
+}
+
+/* The stream path's rows kept on the device (dm_tfidf_local.dev) against the CPU and against
+ * host rows: the same row offsets and df, the same vocabulary, and bit-identical vectors for
+ * host and device rows, with the default chunk and with chunks of 3000 tokens (many pieces);
+ * then a token whose hash is not in the vocabulary and a hash shared by two stems are refused
+ * with the CPU's errors, the first naming the token. */
+static void test_device_rows(void)
+{
+    char dir[600], p[700];
+    snprintf(dir, sizeof dir, "%s/devrows", g_tmp);
+    CU_ASSERT_EQUAL_FATAL(dm_mkdirs(dir), DM_OK);
+    const size_t n_docs = g_sanitizer ? 300 : 3001;
+    char **docs = tl_random_docs(n_docs, 5000, 300, 43);
+    snprintf(p, sizeof p, "%s/part.tsv", dir);
+    FILE *fp = fopen(p, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+    for (size_t d = 0; d < n_docs; d++) fprintf(fp, "r%zu\tl%zu\t%s\n", d, d % 3, d % 97 == 5 ? "the of" : docs[d]);
+    fclose(fp);
+    tl_docs_free(docs, n_docs);
+    dm_preprocess_options pp = DM_PREPROCESS_OPTIONS_INIT;
+    pp.backend = DM_BACKEND_CPU;
+    dm_token_stream s;
+    CU_ASSERT_EQUAL_FATAL(dm_preprocess(&s, NULL, NULL, dir, &pp), DM_OK);
+    CU_ASSERT_FATAL(s.n_tokens > 10000 || g_sanitizer);
+
+    dm_tfidf_options oc = DM_TFIDF_OPTIONS_INIT;
+    oc.backend = DM_BACKEND_CPU;
+    dm_tfidf_local lc;
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_local_from_stream(&lc, &s, DM_BACKEND_CPU, &oc), DM_OK);
+    CU_ASSERT_PTR_NULL(lc.dev);
+    uint64_t *df_ref = dm_calloc(lc.terms.n + 1, 8), *df = dm_calloc(lc.terms.n + 1, 8);
+    CU_ASSERT_FATAL(df_ref && df);
+    CU_ASSERT_EQUAL(dm_tfidf_df_count(df_ref, lc.terms.n, lc.counts.term, lc.counts.row_off[lc.counts.n_rows]), UINT64_MAX);
+    dm_vectors vc, v0;
+    dm_vocab kc;
+    dm_tfidf_stats sc;
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&vc, &kc, &sc, NULL, &lc, &oc), DM_OK);
+    CU_ASSERT_TRUE(sc.empty_docs > 0);
+    int have_v0 = 0;
+    for (int chunked = 0; chunked <= 1; chunked++) {
+        dm_tfidf_cuda_set_chunks(chunked ? 3000 : 0, 0);
+        for (int host = 0; host <= 1; host++) {
+            dm_tfidf_options og = oc;
+            og.backend = DM_BACKEND_CUDA;
+            og.host_rows = host;
+            dm_tfidf_local lg;
+            CU_ASSERT_EQUAL_FATAL(dm_tfidf_local_from_stream(&lg, &s, DM_BACKEND_CUDA, &og), DM_OK);
+            CU_ASSERT_EQUAL(lg.counts.n_rows, lc.counts.n_rows);
+            CU_ASSERT_EQUAL(memcmp(lg.counts.row_off, lc.counts.row_off, 8 * (lc.counts.n_rows + 1)), 0);
+            if (host) {
+                CU_ASSERT_PTR_NULL(lg.dev);
+                CU_ASSERT_TRUE(counts_equal(&lg.counts, &lc.counts));
+            } else {
+                CU_ASSERT_PTR_NOT_NULL_FATAL(lg.dev);
+                CU_ASSERT_PTR_NULL(lg.counts.term);
+                CU_ASSERT_EQUAL(dm_tf_dev_df(df, lg.terms.n, lg.dev, NULL), DM_OK);
+                CU_ASSERT_EQUAL(memcmp(df, df_ref, 8 * lc.terms.n), 0);
+                CU_ASSERT_EQUAL(dm_tf_dev_df(df, lg.terms.n + 1, lg.dev, NULL), DM_ERR_INVALID_ARG);
+            }
+            dm_vectors vg;
+            dm_vocab kg;
+            dm_tfidf_stats sg;
+            CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&vg, &kg, &sg, NULL, &lg, &og), DM_OK);
+            CU_ASSERT_TRUE(termlists_equal(&kc.terms, &kg.terms));
+            CU_ASSERT_TRUE(vectors_close(&vc, &vg));
+            CU_ASSERT_EQUAL(sc.nnz, sg.nnz);
+            CU_ASSERT_EQUAL(sc.empty_docs, sg.empty_docs);
+            CU_ASSERT_EQUAL(sc.zero_weight, sg.zero_weight);
+            if (!have_v0) {
+                v0 = vg;
+                have_v0 = 1;
+            } else {
+                CU_ASSERT_TRUE(vectors_identical(&v0, &vg));
+                dm_vectors_free(&vg);
+            }
+            dm_vocab_free(&kg);
+            dm_tfidf_local_free(&lg);
+        }
+    }
+
+    /* a token whose hash no term has (in a late chunk), on both backends and both row places */
+    size_t k = s.n_tokens - s.n_tokens / 5;
+    uint64_t saved = s.hashes[k], h = saved;
+    while (dm_token_stream_term_find(&s, h) >= 0) h = h * 0x9e3779b97f4a7c15ull + 1;
+    s.hashes[k] = h;
+    char want[64];
+    snprintf(want, sizeof want, "token %zu has hash", k);
+    for (int b = 0; b < 3; b++) {
+        dm_tfidf_options o = oc;
+        o.backend = b == 0 ? DM_BACKEND_CPU : DM_BACKEND_CUDA;
+        o.host_rows = b == 2;
+        dm_tfidf_local l;
+        CU_ASSERT_EQUAL(dm_tfidf_local_from_stream(&l, &s, o.backend, &o), DM_ERR_FORMAT);
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), want));
+    }
+    s.hashes[k] = saved;
+    /* two stems under one hash */
+    CU_ASSERT_FATAL(s.n_terms >= 2);
+    s.term_hash[1] = s.term_hash[0];
+    for (size_t i = 0; i < s.n_tokens; i++)
+        if (s.hashes[i] == s.term_hash[1]) s.hashes[i] = s.term_hash[0];
+    for (int host = 0; host <= 1; host++) {
+        dm_tfidf_options o = oc;
+        o.backend = DM_BACKEND_CUDA;
+        o.host_rows = host;
+        dm_tfidf_local l;
+        CU_ASSERT_EQUAL(dm_tfidf_local_from_stream(&l, &s, DM_BACKEND_CUDA, &o), DM_ERR_FORMAT);
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "stands for both"));
+    }
+    dm_tfidf_cuda_set_chunks(0, 0);
+    if (have_v0) dm_vectors_free(&v0);
+    dm_free(df);
+    dm_free(df_ref);
+    dm_vectors_free(&vc);
+    dm_vocab_free(&kc);
+    dm_tfidf_local_free(&lc);
+    dm_token_stream_free(&s);
+}
+
 int main(int argc, char **argv)
 {
     CU_TestInfo tests[] = {{"count_every_instance", test_count_every_instance},
@@ -371,6 +498,7 @@ int main(int argc, char **argv)
                            {"weigh", test_weigh},
                            {"corpus_generated", test_corpus_generated},
                            {"corpus_reuters", test_corpus_reuters},
+                           {"device_rows", test_device_rows},
                            CU_TEST_INFO_NULL};
     CU_SuiteInfo suites[] = {{"tfidf_gpu", setup, teardown, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
     g_sanitizer = getenv("DOCMINE_SANITIZER") != NULL;
