@@ -469,9 +469,9 @@ static void test_device_rows(void)
     s.hashes[k] = saved;
     /* two stems under one hash */
     CU_ASSERT_FATAL(s.n_terms >= 2);
-    s.term_hash[1] = s.term_hash[0];
-    for (size_t i = 0; i < s.n_tokens; i++)
+    for (size_t i = 0; i < s.n_tokens; i++) /* the second stem's tokens too */
         if (s.hashes[i] == s.term_hash[1]) s.hashes[i] = s.term_hash[0];
+    s.term_hash[1] = s.term_hash[0];
     for (int host = 0; host <= 1; host++) {
         dm_tfidf_options o = oc;
         o.backend = DM_BACKEND_CUDA;
