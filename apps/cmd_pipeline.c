@@ -24,6 +24,7 @@
 #include "flock/flock.h"
 #include "streamclust/streamclust.h"
 #include "tfidf/tfidf.h"
+#include "tfidf/tfidf_internal.h"
 
 #define DM_PIPELINE_DEFAULT_DOCS 20000
 
@@ -438,7 +439,16 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
             to.by_bytes = 1;
             rc = dm_vectorize_corpus(&vec, &vocab, &ts, &ps, ctx, corpus, &pp, &to, NULL, NULL);
         } else {
-            rc = dm_tfidf_from_stream(&vec, &vocab, &ts, ctx, &stream, &to);
+            /* dm_tfidf_from_stream in two steps, so that the stream (8 bytes a token) is freed
+             * before the vectors are made: their host arrays then take pages the process has
+             * just given back instead of fresh ones */
+            dm_tfidf_local local;
+            rc = dm_ctx_agree(ctx, dm_tfidf_local_from_stream(&local, &stream, dm_tfidf_backend(ctx, to.backend), &to));
+            dm_token_stream_free(&stream);
+            if (rc == DM_OK) {
+                rc = dm_tfidf_vectors(&vec, &vocab, &ts, ctx, &local, &to);
+                dm_tfidf_local_free(&local);
+            }
         }
         dm_token_stream_free(&stream);
         dm_timer_stop("pipeline.tfidf");

@@ -1,7 +1,8 @@
 /* The CUDA backend of tfidf: extern "C" launchers of the per-document term-count tables (atomic
  * and no-atomic variants), the vocabulary / DF table (merge, lookup, hash-only lookup) and the
  * weights; the tuner's instances and tuning workloads of the kernels in tfidf_kernels.cuh.
- * Host arrays in and out (the contracts of tfidf/tfidf.h); device memory lives for one call.
+ * Host arrays in and out (the contracts of tfidf/tfidf.h); device memory lives for one call,
+ * except the count rows that dm_tf_count_hashes_cuda keeps for dm_tfidf_weigh_dev_cuda (dm_tf_dev).
  * Reference: the CPU backend (tfidf_cpu.c); Zhang & Mueller's GPU TF-IDF hash tables. */
 #include <cub/cub.cuh>
 #include <thrust/iterator/transform_iterator.h>
