@@ -372,6 +372,20 @@ static int vectors_identical(const dm_vectors *a, const dm_vectors *b)
     return memcmp(a->col, b->col, 4 * n) == 0 && memcmp(a->val, b->val, 4 * n) == 0;
 }
 
+/* A stream's local counts on a backend (host: the CUDA rows on the host) are refused with
+ * DM_ERR_FORMAT naming `want`; CPU too when with_cpu. */
+static void stream_refused(const dm_token_stream *s, const dm_tfidf_options *base, int with_cpu, const char *want)
+{
+    for (int b = with_cpu ? 0 : 1; b < 3; b++) {
+        dm_tfidf_options o = *base;
+        o.backend = b == 0 ? DM_BACKEND_CPU : DM_BACKEND_CUDA;
+        o.host_rows = b == 2;
+        dm_tfidf_local l;
+        CU_ASSERT_EQUAL(dm_tfidf_local_from_stream(&l, s, o.backend, &o), DM_ERR_FORMAT);
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), want));
+    }
+}
+
 /* The stream path's rows kept on the device (dm_tfidf_local.dev) against the CPU and against
  * host rows: the same row offsets and df, the same vocabulary, and bit-identical vectors for
  * host and device rows, with the default chunk and with chunks of 3000 tokens (many pieces);
@@ -458,28 +472,14 @@ static void test_device_rows(void)
     s.hashes[k] = h;
     char want[64];
     snprintf(want, sizeof want, "token %zu has hash", k);
-    for (int b = 0; b < 3; b++) {
-        dm_tfidf_options o = oc;
-        o.backend = b == 0 ? DM_BACKEND_CPU : DM_BACKEND_CUDA;
-        o.host_rows = b == 2;
-        dm_tfidf_local l;
-        CU_ASSERT_EQUAL(dm_tfidf_local_from_stream(&l, &s, o.backend, &o), DM_ERR_FORMAT);
-        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), want));
-    }
+    stream_refused(&s, &oc, 1, want);
     s.hashes[k] = saved;
     /* two stems under one hash */
     CU_ASSERT_FATAL(s.n_terms >= 2);
     for (size_t i = 0; i < s.n_tokens; i++) /* the second stem's tokens too */
         if (s.hashes[i] == s.term_hash[1]) s.hashes[i] = s.term_hash[0];
     s.term_hash[1] = s.term_hash[0];
-    for (int host = 0; host <= 1; host++) {
-        dm_tfidf_options o = oc;
-        o.backend = DM_BACKEND_CUDA;
-        o.host_rows = host;
-        dm_tfidf_local l;
-        CU_ASSERT_EQUAL(dm_tfidf_local_from_stream(&l, &s, DM_BACKEND_CUDA, &o), DM_ERR_FORMAT);
-        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "stands for both"));
-    }
+    stream_refused(&s, &oc, 0, "stands for both");
     dm_tfidf_cuda_set_chunks(0, 0);
     if (have_v0) dm_vectors_free(&v0);
     dm_free(df);
