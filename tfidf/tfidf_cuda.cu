@@ -16,6 +16,7 @@
 
 #include "common/alloc.h"
 #include "common/cuda_check.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "common/timer.h"
 #include "common/tune/tune.h"
@@ -937,7 +938,10 @@ static int dev_rows_fit(uint64_t n_tok, size_t n_docs)
     }
     uint64_t chunk = n_tok < DM_TF_CHUNK_TOKENS ? n_tok : DM_TF_CHUNK_TOKENS;
     uint64_t need = 8 * n_tok + 16 * (uint64_t)n_docs + 48 * chunk + ((uint64_t)1 << 30);
-    return need < free_b;
+    if (need < free_b) return 1;
+    dm_log_info("tfidf: the count rows go to the host between counting and weighing (the device has %.1f GB "
+                "free, keeping them needs up to %.1f GB)", (double)free_b / 1e9, (double)need / 1e9);
+    return 0;
 }
 
 extern "C" int dm_tf_count_hashes_cuda(dm_tf_counts *out, dm_tf_dev **dev, const uint64_t *tok_off,
