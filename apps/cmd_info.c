@@ -85,6 +85,10 @@ int dm_cmd_info(dm_app *app, int argc, char **argv)
                json_string_value(json_object_get(ver, "libpng")));
         printf("tuning   mode %s, database %s (%s)\n", dm_tune_mode_name(dm_tune_get_mode()), db,
                stat(db, &st) == 0 ? "present" : "not yet written");
+        const char *tun = dm_mem_hugetlb_tunable();
+        printf("memory   large blocks in huge pages: %s (glibc.malloc.hugetlb=%s; DOCMINE_HUGEPAGES=0 turns it off), "
+               "transparent huge pages %s\n",
+               tun && strcmp(tun, "0") != 0 ? "yes" : "no", tun ? tun : "unset", dm_mem_thp_mode());
         printf("\n%-5s %-20s %-10s %-6s %-28s %-5s %-5s %s\n", "rank", "host", "local_rank", "gpu", "name", "cc",
                "SMs", "memory");
         for (size_t i = 0; i < json_array_size(devs); i++) {

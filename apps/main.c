@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "apps/commands.h"
 #include "common/log.h"
@@ -125,8 +126,41 @@ static int has_help(int argc, char **argv)
     return 0;
 }
 
+/* Large malloc blocks in transparent huge pages: with several ranks on one host, faulting
+ * gigabytes of fresh memory in 4 KiB pages at once was the largest multi-rank loss
+ * (bench/RESULTS.md, session 9). glibc (2.35 and later; older ones ignore it) does it when
+ * GLIBC_TUNABLES holds glibc.malloc.hugetlb=1, which it reads when the program starts: so, unless
+ * DOCMINE_HUGEPAGES=0 or GLIBC_TUNABLES already names that tunable (the user's choice), docmine
+ * adds it and executes itself again, once, before MPI starts (the launcher's connection is
+ * inherited). If that exec fails, the run goes on with the default pages. */
+static void exec_with_huge_pages(char **argv)
+{
+    if (getenv("DOCMINE_HUGEPAGES_EXEC")) { /* this is the second start */
+        unsetenv("DOCMINE_HUGEPAGES_EXEC");
+        return;
+    }
+    const char *off = getenv("DOCMINE_HUGEPAGES");
+    if (off && strcmp(off, "0") == 0) return;
+    const char *t = getenv("GLIBC_TUNABLES");
+    if (t && strstr(t, "glibc.malloc.hugetlb=")) return;
+    size_t n = (t ? strlen(t) + 1 : 0) + sizeof "glibc.malloc.hugetlb=1";
+    char *v = malloc(n), *old = t ? strdup(t) : NULL;
+    if (v && (!t || old)) {
+        snprintf(v, n, "%s%sglibc.malloc.hugetlb=1", t && *t ? t : "", t && *t ? ":" : "");
+        if (setenv("GLIBC_TUNABLES", v, 1) == 0 && setenv("DOCMINE_HUGEPAGES_EXEC", "1", 1) == 0)
+            execv("/proc/self/exe", argv);
+        /* still here: the environment as it was */
+        if (old) setenv("GLIBC_TUNABLES", old, 1);
+        else unsetenv("GLIBC_TUNABLES");
+        unsetenv("DOCMINE_HUGEPAGES_EXEC");
+    }
+    free(v);
+    free(old);
+}
+
 int main(int argc, char **argv)
 {
+    exec_with_huge_pages(argv);
     int full_argc = argc;
     char **full_argv = malloc(sizeof(char *) * (size_t)(argc + 1));
     if (!full_argv) return DM_EXIT_RUNTIME;

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,6 +108,48 @@ const char *dm_mem_kind_name(int kind)
 {
     static const char *names[] = {"host", "pinned", "device"};
     return kind >= 0 && kind < DM_MEM_KINDS ? names[kind] : "?";
+}
+
+const char *dm_mem_hugetlb_tunable(void)
+{
+    static char val[16];
+    const char *t = getenv("GLIBC_TUNABLES"), *key = "glibc.malloc.hugetlb=";
+    const char *p = t ? strstr(t, key) : NULL;
+    if (!p) return NULL;
+    p += strlen(key);
+    size_t n = strcspn(p, ":");
+    if (n >= sizeof val) n = sizeof val - 1;
+    memcpy(val, p, n);
+    val[n] = '\0';
+    return val;
+}
+
+const char *dm_mem_thp_mode(void)
+{
+    static const char *modes[] = {"always", "madvise", "never"};
+    char line[256] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return "unknown";
+    char *ok = fgets(line, sizeof line, f);
+    fclose(f);
+    for (int i = 0; ok && i < 3; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "[%s]", modes[i]);
+        if (strstr(line, want)) return modes[i];
+    }
+    return "unknown";
+}
+
+size_t dm_mem_anon_huge_bytes(void)
+{
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "AnonHugePages: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (size_t)kb * 1024;
 }
 
 void *dm_malloc(size_t n)

@@ -35,6 +35,17 @@ size_t dm_mem_peak(int kind);
 void dm_mem_reset_peak(int kind);
 const char *dm_mem_kind_name(int kind);
 
+/* Huge pages for the large blocks of glibc's malloc: the value of glibc.malloc.hugetlb in the
+ * GLIBC_TUNABLES of this process ("1": transparent huge pages by madvise; docmine's main sets it
+ * unless DOCMINE_HUGEPAGES=0 or the user set it), or NULL when it is not set. */
+const char *dm_mem_hugetlb_tunable(void);
+/* The kernel's transparent huge page mode ("always", "madvise" or "never": the bracketed word of
+ * /sys/kernel/mm/transparent_hugepage/enabled), or "unknown". */
+const char *dm_mem_thp_mode(void);
+/* Bytes of this process's anonymous memory in huge pages now (AnonHugePages of
+ * /proc/self/smaps_rollup), 0 when unknown. */
+size_t dm_mem_anon_huge_bytes(void);
+
 /* Used by the CUDA allocation functions to keep the counters (internal): remembers the size of
  * a pinned or device block by address, and forgets it returning the size (0 if unknown). */
 void dm_mem_account(int kind, long long delta);

@@ -139,6 +139,17 @@ int dm_report_collect(dm_report *r, const dm_ctx *ctx)
     for (int k = 0; k < DM_MEM_KINDS; k++)
         json_object_set_new(mem, dm_mem_kind_name(k), json_integer((json_int_t)maxpeak[k]));
     json_object_set_new(r->root, "peak_memory_bytes_max_over_ranks", mem);
+
+    /* huge pages (docmine's main asks glibc for them): the setting, the kernel's mode, and the
+     * largest amount of a rank's memory in huge pages when the report is made */
+    double huge = (double)dm_mem_anon_huge_bytes(), maxhuge = 0;
+    if (MPI_Allreduce(&huge, &maxhuge, 1, MPI_DOUBLE, MPI_MAX, ctx->world) != MPI_SUCCESS)
+        return DM_ERR(DM_ERR_MPI, "MPI_Allreduce of huge page bytes failed");
+    const char *tun = dm_mem_hugetlb_tunable();
+    json_object_set_new(r->root, "huge_pages",
+                        json_pack("{s:s, s:s, s:I}", "glibc_malloc_hugetlb", tun ? tun : "unset",
+                                  "transparent_hugepage", dm_mem_thp_mode(), "anon_huge_bytes_max_over_ranks",
+                                  (json_int_t)maxhuge));
     return DM_OK;
 }
 

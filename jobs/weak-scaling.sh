@@ -31,8 +31,8 @@
 #                                GPUs comes from the ranks sharing one host (the cores' clock,
 #                                memory bandwidth, PCIe), apart from their communication
 #     --dry-run                  print the commands only
-#   Environment: DOCMINE_HUGEPAGES=0 keeps glibc's default pages (otherwise GLIBC_TUNABLES gets
-#   glibc.malloc.hugetlb=1 for every run: transparent huge pages for large blocks).
+#   Environment: DOCMINE_HUGEPAGES=0 keeps glibc's default pages (otherwise docmine gives its
+#   large blocks transparent huge pages: jobs/README.md).
 # Example (one 4-GPU machine, both methods, under 4 minutes on H200s):
 #   jobs/weak-scaling.sh --launcher mpiexec --gpus 1,2,4 --docs-per-gpu 50000 --out out/weak \
 #       --flock-args "--neighbours 30 --iterations 100"
@@ -67,11 +67,6 @@ case $launcher in mpiexec|slurm) ;; *) echo "weak-scaling.sh: --launcher must be
 [[ $repeats =~ ^[0-9]+$ ]] && [ "$repeats" -gt 0 ] || { echo "weak-scaling.sh: --repeats must be a positive integer" >&2; exit 2; }
 [ $dry -eq 1 ] || [ -x "$docmine" ] || { echo "weak-scaling.sh: $docmine not found (build first or pass --docmine)" >&2; exit 2; }
 mkdir -p "$out"
-# transparent huge pages for glibc's large blocks (glibc >= 2.35; older ones ignore the tunable):
-# with several ranks per node, faulting fresh memory in 4 KiB pages was the largest multi-rank
-# loss (bench/RESULTS.md, session 9). DOCMINE_HUGEPAGES=0 keeps glibc's default.
-[ "${DOCMINE_HUGEPAGES:-1}" = 0 ] || case ${GLIBC_TUNABLES:-} in *glibc.malloc.hugetlb*) ;;
-    *) export GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.hugetlb=1 ;; esac
 [ -z "${GLIBC_TUNABLES:-}" ] || echo "GLIBC_TUNABLES=$GLIBC_TUNABLES"
 IFS=, read -r -a glist <<< "$gpus"
 if [ "$launcher" = mpiexec ]; then

@@ -41,5 +41,24 @@ fi
 check "2 ranks" 0 "" -- "$mpiexec" -n 2 "$dm" info --backend cpu
 out=$("$mpiexec" -n 2 "$dm" info --backend cpu 2>/dev/null)
 if printf '%s\n' "$out" | grep -q '^ranks    2 on 1 node'; then echo "ok   2 ranks listed"; pass=$((pass + 1)); else echo "FAIL 2 ranks listed: $out"; fail=$((fail + 1)); fi
+# huge pages: docmine asks glibc for them (re-executing itself with GLIBC_TUNABLES) unless
+# DOCMINE_HUGEPAGES=0 or the user's GLIBC_TUNABLES names the tunable; the report says which
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+hp() { # hp <name> <expected glibc_malloc_hugetlb> -- env assignments and command...
+    local name=$1 want=$2
+    shift 3
+    rm -f "$tmp/r.json"
+    if ! env -u GLIBC_TUNABLES -u DOCMINE_HUGEPAGES "$@" --report "$tmp/r.json" >/dev/null 2>&1; then
+        echo "FAIL $name: the command failed"; fail=$((fail + 1)); return
+    fi
+    if grep -q "\"glibc_malloc_hugetlb\": \"$want\"" "$tmp/r.json"; then echo "ok   $name"; pass=$((pass + 1))
+    else echo "FAIL $name: report has $(grep glibc_malloc_hugetlb "$tmp/r.json"), expected $want"; fail=$((fail + 1)); fi
+}
+hp "huge pages by default" 1 -- "$dm" info --backend cpu
+hp "huge pages off" unset -- DOCMINE_HUGEPAGES=0 "$dm" info --backend cpu
+hp "huge pages: the user's setting kept" 0 -- GLIBC_TUNABLES=glibc.malloc.hugetlb=0 "$dm" info --backend cpu
+hp "huge pages next to other tunables" 1 -- GLIBC_TUNABLES=glibc.malloc.arena_max=4 "$dm" info --backend cpu
+hp "huge pages on 2 ranks" 1 -- "$mpiexec" -n 2 "$dm" info --backend cpu
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
