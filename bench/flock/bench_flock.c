@@ -36,7 +36,7 @@ typedef struct bopts {
     int top_labels;
     int kmeans, study, cluster_study;
     int sublinear;
-    const char *study_thr, *study_mins; /* --cluster-study grid (comma-separated) */
+    const char *study_thr, *study_mins, *study_merges; /* --cluster-study grid (comma-separated) */
     double min_df, max_df;      /* corpus: min_df (count >= 1) and max_df (fraction) of the TF-IDF */
     dm_flock_options fo;
     dm_flock_cluster_options co;
@@ -66,6 +66,9 @@ static void usage(void)
            "  --study-thresholds T1,T2,..  cluster thresholds of --cluster-study (default model T,\n"
            "                        0.15,0.2,0.25,0.3; below -1 = the model's T)\n"
            "  --study-mins N1,N2,.. minimum cluster sizes of --cluster-study (default 5,10,20,50,100)\n"
+           "  --study-merges M1,..  --cluster-study on one rank: also each row's clusters merged while two\n"
+           "                        centroids have cosine >= M (centroid linkage on dense k x vocabulary\n"
+           "                        centroids; a post-processing study, not flocking)\n"
            "  --backend cpu|cuda    (default: cuda when a GPU is present)\n"
            "  --seed N              (default 42)\n"
            "  --json FILE           write the results as JSON\n"
@@ -431,10 +434,81 @@ static int run_once(run_result *out, const dm_ctx *ctx, const dm_vectors *v, con
     return dm_ctx_agree(ctx, rc);
 }
 
+/* Study (one rank; dense centroids, k x vocabulary doubles): merges clusters (labels 0..k-1 of the n rows of v; -1 noise) while the two
+ * most similar centroids (sums of their members' unit rows) have cosine >= tm, centroid linkage:
+ * a merged cluster's centroid is the sum of both. Labels are renumbered by their smallest old
+ * label (so by smallest document index, as the extraction numbers them). Returns the count, or
+ * -1 (labels unchanged) when the memory is lacking. */
+static int32_t merge_by_centroid(int32_t *cl, const dm_vectors *v, int32_t k, double tm)
+{
+    size_t V = (size_t)v->n_cols, n = (size_t)v->n_rows;
+    if (k < 2) return k;
+    double *c = calloc((size_t)k * V, sizeof *c), *cs = calloc((size_t)k * k, sizeof *cs), *nrm = calloc((size_t)k, sizeof *nrm);
+    int32_t *to = malloc(sizeof *to * (size_t)k), *num = malloc(sizeof *num * (size_t)k);
+    char *alive = malloc((size_t)k);
+    if (!c || !cs || !nrm || !to || !num || !alive) {
+        free(c), free(cs), free(nrm), free(to), free(num), free(alive);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (cl[i] >= 0)
+            for (uint64_t q = v->row_off[i]; q < v->row_off[i + 1]; q++) c[(size_t)cl[i] * V + v->col[q]] += v->val[q];
+    for (int32_t a = 0; a < k; a++) {
+        to[a] = a;
+        alive[a] = 1;
+        double s2 = 0;
+        for (size_t t = 0; t < V; t++) s2 += c[(size_t)a * V + t] * c[(size_t)a * V + t];
+        nrm[a] = sqrt(s2);
+    }
+    for (int32_t a = 0; a < k; a++)
+        for (int32_t b = a + 1; b < k; b++) {
+            double d = 0;
+            for (size_t t = 0; t < V; t++) d += c[(size_t)a * V + t] * c[(size_t)b * V + t];
+            cs[(size_t)a * k + b] = nrm[a] > 0 && nrm[b] > 0 ? d / (nrm[a] * nrm[b]) : 0;
+        }
+    for (;;) {
+        int32_t ba = -1, bb = -1;
+        double best = tm;
+        for (int32_t a = 0; a < k; a++)
+            for (int32_t b = a + 1; b < k && alive[a]; b++)
+                if (alive[b] && cs[(size_t)a * k + b] >= best) best = cs[(size_t)a * k + b], ba = a, bb = b;
+        if (ba < 0) break;
+        alive[bb] = 0;
+        to[bb] = ba;
+        double s2 = 0;
+        for (size_t t = 0; t < V; t++) {
+            c[(size_t)ba * V + t] += c[(size_t)bb * V + t];
+            s2 += c[(size_t)ba * V + t] * c[(size_t)ba * V + t];
+        }
+        nrm[ba] = sqrt(s2);
+        for (int32_t o = 0; o < k; o++) {
+            if (!alive[o] || o == ba) continue;
+            double d = 0;
+            for (size_t t = 0; t < V; t++) d += c[(size_t)ba * V + t] * c[(size_t)o * V + t];
+            double cv = nrm[ba] > 0 && nrm[o] > 0 ? d / (nrm[ba] * nrm[o]) : 0;
+            if (o < ba) cs[(size_t)o * k + ba] = cv;
+            else cs[(size_t)ba * k + o] = cv;
+        }
+    }
+    /* final group of each old label (ba < bb: the root is the smallest old label), numbered in order */
+    int32_t m = 0;
+    for (int32_t a = 0; a < k; a++) {
+        int32_t r = a;
+        while (to[r] != r) r = to[r];
+        to[a] = r;
+    }
+    for (int32_t a = 0; a < k; a++) num[a] = to[a] == a ? m++ : -1;
+    for (size_t i = 0; i < n; i++)
+        if (cl[i] >= 0) cl[i] = num[to[cl[i]]];
+    free(num), free(c), free(cs), free(nrm), free(to), free(alive);
+    return m;
+}
+
 /* One run, then the clusters of its final state for a grid of cluster options (cluster threshold
  * x min size x small components); prints and returns the quality of each (rank 0). */
 static int cluster_study(json_t *rows, const dm_ctx *ctx, const dm_vectors *v, const dm_flock_options *fo,
-                         const int32_t *truth, const double *cthr, size_t ncthr, const int *mins, size_t nmins)
+                         const int32_t *truth, const double *cthr, size_t ncthr, const int *mins, size_t nmins,
+                         const double *merges, size_t nmerges)
 {
     static const int smalls[] = {DM_FLOCK_SMALL_NOISE, DM_FLOCK_SMALL_CENTROID};
     dm_flock_sim *s = NULL;
@@ -474,6 +548,25 @@ static int cluster_study(json_t *rows, const dm_ctx *ctx, const dm_vectors *v, c
                     json_object_set_new(row, "clusters", json_integer(k));
                     json_object_set_new(row, "noise", json_integer((json_int_t)noise));
                     json_array_append_new(rows, row);
+                    for (size_t g = 0; g < nmerges && ctx->size == 1 && truth && r.n == v->n_rows; g++) {
+                        int32_t *mc = malloc(sizeof *mc * (size_t)(r.n ? r.n : 1));
+                        if (!mc) break;
+                        memcpy(mc, r.cluster, sizeof *mc * (size_t)r.n);
+                        int32_t km = merge_by_centroid(mc, v, k, merges[g]);
+                        if (km < 0) {
+                            fprintf(stderr, "bench_flock: out of memory for the dense centroids of --study-merges\n");
+                            free(mc);
+                            break;
+                        }
+                        dm_metrics mm;
+                        memset(&mm, 0, sizeof mm);
+                        dm_metrics_compute(&mm, truth, mc, (size_t)r.n);
+                        printf("%-9.3f %-8d %-9s %8.4f %8.4f %8.4f %9d %8llu  merged at %.3f\n", thr, mins[b],
+                               dm_flock_small_name(smalls[c]), mm.nmi, mm.ari, mm.purity, km, (unsigned long long)noise,
+                               merges[g]);
+                        fflush(stdout);
+                        free(mc);
+                    }
                 }
                 dm_flock_result_free(&r);
             }
@@ -498,7 +591,7 @@ int main(int argc, char **argv)
     co.quiet = 0;
     enum { O_DOCS = 256, O_DPR, O_TOPICS, O_TOKENS, O_CORPUS, O_TOPL, O_ITER, O_THR, O_RAD, O_NB, O_VMAX, O_SHR, O_W,
            O_MINC, O_ATT, O_KM, O_STUDY, O_BACK, O_SEED, O_JSON, O_VOCAB, O_VECOUT, O_CTHR, O_BASE, O_SMALL,
-           O_CSTUDY, O_SUBL, O_MINDF, O_MAXDF, O_CONF, O_STHR, O_SMINS };
+           O_CSTUDY, O_SUBL, O_MINDF, O_MAXDF, O_CONF, O_STHR, O_SMINS, O_SMERGE };
     static const struct option lo[] = {
         {"docs", 1, 0, O_DOCS}, {"docs-per-rank", 1, 0, O_DPR}, {"topics", 1, 0, O_TOPICS}, {"tokens", 1, 0, O_TOKENS},
         {"corpus", 1, 0, O_CORPUS}, {"top-labels", 1, 0, O_TOPL}, {"iterations", 1, 0, O_ITER},
@@ -508,7 +601,7 @@ int main(int argc, char **argv)
         {"json", 1, 0, O_JSON}, {"vocab-out", 1, 0, O_VOCAB}, {"vectors-out", 1, 0, O_VECOUT}, {"cluster-threshold", 1, 0, O_CTHR}, {"baseline", 1, 0, O_BASE},
         {"small", 1, 0, O_SMALL}, {"cluster-study", 0, 0, O_CSTUDY}, {"sublinear", 0, 0, O_SUBL},
         {"min-df", 1, 0, O_MINDF}, {"max-df", 1, 0, O_MAXDF}, {"confusion", 0, 0, O_CONF},
-        {"study-thresholds", 1, 0, O_STHR}, {"study-mins", 1, 0, O_SMINS}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"study-thresholds", 1, 0, O_STHR}, {"study-mins", 1, 0, O_SMINS}, {"study-merges", 1, 0, O_SMERGE}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c, bad = 0;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
@@ -536,6 +629,7 @@ int main(int argc, char **argv)
         case O_CONF: g_confusion = 1; break;
         case O_STHR: o.study_thr = optarg; break;
         case O_SMINS: o.study_mins = optarg; break;
+        case O_SMERGE: o.study_merges = optarg; break;
         case O_SUBL: o.sublinear = 1; break;
         case O_MINDF: o.min_df = atof(optarg); bad |= !(o.min_df >= 1); break;
         case O_MAXDF: o.max_df = atof(optarg); bad |= !(o.max_df > 0 && o.max_df <= 1); break;
@@ -712,7 +806,13 @@ int main(int argc, char **argv)
             }
         }
         json_t *rows = json_array();
-        rc = cluster_study(rows, &ctx, &v, &o.fo, truth, cthr, ncthr, mins, nmins);
+        double merges[16];
+        size_t nmerges = 0;
+        for (char *p = (char *)o.study_merges, *e; p && *p && nmerges < 16; p = *e ? e + 1 : e) {
+            merges[nmerges++] = strtod(p, &e);
+            if (e == p) break;
+        }
+        rc = cluster_study(rows, &ctx, &v, &o.fo, truth, cthr, ncthr, mins, nmins, merges, nmerges);
         if (ctx.rank == 0 && o.kmeans)
             printf("k-means (k=%d, spherical, seeded k-means++): NMI %.4f ARI %.4f purity %.4f, %d iterations\n",
                    n_classes > 0 ? n_classes : o.topics, kmm.nmi, kmm.ari, kmm.purity, km.iterations);
