@@ -45,6 +45,8 @@ const char dm_flock_cli_help[] =
     "  --cluster-threshold T   edges of the final graph need cosine >= T (default: --threshold);\n"
     "                          a higher value cuts chains across topics. With --resume of a\n"
     "                          finished run's checkpoint only the clustering is redone\n"
+    "  --merge M               then merge clusters while two centroids have cosine >= M\n"
+    "                          (centroid linkage; 0: off, the default; not flocking)\n"
     "run:\n"
     "  --checkpoint-every K    write a checkpoint every K iterations (atomic; also the last)\n"
     "  --checkpoint FILE       checkpoint file (default DIR/flock.ckpt)\n"
@@ -135,6 +137,7 @@ int dm_flock_cli_option(dm_app *app, const char *cmd, int c, const char *arg, co
     case DM_FO_NB: NUM(1e-6, 1e9); f->fo.neighbours = v; break;
     case DM_FO_THRESH: NUM(-1, 1); f->fo.threshold = v; break;
     case DM_FO_CTHR: NUM(-1, 1); f->co.threshold = v; break;
+    case DM_FO_MERGE: NUM(0, 1); f->co.merge = v; break;
     case DM_FO_VMAX: NUM(1e-12, 1e9); f->fo.v_max = v; break;
     case DM_FO_SHRINK: NUM(0, 0.999999); f->fo.shrink = v; break;
     case DM_FO_MINC: NUM(1, 1e9); f->co.min_size = (int)v; break;

@@ -137,8 +137,13 @@ typedef struct dm_flock_cluster_options {
     int attach;     /* enum dm_flock_small: what becomes of the small components' documents */
     double threshold; /* edges need cosine >= this; below -1 (default): the model's T. A higher
                          value than T cuts the chains that single linkage builds across topics */
+    double merge;     /* 0 (default): off; in (0, 1]: then the clusters are merged while the two
+                         most cosine-similar centroids (sums of their members' unit vectors, exact
+                         sums) have cosine >= merge, centroid linkage, and renumbered by their
+                         smallest document index. Not flocking: a post-processing step (bench/
+                         RESULTS.md, "merging clusters by centroid"); at most 4096 clusters */
 } dm_flock_cluster_options;
-#define DM_FLOCK_CLUSTER_OPTIONS_INIT {5, 0, -2.0}
+#define DM_FLOCK_CLUSTER_OPTIONS_INIT {5, 0, -2.0, 0.0}
 
 /* "noise", "neighbour" or "centroid" (NULL for another value); dm_flock_small_parse the reverse
  * ("attach" is accepted for "neighbour", its former name). */

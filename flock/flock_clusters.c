@@ -3,9 +3,9 @@
  * backend (dm_flock_edges_*), merged across slices by propagating the smallest document index of
  * each component through the halo until no label changes; components smaller than min_size are
  * noise, attached to the cluster of their nearest clustered neighbour, or attached to the cluster
- * with the most cosine-similar centroid (exact fixed-point sums; see attach_centroid); clusters
- * are numbered by their smallest document index, so the labels do not depend on the number of
- * ranks.
+ * with the most cosine-similar centroid (exact fixed-point sums; see attach_centroid); optionally
+ * clusters are then merged by centroid similarity (merge_centroid); clusters are numbered by their
+ * smallest document index, so the labels do not depend on the number of ranks.
  * Reference: none beyond the design; tests/flock check components spanning slices and ranks. */
 #include <math.h>
 #include <stdio.h>
@@ -180,12 +180,12 @@ static size_t centroid_reduce(centroid_entry *e, size_t n)
     return m;
 }
 
-/* Own boids with cl[i] < 0 join the cluster (0 .. k-1) whose centroid is the most cosine-similar:
- * the centroids (sums of the clustered documents' unit vectors) are reduced over the ranks as
- * sparse (term, cluster) sums, every rank merges the same set, and a document's cosine with each
- * centroid sharing a term with it is summed over its terms in term order. Collective. */
-static int attach_centroid(dm_flock_sim *s, int32_t *cl, int32_t k)
+/* The centroid sums of the clusters (cl[i] >= 0 of the own boids), reduced over the ranks: every
+ * rank gets the same (term << 32 | cluster, sum) entries, sorted, in *all (dm_free). Collective. */
+static int centroid_sums(dm_flock_sim *s, const int32_t *cl, centroid_entry **all_out, size_t *total_out)
 {
+    *all_out = NULL;
+    *total_out = 0;
     size_t n = s->own.n, cnt = 0;
     for (size_t i = 0; i < n; i++)
         if (cl[i] >= 0) cnt += s->own.vlen[i];
@@ -236,6 +236,25 @@ static int attach_centroid(dm_flock_sim *s, int32_t *cl, int32_t k)
     dm_free(loc);
     dm_free(counts);
     dm_free(displs);
+    if (rc != DM_OK) {
+        dm_free(all);
+        return rc;
+    }
+    *all_out = all;
+    *total_out = total;
+    return DM_OK;
+}
+
+/* Own boids with cl[i] < 0 join the cluster (0 .. k-1) whose centroid is the most cosine-similar:
+ * the centroids (sums of the clustered documents' unit vectors) are reduced over the ranks as
+ * sparse (term, cluster) sums (centroid_sums), every rank merges the same set, and a document's
+ * cosine with each centroid sharing a term with it is summed over its terms in term order.
+ * Collective. */
+static int attach_centroid(dm_flock_sim *s, int32_t *cl, int32_t k)
+{
+    size_t n = s->own.n, total = 0;
+    centroid_entry *all = NULL;
+    int rc = centroid_sums(s, cl, &all, &total);
     /* centroid norms (summed in (term, cluster) order) and the document-centroid cosines */
     double *norm2 = dm_calloc((size_t)(k > 0 ? k : 1), sizeof *norm2);
     double *dot = dm_calloc((size_t)(k > 0 ? k : 1), sizeof *dot);
@@ -294,6 +313,164 @@ static int attach_centroid(dm_flock_sim *s, int32_t *cl, int32_t k)
     return rc;
 }
 
+/* ---- merging clusters by centroid similarity (dm_flock_cluster_options.merge) ------------------ */
+
+/* The merge's k x k dot products are at most this many clusters' (k^2 doubles). */
+#define DM_FLOCK_MERGE_MAX 4096
+
+typedef struct merge_state {
+    int32_t k;
+    double *dot;     /* k x k, upper triangle (a <= b): centroid dot products, the diagonal the norms^2 */
+    char *alive;
+    int32_t *to;     /* the cluster a cluster was merged into (itself while alive) */
+    double *bestv;   /* per alive cluster: its most similar other alive cluster's cosine ... */
+    int32_t *bestj;  /* ... and that cluster (-1: none) */
+} merge_state;
+
+static double *mdot(const merge_state *m, int32_t a, int32_t b)
+{
+    return a <= b ? &m->dot[(size_t)a * (size_t)m->k + (size_t)b] : &m->dot[(size_t)b * (size_t)m->k + (size_t)a];
+}
+
+static double mcos(const merge_state *m, int32_t a, int32_t b)
+{
+    double na = *mdot(m, a, a), nb = *mdot(m, b, b);
+    return na > 0 && nb > 0 ? *mdot(m, a, b) / sqrt(na * nb) : 0.0;
+}
+
+/* Cluster a's most similar alive partner (ties: the lower cluster number). */
+static void mbest(merge_state *m, int32_t a)
+{
+    m->bestv[a] = -2.0;
+    m->bestj[a] = -1;
+    for (int32_t b = 0; b < m->k; b++) {
+        if (b == a || !m->alive[b]) continue;
+        double c = mcos(m, a, b);
+        if (c > m->bestv[a]) {
+            m->bestv[a] = c;
+            m->bestj[a] = b;
+        }
+    }
+}
+
+/* Merges the clusters 0 .. k-1 of the own boids (cl[i]; < 0: noise, left alone) while the two most
+ * cosine-similar centroids have cosine >= tm, centroid linkage: a merged cluster's centroid is the
+ * sum of the two, so its dot products are the sums of theirs (the k x k matrix is updated, never
+ * recomputed). The dot products are exact: centroid sums in 2^-32 fixed point (centroid_sums), the
+ * products and their sums over the terms in 128-bit integers (|sum| <= |a| |b| < 2^126 for
+ * clusters below 2^31 documents), converted once; every rank computes the same matrix and takes
+ * the same merges (the largest cosine first; ties: the lowest pair), so the result does not depend
+ * on the ranks or threads. Clusters are renumbered by their smallest old number (= their smallest
+ * document index, as the extraction numbers them); *k_out: how many remain. Collective. */
+static int merge_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, double tm, int32_t *k_out)
+{
+    *k_out = k;
+    if (k < 2) return DM_OK;
+    if (k > DM_FLOCK_MERGE_MAX)
+        return DM_ERR(DM_ERR_INVALID_ARG, "flock: %d clusters are too many to merge (at most %d; raise --min-cluster)",
+                      k, DM_FLOCK_MERGE_MAX);
+    centroid_entry *all = NULL;
+    size_t total = 0;
+    int rc = centroid_sums(s, cl, &all, &total);
+    if (rc != DM_OK) return rc;
+    const size_t K = (size_t)k;
+    merge_state m = {k, dm_calloc(K * K, sizeof(double)), dm_malloc(K), dm_malloc(sizeof(int32_t) * K),
+                     dm_malloc(sizeof(double) * K), dm_malloc(sizeof(int32_t) * K)};
+    size_t *start = dm_calloc(K + 1, sizeof *start), *pos = dm_malloc(sizeof *pos * (total ? total : 1));
+    int32_t *num = dm_malloc(sizeof *num * K);
+    if (!m.dot || !m.alive || !m.to || !m.bestv || !m.bestj || !start || !pos || !num)
+        rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory merging %d clusters", k);
+    if (rc == DM_OK) {
+        /* each cluster's entries in term order (all[] is sorted by term, then cluster) */
+        for (size_t e = 0; e < total; e++) start[(all[e].key & 0xffffffffu) + 1]++;
+        for (size_t c = 0; c < K; c++) start[c + 1] += start[c];
+        for (size_t e = 0; e < total; e++) pos[start[all[e].key & 0xffffffffu]++] = e;
+        for (size_t c = K; c > 0; c--) start[c] = start[c - 1];
+        start[0] = 0;
+        /* row a: a's entries against the entries of the same term after them (clusters b >= a) */
+#pragma omp parallel
+        {
+            __int128 *row = malloc(sizeof *row * K);
+            if (!row) {
+#pragma omp atomic write
+                rc = DM_ERR_NOMEM;
+            }
+#pragma omp for schedule(dynamic, 1)
+            for (int32_t a = 0; a < k; a++) {
+                if (!row) continue;
+                memset(row, 0, sizeof *row * K);
+                for (size_t p = start[a]; p < start[a + 1]; p++) {
+                    size_t e = pos[p];
+                    uint64_t term = all[e].key >> 32;
+                    for (size_t q = e; q < total && (all[q].key >> 32) == term; q++)
+                        row[all[q].key & 0xffffffffu] += (__int128)all[e].sum * all[q].sum;
+                }
+                for (size_t b = (size_t)a; b < K; b++)
+                    m.dot[(size_t)a * K + b] = ldexp((double)row[b], -2 * 32);
+            }
+            free(row);
+        }
+        if (rc != DM_OK) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory merging %d clusters", k);
+    }
+    if (rc == DM_OK) {
+        for (int32_t a = 0; a < k; a++) {
+            m.alive[a] = 1;
+            m.to[a] = a;
+        }
+        for (int32_t a = 0; a < k; a++) mbest(&m, a);
+        for (;;) {
+            int32_t a = -1;
+            for (int32_t c = 0; c < k; c++)
+                if (m.alive[c] && m.bestj[c] >= 0 && (a < 0 || m.bestv[c] > m.bestv[a])) a = c;
+            if (a < 0 || !(m.bestv[a] >= tm)) break;
+            int32_t b = m.bestj[a];
+            if (b < a) {
+                int32_t t = a;
+                a = b;
+                b = t;
+            }
+            /* b joins a: the merged centroid's dot products are the sums */
+            double ab = *mdot(&m, a, b);
+            *mdot(&m, a, a) += *mdot(&m, b, b) + 2.0 * ab;
+            for (int32_t o = 0; o < k; o++)
+                if (m.alive[o] && o != a && o != b) *mdot(&m, a, o) += *mdot(&m, b, o);
+            m.alive[b] = 0;
+            m.to[b] = a;
+            mbest(&m, a);
+            for (int32_t o = 0; o < k; o++) {
+                if (!m.alive[o] || o == a) continue;
+                if (m.bestj[o] == a || m.bestj[o] == b) mbest(&m, o);
+                else {
+                    double c = mcos(&m, o, a);
+                    if (c > m.bestv[o] || (c == m.bestv[o] && a < m.bestj[o])) {
+                        m.bestv[o] = c;
+                        m.bestj[o] = a;
+                    }
+                }
+            }
+        }
+        /* a cluster's final group is that of the cluster it joined (a lower number), numbered in order */
+        int32_t left = 0;
+        for (int32_t a = 0; a < k; a++) {
+            m.to[a] = m.to[m.to[a]];
+            num[a] = m.to[a] == a ? left++ : num[m.to[a]];
+        }
+        for (size_t i = 0; i < s->own.n; i++)
+            if (cl[i] >= 0) cl[i] = num[cl[i]];
+        *k_out = left;
+    }
+    dm_free(all);
+    dm_free(m.dot);
+    dm_free(m.alive);
+    dm_free(m.to);
+    dm_free(m.bestv);
+    dm_free(m.bestj);
+    dm_free(start);
+    dm_free(pos);
+    dm_free(num);
+    return rc;
+}
+
 const char *dm_flock_small_name(int attach)
 {
     switch (attach) {
@@ -323,16 +500,20 @@ void dm_flock_cluster_describe(char *buf, size_t size, const dm_flock_cluster_op
                                                                    "(sum of its members' unit vectors) is the most "
                                                                    "cosine-similar (exact, not flocking)"
                                                                  : "noise (-1)";
-    snprintf(buf, size, "connected components of (within r, cosine >= %g), merged across slices; components "
-             "below %d documents: %s", thr, opt->min_size, small);
+    int w = snprintf(buf, size, "connected components of (within r, cosine >= %g), merged across slices; components "
+                     "below %d documents: %s", thr, opt->min_size, small);
+    if (opt->merge > 0.0 && w >= 0 && (size_t)w < size)
+        snprintf(buf + w, size - (size_t)w, "; then clusters merged while two centroids have cosine >= %g (centroid "
+                 "linkage, not flocking)", opt->merge);
 }
 
 int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, int32_t *n_clusters)
 {
     *n_clusters = 0;
-    if (opt->min_size < 1 || !dm_flock_small_name(opt->attach) || !(opt->threshold <= 1.0))
-        return DM_ERR(DM_ERR_INVALID_ARG, "flock: cluster options (min size %d, small %d, threshold %g)", opt->min_size,
-                      opt->attach, opt->threshold);
+    if (opt->min_size < 1 || !dm_flock_small_name(opt->attach) || !(opt->threshold <= 1.0) ||
+        !(opt->merge >= 0.0 && opt->merge <= 1.0))
+        return DM_ERR(DM_ERR_INVALID_ARG, "flock: cluster options (min size %d, small %d, threshold %g, merge %g)",
+                      opt->min_size, opt->attach, opt->threshold, opt->merge);
     dm_timer_start("flock.clusters");
     dm_flock_view v;
     int rc = dm_flock_sim_view(s, &v);
@@ -490,6 +671,10 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
         rc = dm_ctx_agree(s->ctx, rc);
         dm_free(hcl);
         dm_free(tmp);
+    }
+    if (rc == DM_OK && opt->merge > 0.0) {
+        rc = merge_centroid(s, cl, totbig, opt->merge, n_clusters);
+        rc = dm_ctx_agree(s->ctx, rc);
     }
     if (rc == DM_OK) {
         dm_free(s->labels);

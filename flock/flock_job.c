@@ -177,6 +177,7 @@ static void fill_results(json_t *r, const dm_flock_job_result *res, const dm_flo
     json_object_set_new(m, "seed", json_integer((json_int_t)fo->seed));
     json_object_set_new(m, "min_cluster", json_integer(co->min_size));
     json_object_set_new(m, "small", json_string(dm_flock_small_name(co->attach)));
+    json_object_set_new(m, "merge", json_real(co->merge));
     json_object_set_new(m, "cluster_threshold", json_real(co->threshold < -1 ? fo->threshold : co->threshold));
     json_object_set_new(r, "model", m);
     char extraction[512];

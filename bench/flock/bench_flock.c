@@ -54,7 +54,8 @@ static void usage(void)
            "                        frequent (default 10 with --corpus; 0 = all)\n"
            "  --iterations I        (default 500)\n"
            "  --threshold T --radius R --neighbours K --vmax V --shrink F --weights S,D,A,C\n"
-           "  --min-cluster N --small noise|neighbour|centroid --cluster-threshold T   cluster options\n"
+           "  --min-cluster N --small noise|neighbour|centroid --cluster-threshold T --merge M\n"
+           "                        cluster options\n"
            "                        (--attach = --small neighbour)\n"
            "  --sublinear --min-df N --max-df F   corpus: TF-IDF options (tf = 1 + ln n; keep terms in\n"
            "                        at least N documents and at most a fraction F of them)\n"
@@ -66,9 +67,8 @@ static void usage(void)
            "  --study-thresholds T1,T2,..  cluster thresholds of --cluster-study (default model T,\n"
            "                        0.15,0.2,0.25,0.3; below -1 = the model's T)\n"
            "  --study-mins N1,N2,.. minimum cluster sizes of --cluster-study (default 5,10,20,50,100)\n"
-           "  --study-merges M1,..  --cluster-study on one rank: also each row's clusters merged while two\n"
-           "                        centroids have cosine >= M (centroid linkage on dense k x vocabulary\n"
-           "                        centroids; a post-processing study, not flocking)\n"
+           "  --study-merges M1,..  --cluster-study: also each row with its clusters merged while two\n"
+           "                        centroids have cosine >= M (--merge; a post-processing step)\n"
            "  --backend cpu|cuda    (default: cuda when a GPU is present)\n"
            "  --seed N              (default 42)\n"
            "  --json FILE           write the results as JSON\n"
@@ -434,76 +434,6 @@ static int run_once(run_result *out, const dm_ctx *ctx, const dm_vectors *v, con
     return dm_ctx_agree(ctx, rc);
 }
 
-/* Study (one rank; dense centroids, k x vocabulary doubles): merges clusters (labels 0..k-1 of the n rows of v; -1 noise) while the two
- * most similar centroids (sums of their members' unit rows) have cosine >= tm, centroid linkage:
- * a merged cluster's centroid is the sum of both. Labels are renumbered by their smallest old
- * label (so by smallest document index, as the extraction numbers them). Returns the count, or
- * -1 (labels unchanged) when the memory is lacking. */
-static int32_t merge_by_centroid(int32_t *cl, const dm_vectors *v, int32_t k, double tm)
-{
-    size_t V = (size_t)v->n_cols, n = (size_t)v->n_rows;
-    if (k < 2) return k;
-    double *c = calloc((size_t)k * V, sizeof *c), *cs = calloc((size_t)k * k, sizeof *cs), *nrm = calloc((size_t)k, sizeof *nrm);
-    int32_t *to = malloc(sizeof *to * (size_t)k), *num = malloc(sizeof *num * (size_t)k);
-    char *alive = malloc((size_t)k);
-    if (!c || !cs || !nrm || !to || !num || !alive) {
-        free(c), free(cs), free(nrm), free(to), free(num), free(alive);
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (cl[i] >= 0)
-            for (uint64_t q = v->row_off[i]; q < v->row_off[i + 1]; q++) c[(size_t)cl[i] * V + v->col[q]] += v->val[q];
-    for (int32_t a = 0; a < k; a++) {
-        to[a] = a;
-        alive[a] = 1;
-        double s2 = 0;
-        for (size_t t = 0; t < V; t++) s2 += c[(size_t)a * V + t] * c[(size_t)a * V + t];
-        nrm[a] = sqrt(s2);
-    }
-    for (int32_t a = 0; a < k; a++)
-        for (int32_t b = a + 1; b < k; b++) {
-            double d = 0;
-            for (size_t t = 0; t < V; t++) d += c[(size_t)a * V + t] * c[(size_t)b * V + t];
-            cs[(size_t)a * k + b] = nrm[a] > 0 && nrm[b] > 0 ? d / (nrm[a] * nrm[b]) : 0;
-        }
-    for (;;) {
-        int32_t ba = -1, bb = -1;
-        double best = tm;
-        for (int32_t a = 0; a < k; a++)
-            for (int32_t b = a + 1; b < k && alive[a]; b++)
-                if (alive[b] && cs[(size_t)a * k + b] >= best) best = cs[(size_t)a * k + b], ba = a, bb = b;
-        if (ba < 0) break;
-        alive[bb] = 0;
-        to[bb] = ba;
-        double s2 = 0;
-        for (size_t t = 0; t < V; t++) {
-            c[(size_t)ba * V + t] += c[(size_t)bb * V + t];
-            s2 += c[(size_t)ba * V + t] * c[(size_t)ba * V + t];
-        }
-        nrm[ba] = sqrt(s2);
-        for (int32_t o = 0; o < k; o++) {
-            if (!alive[o] || o == ba) continue;
-            double d = 0;
-            for (size_t t = 0; t < V; t++) d += c[(size_t)ba * V + t] * c[(size_t)o * V + t];
-            double cv = nrm[ba] > 0 && nrm[o] > 0 ? d / (nrm[ba] * nrm[o]) : 0;
-            if (o < ba) cs[(size_t)o * k + ba] = cv;
-            else cs[(size_t)ba * k + o] = cv;
-        }
-    }
-    /* final group of each old label (ba < bb: the root is the smallest old label), numbered in order */
-    int32_t m = 0;
-    for (int32_t a = 0; a < k; a++) {
-        int32_t r = a;
-        while (to[r] != r) r = to[r];
-        to[a] = r;
-    }
-    for (int32_t a = 0; a < k; a++) num[a] = to[a] == a ? m++ : -1;
-    for (size_t i = 0; i < n; i++)
-        if (cl[i] >= 0) cl[i] = num[to[cl[i]]];
-    free(num), free(c), free(cs), free(nrm), free(to), free(alive);
-    return m;
-}
-
 /* One run, then the clusters of its final state for a grid of cluster options (cluster threshold
  * x min size x small components); prints and returns the quality of each (rank 0). */
 static int cluster_study(json_t *rows, const dm_ctx *ctx, const dm_vectors *v, const dm_flock_options *fo,
@@ -521,55 +451,40 @@ static int cluster_study(json_t *rows, const dm_ctx *ctx, const dm_vectors *v, c
                fo->w_cohesion, "cl.thr", "min", "small", "NMI", "ARI", "purity", "clusters", "noise");
     for (size_t a = 0; a < ncthr && rc == DM_OK; a++)
         for (size_t b = 0; b < nmins && rc == DM_OK; b++)
-            for (size_t c = 0; c < sizeof smalls / sizeof smalls[0] && rc == DM_OK; c++) {
-                dm_flock_cluster_options co = {mins[b], smalls[c], cthr[a]};
-                int32_t k = 0;
-                rc = dm_flock_sim_cluster(s, &co, &k);
-                dm_flock_result r;
-                memset(&r, 0, sizeof r);
-                if (rc == DM_OK) rc = dm_flock_gather(&r, s, v);
-                if (rc == DM_OK && ctx->rank == 0) {
-                    uint64_t noise = 0;
-                    for (uint64_t i = 0; i < r.n; i++) noise += r.cluster[i] < 0;
-                    dm_metrics m;
-                    memset(&m, 0, sizeof m);
-                    if (truth) dm_metrics_compute(&m, truth, r.cluster, (size_t)r.n);
-                    double thr = cthr[a] < -1 ? fo->threshold : cthr[a];
-                    printf("%-9.3f %-8d %-9s %8.4f %8.4f %8.4f %9d %8llu\n", thr, mins[b], dm_flock_small_name(smalls[c]),
-                           m.nmi, m.ari, m.purity, k, (unsigned long long)noise);
-                    fflush(stdout);
-                    json_t *row = json_object();
-                    json_object_set_new(row, "cluster_threshold", json_real(thr));
-                    json_object_set_new(row, "min_cluster", json_integer(mins[b]));
-                    json_object_set_new(row, "small", json_string(dm_flock_small_name(smalls[c])));
-                    json_object_set_new(row, "nmi", json_real(m.nmi));
-                    json_object_set_new(row, "ari", json_real(m.ari));
-                    json_object_set_new(row, "purity", json_real(m.purity));
-                    json_object_set_new(row, "clusters", json_integer(k));
-                    json_object_set_new(row, "noise", json_integer((json_int_t)noise));
-                    json_array_append_new(rows, row);
-                    for (size_t g = 0; g < nmerges && ctx->size == 1 && truth && r.n == v->n_rows; g++) {
-                        int32_t *mc = malloc(sizeof *mc * (size_t)(r.n ? r.n : 1));
-                        if (!mc) break;
-                        memcpy(mc, r.cluster, sizeof *mc * (size_t)r.n);
-                        int32_t km = merge_by_centroid(mc, v, k, merges[g]);
-                        if (km < 0) {
-                            fprintf(stderr, "bench_flock: out of memory for the dense centroids of --study-merges\n");
-                            free(mc);
-                            break;
-                        }
-                        dm_metrics mm;
-                        memset(&mm, 0, sizeof mm);
-                        dm_metrics_compute(&mm, truth, mc, (size_t)r.n);
-                        printf("%-9.3f %-8d %-9s %8.4f %8.4f %8.4f %9d %8llu  merged at %.3f\n", thr, mins[b],
-                               dm_flock_small_name(smalls[c]), mm.nmi, mm.ari, mm.purity, km, (unsigned long long)noise,
-                               merges[g]);
+            for (size_t c = 0; c < sizeof smalls / sizeof smalls[0] && rc == DM_OK; c++)
+                for (size_t g = 0; g <= nmerges && rc == DM_OK; g++) {
+                    dm_flock_cluster_options co = {mins[b], smalls[c], cthr[a], g ? merges[g - 1] : 0.0};
+                    int32_t k = 0;
+                    rc = dm_flock_sim_cluster(s, &co, &k);
+                    dm_flock_result r;
+                    memset(&r, 0, sizeof r);
+                    if (rc == DM_OK) rc = dm_flock_gather(&r, s, v);
+                    if (rc == DM_OK && ctx->rank == 0) {
+                        uint64_t noise = 0;
+                        for (uint64_t i = 0; i < r.n; i++) noise += r.cluster[i] < 0;
+                        dm_metrics m;
+                        memset(&m, 0, sizeof m);
+                        if (truth) dm_metrics_compute(&m, truth, r.cluster, (size_t)r.n);
+                        double thr = cthr[a] < -1 ? fo->threshold : cthr[a];
+                        printf("%-9.3f %-8d %-9s %8.4f %8.4f %8.4f %9d %8llu", thr, mins[b], dm_flock_small_name(smalls[c]),
+                               m.nmi, m.ari, m.purity, k, (unsigned long long)noise);
+                        if (co.merge > 0) printf("  merged at %.3f", co.merge);
+                        printf("\n");
                         fflush(stdout);
-                        free(mc);
+                        json_t *row = json_object();
+                        json_object_set_new(row, "cluster_threshold", json_real(thr));
+                        json_object_set_new(row, "min_cluster", json_integer(mins[b]));
+                        json_object_set_new(row, "small", json_string(dm_flock_small_name(smalls[c])));
+                        json_object_set_new(row, "merge", json_real(co.merge));
+                        json_object_set_new(row, "nmi", json_real(m.nmi));
+                        json_object_set_new(row, "ari", json_real(m.ari));
+                        json_object_set_new(row, "purity", json_real(m.purity));
+                        json_object_set_new(row, "clusters", json_integer(k));
+                        json_object_set_new(row, "noise", json_integer((json_int_t)noise));
+                        json_array_append_new(rows, row);
                     }
+                    dm_flock_result_free(&r);
                 }
-                dm_flock_result_free(&r);
-            }
     dm_flock_sim_free(s);
     return dm_ctx_agree(ctx, rc);
 }
@@ -591,7 +506,7 @@ int main(int argc, char **argv)
     co.quiet = 0;
     enum { O_DOCS = 256, O_DPR, O_TOPICS, O_TOKENS, O_CORPUS, O_TOPL, O_ITER, O_THR, O_RAD, O_NB, O_VMAX, O_SHR, O_W,
            O_MINC, O_ATT, O_KM, O_STUDY, O_BACK, O_SEED, O_JSON, O_VOCAB, O_VECOUT, O_CTHR, O_BASE, O_SMALL,
-           O_CSTUDY, O_SUBL, O_MINDF, O_MAXDF, O_CONF, O_STHR, O_SMINS, O_SMERGE };
+           O_CSTUDY, O_SUBL, O_MINDF, O_MAXDF, O_CONF, O_STHR, O_SMINS, O_SMERGE, O_MERGE };
     static const struct option lo[] = {
         {"docs", 1, 0, O_DOCS}, {"docs-per-rank", 1, 0, O_DPR}, {"topics", 1, 0, O_TOPICS}, {"tokens", 1, 0, O_TOKENS},
         {"corpus", 1, 0, O_CORPUS}, {"top-labels", 1, 0, O_TOPL}, {"iterations", 1, 0, O_ITER},
@@ -601,7 +516,7 @@ int main(int argc, char **argv)
         {"json", 1, 0, O_JSON}, {"vocab-out", 1, 0, O_VOCAB}, {"vectors-out", 1, 0, O_VECOUT}, {"cluster-threshold", 1, 0, O_CTHR}, {"baseline", 1, 0, O_BASE},
         {"small", 1, 0, O_SMALL}, {"cluster-study", 0, 0, O_CSTUDY}, {"sublinear", 0, 0, O_SUBL},
         {"min-df", 1, 0, O_MINDF}, {"max-df", 1, 0, O_MAXDF}, {"confusion", 0, 0, O_CONF},
-        {"study-thresholds", 1, 0, O_STHR}, {"study-mins", 1, 0, O_SMINS}, {"study-merges", 1, 0, O_SMERGE}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"study-thresholds", 1, 0, O_STHR}, {"study-mins", 1, 0, O_SMINS}, {"study-merges", 1, 0, O_SMERGE}, {"merge", 1, 0, O_MERGE}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c, bad = 0;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
@@ -634,6 +549,7 @@ int main(int argc, char **argv)
         case O_MINDF: o.min_df = atof(optarg); bad |= !(o.min_df >= 1); break;
         case O_MAXDF: o.max_df = atof(optarg); bad |= !(o.max_df > 0 && o.max_df <= 1); break;
         case O_CTHR: o.co.threshold = atof(optarg); break;
+        case O_MERGE: o.co.merge = atof(optarg); break;
         case O_KM: o.kmeans = 1; break;
         case O_STUDY: o.study = 1; break;
         case O_BACK: bad |= dm_backend_parse(optarg, &co.backend) != DM_OK; break;

@@ -747,7 +747,7 @@ static void clusters_hand(int attach, int32_t *cl_out, int32_t *k_out)
     CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
     CU_ASSERT_EQUAL(dm_flock_sim_iteration(s), 5);
     CU_ASSERT_EQUAL(dm_flock_sim_run(s), DM_OK); /* nothing left to run */
-    dm_flock_cluster_options co = {3, attach, -2.0};
+    dm_flock_cluster_options co = {3, attach, -2.0, 0.0};
     CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, k_out), DM_OK);
     dm_flock_result r;
     CU_ASSERT_EQUAL_FATAL(dm_flock_gather(&r, s, &v), DM_OK);
@@ -810,7 +810,7 @@ static void test_clusters_centroid(void)
         {0, 1, 0, 1, 0, 1, 0, 0, -1, 1, -1},   /* neighbour: 7 by 0 (tie with 2 by index), 9 by 5 */
         {0, 1, 0, 1, 0, 1, 0, 1, -1, 0, 0}};   /* centroid */
     for (int mode = 0; mode < 3; mode++) {
-        dm_flock_cluster_options co = {3, mode, -2.0};
+        dm_flock_cluster_options co = {3, mode, -2.0, 0.0};
         int32_t k = -1;
         CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
         CU_ASSERT_EQUAL(k, 2);
@@ -824,12 +824,46 @@ static void test_clusters_centroid(void)
         }
         dm_flock_result_free(&r);
     }
+    /* merging by centroid (exact sums): with small components by centroid the clusters are
+     * A = {0, 2, 4, 6, 9, 10}, centroid (4 + 2/sqrt 2) e0 + (e1 + e3)/sqrt 2, and B = {1, 3, 5, 7},
+     * centroid (1/sqrt 10) e0 + (3 + 3/sqrt 10) e1: cosine 4.50428 / (5.50579 x 3.96133) = 0.2065
+     * (by hand), so they merge at 0.20 (one cluster, numbered 0) and not at 0.21. With small
+     * components as noise the centroids 4 e0 and 3 e1 are orthogonal: no merge at any level. */
+    static const struct {
+        int mode;
+        double merge;
+        int32_t k;
+        int32_t want[11];
+    } mc[] = {{DM_FLOCK_SMALL_CENTROID, 0.20, 1, {0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0}},
+              {DM_FLOCK_SMALL_CENTROID, 0.21, 2, {0, 1, 0, 1, 0, 1, 0, 1, -1, 0, 0}},
+              {DM_FLOCK_SMALL_NOISE, 1e-9, 2, {0, 1, 0, 1, 0, 1, 0, -1, -1, -1, -1}}};
+    for (size_t t = 0; t < sizeof mc / sizeof mc[0]; t++) {
+        dm_flock_cluster_options co = {3, mc[t].mode, -2.0, mc[t].merge};
+        int32_t k = -1;
+        CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
+        CU_ASSERT_EQUAL(k, mc[t].k);
+        dm_flock_result r;
+        CU_ASSERT_EQUAL_FATAL(dm_flock_gather(&r, s, &v), DM_OK);
+        CU_ASSERT_EQUAL(r.n_clusters, mc[t].k);
+        for (int i = 0; i < 11; i++) {
+            CU_ASSERT_EQUAL(r.cluster[i], mc[t].want[i]);
+            if (r.cluster[i] != mc[t].want[i])
+                fprintf(stderr, "merge %g document %d: cluster %d, want %d\n", mc[t].merge, i, r.cluster[i],
+                        mc[t].want[i]);
+        }
+        dm_flock_result_free(&r);
+    }
     /* bad options are refused */
-    dm_flock_cluster_options bad = {3, 7, -2.0};
+    dm_flock_cluster_options bad = {3, 7, -2.0, 0.0};
     int32_t k;
     CU_ASSERT_EQUAL(dm_flock_sim_cluster(s, &bad, &k), DM_ERR_INVALID_ARG);
     bad.attach = DM_FLOCK_SMALL_CENTROID;
     bad.min_size = 0;
+    CU_ASSERT_EQUAL(dm_flock_sim_cluster(s, &bad, &k), DM_ERR_INVALID_ARG);
+    bad.min_size = 3;
+    bad.merge = 1.5;
+    CU_ASSERT_EQUAL(dm_flock_sim_cluster(s, &bad, &k), DM_ERR_INVALID_ARG);
+    bad.merge = -0.1;
     CU_ASSERT_EQUAL(dm_flock_sim_cluster(s, &bad, &k), DM_ERR_INVALID_ARG);
     /* names */
     int a = -1;
@@ -839,10 +873,14 @@ static void test_clusters_centroid(void)
     CU_ASSERT_EQUAL(a, DM_FLOCK_SMALL_NEIGHBOUR);
     CU_ASSERT_EQUAL(dm_flock_small_parse("nearest", &a), DM_ERR_INVALID_ARG);
     char d[512];
-    dm_flock_cluster_options co = {3, DM_FLOCK_SMALL_CENTROID, -2.0};
+    dm_flock_cluster_options co = {3, DM_FLOCK_SMALL_CENTROID, -2.0, 0.0};
     dm_flock_cluster_describe(d, sizeof d, &co, 0.5);
     CU_ASSERT_PTR_NOT_NULL(strstr(d, "cosine >= 0.5"));
     CU_ASSERT_PTR_NOT_NULL(strstr(d, "centroid"));
+    CU_ASSERT_PTR_NULL(strstr(d, "merged while"));
+    co.merge = 0.25;
+    dm_flock_cluster_describe(d, sizeof d, &co, 0.5);
+    CU_ASSERT_PTR_NOT_NULL(strstr(d, "merged while two centroids have cosine >= 0.25"));
     dm_flock_sim_free(s);
     dm_flock_vectors_release(&v);
 }

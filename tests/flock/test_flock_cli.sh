@@ -68,6 +68,15 @@ cmp "$t/one/positions.csv" "$t/w/positions.csv" || fail "positions differ with u
 cmp "$t/one/positions.csv" "$t/auto/positions.csv" || fail "positions differ with measured slices"
 grep -q '"slice_weights"' "$t/auto/report.json" || fail "no slice weights in the report"
 
+# clusters merged by centroid: said in the report, no more clusters than without, and the same
+# assignments on 1 and 3 ranks
+"$dm" flock "${common[@]}" -o "$t/m1" --small centroid --merge 0.3 > /dev/null
+"$mpiexec" -n 3 "$dm" flock "${common[@]}" -o "$t/m3" --small centroid --merge 0.3 > /dev/null
+cmp "$t/m1/assignments.tsv" "$t/m3/assignments.tsv" || fail "merged assignments differ between 1 and 3 ranks"
+grep -q '"merge": 0.3' "$t/m1/report.json" || fail "no merge in the report's model"
+grep -q 'then clusters merged while two centroids have cosine >= 0.3' "$t/m1/report.json" || fail "extraction without the merge"
+[ "$(wc -l < "$t/m1/clusters.tsv")" -le "$(wc -l < "$t/one/clusters.tsv")" ] || fail "merging made more clusters"
+
 "$dm" flock "${common[@]}" -o "$t/snap" --snapshot-every 10 > /dev/null
 [ "$(ls "$t/snap/snapshots" | wc -l)" -eq 4 ] || fail "expected 4 snapshots"
 
@@ -75,6 +84,7 @@ set +e
 "$dm" flock --synth 10 -o "$t/x" --vmax 2 --quiet 2>/dev/null; [ $? -eq 2 ] || fail "--vmax above radius accepted"
 "$dm" flock -o "$t/x" --quiet 2>/dev/null; [ $? -eq 2 ] || fail "missing input accepted"
 "$dm" flock --synth 10 -o "$t/x" --weights 1,2 --quiet 2>/dev/null; [ $? -eq 2 ] || fail "bad --weights accepted"
+"$dm" flock --synth 10 -o "$t/x" --merge 1.5 --quiet 2>/dev/null; [ $? -eq 2 ] || fail "--merge 1.5 accepted"
 "$dm" flock --vectors "$t/none.dmv" -o "$t/x" --quiet 2>/dev/null; [ $? -eq 1 ] || fail "missing file not a runtime error"
 set -e
 echo "1 passed, 0 failed"

@@ -156,8 +156,8 @@ static void test_centroid_attach_ranks(void)
 {
     dm_flock_options o = model();
     o.iterations = 2;
-    dm_flock_cluster_options noise = {12, DM_FLOCK_SMALL_NOISE, 0.18};
-    dm_flock_cluster_options cen = {12, DM_FLOCK_SMALL_CENTROID, 0.18};
+    dm_flock_cluster_options noise = {12, DM_FLOCK_SMALL_NOISE, 0.18, 0.0};
+    dm_flock_cluster_options cen = {12, DM_FLOCK_SMALL_CENTROID, 0.18, 0.0};
     ft_state ref, st;
     CU_ASSERT_EQUAL_FATAL(run_on(&ref, 1, &o, &noise), DM_OK);
     ft_state first;
@@ -184,6 +184,80 @@ static void test_centroid_attach_ranks(void)
         if (q > 1 || g_ctx.rank != 0) ft_state_free(&st);
     }
     if (g_ctx.rank == 0) ft_state_free(&first);
+    ft_state_free(&ref);
+}
+
+/* Number of clusters of a labelling (0 .. k-1, -1 noise): the largest label + 1. */
+static int32_t n_labels(const int32_t *cl, uint64_t n)
+{
+    int32_t k = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (cl[i] >= k) k = cl[i] + 1;
+    return k;
+}
+
+/* Clusters merged by centroid similarity (--merge): the same labels on 1 .. P ranks; every
+ * cluster of the unmerged labelling lies within one merged cluster and noise stays noise; the
+ * merged clusters are numbered in the order of the smallest unmerged cluster they hold, and every
+ * number is used; a threshold just above 0 (any shared term) merges some clusters, and 0.3 no
+ * more than that. */
+static void test_merge_ranks(void)
+{
+    dm_flock_options o = model();
+    o.iterations = 2;
+    dm_flock_cluster_options base = {12, DM_FLOCK_SMALL_CENTROID, 0.18, 0.0};
+    ft_state ref;
+    CU_ASSERT_EQUAL_FATAL(run_on(&ref, 1, &o, &base), DM_OK);
+    const double levels[2] = {0.3, 1e-6};
+    int32_t k_at[2] = {0, 0};
+    for (int l = 0; l < 2; l++) {
+        dm_flock_cluster_options co = base;
+        co.merge = levels[l];
+        ft_state first;
+        memset(&first, 0, sizeof first);
+        for (int q = 1; q <= g_ctx.size; q++) {
+            ft_state st;
+            CU_ASSERT_EQUAL_FATAL(run_on(&st, q, &o, &co), DM_OK);
+            if (g_ctx.rank == 0) {
+                if (q == 1) {
+                    first = st;
+                    int32_t k0 = n_labels(ref.cluster, ref.n), k = n_labels(st.cluster, st.n);
+                    CU_ASSERT_FATAL(k0 > 1 && k >= 1 && k <= k0);
+                    k_at[l] = k;
+                    /* refinement: the merged label of each unmerged cluster is one label */
+                    int32_t *to = malloc(sizeof *to * (size_t)k0);
+                    CU_ASSERT_PTR_NOT_NULL_FATAL(to);
+                    for (int32_t c = 0; c < k0; c++) to[c] = -2;
+                    int bad = 0;
+                    for (uint64_t i = 0; i < st.n; i++) {
+                        if ((ref.cluster[i] < 0) != (st.cluster[i] < 0)) bad++;
+                        if (ref.cluster[i] < 0) continue;
+                        if (to[ref.cluster[i]] == -2) to[ref.cluster[i]] = st.cluster[i];
+                        else if (to[ref.cluster[i]] != st.cluster[i]) bad++;
+                    }
+                    CU_ASSERT_EQUAL(bad, 0);
+                    /* numbering: merged cluster c first appears as unmerged cluster to^-1, in order */
+                    int32_t next = 0;
+                    for (int32_t c = 0; c < k0; c++) {
+                        if (to[c] == next) next++;
+                        else if (to[c] > next) bad++;
+                    }
+                    CU_ASSERT_EQUAL(next, k);
+                    CU_ASSERT_EQUAL(bad, 0);
+                    free(to);
+                    printf("\n  merge at %g: %d clusters of %d", levels[l], k, k0);
+                } else {
+                    CU_ASSERT_EQUAL(memcmp(first.cluster, st.cluster, 4 * st.n), 0);
+                    ft_state_free(&st);
+                }
+            }
+        }
+        if (g_ctx.rank == 0) ft_state_free(&first);
+    }
+    if (g_ctx.rank == 0) {
+        CU_ASSERT_TRUE(k_at[1] < n_labels(ref.cluster, ref.n));
+        CU_ASSERT_TRUE(k_at[1] <= k_at[0]);
+    }
     ft_state_free(&ref);
 }
 
@@ -311,6 +385,7 @@ int main(int argc, char **argv)
 {
     CU_TestInfo mpi[] = {{"rank independence (bit-identical) and clusters", test_rank_independence},
                          {"small components attached by centroid, across ranks", test_centroid_attach_ranks},
+                         {"clusters merged by centroid, across ranks", test_merge_ranks},
                          {"conservation: one owner per document per iteration", test_conservation},
                          {"resume across rank counts", test_resume_across_ranks},
                          {"an error on one rank reaches all", test_error_on_one_rank},
