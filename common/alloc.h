@@ -37,7 +37,8 @@ const char *dm_mem_kind_name(int kind);
 
 /* Huge pages for the large blocks of glibc's malloc: the value of glibc.malloc.hugetlb in the
  * GLIBC_TUNABLES of this process ("1": transparent huge pages by madvise; docmine's main sets it
- * unless DOCMINE_HUGEPAGES=0 or the user set it), or NULL when it is not set. */
+ * unless DOCMINE_HUGEPAGES=0 or the user set it), or NULL when it is not set. The string is
+ * static: valid until the next call (not for concurrent callers). */
 const char *dm_mem_hugetlb_tunable(void);
 /* The kernel's transparent huge page mode ("always", "madvise" or "never": the bracketed word of
  * /sys/kernel/mm/transparent_hugepage/enabled), or "unknown". */

@@ -140,8 +140,8 @@ typedef struct dm_flock_cluster_options {
     double merge;     /* 0 (default): off; in (0, 1]: then the clusters are merged while the two
                          most cosine-similar centroids (sums of their members' unit vectors, exact
                          sums) have cosine >= merge, centroid linkage, and renumbered by their
-                         smallest document index. Not flocking: a post-processing step (bench/
-                         RESULTS.md, "merging clusters by centroid"); at most 4096 clusters */
+                         smallest document index. Not flocking: a post-processing step (see
+                         bench/RESULTS.md, "merging clusters by centroid"); at most 4096 clusters */
 } dm_flock_cluster_options;
 #define DM_FLOCK_CLUSTER_OPTIONS_INIT {5, 0, -2.0, 0.0}
 
