@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "apps/commands.h"
+#include "common/alloc.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
@@ -141,8 +142,8 @@ static void exec_with_huge_pages(char **argv)
     }
     const char *off = getenv("DOCMINE_HUGEPAGES");
     if (off && strcmp(off, "0") == 0) return;
+    if (dm_mem_hugetlb_tunable()) return; /* the user's setting */
     const char *t = getenv("GLIBC_TUNABLES");
-    if (t && strstr(t, "glibc.malloc.hugetlb=")) return;
     size_t n = (t ? strlen(t) + 1 : 0) + sizeof "glibc.malloc.hugetlb=1";
     char *v = malloc(n), *old = t ? strdup(t) : NULL;
     if (v && (!t || old)) {
