@@ -8,6 +8,7 @@
  * smallest document index, so the labels do not depend on the number of ranks.
  * Reference: none beyond the design; tests/flock check components spanning slices and ranks. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,17 +168,180 @@ static int cmp_centroid_entry(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Sorts entries by key and sums the values of equal keys; returns the distinct count. */
-static size_t centroid_reduce(centroid_entry *e, size_t n)
+/* Sorts entries by key (term, then cluster) and sums the values of equal keys, in O(n + terms):
+ * a stable counting sort by term into a new array, then each term's few entries by cluster.
+ * *e is replaced by the result (dm_free); *n: the distinct count. */
+static int centroid_reduce(centroid_entry **e, size_t *n)
 {
-    if (n == 0) return 0;
-    qsort(e, n, sizeof *e, cmp_centroid_entry);
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (m && e[m - 1].key == e[i].key) e[m - 1].sum += e[i].sum;
-        else e[m++] = e[i];
+    size_t cnt = *n;
+    if (cnt == 0) return DM_OK;
+    centroid_entry *in = *e;
+    uint64_t nterms = 0;
+    for (size_t i = 0; i < cnt; i++)
+        if ((in[i].key >> 32) + 1 > nterms) nterms = (in[i].key >> 32) + 1;
+    size_t *first = dm_calloc((size_t)nterms + 1, sizeof *first);
+    centroid_entry *out = dm_malloc(sizeof *out * cnt);
+    if (!first || !out) {
+        dm_free(first);
+        dm_free(out);
+        return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for centroids");
     }
-    return m;
+    for (size_t i = 0; i < cnt; i++) first[(in[i].key >> 32) + 1]++;
+    for (uint64_t t = 0; t < nterms; t++) first[t + 1] += first[t];
+    for (size_t i = 0; i < cnt; i++) out[first[in[i].key >> 32]++] = in[i];
+    /* first[t] is now where term t + 1 starts: sort each term's entries by cluster */
+    const long nt = (long)nterms;
+#pragma omp parallel for schedule(dynamic, 1024)
+    for (long t = 0; t < nt; t++) {
+        size_t lo = t ? first[t - 1] : 0, hi = first[t];
+        if (hi - lo > 1) qsort(out + lo, hi - lo, sizeof *out, cmp_centroid_entry);
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        if (m && out[m - 1].key == out[i].key) out[m - 1].sum += out[i].sum;
+        else out[m++] = out[i];
+    }
+    dm_free(first);
+    dm_free(in);
+    *e = out;
+    *n = m;
+    return DM_OK;
+}
+
+/* Documents per work item of the local centroid sums (an item never spans two clusters). */
+#define DM_FLOCK_CENTROID_ITEM 16384
+static size_t g_centroid_item = DM_FLOCK_CENTROID_ITEM;
+
+void dm_flock_set_centroid_item(size_t docs)
+{
+    g_centroid_item = docs ? docs : DM_FLOCK_CENTROID_ITEM;
+}
+/* Per-thread dense accumulators of the local centroid sums: at most this many bytes in all. */
+#define DM_FLOCK_CENTROID_DENSE_BYTES ((size_t)1 << 30)
+
+/* This rank's (term << 32 | cluster, sum) entries of the clustered own boids, distinct and sorted
+ * (*loc, dm_free; *m entries). The boids are grouped by cluster and cut into items of at most
+ * g_centroid_item documents (DM_FLOCK_CENTROID_ITEM); each thread sums an item's rows into a dense array over the
+ * terms and emits one entry per term it touched; centroid_reduce then sums the items of a
+ * cluster. O(entries) instead of sorting every entry of every row. */
+static int centroid_local(dm_flock_sim *s, const int32_t *cl, centroid_entry **loc, size_t *m)
+{
+    size_t n = s->own.n;
+    *loc = NULL;
+    *m = 0;
+    int32_t k = 0;
+    uint32_t nterms = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (cl[i] < 0) continue;
+        if (cl[i] + 1 > k) k = cl[i] + 1;
+        const uint32_t *col = s->own.col + s->own.voff[i];
+        for (uint32_t q = 0; q < s->own.vlen[i]; q++)
+            if (col[q] + 1 > nterms) nterms = col[q] + 1;
+    }
+    if (k == 0) return DM_OK;
+    size_t *start = dm_calloc((size_t)k + 1, sizeof *start), *at = dm_malloc(sizeof *at * (size_t)k);
+    size_t *order = dm_malloc(sizeof *order * (n ? n : 1));
+    int rc = start && at && order ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory for centroids");
+    size_t nitems = 0;
+    size_t *item = NULL; /* item j: order[item[j] .. item[j + 1]) */
+    centroid_entry **part = NULL;
+    size_t *plen = NULL;
+    if (rc == DM_OK) {
+        for (size_t i = 0; i < n; i++)
+            if (cl[i] >= 0) start[cl[i] + 1]++;
+        for (int32_t c = 0; c < k; c++) {
+            start[c + 1] += start[c];
+            at[c] = start[c];
+            nitems += (start[c + 1] - start[c] + g_centroid_item - 1) / g_centroid_item;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (cl[i] >= 0) order[at[cl[i]]++] = i;
+        item = dm_malloc(sizeof *item * (nitems + 1));
+        part = dm_calloc(nitems ? nitems : 1, sizeof *part);
+        plen = dm_calloc(nitems ? nitems : 1, sizeof *plen);
+        if (!item || !part || !plen) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for centroids");
+    }
+    if (rc == DM_OK) {
+        size_t j = 0;
+        for (int32_t c = 0; c < k; c++)
+            for (size_t b = start[c]; b < start[c + 1]; b += g_centroid_item) item[j++] = b;
+        item[nitems] = start[k];
+        size_t per = (size_t)nterms * (sizeof(int64_t) + sizeof(uint32_t) + sizeof(size_t)) + 1;
+        int threads = omp_get_max_threads();
+        if ((size_t)threads * per > DM_FLOCK_CENTROID_DENSE_BYTES)
+            threads = (int)(DM_FLOCK_CENTROID_DENSE_BYTES / per) > 1 ? (int)(DM_FLOCK_CENTROID_DENSE_BYTES / per) : 1;
+        int bad = 0;
+#pragma omp parallel num_threads(threads) reduction(| : bad)
+        {
+            int64_t *acc = calloc(nterms ? nterms : 1, sizeof *acc);
+            uint32_t *touched = malloc(sizeof *touched * (nterms ? nterms : 1));
+            size_t *stamp = calloc(nterms ? nterms : 1, sizeof *stamp); /* item + 1: touched by it */
+            if (!acc || !touched || !stamp) bad = 1;
+#pragma omp for schedule(dynamic, 1)
+            for (long jl = 0; jl < (long)nitems; jl++) {
+                if (!acc || !touched || !stamp) continue;
+                size_t nt = 0;
+                uint32_t c = (uint32_t)cl[order[item[jl]]];
+                for (size_t o = item[jl]; o < item[jl + 1]; o++) {
+                    size_t i = order[o];
+                    const uint32_t *col = s->own.col + s->own.voff[i];
+                    const float *val = s->own.val + s->own.voff[i];
+                    for (uint32_t q = 0; q < s->own.vlen[i]; q++) {
+                        if (stamp[col[q]] != (size_t)jl + 1) {
+                            stamp[col[q]] = (size_t)jl + 1;
+                            touched[nt++] = col[q];
+                        }
+                        acc[col[q]] += (int64_t)llrint((double)val[q] * DM_FLOCK_CENTROID_ONE);
+                    }
+                }
+                centroid_entry *pe = malloc(sizeof *pe * (nt ? nt : 1));
+                if (!pe) {
+                    bad = 1;
+                    for (size_t t = 0; t < nt; t++) acc[touched[t]] = 0;
+                    continue;
+                }
+                for (size_t t = 0; t < nt; t++) {
+                    pe[t] = (centroid_entry){(uint64_t)touched[t] << 32 | c, acc[touched[t]]};
+                    acc[touched[t]] = 0;
+                }
+                part[jl] = pe;
+                plen[jl] = nt;
+            }
+            free(acc);
+            free(touched);
+            free(stamp);
+        }
+        if (bad) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for centroids");
+    }
+    centroid_entry *all = NULL;
+    size_t total = 0;
+    for (size_t j = 0; rc == DM_OK && j < nitems; j++) total += plen[j];
+    if (rc == DM_OK) {
+        all = dm_malloc(sizeof *all * (total ? total : 1));
+        if (!all) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for centroids");
+    }
+    if (rc == DM_OK) {
+        size_t o = 0;
+        for (size_t j = 0; j < nitems; j++) {
+            if (plen[j]) memcpy(all + o, part[j], sizeof *all * plen[j]);
+            o += plen[j];
+        }
+        rc = centroid_reduce(&all, &total);
+    }
+    for (size_t j = 0; part && j < nitems; j++) free(part[j]);
+    dm_free(part);
+    dm_free(plen);
+    dm_free(item);
+    dm_free(order);
+    dm_free(start);
+    dm_free(at);
+    if (rc != DM_OK) {
+        dm_free(all);
+        return rc;
+    }
+    *loc = all;
+    *m = total;
+    return DM_OK;
 }
 
 /* The centroid sums of the clusters (cl[i] >= 0 of the own boids), reduced over the ranks: every
@@ -186,25 +350,9 @@ static int centroid_sums(dm_flock_sim *s, const int32_t *cl, centroid_entry **al
 {
     *all_out = NULL;
     *total_out = 0;
-    size_t n = s->own.n, cnt = 0;
-    for (size_t i = 0; i < n; i++)
-        if (cl[i] >= 0) cnt += s->own.vlen[i];
-    centroid_entry *loc = dm_malloc(sizeof *loc * (cnt ? cnt : 1));
-    int rc = loc ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory for centroids");
+    centroid_entry *loc = NULL;
     size_t m = 0;
-    if (rc == DM_OK) {
-        for (size_t i = 0; i < n; i++) {
-            if (cl[i] < 0) continue;
-            const uint32_t *col = s->own.col + s->own.voff[i];
-            const float *val = s->own.val + s->own.voff[i];
-            for (uint32_t q = 0; q < s->own.vlen[i]; q++) {
-                loc[m].key = (uint64_t)col[q] << 32 | (uint32_t)cl[i];
-                loc[m].sum = (int64_t)llrint((double)val[q] * DM_FLOCK_CENTROID_ONE);
-                m++;
-            }
-        }
-        m = centroid_reduce(loc, m);
-    }
+    int rc = centroid_local(s, cl, &loc, &m);
     /* every rank gets every rank's (term, cluster) sums: two u64 per entry */
     int *counts = dm_malloc(sizeof *counts * (size_t)s->size), *displs = dm_malloc(sizeof *displs * (size_t)s->size);
     if (rc == DM_OK && (!counts || !displs)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
@@ -231,8 +379,9 @@ static int centroid_sums(dm_flock_sim *s, const int32_t *cl, centroid_entry **al
     rc = dm_ctx_agree(s->ctx, rc);
     if (rc == DM_OK) {
         MPI_Allgatherv(loc, (int)(2 * m), MPI_UINT64_T, all, counts, displs, MPI_UINT64_T, s->comm);
-        total = centroid_reduce(all, total);
+        rc = centroid_reduce(&all, &total);
     }
+    rc = dm_ctx_agree(s->ctx, rc);
     dm_free(loc);
     dm_free(counts);
     dm_free(displs);
@@ -255,60 +404,68 @@ static int attach_centroid(dm_flock_sim *s, int32_t *cl, int32_t k)
     size_t n = s->own.n, total = 0;
     centroid_entry *all = NULL;
     int rc = centroid_sums(s, cl, &all, &total);
-    /* centroid norms (summed in (term, cluster) order) and the document-centroid cosines */
+    /* centroid norms (summed in (term, cluster) order), each term's first entry, and the
+     * document-centroid cosines (documents in parallel, each summed in its own term order) */
+    uint64_t nterms = total ? (all[total - 1].key >> 32) + 1 : 0;
     double *norm2 = dm_calloc((size_t)(k > 0 ? k : 1), sizeof *norm2);
-    double *dot = dm_calloc((size_t)(k > 0 ? k : 1), sizeof *dot);
-    int32_t *touched = dm_malloc(sizeof *touched * (size_t)(k > 0 ? k : 1));
-    size_t *stamp = dm_calloc((size_t)(k > 0 ? k : 1), sizeof *stamp); /* i + 1: touched by document i */
+    size_t *tstart = dm_calloc((size_t)nterms + 1, sizeof *tstart);
     int32_t *res = dm_malloc(sizeof *res * (n ? n : 1));
-    if (rc == DM_OK && (!norm2 || !dot || !touched || !stamp || !res)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    if (rc == DM_OK && (!norm2 || !tstart || !res)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     if (rc == DM_OK) {
         for (size_t q = 0; q < total; q++) {
             double c = (double)all[q].sum / DM_FLOCK_CENTROID_ONE;
             norm2[all[q].key & 0xffffffffu] += c * c;
+            tstart[(all[q].key >> 32) + 1]++;
         }
-        for (size_t i = 0; i < n; i++) {
-            res[i] = cl[i];
-            if (cl[i] >= 0) continue;
-            const uint32_t *col = s->own.col + s->own.voff[i];
-            const float *val = s->own.val + s->own.voff[i];
-            int32_t nt = 0;
-            for (uint32_t q = 0; q < s->own.vlen[i]; q++) {
-                /* the first entry of term col[q] */
-                uint64_t key = (uint64_t)col[q] << 32;
-                size_t lo = 0, hi = total;
-                while (lo < hi) {
-                    size_t mid = (lo + hi) / 2;
-                    if (all[mid].key < key) lo = mid + 1;
-                    else hi = mid;
-                }
-                for (size_t e = lo; e < total && (all[e].key >> 32) == col[q]; e++) {
-                    int32_t c = (int32_t)(all[e].key & 0xffffffffu);
-                    if (stamp[c] != i + 1) {
-                        stamp[c] = i + 1;
-                        touched[nt++] = c;
+        for (uint64_t t = 0; t < nterms; t++) tstart[t + 1] += tstart[t];
+        int bad = 0;
+#pragma omp parallel reduction(| : bad)
+        {
+            double *dot = calloc((size_t)(k > 0 ? k : 1), sizeof *dot);
+            int32_t *touched = malloc(sizeof *touched * (size_t)(k > 0 ? k : 1));
+            size_t *stamp = calloc((size_t)(k > 0 ? k : 1), sizeof *stamp); /* i + 1: touched by document i */
+            if (!dot || !touched || !stamp) bad = 1;
+            const long nl = (long)n;
+#pragma omp for schedule(dynamic, 64)
+            for (long il = 0; il < nl; il++) {
+                size_t i = (size_t)il;
+                res[i] = cl[i];
+                if (cl[i] >= 0 || !dot || !touched || !stamp) continue;
+                const uint32_t *col = s->own.col + s->own.voff[i];
+                const float *val = s->own.val + s->own.voff[i];
+                int32_t nt = 0;
+                for (uint32_t q = 0; q < s->own.vlen[i]; q++) {
+                    if (col[q] >= nterms) continue;
+                    for (size_t e = tstart[col[q]]; e < tstart[col[q] + 1]; e++) {
+                        int32_t c = (int32_t)(all[e].key & 0xffffffffu);
+                        if (stamp[c] != i + 1) {
+                            stamp[c] = i + 1;
+                            touched[nt++] = c;
+                        }
+                        dot[c] += (double)val[q] * ((double)all[e].sum / DM_FLOCK_CENTROID_ONE);
                     }
-                    dot[c] += (double)val[q] * ((double)all[e].sum / DM_FLOCK_CENTROID_ONE);
+                }
+                double best = 0.0;
+                for (int32_t t = 0; t < nt; t++) {
+                    int32_t c = touched[t];
+                    double cosv = norm2[c] > 0 ? dot[c] / sqrt(norm2[c]) : 0.0;
+                    if (cosv > best || (cosv == best && cosv > 0 && c < res[i])) {
+                        best = cosv;
+                        res[i] = c;
+                    }
+                    dot[c] = 0.0;
                 }
             }
-            double best = 0.0;
-            for (int32_t t = 0; t < nt; t++) {
-                int32_t c = touched[t];
-                double cosv = norm2[c] > 0 ? dot[c] / sqrt(norm2[c]) : 0.0;
-                if (cosv > best || (cosv == best && cosv > 0 && c < res[i])) {
-                    best = cosv;
-                    res[i] = c;
-                }
-                dot[c] = 0.0;
-            }
+            free(dot);
+            free(touched);
+            free(stamp);
         }
-        memcpy(cl, res, sizeof *cl * n);
+        if (bad) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        else memcpy(cl, res, sizeof *cl * n);
     }
     dm_free(all);
     dm_free(norm2);
-    dm_free(dot);
-    dm_free(touched);
-    dm_free(stamp);
+    dm_free(tstart);
     dm_free(res);
     return rc;
 }

@@ -23,6 +23,10 @@ void dm_flock_memcpy(void *dst, const void *src, size_t n);
  * 1-2 GB/s on one thread, inside a step (a slow step on one rank holds up its neighbours). */
 void dm_flock_prefault(void *p, size_t n);
 
+/* Test hook: documents per work item of the clusters' centroid sums (0: the default, 16384), so
+ * that tests with small clusters also cut them into several items. Not thread-safe. */
+void dm_flock_set_centroid_item(size_t docs);
+
 /* Document id -> index, open addressing (linear probing), rebuilt in O(n) without sorting; the
  * memory is kept across rebuilds. */
 typedef struct dm_flock_idmap {

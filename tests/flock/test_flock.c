@@ -828,7 +828,8 @@ static void test_clusters_centroid(void)
      * A = {0, 2, 4, 6, 9, 10}, centroid (4 + 2/sqrt 2) e0 + (e1 + e3)/sqrt 2, and B = {1, 3, 5, 7},
      * centroid (1/sqrt 10) e0 + (3 + 3/sqrt 10) e1: cosine 4.50428 / (5.50579 x 3.96133) = 0.2065
      * (by hand), so they merge at 0.20 (one cluster, numbered 0) and not at 0.21. With small
-     * components as noise the centroids 4 e0 and 3 e1 are orthogonal: no merge at any level. */
+     * components as noise the centroids 4 e0 and 3 e1 are orthogonal: no merge at any level.
+     * Twice: the centroid sums in one work item per cluster, then in one per document. */
     static const struct {
         int mode;
         double merge;
@@ -837,22 +838,25 @@ static void test_clusters_centroid(void)
     } mc[] = {{DM_FLOCK_SMALL_CENTROID, 0.20, 1, {0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0}},
               {DM_FLOCK_SMALL_CENTROID, 0.21, 2, {0, 1, 0, 1, 0, 1, 0, 1, -1, 0, 0}},
               {DM_FLOCK_SMALL_NOISE, 1e-9, 2, {0, 1, 0, 1, 0, 1, 0, -1, -1, -1, -1}}};
-    for (size_t t = 0; t < sizeof mc / sizeof mc[0]; t++) {
-        dm_flock_cluster_options co = {3, mc[t].mode, -2.0, mc[t].merge};
+    for (size_t t = 0; t < 2 * (sizeof mc / sizeof mc[0]); t++) {
+        if (t % (sizeof mc / sizeof mc[0]) == 0) dm_flock_set_centroid_item(t ? 1 : 0);
+        const size_t u = t % (sizeof mc / sizeof mc[0]);
+        dm_flock_cluster_options co = {3, mc[u].mode, -2.0, mc[u].merge};
         int32_t k = -1;
         CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
-        CU_ASSERT_EQUAL(k, mc[t].k);
+        CU_ASSERT_EQUAL(k, mc[u].k);
         dm_flock_result r;
         CU_ASSERT_EQUAL_FATAL(dm_flock_gather(&r, s, &v), DM_OK);
-        CU_ASSERT_EQUAL(r.n_clusters, mc[t].k);
+        CU_ASSERT_EQUAL(r.n_clusters, mc[u].k);
         for (int i = 0; i < 11; i++) {
-            CU_ASSERT_EQUAL(r.cluster[i], mc[t].want[i]);
-            if (r.cluster[i] != mc[t].want[i])
-                fprintf(stderr, "merge %g document %d: cluster %d, want %d\n", mc[t].merge, i, r.cluster[i],
-                        mc[t].want[i]);
+            CU_ASSERT_EQUAL(r.cluster[i], mc[u].want[i]);
+            if (r.cluster[i] != mc[u].want[i])
+                fprintf(stderr, "merge %g document %d: cluster %d, want %d\n", mc[u].merge, i, r.cluster[i],
+                        mc[u].want[i]);
         }
         dm_flock_result_free(&r);
     }
+    dm_flock_set_centroid_item(0);
     /* bad options are refused */
     dm_flock_cluster_options bad = {3, 7, -2.0, 0.0};
     int32_t k;

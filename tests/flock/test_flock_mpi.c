@@ -252,6 +252,16 @@ static void test_merge_ranks(void)
                 }
             }
         }
+        /* the centroid sums cut into work items of 3 documents: the same exact sums, the same labels */
+        dm_flock_set_centroid_item(3);
+        ft_state small;
+        int rc_small = run_on(&small, g_ctx.size, &o, &co);
+        dm_flock_set_centroid_item(0);
+        CU_ASSERT_EQUAL_FATAL(rc_small, DM_OK);
+        if (g_ctx.rank == 0) {
+            CU_ASSERT_EQUAL(memcmp(first.cluster, small.cluster, 4 * small.n), 0);
+            ft_state_free(&small);
+        }
         if (g_ctx.rank == 0) ft_state_free(&first);
     }
     if (g_ctx.rank == 0) {
