@@ -566,12 +566,6 @@ typedef struct tt_rec {
     uint64_t lo, hi;   /* the sum, two's complement */
 } tt_rec;
 
-static int cmp_tt(const void *a, const void *b)
-{
-    uint64_t x = ((const tt_rec *)a)->key, y = ((const tt_rec *)b)->key;
-    return x < y ? -1 : x > y;
-}
-
 /* w in units of 2^-TT_SHIFT, rounded to nearest (ties to even): llrint(ldexp(w, TT_SHIFT)).
  * Below 2^51 the rounding is an addition of 1.5 x 2^52 (exact otherwise: no library call per
  * non-zero); w * 2^40 is exact in double. */
@@ -590,6 +584,34 @@ static void tt_set(tt_rec *r, tt_sum s)
 {
     r->lo = (uint64_t)(unsigned __int128)s;
     r->hi = (uint64_t)((unsigned __int128)s >> 64);
+}
+
+/* Sorts n records made of `runs` runs each sorted by key (run r: [b[r], b[r + 1]), b[runs] = n):
+ * pairwise merges, ceil(log2 runs) passes, instead of sorting records that are nearly in order.
+ * *buf may be replaced (dm_free). */
+static int tt_merge_runs(tt_rec **buf, size_t n, size_t *b, int runs)
+{
+    if (runs <= 1 || n == 0) return DM_OK;
+    tt_rec *src = *buf, *dst = dm_malloc(sizeof *dst * n);
+    if (!dst) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for top terms");
+    while (runs > 1) {
+        int out = 0;
+        for (int r = 0; r < runs; r += 2) {
+            size_t lo = b[r], mid = b[r + 1], hi = r + 2 <= runs ? b[r + 2] : mid, i = lo, j = mid, o = lo;
+            while (i < mid && j < hi) dst[o++] = src[j].key < src[i].key ? src[j++] : src[i++];
+            while (i < mid) dst[o++] = src[i++];
+            while (j < hi) dst[o++] = src[j++];
+            b[out++] = lo;
+        }
+        b[out] = n;
+        runs = out;
+        tt_rec *t = src;
+        src = dst;
+        dst = t;
+    }
+    dm_free(dst);
+    *buf = src;
+    return DM_OK;
 }
 
 int dm_flock_top_terms_rows(uint32_t **terms, double **weights, const int32_t *row_cluster, int32_t nc,
@@ -761,7 +783,14 @@ int dm_flock_top_terms_rows(uint32_t **terms, double **weights, const int32_t *r
     rc = dm_ctx_agree(ctx, rc);
     if (rc == DM_OK) {
         size_t n = (size_t)rtot, u = 0;
-        qsort(rbuf, n, sizeof *rbuf, cmp_tt);
+        /* each sender's records are sorted by key (its clusters in order, their terms in order) */
+        size_t *b = dm_malloc(sizeof *b * ((size_t)P + 1));
+        if (!b) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for top terms");
+        for (int q = 0; b && q < P; q++) b[q] = (size_t)rdis[q];
+        if (b) b[P] = n;
+        if (rc == DM_OK) rc = tt_merge_runs(&rbuf, n, b, P);
+        dm_free(b);
+        if (rc != DM_OK) n = 0;
         for (size_t i = 0; i < n; i++) {
             if (u && rbuf[u - 1].key == rbuf[i].key) tt_set(&rbuf[u - 1], tt_get(&rbuf[u - 1]) + tt_get(&rbuf[i]));
             else rbuf[u++] = rbuf[i];

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `docmine flock` end to end (CPU backend): outputs exist and are well-formed, 1 and 3 ranks write
-# identical assignments and positions, an interrupted run resumed from its checkpoint writes the
-# same outputs, --snapshot-every writes a PNG series, and bad options exit with 2.
+# identical assignments, positions and clusters (top terms), an interrupted run resumed from its
+# checkpoint writes the same outputs, --snapshot-every writes a PNG series, and bad options exit
+# with 2.
 set -euo pipefail
 dm=$1; mpiexec=$2
 t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
@@ -26,6 +27,8 @@ sum=$(awk -F'\t' 'NR>1 {s+=$2} END {print s}' "$t/one/clusters.tsv")
 "$mpiexec" -n 3 "$dm" flock "${common[@]}" -o "$t/three" > /dev/null
 cmp "$t/one/assignments.tsv" "$t/three/assignments.tsv" || fail "assignments differ between 1 and 3 ranks"
 cmp "$t/one/positions.csv" "$t/three/positions.csv" || fail "positions differ between 1 and 3 ranks"
+# top terms: exact sums, the owners' records merged from 3 sorted runs
+cmp "$t/one/clusters.tsv" "$t/three/clusters.tsv" || fail "clusters.tsv differs between 1 and 3 ranks"
 
 # the row writers format chunks of 4096 rows in parallel and append them in order: 9000 documents
 # on 1 rank (3 chunks) with 1 and 3 threads and on 3 ranks (one chunk each) write the same bytes
@@ -34,7 +37,7 @@ big=(--backend cpu --synth 9000 --synth-topics 4 --synth-tokens 30 --threshold 0
 OMP_NUM_THREADS=3 "$dm" flock "${big[@]}" -o "$t/big3t" > /dev/null
 "$mpiexec" -n 3 "$dm" flock "${big[@]}" -o "$t/big3r" > /dev/null
 [ "$(wc -l < "$t/big1/positions.csv")" -eq 9001 ] || fail "9000 documents: positions.csv has the wrong number of lines"
-for f in assignments.tsv positions.csv; do
+for f in assignments.tsv positions.csv clusters.tsv; do
   cmp "$t/big1/$f" "$t/big3t/$f" || fail "$f differs between 1 and 3 threads"
   cmp "$t/big1/$f" "$t/big3r/$f" || fail "$f differs between 1 and 3 ranks (9000 documents)"
 done
