@@ -143,6 +143,9 @@ typedef struct dm_flock_cluster_options {
                          smallest document index. Not flocking: a post-processing step (see
                          bench/RESULTS.md, "merging clusters by centroid"); at most 4096 clusters */
 } dm_flock_cluster_options;
+/* The merge keeps a k x k matrix of centroid dot products: with more clusters than this it is
+ * skipped (a warning, and the report says so), the clusters left as they are. */
+#define DM_FLOCK_MERGE_MAX 4096
 #define DM_FLOCK_CLUSTER_OPTIONS_INIT {5, 0, -2.0, 0.0}
 
 /* "noise", "neighbour" or "centroid" (NULL for another value); dm_flock_small_parse the reverse
@@ -173,6 +176,9 @@ void dm_flock_edges_free(dm_flock_edges *e);
 int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, int32_t *n_clusters);
 /* Cluster label per own boid, in the order of dm_flock_sim_view (NULL before clustering). */
 const int32_t *dm_flock_sim_labels(const dm_flock_sim *s);
+/* The merge of the last dm_flock_sim_cluster was skipped: the number of clusters (more than
+ * DM_FLOCK_MERGE_MAX), else 0 (merged, or merge off). Every rank. */
+int32_t dm_flock_sim_merge_skipped(const dm_flock_sim *s);
 
 /* The final state gathered by global document index. */
 typedef struct dm_flock_result {
@@ -286,6 +292,7 @@ typedef struct dm_flock_job_options {
 typedef struct dm_flock_job_result {
     uint64_t docs;              /* every rank */
     int32_t clusters;           /* every rank */
+    int32_t merge_skipped;      /* every rank: the merge was skipped with this many clusters, or 0 */
     int have_labels;            /* every rank */
     uint64_t noise;             /* rank 0 */
     dm_metrics quality;   /* rank 0, when have_labels */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "common/timer.h"
 #include "flock/flock_impl.h"
@@ -472,9 +473,6 @@ static int attach_centroid(dm_flock_sim *s, int32_t *cl, int32_t k)
 
 /* ---- merging clusters by centroid similarity (dm_flock_cluster_options.merge) ------------------ */
 
-/* The merge's k x k dot products are at most this many clusters' (k^2 doubles). */
-#define DM_FLOCK_MERGE_MAX 4096
-
 typedef struct merge_state {
     int32_t k;
     double *dot;     /* k x k, upper triangle (a <= b): centroid dot products, the diagonal the norms^2 */
@@ -523,9 +521,13 @@ static int merge_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, double tm, in
 {
     *k_out = k;
     if (k < 2) return DM_OK;
-    if (k > DM_FLOCK_MERGE_MAX)
-        return DM_ERR(DM_ERR_INVALID_ARG, "flock: %d clusters are too many to merge (at most %d; raise --min-cluster)",
-                      k, DM_FLOCK_MERGE_MAX);
+    if (k > DM_FLOCK_MERGE_MAX) { /* the same k on every rank: all skip */
+        s->merge_skipped = k;
+        if (s->rank == 0)
+            dm_log_warn("flock: %d clusters are too many to merge (at most %d): merge skipped, the clusters are "
+                        "left as they are (a larger --min-cluster makes fewer)", k, DM_FLOCK_MERGE_MAX);
+        return DM_OK;
+    }
     centroid_entry *all = NULL;
     size_t total = 0;
     int rc = centroid_sums(s, cl, &all, &total);
@@ -672,6 +674,7 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
         return DM_ERR(DM_ERR_INVALID_ARG, "flock: cluster options (min size %d, small %d, threshold %g, merge %g)",
                       opt->min_size, opt->attach, opt->threshold, opt->merge);
     dm_timer_start("flock.clusters");
+    s->merge_skipped = 0;
     dm_flock_view v;
     int rc = dm_flock_sim_view(s, &v);
     rc = dm_ctx_agree(s->ctx, rc);

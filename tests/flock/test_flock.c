@@ -889,6 +889,52 @@ static void test_clusters_centroid(void)
     dm_flock_vectors_release(&v);
 }
 
+/* More clusters than DM_FLOCK_MERGE_MAX: the merge is skipped on every rank (the clusters as they
+ * are, the count reported), not an error after the run. DM_FLOCK_MERGE_MAX + 1 documents, each
+ * with a term of its own: no edges, so with min size 1 each document is a cluster. */
+static void test_merge_skipped(void)
+{
+    const uint64_t n = DM_FLOCK_MERGE_MAX + 1;
+    uint64_t *off = malloc(sizeof *off * (n + 1));
+    uint32_t *col = malloc(sizeof *col * n);
+    float *val = malloc(sizeof *val * n);
+    CU_ASSERT_FATAL(off && col && val);
+    for (uint64_t i = 0; i <= n; i++) off[i] = i;
+    for (uint64_t i = 0; i < n; i++) col[i] = (uint32_t)i, val[i] = 1.0f;
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_vectors(&v, n, off, col, val, 0), DM_OK);
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 1;
+    dm_flock_sim *s;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_run(s), DM_OK);
+    dm_flock_cluster_options co = {1, DM_FLOCK_SMALL_CENTROID, -2.0, 0.5};
+    int32_t k = -1;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
+    CU_ASSERT_EQUAL(k, (int32_t)n);
+    CU_ASSERT_EQUAL(dm_flock_sim_merge_skipped(s), (int32_t)n);
+    dm_flock_result r;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_gather(&r, s, &v), DM_OK);
+    int bad = 0;
+    for (uint64_t i = 0; i < n; i++) bad += r.cluster[i] != (int32_t)i; /* numbered by document index */
+    CU_ASSERT_EQUAL(bad, 0);
+    dm_flock_result_free(&r);
+    /* without the merge nothing is skipped; min size 2 leaves no cluster to merge */
+    co.merge = 0.0;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
+    CU_ASSERT_EQUAL(dm_flock_sim_merge_skipped(s), 0);
+    co.merge = 0.5;
+    co.min_size = 2;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
+    CU_ASSERT_EQUAL(k, 0);
+    CU_ASSERT_EQUAL(dm_flock_sim_merge_skipped(s), 0);
+    dm_flock_sim_free(s);
+    dm_flock_vectors_release(&v);
+    free(off);
+    free(col);
+    free(val);
+}
+
 /* ---- resume ------------------------------------------------------------------------------------- */
 
 static void test_resume_identical(void)
@@ -1040,6 +1086,7 @@ int main(int argc, char **argv)
         {"invalid options rejected", test_options_rejected},
         {"clusters of a hand-made configuration", test_clusters_hand},
         {"small components attached by centroid similarity", test_clusters_centroid},
+        {"a merge of too many clusters is skipped", test_merge_skipped},
         {"resume gives the uninterrupted result", test_resume_identical},
         {"top terms by summed weight", test_top_terms},
         {"vocabulary reader", test_vocab},
