@@ -134,19 +134,24 @@ enum dm_flock_small {
 
 typedef struct dm_flock_cluster_options {
     int min_size;   /* components with fewer documents are small */
-    int attach;     /* enum dm_flock_small: what becomes of the small components' documents */
+    int attach;     /* enum dm_flock_small: what becomes of the small components' documents
+                       (default: DM_FLOCK_SMALL_CENTROID) */
     double threshold; /* edges need cosine >= this; below -1 (default): the model's T. A higher
                          value than T cuts the chains that single linkage builds across topics */
-    double merge;     /* 0 (default): off; in (0, 1]: then the clusters are merged while the two
-                         most cosine-similar centroids (sums of their members' unit vectors, exact
-                         sums) have cosine >= merge, centroid linkage, and renumbered by their
-                         smallest document index. Not flocking: a post-processing step (see
-                         bench/RESULTS.md, "merging clusters by centroid"); at most 4096 clusters */
+    double merge;     /* 0: off; in (0, 1] (default 0.5): then the clusters are merged while the
+                         two most cosine-similar centroids (sums of their members' unit vectors,
+                         exact sums) have cosine >= merge, centroid linkage, and renumbered by
+                         their smallest document index. Not flocking: a post-processing step (see
+                         bench/RESULTS.md, "merging clusters by centroid"); skipped above
+                         DM_FLOCK_MERGE_MAX clusters */
 } dm_flock_cluster_options;
 /* The merge keeps a k x k matrix of centroid dot products: with more clusters than this it is
  * skipped (a warning, and the report says so), the clusters left as they are. */
 #define DM_FLOCK_MERGE_MAX 4096
-#define DM_FLOCK_CLUSTER_OPTIONS_INIT {5, 0, -2.0, 0.0}
+/* The defaults (small components by centroid, merge at 0.5) come from the study in
+ * bench/RESULTS.md, "Session 12": better than pure flocking (noise, no merge) on Reuters-21578
+ * and on the synthetic corpora at every setting studied. */
+#define DM_FLOCK_CLUSTER_OPTIONS_INIT {5, DM_FLOCK_SMALL_CENTROID, -2.0, 0.5}
 
 /* "noise", "neighbour" or "centroid" (NULL for another value); dm_flock_small_parse the reverse
  * ("attach" is accepted for "neighbour", its former name). */
