@@ -143,11 +143,13 @@ typedef struct dm_flock_cluster_options {
                          exact sums) have cosine >= merge, centroid linkage, and renumbered by
                          their smallest document index. Not flocking: a post-processing step (see
                          bench/RESULTS.md, "merging clusters by centroid"); skipped above
-                         DM_FLOCK_MERGE_MAX clusters */
+                         DM_FLOCK_CENTROID_MAX clusters, as the centroid attachment is */
 } dm_flock_cluster_options;
-/* The merge keeps a k x k matrix of centroid dot products: with more clusters than this it is
- * skipped (a warning, and the report says so), the clusters left as they are. */
-#define DM_FLOCK_MERGE_MAX 4096
+/* The centroid steps (small components by centroid, the merge) cost about (small documents x
+ * clusters sharing their terms) and k^2 (the merge's matrix of centroid dot products): with more
+ * clusters than this both are skipped (a warning, and the report says so): small components are
+ * noise, the clusters are left as they are. */
+#define DM_FLOCK_CENTROID_MAX 4096
 /* The defaults (small components by centroid, merge at 0.5) come from the study in
  * bench/RESULTS.md, "Session 12": better than pure flocking (noise, no merge) on Reuters-21578
  * and on the synthetic corpora at every setting studied. */
@@ -181,9 +183,9 @@ void dm_flock_edges_free(dm_flock_edges *e);
 int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, int32_t *n_clusters);
 /* Cluster label per own boid, in the order of dm_flock_sim_view (NULL before clustering). */
 const int32_t *dm_flock_sim_labels(const dm_flock_sim *s);
-/* The merge of the last dm_flock_sim_cluster was skipped: the number of clusters (more than
- * DM_FLOCK_MERGE_MAX), else 0 (merged, or merge off). Every rank. */
-int32_t dm_flock_sim_merge_skipped(const dm_flock_sim *s);
+/* The centroid steps of the last dm_flock_sim_cluster were skipped: the number of clusters (more
+ * than DM_FLOCK_CENTROID_MAX), else 0 (done, or not asked for). Every rank. */
+int32_t dm_flock_sim_centroid_skipped(const dm_flock_sim *s);
 
 /* The final state gathered by global document index. */
 typedef struct dm_flock_result {
@@ -297,7 +299,7 @@ typedef struct dm_flock_job_options {
 typedef struct dm_flock_job_result {
     uint64_t docs;              /* every rank */
     int32_t clusters;           /* every rank */
-    int32_t merge_skipped;      /* every rank: the merge was skipped with this many clusters, or 0 */
+    int32_t centroid_skipped;   /* every rank: the centroid steps were skipped with this many clusters, or 0 */
     int have_labels;            /* every rank */
     uint64_t noise;             /* rank 0 */
     dm_metrics quality;   /* rank 0, when have_labels */

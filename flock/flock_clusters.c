@@ -521,13 +521,7 @@ static int merge_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, double tm, in
 {
     *k_out = k;
     if (k < 2) return DM_OK;
-    if (k > DM_FLOCK_MERGE_MAX) { /* the same k on every rank: all skip */
-        s->merge_skipped = k;
-        if (s->rank == 0)
-            dm_log_warn("flock: %d clusters are too many to merge (at most %d): merge skipped, the clusters are "
-                        "left as they are (a larger --min-cluster makes fewer)", k, DM_FLOCK_MERGE_MAX);
-        return DM_OK;
-    }
+    DM_ASSERT(k <= DM_FLOCK_CENTROID_MAX); /* dm_flock_sim_cluster skips the step above it */
     centroid_entry *all = NULL;
     size_t total = 0;
     int rc = centroid_sums(s, cl, &all, &total);
@@ -674,7 +668,7 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
         return DM_ERR(DM_ERR_INVALID_ARG, "flock: cluster options (min size %d, small %d, threshold %g, merge %g)",
                       opt->min_size, opt->attach, opt->threshold, opt->merge);
     dm_timer_start("flock.clusters");
-    s->merge_skipped = 0;
+    s->centroid_skipped = 0;
     dm_flock_view v;
     int rc = dm_flock_sim_view(s, &v);
     rc = dm_ctx_agree(s->ctx, rc);
@@ -814,7 +808,17 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
         }
         *n_clusters = totbig;
     }
-    if (rc == DM_OK && opt->attach == DM_FLOCK_SMALL_CENTROID) {
+    /* the centroid steps cost (small documents x the clusters sharing their terms) and k^2: with
+     * more clusters than DM_FLOCK_CENTROID_MAX both are skipped (the same k on every rank) */
+    int centroid_steps = opt->attach == DM_FLOCK_SMALL_CENTROID || opt->merge > 0.0;
+    if (rc == DM_OK && centroid_steps && totbig > DM_FLOCK_CENTROID_MAX) {
+        s->centroid_skipped = totbig;
+        if (s->rank == 0)
+            dm_log_warn("flock: %d clusters are too many for the centroid steps (at most %d): small components "
+                        "are noise and clusters are not merged (a larger --min-cluster makes fewer clusters)",
+                        totbig, DM_FLOCK_CENTROID_MAX);
+    }
+    if (rc == DM_OK && opt->attach == DM_FLOCK_SMALL_CENTROID && !s->centroid_skipped) {
         rc = attach_centroid(s, cl, totbig);
         rc = dm_ctx_agree(s->ctx, rc);
     } else if (rc == DM_OK && opt->attach == DM_FLOCK_SMALL_NEIGHBOUR) {
@@ -832,7 +836,7 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
         dm_free(hcl);
         dm_free(tmp);
     }
-    if (rc == DM_OK && opt->merge > 0.0) {
+    if (rc == DM_OK && opt->merge > 0.0 && !s->centroid_skipped) {
         rc = merge_centroid(s, cl, totbig, opt->merge, n_clusters);
         rc = dm_ctx_agree(s->ctx, rc);
     }

@@ -194,7 +194,8 @@ struct dm_flock_sim {
     void *dev;          /* CUDA backend state */
     dm_flock_stats stats;
     int32_t *labels;    /* clusters per own boid (after dm_flock_sim_cluster) */
-    int32_t merge_skipped; /* the last dm_flock_sim_cluster: clusters left unmerged (too many), or 0 */
+    int32_t centroid_skipped; /* the last dm_flock_sim_cluster: its centroid steps were skipped with this
+                                 many clusters (more than DM_FLOCK_CENTROID_MAX), or 0 */
     /* dm_flock_sim_run agrees on each step's status without a barrier: the agreement is posted
      * when the step ends and completed during the next step, before its first exchange
      * (dm_flock_agree_finish); the CUDA step completes it after it has queued the own-own pass, so

@@ -182,13 +182,13 @@ static void fill_results(json_t *r, const dm_flock_job_result *res, const dm_flo
     json_object_set_new(r, "model", m);
     char extraction[512];
     dm_flock_cluster_describe(extraction, sizeof extraction, co, fo->threshold);
-    if (res->merge_skipped) {
+    if (res->centroid_skipped) {
         size_t used = strlen(extraction);
-        snprintf(extraction + used, sizeof extraction - used, "; the merge was SKIPPED: %d clusters, more than %d",
-                 (int)res->merge_skipped, DM_FLOCK_MERGE_MAX);
+        snprintf(extraction + used, sizeof extraction - used, "; the centroid steps were SKIPPED: %d clusters, more than %d",
+                 (int)res->centroid_skipped, DM_FLOCK_CENTROID_MAX);
     }
     json_object_set_new(r, "cluster_extraction", json_string(extraction));
-    json_object_set_new(r, "merge_skipped_clusters", json_integer(res->merge_skipped));
+    json_object_set_new(r, "centroid_steps_skipped_clusters", json_integer(res->centroid_skipped));
     json_t *pl = json_object();
     json_object_set_new(pl, "final_width", json_real(W));
     json_object_set_new(pl, "final_height", json_real(H));
@@ -267,7 +267,7 @@ int dm_flock_job_run(dm_flock_job_result *res, json_t *results, const dm_ctx *ct
         dm_timer_stop("flock.run");
     }
     if (rc == DM_OK) rc = dm_flock_sim_cluster(sim, co, &res->clusters);
-    if (rc == DM_OK) res->merge_skipped = dm_flock_sim_merge_skipped(sim);
+    if (rc == DM_OK) res->centroid_skipped = dm_flock_sim_centroid_skipped(sim);
     dm_flock_rows fr;
     memset(&fr, 0, sizeof fr);
     dm_timer_start("flock.rows");

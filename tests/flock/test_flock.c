@@ -889,12 +889,12 @@ static void test_clusters_centroid(void)
     dm_flock_vectors_release(&v);
 }
 
-/* More clusters than DM_FLOCK_MERGE_MAX: the merge is skipped on every rank (the clusters as they
- * are, the count reported), not an error after the run. DM_FLOCK_MERGE_MAX + 1 documents, each
+/* More clusters than DM_FLOCK_CENTROID_MAX: the centroid steps are skipped on every rank (the
+ * clusters as they are, the count reported), not an error after the run nor minutes of attachment. DM_FLOCK_CENTROID_MAX + 1 documents, each
  * with a term of its own: no edges, so with min size 1 each document is a cluster. */
-static void test_merge_skipped(void)
+static void test_centroid_skipped(void)
 {
-    const uint64_t n = DM_FLOCK_MERGE_MAX + 1;
+    const uint64_t n = DM_FLOCK_CENTROID_MAX + 1;
     uint64_t *off = malloc(sizeof *off * (n + 1));
     uint32_t *col = malloc(sizeof *col * n);
     float *val = malloc(sizeof *val * n);
@@ -912,22 +912,30 @@ static void test_merge_skipped(void)
     int32_t k = -1;
     CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
     CU_ASSERT_EQUAL(k, (int32_t)n);
-    CU_ASSERT_EQUAL(dm_flock_sim_merge_skipped(s), (int32_t)n);
+    CU_ASSERT_EQUAL(dm_flock_sim_centroid_skipped(s), (int32_t)n);
     dm_flock_result r;
     CU_ASSERT_EQUAL_FATAL(dm_flock_gather(&r, s, &v), DM_OK);
     int bad = 0;
     for (uint64_t i = 0; i < n; i++) bad += r.cluster[i] != (int32_t)i; /* numbered by document index */
     CU_ASSERT_EQUAL(bad, 0);
     dm_flock_result_free(&r);
-    /* without the merge nothing is skipped; min size 2 leaves no cluster to merge */
+    /* either centroid step alone is skipped too; neither: nothing is; min size 2 leaves no cluster */
     co.merge = 0.0;
     CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
-    CU_ASSERT_EQUAL(dm_flock_sim_merge_skipped(s), 0);
+    CU_ASSERT_EQUAL(dm_flock_sim_centroid_skipped(s), (int32_t)n);
+    co.attach = DM_FLOCK_SMALL_NOISE;
+    co.merge = 0.5;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
+    CU_ASSERT_EQUAL(dm_flock_sim_centroid_skipped(s), (int32_t)n);
+    co.merge = 0.0;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
+    CU_ASSERT_EQUAL(dm_flock_sim_centroid_skipped(s), 0);
+    co.attach = DM_FLOCK_SMALL_CENTROID;
     co.merge = 0.5;
     co.min_size = 2;
     CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
     CU_ASSERT_EQUAL(k, 0);
-    CU_ASSERT_EQUAL(dm_flock_sim_merge_skipped(s), 0);
+    CU_ASSERT_EQUAL(dm_flock_sim_centroid_skipped(s), 0);
     dm_flock_sim_free(s);
     dm_flock_vectors_release(&v);
     free(off);
@@ -1086,7 +1094,7 @@ int main(int argc, char **argv)
         {"invalid options rejected", test_options_rejected},
         {"clusters of a hand-made configuration", test_clusters_hand},
         {"small components attached by centroid similarity", test_clusters_centroid},
-        {"a merge of too many clusters is skipped", test_merge_skipped},
+        {"the centroid steps of too many clusters are skipped", test_centroid_skipped},
         {"resume gives the uninterrupted result", test_resume_identical},
         {"top terms by summed weight", test_top_terms},
         {"vocabulary reader", test_vocab},
