@@ -498,7 +498,10 @@ static void dm_pp_text_give(dm_pp_batch *b)
     b->text_cap = 0;
 }
 
-/* Grows a batch's text buffer (page-locked ones are re-allocated page-locked). */
+/* Grows a batch's text buffer (page-locked ones are re-allocated page-locked), keeping what it
+ * holds. dm_pp_assemble calls it with text_len already the batch's new total (the pieces are
+ * copied after it), so at most the old capacity is kept: copying text_len bytes read past the old
+ * page-locked buffer (test_preprocess_gpu crashed about one run in eight at a mapping's end). */
 static int dm_pp_batch_text_reserve(dm_pp_batch *b, size_t need)
 {
     if (need <= b->text_cap) return DM_OK;
@@ -507,7 +510,8 @@ static int dm_pp_batch_text_reserve(dm_pp_batch *b, size_t need)
     if (!b->pinned) return dm_pp_grow((void **)&b->text, &b->text_cap, need, 1);
     void *q = NULL;
     DM_TRY(dm_host_alloc_pinned(&q, nc));
-    if (b->text_len) memcpy(q, b->text, b->text_len);
+    size_t keep = b->text_len < b->text_cap ? b->text_len : b->text_cap;
+    if (keep) memcpy(q, b->text, keep);
     dm_host_free_pinned(b->text);
     b->text = q;
     b->text_cap = nc;
