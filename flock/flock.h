@@ -299,7 +299,8 @@ typedef struct dm_flock_job_options {
 typedef struct dm_flock_job_result {
     uint64_t docs;              /* every rank */
     int32_t clusters;           /* every rank */
-    int32_t centroid_skipped;   /* every rank: the centroid steps were skipped with this many clusters, or 0 */
+    int32_t centroid_skipped;   /* every rank: the centroid steps were skipped (this many
+                                   clusters), or 0 */
     int have_labels;            /* every rank */
     uint64_t noise;             /* rank 0 */
     dm_metrics quality;   /* rank 0, when have_labels */

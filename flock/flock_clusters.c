@@ -217,14 +217,15 @@ void dm_flock_set_centroid_item(size_t docs)
 {
     g_centroid_item = docs ? docs : DM_FLOCK_CENTROID_ITEM;
 }
+
 /* Per-thread dense accumulators of the local centroid sums: at most this many bytes in all. */
 #define DM_FLOCK_CENTROID_DENSE_BYTES ((size_t)1 << 30)
 
 /* This rank's (term << 32 | cluster, sum) entries of the clustered own boids, distinct and sorted
  * (*loc, dm_free; *m entries). The boids are grouped by cluster and cut into items of at most
- * g_centroid_item documents (DM_FLOCK_CENTROID_ITEM); each thread sums an item's rows into a dense array over the
- * terms and emits one entry per term it touched; centroid_reduce then sums the items of a
- * cluster. O(entries) instead of sorting every entry of every row. */
+ * g_centroid_item documents (DM_FLOCK_CENTROID_ITEM); each thread sums an item's rows into a
+ * dense array over the terms and emits one entry per term it touched; centroid_reduce then sums
+ * the items of a cluster. O(entries) instead of sorting every entry of every row. */
 static int centroid_local(dm_flock_sim *s, const int32_t *cl, centroid_entry **loc, size_t *m)
 {
     size_t n = s->own.n;

@@ -184,8 +184,9 @@ static void fill_results(json_t *r, const dm_flock_job_result *res, const dm_flo
     dm_flock_cluster_describe(extraction, sizeof extraction, co, fo->threshold);
     if (res->centroid_skipped) {
         size_t used = strlen(extraction);
-        snprintf(extraction + used, sizeof extraction - used, "; the centroid steps were SKIPPED: %d clusters, more than %d",
-                 (int)res->centroid_skipped, DM_FLOCK_CENTROID_MAX);
+        snprintf(extraction + used, sizeof extraction - used,
+                 "; the centroid steps were SKIPPED: %d clusters, more than %d", (int)res->centroid_skipped,
+                 DM_FLOCK_CENTROID_MAX);
     }
     json_object_set_new(r, "cluster_extraction", json_string(extraction));
     json_object_set_new(r, "centroid_steps_skipped_clusters", json_integer(res->centroid_skipped));
