@@ -397,15 +397,14 @@ static int centroid_sums(dm_flock_sim *s, const int32_t *cl, centroid_entry **al
 }
 
 /* Own boids with cl[i] < 0 join the cluster (0 .. k-1) whose centroid is the most cosine-similar:
- * the centroids (sums of the clustered documents' unit vectors) are reduced over the ranks as
- * sparse (term, cluster) sums (centroid_sums), every rank merges the same set, and a document's
- * cosine with each centroid sharing a term with it is summed over its terms in term order.
- * Collective. */
-static int attach_centroid(dm_flock_sim *s, int32_t *cl, int32_t k)
+ * all[0 .. total) are the centroids (sums of the clustered documents' unit vectors, reduced over
+ * the ranks as sparse (term, cluster) sums by centroid_sums, the same on every rank), and a
+ * document's cosine with each centroid sharing a term with it is summed over its terms in term
+ * order. Local: no communication. */
+static int attach_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, const centroid_entry *all, size_t total)
 {
-    size_t n = s->own.n, total = 0;
-    centroid_entry *all = NULL;
-    int rc = centroid_sums(s, cl, &all, &total);
+    size_t n = s->own.n;
+    int rc = DM_OK;
     /* centroid norms (summed in (term, cluster) order), each term's first entry, and the
      * document-centroid cosines (documents in parallel, each summed in its own term order) */
     uint64_t nterms = total ? (all[total - 1].key >> 32) + 1 : 0;
@@ -465,7 +464,6 @@ static int attach_centroid(dm_flock_sim *s, int32_t *cl, int32_t k)
         if (bad) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
         else memcpy(cl, res, sizeof *cl * n);
     }
-    dm_free(all);
     dm_free(norm2);
     dm_free(tstart);
     dm_free(res);
@@ -517,16 +515,15 @@ static void mbest(merge_state *m, int32_t a)
  * clusters below 2^31 documents), converted once; every rank computes the same matrix and takes
  * the same merges (the largest cosine first; ties: the lowest pair), so the result does not depend
  * on the ranks or threads. Clusters are renumbered by their smallest old number (= their smallest
- * document index, as the extraction numbers them); *k_out: how many remain. Collective. */
-static int merge_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, double tm, int32_t *k_out)
+ * document index, as the extraction numbers them); *k_out: how many remain. all[0 .. total): the
+ * centroid sums of the labels cl (centroid_sums). Local: every rank holds the same sums. */
+static int merge_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, double tm, int32_t *k_out, const centroid_entry *all,
+                          size_t total)
 {
     *k_out = k;
     if (k < 2) return DM_OK;
     DM_ASSERT(k <= DM_FLOCK_CENTROID_MAX); /* dm_flock_sim_cluster skips the step above it */
-    centroid_entry *all = NULL;
-    size_t total = 0;
-    int rc = centroid_sums(s, cl, &all, &total);
-    if (rc != DM_OK) return rc;
+    int rc = DM_OK;
     const size_t K = (size_t)k;
     merge_state m = {k, dm_calloc(K * K, sizeof(double)), dm_malloc(K), dm_malloc(sizeof(int32_t) * K),
                      dm_malloc(sizeof(double) * K), dm_malloc(sizeof(int32_t) * K)};
@@ -613,7 +610,6 @@ static int merge_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, double tm, in
             if (cl[i] >= 0) cl[i] = num[cl[i]];
         *k_out = left;
     }
-    dm_free(all);
     dm_free(m.dot);
     dm_free(m.alive);
     dm_free(m.to);
@@ -819,9 +815,37 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
                         "are noise and clusters are not merged (a larger --min-cluster makes fewer clusters)",
                         totbig, DM_FLOCK_CENTROID_MAX);
     }
+    /* the centroid sums are computed once: the merge's are the attachment's plus the sums of the
+     * documents it attached (integer sums: the same bits as summing the new labels afresh) */
+    centroid_entry *sums = NULL;
+    size_t nsums = 0;
     if (rc == DM_OK && opt->attach == DM_FLOCK_SMALL_CENTROID && !s->centroid_skipped) {
-        rc = attach_centroid(s, cl, totbig);
+        int32_t *before = opt->merge > 0.0 ? dm_malloc(sizeof *before * (n ? n : 1)) : NULL;
+        rc = opt->merge > 0.0 && !before ? DM_ERR(DM_ERR_NOMEM, "flock: out of memory") : DM_OK;
+        if (before) memcpy(before, cl, sizeof *before * n);
         rc = dm_ctx_agree(s->ctx, rc);
+        if (rc == DM_OK) rc = centroid_sums(s, cl, &sums, &nsums);
+        if (rc == DM_OK) rc = attach_centroid(s, cl, totbig, sums, nsums);
+        rc = dm_ctx_agree(s->ctx, rc);
+        if (rc == DM_OK && before) {
+            for (size_t i = 0; i < n; i++) before[i] = before[i] < 0 ? cl[i] : -1; /* the attached */
+            centroid_entry *add = NULL;
+            size_t nadd = 0;
+            rc = centroid_sums(s, before, &add, &nadd);
+            centroid_entry *both = rc == DM_OK ? dm_malloc(sizeof *both * (nsums + nadd + 1)) : NULL;
+            if (rc == DM_OK && !both) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for centroids");
+            if (both) {
+                memcpy(both, sums, sizeof *both * nsums);
+                if (nadd) memcpy(both + nsums, add, sizeof *both * nadd);
+                dm_free(sums);
+                sums = both;
+                nsums += nadd;
+                rc = centroid_reduce(&sums, &nsums);
+            }
+            dm_free(add);
+            rc = dm_ctx_agree(s->ctx, rc);
+        }
+        dm_free(before);
     } else if (rc == DM_OK && opt->attach == DM_FLOCK_SMALL_NEIGHBOUR) {
         int32_t *hcl = dm_malloc(sizeof *hcl * (nh ? nh : 1));
         uint64_t *tmp = dm_malloc(sizeof *tmp * (n ? n : 1));
@@ -838,9 +862,11 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
         dm_free(tmp);
     }
     if (rc == DM_OK && opt->merge > 0.0 && !s->centroid_skipped) {
-        rc = merge_centroid(s, cl, totbig, opt->merge, n_clusters);
+        if (!sums) rc = centroid_sums(s, cl, &sums, &nsums);
+        if (rc == DM_OK) rc = merge_centroid(s, cl, totbig, opt->merge, n_clusters, sums, nsums);
         rc = dm_ctx_agree(s->ctx, rc);
     }
+    dm_free(sums);
     if (rc == DM_OK) {
         dm_free(s->labels);
         s->labels = cl;
