@@ -232,13 +232,12 @@ static int centroid_local(dm_flock_sim *s, const int32_t *cl, centroid_entry **l
     *loc = NULL;
     *m = 0;
     int32_t k = 0;
-    uint32_t nterms = 0;
+    uint32_t nterms = 0; /* rows are term-sorted: a row's largest term is its last */
     for (size_t i = 0; i < n; i++) {
         if (cl[i] < 0) continue;
         if (cl[i] + 1 > k) k = cl[i] + 1;
-        const uint32_t *col = s->own.col + s->own.voff[i];
-        for (uint32_t q = 0; q < s->own.vlen[i]; q++)
-            if (col[q] + 1 > nterms) nterms = col[q] + 1;
+        uint32_t len = s->own.vlen[i], last = len ? s->own.col[s->own.voff[i] + len - 1] : 0;
+        if (len && last + 1 > nterms) nterms = last + 1;
     }
     if (k == 0) return DM_OK;
     size_t *start = dm_calloc((size_t)k + 1, sizeof *start), *at = dm_malloc(sizeof *at * (size_t)k);
@@ -832,13 +831,11 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
             centroid_entry *add = NULL;
             size_t nadd = 0;
             rc = centroid_sums(s, before, &add, &nadd);
-            centroid_entry *both = rc == DM_OK ? dm_malloc(sizeof *both * (nsums + nadd + 1)) : NULL;
+            centroid_entry *both = rc == DM_OK ? dm_realloc(sums, sizeof *both * (nsums + nadd + 1)) : NULL;
             if (rc == DM_OK && !both) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for centroids");
             if (both) {
-                memcpy(both, sums, sizeof *both * nsums);
-                if (nadd) memcpy(both + nsums, add, sizeof *both * nadd);
-                dm_free(sums);
                 sums = both;
+                if (nadd) memcpy(sums + nsums, add, sizeof *sums * nadd);
                 nsums += nadd;
                 rc = centroid_reduce(&sums, &nsums);
             }
