@@ -733,6 +733,7 @@ void dm_flock_stats_publish(const dm_flock_sim *s)
     dm_counter_add("flock.migrated_vectors", (int64_t)s->stats.migrated_vectors);
     dm_counter_add("flock.seam_crossings", (int64_t)s->stats.seam_crossings);
     dm_counter_add("flock.sim_cache_hits", (int64_t)s->stats.sim_cache_hits);
+    dm_counter_add("flock.device_grows", (int64_t)s->stats.device_grows);
 }
 
 int dm_flock_sim_run(dm_flock_sim *s)

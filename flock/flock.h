@@ -66,6 +66,7 @@ typedef struct dm_flock_stats {
                                   receiver's halo) */
     uint64_t seam_crossings; /* boids of this rank that crossed the torus seam in y */
     uint64_t sim_cache_hits; /* similarity decisions taken from the CUDA pair cache */
+    uint64_t device_grows;   /* CUDA device arrays replaced by larger ones during the steps */
 } dm_flock_stats;
 
 /* A read-only view of this rank's own boids (host memory, valid until the next step). */

@@ -156,12 +156,55 @@ const dm_tune_instance g_move_inst[] = {
  * document is a target of the benchmark). exact: to n only. */
 inline size_t grown(size_t n, bool exact) { return exact ? n : n + n / 8 + 1024; }
 
+/* Device blocks replaced by larger ones (ensure, ensure_keep, the pair caches) are freed by
+ * retired_free, once the device is idle, not at once: cudaFree waits for all of the device's
+ * work, so freeing a grown halo array while stream A's similarity kernel ran held the host - and
+ * the halo pass it was about to queue - until that kernel ended (up to 60 ms, several times a run
+ * on every rank of a 4-GPU run, each such step setting the pace of all ranks). Process-wide: the
+ * tuner's bench states grow arrays too (on its threads). */
+std::mutex g_retired_mutex;
+void **g_retired = NULL;
+size_t g_retired_n = 0, g_retired_cap = 0;
+
+void retire(void *p)
+{
+    if (!p) return;
+    std::lock_guard<std::mutex> lock(g_retired_mutex);
+    if (g_retired_n == g_retired_cap) {
+        size_t c = g_retired_cap ? 2 * g_retired_cap : 64;
+        void **q = static_cast<void **>(dm_realloc(g_retired, sizeof *q * c));
+        if (!q) {
+            dm_device_free(p); /* no room to defer it: freed now (slower, not wrong) */
+            return;
+        }
+        g_retired = q;
+        g_retired_cap = c;
+    }
+    g_retired[g_retired_n++] = p;
+}
+
+/* Frees the retired blocks (call where the device is idle, or may be made to wait); returns
+ * how many. last: also the list itself (no flock state left). */
+size_t retired_free(bool last = false)
+{
+    std::lock_guard<std::mutex> lock(g_retired_mutex);
+    size_t n = g_retired_n;
+    for (size_t i = 0; i < n; i++) dm_device_free(g_retired[i]);
+    g_retired_n = 0;
+    if (last) {
+        dm_free(g_retired);
+        g_retired = NULL;
+        g_retired_cap = 0;
+    }
+    return n;
+}
+
 template <typename T>
 int ensure(T **p, size_t *cap, size_t n, bool exact = false)
 {
     if (n <= *cap && *p) return DM_OK;
     size_t c = grown(n, exact);
-    if (*p) dm_device_free(*p);
+    retire(*p);
     *p = NULL;
     *cap = 0;
     void *q = NULL;
@@ -186,7 +229,7 @@ int ensure_keep(T **p, size_t *cap, size_t n, size_t used, cudaStream_t st, bool
             return DM_ERR(DM_ERR_CUDA, "flock: growing a device array: %s", cudaGetErrorString(e));
         }
     }
-    if (*p) dm_device_free(*p);
+    retire(*p);
     *p = static_cast<T *>(q);
     *cap = c;
     return DM_OK;
@@ -686,8 +729,7 @@ int ensure_own_buffers(dstate *s, size_t n)
         DM_CUDA_TRY(cudaMemsetAsync(q, 0, c * 8, s->sa));
         if (prev) {
             DM_CUDA_TRY(cudaMemcpyAsync(q, prev, old * 8, cudaMemcpyDeviceToDevice, s->sa));
-            DM_CUDA_TRY(cudaStreamSynchronize(s->sa));
-            dm_device_free(prev);
+            retire(prev);
         }
         s->cache[b] = static_cast<uint64_t *>(q);
         s->cap_cache[b] = c;
@@ -902,6 +944,7 @@ extern "C" void dm_flock_cuda_free(dm_flock_sim *sim)
     if (!s) return;
     if (s->sa) cudaStreamSynchronize(s->sa);
     if (s->sb) cudaStreamSynchronize(s->sb);
+    retired_free(true);
     s->free_all();
     delete s;
     sim->dev = NULL;
@@ -1030,6 +1073,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     }
     if (rc == DM_OK && cudaEventRecord(s->ev[11], s->sa) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
     if (rc == DM_OK) rc = read_counters(sim, s); /* synchronises stream A, after B's work */
+    sim->stats.device_grows += retired_free();     /* the device is idle here */
     dm_flock_trace(sim, DM_FT_DEV_DONE);
     if (rc == DM_OK) {
         float ms = 0;
@@ -1159,6 +1203,7 @@ extern "C" int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *sim, doubl
         cnt = pairs = tidx = sidx = NULL;
         off = NULL;
     }
+    retired_free(); /* the passes synchronised stream A */
     if (rc != DM_OK) dm_flock_edges_free(out);
     return rc;
 }
@@ -1289,6 +1334,7 @@ void bench_free(bench *b)
     if (!b) return;
     if (b->s) {
         cudaStreamSynchronize(b->s->sa);
+        retired_free();
         b->s->free_all();
         delete b->s;
     }
