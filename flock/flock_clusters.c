@@ -675,8 +675,11 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
     dm_flock_edges e;
     memset(&e, 0, sizeof e);
     double thr = opt->threshold < -1.0 ? s->opt.threshold : opt->threshold;
+    dm_timer_start("flock.clusters.edges");
     rc = s->backend == DM_BACKEND_CUDA ? dm_flock_edges_cuda(&e, s, thr) : dm_flock_edges_cpu(&e, s, thr);
     rc = dm_ctx_agree(s->ctx, rc);
+    dm_timer_stop("flock.clusters.edges");
+    dm_timer_start("flock.clusters.components");
     size_t n = s->own.n, nh = s->halo.n;
     uint32_t *parent = dm_malloc(sizeof *parent * (n ? n : 1));
     uint64_t *lab = dm_malloc(sizeof *lab * (n ? n : 1));      /* per root: smallest index */
@@ -804,6 +807,8 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
         }
         *n_clusters = totbig;
     }
+    dm_timer_stop("flock.clusters.components");
+    dm_timer_start("flock.clusters.small_merge");
     /* the centroid steps cost (small documents x the clusters sharing their terms) and k^2: with
      * more clusters than DM_FLOCK_CENTROID_MAX both are skipped (the same k on every rank) */
     int centroid_steps = opt->attach == DM_FLOCK_SMALL_CENTROID || opt->merge > 0.0;
@@ -864,6 +869,7 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
         rc = dm_ctx_agree(s->ctx, rc);
     }
     dm_free(sums);
+    dm_timer_stop("flock.clusters.small_merge");
     if (rc == DM_OK) {
         dm_free(s->labels);
         s->labels = cl;

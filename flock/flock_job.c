@@ -133,17 +133,22 @@ static int write_outputs(dm_flock_job_result *res, const dm_flock_rows *fr, cons
 {
     char p[4300];
     size_t n = (size_t)v->n_rows;
+    /* the text files (rank 0 writes what every rank formatted) */
+    dm_timer_start("flock.files");
     snprintf(p, sizeof p, "%s/assignments.tsv", jo->out_dir);
-    DM_TRY(dm_flock_write_assignments_rows(p, v, fr->cluster, ctx));
+    int rc = dm_flock_write_assignments_rows(p, v, fr->cluster, ctx);
     snprintf(p, sizeof p, "%s/positions.csv", jo->out_dir);
-    DM_TRY(dm_flock_write_positions_rows(p, v, fr->x, fr->y, fr->cluster, ctx));
+    if (rc == DM_OK) rc = dm_flock_write_positions_rows(p, v, fr->x, fr->y, fr->cluster, ctx);
     snprintf(p, sizeof p, "%s/clusters.tsv", jo->out_dir);
-    DM_TRY(dm_flock_write_clusters_rows(p, &res->noise, fr->cluster, v->n_rows, fr->n_clusters, terms, tw, jo->top_k,
-                                        jo->vocab, ctx));
+    if (rc == DM_OK)
+        rc = dm_flock_write_clusters_rows(p, &res->noise, fr->cluster, v->n_rows, fr->n_clusters, terms, tw, jo->top_k,
+                                          jo->vocab, ctx);
+    dm_timer_stop("flock.files");
+    DM_TRY(rc);
     /* flock.png by cluster; flock-labels.png by true class */
     dm_timer_start("flock.png");
     snprintf(p, sizeof p, "%s/flock.png", jo->out_dir);
-    int rc = dm_flock_png_write_rows(p, fr->x, fr->y, fr->cluster, v->row_base, n, W, H, jo->png_size, ctx);
+    rc = dm_flock_png_write_rows(p, fr->x, fr->y, fr->cluster, v->row_base, n, W, H, jo->png_size, ctx);
     if (rc == DM_OK && have_labels) {
         snprintf(p, sizeof p, "%s/flock-labels.png", jo->out_dir);
         rc = dm_flock_png_write_rows(p, fr->x, fr->y, truth, v->row_base, n, W, H, jo->png_size, ctx);
