@@ -4,6 +4,7 @@
  * backend step, writes checkpoints, and gathers the final state. Reference: DESIGN.md section 7
  * ("Multi-species flocking"); the CPU backend (flock_cpu.c) is the oracle for the CUDA one. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,46 +252,58 @@ static void dist_sec_list(const dist_sec *d, uint64_t n, uint64_t nnz, void *p[D
 
 static size_t dist_chunks(size_t bytes, size_t chunk) { return (bytes + chunk - 1) / chunk; }
 
-/* Sends sec[q] (meta[2q] boids, meta[2q+1] entries) to every other rank q and receives rank q's
- * into rsec[q] (rmeta[2q], rmeta[2q+1]): per section one or more messages in the same order on
- * both sides (MPI keeps the order of messages between two ranks with one tag). */
-static int dist_exchange(MPI_Comm comm, int rank, int P, const dist_sec *sec, const uint64_t *meta,
-                         const dist_sec *rsec, const uint64_t *rmeta)
+/* The requests of the distribution's messages: per peer and section one or more pieces of at
+ * most dist_chunk() bytes, posted in the same order on both sides (MPI keeps the order of
+ * messages between two ranks with one tag). */
+typedef struct dist_reqs {
+    MPI_Request *req;
+    MPI_Status *st; /* (MPI_STATUSES_IGNORE trips GCC's -Wstringop-overflow with MPICH) */
+    int n;
+    int err; /* the first failed MPI call's code, or MPI_SUCCESS */
+} dist_reqs;
+
+/* Requests for the messages to and from every other rank (sec: what this rank sends, meta its
+ * counts; rmeta: what it receives). */
+static int dist_reqs_alloc(dist_reqs *x, int rank, int P, const uint64_t *meta, const uint64_t *rmeta)
 {
     size_t nreq = 0, chunk = dist_chunk();
-    void *p[DIST_SECTIONS];
-    size_t bytes[DIST_SECTIONS];
     for (int q = 0; q < P; q++) {
         if (q == rank) continue;
-        dist_sec_list(&sec[q], meta[2 * q], meta[2 * q + 1], p, bytes);
-        for (int k = 0; k < DIST_SECTIONS; k++) nreq += dist_chunks(bytes[k], chunk);
-        dist_sec_list(&rsec[q], rmeta[2 * q], rmeta[2 * q + 1], p, bytes);
-        for (int k = 0; k < DIST_SECTIONS; k++) nreq += dist_chunks(bytes[k], chunk);
-    }
-    MPI_Request *req = dm_malloc(sizeof *req * (nreq ? nreq : 1));
-    MPI_Status *st = dm_malloc(sizeof *st * (nreq ? nreq : 1));
-    if (!req || !st) {
-        dm_free(req);
-        dm_free(st);
-        return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-    }
-    int nr = 0, e = MPI_SUCCESS;
-    for (int send = 0; send < 2; send++) /* every receive posted before the sends */
-        for (int q = 0; q < P && e == MPI_SUCCESS; q++) {
-            if (q == rank) continue;
-            if (send) dist_sec_list(&sec[q], meta[2 * q], meta[2 * q + 1], p, bytes);
-            else dist_sec_list(&rsec[q], rmeta[2 * q], rmeta[2 * q + 1], p, bytes);
-            for (int k = 0; k < DIST_SECTIONS && e == MPI_SUCCESS; k++)
-                for (size_t o = 0; o < bytes[k] && e == MPI_SUCCESS; o += chunk) {
-                    size_t c = bytes[k] - o < chunk ? bytes[k] - o : chunk;
-                    e = send ? MPI_Isend((char *)p[k] + o, (int)c, MPI_BYTE, q, 300, comm, &req[nr++])
-                             : MPI_Irecv((char *)p[k] + o, (int)c, MPI_BYTE, q, 300, comm, &req[nr++]);
-                }
+        const uint64_t *m[2] = {meta, rmeta};
+        for (int w = 0; w < 2; w++) {
+            size_t n = (size_t)m[w][2 * q], nnz = (size_t)m[w][2 * q + 1];
+            size_t bytes[DIST_SECTIONS] = {8 * n, 8 * n, 8 * n, 8 * n, 8 * n, 4 * n, 4 * nnz, 4 * nnz};
+            for (int k = 0; k < DIST_SECTIONS; k++) nreq += dist_chunks(bytes[k], chunk);
         }
-    if (e == MPI_SUCCESS) e = MPI_Waitall(nr, req, st);
-    dm_free(req);
-    dm_free(st);
-    return e == MPI_SUCCESS ? DM_OK : DM_ERR(DM_ERR_MPI, "flock: initial distribution failed");
+    }
+    x->n = 0;
+    x->err = MPI_SUCCESS;
+    x->req = dm_malloc(sizeof *x->req * (nreq ? nreq : 1));
+    x->st = dm_malloc(sizeof *x->st * (nreq ? nreq : 1));
+    return x->req && x->st ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+}
+
+/* Posts the pieces of one message (to or from rank q). */
+static void dist_post(dist_reqs *x, MPI_Comm comm, int q, const dist_sec *d, uint64_t n, uint64_t nnz, int send)
+{
+    void *p[DIST_SECTIONS];
+    size_t bytes[DIST_SECTIONS], chunk = dist_chunk();
+    dist_sec_list(d, n, nnz, p, bytes);
+    for (int k = 0; k < DIST_SECTIONS && x->err == MPI_SUCCESS; k++)
+        for (size_t o = 0; o < bytes[k] && x->err == MPI_SUCCESS; o += chunk) {
+            size_t c = bytes[k] - o < chunk ? bytes[k] - o : chunk;
+            x->err = send ? MPI_Isend((char *)p[k] + o, (int)c, MPI_BYTE, q, 300, comm, &x->req[x->n++])
+                          : MPI_Irecv((char *)p[k] + o, (int)c, MPI_BYTE, q, 300, comm, &x->req[x->n++]);
+        }
+}
+
+/* Rows packed per work item of the distribution: 4096 (a few megabytes of entries), or
+ * DOCMINE_FLOCK_DIST_ROWS (tests: a few rows, so that a destination takes several items). */
+static size_t dist_rows(void)
+{
+    const char *e = getenv("DOCMINE_FLOCK_DIST_ROWS");
+    unsigned long long r = e ? strtoull(e, NULL, 10) : 0;
+    return r >= 1 && r <= ((size_t)1 << 20) ? (size_t)r : 4096;
 }
 
 /* Builds this rank's input boids and sends each to the owner of its slice (all-to-all). */
@@ -389,7 +402,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
             own_n += (size_t)rmeta[2 * q];
             own_nnz += (size_t)rmeta[2 * q + 1];
         }
-        dm_timer_start("flock.setup.distribute.pack");
+        dm_timer_start("flock.setup.distribute.reserve");
         if (rc == DM_OK) rc = dm_flock_store_reserve(&s->own, own_n, own_nnz); /* empty: a new simulation */
         if (rc == DM_OK) {
             sec[s->rank] = (dist_sec){s->own.id, s->own.x, s->own.y, s->own.vx, s->own.vy, s->own.vlen,
@@ -397,50 +410,115 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
             for (int q = 0; q < P && rc == DM_OK; q++)
                 if (q != s->rank) rc = dist_sec_alloc(&sec[q], &sbuf[q], meta[2 * q], meta[2 * q + 1]);
         }
-        if (rc == DM_OK) {
-            const long nl = (long)n;
-            long bad = nl;
-#pragma omp parallel for schedule(static) reduction(min : bad)
-            for (long t = 0; t < nl; t++) {
-                size_t r = idx[t];
-                int q = owner[r];
-                const dist_sec *d = &sec[q];
-                size_t k = (size_t)t - first[q];
-                uint32_t len = 0;
-                if (unit_row(v, (uint64_t)r, d->col + zoff[t], d->val + zoff[t], &len) != DM_OK && (long)r < bad)
-                    bad = (long)r;
-                d->id[k] = v->row_base + (uint64_t)r;
-                d->x[k] = x[r];
-                d->y[k] = y[r];
-                d->vx[k] = vx[r];
-                d->vy[k] = vy[r];
-                d->vlen[k] = len;
-            }
-            if (bad < nl) {
-                uint32_t len = 0;
-                rc = unit_row(v, (uint64_t)bad, NULL, NULL, &len); /* records the message */
-                if (rc == DM_OK) rc = DM_ERR(DM_ERR_FORMAT, "flock: vector row %ld", bad);
-            }
-        }
-        dm_timer_stop("flock.setup.distribute.pack");
+        dist_reqs xr = {NULL, NULL, 0, MPI_SUCCESS};
+        if (rc == DM_OK && P > 1) rc = dist_reqs_alloc(&xr, s->rank, P, meta, rmeta);
+        /* per destination (in the order of the packing: the next ranks, then this one): items
+         * packed, items before it, its sends posted */
+        long *done = dm_calloc((size_t)P, sizeof *done), *need = dm_calloc((size_t)P + 1, sizeof *need);
+        char *posted = dm_calloc((size_t)P, 1);
+        if (rc == DM_OK && (!done || !need || !posted)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        dm_timer_stop("flock.setup.distribute.reserve");
+        /* every rank exchanges or none does: from here on each rank posts all its messages */
         rc = dm_ctx_agree(s->ctx, rc);
-        dm_timer_start("flock.setup.distribute.exchange");
-        if (rc == DM_OK && P > 1) {
-            /* the receivers' sections: where each sender's boids and entries go in the own store */
-            dist_sec *rsec = dm_calloc((size_t)P, sizeof *rsec);
-            if (!rsec) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        /* the receives first, straight into the own store: each sender's boids and entries after
+         * this rank's own, in rank order */
+        if (rc == DM_OK) {
             size_t b = (size_t)rmeta[2 * s->rank], z = (size_t)rmeta[2 * s->rank + 1];
-            for (int q = 0; q < P && rsec; q++) {
+            for (int q = 0; q < P; q++) {
                 if (q == s->rank) continue;
-                rsec[q] = (dist_sec){s->own.id + b, s->own.x + b, s->own.y + b, s->own.vx + b, s->own.vy + b,
-                                     s->own.vlen + b, s->own.col + z, s->own.val + z};
+                dist_sec rq = {s->own.id + b, s->own.x + b, s->own.y + b, s->own.vx + b, s->own.vy + b,
+                               s->own.vlen + b, s->own.col + z, s->own.val + z};
+                dist_post(&xr, s->comm, q, &rq, rmeta[2 * q], rmeta[2 * q + 1], 0);
                 b += (size_t)rmeta[2 * q];
                 z += (size_t)rmeta[2 * q + 1];
             }
-            if (rc == DM_OK) rc = dist_exchange(s->comm, s->rank, P, sec, meta, rsec, rmeta);
-            dm_free(rsec);
         }
+        /* the unit-length copies, in items of dist_rows() rows taken in destination order (the next
+         * ranks first, this rank's own rows last) by all threads; the master thread posts a
+         * destination's sends as soon as its rows are packed and drives MPI's progress between its
+         * items, so that the messages travel while the other threads pack */
+        dm_timer_start("flock.setup.distribute.pack");
+        long bad = (long)n;
+        const size_t item_rows = dist_rows();
+        if (rc == DM_OK) {
+            for (int k = 0; k < P; k++) {
+                int q = (s->rank + 1 + k) % P;
+                size_t rows = first[q + 1] - first[q];
+                need[k + 1] = need[k] + (long)((rows + item_rows - 1) / item_rows);
+            }
+            long items = need[P], next = 0;
+            int unposted = P - 1;
+#pragma omp parallel
+            {
+                const int master = omp_get_thread_num() == 0;
+                int k = 0; /* destination of this thread's last item (items are taken in order) */
+                for (;;) {
+                    long c;
+#pragma omp atomic capture
+                    c = next++;
+                    if (c < items) {
+                        while (c >= need[k + 1]) k++;
+                        int q = (s->rank + 1 + k) % P;
+                        const dist_sec *d = &sec[q];
+                        size_t lo = first[q] + (size_t)(c - need[k]) * item_rows, hi = lo + item_rows;
+                        if (hi > first[q + 1]) hi = first[q + 1];
+                        for (size_t t = lo; t < hi; t++) {
+                            size_t r = idx[t], at = t - first[q];
+                            uint32_t len = 0;
+                            if (unit_row(v, (uint64_t)r, d->col + zoff[t], d->val + zoff[t], &len) != DM_OK) {
+#pragma omp critical(dm_flock_dist_bad)
+                                if ((long)r < bad) bad = (long)r;
+                            }
+                            d->id[at] = v->row_base + (uint64_t)r;
+                            d->x[at] = x[r];
+                            d->y[at] = y[r];
+                            d->vx[at] = vx[r];
+                            d->vy[at] = vy[r];
+                            d->vlen[at] = len;
+                        }
+#pragma omp atomic update seq_cst
+                        done[k]++;
+                    }
+                    if (!master) {
+                        if (c >= items) break;
+                        continue;
+                    }
+                    /* the master: the sends of every destination whose rows are all packed (the
+                     * seq_cst counters make the other threads' rows visible), then progress */
+                    for (int j = 0; j < P - 1; j++) {
+                        long dj;
+#pragma omp atomic read seq_cst
+                        dj = done[j];
+                        if (posted[j] || dj != need[j + 1] - need[j]) continue;
+                        int q = (s->rank + 1 + j) % P;
+                        dist_post(&xr, s->comm, q, &sec[q], meta[2 * q], meta[2 * q + 1], 1);
+                        posted[j] = 1;
+                        unposted--;
+                    }
+                    if (xr.n && xr.err == MPI_SUCCESS) {
+                        int flag = 0;
+                        xr.err = MPI_Testall(xr.n, xr.req, &flag, xr.st);
+                    }
+                    if (c >= items && unposted == 0) break; /* the others finish their items */
+                }
+            }
+        }
+        dm_free(done);
+        dm_free(need);
+        dm_free(posted);
+        dm_timer_stop("flock.setup.distribute.pack");
+        dm_timer_start("flock.setup.distribute.exchange");
+        if (xr.n && xr.err == MPI_SUCCESS) xr.err = MPI_Waitall(xr.n, xr.req, xr.st);
+        if (rc == DM_OK && xr.err != MPI_SUCCESS) rc = DM_ERR(DM_ERR_MPI, "flock: initial distribution failed");
+        dm_free(xr.req);
+        dm_free(xr.st);
         dm_timer_stop("flock.setup.distribute.exchange");
+        if (rc == DM_OK && bad < (long)n) {
+            uint32_t len = 0;
+            rc = unit_row(v, (uint64_t)bad, NULL, NULL, &len); /* records the message */
+            if (rc == DM_OK) rc = DM_ERR(DM_ERR_FORMAT, "flock: vector row %ld", bad);
+        }
+        rc = dm_ctx_agree(s->ctx, rc);
         /* offsets in store order, each sender's lengths checked against its count of entries */
         if (rc == DM_OK) {
             uint64_t at = 0;
