@@ -434,9 +434,9 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
             }
         }
         /* the unit-length copies, in items of dist_rows() rows taken in destination order (the next
-         * ranks first, this rank's own rows last) by all threads; the master thread posts a
-         * destination's sends as soon as its rows are packed and drives MPI's progress between its
-         * items, so that the messages travel while the other threads pack */
+         * ranks first, this rank's own rows last) by the threads; the master thread posts a
+         * destination's sends as soon as its rows are packed and drives MPI's progress meanwhile,
+         * so that the messages travel while the other threads pack */
         dm_timer_start("flock.setup.distribute.pack");
         long bad = (long)n;
         const size_t item_rows = dist_rows();
@@ -451,11 +451,16 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
 #pragma omp parallel
             {
                 const int master = omp_get_thread_num() == 0;
+                /* with other threads to pack, the master only drives MPI: progress calls between
+                 * items of its own moved too little (measured: no overlap at all) */
+                const int packer = !master || omp_get_num_threads() == 1 || P == 1;
                 int k = 0; /* destination of this thread's last item (items are taken in order) */
                 for (;;) {
-                    long c;
+                    long c = items;
+                    if (packer) {
 #pragma omp atomic capture
-                    c = next++;
+                        c = next++;
+                    }
                     if (c < items) {
                         while (c >= need[k + 1]) k++;
                         int q = (s->rank + 1 + k) % P;
@@ -499,7 +504,13 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                         int flag = 0;
                         xr.err = MPI_Testall(xr.n, xr.req, &flag, xr.st);
                     }
-                    if (c >= items && unposted == 0) break; /* the others finish their items */
+                    long own_done;
+#pragma omp atomic read seq_cst
+                    own_done = done[P - 1];
+                    /* a packing master stops when it finds no item left (the others finish theirs);
+                     * a driving one when the own rows are packed too (the messages' progress
+                     * then continues in MPI_Waitall) */
+                    if (c >= items && unposted == 0 && (packer || own_done == need[P] - need[P - 1])) break;
                 }
             }
         }
