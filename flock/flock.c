@@ -452,7 +452,8 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
             {
                 const int master = omp_get_thread_num() == 0;
                 /* with other threads to pack, the master only drives MPI: progress calls between
-                 * items of its own moved too little (measured: no overlap at all) */
+                 * items of its own overlapped nothing (4 H200s: the wait after the packing stayed
+                 * 0.53 s; bench/RESULTS.md, session 13) */
                 const int packer = !master || omp_get_num_threads() == 1 || P == 1;
                 int k = 0; /* destination of this thread's last item (items are taken in order) */
                 for (;;) {

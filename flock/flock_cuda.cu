@@ -1073,7 +1073,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     }
     if (rc == DM_OK && cudaEventRecord(s->ev[11], s->sa) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
     if (rc == DM_OK) rc = read_counters(sim, s); /* synchronises stream A, after B's work */
-    sim->stats.device_grows += retired_free();     /* the device is idle here */
+    sim->stats.device_grows += retired_free();     /* the device is idle here (after a failure: waited for) */
     dm_flock_trace(sim, DM_FT_DEV_DONE);
     if (rc == DM_OK) {
         float ms = 0;
