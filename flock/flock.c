@@ -242,12 +242,17 @@ static size_t dist_chunk(void)
 }
 
 /* The sections of a message of n boids and nnz entries as (address, bytes). */
+static void dist_sec_bytes(uint64_t n, uint64_t nnz, size_t b[DIST_SECTIONS])
+{
+    size_t bs[DIST_SECTIONS] = {8 * n, 8 * n, 8 * n, 8 * n, 8 * n, 4 * n, 4 * nnz, 4 * nnz};
+    memcpy(b, bs, sizeof bs);
+}
+
 static void dist_sec_list(const dist_sec *d, uint64_t n, uint64_t nnz, void *p[DIST_SECTIONS], size_t b[DIST_SECTIONS])
 {
     void *ps[DIST_SECTIONS] = {d->id, d->x, d->y, d->vx, d->vy, d->vlen, d->col, d->val};
-    size_t bs[DIST_SECTIONS] = {8 * n, 8 * n, 8 * n, 8 * n, 8 * n, 4 * n, 4 * nnz, 4 * nnz};
     memcpy(p, ps, sizeof ps);
-    memcpy(b, bs, sizeof bs);
+    dist_sec_bytes(n, nnz, b);
 }
 
 static size_t dist_chunks(size_t bytes, size_t chunk) { return (bytes + chunk - 1) / chunk; }
@@ -262,8 +267,8 @@ typedef struct dist_reqs {
     int err; /* the first failed MPI call's code, or MPI_SUCCESS */
 } dist_reqs;
 
-/* Requests for the messages to and from every other rank (sec: what this rank sends, meta its
- * counts; rmeta: what it receives). */
+/* Room for the requests of the messages to and from every other rank (meta: the boids and
+ * entries this rank sends to each, rmeta: those it receives from each). */
 static int dist_reqs_alloc(dist_reqs *x, int rank, int P, const uint64_t *meta, const uint64_t *rmeta)
 {
     size_t nreq = 0, chunk = dist_chunk();
@@ -271,8 +276,8 @@ static int dist_reqs_alloc(dist_reqs *x, int rank, int P, const uint64_t *meta, 
         if (q == rank) continue;
         const uint64_t *m[2] = {meta, rmeta};
         for (int w = 0; w < 2; w++) {
-            size_t n = (size_t)m[w][2 * q], nnz = (size_t)m[w][2 * q + 1];
-            size_t bytes[DIST_SECTIONS] = {8 * n, 8 * n, 8 * n, 8 * n, 8 * n, 4 * n, 4 * nnz, 4 * nnz};
+            size_t bytes[DIST_SECTIONS];
+            dist_sec_bytes(m[w][2 * q], m[w][2 * q + 1], bytes);
             for (int k = 0; k < DIST_SECTIONS; k++) nreq += dist_chunks(bytes[k], chunk);
         }
     }
