@@ -32,8 +32,8 @@ cmp "$t/one/clusters.tsv" "$t/three/clusters.tsv" || fail "clusters.tsv differs 
 
 # the row writers format chunks of 4096 rows in parallel and append them in order: 9000 documents
 # on 1 rank (3 chunks) with 1 and 3 threads and on 3 ranks (one chunk each) write the same bytes;
-# the 3 ranks run 2 threads each, which pack the initial distribution's items (5 rows each, ctest)
-# while the master thread posts each destination's messages
+# the 3 ranks run 2 threads each: one packs the initial distribution's items (5 rows each under
+# ctest) while the master thread posts each destination's messages and drives MPI
 big=(--backend cpu --synth 9000 --synth-topics 4 --synth-tokens 30 --threshold 0.06 --iterations 2 --seed 5 --quiet)
 "$dm" flock "${big[@]}" -o "$t/big1" > /dev/null
 OMP_NUM_THREADS=3 "$dm" flock "${big[@]}" -o "$t/big3t" > /dev/null
