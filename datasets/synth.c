@@ -86,6 +86,12 @@ static int spell_words(dm_synth *s)
         len += strlen(s->words + len);
     }
     s->word_off[n] = (uint32_t)len;
+    if (len + 16 > cap) { /* dm_synth_doc copies 16 bytes from the start of a short word */
+        char *q = dm_realloc(s->words, len + 16);
+        if (!q) return DM_ERR_NOMEM;
+        s->words = q;
+    }
+    memset(s->words + len, 0, 16);
     s->n_words = n;
     return DM_OK;
 }
@@ -166,25 +172,39 @@ int dm_synth_doc(const dm_synth *s, uint64_t i, int *label, char **buf, size_t *
         *cap = need;
     }
     char *p = *buf;
-    /* the draws of a block of words first: independent Philox calls that the compiler can run
-     * side by side (and vectorise); word w uses counters 2 + 2w and 3 + 2w */
-    enum { BLOCK = 64 };
-    double u[2 * BLOCK];
+    /* Word w takes two 32-bit words of Philox call 2 + w / 2 (counters 0 and 1 drew the topic and
+     * the length): v[2 (w % 2)] picks the vocabulary (background when below overlap * 2^32), v[2 (w
+     * % 2) + 1] the rank (u = v / 2^32, a resolution of 2^-32 against the rarest rank's probability
+     * of about 10^-5 at the defaults). One call serves two words: the calls were most of the
+     * generation's time. A block of calls is drawn first, independent calls that the compiler can
+     * run side by side. */
+    enum { BLOCK = 64 }; /* words per block (even) */
+    uint32_t r[2 * BLOCK];
+    /* overlap * 2^32, rounded up: v < mix_below exactly when v / 2^32 < overlap */
+    double mix = ceil(o->overlap * 4294967296.0);
+    uint64_t mix_below = mix >= 4294967296.0 ? (uint64_t)1 << 32 : (uint64_t)mix;
     for (int w = 0; w < words; w++) {
         int j = w % BLOCK;
         if (j == 0) {
-            int nb = words - w < BLOCK ? words - w : BLOCK;
-            for (int k = 0; k < 2 * nb; k++) u[k] = dm_rng_uniform(seed, i, c + (uint64_t)k);
-            c += 2 * (uint64_t)nb;
+            int calls = ((words - w < BLOCK ? words - w : BLOCK) + 1) / 2;
+            for (int k = 0; k < calls; k++) {
+                dm_philox4 q = dm_rng4(seed, i, c + (uint64_t)k);
+                memcpy(r + 4 * k, q.v, sizeof q.v);
+            }
+            c += (uint64_t)calls;
         }
-        double u_mix = u[2 * j], u_rank = u[2 * j + 1];
-        int t = u_mix < o->overlap ? -1 : topic;
+        int t = (uint64_t)r[2 * j] < mix_below ? -1 : topic;
+        double u_rank = (double)r[2 * j + 1] * (1.0 / 4294967296.0);
         uint32_t rank = dm_synth_draw(t < 0 ? &s->shared : &s->topic, u_rank);
         if (w) *p++ = ' ';
         if (s->words) {
             uint64_t v = (uint64_t)rank * (uint64_t)(o->topics + 1) + (uint64_t)(t + 1);
+            const char *src = s->words + s->word_off[v];
             size_t l = s->word_off[v + 1] - s->word_off[v];
-            memcpy(p, s->words + s->word_off[v], l);
+            /* a fixed 16-byte copy for the usual short word: the buffer has 32 bytes per word and
+             * the spelt words 16 bytes of slack after the last */
+            if (l <= 16) memcpy(p, src, 16);
+            else memcpy(p, src, l);
             p += l;
         } else {
             char word[32];

@@ -219,6 +219,80 @@ static void test_draws_and_words(void)
     dm_synth_free(&b);
 }
 
+/* The words' draws follow the model: a fraction `overlap` of the tokens comes from the background
+ * vocabulary, and each vocabulary's ranks follow its Zipf CDF whichever vocabulary was picked (a
+ * chi-square test per vocabulary; the bits that pick the vocabulary and the rank are independent).
+ * Small vocabularies so that every rank is drawn often; the words map back to (topic, rank). */
+static void test_word_distribution(void)
+{
+    enum { K = 3, TV = 40, SV = 30, DOCS = 400 };
+    dm_synth_options o = DM_SYNTH_OPTIONS_INIT;
+    o.topics = K;
+    o.topic_vocab = TV;
+    o.shared_vocab = SV;
+    o.docs = DOCS;
+    o.overlap = 0.35;
+    o.zipf_s = 0.9;
+    dm_synth s;
+    CU_ASSERT_EQUAL_FATAL(dm_synth_init(&s, &o), DM_OK);
+    /* (topic + 1, rank) of every word, by its spelling */
+    enum { NW = (K + 1) * TV };
+    char(*w)[32] = malloc(sizeof *w * NW);
+    int *wt = malloc(sizeof *wt * NW), *wr = malloc(sizeof *wr * NW);
+    CU_ASSERT_FATAL(w && wt && wr);
+    int nw = 0;
+    for (int t = -1; t < K; t++)
+        for (int r = 0; r < (t < 0 ? SV : TV); r++, nw++) {
+            dm_synth_word(w[nw], K, t, (uint32_t)r);
+            wt[nw] = t + 1;
+            wr[nw] = r;
+        }
+    double cnt[K + 1][TV];
+    memset(cnt, 0, sizeof cnt);
+    double total = 0, background = 0;
+    uint64_t unknown = 0;
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+    for (uint64_t i = 0; i < DOCS; i++) {
+        int label;
+        CU_ASSERT_EQUAL_FATAL(dm_synth_doc(&s, i, &label, &buf, &cap, &len), DM_OK);
+        for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
+            int k = 0;
+            while (k < nw && strcmp(w[k], tok) != 0) k++;
+            if (k == nw || (wt[k] != 0 && wt[k] != label + 1)) {
+                unknown++; /* not a word of the document's topic or the background */
+                continue;
+            }
+            cnt[wt[k]][wr[k]]++;
+            background += wt[k] == 0;
+            total++;
+        }
+    }
+    CU_ASSERT_EQUAL(unknown, 0);
+    /* binomial: within 5 standard deviations of overlap */
+    double sd = sqrt(total * o.overlap * (1 - o.overlap));
+    CU_ASSERT(fabs(background - total * o.overlap) < 5 * sd);
+    /* chi-square per vocabulary against the CDF's probabilities: TV - 1 or SV - 1 degrees of
+     * freedom (mean d, standard deviation sqrt(2d)); the bound is mean + 6 sd */
+    for (int t = 0; t <= K; t++) {
+        const dm_synth_cdf *c = t == 0 ? &s.shared : &s.topic;
+        double n = 0, chi = 0;
+        for (int r = 0; r < c->n; r++) n += cnt[t][r];
+        CU_ASSERT_FATAL(n > 1000);
+        for (int r = 0; r < c->n; r++) {
+            double p = c->cdf[r] - (r ? c->cdf[r - 1] : 0.0);
+            chi += (cnt[t][r] - n * p) * (cnt[t][r] - n * p) / (n * p);
+        }
+        double d = c->n - 1;
+        CU_ASSERT(chi < d + 6 * sqrt(2 * d));
+    }
+    dm_free(buf);
+    free(w);
+    free(wt);
+    free(wr);
+    dm_synth_free(&s);
+}
+
 static void test_invalid_options(void)
 {
     dm_synth s;
@@ -243,6 +317,7 @@ int main(void)
         {"topics without overlap share no word", test_topics_separate},
         {"rank shares", test_shares},
         {"guided draws and spelt words", test_draws_and_words},
+        {"word distribution (overlap, Zipf ranks)", test_word_distribution},
         {"invalid options", test_invalid_options},
         CU_TEST_INFO_NULL,
     };
