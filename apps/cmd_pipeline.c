@@ -189,22 +189,30 @@ static int run_streamclust(dm_flock_job_result *jr, json_t *cl, const dm_ctx *ct
     if (!row_cluster || !truth || r.n_local != (long)v->n_rows) rc = DM_ERR(DM_ERR_NOMEM, "pipeline: out of memory");
     for (uint64_t i = 0; rc == DM_OK && i < v->n_rows; i++) row_cluster[i] = r.labels[i];
     rc = dm_ctx_agree(ctx, rc);
+    dm_timer_start("streamclust.classes");
     if (rc == DM_OK) rc = dm_flock_classes_rows(truth, &n_classes, v, ctx);
+    dm_timer_stop("streamclust.classes");
     uint64_t n_docs = v->n_rows;
     MPI_Allreduce(MPI_IN_PLACE, &n_docs, 1, MPI_UINT64_T, MPI_SUM, ctx->world);
     uint32_t *terms = NULL;
     double *tw = NULL;
+    dm_timer_start("streamclust.top_terms");
     if (rc == DM_OK) rc = dm_flock_top_terms_rows(&terms, &tw, row_cluster, (int32_t)r.k, v, top_k, ctx);
+    dm_timer_stop("streamclust.top_terms");
     jr->docs = n_docs;
     jr->clusters = (int32_t)r.k;
     jr->have_labels = n_classes > 0;
     char p[4300];
+    dm_timer_start("streamclust.files");
     snprintf(p, sizeof p, "%s/assignments.tsv", out);
     if (rc == DM_OK) rc = dm_flock_write_assignments_rows(p, v, row_cluster, ctx);
     snprintf(p, sizeof p, "%s/clusters.tsv", out);
     if (rc == DM_OK)
         rc = dm_flock_write_clusters_rows(p, &jr->noise, row_cluster, v->n_rows, jr->clusters, terms, tw, top_k, names, ctx);
+    dm_timer_stop("streamclust.files");
+    dm_timer_start("streamclust.quality");
     if (rc == DM_OK && jr->have_labels) rc = dm_flock_quality_rows(&jr->quality, truth, row_cluster, (size_t)v->n_rows, ctx);
+    dm_timer_stop("streamclust.quality");
     rc = dm_ctx_agree(ctx, rc);
     if (rc == DM_OK) {
         json_object_set_new(cl, "documents", json_integer((json_int_t)n_docs));
