@@ -30,6 +30,12 @@
 #                                and writes DIR/shared-host.csv: how much of the loss from 1 to G
 #                                GPUs comes from the ranks sharing one host (the cores' clock,
 #                                memory bandwidth, PCIe), apart from their communication
+#     --touch-memory GB          mpiexec: before the series, write GB gigabytes of host memory once
+#                                (8 processes, then freed), so that a virtual machine whose
+#                                memory is backed on its first use has backed it before the
+#                                points run (on the 4-H200 VMs the 4-GPU points otherwise pay
+#                                seconds of it: bench/RESULTS.md, session 14); bare-metal nodes
+#                                need none
 #     --dry-run                  print the commands only
 #   Environment: DOCMINE_HUGEPAGES=0 keeps glibc's default pages (otherwise docmine gives its
 #   large blocks transparent huge pages: jobs/README.md).
@@ -39,7 +45,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 launcher=""; gpus=1,2,4; gpn=4; methods=flock,streamclust; dpg=100000; out=out/weak
-docmine=build/apps/docmine; dry=0; extra=(); fargs=""; sargs=""; repeats=1; cpr=""; bind=1; shared=0
+docmine=build/apps/docmine; dry=0; extra=(); fargs=""; sargs=""; repeats=1; cpr=""; bind=1; shared=0; touch=0
 while [ $# -gt 0 ]; do
     case $1 in
     --launcher) launcher=$2; shift 2 ;;
@@ -55,9 +61,10 @@ while [ $# -gt 0 ]; do
     --cores-per-rank) cpr=$2; shift 2 ;;
     --no-bind) bind=0; shift ;;
     --shared-baseline) shared=1; shift ;;
+    --touch-memory) touch=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "weak-scaling.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -65,6 +72,7 @@ done
 case $launcher in mpiexec|slurm) ;; *) echo "weak-scaling.sh: --launcher must be mpiexec or slurm" >&2; exit 2 ;; esac
 [[ $dpg =~ ^[0-9]+$ ]] && [ "$dpg" -gt 0 ] || { echo "weak-scaling.sh: --docs-per-gpu must be a positive integer" >&2; exit 2; }
 [[ $repeats =~ ^[0-9]+$ ]] && [ "$repeats" -gt 0 ] || { echo "weak-scaling.sh: --repeats must be a positive integer" >&2; exit 2; }
+[[ $touch =~ ^[0-9]+$ ]] || { echo "weak-scaling.sh: --touch-memory must be a whole number of GB" >&2; exit 2; }
 [ $dry -eq 1 ] || [ -x "$docmine" ] || { echo "weak-scaling.sh: $docmine not found (build first or pass --docmine)" >&2; exit 2; }
 mkdir -p "$out"
 [ -z "${GLIBC_TUNABLES:-}" ] || echo "GLIBC_TUNABLES=$GLIBC_TUNABLES"
@@ -84,6 +92,17 @@ if [ "$launcher" = mpiexec ]; then
     [[ $cpr =~ ^[0-9]+$ ]] && [ "$cpr" -gt 0 ] || { echo "weak-scaling.sh: --cores-per-rank must be a positive integer" >&2; exit 2; }
     if [ $bind -eq 1 ] && ! command -v taskset >/dev/null 2>&1; then
         echo "weak-scaling.sh: taskset not found: ranks not bound to cores" >&2; bind=0
+    fi
+fi
+if [ "$launcher" = mpiexec ] && [ "$touch" -gt 0 ]; then
+    # 8 writers of GB/8 each (python's bytearray(n) writes its n zero bytes), then freed
+    per=$(( (touch * 1024 + 7) / 8 )) # MiB per writer
+    echo "+ touching ${touch} GB of host memory (8 x ${per} MiB)"
+    if [ $dry -eq 0 ]; then
+        start=$(date +%s.%N); tp=()
+        for ((i = 0; i < 8; i++)); do python3 -c "import sys; b = bytearray(int(sys.argv[1]) << 20)" "$per" & tp+=($!); done
+        for p in "${tp[@]}"; do wait "$p" || { echo "weak-scaling.sh: --touch-memory: a writer failed (too much memory?)" >&2; exit 1; }; done
+        echo "  ($(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s)"
     fi
 fi
 IFS=, read -r -a mlist <<< "$methods"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # jobs/ end to end on the CPU backend: the weak-scaling driver under mpiexec runs a 1- and 2-rank
-# series and scaling-table.py turns it into a CSV (one row per point, efficiency 1 at the base
+# series (after touching 1 GB of memory) and scaling-table.py turns it into a CSV (one row per point, efficiency 1 at the base
 # point, documents = ranks x documents per rank) and a PNG (matplotlib or the built-in writer);
 # the SLURM launcher's dry run sizes nodes and tasks from the GPU counts; bad options exit 2.
 # usage: test_jobs.sh <docmine>
@@ -14,8 +14,9 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 is_png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] && [ "$(wc -c < "$1")" -gt 1000 ]; }
 
 "$src/jobs/weak-scaling.sh" --launcher mpiexec --gpus 1,2 --methods streamclust --docs-per-gpu 150 --out "$t/weak" \
-    --shared-baseline --docmine "$dm" -- --backend cpu --quiet --synth-words 50,100 --synth-topics 3 --k 3,6 --dim 32 > "$t/log" 2>&1 ||
+    --shared-baseline --touch-memory 1 --docmine "$dm" -- --backend cpu --quiet --synth-words 50,100 --synth-topics 3 --k 3,6 --dim 32 > "$t/log" 2>&1 ||
     fail "weak-scaling.sh failed: $(tail -5 "$t/log")"
+grep -q "^+ touching 1 GB of host memory (8 x 128 MiB)" "$t/log" || fail "--touch-memory: no touching line: $(head -3 "$t/log")"
 csv=$t/weak/weak-scaling.csv
 [ -s "$csv" ] || fail "no CSV"
 [ "$(head -1 "$csv" | cut -d, -f1-5)" = "method,gpus,documents,documents_per_gpu,total_s" ] || fail "CSV header: $(head -1 "$csv")"
@@ -46,6 +47,7 @@ printf '%s\n' "$dry" | grep -q -- "--method streamclust .* --k 4,8 --seed 3\$" |
 printf '%s\n' "$dry" | grep -q -- "--method streamclust.*--neighbours" && fail "flock options reached the streamclust point: $dry"
 "$src/jobs/weak-scaling.sh" --launcher slurm --dry-run --gpus 6 --gpus-per-node 4 > /dev/null 2>&1; [ $? -eq 2 ] || fail "6 GPUs on nodes of 4 accepted"
 "$src/jobs/weak-scaling.sh" --bogus > /dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option accepted"
+"$src/jobs/weak-scaling.sh" --launcher mpiexec --dry-run --touch-memory 2G > /dev/null 2>&1; [ $? -eq 2 ] || fail "--touch-memory 2G accepted"
 python3 "$src/jobs/scaling-table.py" "$t/none" > /dev/null 2>&1; [ $? -eq 2 ] || fail "scaling-table.py: missing directory accepted"
 for f in pipeline.sbatch tune.sbatch weak-scaling.sbatch weak-scaling.sh; do bash -n "$src/jobs/$f" || fail "$f: syntax"; done
 
