@@ -42,6 +42,8 @@ static void usage(FILE *f)
             "  --synthetic N|default   N labelled synthetic documents generated in memory by the ranks\n"
             "                          (default: %d documents, 10 topics)\n"
             "  --docs-per-rank N       synthetic: N documents per rank instead (weak scaling)\n"
+            "  --synth-share I/G       synthetic, 1 rank: the documents rank I of a G-rank run\n"
+            "                          generates (its share of G x N documents), for baselines\n"
             "  --synth-topics K        topics (default 10)\n"
             "  --synth-overlap X       fraction of words from the shared vocabulary (default 0.35)\n"
             "  --synth-words MIN,MAX   document lengths in words (default 50,1000)\n"
@@ -117,15 +119,17 @@ static int synth_docs(void *src, size_t u, dm_pp_stats *st, dm_doc_sink *sink, v
     return rc;
 }
 
-/* This rank's token stream of the synthetic corpus; stats summed over ranks. Collective. */
+/* This rank's token stream of the synthetic corpus (this rank's share, or with share_of > 0 on one
+ * rank, share `share` of share_of); stats summed over ranks. Collective. */
 static int preprocess_synthetic(dm_token_stream *out, const dm_ctx *ctx, const dm_synth_options *so,
-                                const dm_preprocess_options *pp)
+                                const dm_preprocess_options *pp, int share, int share_of)
 {
     dm_synth s;
     int rc = dm_ctx_agree(ctx, dm_synth_init(&s, so));
     if (rc != DM_OK) return rc;
     synth_source src = {&s, 0, 0};
-    dm_synth_share(so->docs, ctx->rank, ctx->size, &src.first, &src.last);
+    if (share_of > 0) dm_synth_share(so->docs, share, share_of, &src.first, &src.last);
+    else dm_synth_share(so->docs, ctx->rank, ctx->size, &src.first, &src.last);
     /* about (min + max) / 2 words of 7 bytes: sizes the automatic batches */
     uint64_t hint = (src.last - src.first) * (uint64_t)(so->min_words + so->max_words) * 4;
     dm_doc_source ds = {synth_docs, &src, (size_t)((src.last - src.first + SYNTH_UNIT_DOCS - 1) / SYNTH_UNIT_DOCS),
@@ -276,11 +280,12 @@ static int file_nonempty(const char *dir, const char *name)
 
 int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
 {
-    enum { O_CORPUS = 256, O_SYNTH, O_DPR, O_STOPICS, O_SOVERLAP, O_SWORDS, O_IDF, O_SUBLINEAR, O_MINDF, O_MAXDF,
+    enum { O_CORPUS = 256, O_SYNTH, O_DPR, O_SSHARE, O_STOPICS, O_SOVERLAP, O_SWORDS, O_IDF, O_SUBLINEAR, O_MINDF, O_MAXDF,
            O_METHOD, O_K, O_DIM, O_CHUNK, O_CSIZE };
     static const struct option opts[] = {
         {"corpus", required_argument, 0, O_CORPUS}, {"synthetic", required_argument, 0, O_SYNTH},
-        {"docs-per-rank", required_argument, 0, O_DPR}, {"synth-topics", required_argument, 0, O_STOPICS},
+        {"docs-per-rank", required_argument, 0, O_DPR}, {"synth-share", required_argument, 0, O_SSHARE},
+        {"synth-topics", required_argument, 0, O_STOPICS},
         {"synth-overlap", required_argument, 0, O_SOVERLAP}, {"synth-words", required_argument, 0, O_SWORDS},
         {"idf", required_argument, 0, O_IDF}, {"sublinear", no_argument, 0, O_SUBLINEAR},
         {"min-df", required_argument, 0, O_MINDF}, {"max-df", required_argument, 0, O_MAXDF},
@@ -297,6 +302,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
     so.seed = ctx->opt.seed;
     so.docs = 0;
     uint64_t per_rank = 0;
+    int share = 0, share_of = 0; /* --synth-share I/G (share_of 0: none) */
     dm_flock_cli fl;
     dm_flock_cli_init(&fl, ctx);
     sc_params sp = {10, 20, 65536, 1000, 256};
@@ -333,6 +339,13 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
             }
             break;
         case O_DPR: NUM(1, 1e12); per_rank = (uint64_t)v; break;
+        case O_SSHARE: {
+            char tail = 0;
+            if (sscanf(optarg, "%d/%d%c", &share, &share_of, &tail) != 2 || share_of < 1 || share_of > 1000000 ||
+                share < 0 || share >= share_of)
+                return dm_app_usage_error(app, cmd, "--synth-share expects I/G with 0 <= I < G, not '%s'", optarg);
+            break;
+        }
         case O_STOPICS: NUM(1, 100000); so.topics = (int)v; break;
         case O_SOVERLAP: NUM(0, 1); so.overlap = v; break;
         case O_SWORDS:
@@ -380,9 +393,11 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
     if (!out) return dm_app_usage_error(app, cmd, "missing -o DIR");
     if (!corpus == !(synthetic || per_rank))
         return dm_app_usage_error(app, cmd, "give exactly one of --corpus PATH and --synthetic N|default");
+    if (share_of > 0 && (!(synthetic || per_rank) || ctx->size != 1))
+        return dm_app_usage_error(app, cmd, "--synth-share is for a synthetic corpus on 1 rank");
     if (per_rank) {
         synthetic = 1;
-        so.docs = per_rank * (uint64_t)ctx->size;
+        so.docs = per_rank * (uint64_t)(share_of > 0 ? share_of : ctx->size);
     }
     if (pp.tok.min_len > pp.tok.max_len) return dm_app_usage_error(app, cmd, "--min-len is above --max-len");
     if (method == DM_PIPE_FLOCK && sc_opts)
@@ -416,7 +431,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
     memset(&ps, 0, sizeof ps);
     if (rc == DM_OK) {
         dm_timer_start("pipeline.preprocess");
-        if (synthetic) rc = preprocess_synthetic(&stream, ctx, &so, &pp);
+        if (synthetic) rc = preprocess_synthetic(&stream, ctx, &so, &pp, share, share_of);
         else {
             dm_pp_times times;
             memset(&times, 0, sizeof times);
@@ -497,7 +512,12 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
         if (synthetic) {
             json_object_set_new(in, "kind", json_string("synthetic"));
             json_object_set_new(in, "documents", json_integer((json_int_t)so.docs));
-            json_object_set_new(in, "documents_per_rank", json_real((double)so.docs / ctx->size));
+            json_object_set_new(in, "documents_per_rank", json_real((double)so.docs / (share_of > 0 ? share_of : ctx->size)));
+            if (share_of > 0) {
+                char sh[32];
+                snprintf(sh, sizeof sh, "%d/%d", share, share_of);
+                json_object_set_new(in, "share", json_string(sh)); /* this run generated that share only */
+            }
             json_object_set_new(in, "topics", json_integer(so.topics));
             json_object_set_new(in, "overlap", json_real(so.overlap));
             json_object_set_new(in, "min_words", json_integer(so.min_words));

@@ -10,7 +10,8 @@ E(n) = T(n0) / T(n) against the smallest point n0 of each method, per number of 
 with the 90% target line. Also prints the table.
 
 When DIR/.shared/ holds the concurrent 1-rank runs of `weak-scaling.sh --shared-baseline` (the
-1-GPU point on every GPU of the host at once), it also prints and writes DIR/shared-host.csv:
+1-GPU point on every GPU of the host at once, run i on rank i's share of the largest point's
+documents), it also prints and writes DIR/shared-host.csv:
 per method the 1-GPU time alone, the slowest concurrent run (1 GPU on a fully loaded host), the
 largest point, and the efficiency against each baseline, stage by stage.
 

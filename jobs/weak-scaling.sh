@@ -25,11 +25,14 @@
 #     --no-bind                  mpiexec: no binding (ranks share all cores; a 1-GPU point then
 #                                also uses the cores of the GPUs it leaves idle)
 #     --shared-baseline          mpiexec: after each method's series, run its 1-GPU point on
-#                                every GPU of the largest point at once (independent 1-rank runs,
-#                                each on its own GPU and cores: DIR/.shared/<method>-r<i>); prints
-#                                and writes DIR/shared-host.csv: how much of the loss from 1 to G
-#                                GPUs comes from the ranks sharing one host (the cores' clock,
-#                                memory bandwidth, PCIe), apart from their communication
+#                                every GPU of the largest point (G) at once (independent 1-rank
+#                                runs, each on its own GPU and cores, run i on the documents rank
+#                                i of the G-GPU point holds: --synth-share i/G;
+#                                DIR/.shared/<method>-r<i>); prints and writes
+#                                DIR/shared-host.csv: how much of the loss from 1 to G GPUs comes
+#                                from the ranks sharing one host (the cores' clock, memory
+#                                bandwidth, PCIe) and from the work of their shares, apart from
+#                                their communication
 #     --touch-memory GB          mpiexec: before the series, write GB gigabytes of host memory once
 #                                (8 processes, then freed), so that a virtual machine whose
 #                                memory is backed on its first use has backed it before the
@@ -64,7 +67,7 @@ while [ $# -gt 0 ]; do
     --touch-memory) touch=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "weak-scaling.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -167,8 +170,10 @@ PY
     done
     if [ "$launcher" = mpiexec ] && [ $shared -eq 1 ]; then
         # the 1-GPU point on every GPU of the largest point at once: independent runs, each with
-        # its own GPU and block of cores (as rank i of a series point), so that they share the
-        # host as the ranks of that point do but do not communicate
+        # its own GPU and block of cores and the documents of rank i of that point (its share of
+        # the G-GPU corpus: the shares' work differs, e.g. streamclust's local search), so that
+        # they share the host and do the ranks' work as the ranks of that point do but do not
+        # communicate
         G=1; for g in "${glist[@]}"; do [ "$g" -gt "$G" ] && G=$g; done
         sdir=$out/.shared; pids=()
         [ $dry -eq 1 ] || { rm -rf "${sdir:?}/$m"-r*; mkdir -p "$sdir"; }
@@ -176,7 +181,7 @@ PY
             tset=()
             if [ $bind -eq 1 ] && [ $((G * cpr)) -le "$ncores" ]; then tset=(taskset -c "$((i * cpr))-$((i * cpr + cpr - 1))"); fi
             cmd=(env CUDA_VISIBLE_DEVICES="$i" OMP_NUM_THREADS="$cpr" "${tset[@]}" mpiexec -n 1 "$docmine" pipeline --synthetic default
-                 --docs-per-rank "$dpg" --method "$m" -o "$sdir/$m-r$i" "${margs[@]}" "${extra[@]}")
+                 --docs-per-rank "$dpg" --synth-share "$i/$G" --method "$m" -o "$sdir/$m-r$i" "${margs[@]}" "${extra[@]}")
             echo "+ ${cmd[*]} &"
             [ $dry -eq 0 ] || continue
             "${cmd[@]}" > "$sdir/$m-r$i.log" 2>&1 &

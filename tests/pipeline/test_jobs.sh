@@ -24,7 +24,8 @@ csv=$t/weak/weak-scaling.csv
 awk -F, 'NR == 2 && !($2 == 1 && $3 == 150 && $4 == 150 && $10 == 1) { exit 1 }
          NR == 3 && !($2 == 2 && $3 == 300 && $4 == 150 && $10 > 0) { exit 1 }' "$csv" || fail "CSV rows: $(cat "$csv")"
 is_png "$t/weak/weak-scaling.png" || fail "no PNG plot"
-# the shared-host baseline: two concurrent 1-rank runs, kept out of the series' table
+# the shared-host baseline: two concurrent 1-rank runs (rank 0's and rank 1's documents of the
+# 2-GPU point), kept out of the series' table
 sh=$t/weak/shared-host.csv
 [ -s "$sh" ] || fail "no shared-host.csv"
 [ "$(head -1 "$sh")" = "method,stage,gpus,alone_s,shared_s,largest_s,efficiency,efficiency_vs_shared,concurrent_runs" ] ||
@@ -34,6 +35,12 @@ awk -F, 'NR > 1 { n++; if ($1 != "streamclust" || $3 != 2 || $9 != 2 || $5 <= 0 
                   if ($7 / ($4 / $6) < 0.999 || $7 / ($4 / $6) > 1.001) bad = 1 }
          END { exit (n == 4 && !bad) ? 0 : 1 }' "$sh" || fail "shared-host.csv rows: $(cat "$sh")"
 for i in 0 1; do [ -s "$t/weak/.shared/streamclust-r$i/report.json" ] || fail "concurrent run $i: no report"; done
+# concurrent run i clusters rank i's documents of the 2-GPU point (--synth-share i/2)
+for i in 0 1; do
+    cmp -s <(tail -n +2 "$t/weak/.shared/streamclust-r$i/assignments.tsv" | cut -f1) \
+           <(tail -n +2 "$t/weak/streamclust-2/assignments.tsv" | sed -n "$((150 * i + 1)),$((150 * i + 150))p" | cut -f1) ||
+        fail "concurrent run $i: not the documents of rank $i of the 2-GPU point"
+done
 python3 "$src/jobs/scaling-table.py" "$t/weak" --builtin-plot --png "$t/builtin.png" --csv "$t/b.csv" > /dev/null || fail "built-in plot failed"
 is_png "$t/builtin.png" || fail "built-in PNG writer: not a PNG"
 cmp -s "$csv" "$t/b.csv" || fail "the CSV depends on the plotter"

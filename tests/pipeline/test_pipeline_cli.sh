@@ -8,7 +8,8 @@
 #    2 ranks: well formed and identical (skipped, and said so, when the dataset is absent);
 #  - a run killed (SIGKILL) after a checkpoint and resumed, on another number of ranks, writes the
 #    same outputs as the uninterrupted run;
-#  - usage errors exit 2, a missing corpus exits 1 with one line naming it.
+#  - usage errors exit 2 (--synth-share: on 1 rank only), a missing corpus exits 1 with one line
+#    naming it.
 # usage: test_pipeline_cli.sh <docmine> <mpiexec> <check_outputs>
 set -uo pipefail
 dm=$1; mpiexec=$2; check=$3
@@ -86,6 +87,12 @@ expect 2 "--method must be" --synthetic 10 --method kmeans -o "$t/x"
 expect 2 "flock options" --synthetic 10 --method streamclust --iterations 5 -o "$t/x"
 expect 2 "streamclust options" --synthetic 10 --dim 8 -o "$t/x"
 expect 2 "synth-words" --synthetic 10 --synth-words 9,3 -o "$t/x"
+expect 2 "synth-share expects I/G" --synthetic 10 --synth-share 2/2 -o "$t/x"
+expect 2 "synth-share expects I/G" --synthetic 10 --synth-share 1/2x -o "$t/x"
+expect 2 "synth-share is for a synthetic corpus on 1 rank" --corpus "$t" --synth-share 0/2 -o "$t/x"
+err=$("$mpiexec" -n 2 "$dm" pipeline --backend cpu --quiet --synthetic 10 --synth-share 0/2 -o "$t/x" 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ] && printf '%s' "$err" | grep -q "synth-share is for a synthetic corpus on 1 rank" ||
+    fail "--synth-share on 2 ranks: exit $rc ($err)"
 expect 1 "$t/none" --corpus "$t/none" -o "$t/x"
 
 if [ $fails -ne 0 ]; then echo "$fails failure(s)"; exit 1; fi
