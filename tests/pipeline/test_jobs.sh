@@ -2,7 +2,8 @@
 # jobs/ end to end on the CPU backend: the weak-scaling driver under mpiexec runs a 1- and 2-rank
 # series (after touching 1 GB of memory) and scaling-table.py turns it into a CSV (one row per point, efficiency 1 at the base
 # point, documents = ranks x documents per rank) and a PNG (matplotlib or the built-in writer);
-# the SLURM launcher's dry run sizes nodes and tasks from the GPU counts; bad options exit 2.
+# the SLURM launcher's dry run sizes nodes and tasks from the GPU counts; tune.sbatch runs `docmine
+# tune` and, with JOB_ARGS, a job's pipeline on one rank (srun stood in for); bad options exit 2.
 # usage: test_jobs.sh <docmine>
 set -uo pipefail
 dm=$1
@@ -57,6 +58,18 @@ printf '%s\n' "$dry" | grep -q -- "--method streamclust.*--neighbours" && fail "
 "$src/jobs/weak-scaling.sh" --launcher mpiexec --dry-run --touch-memory 2G > /dev/null 2>&1; [ $? -eq 2 ] || fail "--touch-memory 2G accepted"
 python3 "$src/jobs/scaling-table.py" "$t/none" > /dev/null 2>&1; [ $? -eq 2 ] || fail "scaling-table.py: missing directory accepted"
 for f in pipeline.sbatch tune.sbatch weak-scaling.sbatch weak-scaling.sh; do bash -n "$src/jobs/$f" || fail "$f: syntax"; done
+# tune.sbatch under a stand-in srun that logs its arguments: `docmine tune`, then with JOB_ARGS
+# one rank's pipeline run of that job with the same tuning mode and database
+mkdir -p "$t/shim"; printf '#!/bin/sh\necho "$*" >> "%s/srun.log"\n' "$t" > "$t/shim/srun"; chmod +x "$t/shim/srun"
+(cd "$t" && PATH="$t/shim:$PATH" DOCMINE=/x/docmine TUNING_DB="$t/db.tsv" TUNE_MODE=model bash "$src/jobs/tune.sbatch") || fail "tune.sbatch failed"
+[ "$(wc -l < "$t/srun.log")" -eq 1 ] && grep -q "^/x/docmine tune --tune model --tuning-db $t/db.tsv --report " "$t/srun.log" ||
+    fail "tune.sbatch: $(cat "$t/srun.log")"
+rm -f "$t/srun.log"
+(cd "$t" && PATH="$t/shim:$PATH" DOCMINE=/x/docmine TUNING_DB="$t/db.tsv" JOB_ARGS="--synthetic default --docs-per-rank 1000 --method flock" \
+    bash "$src/jobs/tune.sbatch") || fail "tune.sbatch with JOB_ARGS failed"
+[ "$(wc -l < "$t/srun.log")" -eq 2 ] && sed -n 2p "$t/srun.log" |
+    grep -q -- "^--ntasks=1 /x/docmine pipeline --tune msp --tuning-db $t/db.tsv --synthetic default --docs-per-rank 1000 --method flock -o .*/run --quiet\$" ||
+    fail "tune.sbatch with JOB_ARGS: $(cat "$t/srun.log")"
 
 if [ $fails -ne 0 ]; then echo "$fails failure(s)"; exit 1; fi
 echo "1 passed, 0 failed"
