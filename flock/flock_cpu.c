@@ -70,6 +70,63 @@ static int pair_similar(const dm_flock_store *a, size_t i, const dm_flock_store 
     return dm_flock_is_similar(dot, threshold);
 }
 
+/* A target boid's vector scattered into a dense row (one per thread), so that the dot product
+ * with each of its neighbours reads the neighbour's entries only, instead of merging two sorted
+ * lists with a branch per entry (about 5x less time on the CPU). The sum is dm_flock_dot_fix's:
+ * the same fixed-point products of the common terms, added in another order, and fixed-point
+ * sums do not depend on the order, so every decision is identical. Without the row (out of
+ * memory) the pairs fall back to dm_flock_dot_fix. */
+typedef struct dense_row {
+    float *v;       /* v[t]: the scattered boid's weight of term t, 0 elsewhere */
+    size_t cap;     /* terms v holds */
+    const uint32_t *col; /* the scattered boid's entries (to clear them), NULL when none */
+    uint32_t len;
+} dense_row;
+
+/* Scatters boid i of a (its entries are term-sorted: the last is the largest term). Returns 0
+ * when the row cannot grow to hold them (the caller then uses pair_similar). */
+static int dense_scatter(dense_row *d, const dm_flock_store *a, size_t i)
+{
+    const uint32_t *c = a->col + a->voff[i];
+    const float *v = a->val + a->voff[i];
+    uint32_t n = a->vlen[i];
+    size_t need = n ? (size_t)c[n - 1] + 1 : 0;
+    if (need > d->cap) {
+        size_t cap = d->cap ? d->cap : 4096;
+        while (cap < need) cap *= 2;
+        float *q = dm_realloc(d->v, sizeof *q * cap);
+        if (!q) return 0;
+        memset(q + d->cap, 0, sizeof *q * (cap - d->cap));
+        d->v = q;
+        d->cap = cap;
+    }
+    for (uint32_t k = 0; k < n; k++) d->v[c[k]] = v[k];
+    d->col = c;
+    d->len = n;
+    return 1;
+}
+
+static void dense_clear(dense_row *d)
+{
+    for (uint32_t k = 0; k < d->len; k++) d->v[d->col[k]] = 0.0f;
+    d->col = NULL;
+    d->len = 0;
+}
+
+/* pair_similar of the scattered boid and boid j of b. */
+static int dense_similar(const dense_row *d, const dm_flock_store *b, size_t j, double threshold)
+{
+    const uint32_t *c = b->col + b->voff[j];
+    const float *v = b->val + b->voff[j];
+    uint32_t n = b->vlen[j];
+    int64_t s = 0;
+    for (uint32_t k = 0; k < n && c[k] < d->cap; k++) {
+        float a = d->v[c[k]];
+        if (a != 0.0f) s += dm_flock_rint64((double)a * (double)v[k] * DM_FLOCK_DOT_SCALE);
+    }
+    return dm_flock_is_similar(s, threshold);
+}
+
 /* The grid cells around a position that lie in this rank's window: the 3x3 block of its cell on
  * the torus, in row then column order (a cell appears twice when the grid has fewer than 3 rows or
  * columns, as the interaction rules count it). Returns how many of cells[9] are filled. */
@@ -91,22 +148,31 @@ static void interact(dm_flock_acc *acc, const dm_flock_store *own, const dm_floc
 {
     uint64_t np = 0, ns = 0;
     const long n = (long)own->n;
-#pragma omp parallel for schedule(dynamic, 256) reduction(+ : np, ns)
-    for (long i = 0; i < n; i++) {
-        size_t cells[9];
-        int nc = neighbour_cells(cells, g, p, own->x[i], own->y[i]);
-        for (int c = 0; c < nc; c++)
-            for (uint32_t k = g->start[cells[c]]; k < g->start[cells[c] + 1]; k++) {
-                uint32_t j = g->order[k];
-                if (same && j == (uint32_t)i) continue;
-                double dx, dy;
-                double d2 = dm_flock_offset(p, own->x[i], own->y[i], src->x[j], src->y[j], &dx, &dy);
-                if (!(d2 < p->r2)) continue;
-                int sim = pair_similar(own, (size_t)i, src, j, p->threshold);
-                dm_flock_acc_add(&acc[i], p, dx, dy, d2, src->vx[j], src->vy[j], sim);
-                np++;
-                ns += (uint64_t)sim;
-            }
+#pragma omp parallel reduction(+ : np, ns)
+    {
+        dense_row d = {NULL, 0, NULL, 0};
+#pragma omp for schedule(dynamic, 256)
+        for (long i = 0; i < n; i++) {
+            size_t cells[9];
+            int nc = neighbour_cells(cells, g, p, own->x[i], own->y[i]);
+            int scattered = -1; /* at the first neighbour within r: 1 scattered, 0 could not */
+            for (int c = 0; c < nc; c++)
+                for (uint32_t k = g->start[cells[c]]; k < g->start[cells[c] + 1]; k++) {
+                    uint32_t j = g->order[k];
+                    if (same && j == (uint32_t)i) continue;
+                    double dx, dy;
+                    double d2 = dm_flock_offset(p, own->x[i], own->y[i], src->x[j], src->y[j], &dx, &dy);
+                    if (!(d2 < p->r2)) continue;
+                    if (scattered < 0) scattered = dense_scatter(&d, own, (size_t)i);
+                    int sim = scattered ? dense_similar(&d, src, j, p->threshold)
+                                        : pair_similar(own, (size_t)i, src, j, p->threshold);
+                    dm_flock_acc_add(&acc[i], p, dx, dy, d2, src->vx[j], src->vy[j], sim);
+                    np++;
+                    ns += (uint64_t)sim;
+                }
+            if (scattered > 0) dense_clear(&d);
+        }
+        dm_free(d.v);
     }
     *pairs += np;
     *similar += ns;
@@ -227,22 +293,29 @@ static int edges_from(dm_flock_edges *e, const dm_flock_store *own, const dm_flo
     {
         const int nt = omp_get_num_threads(), t = omp_get_thread_num();
         const size_t lo = n * (size_t)t / (size_t)nt, hi = n * (size_t)(t + 1) / (size_t)nt;
+        dense_row d = {NULL, 0, NULL, 0};
         for (size_t i = lo; i < hi && !failed; i++) {
             size_t cells[9];
             int nc = neighbour_cells(cells, g, p, own->x[i], own->y[i]);
+            int scattered = -1; /* as in interact */
             for (int c = 0; c < nc && !failed; c++)
                 for (uint32_t k = g->start[cells[c]]; k < g->start[cells[c] + 1]; k++) {
                     uint32_t j = g->order[k];
                     if (same && j == (uint32_t)i) continue;
                     double dx, dy;
                     double d2 = dm_flock_offset(p, own->x[i], own->y[i], src->x[j], src->y[j], &dx, &dy);
-                    if (!(d2 < p->r2) || !pair_similar(own, i, src, j, threshold)) continue;
+                    if (!(d2 < p->r2)) continue;
+                    if (scattered < 0) scattered = dense_scatter(&d, own, i);
+                    if (!(scattered ? dense_similar(&d, src, j, threshold) : pair_similar(own, i, src, j, threshold)))
+                        continue;
                     if (edges_push(&part[t], (uint32_t)i, j, (uint8_t)!same) != DM_OK) {
                         failed = 1;
                         break;
                     }
                 }
+            if (scattered > 0) dense_clear(&d);
         }
+        dm_free(d.v);
     }
     int rc = failed ? DM_ERR(DM_ERR_NOMEM, "flock: out of memory for edges") : DM_OK;
     for (int t = 0; t < T && rc == DM_OK; t++)

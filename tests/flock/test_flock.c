@@ -481,12 +481,12 @@ static void test_pair_contribution(void)
 
 /* Steps the simulation `iters` times and checks each step against an O(N^2) evaluation of the
  * model from the same state: positions and velocities must be bit-identical. */
-static void grid_vs_brute(uint64_t n, double neighbours, int iters, double shrink)
+static void grid_vs_brute_vocab(uint64_t n, double neighbours, int iters, double shrink, int topic_vocab)
 {
     dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
     so.topics = 3;
     so.tokens = 40;
-    so.topic_vocab = 200;
+    so.topic_vocab = topic_vocab;
     so.shared_vocab = 300;
     so.seed = 11;
     dm_vectors v;
@@ -541,6 +541,7 @@ static void grid_vs_brute(uint64_t n, double neighbours, int iters, double shrin
     }
     CU_ASSERT_EQUAL(total_pairs, brute_pairs);
     CU_ASSERT_TRUE(brute_pairs > 0);
+    CU_ASSERT_TRUE(s->stats.similar > 0 && s->stats.similar < s->stats.pairs); /* both decisions occur */
     free(x);
     free(y);
     free(vx);
@@ -551,7 +552,14 @@ static void grid_vs_brute(uint64_t n, double neighbours, int iters, double shrin
     dm_flock_vectors_release(&v);
 }
 
+static void grid_vs_brute(uint64_t n, double neighbours, int iters, double shrink)
+{
+    grid_vs_brute_vocab(n, neighbours, iters, shrink, 200);
+}
+
 static void test_grid_vs_brute_large(void) { grid_vs_brute(1500, 15, 3, 0.5); }
+/* term ids up to about 6300: the CPU backend's dense rows (4096 terms at first) grow */
+static void test_grid_vs_brute_terms(void) { grid_vs_brute_vocab(600, 30, 3, 0.3, 2000); }
 /* a 3 x 3 grid: every cell's neighbourhood wraps around the torus */
 static void test_grid_vs_brute_3x3(void) { grid_vs_brute(50, 15, 5, 0.0); }
 /* dense: many neighbours per boid and coincident-ish boids */
@@ -1088,6 +1096,7 @@ int main(int argc, char **argv)
         {"grid search equals brute force (1500 docs)", test_grid_vs_brute_large},
         {"grid search equals brute force (3x3 grid)", test_grid_vs_brute_3x3},
         {"grid search equals brute force (dense)", test_grid_vs_brute_dense},
+        {"grid search equals brute force (large term ids)", test_grid_vs_brute_terms},
         {"final-graph edges equal brute force", test_edges_vs_brute},
         {"determinism (threads, seed)", test_determinism},
         {"speed cap and shrinking plane", test_speed_cap_and_shrink},
