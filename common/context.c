@@ -1,10 +1,14 @@
 /* The run context: communicators, node-local rank, GPU binding and backend (common/context.h).
  * Reference: none. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "common/context.h"
 
 #include <omp.h>
+#include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/log.h"
 #include "common/status.h"
 
@@ -38,6 +42,43 @@ int dm_ctx_agree(const dm_ctx *ctx, int status)
     return worst;
 }
 
+int dm_threads_for_masks(const unsigned char *masks, size_t mask_bytes, int n, int me)
+{
+    const unsigned char *mine = masks + (size_t)me * mask_bytes;
+    int cpus = 0, sharing = 0;
+    for (size_t b = 0; b < mask_bytes; b++) cpus += __builtin_popcount(mine[b]);
+    for (int r = 0; r < n; r++) {
+        const unsigned char *other = masks + (size_t)r * mask_bytes;
+        size_t b = 0;
+        while (b < mask_bytes && (other[b] & mine[b]) == 0) b++;
+        sharing += b < mask_bytes;
+    }
+    int t = sharing > 0 ? cpus / sharing : cpus;
+    return t > 0 ? t : 1;
+}
+
+int dm_threads_default(MPI_Comm node)
+{
+    int n = 1, me = 0;
+    MPI_Comm_size(node, &n);
+    MPI_Comm_rank(node, &me);
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    int ok = sched_getaffinity(0, sizeof mine, &mine) == 0 && CPU_COUNT(&mine) > 0, all_ok = 0;
+    /* every rank must take part in the gather, or none */
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, node);
+    unsigned char *masks = all_ok ? dm_malloc(sizeof mine * (size_t)n) : NULL;
+    int have = masks != NULL, all_have = 0;
+    MPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, node);
+    int t;
+    if (all_have && MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, masks, (int)sizeof mine, MPI_BYTE, node) == MPI_SUCCESS)
+        t = dm_threads_for_masks(masks, sizeof mine, n, me);
+    else /* no masks (more CPUs than a cpu_set_t holds): the node's processors over its ranks */
+        t = omp_get_num_procs() / n > 0 ? omp_get_num_procs() / n : 1;
+    dm_free(masks);
+    return t;
+}
+
 int dm_ctx_init(dm_ctx *ctx, const dm_ctx_options *opt)
 {
     memset(ctx, 0, sizeof *ctx);
@@ -57,7 +98,14 @@ int dm_ctx_init(dm_ctx *ctx, const dm_ctx_options *opt)
         return DM_ERR(DM_ERR_MPI, "MPI_Comm_split_type(SHARED) failed");
     MPI_Comm_rank(ctx->node, &ctx->local_rank);
     MPI_Comm_size(ctx->node, &ctx->local_size);
-    if (opt->threads > 0) omp_set_num_threads(opt->threads);
+    if (opt->threads > 0) {
+        omp_set_num_threads(opt->threads);
+    } else {
+        const char *env = getenv("OMP_NUM_THREADS");
+        int t = dm_threads_default(ctx->node); /* collective: every rank calls it */
+        if ((!env || !*env) && t < omp_get_max_threads()) omp_set_num_threads(t);
+    }
+    ctx->threads = omp_get_max_threads();
 
     ctx->device_count = dm_device_count();
     int rc = DM_OK;

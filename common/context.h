@@ -17,7 +17,7 @@ enum dm_backend { DM_BACKEND_AUTO = 0, DM_BACKEND_CPU = 1, DM_BACKEND_CUDA = 2 }
 
 typedef struct dm_ctx_options {
     int backend;        /* enum dm_backend; AUTO = CUDA when a GPU is present */
-    int threads;        /* OpenMP threads per rank; 0 = library default */
+    int threads;        /* OpenMP threads per rank; 0 = OMP_NUM_THREADS, else dm_threads_default */
     uint64_t seed;      /* global seed of all counter-based random streams */
     int quiet;          /* only errors */
     int progress;       /* 1: force the progress line even when stderr is not a terminal */
@@ -34,16 +34,29 @@ typedef struct dm_ctx {
     int device;         /* bound GPU (local_rank % device_count), -1 on the CPU backend */
     int device_count;   /* GPUs visible to this rank */
     dm_device_info dev; /* info of the bound GPU (valid when device >= 0) */
+    int threads;        /* OpenMP threads of this rank after init (omp_get_max_threads) */
     dm_ctx_options opt;
 } dm_ctx;
 
 /* Creates the context over MPI_COMM_WORLD (MPI must be initialised). Resolves the backend:
  * CUDA requested but no GPU (or a CPU-only build) -> DM_ERR_NO_DEVICE / DM_ERR_UNSUPPORTED with a
- * message. Binds the GPU. Collective over MPI_COMM_WORLD. */
+ * message. Binds the GPU. Sets the OpenMP threads: opt->threads when > 0, else OMP_NUM_THREADS
+ * when set, else dm_threads_default. Collective over MPI_COMM_WORLD. */
 int dm_ctx_init(dm_ctx *ctx, const dm_ctx_options *opt);
 void dm_ctx_free(dm_ctx *ctx);
 const char *dm_backend_name(int backend);
 int dm_backend_parse(const char *s, int *backend);
+
+/* The OpenMP threads a rank uses when neither --threads nor OMP_NUM_THREADS says: the CPUs of its
+ * affinity mask divided by the number of ranks of its node whose masks share a CPU with it (itself
+ * included), at least 1. Ranks bound to their own cores (SLURM --cpus-per-task, taskset) keep
+ * them; unbound ranks (plain mpiexec) split the node's cores instead of each starting a thread per
+ * core, which oversubscribes the node (OpenMP threads spinning at barriers on shared cores: a
+ * 4-rank test on 2 cores took 100 s instead of 1 s). Collective over node. */
+int dm_threads_default(MPI_Comm node);
+/* The rule of dm_threads_default for n masks of mask_bytes bytes each (bit c of byte c / 8: CPU
+ * c), rank me's threads. */
+int dm_threads_for_masks(const unsigned char *masks, size_t mask_bytes, int n, int me);
 
 /* Collective: returns the first negative status of any rank (or DM_OK) on every rank, so that an
  * error on one rank does not leave the others waiting in a later collective. */

@@ -76,7 +76,7 @@ json_t *dm_report_devices(const dm_ctx *ctx)
     struct rec {
         char host[MPI_MAX_PROCESSOR_NAME];
         char gpu[256];
-        int local_rank, device, cc_major, cc_minor, sms;
+        int local_rank, device, cc_major, cc_minor, sms, threads;
         double mem_gb;
     } me, *all = dm_malloc(sizeof me * (size_t)ctx->size);
     if (!all) return NULL;
@@ -91,6 +91,7 @@ json_t *dm_report_devices(const dm_ctx *ctx)
     me.cc_major = ctx->dev.cc_major;
     me.cc_minor = ctx->dev.cc_minor;
     me.sms = ctx->dev.sms;
+    me.threads = ctx->threads;
     me.mem_gb = (double)ctx->dev.mem_total / 1e9;
     if (MPI_Allgather(&me, sizeof me, MPI_BYTE, all, sizeof me, MPI_BYTE, ctx->world) != MPI_SUCCESS) {
         dm_free(all);
@@ -100,10 +101,11 @@ json_t *dm_report_devices(const dm_ctx *ctx)
     for (int i = 0; i < ctx->size; i++) {
         char cc[16] = "-";
         if (all[i].device >= 0) snprintf(cc, sizeof cc, "%d.%d", all[i].cc_major, all[i].cc_minor);
-        json_array_append_new(devs, json_pack("{s:i, s:s, s:i, s:i, s:s, s:s, s:i, s:f}", "rank", i, "host",
+        json_array_append_new(devs, json_pack("{s:i, s:s, s:i, s:i, s:s, s:s, s:i, s:f, s:i}", "rank", i, "host",
                                               all[i].host, "local_rank", all[i].local_rank, "device",
                                               all[i].device, "gpu", all[i].gpu, "compute_capability", cc,
-                                              "sms", all[i].sms, "memory_gb", all[i].mem_gb));
+                                              "sms", all[i].sms, "memory_gb", all[i].mem_gb, "threads",
+                                              all[i].threads));
     }
     dm_free(all);
     return devs;

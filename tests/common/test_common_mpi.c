@@ -2,6 +2,7 @@
  * errors, timers and counters reduced over ranks, and the collected run report. */
 #include <CUnit/CUnit.h>
 #include <jansson.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,53 @@ static void test_context(void)
     int sum = 0;
     MPI_Allreduce(&g_ctx.local_rank, &sum, 1, MPI_INT, MPI_SUM, g_ctx.world);
     CU_ASSERT_EQUAL(sum, size * (size - 1) / 2);
+}
+
+/* The default threads per rank: the rule on hand-made masks, and the context's choice. */
+static void set_cpus(unsigned char *m, int lo, int hi)
+{
+    for (int c = lo; c <= hi; c++) m[c / 8] |= (unsigned char)(1u << (c % 8));
+}
+
+static void test_threads_default(void)
+{
+    enum { B = 4 }; /* 32 CPUs */
+    unsigned char m[4][B];
+    /* unbound: 4 ranks with the same 16 CPUs split them */
+    memset(m, 0, sizeof m);
+    for (int r = 0; r < 4; r++) set_cpus(m[r], 0, 15);
+    for (int r = 0; r < 4; r++) CU_ASSERT_EQUAL(dm_threads_for_masks(&m[0][0], B, 4, r), 4);
+    /* bound to their own 8 cores: each keeps them */
+    memset(m, 0, sizeof m);
+    for (int r = 0; r < 4; r++) set_cpus(m[r], 8 * r, 8 * r + 7);
+    for (int r = 0; r < 4; r++) CU_ASSERT_EQUAL(dm_threads_for_masks(&m[0][0], B, 4, r), 8);
+    /* overlapping: 0-7 and 4-11 share; 12-15 and 16-31 are alone */
+    memset(m, 0, sizeof m);
+    set_cpus(m[0], 0, 7);
+    set_cpus(m[1], 4, 11);
+    set_cpus(m[2], 12, 15);
+    set_cpus(m[3], 16, 31);
+    CU_ASSERT_EQUAL(dm_threads_for_masks(&m[0][0], B, 4, 0), 4);
+    CU_ASSERT_EQUAL(dm_threads_for_masks(&m[0][0], B, 4, 1), 4);
+    CU_ASSERT_EQUAL(dm_threads_for_masks(&m[0][0], B, 4, 2), 4);
+    CU_ASSERT_EQUAL(dm_threads_for_masks(&m[0][0], B, 4, 3), 16);
+    /* more ranks than CPUs: one thread each */
+    memset(m, 0, sizeof m);
+    for (int r = 0; r < 4; r++) set_cpus(m[r], 0, 1);
+    CU_ASSERT_EQUAL(dm_threads_for_masks(&m[0][0], B, 4, 2), 1);
+
+    /* the context: --threads, else OMP_NUM_THREADS, else the rule (these ranks run unbound or bound
+     * by the launcher; either way no more threads than their share) */
+    CU_ASSERT_TRUE(g_ctx.threads >= 1);
+    CU_ASSERT_EQUAL(g_ctx.threads, omp_get_max_threads());
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (env && *env) {
+        CU_ASSERT_EQUAL(g_ctx.threads, atoi(env));
+    } else {
+        int t = dm_threads_default(g_ctx.node);
+        CU_ASSERT_EQUAL(g_ctx.threads, t < omp_get_num_procs() ? t : omp_get_num_procs());
+        CU_ASSERT_TRUE(g_ctx.threads == 1 || g_ctx.threads * g_ctx.local_size <= omp_get_num_procs());
+    }
 }
 
 static void test_agree(void)
@@ -108,6 +156,8 @@ static void test_report(void)
         CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(j, "results"), "answer")), 42);
         CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "ranks")), g_ctx.size);
         CU_ASSERT_EQUAL(json_array_size(json_object_get(j, "devices")), (size_t)g_ctx.size);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_array_get(json_object_get(j, "devices"), 0), "threads")),
+                        g_ctx.threads);
         json_t *rd = json_object_get(json_object_get(j, "timers_s"), "read");
         CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(rd, "max")), 0.5 * g_ctx.size, 1e-9);
         CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(rd, "min")), 0.5, 1e-9);
@@ -127,6 +177,7 @@ int main(int argc, char **argv)
 {
     CU_TestInfo t[] = {
         {"context and node-local ranks", test_context},
+        {"threads per rank", test_threads_default},
         {"errors agreed over ranks", test_agree},
         {"timers reduced over ranks", test_stats_reduce},
         {"run report", test_report},
