@@ -141,6 +141,15 @@ static int neighbour_cells(size_t cells[9], const dm_flock_grid *g, const dm_flo
     return n;
 }
 
+/* The decision for own boid i and source boid j through the thread's dense row, which holds i
+ * from its first pair on (*scattered: -1 not yet, 1 scattered, 0 could not: pair_similar). */
+static int row_similar(dense_row *d, int *scattered, const dm_flock_store *own, size_t i, const dm_flock_store *src,
+                       size_t j, double threshold)
+{
+    if (*scattered < 0) *scattered = dense_scatter(d, own, i);
+    return *scattered ? dense_similar(d, src, j, threshold) : pair_similar(own, i, src, j, threshold);
+}
+
 /* Adds the contributions of the sources (a store with its grid) to every own boid's sums.
  * same: the sources are the own boids (skip the boid itself). */
 static void interact(dm_flock_acc *acc, const dm_flock_store *own, const dm_flock_store *src, const dm_flock_grid *g,
@@ -155,7 +164,7 @@ static void interact(dm_flock_acc *acc, const dm_flock_store *own, const dm_floc
         for (long i = 0; i < n; i++) {
             size_t cells[9];
             int nc = neighbour_cells(cells, g, p, own->x[i], own->y[i]);
-            int scattered = -1; /* at the first neighbour within r: 1 scattered, 0 could not */
+            int scattered = -1; /* row_similar */
             for (int c = 0; c < nc; c++)
                 for (uint32_t k = g->start[cells[c]]; k < g->start[cells[c] + 1]; k++) {
                     uint32_t j = g->order[k];
@@ -163,9 +172,7 @@ static void interact(dm_flock_acc *acc, const dm_flock_store *own, const dm_floc
                     double dx, dy;
                     double d2 = dm_flock_offset(p, own->x[i], own->y[i], src->x[j], src->y[j], &dx, &dy);
                     if (!(d2 < p->r2)) continue;
-                    if (scattered < 0) scattered = dense_scatter(&d, own, (size_t)i);
-                    int sim = scattered ? dense_similar(&d, src, j, p->threshold)
-                                        : pair_similar(own, (size_t)i, src, j, p->threshold);
+                    int sim = row_similar(&d, &scattered, own, (size_t)i, src, j, p->threshold);
                     dm_flock_acc_add(&acc[i], p, dx, dy, d2, src->vx[j], src->vy[j], sim);
                     np++;
                     ns += (uint64_t)sim;
@@ -297,7 +304,7 @@ static int edges_from(dm_flock_edges *e, const dm_flock_store *own, const dm_flo
         for (size_t i = lo; i < hi && !failed; i++) {
             size_t cells[9];
             int nc = neighbour_cells(cells, g, p, own->x[i], own->y[i]);
-            int scattered = -1; /* as in interact */
+            int scattered = -1; /* row_similar */
             for (int c = 0; c < nc && !failed; c++)
                 for (uint32_t k = g->start[cells[c]]; k < g->start[cells[c] + 1]; k++) {
                     uint32_t j = g->order[k];
@@ -305,9 +312,7 @@ static int edges_from(dm_flock_edges *e, const dm_flock_store *own, const dm_flo
                     double dx, dy;
                     double d2 = dm_flock_offset(p, own->x[i], own->y[i], src->x[j], src->y[j], &dx, &dy);
                     if (!(d2 < p->r2)) continue;
-                    if (scattered < 0) scattered = dense_scatter(&d, own, i);
-                    if (!(scattered ? dense_similar(&d, src, j, threshold) : pair_similar(own, i, src, j, threshold)))
-                        continue;
+                    if (!row_similar(&d, &scattered, own, i, src, j, threshold)) continue;
                     if (edges_push(&part[t], (uint32_t)i, j, (uint8_t)!same) != DM_OK) {
                         failed = 1;
                         break;
