@@ -33,7 +33,7 @@
 #                                from the ranks sharing one host (the cores' clock, memory
 #                                bandwidth, PCIe) and from the work of their shares, apart from
 #                                their communication
-#     --touch-memory GB          mpiexec: before the series, write GB gigabytes of host memory once
+#     --touch-memory GIB         mpiexec: before the series, write GIB GiB of host memory once
 #                                (8 processes, then freed), so that a virtual machine whose
 #                                memory is backed on its first use has backed it before the
 #                                points run (on the 4-H200 VMs the 4-GPU points otherwise pay
@@ -75,7 +75,7 @@ done
 case $launcher in mpiexec|slurm) ;; *) echo "weak-scaling.sh: --launcher must be mpiexec or slurm" >&2; exit 2 ;; esac
 [[ $dpg =~ ^[0-9]+$ ]] && [ "$dpg" -gt 0 ] || { echo "weak-scaling.sh: --docs-per-gpu must be a positive integer" >&2; exit 2; }
 [[ $repeats =~ ^[0-9]+$ ]] && [ "$repeats" -gt 0 ] || { echo "weak-scaling.sh: --repeats must be a positive integer" >&2; exit 2; }
-[[ $touch =~ ^[0-9]+$ ]] || { echo "weak-scaling.sh: --touch-memory must be a whole number of GB" >&2; exit 2; }
+[[ $touch =~ ^[0-9]+$ ]] || { echo "weak-scaling.sh: --touch-memory must be a whole number of GiB" >&2; exit 2; }
 [ $dry -eq 1 ] || [ -x "$docmine" ] || { echo "weak-scaling.sh: $docmine not found (build first or pass --docmine)" >&2; exit 2; }
 mkdir -p "$out"
 [ -z "${GLIBC_TUNABLES:-}" ] || echo "GLIBC_TUNABLES=$GLIBC_TUNABLES"
@@ -98,9 +98,9 @@ if [ "$launcher" = mpiexec ]; then
     fi
 fi
 if [ "$launcher" = mpiexec ] && [ "$touch" -gt 0 ]; then
-    # 8 writers of GB/8 each (python's bytearray(n) writes its n zero bytes), then freed
+    # 8 writers of GIB/8 each (python's bytearray(n) writes its n zero bytes), then freed
     per=$(( (touch * 1024 + 7) / 8 )) # MiB per writer
-    echo "+ touching ${touch} GB of host memory (8 x ${per} MiB)"
+    echo "+ touching ${touch} GiB of host memory (8 x ${per} MiB)"
     if [ $dry -eq 0 ]; then
         start=$(date +%s.%N); tp=()
         for ((i = 0; i < 8; i++)); do python3 -c "import sys; b = bytearray(int(sys.argv[1]) << 20)" "$per" & tp+=($!); done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # jobs/ end to end on the CPU backend: the weak-scaling driver under mpiexec runs a 1- and 2-rank
-# series (after touching 1 GB of memory) and scaling-table.py turns it into a CSV (one row per point, efficiency 1 at the base
-# point, documents = ranks x documents per rank) and a PNG (matplotlib or the built-in writer);
+# series (after touching 1 GiB of memory) and scaling-table.py turns it into a CSV (one row per
+# point, efficiency 1 at the base point, documents = ranks x documents per rank) and a PNG
+# (matplotlib or the built-in writer);
 # the SLURM launcher's dry run sizes nodes and tasks from the GPU counts; tune.sbatch runs `docmine
 # tune` and, with JOB_ARGS, a job's pipeline on one rank (srun stood in for); bad options exit 2.
 # usage: test_jobs.sh <docmine>
@@ -17,7 +18,7 @@ is_png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a
 "$src/jobs/weak-scaling.sh" --launcher mpiexec --gpus 1,2 --methods streamclust --docs-per-gpu 150 --out "$t/weak" \
     --shared-baseline --touch-memory 1 --docmine "$dm" -- --backend cpu --quiet --synth-words 50,100 --synth-topics 3 --k 3,6 --dim 32 > "$t/log" 2>&1 ||
     fail "weak-scaling.sh failed: $(tail -5 "$t/log")"
-grep -q "^+ touching 1 GB of host memory (8 x 128 MiB)" "$t/log" || fail "--touch-memory: no touching line: $(head -3 "$t/log")"
+grep -q "^+ touching 1 GiB of host memory (8 x 128 MiB)" "$t/log" || fail "--touch-memory: no touching line: $(head -3 "$t/log")"
 csv=$t/weak/weak-scaling.csv
 [ -s "$csv" ] || fail "no CSV"
 [ "$(head -1 "$csv" | cut -d, -f1-5)" = "method,gpus,documents,documents_per_gpu,total_s" ] || fail "CSV header: $(head -1 "$csv")"
