@@ -17,8 +17,8 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: docmine info [--bandwidth] [--bytes N] [--repeats N]\n\n"
-               "Prints the MPI ranks and nodes, the GPU each rank is bound to (local_rank %% GPUs),\n"
-               "library versions and where the tuning database is.\n\n"
+               "Prints the MPI ranks and nodes, each rank's OpenMP threads and the GPU it is bound to\n"
+               "(local_rank %% GPUs), library versions and where the tuning database is.\n\n"
                "  --bandwidth   measure pinned host-to-device, device-to-host and device-to-device\n"
                "                copy bandwidth on every rank's GPU, one rank at a time\n"
                "  --bytes N     bytes per copy (default 1073741824 = 1 GiB)\n"
@@ -89,16 +89,16 @@ int dm_cmd_info(dm_app *app, int argc, char **argv)
         printf("memory   large blocks in huge pages: %s (glibc.malloc.hugetlb=%s; DOCMINE_HUGEPAGES=0 turns it off), "
                "transparent huge pages %s\n",
                tun && strcmp(tun, "0") != 0 ? "yes" : "no", tun ? tun : "unset", dm_mem_thp_mode());
-        printf("\n%-5s %-20s %-10s %-6s %-28s %-5s %-5s %s\n", "rank", "host", "local_rank", "gpu", "name", "cc",
-               "SMs", "memory");
+        printf("\n%-5s %-20s %-10s %-7s %-6s %-28s %-5s %-5s %s\n", "rank", "host", "local_rank", "threads", "gpu",
+               "name", "cc", "SMs", "memory");
         for (size_t i = 0; i < json_array_size(devs); i++) {
             json_t *d = json_array_get(devs, i);
             int dev = (int)json_integer_value(json_object_get(d, "device"));
             char gpu[16] = "-";
             if (dev >= 0) snprintf(gpu, sizeof gpu, "%d", dev);
-            printf("%-5d %-20s %-10d %-6s %-28s %-5s %-5d %.1f GB\n", (int)json_integer_value(json_object_get(d, "rank")),
+            printf("%-5d %-20s %-10d %-7d %-6s %-28s %-5s %-5d %.1f GB\n", (int)json_integer_value(json_object_get(d, "rank")),
                    json_string_value(json_object_get(d, "host")), (int)json_integer_value(json_object_get(d, "local_rank")),
-                   gpu, json_string_value(json_object_get(d, "gpu")),
+                   (int)json_integer_value(json_object_get(d, "threads")), gpu, json_string_value(json_object_get(d, "gpu")),
                    json_string_value(json_object_get(d, "compute_capability")),
                    (int)json_integer_value(json_object_get(d, "sms")), json_real_value(json_object_get(d, "memory_gb")));
         }

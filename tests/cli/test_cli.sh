@@ -41,6 +41,15 @@ fi
 check "2 ranks" 0 "" -- "$mpiexec" -n 2 "$dm" info --backend cpu
 out=$("$mpiexec" -n 2 "$dm" info --backend cpu 2>/dev/null)
 if printf '%s\n' "$out" | grep -q '^ranks    2 on 1 node'; then echo "ok   2 ranks listed"; pass=$((pass + 1)); else echo "FAIL 2 ranks listed: $out"; fail=$((fail + 1)); fi
+# threads per rank: --threads, else OMP_NUM_THREADS, else the rank's share of the CPUs it may use
+# (two unbound ranks on this machine: each at most half of its processors, at least 1)
+out=$("$dm" info --backend cpu --threads 3 2>/dev/null)
+if printf '%s\n' "$out" | grep -Eq '^0 +[^ ]+ +0 +3 '; then echo "ok   --threads 3 listed"; pass=$((pass + 1)); else echo "FAIL --threads 3: $out"; fail=$((fail + 1)); fi
+ncpu=$(env -u OMP_NUM_THREADS nproc)
+want=$(( ncpu / 2 > 0 ? ncpu / 2 : 1 ))
+out=$(env -u OMP_NUM_THREADS "$mpiexec" -n 2 "$dm" info --backend cpu 2>/dev/null)
+if [ "$(printf '%s\n' "$out" | grep -Ec "^[01] +[^ ]+ +[01] +$want ")" -eq 2 ]; then echo "ok   2 unbound ranks: $want threads each"; pass=$((pass + 1))
+else echo "FAIL 2 unbound ranks, expected $want threads each: $out"; fail=$((fail + 1)); fi
 # huge pages: docmine asks glibc for them (re-executing itself with GLIBC_TUNABLES) unless
 # DOCMINE_HUGEPAGES=0 or the user's GLIBC_TUNABLES names the tunable; the report says which
 tmp=$(mktemp -d)
