@@ -72,10 +72,10 @@ static int pair_similar(const dm_flock_store *a, size_t i, const dm_flock_store 
 
 /* A target boid's vector scattered into a dense row (one per thread), so that the dot product
  * with each of its neighbours reads the neighbour's entries only, instead of merging two sorted
- * lists with a branch per entry (about 5x less time on the CPU). The sum is dm_flock_dot_fix's:
- * the same fixed-point products of the common terms, added in another order, and fixed-point
- * sums do not depend on the order, so every decision is identical. Without the row (out of
- * memory) the pairs fall back to dm_flock_dot_fix. */
+ * lists with a branch per entry (about 3x less time: bench/RESULTS.md, session 14). The sum is
+ * dm_flock_dot_fix's: the same fixed-point products of the common terms, added in another order,
+ * and fixed-point sums do not depend on the order, so every decision is identical. Without the
+ * row (out of memory) the pairs fall back to dm_flock_dot_fix. */
 typedef struct dense_row {
     float *v;       /* v[t]: the scattered boid's weight of term t, 0 elsewhere */
     size_t cap;     /* terms v holds */
