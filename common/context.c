@@ -64,19 +64,25 @@ int dm_threads_default(MPI_Comm node)
     MPI_Comm_rank(node, &me);
     cpu_set_t mine;
     CPU_ZERO(&mine);
-    int ok = sched_getaffinity(0, sizeof mine, &mine) == 0 && CPU_COUNT(&mine) > 0, all_ok = 0;
-    /* every rank must take part in the gather, or none */
+    unsigned char *masks = dm_malloc(sizeof mine * (size_t)n);
+    int ok = masks && sched_getaffinity(0, sizeof mine, &mine) == 0 && CPU_COUNT(&mine) > 0, all_ok = 0;
+    /* every rank takes part in the gather, or none */
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, node);
-    unsigned char *masks = all_ok ? dm_malloc(sizeof mine * (size_t)n) : NULL;
-    int have = masks != NULL, all_have = 0;
-    MPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, node);
     int t;
-    if (all_have && MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, masks, (int)sizeof mine, MPI_BYTE, node) == MPI_SUCCESS)
+    if (all_ok && MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, masks, (int)sizeof mine, MPI_BYTE, node) == MPI_SUCCESS)
         t = dm_threads_for_masks(masks, sizeof mine, n, me);
     else /* no masks (more CPUs than a cpu_set_t holds): the node's processors over its ranks */
         t = omp_get_num_procs() / n > 0 ? omp_get_num_procs() / n : 1;
     dm_free(masks);
     return t;
+}
+
+int dm_threads_set_default(MPI_Comm node)
+{
+    const char *env = getenv("OMP_NUM_THREADS");
+    int t = dm_threads_default(node); /* collective: every rank calls it */
+    if ((!env || !*env) && t < omp_get_max_threads()) omp_set_num_threads(t);
+    return omp_get_max_threads();
 }
 
 int dm_ctx_init(dm_ctx *ctx, const dm_ctx_options *opt)
@@ -98,13 +104,8 @@ int dm_ctx_init(dm_ctx *ctx, const dm_ctx_options *opt)
         return DM_ERR(DM_ERR_MPI, "MPI_Comm_split_type(SHARED) failed");
     MPI_Comm_rank(ctx->node, &ctx->local_rank);
     MPI_Comm_size(ctx->node, &ctx->local_size);
-    if (opt->threads > 0) {
-        omp_set_num_threads(opt->threads);
-    } else {
-        const char *env = getenv("OMP_NUM_THREADS");
-        int t = dm_threads_default(ctx->node); /* collective: every rank calls it */
-        if ((!env || !*env) && t < omp_get_max_threads()) omp_set_num_threads(t);
-    }
+    if (opt->threads > 0) omp_set_num_threads(opt->threads);
+    else dm_threads_set_default(ctx->node);
     ctx->threads = omp_get_max_threads();
 
     ctx->device_count = dm_device_count();

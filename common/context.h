@@ -54,6 +54,9 @@ int dm_backend_parse(const char *s, int *backend);
  * core, which oversubscribes the node (OpenMP threads spinning at barriers on shared cores: a
  * 4-rank test on 2 cores took 100 s instead of 1 s). Collective over node. */
 int dm_threads_default(MPI_Comm node);
+/* Applies it unless OMP_NUM_THREADS is set (it only lowers the count); returns the threads now in
+ * effect. Collective over node: dm_ctx_init and the MPI test programs call it. */
+int dm_threads_set_default(MPI_Comm node);
 /* The rule of dm_threads_default for n masks of mask_bytes bytes each (bit c of byte c / 8: CPU
  * c), rank me's threads. */
 int dm_threads_for_masks(const unsigned char *masks, size_t mask_bytes, int n, int me);

@@ -3,7 +3,6 @@
 
 #include <CUnit/Basic.h>
 #include <mpi.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,12 +32,10 @@ int dm_test_run_mpi(int argc, char **argv, CU_SuiteInfo *suites)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     /* the threads docmine's context would give each rank (programs that test without a context,
      * such as streamclust's, would otherwise start a thread per core on every rank) */
-    const char *env = getenv("OMP_NUM_THREADS");
     MPI_Comm node;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    int t = dm_threads_default(node);
+    dm_threads_set_default(node);
     MPI_Comm_free(&node);
-    if ((!env || !*env) && t < omp_get_max_threads()) omp_set_num_threads(t);
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     int rc = dm_test_run(suites), any = 0;
