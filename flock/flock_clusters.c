@@ -87,6 +87,102 @@ static int halo_values(dm_flock_sim *s, const uint64_t *vals, uint64_t *halo_val
     return rc;
 }
 
+static int cmp_pair(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+    if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
+    return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+/* Sorts n (a, b) pairs and drops repeats; returns the distinct count. */
+static size_t pairs_uniq(uint64_t *p, size_t n)
+{
+    if (n) qsort(p, n, 2 * sizeof *p, cmp_pair);
+    size_t m = 0;
+    for (size_t k = 0; k < n; k++)
+        if (m == 0 || p[2 * k] != p[2 * (m - 1)] || p[2 * k + 1] != p[2 * (m - 1) + 1]) {
+            p[2 * m] = p[2 * k];
+            p[2 * m + 1] = p[2 * k + 1];
+            m++;
+        }
+    return m;
+}
+
+/* Unites the local components across the slices: lab[r] of every crossing root r becomes the
+ * smallest index of its component over all ranks. One exchange of the local labels (own_lab:
+ * lab of each own boid's root; every local component's label is its smallest index, so labels
+ * name components uniquely) gives the (own, halo) label pair of every edge to a halo boid; every
+ * rank gathers the distinct pairs of all ranks and unites them, so all ranks get the same sets.
+ * (Propagating labels through the halo instead took a round per slice a component spans.)
+ * Collective. */
+static int merge_across(dm_flock_sim *s, const uint32_t *parent, uint64_t *lab, const uint8_t *crossing,
+                        const uint64_t *own_lab, uint64_t *halo_lab, const dm_flock_edges *e)
+{
+    int rc = halo_values(s, own_lab, halo_lab, 400);
+    size_t np = 0;
+    for (size_t k = 0; k < e->n; k++) np += e->halo[k] != 0;
+    uint64_t *pr = dm_malloc(16 * (np ? np : 1));
+    int *counts = dm_malloc(sizeof *counts * (size_t)s->size), *displs = dm_malloc(sizeof *displs * (size_t)s->size);
+    if (rc == DM_OK && (!pr || !counts || !displs)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for cluster labels");
+    if (rc == DM_OK) {
+        np = 0;
+        for (size_t k = 0; k < e->n; k++)
+            if (e->halo[k]) {
+                uint64_t a = own_lab[e->own[k]], b = halo_lab[e->nbr[k]];
+                pr[2 * np] = a < b ? a : b; /* an edge seen from both slices is one pair */
+                pr[2 * np + 1] = a < b ? b : a;
+                np++;
+            }
+        np = pairs_uniq(pr, np);
+        if (2 * (uint64_t)np > (uint64_t)INT32_MAX) rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: too many crossing components");
+    }
+    rc = dm_ctx_agree(s->ctx, rc);
+    uint64_t *all = NULL, *lv = NULL;
+    uint32_t *up = NULL;
+    uint64_t tot = 0;
+    if (rc == DM_OK) {
+        int c2 = (int)(2 * np);
+        MPI_Allgather(&c2, 1, MPI_INT, counts, 1, MPI_INT, s->comm);
+        for (int q = 0; q < s->size; q++) {
+            displs[q] = (int)tot;
+            tot += (uint64_t)counts[q];
+        }
+        if (tot > (uint64_t)INT32_MAX) rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: too many crossing components");
+        all = rc == DM_OK ? dm_malloc(8 * (tot ? tot : 1)) : NULL;
+        lv = rc == DM_OK ? dm_malloc(8 * (tot ? tot : 1)) : NULL;
+        up = rc == DM_OK ? dm_malloc(sizeof *up * (tot ? tot : 1)) : NULL;
+        if (rc == DM_OK && (!all || !lv || !up)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for cluster labels");
+    }
+    rc = dm_ctx_agree(s->ctx, rc);
+    if (rc == DM_OK) {
+        MPI_Allgatherv(pr, (int)(2 * np), MPI_UINT64_T, all, counts, displs, MPI_UINT64_T, s->comm);
+        /* the distinct labels, sorted: a label's set is named by its smallest member's slot */
+        memcpy(lv, all, 8 * tot);
+        if (tot) qsort(lv, tot, sizeof *lv, cmp_u64);
+        size_t nl = 0;
+        for (size_t k = 0; k < tot; k++)
+            if (nl == 0 || lv[k] != lv[nl - 1]) lv[nl++] = lv[k];
+        for (size_t k = 0; k < nl; k++) up[k] = (uint32_t)k;
+        for (size_t k = 0; k < tot / 2; k++) {
+            uint64_t *a = bsearch(&all[2 * k], lv, nl, sizeof *lv, cmp_u64), *b = bsearch(&all[2 * k + 1], lv, nl, sizeof *lv, cmp_u64);
+            DM_ASSERT(a && b);
+            uf_union(up, (uint32_t)(a - lv), (uint32_t)(b - lv)); /* the root is the smaller slot */
+        }
+        for (size_t i = 0; i < s->own.n; i++) {
+            if (parent[i] != i || !crossing[i]) continue;
+            uint64_t *f = bsearch(&lab[i], lv, nl, sizeof *lv, cmp_u64);
+            if (f) lab[i] = lv[uf_find(up, (uint32_t)(f - lv))];
+        }
+    }
+    dm_free(pr);
+    dm_free(counts);
+    dm_free(displs);
+    dm_free(all);
+    dm_free(lv);
+    dm_free(up);
+    return rc;
+}
+
 /* Attaches own boids of small components (cluster -1) to the cluster of their nearest neighbour
  * within r that is in a cluster (plane distance, ties by smaller document index). */
 static int attach_small(dm_flock_sim *s, int32_t *cl, const int32_t *halo_cl)
@@ -706,24 +802,11 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
         for (size_t k = 0; k < e.n; k++)
             if (e.halo[k]) crossing[uf_find(parent, e.own[k])] = 1;
     }
-    /* propagate the smallest index through the halo until no component label changes */
-    while (rc == DM_OK) {
+    /* a component's label is its smallest index over all ranks: the local components that touch
+     * the halo are united across the slices in one step (merge_across) */
+    if (rc == DM_OK) {
         for (size_t i = 0; i < n; i++) own_lab[i] = lab[uf_find(parent, (uint32_t)i)];
-        if (s->size == 1) break;
-        rc = halo_values(s, own_lab, halo_lab, 400);
-        rc = dm_ctx_agree(s->ctx, rc);
-        if (rc != DM_OK) break;
-        int changed = 0;
-        for (size_t k = 0; k < e.n; k++) {
-            if (!e.halo[k]) continue;
-            uint32_t r = uf_find(parent, e.own[k]);
-            if (halo_lab[e.nbr[k]] < lab[r]) {
-                lab[r] = halo_lab[e.nbr[k]];
-                changed = 1;
-            }
-        }
-        MPI_Allreduce(MPI_IN_PLACE, &changed, 1, MPI_INT, MPI_MAX, s->comm);
-        if (!changed) break; /* labels only decrease, so this terminates */
+        if (s->size > 1) rc = merge_across(s, parent, lab, crossing, own_lab, halo_lab, &e);
     }
     /* global sizes: local components are complete; crossing ones are summed over ranks */
     uint64_t *gsize = NULL, *pairs = NULL, *all = NULL;
