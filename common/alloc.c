@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "common/status.h"
 
@@ -215,6 +216,27 @@ char *dm_strdup(const char *s)
     char *d = dm_malloc(n);
     if (d) memcpy(d, s, n);
     return d;
+}
+
+void dm_mem_prefault(void *p, size_t n)
+{
+    const uintptr_t page = 4096, chunk = (uintptr_t)8 << 20;
+    if (!p || n < ((size_t)4 << 20)) return;
+    uintptr_t a = (uintptr_t)p & ~(page - 1), e = ((uintptr_t)p + n + page - 1) & ~(page - 1);
+    const long turns = (long)((e - a + chunk - 1) / chunk);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (long k = 0; k < turns; k++) {
+        uintptr_t from = a + (uintptr_t)k * chunk, to = e - from > chunk ? from + chunk : e;
+        int done = 0;
+#ifdef MADV_POPULATE_WRITE
+        done = madvise((void *)from, (size_t)(to - from), MADV_POPULATE_WRITE) == 0;
+#endif
+        /* the pages wholly or partly in [p, p + n) are the block's: touching them keeps the bytes */
+        for (uintptr_t q = from; !done && q < to; q += page) {
+            volatile char *c = (volatile char *)(q < (uintptr_t)p ? (uintptr_t)p : q);
+            *c = *c;
+        }
+    }
 }
 
 #if !DM_HAVE_CUDA

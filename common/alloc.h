@@ -19,6 +19,12 @@ void *dm_calloc(size_t count, size_t size);
 void *dm_realloc(void *p, size_t n);
 void dm_free(void *p);
 char *dm_strdup(const char *s);
+/* Populates the pages of the host range [p, p + n) with the OpenMP threads (8 MiB each turn,
+ * madvise MADV_POPULATE_WRITE, or a read and write of a byte per page where the kernel lacks it),
+ * so that later writes do not page-fault: a fresh block's first writer - one thread, or a pageable
+ * device-to-host copy - otherwise takes every fault itself. Contents are kept. Ranges under 4 MiB
+ * are left alone. */
+void dm_mem_prefault(void *p, size_t n);
 
 /* Pinned (page-locked) host memory, for asynchronous copies. */
 int dm_host_alloc_pinned(void **out, size_t n);

@@ -18,10 +18,6 @@ extern "C" {
 
 /* memcpy, on the OpenMP threads from 4 MiB on (staging megabytes of vectors for the device). */
 void dm_flock_memcpy(void *dst, const void *src, size_t n);
-/* Writes one byte of every 4 KiB page of [p, p + n) (fresh memory: its contents are undefined
- * anyway) from the OpenMP threads, so that a buffer that grew does not take its page faults, about
- * 1-2 GB/s on one thread, inside a step (a slow step on one rank holds up its neighbours). */
-void dm_flock_prefault(void *p, size_t n);
 
 /* Test hook: documents per work item of the clusters' centroid sums (0: the default, 16384), so
  * that tests with small clusters also cut them into several items. Not thread-safe. */

@@ -14,7 +14,7 @@ void *dm_flock_buf_reserve(dm_flock_buf *b, size_t n)
     size_t c = n + n / 2 + 64;
     b->p = dm_malloc(c);
     b->cap = b->p ? c : 0;
-    if (b->p) dm_flock_prefault(b->p, c);
+    if (b->p) dm_mem_prefault(b->p, c);
     return b->p;
 }
 
@@ -95,16 +95,6 @@ void dm_flock_memcpy(void *dst, const void *src, size_t n)
     }
 }
 
-void dm_flock_prefault(void *p, size_t n)
-{
-    const size_t page = 4096;
-    if (n < ((size_t)4 << 20)) return; /* a few page faults: not worth waking the threads */
-    volatile char *c = (volatile char *)p;
-    const long pages = (long)((n + page - 1) / page);
-#pragma omp parallel for schedule(static)
-    for (long k = 0; k < pages; k++) c[(size_t)k * page] = 0;
-}
-
 void dm_flock_store_init(dm_flock_store *s) { memset(s, 0, sizeof *s); }
 
 void dm_flock_store_free(dm_flock_store *s)
@@ -129,13 +119,14 @@ void dm_flock_store_clear(dm_flock_store *s)
     s->compactions++; /* every offset is void: a device mirror must copy the pool again */
 }
 
-/* Grows an array of old elements to n, its new part prefaulted. */
+/* Grows an array of old elements to n, its new part prefaulted by the threads (faults taken by one
+ * thread inside a step make a slow step, and a slow rank holds up its neighbours). */
 static int grow(void **p, size_t elem, size_t old, size_t n)
 {
     void *q = dm_realloc(*p, elem * (n ? n : 1));
     if (!q) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for %zu boid entries", n);
     *p = q;
-    if (n > old) dm_flock_prefault((char *)q + elem * old, elem * (n - old));
+    if (n > old) dm_mem_prefault((char *)q + elem * old, elem * (n - old));
     return DM_OK;
 }
 

@@ -341,6 +341,7 @@ static const struct {
     {"tfidf.vocab.lookup", "local term -> id", 1},
     {"tfidf.weigh", "weights", 0},
     {"tfidf.weigh.check", "input check (host)", 1},
+    {"tfidf.weigh.prefault", "output pages populated (threads)", 1},
     {"tfidf.weigh.h2d", "H2D", 1},
     {"tfidf.weigh.kernels", "kernels", 1},
     {"tfidf.weigh.sort", "row sort", 1},

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -91,6 +92,43 @@ static void test_alloc_tracking(void)
     for (int i = 1; i < N; i += 2) CU_ASSERT_EQUAL(dm_mem_untrack(DM_MEM_PINNED, &blocks[i]), (size_t)i + 1);
     CU_ASSERT_EQUAL(dm_mem_current(DM_MEM_PINNED), base);
     CU_ASSERT_TRUE(dm_mem_peak(DM_MEM_PINNED) >= base + (size_t)N * (N + 1) / 2);
+}
+
+static void test_mem_prefault(void)
+{
+    /* a fresh mapping (small pages): the bytes already written stay, and every page of the range
+     * is resident afterwards, also the ones the range only partly covers */
+    const size_t page = 4096, n = (size_t)12 << 20;
+    unsigned char *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CU_ASSERT_FATAL(m != MAP_FAILED);
+    madvise(m, n, MADV_NOHUGEPAGE);
+    unsigned char *vec = malloc(n / page);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vec);
+    m[5] = 11;
+    m[n - 3] = 22;
+    CU_ASSERT_EQUAL(mincore(m, n, vec), 0);
+    size_t resident = 0;
+    for (size_t k = 0; k < n / page; k++) resident += vec[k] & 1;
+    CU_ASSERT_TRUE(resident < n / page / 2);
+    dm_mem_prefault(m + 3, n - 5); /* unaligned at both ends */
+    CU_ASSERT_EQUAL(mincore(m, n, vec), 0);
+    resident = 0;
+    for (size_t k = 0; k < n / page; k++) resident += vec[k] & 1;
+    CU_ASSERT_EQUAL(resident, n / page);
+    CU_ASSERT_EQUAL(m[5], 11);
+    CU_ASSERT_EQUAL(m[n - 3], 22);
+    CU_ASSERT_EQUAL(m[n / 2], 0);
+    /* under 4 MiB: left alone */
+    unsigned char *s = m; /* reuse the address space: drop the pages, then a small range */
+    CU_ASSERT_EQUAL(madvise(s, n, MADV_DONTNEED), 0);
+    dm_mem_prefault(s, (size_t)1 << 20);
+    CU_ASSERT_EQUAL(mincore(s, (size_t)1 << 20, vec), 0);
+    resident = 0;
+    for (size_t k = 0; k < ((size_t)1 << 20) / page; k++) resident += vec[k] & 1;
+    CU_ASSERT_EQUAL(resident, 0);
+    dm_mem_prefault(NULL, n); /* no block: nothing */
+    free(vec);
+    munmap(m, n);
 }
 
 static void test_rng_known_answers(void)
@@ -327,6 +365,7 @@ int main(void)
         {"status messages and DM_TRY", test_status_message},
         {"host allocation counting", test_alloc_counts},
         {"pinned/device size tracking", test_alloc_tracking},
+        {"prefault keeps bytes and populates pages", test_mem_prefault},
         {"philox known answers", test_rng_known_answers},
         {"keyed random streams", test_rng_streams},
         {"timers and counters", test_timers},
