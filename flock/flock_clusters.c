@@ -889,6 +889,7 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
             cl[i] = (int32_t)(f - allbig);
         }
         *n_clusters = totbig;
+        dm_counter_add("flock.clusters.components", nbig); /* summed over ranks: the big components */
     }
     dm_timer_stop("flock.clusters.components");
     dm_timer_start("flock.clusters.small_merge");
@@ -911,14 +912,20 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
         rc = opt->merge > 0.0 && !before ? DM_ERR(DM_ERR_NOMEM, "flock: out of memory") : DM_OK;
         if (before) memcpy(before, cl, sizeof *before * n);
         rc = dm_ctx_agree(s->ctx, rc);
+        dm_timer_start("flock.clusters.centroids");
         if (rc == DM_OK) rc = centroid_sums(s, cl, &sums, &nsums);
+        dm_timer_stop("flock.clusters.centroids");
+        dm_timer_start("flock.clusters.attach");
         if (rc == DM_OK) rc = attach_centroid(s, cl, totbig, sums, nsums);
+        dm_timer_stop("flock.clusters.attach");
         rc = dm_ctx_agree(s->ctx, rc);
         if (rc == DM_OK && before) {
             for (size_t i = 0; i < n; i++) before[i] = before[i] < 0 ? cl[i] : -1; /* the attached */
             centroid_entry *add = NULL;
             size_t nadd = 0;
+            dm_timer_start("flock.clusters.centroids");
             rc = centroid_sums(s, before, &add, &nadd);
+            dm_timer_stop("flock.clusters.centroids");
             centroid_entry *both = rc == DM_OK ? dm_realloc(sums, sizeof *both * (nsums + nadd + 1)) : NULL;
             if (rc == DM_OK && !both) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for centroids");
             if (both) {
@@ -947,8 +954,12 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
         dm_free(tmp);
     }
     if (rc == DM_OK && opt->merge > 0.0 && !s->centroid_skipped) {
+        dm_timer_start("flock.clusters.centroids");
         if (!sums) rc = centroid_sums(s, cl, &sums, &nsums);
+        dm_timer_stop("flock.clusters.centroids");
+        dm_timer_start("flock.clusters.merge");
         if (rc == DM_OK) rc = merge_centroid(s, cl, totbig, opt->merge, n_clusters, sums, nsums);
+        dm_timer_stop("flock.clusters.merge");
         rc = dm_ctx_agree(s->ctx, rc);
     }
     dm_free(sums);
