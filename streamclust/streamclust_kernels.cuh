@@ -55,33 +55,9 @@ struct gain_args {
     double scale;
 };
 
-/* dm_sc_dist of G points at once (indices i[0 .. G), in layout) to a point held in shared
- * memory: each point's sum runs over the dimensions in order, with the same rounding as the host
- * (so the same bits as dist_to_shared), but the G sums are interleaved and the dimension loop is
- * unrolled, so a thread has several independent loads and additions in flight instead of one
- * dependent chain of dim steps per point. */
-template <int LAYOUT, int G>
-__device__ __forceinline__ void dist_group(float r[G], const float *c, const long i[G], long n, int dim,
-                                           const float *xs)
-{
-#pragma unroll
-    for (int g = 0; g < G; g++) r[g] = 0.0f;
-#pragma unroll 4
-    for (int d = 0; d < dim; d++) {
-        const float xd = xs[d];
-#pragma unroll
-        for (int g = 0; g < G; g++) {
-            float t = __fsub_rn(coord<LAYOUT>(c, i[g], d, n, dim), xd);
-            r[g] = __fadd_rn(r[g], __fmul_rn(t, t));
-        }
-    }
-}
-
 /* Thread t owns column t of the work buffer and R points: consecutive (t R .. t R + R - 1) for
  * AoS (a thread walks rows), strided by T for SoA (neighbouring threads read neighbouring
- * columns, coalesced). Entries K of the column collects the savings of switching to x. The
- * distances of a thread's points are taken in groups of up to 4 (dist_group; AoS rows stay
- * within the cache at 4). */
+ * columns, coalesced). Entries K of the column collects the savings of switching to x. */
 template <int BLOCK, int RAKE, int LAYOUT>
 __global__ void __launch_bounds__(BLOCK) gain_kernel(gain_args a)
 {
@@ -93,32 +69,19 @@ __global__ void __launch_bounds__(BLOCK) gain_kernel(gain_args a)
     int64_t *col = a.work + t;
     for (long c = 0; c < a.K; c++) col[(size_t)c * a.T] = 0;
     int64_t xsum = 0;
-    constexpr int G = RAKE < 4 ? RAKE : 4;
 #pragma unroll
-    for (int j0 = 0; j0 < RAKE; j0 += G) {
-        long idx[G], rd[G]; /* the points, and where to read (a point past n reads point n - 1) */
-        float dist[G];
-#pragma unroll
-        for (int g = 0; g < G; g++) {
-            const int j = j0 + g;
-            idx[g] = LAYOUT == DM_LAYOUT_SOA ? t + (long)j * a.T : t * RAKE + j;
-            rd[g] = idx[g] < a.n ? idx[g] : a.n - 1;
-        }
-        dist_group<LAYOUT, G>(dist, a.coord, rd, a.ld, a.dim, xs);
-#pragma unroll
-        for (int g = 0; g < G; g++) {
-            const long i = idx[g];
-            if (i >= a.n) continue;
-            const float xc = __fmul_rn(dist[g], a.weight[i]);
-            const float cur = a.cost[i];
-            a.xcost[i] = xc;
-            if (xc < cur) {
-                a.sw[i] = 1;
-                xsum += dm_sc_fix(__fsub_rn(xc, cur), a.scale);
-            } else {
-                a.sw[i] = 0;
-                col[(size_t)a.center_table[a.assign[i]] * a.T] += dm_sc_fix(__fsub_rn(cur, xc), a.scale);
-            }
+    for (int j = 0; j < RAKE; j++) {
+        const long i = LAYOUT == DM_LAYOUT_SOA ? t + (long)j * a.T : t * RAKE + j;
+        if (i >= a.n) continue;
+        const float xc = __fmul_rn(dist_to_shared<LAYOUT>(a.coord, i, a.ld, a.dim, xs), a.weight[i]);
+        const float cur = a.cost[i];
+        a.xcost[i] = xc;
+        if (xc < cur) {
+            a.sw[i] = 1;
+            xsum += dm_sc_fix(__fsub_rn(xc, cur), a.scale);
+        } else {
+            a.sw[i] = 0;
+            col[(size_t)a.center_table[a.assign[i]] * a.T] += dm_sc_fix(__fsub_rn(cur, xc), a.scale);
         }
     }
     col[(size_t)a.K * a.T] = xsum;
