@@ -120,7 +120,10 @@ static const dm_tune_instance g_gain_instances[] = {
     SC_GAIN_R(128, DM_LAYOUT_AOS), SC_GAIN_R(256, DM_LAYOUT_AOS), SC_GAIN_R(512, DM_LAYOUT_AOS),
 };
 #define SC_N_GAIN ((int)(sizeof g_gain_instances / sizeof g_gain_instances[0]))
-#define SC_GAIN_DEFAULT 8 /* block 256, rake 4, SoA */
+/* The default (untuned runs, DOCMINE_TUNE=off): block 256, rake 1, SoA, the fastest at dim 256 in
+ * the sweeps (bench/RESULTS.md: 0.103 s of gain on Rodinia's default run against 0.349 s at rake
+ * 4, the default before session 15); the work buffer is then (K+1) x n, 6.8 MB there. */
+#define SC_GAIN_DEFAULT 6
 
 static const dm_tune_instance g_reduce_instances[] = {
     {{256, 1, 1, DM_LAYOUT_NONE, 0}, launch_reduce<256>, (const void *)&reduce_kernel<256>, 0}};
