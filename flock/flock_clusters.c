@@ -87,6 +87,45 @@ static int halo_values(dm_flock_sim *s, const uint64_t *vals, uint64_t *halo_val
     return rc;
 }
 
+/* Every rank's n values concatenated in rank order, on every rank: *all (dm_free) holds *total.
+ * rc is this rank's status so far; the ranks agree on it first (a failed rank gathers nothing).
+ * Collective. */
+static int gather_all_u64(dm_flock_sim *s, int rc, const uint64_t *mine, size_t n, uint64_t **all, size_t *total)
+{
+    *all = NULL;
+    *total = 0;
+    int *counts = dm_malloc(sizeof *counts * (size_t)s->size), *displs = dm_malloc(sizeof *displs * (size_t)s->size);
+    if (rc == DM_OK && (!counts || !displs)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    if (rc == DM_OK && n > (size_t)INT32_MAX) rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: %zu values to gather from one rank", n);
+    rc = dm_ctx_agree(s->ctx, rc);
+    uint64_t tot = 0;
+    if (rc == DM_OK) {
+        int c = (int)n;
+        MPI_Allgather(&c, 1, MPI_INT, counts, 1, MPI_INT, s->comm);
+        for (int q = 0; q < s->size; q++) {
+            displs[q] = (int)tot;
+            tot += (uint64_t)counts[q];
+        }
+        if (tot > (uint64_t)INT32_MAX) {
+            rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: %llu values to gather", (unsigned long long)tot);
+        } else {
+            *all = dm_malloc(8 * (tot ? tot : 1));
+            if (!*all) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory gathering %llu values", (unsigned long long)tot);
+        }
+    }
+    rc = dm_ctx_agree(s->ctx, rc);
+    if (rc == DM_OK) {
+        MPI_Allgatherv(mine, (int)n, MPI_UINT64_T, *all, counts, displs, MPI_UINT64_T, s->comm);
+        *total = (size_t)tot;
+    } else {
+        dm_free(*all);
+        *all = NULL;
+    }
+    dm_free(counts);
+    dm_free(displs);
+    return rc;
+}
+
 static int cmp_pair(const void *a, const void *b)
 {
     const uint64_t *x = a, *y = b;
@@ -122,8 +161,7 @@ static int merge_across(dm_flock_sim *s, const uint32_t *parent, uint64_t *lab, 
     size_t np = 0;
     for (size_t k = 0; k < e->n; k++) np += e->halo[k] != 0;
     uint64_t *pr = dm_malloc(16 * (np ? np : 1));
-    int *counts = dm_malloc(sizeof *counts * (size_t)s->size), *displs = dm_malloc(sizeof *displs * (size_t)s->size);
-    if (rc == DM_OK && (!pr || !counts || !displs)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for cluster labels");
+    if (rc == DM_OK && !pr) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for cluster labels");
     if (rc == DM_OK) {
         np = 0;
         for (size_t k = 0; k < e->n; k++)
@@ -134,28 +172,18 @@ static int merge_across(dm_flock_sim *s, const uint32_t *parent, uint64_t *lab, 
                 np++;
             }
         np = pairs_uniq(pr, np);
-        if (2 * (uint64_t)np > (uint64_t)INT32_MAX) rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: too many crossing components");
     }
-    rc = dm_ctx_agree(s->ctx, rc);
     uint64_t *all = NULL, *lv = NULL;
     uint32_t *up = NULL;
-    uint64_t tot = 0;
+    size_t tot = 0;
+    rc = gather_all_u64(s, rc, pr, 2 * np, &all, &tot);
     if (rc == DM_OK) {
-        int c2 = (int)(2 * np);
-        MPI_Allgather(&c2, 1, MPI_INT, counts, 1, MPI_INT, s->comm);
-        for (int q = 0; q < s->size; q++) {
-            displs[q] = (int)tot;
-            tot += (uint64_t)counts[q];
-        }
-        if (tot > (uint64_t)INT32_MAX) rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: too many crossing components");
-        all = rc == DM_OK ? dm_malloc(8 * (tot ? tot : 1)) : NULL;
-        lv = rc == DM_OK ? dm_malloc(8 * (tot ? tot : 1)) : NULL;
-        up = rc == DM_OK ? dm_malloc(sizeof *up * (tot ? tot : 1)) : NULL;
-        if (rc == DM_OK && (!all || !lv || !up)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for cluster labels");
+        lv = dm_malloc(8 * (tot ? tot : 1));
+        up = dm_malloc(sizeof *up * (tot ? tot : 1));
+        if (!lv || !up) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for cluster labels");
     }
     rc = dm_ctx_agree(s->ctx, rc);
     if (rc == DM_OK) {
-        MPI_Allgatherv(pr, (int)(2 * np), MPI_UINT64_T, all, counts, displs, MPI_UINT64_T, s->comm);
         /* the distinct labels, sorted: a label's set is named by its smallest member's slot */
         memcpy(lv, all, 8 * tot);
         if (tot) qsort(lv, tot, sizeof *lv, cmp_u64);
@@ -175,8 +203,6 @@ static int merge_across(dm_flock_sim *s, const uint32_t *parent, uint64_t *lab, 
         }
     }
     dm_free(pr);
-    dm_free(counts);
-    dm_free(displs);
     dm_free(all);
     dm_free(lv);
     dm_free(up);
@@ -451,37 +477,14 @@ static int centroid_sums(dm_flock_sim *s, const int32_t *cl, centroid_entry **al
     size_t m = 0;
     int rc = centroid_local(s, cl, &loc, &m);
     /* every rank gets every rank's (term, cluster) sums: two u64 per entry */
-    int *counts = dm_malloc(sizeof *counts * (size_t)s->size), *displs = dm_malloc(sizeof *displs * (size_t)s->size);
-    if (rc == DM_OK && (!counts || !displs)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-    if (rc == DM_OK && 2 * (uint64_t)m > (uint64_t)INT32_MAX)
-        rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: too many centroid terms on one rank (%zu)", m);
-    rc = dm_ctx_agree(s->ctx, rc);
-    centroid_entry *all = NULL;
-    size_t total = 0;
-    if (rc == DM_OK) {
-        int c2 = (int)(2 * m);
-        MPI_Allgather(&c2, 1, MPI_INT, counts, 1, MPI_INT, s->comm);
-        uint64_t tot = 0;
-        for (int q = 0; q < s->size; q++) {
-            displs[q] = (int)tot;
-            tot += (uint64_t)counts[q];
-        }
-        if (tot > (uint64_t)INT32_MAX) rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: too many centroid terms (%llu)", (unsigned long long)tot / 2);
-        else {
-            total = (size_t)tot / 2;
-            all = dm_malloc(sizeof *all * (total ? total : 1));
-            if (!all) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for centroids");
-        }
-    }
-    rc = dm_ctx_agree(s->ctx, rc);
-    if (rc == DM_OK) {
-        MPI_Allgatherv(loc, (int)(2 * m), MPI_UINT64_T, all, counts, displs, MPI_UINT64_T, s->comm);
-        rc = centroid_reduce(&all, &total);
-    }
+    uint64_t *raw = NULL;
+    size_t nraw = 0;
+    rc = gather_all_u64(s, rc, (const uint64_t *)loc, 2 * m, &raw, &nraw);
+    centroid_entry *all = (centroid_entry *)raw;
+    size_t total = nraw / 2;
+    if (rc == DM_OK) rc = centroid_reduce(&all, &total);
     rc = dm_ctx_agree(s->ctx, rc);
     dm_free(loc);
-    dm_free(counts);
-    dm_free(displs);
     if (rc != DM_OK) {
         dm_free(all);
         return rc;
@@ -810,16 +813,12 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
     }
     /* global sizes: local components are complete; crossing ones are summed over ranks */
     uint64_t *gsize = NULL, *pairs = NULL, *all = NULL;
-    int *counts = NULL, *displs = NULL;
-    int npairs = 0, total = 0;
+    size_t npairs = 0, total = 0;
     if (rc == DM_OK) {
         gsize = dm_malloc(sizeof *gsize * (n ? n : 1));
         pairs = dm_malloc(sizeof *pairs * 2 * (n ? n : 1));
-        counts = dm_malloc(sizeof *counts * (size_t)s->size);
-        displs = dm_malloc(sizeof *displs * (size_t)s->size);
-        if (!gsize || !pairs || !counts || !displs) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        if (!gsize || !pairs) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     }
-    rc = dm_ctx_agree(s->ctx, rc);
     if (rc == DM_OK) {
         for (size_t i = 0; i < n; i++)
             if (parent[i] == i) {
@@ -830,18 +829,9 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
                     npairs++;
                 }
             }
-        int c2 = 2 * npairs;
-        MPI_Allgather(&c2, 1, MPI_INT, counts, 1, MPI_INT, s->comm);
-        for (int k = 0; k < s->size; k++) {
-            displs[k] = total;
-            total += counts[k];
-        }
-        all = dm_malloc(sizeof *all * (size_t)(total ? total : 1));
-        if (!all) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     }
-    rc = dm_ctx_agree(s->ctx, rc);
+    rc = gather_all_u64(s, rc, pairs, 2 * npairs, &all, &total);
     if (rc == DM_OK) {
-        MPI_Allgatherv(pairs, 2 * npairs, MPI_UINT64_T, all, counts, displs, MPI_UINT64_T, s->comm);
         /* sort (label, count) pairs by label and sum */
         qsort(all, (size_t)total / 2, 2 * sizeof *all, cmp_u64);
         for (size_t i = 0; i < n; i++) {
@@ -859,26 +849,18 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
     }
     /* number the big components by their smallest index: the rank holding that boid lists it */
     uint64_t *big = NULL, *allbig = NULL;
-    int nbig = 0, totbig = 0;
+    size_t nbig = 0, nall = 0;
+    int totbig = 0;
     if (rc == DM_OK) {
         big = dm_malloc(sizeof *big * (n ? n : 1));
         if (!big) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     }
-    rc = dm_ctx_agree(s->ctx, rc);
-    if (rc == DM_OK) {
+    if (rc == DM_OK)
         for (size_t i = 0; i < n; i++)
             if (parent[i] == i && gsize[i] >= (uint64_t)opt->min_size && local_min[i] == lab[i]) big[nbig++] = lab[i];
-        MPI_Allgather(&nbig, 1, MPI_INT, counts, 1, MPI_INT, s->comm);
-        for (int k = 0; k < s->size; k++) {
-            displs[k] = totbig;
-            totbig += counts[k];
-        }
-        allbig = dm_malloc(sizeof *allbig * (size_t)(totbig ? totbig : 1));
-        if (!allbig) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-    }
-    rc = dm_ctx_agree(s->ctx, rc);
+    rc = gather_all_u64(s, rc, big, nbig, &allbig, &nall);
+    totbig = (int)nall;
     if (rc == DM_OK) {
-        MPI_Allgatherv(big, nbig, MPI_UINT64_T, allbig, counts, displs, MPI_UINT64_T, s->comm);
         qsort(allbig, (size_t)totbig, sizeof *allbig, cmp_u64);
         for (size_t i = 0; i < n; i++) {
             uint32_t r = uf_find(parent, (uint32_t)i);
@@ -889,7 +871,7 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
             cl[i] = (int32_t)(f - allbig);
         }
         *n_clusters = totbig;
-        dm_counter_add("flock.clusters.components", nbig); /* summed over ranks: the big components */
+        dm_counter_add("flock.clusters.components", (int64_t)nbig); /* summed over ranks: the big components */
     }
     dm_timer_stop("flock.clusters.components");
     dm_timer_start("flock.clusters.small_merge");
@@ -981,8 +963,6 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
     dm_free(gsize);
     dm_free(pairs);
     dm_free(all);
-    dm_free(counts);
-    dm_free(displs);
     dm_free(big);
     dm_free(allbig);
     dm_timer_stop("flock.clusters");
