@@ -53,7 +53,10 @@ const char dm_flock_cli_help[] =
     "  --checkpoint-every K    write a checkpoint every K iterations (atomic; also the last)\n"
     "  --checkpoint FILE       checkpoint file (default DIR/flock.ckpt)\n"
     "  --resume                continue from the checkpoint (same options and input)\n"
-    "  --slice-weights equal|auto|W0,W1,...  slice heights per rank (auto: measured speed)\n";
+    "  --slice-weights equal|auto|W0,W1,...  slice heights per rank (auto: measured speed)\n"
+    "  --migrate-every K       boids that left their rank's slice move to the next rank after\n"
+    "                          every K iterations; the halo widens to R + (K - 1) VMAX (default\n"
+    "                          0: the largest K up to 4 that the slices allow; results are the same)\n";
 
 static void usage(FILE *f)
 {
@@ -147,6 +150,7 @@ int dm_flock_cli_option(dm_app *app, const char *cmd, int c, const char *arg, co
     case DM_FO_CK: f->fo.checkpoint = arg; break;
     case DM_FO_RESUME: f->fo.resume = 1; break;
     case DM_FO_SLICES: f->slices = arg; break;
+    case DM_FO_MIGRATE: NUM(0, 1000); f->fo.migrate_every = (int)v; break;
     case DM_FO_SMALL:
         if (dm_flock_small_parse(arg, &f->co.attach) != DM_OK)
             return dm_app_usage_error(app, cmd, "--small must be noise, neighbour or centroid, not '%s'", arg);

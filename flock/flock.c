@@ -43,7 +43,36 @@ int dm_flock_halo_dirs(const dm_flock_sim *s, double y, double H)
 {
     double lo, hi;
     dm_flock_slice_bounds(s, s->rank, H, &lo, &hi);
-    return dm_flock_halo_dirs_hd(y, lo, hi, s->margin);
+    return dm_flock_halo_dirs_hd(y, lo, hi, s->margin, H);
+}
+
+int dm_flock_migrates(const dm_flock_sim *s)
+{
+    int next = s->iteration + 1;
+    return next % s->migrate_every == 0 || next >= s->opt.iterations;
+}
+
+int dm_flock_sim_migrate_every(const dm_flock_sim *s) { return s->migrate_every; }
+
+/* The halo margin and reach of migration interval K (see dm_flock_sim). */
+static void set_migrate_every(dm_flock_sim *s, int K)
+{
+    double drift = (double)(K - 1) * s->opt.v_max * (1.0 + MARGIN_SLACK);
+    s->migrate_every = K;
+    s->margin = s->opt.radius * (1.0 + MARGIN_SLACK) + drift;
+    s->reach = s->margin + drift;
+}
+
+/* The lowest slice on a plane of height H. */
+static double lowest_slice(const dm_flock_sim *s, double H)
+{
+    double m = H;
+    for (int k = 0; k < s->size; k++) {
+        double lo, hi;
+        dm_flock_slice_bounds(s, k, H, &lo, &hi);
+        if (hi - lo < m) m = hi - lo;
+    }
+    return m;
 }
 
 int dm_flock_params_at(dm_flock_params *p, const dm_flock_sim *s, int t)
@@ -83,11 +112,13 @@ int dm_flock_params_at(dm_flock_params *p, const dm_flock_sim *s, int t)
     for (int k = 0; k < s->size && s->size > 1; k++) {
         double lo, hi;
         dm_flock_slice_bounds(s, k, p->H, &lo, &hi);
-        if (hi - lo <= s->margin)
+        if (hi - lo <= s->reach)
             return DM_ERR(DM_ERR_INVALID_ARG,
-                          "flock: slice %d is %.4g high at iteration %d, not above the halo margin %.4g: "
-                          "too many ranks (%d) for %llu documents, or use less --shrink",
-                          k, hi - lo, t, s->margin, s->size, (unsigned long long)s->n_global);
+                          "flock: slice %d is %.4g high at iteration %d, not above the halo's reach %.4g "
+                          "(--migrate-every %d): too many ranks (%d) for %llu documents, or use less "
+                          "--shrink%s",
+                          k, hi - lo, t, s->reach, s->migrate_every, s->size, (unsigned long long)s->n_global,
+                          s->migrate_every > 1 ? " or a smaller --migrate-every" : "");
     }
     return DM_OK;
 }
@@ -126,6 +157,8 @@ static int validate(const dm_flock_options *o, int size)
     if (!(o->v_max > 0 && o->v_max < o->radius))
         return DM_ERR(DM_ERR_INVALID_ARG, "flock: --vmax must be in (0, radius)");
     if (!(o->shrink >= 0 && o->shrink < 1)) return DM_ERR(DM_ERR_INVALID_ARG, "flock: --shrink must be in [0, 1)");
+    if (o->migrate_every < 0 || o->migrate_every > 1000)
+        return DM_ERR(DM_ERR_INVALID_ARG, "flock: --migrate-every must be in [0, 1000] (0: automatic)");
     if (!(o->min_dist > 0 && o->min_dist <= 1)) return DM_ERR(DM_ERR_INVALID_ARG, "flock: min_dist must be in (0, 1]");
     const double w[4] = {o->w_separation, o->w_dissimilar, o->w_alignment, o->w_cohesion};
     for (int i = 0; i < 4; i++)
@@ -620,7 +653,7 @@ int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v
             acc += opt->slice_weights ? opt->slice_weights[k] : 1.0;
             s->cut[k + 1] = k == s->size - 1 ? 1.0 : acc / tot;
         }
-        s->margin = opt->radius * (1.0 + MARGIN_SLACK);
+        set_migrate_every(s, 1);
         /* neighbour slices */
         if (s->size == 2) {
             s->nb.n = 1;
@@ -639,6 +672,19 @@ int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v
     if (rc == DM_OK) {
         double area = (double)s->n_global * 3.141592653589793 * opt->radius * opt->radius / opt->neighbours;
         s->W0 = s->H0 = sqrt(area);
+        /* the migration interval: as asked, or the largest that the lowest slice of the smallest
+         * plane (the last iteration's) allows, up to DM_FLOCK_MIGRATE_AUTO_MAX */
+        if (s->size > 1 && opt->migrate_every > 0) {
+            set_migrate_every(s, opt->migrate_every);
+        } else if (s->size > 1) {
+            double W, H;
+            dm_flock_plane_at(s, opt->iterations, &W, &H);
+            double low = lowest_slice(s, H);
+            for (int K = DM_FLOCK_MIGRATE_AUTO_MAX; K >= 1; K--) {
+                set_migrate_every(s, K);
+                if (low > s->reach) break;
+            }
+        }
         /* the plane is smallest at the last iteration; every iteration's grid and slices must fit */
         dm_flock_params p;
         rc = dm_flock_params_at(&p, s, opt->iterations);
@@ -829,6 +875,7 @@ void dm_flock_stats_publish(const dm_flock_sim *s)
     dm_counter_add("flock.seam_crossings", (int64_t)s->stats.seam_crossings);
     dm_counter_add("flock.sim_cache_hits", (int64_t)s->stats.sim_cache_hits);
     dm_counter_add("flock.device_grows", (int64_t)s->stats.device_grows);
+    dm_counter_add("flock.migrations", (int64_t)s->stats.migrations);
 }
 
 int dm_flock_sim_run(dm_flock_sim *s)

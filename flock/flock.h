@@ -50,9 +50,16 @@ typedef struct dm_flock_options {
     /* called on every rank after every iteration (collective use allowed); non-zero stops */
     int (*on_iteration)(dm_flock_sim *sim, void *user);
     void *user;
+    int migrate_every;       /* boids that left their slice move to its owner after every K-th
+                                iteration and after the last (0: the largest K up to
+                                DM_FLOCK_MIGRATE_AUTO_MAX that the slices allow, 1 with one rank).
+                                Until then the owner keeps computing them, with a halo margin of
+                                r + (K - 1) v_max; results do not depend on K */
 } dm_flock_options;
 #define DM_FLOCK_OPTIONS_INIT                                                                      \
-    {500, 1.0, 15.0, 0.10, 0.02, 0.05, 0.30, 0.05, 0.5, 0.5, 0.05, 42, NULL, 0, NULL, 0, 0, NULL, NULL}
+    {500, 1.0, 15.0, 0.10, 0.02, 0.05, 0.30, 0.05, 0.5, 0.5, 0.05, 42, NULL, 0, NULL, 0, 0, NULL, NULL, 0}
+/* The largest migration interval the automatic choice takes (migrate_every = 0). */
+#define DM_FLOCK_MIGRATE_AUTO_MAX 4
 
 /* Counters of one rank since the start of the run (the driver also adds them to the report). */
 typedef struct dm_flock_stats {
@@ -67,6 +74,7 @@ typedef struct dm_flock_stats {
     uint64_t seam_crossings; /* boids of this rank that crossed the torus seam in y */
     uint64_t sim_cache_hits; /* similarity decisions taken from the CUDA pair cache */
     uint64_t device_grows;   /* CUDA device arrays replaced by larger ones during the steps */
+    uint64_t migrations;     /* migration exchanges (one every migrate_every iterations) */
 } dm_flock_stats;
 
 /* A read-only view of this rank's own boids (host memory, valid until the next step). */
@@ -88,12 +96,16 @@ void dm_flock_sim_free(dm_flock_sim *s);
 /* Runs iterations until opt->iterations (or stop_after, or a hook's stop), writing checkpoints.
  * Collective. Status agreed on every rank. */
 int dm_flock_sim_run(dm_flock_sim *s);
-/* One iteration (halo exchange, forces, update, migration). Collective. */
+/* One iteration (halo exchange, forces, update; the migration after every migrate_every-th and
+ * the last). Between migrations own boids may lie up to (K - 1) v_max outside their slice.
+ * Collective. */
 int dm_flock_sim_step(dm_flock_sim *s);
 
 int dm_flock_sim_iteration(const dm_flock_sim *s);
 uint64_t dm_flock_sim_docs(const dm_flock_sim *s);
 const dm_flock_stats *dm_flock_sim_stats(const dm_flock_sim *s);
+/* The migration interval K in use (dm_flock_options.migrate_every, or the automatic choice). */
+int dm_flock_sim_migrate_every(const dm_flock_sim *s);
 /* The plane at the current iteration. */
 void dm_flock_sim_plane(const dm_flock_sim *s, double *W, double *H);
 /* Adds this rank's counters to the run's counters (dm_counter_add "flock.*") for the report. */
@@ -303,6 +315,7 @@ typedef struct dm_flock_job_result {
     int32_t centroid_skipped;   /* every rank: the centroid steps were skipped (this many
                                    clusters), or 0 */
     int have_labels;            /* every rank */
+    int migrate_every;          /* every rank: the migration interval used */
     uint64_t noise;             /* rank 0 */
     dm_metrics quality;   /* rank 0, when have_labels */
     double seconds;             /* wall time of the job on this rank */

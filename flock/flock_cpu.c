@@ -246,8 +246,9 @@ int dm_flock_step_cpu(dm_flock_sim *s)
     }
     dm_free(acc);
 
-    /* 5. migration to the neighbour slices (always entered: the neighbours wait for it) */
-    rc = dm_flock_migrate_host(s, p.H1, rc, NULL);
+    /* 5. migration to the neighbour slices after every migrate_every-th iteration (then always
+     * entered: the neighbours wait for it) */
+    if (dm_flock_migrates(s)) rc = dm_flock_migrate_host(s, p.H1, rc, NULL);
     s->halo_valid = 0;
     if (rc == DM_OK) s->iteration++;
     return rc;

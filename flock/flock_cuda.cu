@@ -753,11 +753,11 @@ int read_counters(dm_flock_sim *sim, dstate *s)
 }
 
 /* Fetches the own boids selected on the device - mode 0: the halo of the current plane (slice
- * [lo, hi)), mode 1: the boids that left the slice on the next plane (height H1) - into the host
+ * [lo, hi), height H), mode 1: the boids that left the slice on the next plane (height H) - into the host
  * store (their state only: the device holds the state of the others) and *sel (ascending boid
  * indices with their direction bits, in the state's buffers, valid until the next selection).
  * Runs on stream st (synchronised on return). */
-int select_fetch(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, double H1, dm_flock_sel *sel,
+int select_fetch(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, double H, dm_flock_sel *sel,
                  cudaStream_t st)
 {
     sel->idx = NULL;
@@ -769,7 +769,7 @@ int select_fetch(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, d
     DM_TRY(ensure(&s->soff, &s->cap_soff, n + 1));
     DM_TRY(ensure(&s->sdirs, &s->cap_sdirs, n));
     DM_CUDA_TRY(cudaMemsetAsync(s->sflag + n, 0, 4, st));
-    fk_flags_args fa = {s->own.y, n, mode, lo, hi, sim->margin, s->cut, sim->size, sim->rank, H1,
+    fk_flags_args fa = {s->own.y, n, mode, lo, hi, sim->margin, s->cut, sim->size, sim->rank, H,
                         s->sflag, s->sdirs, s->err};
     DM_TRY(pick(K_FLAGS, n)->launch(&fa, n, st));
     size_t bytes = 0;
@@ -1009,7 +1009,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         dm_timer_start("flock.comm.halo_select");
         if (rc == DM_OK && !sim->host_valid) {
             if (cudaStreamWaitEvent(b, s->ev[8], 0) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "wait");
-            if (rc == DM_OK) rc = select_fetch(sim, s, 0, lo, hi, p.H1, &sel, b);
+            if (rc == DM_OK) rc = select_fetch(sim, s, 0, lo, hi, p.H, &sel, b);
         }
         dm_timer_stop("flock.comm.halo_select");
         dm_timer_stop("flock.comm");
@@ -1093,9 +1093,10 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     }
     sim->host_valid = 0;
 
-    /* 6. migration (several ranks): the device finds the boids that left the slice, the host
-     * exchanges them (state fetched, vectors from the host store), the device mirrors */
-    if (multi) {
+    /* 6. migration (several ranks, after every migrate_every-th iteration and the last): the
+     * device finds the boids that left the slice, the host exchanges them (state fetched, vectors
+     * from the host store), the device mirrors */
+    if (multi && dm_flock_migrates(sim)) {
         dm_flock_sel sel = {NULL, NULL, 0};
         dm_timer_start("flock.comm");
         dm_timer_start("flock.comm.mig_select");

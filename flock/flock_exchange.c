@@ -298,6 +298,7 @@ int dm_flock_migrate_host_sel(dm_flock_sim *s, double H1, int local_status, dm_f
     if (info) info->n_kept = o->n;
     dm_timer_stop("flock.comm.mig_pack");
     if (s->size > 1) {
+        s->stats.migrations++;
         dm_flock_xchg x;
         dm_timer_start("flock.comm.mig_wait");
         int rb = dm_flock_xchg_begin(&x, s->comm, &s->nb, 200, (const char *const *)send, size, s->xrecv[1], rc);

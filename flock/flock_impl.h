@@ -173,7 +173,11 @@ struct dm_flock_sim {
     uint64_t n_global;
     double W0, H0;
     double *cut;        /* P + 1 fractions of the height: slice k = [cut[k] H, cut[k+1] H) */
-    double margin;      /* halo margin (> r) */
+    double margin;      /* halo margin: r + (K - 1) v_max, K = migrate_every, with slack */
+    double reach;       /* how far beyond a slice edge the halo must be complete: the margin plus
+                         * the (K - 1) v_max that the neighbour's own boids may lie outside its
+                         * slice; every slice must be higher */
+    int migrate_every;  /* K: the migration runs after every K-th iteration and the last */
     int iteration;
     dm_flock_store own;  /* this rank's boids (host copy; see host_valid) */
     dm_flock_store halo; /* the neighbours' boids near this slice, refreshed every iteration; its
@@ -256,6 +260,9 @@ static inline int dm_flock_window_row(const dm_flock_window *w, int R, int row)
 /* Direction bits (1: within the margin of the lower edge, 2: of the upper edge) of a boid at y
  * in this rank's slice on a plane of height H. */
 int dm_flock_halo_dirs(const dm_flock_sim *s, double y, double H);
+/* Whether the step now running (iteration -> iteration + 1) ends with the migration: after every
+ * migrate_every-th iteration and after the last. The same on every rank. */
+int dm_flock_migrates(const dm_flock_sim *s);
 
 /* A selection of own boids: idx[j] (ascending) with direction bits dirs[j] (1: the lower
  * neighbour, 2: the upper one, 3: the only neighbour). */

@@ -202,6 +202,7 @@ static void fill_results(json_t *r, const dm_flock_job_result *res, const dm_flo
     json_t *swj = json_array();
     for (int k = 0; k < ctx->size; k++) json_array_append_new(swj, json_real(sw ? sw[k] : 1.0));
     json_object_set_new(pl, "slice_weights", swj);
+    json_object_set_new(pl, "migrate_every", json_integer(res->migrate_every));
     json_object_set_new(r, "plane", pl);
     json_object_set_new(r, "similarity",
                         json_string("exact: cosine of the float unit vectors, dot products summed in 2^-61 "
@@ -264,6 +265,7 @@ int dm_flock_job_run(dm_flock_job_result *res, json_t *results, const dm_ctx *ct
         rc = dm_flock_sim_init(&sim, ctx, v, &fo);
         dm_timer_stop("flock.setup");
     }
+    if (rc == DM_OK) res->migrate_every = dm_flock_sim_migrate_every(sim);
     if (rc == DM_OK) {
         dm_log_info("flock: %llu documents on %d rank(s), %s backend, %d iterations from %d", (unsigned long long)n_docs,
                     ctx->size, dm_backend_name(ctx->backend), fo.iterations, dm_flock_sim_iteration(sim));

@@ -512,10 +512,10 @@ __global__ void __launch_bounds__(BLOCK) fk_cache_move(fk_cache_move_args a)
 
 /* ---- selection of the boids that leave the device (halo, migrants) --------------------------- */
 
-/* mode 0 (halo): dirs = dm_flock_halo_dirs_hd of the slice [lo, hi). mode 1 (migration): the
- * departure bits (dm_flock_departure_hd) of the slice owning y on the next plane
- * (dm_flock_slice_hd over cut[] * H1). flag[i] = dirs[i] != 0. The host decides with the same
- * functions (flock_exchange.c). */
+/* mode 0 (halo): dirs = dm_flock_halo_dirs_hd of the slice [lo, hi) on the current plane (height
+ * H). mode 1 (migration): the departure bits (dm_flock_departure_hd) of the slice owning y on the
+ * next plane (dm_flock_slice_hd over cut[] * H, H the next plane's height). flag[i] = dirs[i] != 0.
+ * The host decides with the same functions (flock_exchange.c). */
 struct fk_flags_args {
     const double *y;
     size_t n;
@@ -523,7 +523,7 @@ struct fk_flags_args {
     double lo, hi, margin;
     const double *cut;
     int P, rank;
-    double H1;
+    double H;
     uint32_t *flag;
     uint8_t *dirs;
     int *err;
@@ -536,9 +536,9 @@ __global__ void __launch_bounds__(BLOCK) fk_flags(fk_flags_args a)
     double y = a.y[i];
     uint8_t d;
     if (a.mode == 0) {
-        d = (uint8_t)dm_flock_halo_dirs_hd(y, a.lo, a.hi, a.margin);
+        d = (uint8_t)dm_flock_halo_dirs_hd(y, a.lo, a.hi, a.margin, a.H);
     } else {
-        int dep = dm_flock_departure_hd(dm_flock_slice_hd(a.cut, a.P, y, a.H1), a.rank, a.P);
+        int dep = dm_flock_departure_hd(dm_flock_slice_hd(a.cut, a.P, y, a.H), a.rank, a.P);
         if (dep < 0) *a.err = 2; /* moved more than a slice: a broken invariant */
         d = (uint8_t)(dep < 0 ? 0 : dep);
     }

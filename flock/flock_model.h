@@ -157,10 +157,14 @@ DM_HD int dm_flock_slice_hd(const double *cut, int P, double y, double H)
     return lo;
 }
 
-/* Halo directions of a boid at y in the slice [lo, hi): bit 0 within the margin of the lower
- * edge, bit 1 of the upper edge. */
-DM_HD int dm_flock_halo_dirs_hd(double y, double lo, double hi, double margin)
+/* Halo directions of a boid at y of the slice [lo, hi) on a plane of height H: bit 0 within the
+ * margin of the lower edge, bit 1 of the upper edge. A boid may have left the slice since the last
+ * migration (dm_flock_options.migrate_every): it counts from the nearer side on the torus, so one
+ * that crossed the seam at y = 0 below slice 0 goes to the slice below (the last), not above. */
+DM_HD int dm_flock_halo_dirs_hd(double y, double lo, double hi, double margin, double H)
 {
+    if (y < lo && (y + H) - hi < lo - y) y += H;
+    else if (y >= hi && (lo + H) - y < y - hi) y -= H;
     return (y - lo < margin ? 1 : 0) | (hi - y < margin ? 2 : 0);
 }
 

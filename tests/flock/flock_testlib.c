@@ -72,6 +72,9 @@ int ft_gather(ft_state *st, dm_flock_sim *s, const dm_ctx *ctx)
     st->stats.sim_cache_hits = b[6];
     st->stats.halo_vectors = b[7];
     st->stats.migrated_vectors = b[8];
+    /* every rank takes part in every migration exchange: the count of one rank */
+    MPI_Allreduce(&ls->migrations, &st->stats.migrations, 1, MPI_UINT64_T, MPI_MAX, ctx->world);
+    st->migrate_every = dm_flock_sim_migrate_every(s);
     int rc = DM_OK;
     if (ctx->rank == 0) {
         if ((uint64_t)tot != 7 * st->n) rc = DM_ERR(DM_ERR_FORMAT, "gathered %d values for %llu docs", tot, (unsigned long long)st->n);

@@ -24,7 +24,8 @@ typedef struct ft_state {
     double *x, *y, *vx, *vy;
     int32_t *cluster;
     int32_t *owner;       /* rank that owned the document at the end */
-    dm_flock_stats stats; /* summed over ranks */
+    dm_flock_stats stats; /* summed over ranks (migrations: the exchanges of one rank) */
+    int migrate_every;    /* the simulation's migration interval */
 } ft_state;
 int ft_gather(ft_state *st, dm_flock_sim *s, const dm_ctx *ctx);
 void ft_state_free(ft_state *st);

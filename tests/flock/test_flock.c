@@ -442,6 +442,26 @@ static void test_hand_forces_seam(void)
     run_hand(W - 5.2, W - 5.1);
 }
 
+/* Halo directions on a torus of height 10 with margin 1.5, also of boids that left their slice
+ * since the last migration: they count from the nearer edge, across the seam too. */
+static void test_halo_dirs(void)
+{
+    /* slice [2, 6): inside, near either edge, and outside by 0.2 / 0.3 */
+    CU_ASSERT_EQUAL(dm_flock_halo_dirs_hd(4.0, 2, 6, 1.5, 10), 0);
+    CU_ASSERT_EQUAL(dm_flock_halo_dirs_hd(2.5, 2, 6, 1.5, 10), 1);
+    CU_ASSERT_EQUAL(dm_flock_halo_dirs_hd(5.0, 2, 6, 1.5, 10), 2);
+    CU_ASSERT_EQUAL(dm_flock_halo_dirs_hd(1.8, 2, 6, 1.5, 10), 1);
+    CU_ASSERT_EQUAL(dm_flock_halo_dirs_hd(6.3, 2, 6, 1.5, 10), 2);
+    /* the first slice [0, 4): a boid that crossed the seam downwards lies at 9.8, below it */
+    CU_ASSERT_EQUAL(dm_flock_halo_dirs_hd(9.8, 0, 4, 1.5, 10), 1);
+    CU_ASSERT_EQUAL(dm_flock_halo_dirs_hd(4.4, 0, 4, 1.5, 10), 2);
+    /* the last slice [6, 10): one that crossed upwards lies at 0.3, above it */
+    CU_ASSERT_EQUAL(dm_flock_halo_dirs_hd(0.3, 6, 10, 1.5, 10), 2);
+    CU_ASSERT_EQUAL(dm_flock_halo_dirs_hd(5.7, 6, 10, 1.5, 10), 1);
+    /* a slice thinner than two margins: both edges */
+    CU_ASSERT_EQUAL(dm_flock_halo_dirs_hd(5.2, 4, 6.5, 1.5, 10), 3);
+}
+
 static void test_pair_contribution(void)
 {
     /* one neighbour closer than the softening distance: pushes as if at min_dist */
@@ -718,6 +738,15 @@ static void test_options_rejected(void)
     o = (dm_flock_options)DM_FLOCK_OPTIONS_INIT;
     o.checkpoint_every = 5; /* no file */
     CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_INVALID_ARG);
+    o = (dm_flock_options)DM_FLOCK_OPTIONS_INIT;
+    o.migrate_every = -1;
+    CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_INVALID_ARG);
+    /* one rank never migrates: any interval is accepted and K = 1 reported */
+    o.migrate_every = 50;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
+    CU_ASSERT_EQUAL(dm_flock_sim_migrate_every(s), 1);
+    dm_flock_sim_free(s);
+    s = NULL;
     /* unsorted rows are a format error */
     CU_ASSERT_TRUE_FATAL(v.row_off[1] >= 2);
     v.col[1] = v.col[0];
@@ -1089,6 +1118,7 @@ int main(int argc, char **argv)
         {"dot product exact and order independent", test_dot_exact},
         {"tile merge of the CUDA similarity kernel (emulated) equals the merge", test_dot_tile_merge},
         {"pair contribution and torus helpers", test_pair_contribution},
+        {"halo directions, also outside the slice and across the seam", test_halo_dirs},
         {"boid store: removal by moving the last boids into holes", test_store_remove},
         {"halo vector cache: left-out vectors taken from the previous halo", test_halo_cache},
         {"forces and update: hand-checked configuration", test_hand_forces},

@@ -269,22 +269,28 @@ static void test_cuda_rank_independence(void)
         CU_ASSERT_EQUAL(memcmp(cpu.cluster, one.cluster, 4 * cpu.n), 0);
         CU_ASSERT_TRUE(one.stats.seam_crossings > 0);
     }
-    /* 2 ranks and all of them (and 3 when that is all) */
+    /* 2 ranks and all of them (and 3 when that is all); 2 ranks also migrating after every
+     * iteration (the automatic interval is 3 there, 1 on 4 ranks) */
     for (int q = 2; q <= g_ctx.size; q++) {
         if (q != 2 && q != g_ctx.size) continue;
-        CU_ASSERT_EQUAL_FATAL(run_on(&st, &g_ctx, q, &so, n, &o, &co), DM_OK);
-        if (g_ctx.rank == 0) {
-            printf("  %d ranks: %s, %llu boids migrated, %llu seam crossings\n", q,
-                   bit_identical(&one, &st) ? "bit-identical" : "NOT bit-identical",
-                   (unsigned long long)st.stats.migrated_out, (unsigned long long)st.stats.seam_crossings);
-            CU_ASSERT_TRUE(bit_identical(&one, &st));
-            CU_ASSERT_EQUAL(memcmp(one.cluster, st.cluster, 4 * one.n), 0);
-            CU_ASSERT_TRUE(st.stats.migrated_out > 0);
-            CU_ASSERT_TRUE(st.stats.migrated_vectors < st.stats.migrated_out); /* from the halo */
-            CU_ASSERT_TRUE(st.stats.seam_crossings > 0);
+        for (int every = 0; every <= (q == 2); every++) {
+            o.migrate_every = every;
+            CU_ASSERT_EQUAL_FATAL(run_on(&st, &g_ctx, q, &so, n, &o, &co), DM_OK);
+            if (g_ctx.rank == 0) {
+                printf("  %d ranks, migration every %d: %s, %llu boids migrated, %llu seam crossings\n", q,
+                       st.migrate_every, bit_identical(&one, &st) ? "bit-identical" : "NOT bit-identical",
+                       (unsigned long long)st.stats.migrated_out, (unsigned long long)st.stats.seam_crossings);
+                if (every) CU_ASSERT_EQUAL(st.migrate_every, every);
+                CU_ASSERT_TRUE(bit_identical(&one, &st));
+                CU_ASSERT_EQUAL(memcmp(one.cluster, st.cluster, 4 * one.n), 0);
+                CU_ASSERT_TRUE(st.stats.migrated_out > 0);
+                CU_ASSERT_TRUE(st.stats.migrated_vectors < st.stats.migrated_out); /* from the halo */
+                CU_ASSERT_TRUE(st.stats.seam_crossings > 0);
+            }
+            ft_state_free(&st);
         }
-        ft_state_free(&st);
     }
+    o.migrate_every = 0;
     ft_state_free(&cpu);
     ft_state_free(&one);
 }

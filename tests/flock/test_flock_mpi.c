@@ -148,6 +148,45 @@ static void test_rank_independence(void)
     ft_state_free(&ref);
 }
 
+/* The migration interval: on a larger plane (5 neighbours at the start, a third less shrinking)
+ * 2 and 4 ranks migrate after every 1st, 2nd and 3rd iteration and keep the boids that left their
+ * slice in between: the same bits and clusters as one rank, ceil(50 / K) exchanges; an interval
+ * that the slices cannot hold is refused on every rank. */
+static void test_migrate_every(void)
+{
+    dm_flock_options o = model();
+    o.neighbours = 5;
+    o.shrink = 0.3;
+    dm_flock_cluster_options co = DM_FLOCK_CLUSTER_OPTIONS_INIT;
+    ft_state ref, st;
+    CU_ASSERT_EQUAL_FATAL(run_on(&ref, 1, &o, &co), DM_OK);
+    for (int q = 2; q <= g_ctx.size; q += 2)
+        for (int K = 1; K <= 3; K++) {
+            o.migrate_every = K;
+            CU_ASSERT_EQUAL_FATAL(run_on(&st, q, &o, &co), DM_OK);
+            if (g_ctx.rank == 0) {
+                CU_ASSERT_TRUE(same_bits(&ref, &st));
+                CU_ASSERT_EQUAL(memcmp(ref.cluster, st.cluster, 4 * ref.n), 0);
+                CU_ASSERT_EQUAL(st.migrate_every, K);
+                CU_ASSERT_EQUAL(st.stats.migrations, (uint64_t)((ITERS + K - 1) / K));
+                CU_ASSERT_TRUE(st.stats.migrated_out > 0);
+                CU_ASSERT_EQUAL(st.stats.migrated_out, st.stats.migrated_in);
+                CU_ASSERT_TRUE(st.stats.seam_crossings > 0);
+                CU_ASSERT_EQUAL(st.stats.pairs, ref.stats.pairs);
+                printf("\n  %d ranks, migration every %d: %llu exchanges, %llu migrants, %llu halo boids", q, K,
+                       (unsigned long long)st.stats.migrations, (unsigned long long)st.stats.migrated_out,
+                       (unsigned long long)st.stats.halo_sent);
+            }
+            ft_state_free(&st);
+        }
+    if (g_ctx.size > 1) {
+        o.migrate_every = 40; /* a halo reach of about 40 plane units: more than a slice */
+        CU_ASSERT_EQUAL(run_on(&st, g_ctx.size, &o, &co), DM_ERR_INVALID_ARG);
+        ft_state_free(&st);
+    }
+    ft_state_free(&ref);
+}
+
 /* Small components attached by centroid similarity (centroids all-reduced over the ranks): the
  * same labels on 1 .. P ranks; clustered documents keep their cluster, and only documents that
  * were noise change. Two iterations from the random start and a cluster threshold of 0.18 (above
@@ -271,11 +310,22 @@ static void test_merge_ranks(void)
     ft_state_free(&ref);
 }
 
-/* after every iteration: every document owned by exactly one rank */
+/* after every iteration: every document owned by exactly one rank, which holds it in its slice
+ * after a migration and at most u v_max outside it u iterations after one */
 typedef struct conservation {
     int iterations, violations;
     uint64_t n;
+    double v_max;
+    uint64_t outside; /* own boids seen outside their rank's slice */
 } conservation;
+
+/* How far y lies outside the slice [lo, hi) of a torus of height H (0 inside). */
+static double outside_by(double y, double lo, double hi, double H)
+{
+    if (y >= lo && y < hi) return 0.0;
+    if (y < lo) return lo - y < y + H - hi ? lo - y : y + H - hi;
+    return y - hi < lo + H - y ? y - hi : lo + H - y;
+}
 
 static int check_owners(dm_flock_sim *s, void *user)
 {
@@ -307,10 +357,19 @@ static int check_owners(dm_flock_sim *s, void *user)
         c->violations += bad;
         free(seen);
     }
-    /* own boids lie in this rank's slice */
-    double W, H;
+    /* own boids lie in this rank's slice, or as far outside as u updates since the last
+     * migration can take them */
+    double W, H, lo, hi;
     dm_flock_sim_plane(s, &W, &H);
-    for (size_t i = 0; i < v.n; i++) c->violations += dm_flock_slice_of(s, v.y[i], H) != g_ctx.rank;
+    dm_flock_slice_bounds(s, g_ctx.rank, H, &lo, &hi);
+    int K = dm_flock_sim_migrate_every(s), it = dm_flock_sim_iteration(s);
+    int u = it >= ITERS ? 0 : it % K;
+    for (size_t i = 0; i < v.n; i++) {
+        double d = outside_by(v.y[i], lo, hi, H);
+        c->violations += d > u * c->v_max * (1 + 1e-9);
+        c->outside += d > 0;
+        if (u == 0) c->violations += dm_flock_slice_of(s, v.y[i], H) != g_ctx.rank;
+    }
     c->iterations++;
     free(counts);
     free(displs);
@@ -321,7 +380,7 @@ static int check_owners(dm_flock_sim *s, void *user)
 static void test_conservation(void)
 {
     dm_flock_options o = model();
-    conservation c = {0, 0, NDOCS};
+    conservation c = {0, 0, NDOCS, o.v_max, 0};
     o.on_iteration = check_owners;
     o.user = &c;
     ft_state st;
@@ -329,7 +388,15 @@ static void test_conservation(void)
     CU_ASSERT_EQUAL_FATAL(ft_run(&st, &g_ctx, &so, NDOCS, &o, NULL), DM_OK);
     CU_ASSERT_EQUAL(c.iterations, ITERS);
     MPI_Allreduce(MPI_IN_PLACE, &c.violations, 1, MPI_INT, MPI_SUM, g_ctx.world);
+    MPI_Allreduce(MPI_IN_PLACE, &c.outside, 1, MPI_UINT64_T, MPI_SUM, g_ctx.world);
     CU_ASSERT_EQUAL(c.violations, 0);
+    /* between migrations (automatic interval: 3 on 2 ranks, 1 on 4 here) boids do stay outside */
+    if (g_ctx.rank == 0) {
+        printf("\n  %d ranks: migration every %d iterations, %llu own boid-iterations outside the slice\n", g_ctx.size,
+               st.migrate_every, (unsigned long long)c.outside);
+        if (g_ctx.size > 1) CU_ASSERT_EQUAL(st.stats.migrations, (uint64_t)((ITERS + st.migrate_every - 1) / st.migrate_every));
+        CU_ASSERT_EQUAL(c.outside > 0, st.migrate_every > 1);
+    }
     ft_state_free(&st);
 }
 
@@ -394,6 +461,7 @@ static void test_error_during_run(void)
 int main(int argc, char **argv)
 {
     CU_TestInfo mpi[] = {{"rank independence (bit-identical) and clusters", test_rank_independence},
+                         {"migration every K iterations: the same bits", test_migrate_every},
                          {"small components attached by centroid, across ranks", test_centroid_attach_ranks},
                          {"clusters merged by centroid, across ranks", test_merge_ranks},
                          {"conservation: one owner per document per iteration", test_conservation},
