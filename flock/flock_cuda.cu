@@ -388,6 +388,7 @@ struct dstate {
     void *sscan = 0;
     size_t cap_sscan = 0;
     dm_flock_buf hidx = {0, 0}, hstate = {0, 0}, hod = {0, 0}; /* host side of a selection */
+    size_t sel_n = 0; /* own boids when the selection was queued (select_queue) */
     void free_all()
     {
         dm_flock_buf_free(&hidx), dm_flock_buf_free(&hstate), dm_flock_buf_free(&hod);
@@ -752,22 +753,25 @@ int read_counters(dm_flock_sim *sim, dstate *s)
     return DM_OK;
 }
 
-/* Fetches the own boids selected on the device - mode 0: the halo of the current plane (slice
- * [lo, hi), height H), mode 1: the boids that left the slice on the next plane (height H) - into the host
- * store (their state only: the device holds the state of the others) and *sel (ascending boid
- * indices with their direction bits, in the state's buffers, valid until the next selection).
- * Runs on stream st (synchronised on return). */
-int select_fetch(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, double H, dm_flock_sel *sel,
-                 cudaStream_t st)
+/* Selects own boids on the device - mode 0: the halo of the current plane (slice [lo, hi), height
+ * H), mode 1: the boids that left the slice on the next plane (height H) - and fetches them into
+ * the host store (their state only: the device holds the state of the others) and *sel
+ * (ascending boid indices with their direction bits, in the state's buffers, valid until the next
+ * selection). In two parts on stream st: select_queue queues the kernels and the copy of the
+ * count (buffers sized for every own boid, so nothing waits), select_finish waits for them and
+ * fetches the selected boids (synchronised on return). Between the two the host may queue other
+ * work, which the selection (stream B, high priority) does not hold up. */
+int select_queue(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, double H, cudaStream_t st)
 {
-    sel->idx = NULL;
-    sel->dirs = NULL;
-    sel->n = 0;
     size_t n = s->own.n;
+    s->sel_n = n;
     if (n == 0) return DM_OK;
     DM_TRY(ensure(&s->sflag, &s->cap_sflag, n + 1));
     DM_TRY(ensure(&s->soff, &s->cap_soff, n + 1));
     DM_TRY(ensure(&s->sdirs, &s->cap_sdirs, n));
+    DM_TRY(ensure(&s->sidx, &s->cap_sidx, n));
+    DM_TRY(ensure(&s->sstate, &s->cap_sstate, 4 * n));
+    DM_TRY(ensure(&s->sodirs, &s->cap_sodirs, n));
     DM_CUDA_TRY(cudaMemsetAsync(s->sflag + n, 0, 4, st));
     fk_flags_args fa = {s->own.y, n, mode, lo, hi, sim->margin, s->cut, sim->size, sim->rank, H,
                         s->sflag, s->sdirs, s->err};
@@ -776,8 +780,22 @@ int select_fetch(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, d
     DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(NULL, bytes, s->sflag, s->soff, (int)(n + 1), st));
     DM_TRY(ensure(reinterpret_cast<char **>(&s->sscan), &s->cap_sscan, bytes ? bytes : 1));
     DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(s->sscan, bytes, s->sflag, s->soff, (int)(n + 1), st));
+    fk_pick_args pa = {s->sflag, s->soff, n, s->own.x, s->own.y, s->own.vx, s->own.vy, s->sdirs,
+                       s->sidx, s->sstate, s->sodirs};
+    DM_TRY(pick(K_PICK, n)->launch(&pa, n, st));
     DM_CUDA_TRY(cudaMemcpyAsync(&s->hctr[6], s->soff + n, 4, cudaMemcpyDeviceToHost, st));
     DM_CUDA_TRY(cudaMemcpyAsync(&s->hctr[7], s->err, sizeof(int), cudaMemcpyDeviceToHost, st));
+    return DM_OK;
+}
+
+int select_finish(dm_flock_sim *sim, dstate *s, dm_flock_sel *sel, cudaStream_t st)
+{
+    sel->idx = NULL;
+    sel->dirs = NULL;
+    sel->n = 0;
+    size_t n = s->sel_n;
+    if (n == 0) return DM_OK;
+    DM_ASSERT(n == s->own.n);
     DM_CUDA_TRY(cudaStreamSynchronize(st));
     uint32_t m = 0;
     int herr = 0;
@@ -785,12 +803,6 @@ int select_fetch(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, d
     memcpy(&herr, &s->hctr[7], sizeof herr);
     if (herr == 2) return DM_ERR(DM_ERR_CUDA, "flock: a boid moved further than one slice (internal error)");
     if (m == 0) return DM_OK;
-    DM_TRY(ensure(&s->sidx, &s->cap_sidx, m));
-    DM_TRY(ensure(&s->sstate, &s->cap_sstate, 4 * (size_t)m));
-    DM_TRY(ensure(&s->sodirs, &s->cap_sodirs, m));
-    fk_pick_args pa = {s->sflag, s->soff, n, s->own.x, s->own.y, s->own.vx, s->own.vy, s->sdirs,
-                       s->sidx, s->sstate, s->sodirs};
-    DM_TRY(pick(K_PICK, n)->launch(&pa, n, st));
     uint32_t *idx = static_cast<uint32_t *>(dm_flock_buf_reserve(&s->hidx, 4 * (size_t)m));
     double *state = static_cast<double *>(dm_flock_buf_reserve(&s->hstate, 32 * (size_t)m));
     uint8_t *od = static_cast<uint8_t *>(dm_flock_buf_reserve(&s->hod, m));
@@ -813,6 +825,16 @@ int select_fetch(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, d
     sel->dirs = od;
     sel->n = m;
     return DM_OK;
+}
+
+int select_fetch(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, double H, dm_flock_sel *sel,
+                 cudaStream_t st)
+{
+    sel->idx = NULL;
+    sel->dirs = NULL;
+    sel->n = 0;
+    DM_TRY(select_queue(sim, s, mode, lo, hi, H, st));
+    return select_finish(sim, s, sel, st);
 }
 
 /* After a migration decided on the host (dm_flock_store_remove's moves, arrivals appended), the
@@ -1005,16 +1027,24 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         dm_flock_sel sel = {NULL, NULL, 0};
         double lo, hi;
         dm_flock_slice_bounds(sim, sim->rank, p.H, &lo, &hi);
+        /* the selection's kernels first, then the own-own detection (queued once the host has the
+         * pair total), then the wait for the selection: the detection does not wait for it */
         dm_timer_start("flock.comm"); /* selection and device-to-host copies feed the exchange */
         dm_timer_start("flock.comm.halo_select");
-        if (rc == DM_OK && !sim->host_valid) {
+        const int fetch = !sim->host_valid;
+        if (rc == DM_OK && fetch) {
             if (cudaStreamWaitEvent(b, s->ev[8], 0) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "wait");
-            if (rc == DM_OK) rc = select_fetch(sim, s, 0, lo, hi, p.H, &sel, b);
+            if (rc == DM_OK) rc = select_queue(sim, s, 0, lo, hi, p.H, b);
         }
         dm_timer_stop("flock.comm.halo_select");
         dm_timer_stop("flock.comm");
-        dm_flock_trace(sim, DM_FT_HALO_SEL);
         if (rc == DM_OK) rc = pairs_detect(s, &s->pown, &s->own, &s->own, p, 1, a);
+        dm_timer_start("flock.comm");
+        dm_timer_start("flock.comm.halo_select");
+        if (rc == DM_OK && fetch) rc = select_finish(sim, s, &sel, b);
+        dm_timer_stop("flock.comm.halo_select");
+        dm_timer_stop("flock.comm");
+        dm_flock_trace(sim, DM_FT_HALO_SEL);
         /* the last step's status (dm_flock_sim_run): completed before this step's first
          * exchange, while the device detects; a failure reported there stops every rank here */
         int ra = dm_flock_agree_finish(sim);
