@@ -239,6 +239,21 @@ void dm_mem_prefault(void *p, size_t n)
     }
 }
 
+void dm_mem_copy(void *dst, const void *src, size_t n)
+{
+    const size_t chunk = (size_t)1 << 20;
+    if (n < 4 * chunk) {
+        if (n) memcpy(dst, src, n);
+        return;
+    }
+    const long pieces = (long)((n + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static)
+    for (long k = 0; k < pieces; k++) {
+        size_t at = (size_t)k * chunk, len = n - at < chunk ? n - at : chunk;
+        memcpy((char *)dst + at, (const char *)src + at, len);
+    }
+}
+
 #if !DM_HAVE_CUDA
 int dm_host_alloc_pinned(void **out, size_t n)
 {

@@ -25,6 +25,9 @@ char *dm_strdup(const char *s);
  * device-to-host copy - otherwise takes every fault itself. Contents are kept. Ranges under 4 MiB
  * are left alone. */
 void dm_mem_prefault(void *p, size_t n);
+/* memcpy, on the OpenMP threads in 1 MiB pieces from 4 MiB on (staging megabytes into pinned
+ * buffers for the device: one thread copies 5-10 GB/s). */
+void dm_mem_copy(void *dst, const void *src, size_t n);
 
 /* Pinned (page-locked) host memory, for asynchronous copies. */
 int dm_host_alloc_pinned(void **out, size_t n);

@@ -45,6 +45,13 @@ int dm_dbuf_release(dm_dbuf_slot *s);
 int dm_dbuf_wait(dm_dbuf_slot *s);
 /* Waits for every slot. */
 int dm_dbuf_drain(dm_dbuf *b);
+/* Copies n bytes of (pageable) host memory at src to device memory at dst through the slots'
+ * pinned buffers: each piece of up to host_bytes is copied into a slot by the OpenMP threads and
+ * uploaded on the slot's stream while the next piece is copied (a pageable cudaMemcpy stages
+ * through the driver's buffers on one thread). Returns once every piece is queued; src may change
+ * at once, dst is complete after dm_dbuf_drain. The slots' device buffers are not used (dev_bytes
+ * may be 0). */
+int dm_dbuf_upload(dm_dbuf *b, void *dst, const void *src, size_t n);
 
 #ifdef __cplusplus
 }

@@ -14,7 +14,7 @@ extern "C" void dm_dbuf_free(dm_dbuf *b)
         if (s->done) cudaEventDestroy((cudaEvent_t)s->done);
         if (s->stream) cudaStreamDestroy((cudaStream_t)s->stream);
         dm_host_free_pinned(s->host);
-        dm_device_free(s->dev);
+        if (s->dev) dm_device_free(s->dev);
     }
     dm_free(b->slots);
     memset(b, 0, sizeof *b);
@@ -34,7 +34,7 @@ extern "C" int dm_dbuf_init(dm_dbuf *b, int n, size_t host_bytes, size_t dev_byt
         dm_dbuf_slot *s = &b->slots[i];
         s->index = i;
         rc = dm_host_alloc_pinned(&s->host, host_bytes);
-        if (rc == DM_OK) rc = dm_device_alloc(&s->dev, dev_bytes);
+        if (rc == DM_OK && dev_bytes) rc = dm_device_alloc(&s->dev, dev_bytes);
         cudaStream_t st;
         cudaEvent_t ev;
         if (rc == DM_OK) {
@@ -92,5 +92,20 @@ extern "C" int dm_dbuf_release(dm_dbuf_slot *s)
 extern "C" int dm_dbuf_drain(dm_dbuf *b)
 {
     for (int i = 0; i < b->n; i++) DM_TRY(dm_dbuf_wait(&b->slots[i]));
+    return DM_OK;
+}
+
+extern "C" int dm_dbuf_upload(dm_dbuf *b, void *dst, const void *src, size_t n)
+{
+    if (!b->slots || b->host_bytes == 0) return DM_ERR(DM_ERR_INVALID_ARG, "dm_dbuf_upload: no slot buffers");
+    for (size_t at = 0; at < n;) {
+        size_t len = n - at < b->host_bytes ? n - at : b->host_bytes;
+        dm_dbuf_slot *s;
+        DM_TRY(dm_dbuf_acquire(b, &s)); /* its last upload has read the buffer */
+        dm_mem_copy(s->host, (const char *)src + at, len);
+        DM_CUDA_TRY(cudaMemcpyAsync((char *)dst + at, s->host, len, cudaMemcpyHostToDevice, (cudaStream_t)s->stream));
+        DM_TRY(dm_dbuf_release(s));
+        at += len;
+    }
     return DM_OK;
 }

@@ -27,6 +27,7 @@
 #include <new>
 
 #include "common/alloc.h"
+#include "common/dbuf.h"
 #include "common/cuda_check.h"
 #include "common/log.h"
 #include "common/rng.h"
@@ -329,16 +330,18 @@ int stage_begin(pstage *ps, size_t bytes)
 }
 
 /* Uploads n bytes of host memory to dst: through the staging buffer when one is given (room
- * reserved by stage_begin; pieces 8-byte aligned), else straight from the host memory. */
-int h2d(pstage *ps, void *dst, const void *src, size_t n, cudaStream_t st)
+ * reserved by stage_begin; pieces 8-byte aligned), else through the multi-buffer up when given
+ * (dst complete after dm_dbuf_drain), else straight from the host memory. */
+int h2d(pstage *ps, void *dst, const void *src, size_t n, cudaStream_t st, dm_dbuf *up = NULL)
 {
     if (n == 0) return DM_OK;
+    if (!ps && up) return dm_dbuf_upload(up, dst, src, n);
     if (!ps) {
         DM_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, st));
         return DM_OK;
     }
     DM_ASSERT(ps->used + n <= ps->cap);
-    dm_flock_memcpy(ps->buf + ps->used, src, n);
+    dm_mem_copy(ps->buf + ps->used, src, n);
     DM_CUDA_TRY(cudaMemcpyAsync(dst, ps->buf + ps->used, n, cudaMemcpyHostToDevice, st));
     ps->used += (n + 7) & ~(size_t)7;
     return DM_OK;
@@ -440,11 +443,34 @@ const dm_tune_instance *pick(int k, size_t n)
 
 /* ================================================================ pipeline =================== */
 
+int upload_set_via(dset *d, const dm_flock_store *h, cudaStream_t st, size_t vectors_from, size_t pool_slack,
+                   pstage *ps, dm_dbuf *up);
+
 /* Uploads a host store. The vector pool gets room for pool_slack more entries when it is
  * (re)allocated (arrivals on several ranks; 0 for one rank, whose pool never grows). ps: stage the
- * copies through that page-locked buffer (NULL: straight from the host store). */
+ * copies through that page-locked buffer (NULL: a whole store, as at the start: through a
+ * multi-buffer of pinned pieces filled by the threads, complete on return, when it is large). */
 int upload_set(dset *d, const dm_flock_store *h, cudaStream_t st, size_t vectors_from, size_t pool_slack,
                pstage *ps = NULL)
+{
+    if (!ps) {
+        /* 0.45-0.55 s for 3.2 GB from pageable memory at 1M documents (bench/RESULTS.md, session 16) */
+        size_t bytes = 52 * h->n + 8 * (h->pool > vectors_from ? h->pool - vectors_from : 0);
+        if (bytes >= ((size_t)64 << 20)) {
+            dm_dbuf up;
+            DM_TRY(dm_dbuf_init(&up, 4, (size_t)32 << 20, 0));
+            int rc = upload_set_via(d, h, st, vectors_from, pool_slack, NULL, &up);
+            int rd = dm_dbuf_drain(&up);
+            dm_dbuf_free(&up);
+            return rc != DM_OK ? rc : rd;
+        }
+    }
+    return upload_set_via(d, h, st, vectors_from, pool_slack, ps, NULL);
+}
+
+/* upload_set's copies: through ps, or the multi-buffer up, or straight. */
+int upload_set_via(dset *d, const dm_flock_store *h, cudaStream_t st, size_t vectors_from, size_t pool_slack,
+                   pstage *ps, dm_dbuf *up)
 {
     size_t n = h->n;
     DM_TRY(ensure(&d->x, &d->cap_x, n));
@@ -470,17 +496,17 @@ int upload_set(dset *d, const dm_flock_store *h, cudaStream_t st, size_t vectors
     size_t nv = pool > vectors_from ? pool - vectors_from : 0;
     if (ps) DM_TRY(stage_begin(ps, 6 * up8(8 * n) + up8(4 * n) + 2 * up8(4 * nv)));
     if (n) {
-        DM_TRY(h2d(ps, d->x, h->x, 8 * n, st));
-        DM_TRY(h2d(ps, d->y, h->y, 8 * n, st));
-        DM_TRY(h2d(ps, d->vx, h->vx, 8 * n, st));
-        DM_TRY(h2d(ps, d->vy, h->vy, 8 * n, st));
-        DM_TRY(h2d(ps, d->id, h->id, 8 * n, st));
-        DM_TRY(h2d(ps, d->voff, h->voff, 8 * n, st));
-        DM_TRY(h2d(ps, d->vlen, h->vlen, 4 * n, st));
+        DM_TRY(h2d(ps, d->x, h->x, 8 * n, st, up));
+        DM_TRY(h2d(ps, d->y, h->y, 8 * n, st, up));
+        DM_TRY(h2d(ps, d->vx, h->vx, 8 * n, st, up));
+        DM_TRY(h2d(ps, d->vy, h->vy, 8 * n, st, up));
+        DM_TRY(h2d(ps, d->id, h->id, 8 * n, st, up));
+        DM_TRY(h2d(ps, d->voff, h->voff, 8 * n, st, up));
+        DM_TRY(h2d(ps, d->vlen, h->vlen, 4 * n, st, up));
     }
     if (nv) {
-        DM_TRY(h2d(ps, d->col + vectors_from, h->col + vectors_from, 4 * nv, st));
-        DM_TRY(h2d(ps, d->val + vectors_from, h->val + vectors_from, 4 * nv, st));
+        DM_TRY(h2d(ps, d->col + vectors_from, h->col + vectors_from, 4 * nv, st, up));
+        DM_TRY(h2d(ps, d->val + vectors_from, h->val + vectors_from, 4 * nv, st, up));
     }
     DM_TRY(stage_end(ps, st));
     d->pool_n = pool;

@@ -16,9 +16,6 @@
 extern "C" {
 #endif
 
-/* memcpy, on the OpenMP threads from 4 MiB on (staging megabytes of vectors for the device). */
-void dm_flock_memcpy(void *dst, const void *src, size_t n);
-
 /* Test hook: documents per work item of the clusters' centroid sums (0: the default, 16384), so
  * that tests with small clusters also cut them into several items. Not thread-safe. */
 void dm_flock_set_centroid_item(size_t docs);

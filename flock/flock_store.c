@@ -80,21 +80,6 @@ void dm_flock_idmap_free(dm_flock_idmap *m)
     memset(m, 0, sizeof *m);
 }
 
-void dm_flock_memcpy(void *dst, const void *src, size_t n)
-{
-    const size_t chunk = (size_t)1 << 20;
-    if (n < 4 * chunk) {
-        memcpy(dst, src, n);
-        return;
-    }
-    const long pieces = (long)((n + chunk - 1) / chunk);
-#pragma omp parallel for schedule(static)
-    for (long k = 0; k < pieces; k++) {
-        size_t at = (size_t)k * chunk, len = n - at < chunk ? n - at : chunk;
-        memcpy((char *)dst + at, (const char *)src + at, len);
-    }
-}
-
 void dm_flock_store_init(dm_flock_store *s) { memset(s, 0, sizeof *s); }
 
 void dm_flock_store_free(dm_flock_store *s)
