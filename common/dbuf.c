@@ -20,4 +20,5 @@ int dm_dbuf_release(dm_dbuf_slot *s) { return DM_ERR_UNSUPPORTED; }
 int dm_dbuf_wait(dm_dbuf_slot *s) { return DM_ERR_UNSUPPORTED; }
 int dm_dbuf_drain(dm_dbuf *b) { return DM_ERR_UNSUPPORTED; }
 int dm_dbuf_upload(dm_dbuf *b, void *dst, const void *src, size_t n) { return DM_ERR_UNSUPPORTED; }
+int dm_dbuf_download(dm_dbuf *b, void *dst, const void *src, size_t n) { return DM_ERR_UNSUPPORTED; }
 #endif

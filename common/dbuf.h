@@ -52,6 +52,11 @@ int dm_dbuf_drain(dm_dbuf *b);
  * at once, dst is complete after dm_dbuf_drain. The slots' device buffers are not used (dev_bytes
  * may be 0). */
 int dm_dbuf_upload(dm_dbuf *b, void *dst, const void *src, size_t n);
+/* The reverse: copies n bytes of device memory at src to (pageable) host memory at dst through
+ * the slots' pinned buffers: each piece downloads on its slot's stream while the OpenMP threads
+ * copy the previous one out. Waits for every slot first (so that work queued before, such as an
+ * upload of src, has completed) and returns when dst is complete. */
+int dm_dbuf_download(dm_dbuf *b, void *dst, const void *src, size_t n);
 
 #ifdef __cplusplus
 }

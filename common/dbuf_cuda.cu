@@ -109,3 +109,33 @@ extern "C" int dm_dbuf_upload(dm_dbuf *b, void *dst, const void *src, size_t n)
     }
     return DM_OK;
 }
+
+extern "C" int dm_dbuf_download(dm_dbuf *b, void *dst, const void *src, size_t n)
+{
+    if (!b->slots || b->host_bytes == 0) return DM_ERR(DM_ERR_INVALID_ARG, "dm_dbuf_download: no slot buffers");
+    DM_TRY(dm_dbuf_drain(b));
+    /* piece i downloads into slot i mod n while piece i - 1 is copied out of its slot; a slot is
+     * acquired again only after its piece was copied out (n >= 2) */
+    dm_dbuf_slot *prev = NULL;
+    size_t prev_at = 0, prev_len = 0;
+    for (size_t at = 0; at < n || prev;) {
+        dm_dbuf_slot *s = NULL;
+        size_t len = 0;
+        if (at < n) {
+            len = n - at < b->host_bytes ? n - at : b->host_bytes;
+            DM_TRY(dm_dbuf_acquire(b, &s));
+            DM_CUDA_TRY(cudaMemcpyAsync(s->host, (const char *)src + at, len, cudaMemcpyDeviceToHost,
+                                        (cudaStream_t)s->stream));
+            DM_TRY(dm_dbuf_release(s));
+        }
+        if (prev) {
+            DM_TRY(dm_dbuf_wait(prev));
+            dm_mem_copy((char *)dst + prev_at, prev->host, prev_len);
+        }
+        prev = s;
+        prev_at = at;
+        prev_len = len;
+        at += len;
+    }
+    return DM_OK;
+}

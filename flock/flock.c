@@ -11,6 +11,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/peerx.h"
 #include "common/rng.h"
 #include "common/status.h"
 #include "common/timer.h"
@@ -247,23 +248,6 @@ typedef struct dist_sec {
 
 static size_t dist_pad8(size_t b) { return (b + 7) & ~(size_t)7; }
 
-/* A send buffer with the sections of n boids and nnz entries. */
-static int dist_sec_alloc(dist_sec *d, char **buf, uint64_t n, uint64_t nnz)
-{
-    size_t sz = 5 * 8 * (size_t)n + dist_pad8(4 * (size_t)n) + 2 * dist_pad8(4 * (size_t)nnz);
-    char *p = *buf = dm_malloc(sz ? sz : 8);
-    if (!p) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for a %zu-byte distribution message", sz);
-    d->id = (uint64_t *)p;
-    d->x = (double *)(p + 8 * n);
-    d->y = d->x + n;
-    d->vx = d->y + n;
-    d->vy = d->vx + n;
-    d->vlen = (uint32_t *)(d->vy + n);
-    d->col = (uint32_t *)((char *)d->vlen + dist_pad8(4 * (size_t)n));
-    d->val = (float *)((char *)d->col + dist_pad8(4 * (size_t)nnz));
-    return DM_OK;
-}
-
 #define DIST_SECTIONS 8
 /* Bytes per MPI message (counts are ints): 1 GiB, or DOCMINE_FLOCK_DIST_CHUNK (tests: small
  * chunks exercise the split on small problems). */
@@ -279,6 +263,29 @@ static void dist_sec_bytes(uint64_t n, uint64_t nnz, size_t b[DIST_SECTIONS])
 {
     size_t bs[DIST_SECTIONS] = {8 * n, 8 * n, 8 * n, 8 * n, 8 * n, 4 * n, 4 * nnz, 4 * nnz};
     memcpy(b, bs, sizeof bs);
+}
+
+/* Where each section starts in a send buffer (8-byte aligned); returns the buffer's size. */
+static size_t dist_sec_offsets(uint64_t n, uint64_t nnz, size_t off[DIST_SECTIONS])
+{
+    size_t b[DIST_SECTIONS], at = 0;
+    dist_sec_bytes(n, nnz, b);
+    for (int k = 0; k < DIST_SECTIONS; k++) {
+        off[k] = at;
+        at += dist_pad8(b[k]);
+    }
+    return at;
+}
+
+/* A send buffer with the sections of n boids and nnz entries. */
+static int dist_sec_alloc(dist_sec *d, char **buf, uint64_t n, uint64_t nnz)
+{
+    size_t off[DIST_SECTIONS], sz = dist_sec_offsets(n, nnz, off);
+    char *p = *buf = dm_malloc(sz ? sz : 8);
+    if (!p) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for a %zu-byte distribution message", sz);
+    *d = (dist_sec){(uint64_t *)(p + off[0]), (double *)(p + off[1]), (double *)(p + off[2]), (double *)(p + off[3]),
+                    (double *)(p + off[4]), (uint32_t *)(p + off[5]), (uint32_t *)(p + off[6]), (float *)(p + off[7])};
+    return DM_OK;
 }
 
 static void dist_sec_list(const dist_sec *d, uint64_t n, uint64_t nnz, void *p[DIST_SECTIONS], size_t b[DIST_SECTIONS])
@@ -458,15 +465,39 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         dm_timer_stop("flock.setup.distribute.reserve");
         /* every rank exchanges or none does: from here on each rank posts all its messages */
         rc = dm_ctx_agree(s->ctx, rc);
-        /* the receives first, straight into the own store: each sender's boids and entries after
-         * this rank's own, in rank order */
+        /* the messages between ranks of one node go through their GPUs where they can (MPI moves
+         * 3-4 GB/s per rank between processes on the H200 hosts, NVLink about 390 GB/s: session
+         * 17), the others through MPI */
+        dm_peerx *px = NULL;
+        dist_sec *rsec = dm_calloc((size_t)P, sizeof *rsec);
+        if (rc == DM_OK && !rsec) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        rc = dm_ctx_agree(s->ctx, rc);
+        if (rc == DM_OK && P > 1) {
+            uint64_t *sb = dm_calloc(2 * (size_t)P, sizeof *sb), *rb = sb ? sb + P : NULL;
+            rc = dm_ctx_agree(s->ctx, sb ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory"));
+            if (rc == DM_OK) {
+                size_t off[DIST_SECTIONS];
+                for (int q = 0; q < P; q++) {
+                    sb[q] = dist_sec_offsets(meta[2 * q], meta[2 * q + 1], off);
+                    rb[q] = dist_sec_offsets(rmeta[2 * q], rmeta[2 * q + 1], off);
+                }
+                dm_timer_start("flock.setup.distribute.gpu");
+                dm_timer_start("flock.setup.distribute.gpu.open");
+                rc = dm_peerx_open(&px, s->ctx, sb, rb);
+                dm_timer_stop("flock.setup.distribute.gpu.open");
+                dm_timer_stop("flock.setup.distribute.gpu");
+            }
+            dm_free(sb);
+        }
+        /* where each sender's boids and entries go: after this rank's own, in rank order; the MPI
+         * receives are posted first, straight into the own store */
         if (rc == DM_OK) {
             size_t b = (size_t)rmeta[2 * s->rank], z = (size_t)rmeta[2 * s->rank + 1];
             for (int q = 0; q < P; q++) {
                 if (q == s->rank) continue;
-                dist_sec rq = {s->own.id + b, s->own.x + b, s->own.y + b, s->own.vx + b, s->own.vy + b,
-                               s->own.vlen + b, s->own.col + z, s->own.val + z};
-                dist_post(&xr, s->comm, q, &rq, rmeta[2 * q], rmeta[2 * q + 1], 0);
+                rsec[q] = (dist_sec){s->own.id + b, s->own.x + b, s->own.y + b, s->own.vx + b, s->own.vy + b,
+                                     s->own.vlen + b, s->own.col + z, s->own.val + z};
+                if (!dm_peerx_local(px, q)) dist_post(&xr, s->comm, q, &rsec[q], rmeta[2 * q], rmeta[2 * q + 1], 0);
                 b += (size_t)rmeta[2 * q];
                 z += (size_t)rmeta[2 * q + 1];
             }
@@ -485,14 +516,15 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                 need[k + 1] = need[k] + (long)((rows + item_rows - 1) / item_rows);
             }
             long items = need[P], next = 0;
-            int unposted = P - 1;
+            int unposted = P - 1, mpi_peers = 0;
+            for (int q = 0; q < P; q++) mpi_peers += q != s->rank && !dm_peerx_local(px, q);
 #pragma omp parallel
             {
                 const int master = omp_get_thread_num() == 0;
                 /* with other threads to pack, the master only drives MPI: progress calls between
                  * items of its own overlapped nothing (4 H200s: the wait after the packing stayed
                  * 0.53 s; bench/RESULTS.md, session 13) */
-                const int packer = !master || omp_get_num_threads() == 1 || P == 1;
+                const int packer = !master || omp_get_num_threads() == 1 || mpi_peers == 0;
                 int k = 0; /* destination of this thread's last item (items are taken in order) */
                 for (;;) {
                     long c = items;
@@ -535,7 +567,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                         dj = done[j];
                         if (posted[j] || dj != need[j + 1] - need[j]) continue;
                         int q = (s->rank + 1 + j) % P;
-                        dist_post(&xr, s->comm, q, &sec[q], meta[2 * q], meta[2 * q + 1], 1);
+                        if (!dm_peerx_local(px, q)) dist_post(&xr, s->comm, q, &sec[q], meta[2 * q], meta[2 * q + 1], 1);
                         posted[j] = 1;
                         unposted--;
                     }
@@ -563,6 +595,36 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         dm_free(xr.req);
         dm_free(xr.st);
         dm_timer_stop("flock.setup.distribute.exchange");
+        if (px) { /* the node's messages: staged whole, copied over, unstaged by section */
+            dm_timer_start("flock.setup.distribute.gpu");
+            int grc = DM_OK;
+            size_t off[DIST_SECTIONS];
+            dm_timer_start("flock.setup.distribute.gpu.put");
+            for (int q = 0; q < P && grc == DM_OK; q++)
+                if (dm_peerx_local(px, q))
+                    grc = dm_peerx_put(px, q, 0, sbuf[q], dist_sec_offsets(meta[2 * q], meta[2 * q + 1], off));
+            dm_timer_stop("flock.setup.distribute.gpu.put");
+            dm_timer_start("flock.setup.distribute.gpu.copy");
+            int erc = dm_peerx_exchange(px); /* collective */
+            dm_timer_stop("flock.setup.distribute.gpu.copy");
+            if (grc == DM_OK) grc = erc;
+            uint64_t moved = 0;
+            dm_timer_start("flock.setup.distribute.gpu.get");
+            for (int q = 0; q < P && grc == DM_OK; q++) {
+                if (!dm_peerx_local(px, q)) continue;
+                void *dst[DIST_SECTIONS];
+                size_t bytes[DIST_SECTIONS];
+                moved += dist_sec_offsets(rmeta[2 * q], rmeta[2 * q + 1], off);
+                dist_sec_list(&rsec[q], rmeta[2 * q], rmeta[2 * q + 1], dst, bytes);
+                for (int k = 0; k < DIST_SECTIONS && grc == DM_OK; k++)
+                    grc = dm_peerx_get(px, q, off[k], dst[k], bytes[k]);
+            }
+            dm_timer_stop("flock.setup.distribute.gpu.get");
+            dm_peerx_close(px); /* collective */
+            dm_counter_add("flock.distribute.gpu_bytes", (int64_t)moved);
+            if (rc == DM_OK) rc = grc;
+            dm_timer_stop("flock.setup.distribute.gpu");
+        }
         if (rc == DM_OK && bad < (long)n) {
             uint32_t len = 0;
             rc = unit_row(v, (uint64_t)bad, NULL, NULL, &len); /* records the message */
@@ -594,6 +656,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         for (int q = 0; q < P && sbuf; q++) dm_free(sbuf[q]);
         dm_free(sbuf);
         dm_free(sec);
+        dm_free(rsec);
         dm_free(first);
         dm_free(meta);
         dm_free(rmeta);

@@ -6,7 +6,8 @@
  *  - every compiled instance of every flock kernel, forced in turn, gives the CPU result;
  *  - the tuner's bench hooks: every instance's output equals the default instance's, exactly;
  *  - the CUDA backend on 1..P ranks (sub-communicators) gives bit-identical trajectories and the
- *    same clusters as the CPU backend.
+ *    same clusters as the CPU backend, the initial distribution going through the GPUs
+ *    (common/peerx.h; the CPU backend's runs take MPI).
  * Inputs: seeded synthetic corpora of sizes that are not multiples of 32 or of a block size.
  *
  * Cost: several ranks often share one GPU here (ctest runs np2 and np4 on one device), where every
@@ -26,6 +27,7 @@
 
 #include "common/context.h"
 #include "common/status.h"
+#include "common/timer.h"
 #include "common/tune/tune.h"
 #include "flock/flock.h"
 #include "flock/flock_impl.h"
@@ -275,8 +277,11 @@ static void test_cuda_rank_independence(void)
         if (q != 2 && q != g_ctx.size) continue;
         for (int every = 0; every <= (q == 2); every++) {
             o.migrate_every = every;
+            int64_t gpu0 = dm_counter_get("flock.distribute.gpu_bytes");
             CU_ASSERT_EQUAL_FATAL(run_on(&st, &g_ctx, q, &so, n, &o, &co), DM_OK);
             if (g_ctx.rank == 0) {
+                /* the initial distribution went through the GPUs (the ranks share this node) */
+                CU_ASSERT_TRUE(dm_counter_get("flock.distribute.gpu_bytes") > gpu0);
                 printf("  %d ranks, migration every %d: %s, %llu boids migrated, %llu seam crossings\n", q,
                        st.migrate_every, bit_identical(&one, &st) ? "bit-identical" : "NOT bit-identical",
                        (unsigned long long)st.stats.migrated_out, (unsigned long long)st.stats.seam_crossings);

@@ -1,0 +1,18 @@
+/* Messages through the GPUs in a CPU-only build (common/peerx.h): never available, so callers
+ * use MPI. The CUDA build uses peerx_cuda.cu. Reference: none. */
+#include "common/peerx.h"
+
+#include "common/status.h"
+
+#if !DM_HAVE_CUDA
+int dm_peerx_open(dm_peerx **px, const dm_ctx *ctx, const uint64_t *send_bytes, const uint64_t *recv_bytes)
+{
+    *px = NULL;
+    return DM_OK;
+}
+int dm_peerx_local(const dm_peerx *px, int q) { return 0; }
+int dm_peerx_put(dm_peerx *px, int q, size_t off, const void *src, size_t n) { return DM_ERR_UNSUPPORTED; }
+int dm_peerx_exchange(dm_peerx *px) { return DM_ERR_UNSUPPORTED; }
+int dm_peerx_get(dm_peerx *px, int q, size_t off, void *dst, size_t n) { return DM_ERR_UNSUPPORTED; }
+void dm_peerx_close(dm_peerx *px) {}
+#endif
