@@ -1,8 +1,10 @@
 /* Point-to-point messages between the ranks of one node through their GPUs: every rank stages what
  * it sends to its node's other ranks in one device buffer, the receivers map that buffer (CUDA IPC)
  * and copy their messages out of it over NVLink (or PCIe), then download them to host memory.
- * On the 2- and 4-H200 hosts MPI moves 3-4 GB/s per rank between processes; GPU to GPU is about
- * 390 GB/s (bench/RESULTS.md, session 17). Ranks on other nodes keep using MPI.
+ * GPU to GPU is about 390 GB/s on the 4-H200 hosts, but the host sides (staging and unstaging
+ * through pinned pieces) and opening the mappings bound it: for flock's distribution it beat MPI
+ * with 2 ranks on a host (-25%) and lost with 4 (bench/RESULTS.md, session 17), so it is opt-in.
+ * Ranks on other nodes keep using MPI.
  *
  * Usage (every call collective over the communicator given to dm_peerx_open, except put/get):
  *   dm_peerx_open(&px, ctx, send_bytes, recv_bytes);  // px NULL: not available, use MPI
@@ -13,8 +15,8 @@
  * A message's bytes are addressed by offset, so the sender may stage it in pieces and the receiver
  * may download it in other pieces.
  * Reference: none (MPI point-to-point is the portable path). CUDA backend only: in a CPU-only build
- * and on the CPU backend dm_peerx_open returns DM_OK with *px NULL. DOCMINE_GPU_EXCHANGE=0 turns it
- * off (the MPI path everywhere). */
+ * and on the CPU backend dm_peerx_open returns DM_OK with *px NULL. It is used only with
+ * DOCMINE_GPU_EXCHANGE=1 (the MPI path otherwise). */
 #ifndef DM_PEERX_H
 #define DM_PEERX_H
 
@@ -33,7 +35,7 @@ typedef struct dm_peerx dm_peerx;
  * receives from world rank q (q = this rank ignored). *px is NULL (and DM_OK returned) when the
  * exchange is not available on every rank: the CPU backend, no two ranks on one node, the GPUs of
  * a node not mappable from each other's processes (for example one GPU visible per process), too
- * little device memory, or DOCMINE_GPU_EXCHANGE=0; the caller then sends everything through MPI.
+ * little device memory, or DOCMINE_GPU_EXCHANGE not 1; the caller then sends everything through MPI.
  * Errors are agreed over the ranks. */
 int dm_peerx_open(dm_peerx **px, const dm_ctx *ctx, const uint64_t *send_bytes, const uint64_t *recv_bytes);
 /* 1 when the messages between this rank and world rank q go through px (q shares this node and

@@ -104,7 +104,7 @@ extern "C" int dm_peerx_open(dm_peerx **px, const dm_ctx *ctx, const uint64_t *s
 {
     *px = NULL;
     const char *e = getenv("DOCMINE_GPU_EXCHANGE");
-    int want = ctx->backend == DM_BACKEND_CUDA && ctx->size > 1 && !(e && !strcmp(e, "0"));
+    int want = ctx->backend == DM_BACKEND_CUDA && ctx->size > 1 && e && !strcmp(e, "1");
     MPI_Allreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MIN, ctx->world);
     if (!want) return DM_OK;
     MPI_Comm node = MPI_COMM_NULL;

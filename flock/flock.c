@@ -465,39 +465,24 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         dm_timer_stop("flock.setup.distribute.reserve");
         /* every rank exchanges or none does: from here on each rank posts all its messages */
         rc = dm_ctx_agree(s->ctx, rc);
-        /* the messages between ranks of one node go through their GPUs where they can (MPI moves
-         * 3-4 GB/s per rank between processes on the H200 hosts, NVLink about 390 GB/s: session
-         * 17), the others through MPI */
+        /* the messages between ranks of one node may go through their GPUs (common/peerx.h, opt-in:
+         * DOCMINE_GPU_EXCHANGE=1; the master thread opens the exchange while the others pack), the
+         * others through MPI */
         dm_peerx *px = NULL;
+        int orc = DM_OK;
         dist_sec *rsec = dm_calloc((size_t)P, sizeof *rsec);
-        if (rc == DM_OK && !rsec) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        uint64_t *sb = dm_calloc(2 * (size_t)P, sizeof *sb), *rb = sb ? sb + P : NULL;
+        if (rc == DM_OK && (!rsec || !sb)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
         rc = dm_ctx_agree(s->ctx, rc);
-        if (rc == DM_OK && P > 1) {
-            uint64_t *sb = dm_calloc(2 * (size_t)P, sizeof *sb), *rb = sb ? sb + P : NULL;
-            rc = dm_ctx_agree(s->ctx, sb ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory"));
-            if (rc == DM_OK) {
-                size_t off[DIST_SECTIONS];
-                for (int q = 0; q < P; q++) {
-                    sb[q] = dist_sec_offsets(meta[2 * q], meta[2 * q + 1], off);
-                    rb[q] = dist_sec_offsets(rmeta[2 * q], rmeta[2 * q + 1], off);
-                }
-                dm_timer_start("flock.setup.distribute.gpu");
-                dm_timer_start("flock.setup.distribute.gpu.open");
-                rc = dm_peerx_open(&px, s->ctx, sb, rb);
-                dm_timer_stop("flock.setup.distribute.gpu.open");
-                dm_timer_stop("flock.setup.distribute.gpu");
-            }
-            dm_free(sb);
-        }
-        /* where each sender's boids and entries go: after this rank's own, in rank order; the MPI
-         * receives are posted first, straight into the own store */
+        /* where each sender's boids and entries go: after this rank's own, in rank order */
         if (rc == DM_OK) {
-            size_t b = (size_t)rmeta[2 * s->rank], z = (size_t)rmeta[2 * s->rank + 1];
+            size_t b = (size_t)rmeta[2 * s->rank], z = (size_t)rmeta[2 * s->rank + 1], off[DIST_SECTIONS];
             for (int q = 0; q < P; q++) {
+                sb[q] = dist_sec_offsets(meta[2 * q], meta[2 * q + 1], off);
+                rb[q] = dist_sec_offsets(rmeta[2 * q], rmeta[2 * q + 1], off);
                 if (q == s->rank) continue;
                 rsec[q] = (dist_sec){s->own.id + b, s->own.x + b, s->own.y + b, s->own.vx + b, s->own.vy + b,
                                      s->own.vlen + b, s->own.col + z, s->own.val + z};
-                if (!dm_peerx_local(px, q)) dist_post(&xr, s->comm, q, &rsec[q], rmeta[2 * q], rmeta[2 * q + 1], 0);
                 b += (size_t)rmeta[2 * q];
                 z += (size_t)rmeta[2 * q + 1];
             }
@@ -516,15 +501,35 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                 need[k + 1] = need[k] + (long)((rows + item_rows - 1) / item_rows);
             }
             long items = need[P], next = 0;
-            int unposted = P - 1, mpi_peers = 0;
-            for (int q = 0; q < P; q++) mpi_peers += q != s->rank && !dm_peerx_local(px, q);
+            int unposted = P - 1;
 #pragma omp parallel
             {
                 const int master = omp_get_thread_num() == 0;
-                /* with other threads to pack, the master only drives MPI: progress calls between
-                 * items of its own overlapped nothing (4 H200s: the wait after the packing stayed
-                 * 0.53 s; bench/RESULTS.md, session 13) */
-                const int packer = !master || omp_get_num_threads() == 1 || mpi_peers == 0;
+                int packer = !master || omp_get_num_threads() == 1;
+                if (master) {
+                    /* the exchange through the GPUs (collective; 0.11 s to open with 2 ranks on a
+                     * 4-H200 host, 0.38-0.46 s with 4: bench/RESULTS.md, session 17), then the MPI
+                     * receives of the other peers, straight into the own store */
+                    if (P > 1) {
+                        dm_timer_start("flock.setup.distribute.gpu.open");
+                        orc = dm_peerx_open(&px, s->ctx, sb, rb);
+                        dm_timer_stop("flock.setup.distribute.gpu.open");
+                    }
+                    int mpi_peers = 0;
+                    for (int q = 0; q < P; q++) {
+                        if (q == s->rank || dm_peerx_local(px, q)) continue;
+                        mpi_peers++;
+                        if (orc == DM_OK) dist_post(&xr, s->comm, q, &rsec[q], rmeta[2 * q], rmeta[2 * q + 1], 0);
+                    }
+                    if (orc != DM_OK) { /* agreed: no rank sends anything */
+                        for (int j = 0; j < P; j++) posted[j] = 1;
+                        unposted = 0;
+                    }
+                    /* with other threads to pack, the master only drives MPI: progress calls
+                     * between items of its own overlapped nothing (4 H200s: the wait after the
+                     * packing stayed 0.53 s; bench/RESULTS.md, session 13) */
+                    if (mpi_peers == 0) packer = 1;
+                }
                 int k = 0; /* destination of this thread's last item (items are taken in order) */
                 for (;;) {
                     long c = items;
@@ -589,6 +594,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         dm_free(need);
         dm_free(posted);
         dm_timer_stop("flock.setup.distribute.pack");
+        if (rc == DM_OK) rc = orc;
         dm_timer_start("flock.setup.distribute.exchange");
         if (xr.n && xr.err == MPI_SUCCESS) xr.err = MPI_Waitall(xr.n, xr.req, xr.st);
         if (rc == DM_OK && xr.err != MPI_SUCCESS) rc = DM_ERR(DM_ERR_MPI, "flock: initial distribution failed");
@@ -657,6 +663,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         dm_free(sbuf);
         dm_free(sec);
         dm_free(rsec);
+        dm_free(sb);
         dm_free(first);
         dm_free(meta);
         dm_free(rmeta);

@@ -3,8 +3,8 @@
  *  - every rank sends every other rank a message of its own size (empty ones, odd sizes, one of
  *    more than two pinned slots), staged in three pieces from a buffer overwritten at once and
  *    downloaded in two other pieces; every byte arrives as sent;
- *  - pieces outside a message are refused; DOCMINE_GPU_EXCHANGE=0 and the CPU backend give no
- *    exchange (the callers then use MPI). */
+ *  - pieces outside a message are refused; without DOCMINE_GPU_EXCHANGE=1 (the tests set it), and
+ *    on the CPU backend, there is no exchange (the callers then use MPI). */
 #include <CUnit/CUnit.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +23,7 @@ static int setup(void)
     dm_ctx_options o = DM_CTX_OPTIONS_INIT;
     o.backend = DM_BACKEND_CUDA;
     o.quiet = 1;
+    setenv("DOCMINE_GPU_EXCHANGE", "1", 1); /* opt-in (common/peerx.h) */
     return dm_ctx_init(&g_ctx, &o) == DM_OK ? 0 : 1;
 }
 static int teardown(void)
@@ -109,10 +110,14 @@ static void test_not_available(void)
 {
     uint64_t *z = calloc((size_t)g_ctx.size, sizeof *z);
     dm_peerx *px = (dm_peerx *)&g_ctx; /* must be overwritten */
-    setenv("DOCMINE_GPU_EXCHANGE", "0", 1);
+    unsetenv("DOCMINE_GPU_EXCHANGE"); /* the default: MPI */
     CU_ASSERT_EQUAL(dm_peerx_open(&px, &g_ctx, z, z), DM_OK);
     CU_ASSERT_PTR_NULL(px);
-    unsetenv("DOCMINE_GPU_EXCHANGE");
+    setenv("DOCMINE_GPU_EXCHANGE", "0", 1);
+    px = (dm_peerx *)&g_ctx;
+    CU_ASSERT_EQUAL(dm_peerx_open(&px, &g_ctx, z, z), DM_OK);
+    CU_ASSERT_PTR_NULL(px);
+    setenv("DOCMINE_GPU_EXCHANGE", "1", 1);
     dm_ctx cpu = g_ctx;
     cpu.backend = DM_BACKEND_CPU;
     px = (dm_peerx *)&g_ctx;
@@ -126,7 +131,7 @@ int main(int argc, char **argv)
 {
     CU_TestInfo t[] = {
         {"messages through the GPUs arrive byte for byte", test_exchange},
-        {"no exchange when turned off or on the CPU backend", test_not_available},
+        {"no exchange by default, when turned off or on the CPU backend", test_not_available},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"peerx-gpu", setup, teardown, NULL, NULL, t}, CU_SUITE_INFO_NULL};

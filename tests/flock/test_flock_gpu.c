@@ -7,7 +7,7 @@
  *  - the tuner's bench hooks: every instance's output equals the default instance's, exactly;
  *  - the CUDA backend on 1..P ranks (sub-communicators) gives bit-identical trajectories and the
  *    same clusters as the CPU backend, the initial distribution going through the GPUs
- *    (common/peerx.h; the CPU backend's runs take MPI).
+ *    (common/peerx.h, turned on here; the CPU backend's runs take MPI).
  * Inputs: seeded synthetic corpora of sizes that are not multiples of 32 or of a block size.
  *
  * Cost: several ranks often share one GPU here (ctest runs np2 and np4 on one device), where every
@@ -46,6 +46,7 @@ static int setup(void)
     dm_ctx_options o = DM_CTX_OPTIONS_INIT;
     o.backend = DM_BACKEND_CUDA;
     o.quiet = 1;
+    setenv("DOCMINE_GPU_EXCHANGE", "1", 1); /* the distribution through the GPUs (opt-in) */
     if (dm_ctx_init(&g_ctx, &o) != DM_OK) return 1;
     g_cpu = g_ctx;
     g_cpu.backend = DM_BACKEND_CPU;
