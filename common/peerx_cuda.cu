@@ -19,9 +19,9 @@ struct dm_peerx {
     int P;
     MPI_Comm node;      /* the ranks of ctx->world on this node */
     char *local;        /* local[q]: world rank q shares this node (and is not this rank) */
-    uint64_t *sbytes, *rbytes; /* per world rank: the message to it / from it */
-    uint64_t *soff, *roff;     /* where that message lies in sdev / rdev */
-    uint64_t *rsrc;     /* where this rank's message lies in q's staging buffer */
+    /* per world rank q, five arrays of P in one block (sbytes owns it): the message to q / from q,
+     * where it lies in sdev / rdev, and where this rank's message lies in q's staging buffer */
+    uint64_t *sbytes, *rbytes, *soff, *roff, *rsrc;
     void **peer;        /* q's staging buffer mapped here (NULL when nothing comes from q) */
     int *wr;            /* world rank of each node rank */
     cudaIpcMemHandle_t *hs; /* each node rank's staging handle */
@@ -45,10 +45,6 @@ static void px_free(dm_peerx *x)
     if (x->node != MPI_COMM_NULL) MPI_Comm_free(&x->node);
     dm_free(x->local);
     dm_free(x->sbytes);
-    dm_free(x->rbytes);
-    dm_free(x->soff);
-    dm_free(x->roff);
-    dm_free(x->rsrc);
     dm_free(x->peer);
     dm_free(x->wr);
     dm_free(x->hs);
@@ -125,15 +121,17 @@ extern "C" int dm_peerx_open(dm_peerx **px, const dm_ctx *ctx, const uint64_t *s
         x->P = P;
         x->node = node;
         x->local = (char *)dm_calloc((size_t)P, 1);
-        x->sbytes = (uint64_t *)dm_malloc(sizeof(uint64_t) * (size_t)P);
-        x->rbytes = (uint64_t *)dm_malloc(sizeof(uint64_t) * (size_t)P);
-        x->soff = (uint64_t *)dm_malloc(sizeof(uint64_t) * (size_t)P);
-        x->roff = (uint64_t *)dm_malloc(sizeof(uint64_t) * (size_t)P);
-        x->rsrc = (uint64_t *)dm_malloc(sizeof(uint64_t) * (size_t)P);
+        x->sbytes = (uint64_t *)dm_malloc(5 * sizeof(uint64_t) * (size_t)P);
+        if (x->sbytes) {
+            x->rbytes = x->sbytes + P;
+            x->soff = x->rbytes + P;
+            x->roff = x->soff + P;
+            x->rsrc = x->roff + P;
+        }
         x->peer = (void **)dm_calloc((size_t)P, sizeof(void *));
         x->wr = (int *)dm_malloc(sizeof(int) * (size_t)nn);
         x->hs = (cudaIpcMemHandle_t *)dm_malloc(sizeof(cudaIpcMemHandle_t) * (size_t)nn);
-        ok = x->local && x->sbytes && x->rbytes && x->soff && x->roff && x->rsrc && x->peer && x->wr && x->hs;
+        ok = x->local && x->sbytes && x->peer && x->wr && x->hs;
     }
     int rc = dm_ctx_agree(ctx, ok ? DM_OK : DM_ERR(DM_ERR_NOMEM, "out of memory"));
     if (rc != DM_OK) {

@@ -604,11 +604,9 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         if (px) { /* the node's messages: staged whole, copied over, unstaged by section */
             dm_timer_start("flock.setup.distribute.gpu");
             int grc = DM_OK;
-            size_t off[DIST_SECTIONS];
             dm_timer_start("flock.setup.distribute.gpu.put");
             for (int q = 0; q < P && grc == DM_OK; q++)
-                if (dm_peerx_local(px, q))
-                    grc = dm_peerx_put(px, q, 0, sbuf[q], dist_sec_offsets(meta[2 * q], meta[2 * q + 1], off));
+                if (dm_peerx_local(px, q)) grc = dm_peerx_put(px, q, 0, sbuf[q], sb[q]);
             dm_timer_stop("flock.setup.distribute.gpu.put");
             dm_timer_start("flock.setup.distribute.gpu.copy");
             int erc = dm_peerx_exchange(px); /* collective */
@@ -619,8 +617,9 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
             for (int q = 0; q < P && grc == DM_OK; q++) {
                 if (!dm_peerx_local(px, q)) continue;
                 void *dst[DIST_SECTIONS];
-                size_t bytes[DIST_SECTIONS];
-                moved += dist_sec_offsets(rmeta[2 * q], rmeta[2 * q + 1], off);
+                size_t bytes[DIST_SECTIONS], off[DIST_SECTIONS];
+                dist_sec_offsets(rmeta[2 * q], rmeta[2 * q + 1], off);
+                moved += rb[q];
                 dist_sec_list(&rsec[q], rmeta[2 * q], rmeta[2 * q + 1], dst, bytes);
                 for (int k = 0; k < DIST_SECTIONS && grc == DM_OK; k++)
                     grc = dm_peerx_get(px, q, off[k], dst[k], bytes[k]);
