@@ -22,6 +22,15 @@
 #                                C OpenMP threads, so that every point runs each GPU with the same
 #                                cores, as SLURM's --cpus-per-task does (default: OMP_NUM_THREADS
 #                                when set, else the host's cores / its GPUs)
+#     --bind-order physical|linear
+#                                mpiexec: how the blocks of cores are cut (default physical: the
+#                                logical CPUs ordered by socket and core, so that the hardware
+#                                threads of one core fall in one block and a block of C CPUs is
+#                                C / threads-per-core whole cores, as SLURM allocates cores;
+#                                linear: CPUs r*C .. r*C+C-1, which on a host that numbers the
+#                                second thread of every core after all first threads gives a
+#                                1-GPU point C whole cores and the ranks of a full host half of
+#                                that each)
 #     --no-bind                  mpiexec: no binding (ranks share all cores; a 1-GPU point then
 #                                also uses the cores of the GPUs it leaves idle)
 #     --shared-baseline          mpiexec: after each method's series, run its 1-GPU point on
@@ -48,7 +57,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 launcher=""; gpus=1,2,4; gpn=4; methods=flock,streamclust; dpg=100000; out=out/weak
-docmine=build/apps/docmine; dry=0; extra=(); fargs=""; sargs=""; repeats=1; cpr=""; bind=1; shared=0; touch=0
+docmine=build/apps/docmine; dry=0; extra=(); fargs=""; sargs=""; repeats=1; cpr=""; bind=1; border=physical; shared=0; touch=0
 while [ $# -gt 0 ]; do
     case $1 in
     --launcher) launcher=$2; shift 2 ;;
@@ -63,11 +72,12 @@ while [ $# -gt 0 ]; do
     --repeats) repeats=$2; shift 2 ;;
     --cores-per-rank) cpr=$2; shift 2 ;;
     --no-bind) bind=0; shift ;;
+    --bind-order) border=$2; shift 2 ;;
     --shared-baseline) shared=1; shift ;;
     --touch-memory) touch=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "weak-scaling.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -96,6 +106,20 @@ if [ "$launcher" = mpiexec ]; then
     if [ $bind -eq 1 ] && ! command -v taskset >/dev/null 2>&1; then
         echo "weak-scaling.sh: taskset not found: ranks not bound to cores" >&2; bind=0
     fi
+    case $border in physical|linear) ;; *) echo "weak-scaling.sh: --bind-order must be physical or linear" >&2; exit 2 ;; esac
+    # this process's CPUs in binding order, one per line (physical: by socket, core, CPU, from
+    # lscpu; linear, or without lscpu: by number)
+    cpus=$(taskset -pc $$ 2>/dev/null | sed 's/.*: *//' | tr ',' '\n' | awk -F- '{ b = $1; e = NF > 1 ? $2 : $1; for (c = b; c <= e; c++) print c }')
+    [ -n "$cpus" ] || cpus=$(seq 0 $((ncores - 1)))
+    if [ "$border" = physical ] && command -v lscpu >/dev/null 2>&1; then
+        ordered=$(lscpu -p=CPU,CORE,SOCKET 2>/dev/null | awk -F, -v list="$(echo $cpus)" '
+            BEGIN { n = split(list, l, " "); for (i = 1; i <= n; i++) mine[l[i]] = 1 }
+            /^#/ { next }
+            ($1 in mine) { printf "%d %d %d\n", ($3 == "" ? 0 : $3), ($2 == "" ? $1 : $2), $1 }' | sort -n -k1,1 -k2,2 -k3,3 | awk '{ print $3 }')
+        [ "$(echo "$ordered" | grep -c .)" -eq "$(echo "$cpus" | grep -c .)" ] && cpus=$ordered
+    fi
+    # block b: CPUs b*C+1 .. b*C+C of that order, as a taskset list
+    block() { echo "$cpus" | sed -n "$(($1 * cpr + 1)),$(($1 * cpr + cpr))p" | paste -sd, -; }
 fi
 if [ "$launcher" = mpiexec ] && [ "$touch" -gt 0 ]; then
     # 8 writers of GIB/8 each (python's bytearray(n) writes its n zero bytes), then freed
@@ -123,14 +147,17 @@ for m in "${mlist[@]}"; do
             binder=()
             if [ $bind -eq 1 ]; then
                 if [ $((g * cpr)) -le "$ncores" ]; then
-                    binder=(sh -c 'r=${MPI_LOCALRANKID:-${OMPI_COMM_WORLD_LOCAL_RANK:-${PMI_RANK:-0}}}; f=$((r * DM_CORES)); c="$f-$((f + DM_CORES - 1))"; taskset -c "$c" true 2>/dev/null && exec taskset -c "$c" "$@"; exec "$@"' bind)
+                    blocks=$(for ((i = 0; i < g; i++)); do block $i; done | paste -sd';' -)
+                    echo "  rank blocks of CPUs ($border order): $blocks"
+                    # the local rank picks its block (field r + 1 of DM_CPU_BLOCKS)
+                    binder=(env DM_CPU_BLOCKS="$blocks" sh -c 'r=${MPI_LOCALRANKID:-${OMPI_COMM_WORLD_LOCAL_RANK:-${PMI_RANK:-0}}}; c=$(echo "$DM_CPU_BLOCKS" | cut -d";" -f$((r + 1))); [ -n "$c" ] && taskset -c "$c" true 2>/dev/null && exec taskset -c "$c" "$@"; exec "$@"' bind)
                 else
                     echo "weak-scaling.sh: $g ranks x $cpr cores exceed the $ncores cores: not bound" >&2
                 fi
             fi
             for ((r = 1; r <= repeats; r++)); do
                 dir=$out/$m-$g; [ "$repeats" -eq 1 ] || dir=$out/.$m-$g.run$r
-                cmd=(env OMP_NUM_THREADS="$omp" DM_CORES="$cpr" mpiexec -n "$g" "${binder[@]}" "$docmine" pipeline --synthetic default --docs-per-rank "$dpg" --method "$m"
+                cmd=(env OMP_NUM_THREADS="$omp" mpiexec -n "$g" "${binder[@]}" "$docmine" pipeline --synthetic default --docs-per-rank "$dpg" --method "$m"
                      -o "$dir" "${margs[@]}" "${extra[@]}")
                 echo "+ ${cmd[*]}"
                 [ $dry -eq 0 ] || continue
@@ -179,7 +206,7 @@ PY
         [ $dry -eq 1 ] || { rm -rf "${sdir:?}/$m"-r*; mkdir -p "$sdir"; }
         for ((i = 0; i < G; i++)); do
             tset=()
-            if [ $bind -eq 1 ] && [ $((G * cpr)) -le "$ncores" ]; then tset=(taskset -c "$((i * cpr))-$((i * cpr + cpr - 1))"); fi
+            if [ $bind -eq 1 ] && [ $((G * cpr)) -le "$ncores" ]; then tset=(taskset -c "$(block "$i")"); fi
             cmd=(env CUDA_VISIBLE_DEVICES="$i" OMP_NUM_THREADS="$cpr" "${tset[@]}" mpiexec -n 1 "$docmine" pipeline --synthetic default
                  --docs-per-rank "$dpg" --synth-share "$i/$G" --method "$m" -o "$sdir/$m-r$i" "${margs[@]}" "${extra[@]}")
             echo "+ ${cmd[*]} &"
