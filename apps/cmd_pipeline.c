@@ -297,6 +297,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
     const char *cmd = "pipeline";
     dm_ctx *ctx = app->ctx;
     dm_preprocess_options pp = DM_PREPROCESS_OPTIONS_INIT;
+    pp.device_tokens = dm_vectorize_device_tokens();
     dm_tfidf_options to = DM_TFIDF_OPTIONS_INIT;
     dm_synth_options so = DM_SYNTH_OPTIONS_INIT;
     so.seed = ctx->opt.seed;

@@ -38,6 +38,12 @@ static int parse_uint(const char *s, unsigned long long lo, unsigned long long h
     return (errno || *end || *v < lo || *v > hi) ? -1 : 0;
 }
 
+int dm_vectorize_device_tokens(void)
+{
+    const char *e = getenv("DOCMINE_DEVICE_TOKENS");
+    return !(e && strcmp(e, "0") == 0);
+}
+
 int dm_vectorize_pp_option(dm_app *app, const char *cmd, int c, const char *arg, dm_preprocess_options *pp)
 {
     unsigned long long v;
@@ -202,6 +208,7 @@ int dm_cmd_vectorize(dm_app *app, int argc, char **argv)
     const char *cmd = "vectorize";
     dm_ctx *ctx = app->ctx;
     dm_preprocess_options pp = DM_PREPROCESS_OPTIONS_INIT;
+    pp.device_tokens = dm_vectorize_device_tokens();
     dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
     const char *corpus = NULL, *out = NULL, *icf_path = NULL, *vocab_path = NULL, *tokens = NULL;
     int export_fmt = -1;

@@ -34,6 +34,10 @@ int dm_vectorize_pp_option(dm_app *app, const char *cmd, int c, const char *arg,
  * fraction (of N, in [0, 1]). Returns 0, or -1 for an invalid value. */
 int dm_vectorize_parse_df(const char *s, uint64_t *count, double *frac, int is_max);
 
+/* dm_preprocess_options.device_tokens for commands that vectorize what they preprocess: 1 (the
+ * token hashes stay on the GPU between the two) unless DOCMINE_DEVICE_TOKENS=0 (comparisons). */
+int dm_vectorize_device_tokens(void);
+
 /* The report's TF-IDF and preprocessing counters (ps may be NULL). */
 void dm_vectorize_report_stats(json_t *o, const dm_tfidf_stats *st, const dm_pp_stats *ps);
 

@@ -24,6 +24,7 @@
 
 #include "common/alloc.h"
 #include "common/context.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "common/timer.h"
 #include "preprocess/preprocess.h"
@@ -100,6 +101,7 @@ static dm_pp_batch *dm_pp_queue_pop(dm_pp_queue *q)
 
 typedef struct dm_pp_run {
     const dm_preprocess_options *opt;
+    dm_tok_options tok;      /* opt->tok, with device_hashes set in device mode */
     dm_tokenize_fn *tokenize;
     int cuda;
     int device;              /* the calling thread's GPU, bound in the worker (CUDA) */
@@ -217,7 +219,7 @@ static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b, dm_tok_result *res, int *hav
     int rc = dm_pp_assemble(r, b);
     dm_tok_batch tb = {b->text ? b->text : "", b->text_len, b->doc_off, b->n_docs};
     double t1 = dm_now();
-    if (rc >= 0) rc = r->tokenize(res, &tb, &r->stop, &r->opt->tok);
+    if (rc >= 0) rc = r->tokenize(res, &tb, &r->stop, &r->tok);
     double t2 = dm_now();
     *have_res = rc >= 0;
     double h2d = 0, kern = 0, d2h = 0;
@@ -244,7 +246,8 @@ static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b, dm_tok_result *res, int *hav
     pthread_cond_broadcast(&r->commit_cv);
     pthread_mutex_unlock(&r->commit_mu);
     if (commit && rc >= 0) {
-        dm_sb_batch_fill(&r->sb, sp, res);
+        rc = dm_sb_batch_fill(&r->sb, sp, res);
+        if (rc < 0) dm_pp_set_rc(r, rc);
         double t6 = dm_now();
         pthread_mutex_lock(&r->commit_mu);
         r->t_build += t6 - t5;
@@ -637,6 +640,8 @@ void dm_pp_times_to_timers(const dm_pp_times *t, const char *prefix, int wall)
         snprintf(key, sizeof key, "%s.%s", prefix, name[i]);
         dm_timer_add(key, val[i]);
     }
+    snprintf(key, sizeof key, "%s.device_tokens", prefix);
+    dm_counter_add(key, t->device_tokens);
 }
 
 double dm_pp_times_sum(const dm_pp_times *t)
@@ -693,6 +698,13 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
         return rc;
     }
     rc = dm_sb_init(&r->sb);
+    /* device mode: the stream's hashes stay on this GPU (dm_preprocess_options.device_tokens) */
+    r->tok = opt->tok;
+    r->tok.device_hashes = r->cuda && opt->device_tokens;
+    if (r->tok.device_hashes) {
+        const char *lim = getenv("DOCMINE_PP_DEVICE_TOKENS_LIMIT"); /* tests: force the move to the host */
+        dm_sb_device_start(&r->sb, lim ? (size_t)strtoull(lim, NULL, 10) : 0);
+    }
     /* the stream's arrays are fresh memory: helper threads populate their pages ahead of the
      * fills (stream_build.h), so that the build mostly copies */
     if (rc >= 0 && !opt->no_prefault) rc = dm_sb_prefault_start(&r->sb);
@@ -803,6 +815,10 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
         r->sb.s.flags = (opt->tok.stem ? 1u : 0u) | (opt->tok.keep_numbers ? 2u : 0u);
         double t0 = dm_now();
         dm_sb_prefault_stop(&r->sb, &times->prefault, NULL); /* every fill is done */
+        times->device_tokens = r->sb.dev ? 1 : r->sb.dev_moved ? 2 : 0;
+        if (r->sb.dev_moved)
+            dm_log_info("preprocess: the token hashes moved from the device to the host on the way (their device "
+                        "array would have taken more than half of the free device memory)");
         rc = dm_sb_finish(out, &r->sb);
         times->build += dm_now() - t0;
         times->worker += dm_now() - t0;

@@ -195,8 +195,10 @@ typedef struct dm_tok_options {
     int max_len;       /* bytes, default 64 (<= DM_TOKEN_MAX_LEN) */
     int keep_numbers;  /* 0: drop pure numbers */
     int stem;          /* 1: Porter-stem ASCII tokens */
+    int device_hashes; /* CUDA backend: also keep the hashes on the device (dm_tok_result.dev_hash);
+                          the other backends ignore it */
 } dm_tok_options;
-#define DM_TOK_OPTIONS_INIT {2, 64, 0, 1}
+#define DM_TOK_OPTIONS_INIT {2, 64, 0, 1, 0}
 #define DM_TOKEN_MAX_LEN 255
 
 /* Input: n_docs normalised documents concatenated in text; document d is
@@ -233,6 +235,9 @@ typedef struct dm_tok_result {
                                   dm_tokenize_hd give it (tokenize_hd.h, step 6), so that the
                                   stream builder probes only the listed tokens */
     size_t n_first;
+    uint64_t *dev_hash;        /* CUDA backend with dm_tok_options.device_hashes: the n_tokens
+                                  hashes in device memory as well (valid until dm_tok_result_free;
+                                  the stream builder copies them on the device); NULL otherwise */
 } dm_tok_result;
 /* Frees the arrays (or returns a pinned set to the CUDA backend's pool). */
 void dm_tok_result_free(dm_tok_result *r);
@@ -302,6 +307,10 @@ typedef struct dm_token_stream {
     char *term_bytes;
     uint32_t flags;
     dm_pp_stats stats;
+    uint64_t *dev_hashes; /* the token hashes in device memory instead of `hashes` (NULL then):
+                             dm_preprocess_options.device_tokens on the CUDA backend, for
+                             dm_tfidf_from_stream on the same GPU; NULL otherwise. Freed by
+                             dm_token_stream_free; the file writer and the dump need host hashes */
 } dm_token_stream;
 
 #define DM_TOKEN_STREAM_MAGIC "DMTOKS\0\1"
@@ -350,8 +359,15 @@ typedef struct dm_preprocess_options {
                                  for comparisons: same output, the fills fault the pages) */
     int workers;              /* pipeline workers (tokenise + build a batch each); 0 = 4, at most 8.
                                  Same output for any number */
+    int device_tokens;        /* CUDA backend: the stream's token hashes stay on the device
+                                 (dm_token_stream.dev_hashes), copied there from each batch's
+                                 device output, so that TF-IDF on the same GPU does not upload them
+                                 again and the host neither fills nor faults in 8 bytes a token.
+                                 The device array takes at most half of the free device memory:
+                                 beyond that the stream moves its hashes to the host and goes on
+                                 there (same stream). Other backends ignore it */
 } dm_preprocess_options;
-#define DM_PREPROCESS_OPTIONS_INIT {DM_READER_OPTIONS_INIT, DM_TOK_OPTIONS_INIT, NULL, 0, 0, 0, 0, 0, 0}
+#define DM_PREPROCESS_OPTIONS_INIT {DM_READER_OPTIONS_INIT, DM_TOK_OPTIONS_INIT, NULL, 0, 0, 0, 0, 0, 0, 0}
 
 /* Per-stage seconds of one rank (the batch pipeline fills them; CPU backend: h2d = d2h = 0).
  * Files are read and normalised by `threads` reader threads (one file each at a time); read and
@@ -382,9 +398,12 @@ typedef struct dm_pp_times {
      * last piece is taken, the drain until the workers are done, the finish (vocabulary sort,
      * trims, frees) */
     double wall_setup, wall_run, wall_drain, wall_finish;
+    int device_tokens; /* 1: the stream's hashes stayed on the device (dm_preprocess_options.
+                          device_tokens), 2: they moved to the host on the way, 0: host */
 } dm_pp_times;
 /* Adds the stages to the named timers "<prefix>.read", ".normalize", ".h2d", ".kernels", ".d2h",
- * ".build", ".prefault", ".take", ".worker" and, with wall != 0, "<prefix>.wall" (common/timer.h). */
+ * ".build", ".prefault", ".take", ".worker" and, with wall != 0, "<prefix>.wall" (common/timer.h),
+ * and device_tokens to the counter "<prefix>.device_tokens". */
 void dm_pp_times_to_timers(const dm_pp_times *t, const char *prefix, int wall);
 /* Sum of the stage seconds (read, normalize, take, h2d, kernels, d2h, build, prefault): overlap =
  * this / wall. */
@@ -465,6 +484,13 @@ void dm_pp_cuda_take_times(double *h2d, double *kernels, double *d2h);
 /* Returns the page-locked arrays of a result of dm_tokenize_cuda (r->pinned) to the backend's
  * pool of reused sets; dm_tok_result_free calls it. */
 void dm_pp_cuda_result_release(dm_tok_result *r);
+/* Device memory for the stream builder (stream.c): grows the device array *p of *cap elements of
+ * 8 bytes to hold need, keeping its first keep elements (a device copy), by half again; refuses
+ * (DM_ERR_NOMEM, *p unchanged) when the new array would take more than half of the free device
+ * memory (or more than limit elements when limit > 0: tests). Copies n bytes between any two of
+ * host and device memory (synchronous for the calling thread). CPU-only build: DM_ERR_UNSUPPORTED. */
+int dm_pp_cuda_dev_grow(uint64_t **p, size_t *cap, size_t need, size_t keep, size_t limit);
+int dm_pp_cuda_copy(void *dst, const void *src, size_t n);
 
 #ifdef __cplusplus
 }

@@ -694,6 +694,8 @@ typedef struct dm_pp_pinset {
     uint8_t *stem_len;
     char *stems;
     size_t tok_cap, doc_cap, stem_cap, first_cap;
+    uint64_t *dhash; /* device copy of the hashes (dm_tok_options.device_hashes), dhash_cap of them */
+    size_t dhash_cap;
 } dm_pp_pinset;
 enum { DM_PP_PINSETS_KEPT = 8 }; /* sets kept in the pool; more are freed */
 static pthread_mutex_t g_pin_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -709,7 +711,69 @@ static void dm_pp_pinset_free(dm_pp_pinset *p)
     dm_host_free_pinned(p->stem_len);
     dm_host_free_pinned(p->stems);
     dm_host_free_pinned(p->first);
+    dm_device_free(p->dhash);
     free(p);
+}
+
+extern "C" int dm_pp_cuda_copy(void *dst, const void *src, size_t n)
+{
+    if (n == 0) return DM_OK;
+    if (!dst || !src) return DM_ERR(DM_ERR_INVALID_ARG, "dm_pp_cuda_copy: NULL argument");
+    /* the calling thread's stream: no wait for the other workers' streams */
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, cudaStreamPerThread);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamPerThread);
+    if (e != cudaSuccess) return DM_ERR(DM_ERR_CUDA, "token hashes: copy of %zu bytes: %s", n, cudaGetErrorString(e));
+    return DM_OK;
+}
+
+extern "C" int dm_pp_cuda_dev_grow(uint64_t **p, size_t *cap, size_t need, size_t keep, size_t limit)
+{
+    if (!p || !cap || keep > need) return DM_ERR(DM_ERR_INVALID_ARG, "dm_pp_cuda_dev_grow: bad arguments");
+    if (need <= *cap && *p) return DM_OK;
+    size_t nc = need + need / 2 + 1024;
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return DM_ERR(DM_ERR_CUDA, "token hashes: no device memory information");
+    if (limit > 0 && nc > limit) return DM_ERR(DM_ERR_NOMEM, "token hashes: %zu on the device exceed the limit of %zu", nc, limit);
+    if (nc * 8 > free_b / 2)
+        return DM_ERR(DM_ERR_NOMEM, "token hashes: %zu on the device would take more than half of its free %.1f GB", nc,
+                      (double)free_b / 1e9);
+    uint64_t *q = NULL;
+    DM_TRY(dm_device_alloc((void **)&q, nc * 8));
+    int rc = keep && *p ? dm_pp_cuda_copy(q, *p, keep * 8) : DM_OK;
+    if (rc < 0) {
+        dm_device_free(q);
+        return rc;
+    }
+    dm_device_free(*p);
+    *p = q;
+    *cap = nc;
+    return DM_OK;
+}
+
+/* Grows a result's device copy of the hashes to hold need, keeping the first keep (device copy
+ * on the stream). */
+static int dm_pp_dhash_grow(dm_tok_result *out, size_t need, size_t keep, cudaStream_t st)
+{
+    dm_pp_pinset *p = (dm_pp_pinset *)out->pinned;
+    if (!p) return DM_ERR(DM_ERR_INVALID_ARG, "tokenise: result without its page-locked set");
+    if (need > p->dhash_cap || !p->dhash) {
+        size_t nc = need + need / 4 + 1024;
+        uint64_t *q = NULL;
+        DM_TRY(dm_device_alloc((void **)&q, nc * 8));
+        if (keep && p->dhash) {
+            cudaError_t e = cudaMemcpyAsync(q, p->dhash, keep * 8, cudaMemcpyDeviceToDevice, st);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+            if (e != cudaSuccess) {
+                dm_device_free(q);
+                return DM_ERR(DM_ERR_CUDA, "tokenise: device copy of the hashes: %s", cudaGetErrorString(e));
+            }
+        }
+        dm_device_free(p->dhash);
+        p->dhash = q;
+        p->dhash_cap = nc;
+    }
+    out->dev_hash = p->dhash;
+    return DM_OK;
 }
 
 /* Grows one page-locked array to hold need elements of elem bytes, keeping the first keep. */
@@ -926,8 +990,11 @@ static int dm_pp_run_range(dm_tok_result *out, const dm_tok_batch *in, size_t d0
     DM_PP_CHECK(cudaEventRecord(w->ev[2], st));
     /* results back */
     DM_PP_RUN(dm_pp_append(out, out->n_tokens + kept));
+    if (opt->device_hashes) DM_PP_RUN(dm_pp_dhash_grow(out, out->n_tokens + kept, out->n_tokens, st));
     {
         size_t o = out->n_tokens;
+        if (kept && opt->device_hashes)
+            DM_PP_CHECK(cudaMemcpyAsync(out->dev_hash + o, w->out_hash, (size_t)kept * 8, cudaMemcpyDeviceToDevice, st));
         if (kept) {
             DM_PP_CHECK(cudaMemcpyAsync(out->hash + o, w->out_hash, (size_t)kept * 8, cudaMemcpyDeviceToHost, st));
             DM_PP_CHECK(cudaMemcpyAsync(out->start + o, w->out_start, (size_t)kept * 8, cudaMemcpyDeviceToHost, st));
@@ -982,10 +1049,14 @@ static int dm_pp_run_big_doc(dm_tok_result *out, const dm_tok_batch *in, size_t 
         size_t o = out->n_tokens;
         memcpy(out->hash + o, r.hash, r.n_tokens * 8);
         memcpy(out->stem_len + o, r.stem_len, r.n_tokens);
+        if (opt->device_hashes) {
+            rc = dm_pp_dhash_grow(out, o + r.n_tokens, o, cudaStreamPerThread);
+            if (rc >= 0 && r.n_tokens) rc = dm_pp_cuda_copy(out->dev_hash + o, r.hash, r.n_tokens * 8);
+        }
         for (size_t i = 0; i < r.n_tokens; i++) out->start[o + i] = r.start[i] + base;
         memcpy(out->stems + base, r.stems, (size_t)off[1]);
         /* its first occurrences by the same step on the host */
-        rc = dm_tok_first_hd(&r);
+        if (rc >= 0) rc = dm_tok_first_hd(&r);
         if (rc >= 0) rc = dm_pp_first_append(out, out->n_first + r.n_first);
     }
     if (rc >= 0) {

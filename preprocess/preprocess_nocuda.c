@@ -39,3 +39,11 @@ int dm_pp_cuda_kernel_bench(double *seconds, double phase[4], size_t *tokens, co
 {
     return DM_ERR(DM_ERR_UNSUPPORTED, "preprocess: this docmine was built without CUDA");
 }
+int dm_pp_cuda_dev_grow(uint64_t **p, size_t *cap, size_t need, size_t keep, size_t limit)
+{
+    return DM_ERR(DM_ERR_UNSUPPORTED, "preprocess: this docmine was built without CUDA");
+}
+int dm_pp_cuda_copy(void *dst, const void *src, size_t n)
+{
+    return DM_ERR(DM_ERR_UNSUPPORTED, "preprocess: this docmine was built without CUDA");
+}

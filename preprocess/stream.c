@@ -29,6 +29,7 @@ void dm_token_stream_free(dm_token_stream *s)
     free(s->term_hash);
     free(s->term_off);
     free(s->term_bytes);
+    dm_device_free(s->dev_hashes);
     memset(s, 0, sizeof(*s));
 }
 
@@ -277,6 +278,41 @@ void dm_sb_free(dm_stream_builder *b)
     memset(b, 0, sizeof(*b));
 }
 
+void dm_sb_device_start(dm_stream_builder *b, size_t limit)
+{
+    b->dev = 1;
+    b->dev_limit = limit;
+}
+
+/* Room for need hashes: on the device in device mode; where the device array cannot grow, the
+ * hashes filled so far move to a host array and the builder continues on the host (every fill
+ * has finished: the caller holds the write lock). */
+static int dm_sb_hashes_grow(dm_stream_builder *b, size_t need)
+{
+    dm_token_stream *s = &b->s;
+    if (b->dev) {
+        int rc = dm_pp_cuda_dev_grow(&s->dev_hashes, &b->hashes_cap, need, s->n_tokens, b->dev_limit);
+        if (rc != DM_ERR_NOMEM) return rc;
+        dm_error_clear();
+        size_t cap = 0;
+        uint64_t *h = NULL;
+        DM_TRY(dm_grow((void **)&h, &cap, need, sizeof(uint64_t)));
+        rc = dm_pp_cuda_copy(h, s->dev_hashes, s->n_tokens * sizeof(uint64_t));
+        if (rc < 0) {
+            free(h);
+            return rc;
+        }
+        dm_device_free(s->dev_hashes);
+        s->dev_hashes = NULL;
+        s->hashes = h;
+        b->hashes_cap = cap;
+        b->dev = 0;
+        b->dev_moved = 1;
+        return DM_OK;
+    }
+    return dm_grow((void **)&s->hashes, &b->hashes_cap, need, sizeof(uint64_t));
+}
+
 /* Makes room for n_docs more documents, n_tok more tokens and il / ll more id / label bytes. */
 static int dm_sb_reserve(dm_stream_builder *b, size_t n_docs, size_t n_tok, size_t il, size_t ll)
 {
@@ -291,7 +327,7 @@ static int dm_sb_reserve(dm_stream_builder *b, size_t n_docs, size_t n_tok, size
     if (rc >= 0) rc = dm_grow((void **)&s->id_off, &b->id_off_cap, d, sizeof(uint64_t));
     if (rc >= 0) rc = dm_grow((void **)&s->label_off, &b->label_off_cap, d, sizeof(uint64_t));
     if (rc >= 0) rc = dm_grow((void **)&s->tok_off, &b->tok_off_cap, d, sizeof(uint64_t));
-    if (rc >= 0) rc = dm_grow((void **)&s->hashes, &b->hashes_cap, s->n_tokens + n_tok, sizeof(uint64_t));
+    if (rc >= 0) rc = dm_sb_hashes_grow(b, s->n_tokens + n_tok);
     dm_sb_pf_resume(b->pf);
     return rc;
 }
@@ -624,13 +660,19 @@ int dm_sb_batch_commit(dm_stream_builder *b, dm_sb_batch *p, const dm_tok_result
     return DM_OK;
 }
 
-void dm_sb_batch_fill(dm_stream_builder *b, dm_sb_batch *p, const dm_tok_result *r)
+int dm_sb_batch_fill(dm_stream_builder *b, dm_sb_batch *p, const dm_tok_result *r)
 {
-    if (!p->committed) return;
+    if (!p->committed) return DM_OK;
     dm_token_stream *s = &b->s;
     size_t nd = p->n_docs;
+    int rc = DM_OK;
     pthread_rwlock_rdlock(&b->grow_lock);
-    if (r->n_tokens) memcpy(s->hashes + p->tok0, r->hash, r->n_tokens * sizeof(uint64_t));
+    if (r->n_tokens && b->dev) {
+        if (r->dev_hash) rc = dm_pp_cuda_copy(s->dev_hashes + p->tok0, r->dev_hash, r->n_tokens * sizeof(uint64_t));
+        else rc = DM_ERR(DM_ERR_INVALID_ARG, "token stream: a batch without its device hashes in device mode");
+    } else if (r->n_tokens) {
+        memcpy(s->hashes + p->tok0, r->hash, r->n_tokens * sizeof(uint64_t));
+    }
     uint64_t *to = s->tok_off + p->doc0 + 1, *io = s->id_off + p->doc0 + 1, *lo = s->label_off + p->doc0 + 1;
     for (size_t d = 0; d < nd; d++) {
         to[d] = p->tok0 + r->doc_tok[d + 1];
@@ -643,6 +685,7 @@ void dm_sb_batch_fill(dm_stream_builder *b, dm_sb_batch *p, const dm_tok_result 
     }
     pthread_rwlock_unlock(&b->grow_lock);
     p->committed = 0;
+    return rc;
 }
 
 static const dm_stream_builder *dm_sort_ctx;
@@ -666,10 +709,10 @@ int dm_sb_finish(dm_token_stream *out, dm_stream_builder *b)
     s->term_hash = malloc((n ? n : 1) * sizeof(uint64_t));
     s->term_off = malloc((n + 1) * sizeof(uint64_t));
     s->term_bytes = malloc(b->t_bytes_len ? b->t_bytes_len : 1);
-    if (!s->hashes) s->hashes = malloc(sizeof(uint64_t));
+    if (!s->hashes && !b->dev) s->hashes = malloc(sizeof(uint64_t));
     if (!s->ids) s->ids = calloc(1, 1);
     if (!s->labels) s->labels = calloc(1, 1);
-    if (!idx || !s->term_hash || !s->term_off || !s->term_bytes || !s->hashes || !s->ids || !s->labels) {
+    if (!idx || !s->term_hash || !s->term_off || !s->term_bytes || (!s->hashes && !b->dev) || !s->ids || !s->labels) {
         free(idx);
         return DM_ERR(DM_ERR_NOMEM, "vocabulary: out of memory");
     }
@@ -730,6 +773,7 @@ static void dm_wr_u64s(dm_wr *w, const uint64_t *v, size_t n)
 int dm_token_stream_write(const dm_token_stream *s, const char *path)
 {
     if (!s || !path) return DM_ERR(DM_ERR_INVALID_ARG, "dm_token_stream_write: NULL argument");
+    if (s->dev_hashes) return DM_ERR(DM_ERR_INVALID_ARG, "%s: the token stream's hashes are in device memory", path);
     size_t pl = strlen(path) + 8;
     char *tmp = malloc(pl);
     if (!tmp) return DM_ERR(DM_ERR_NOMEM, "out of memory");
@@ -909,6 +953,7 @@ int dm_token_stream_read(dm_token_stream *s, const char *path)
 
 int dm_token_stream_dump(const dm_token_stream *s, FILE *f)
 {
+    if (s->dev_hashes) return DM_ERR(DM_ERR_INVALID_ARG, "token stream dump: its hashes are in device memory");
     for (size_t d = 0; d < s->n_docs; d++) {
         fprintf(f, "%s\t%s\t", dm_token_stream_id(s, d), dm_token_stream_labels(s, d));
         for (uint64_t i = s->tok_off[d]; i < s->tok_off[d + 1]; i++) {

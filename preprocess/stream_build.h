@@ -53,6 +53,12 @@ typedef struct dm_stream_builder {
     char *t_bytes;
     size_t t_bytes_len, t_bytes_cap;
     struct dm_sb_prefault *pf; /* NULL unless dm_sb_prefault_start */
+    /* device mode (dm_sb_device_start): the hashes go to s.dev_hashes (hashes_cap counts them),
+     * each batch's fill copying its result's dev_hash there; when the device array cannot grow
+     * (dm_pp_cuda_dev_grow), the hashes move to the host and the builder goes on there
+     * (dev_moved = 1; the results' host hashes fill the rest) */
+    int dev, dev_moved;
+    size_t dev_limit; /* tests: at most this many hashes on the device (0: no limit) */
 } dm_stream_builder;
 
 #define DM_SB_PF_THREADS 2 /* populate threads: one thread faults ~1-1.5 GB/s, a pipeline fills
@@ -96,7 +102,8 @@ typedef struct dm_sb_batch {
 int dm_sb_batch_prepare(dm_sb_batch *p, const dm_tok_result *r, const char *meta);
 /* Errors: DM_ERR_INVALID_ARG (not prepared on r), DM_ERR_NOMEM. */
 int dm_sb_batch_commit(dm_stream_builder *b, dm_sb_batch *p, const dm_tok_result *r);
-void dm_sb_batch_fill(dm_stream_builder *b, dm_sb_batch *p, const dm_tok_result *r);
+/* Errors (device mode only): DM_ERR_CUDA, DM_ERR_INVALID_ARG (a result without its dev_hash). */
+int dm_sb_batch_fill(dm_stream_builder *b, dm_sb_batch *p, const dm_tok_result *r);
 void dm_sb_batch_free(dm_sb_batch *p);
 
 /* Starts the prefault threads (see above); call before the first commit. Errors: DM_ERR_NOMEM
@@ -105,6 +112,11 @@ int dm_sb_prefault_start(dm_stream_builder *b);
 /* Stops and joins them (after the last fill; dm_sb_finish and dm_sb_free do it too) and gives
  * their populate time in thread-seconds and the bytes populated (0 without prefaulting). */
 void dm_sb_prefault_stop(dm_stream_builder *b, double *seconds, uint64_t *bytes);
+
+/* Device mode (CUDA backend, before the first commit): the stream's hashes are kept on the device
+ * (dm_token_stream.dev_hashes); every batch must then be tokenised with
+ * dm_tok_options.device_hashes. limit: as dev_limit. */
+void dm_sb_device_start(dm_stream_builder *b, size_t limit);
 
 /* Moves the result into *out (vocabulary sorted) and frees the builder. */
 int dm_sb_finish(dm_token_stream *out, dm_stream_builder *b);

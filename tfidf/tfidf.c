@@ -571,10 +571,16 @@ int dm_tfidf_local_from_stream(dm_tfidf_local *out, const dm_token_stream *s, in
     dm_tf_count_options co = DM_TF_COUNT_OPTIONS_INIT;
     co.variant = opt->tf_variant;
     int cuda = backend == DM_BACKEND_CUDA;
+    /* hashes left on the device by preprocess (dm_preprocess_options.device_tokens) are read there */
+    co.hashes_on_device = s->dev_hashes != NULL;
+    if (rc == DM_OK && co.hashes_on_device && !cuda)
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "token stream: its hashes are in device memory, the %s backend cannot read them",
+                    dm_backend_name(backend));
     dm_timer_start("tfidf.count");
     if (rc == DM_OK)
         rc = (cuda ? dm_tf_count_hashes_cuda : dm_tf_count_hashes_cpu)(&out->counts, cuda && !opt->host_rows ? &out->dev : NULL,
-                                                                      s->tok_off, s->hashes, s->n_docs, &out->terms, &co, &vo);
+                                                                      s->tok_off, s->dev_hashes ? s->dev_hashes : s->hashes,
+                                                                      s->n_docs, &out->terms, &co, &vo);
     dm_timer_stop("tfidf.count");
     dm_timer_start("tfidf.rows");
     if (rc == DM_OK) rc = dm_strings_copy(&out->id_off, &out->ids, s->id_off, s->ids, s->n_docs);

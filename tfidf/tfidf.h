@@ -131,8 +131,10 @@ typedef struct dm_tf_count_options {
     int bucket_slack;     /* GPU: per-bucket capacity factor (>= 1; 0 = 2); doubled on overflow */
     void *stream;         /* cudaStream_t (CUDA backend) */
     uint64_t rebuilds;    /* out: per-document tables rebuilt because a bucket overflowed */
+    int hashes_on_device; /* dm_tf_count_hashes_cuda: `hashes` is a device address (the token
+                             stream's dev_hashes), read in place; the CPU backend refuses it */
 } dm_tf_count_options;
-#define DM_TF_COUNT_OPTIONS_INIT {DM_TF_ATOMIC, 0, NULL, 0}
+#define DM_TF_COUNT_OPTIONS_INIT {DM_TF_ATOMIC, 0, NULL, 0, 0}
 
 /* Counts the tokens of n_docs documents: document d's tokens are tok[tok_off[d] ..
  * tok_off[d+1]), each a term index < n_terms. out (caller frees with dm_tf_counts_free) gets one

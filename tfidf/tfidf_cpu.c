@@ -237,6 +237,8 @@ int dm_tf_count_hashes_cpu(dm_tf_counts *out, dm_tf_dev **dev, const uint64_t *t
     if (!out || !tok_off || !terms || !opt || !vo || (!hashes && tok_off[n_docs] > tok_off[0]))
         return DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_hashes_cpu: NULL argument");
     memset(out, 0, sizeof *out);
+    if (opt->hashes_on_device)
+        return DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_hashes_cpu: the token hashes are in device memory (CUDA backend only)");
     if (terms->n >= DM_TERM_NONE) return DM_ERR(DM_ERR_UNSUPPORTED, "dm_tf_count_hashes_cpu: too many terms");
     uint64_t t0 = tok_off[0], n_tok = tok_off[n_docs] - t0;
     uint32_t *tok = dm_malloc(sizeof(uint32_t) * (tok_off[n_docs] ? tok_off[n_docs] : 1));

@@ -366,6 +366,7 @@ enum { TW_TOK_OFF, TW_TOK, TW_TAB_OFF, TW_OVER, TW_BAD, TW_KEY, TW_CNT, TW_HEADE
 struct tf_src {
     const uint32_t *tok;
     const uint64_t *hash;
+    int hash_dev; /* hash is a device address (dm_tf_count_options.hashes_on_device) */
     dm_vt_args ht;
     const dm_termlist *terms;
 };
@@ -422,6 +423,15 @@ static int tf_dev_keep(dm_tf_dev *d, size_t n_rows, uint64_t nnz, const uint64_t
     return DM_OK;
 }
 
+/* Hash i of a chunk's input (host or device memory) for an error message. */
+static uint64_t tf_hash_at(const tf_src *src, const uint64_t *hash_in, uint64_t i, cudaStream_t s)
+{
+    uint64_t h = 0;
+    if (!src->hash_dev) return hash_in[i];
+    if (down(&h, hash_in + i, 8, s) != DM_OK) return 0;
+    return h;
+}
+
 /* Hash mode: the chunk's hashes (on the device) to local term indices (d_tok). A hash that
  * several terms share is ambiguous (the lookup's error). */
 static int tf_map_chunk(const tf_src *src, const uint64_t *hash_in, const uint64_t *d_hash, uint32_t *d_tok,
@@ -434,13 +444,13 @@ static int tf_map_chunk(const tf_src *src, const uint64_t *hash_in, const uint64
     DM_TRY(dm_tune_select(dm_tune_kernel_find("tfidf.hash_query"), n_tok)->launch(&a, n_tok, s));
     unsigned long long amb = ~0ull;
     DM_TRY(down(&amb, a.ambiguous_q, 8, s));
-    if (amb != ~0ull) return dm_tfidf_ambiguous_hash(src->terms, hash_in[amb - 1]);
+    if (amb != ~0ull) return dm_tfidf_ambiguous_hash(src->terms, tf_hash_at(src, hash_in, amb - 1, s));
     return DM_OK;
 }
 
 /* Hash mode, after the count kernel flagged a token: the first token whose hash is not a term. */
-static int tf_missing_error(const uint64_t *hash_in, uint64_t tok0, const uint32_t *d_tok, uint64_t n_tok,
-                            cudaStream_t s)
+static int tf_missing_error(const tf_src *src, const uint64_t *hash_in, uint64_t tok0, const uint32_t *d_tok,
+                            uint64_t n_tok, cudaStream_t s)
 {
     uint32_t *ids = (uint32_t *)dm_malloc(4 * (n_tok ? n_tok : 1));
     if (!ids) return DM_ERR_NOMEM;
@@ -449,7 +459,7 @@ static int tf_missing_error(const uint64_t *hash_in, uint64_t tok0, const uint32
     dm_free(ids);
     if (rc != DM_OK) return rc;
     if (miss == SIZE_MAX) return DM_ERR(DM_ERR_CUDA, "dm_tf_count_hashes_cuda: a token was flagged but none is missing");
-    return dm_tfidf_missing_hash(tok0 + miss, hash_in[miss]);
+    return dm_tfidf_missing_hash(tok0 + miss, tf_hash_at(src, hash_in, miss, s));
 }
 
 /* Host arrays of one call, sized for its whole document range (a chunk uses a prefix). */
@@ -484,7 +494,7 @@ static int tf_count_chunk(dm_tf_counts *out, dm_tf_dev *keep, const uint64_t *to
     if (rc == DM_OK) rc = dgrow_need(&w[TW_TAB_OFF], 8 * (n_docs + 1), 0);
     if (rc == DM_OK) rc = dgrow_need(&w[TW_OVER], 4 * (n_docs ? n_docs : 1), 0);
     if (rc == DM_OK) rc = dgrow_need(&w[TW_BAD], 4, 0);
-    if (rc == DM_OK && src->hash) rc = dgrow_need(&w[TW_HASH], 8 * n_tok, 0);
+    if (rc == DM_OK && src->hash && !src->hash_dev) rc = dgrow_need(&w[TW_HASH], 8 * n_tok, 0);
     r.d_tok_off = (uint64_t *)w[TW_TOK_OFF].p;
     r.d_tok = (uint32_t *)w[TW_TOK].p;
     r.d_tab_off = (uint64_t *)w[TW_TAB_OFF].p;
@@ -493,10 +503,12 @@ static int tf_count_chunk(dm_tf_counts *out, dm_tf_dev *keep, const uint64_t *to
     dm_timer_start("tfidf.count.h2d");
     if (rc == DM_OK) rc = up(r.d_tok_off, tok_off, 8 * (n_docs + 1), r.s);
     if (rc == DM_OK && src->tok) rc = up(r.d_tok, src->tok + tok0, 4 * n_tok, r.s);
-    if (rc == DM_OK && src->hash) rc = up(w[TW_HASH].p, src->hash + tok0, 8 * n_tok, r.s);
+    if (rc == DM_OK && src->hash && !src->hash_dev) rc = up(w[TW_HASH].p, src->hash + tok0, 8 * n_tok, r.s);
     if (src->hash) {
+        /* hashes already on the device are read in place */
+        const uint64_t *d_hash = src->hash_dev ? src->hash + tok0 : (const uint64_t *)w[TW_HASH].p;
         rc = stage(rc, r.s, "tfidf.count.h2d", "tfidf.count.map");
-        if (rc == DM_OK) rc = tf_map_chunk(src, src->hash + tok0, (const uint64_t *)w[TW_HASH].p, r.d_tok, n_tok, r.s);
+        if (rc == DM_OK) rc = tf_map_chunk(src, src->hash + tok0, d_hash, r.d_tok, n_tok, r.s);
         rc = stage(rc, r.s, "tfidf.count.map", "tfidf.count.tables");
     } else {
         rc = stage(rc, r.s, "tfidf.count.h2d", "tfidf.count.tables");
@@ -517,7 +529,7 @@ static int tf_count_chunk(dm_tf_counts *out, dm_tf_dev *keep, const uint64_t *to
         uint32_t bad = 0;
         if (rc == DM_OK) rc = down(over, r.d_over, 4 * n_docs, r.s);
         if (rc == DM_OK) rc = down(&bad, r.d_bad, 4, r.s);
-        if (rc == DM_OK && bad && src->hash) rc = tf_missing_error(src->hash + tok0, tok0, r.d_tok, n_tok, r.s);
+        if (rc == DM_OK && bad && src->hash) rc = tf_missing_error(src, src->hash + tok0, tok0, r.d_tok, n_tok, r.s);
         if (rc == DM_OK && bad) rc = DM_ERR(DM_ERR_INVALID_ARG, "dm_tf_count_cuda: a token names a term >= %u", n_terms);
         if (rc != DM_OK) break;
         int any = 0;
@@ -963,6 +975,7 @@ extern "C" int dm_tf_count_hashes_cuda(dm_tf_counts *out, dm_tf_dev **dev, const
     tf_src src;
     memset(&src, 0, sizeof src);
     src.hash = hashes ? hashes : &none;
+    src.hash_dev = hashes && opt->hashes_on_device;
     src.terms = terms;
     vt_table t;
     dm_tf_dev *keep = NULL;

@@ -325,7 +325,7 @@ static int build_once(dm_tok_result *r, const acc *a, int nb, int prefault, char
         double c1 = tnow(), w1 = now();
         DM_TRY(dm_sb_batch_commit(&sb, &sp, r));
         double c2 = tnow(), w2 = now();
-        dm_sb_batch_fill(&sb, &sp, r);
+        DM_TRY(dm_sb_batch_fill(&sb, &sp, r));
         double c3 = tnow(), w3 = now();
         c[0] += c1 - c0, c[1] += c2 - c1, c[2] += c3 - c2;
         w[0] += w1 - w0, w[1] += w2 - w1, w[2] += w3 - w2;

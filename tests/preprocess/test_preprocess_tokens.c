@@ -275,12 +275,12 @@ static void commit_fill_out_of_order(dm_stream_builder *b, dm_sb_batch *sp, dm_t
     CU_ASSERT_EQUAL_FATAL(dm_sb_batch_commit(b, &sp[0], &res[0]), 0);
     CU_ASSERT_EQUAL(dm_sb_batch_commit(b, &sp[0], &res[0]), DM_ERR_INVALID_ARG); /* twice */
     CU_ASSERT_EQUAL_FATAL(dm_sb_batch_commit(b, &sp[1], &res[1]), 0);
-    dm_sb_batch_fill(b, &sp[1], &res[1]);
+    CU_ASSERT_EQUAL(dm_sb_batch_fill(b, &sp[1], &res[1]), DM_OK);
     CU_ASSERT_EQUAL_FATAL(dm_sb_batch_commit(b, &sp[2], &res[2]), 0);
-    dm_sb_batch_fill(b, &sp[0], &res[0]);
+    CU_ASSERT_EQUAL(dm_sb_batch_fill(b, &sp[0], &res[0]), DM_OK);
     CU_ASSERT_EQUAL_FATAL(dm_sb_batch_commit(b, &sp[3], &res[3]), 0);
-    dm_sb_batch_fill(b, &sp[3], &res[3]);
-    dm_sb_batch_fill(b, &sp[2], &res[2]);
+    CU_ASSERT_EQUAL(dm_sb_batch_fill(b, &sp[3], &res[3]), DM_OK);
+    CU_ASSERT_EQUAL(dm_sb_batch_fill(b, &sp[2], &res[2]), DM_OK);
 }
 
 static void check_streams_equal(const dm_token_stream *u, const dm_token_stream *s)
@@ -361,7 +361,7 @@ static void test_stream_batches_identical(void)
             m += (size_t)sprintf(meta + m, "%s", id) + 1;
             m += (size_t)sprintf(meta + m, "%s", lab) + 1;
         }
-        dm_tok_result r = {nt, nt, hash, start, len, doc_tok, stems, nd, (uint64_t)batch, 1, 2, 3, NULL, NULL, 0};
+        dm_tok_result r = {nt, nt, hash, start, len, doc_tok, stems, nd, (uint64_t)batch, 1, 2, 3, NULL, NULL, 0, NULL};
         res[batch] = r;
         CU_ASSERT_EQUAL_FATAL(dm_sb_add_tokens(&a, docs, &r), 0);
         CU_ASSERT_EQUAL_FATAL(dm_sb_batch_prepare(&sp[batch], &r, meta), 0);
@@ -442,7 +442,7 @@ static void test_stream_file_and_collisions(void)
     for (int i = 0; i < 5; i++) hash[i] = dm_term_hash(stems + start[i], len[i]);
     hash[4] = hash[1]; /* "zeta" collides with "beta" */
     uint64_t doc_tok[] = {0, 3, 5};
-    dm_tok_result r = {5, 5, hash, start, len, doc_tok, stems, 2, 0, 0, 0, 0, NULL, NULL, 0};
+    dm_tok_result r = {5, 5, hash, start, len, doc_tok, stems, 2, 0, 0, 0, 0, NULL, NULL, 0, NULL};
     CU_ASSERT_EQUAL_FATAL(dm_sb_add_tokens(&b, 0, &r), 0);
     dm_token_stream s;
     CU_ASSERT_EQUAL_FATAL(dm_sb_finish(&s, &b), 0);

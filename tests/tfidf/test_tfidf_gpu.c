@@ -2,7 +2,8 @@
  * variants against the CPU counts (exactly), table overflow grown and rebuilt, the vocabulary/DF
  * table (merge, lookup, hash-only lookup) under a weak hash with a tiny forced capacity, the
  * weights (row structure exact, values within 1e-6 relative), and whole corpora (generated and
- * Reuters-21578 when present) vectorised on both backends: identical vocabulary, df, ids and rows.
+ * Reuters-21578 when present) vectorised on both backends: identical vocabulary, df, ids and rows;
+ * token hashes left on the device by preprocess: the same stream and bit-identical vectors.
  *
  * Under compute-sanitizer (DOCMINE_SANITIZER set, as scripts/gpu-check.sh does) racecheck makes
  * every launch slow, so the sanitizer variant is small but still runs every kernel and every
@@ -13,6 +14,7 @@
  * there: every instance is forced explicitly, and its search would only add launches. */
 #include <CUnit/CUnit.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -490,6 +492,118 @@ static void test_device_rows(void)
     dm_token_stream_free(&s);
 }
 
+/* Two streams of one corpus hold the same documents, tokens, vocabulary and statistics; a's
+ * hashes are on the host, b's wherever b keeps them (downloaded for the comparison). */
+static int streams_equal(const dm_token_stream *a, const dm_token_stream *b)
+{
+    if (a->n_docs != b->n_docs || a->n_tokens != b->n_tokens || a->n_terms != b->n_terms || a->flags != b->flags)
+        return 0;
+    if (memcmp(&a->stats, &b->stats, offsetof(dm_pp_stats, messages)) != 0) return 0; /* the counters */
+    size_t nd = a->n_docs, nt = a->n_terms;
+    if (memcmp(a->tok_off, b->tok_off, 8 * (nd + 1)) || memcmp(a->id_off, b->id_off, 8 * (nd + 1)) ||
+        memcmp(a->label_off, b->label_off, 8 * (nd + 1)) || memcmp(a->ids, b->ids, a->id_off[nd]) ||
+        memcmp(a->labels, b->labels, a->label_off[nd]) || memcmp(a->term_hash, b->term_hash, 8 * nt) ||
+        memcmp(a->term_off, b->term_off, 8 * (nt + 1)) || memcmp(a->term_bytes, b->term_bytes, a->term_off[nt]))
+        return 0;
+    uint64_t *h = dm_malloc(8 * (a->n_tokens + 1));
+    if (!h) return 0;
+    int ok = b->dev_hashes ? dm_pp_cuda_copy(h, b->dev_hashes, 8 * a->n_tokens) == DM_OK
+                           : (memcpy(h, b->hashes, 8 * a->n_tokens), 1);
+    ok = ok && memcmp(h, a->hashes, 8 * a->n_tokens) == 0;
+    dm_free(h);
+    return ok;
+}
+
+/* Token hashes left on the device by preprocess (dm_preprocess_options.device_tokens): the
+ * stream equals the host one (several batches, four workers), also when the device array is
+ * refused on the way and the hashes move to the host (DOCMINE_PP_DEVICE_TOKENS_LIMIT); TF-IDF
+ * reads them in place, with the default chunks and with chunks of 3000 tokens, into vectors
+ * bit-identical to those from the host hashes; the CPU backend, the file writer and the dump
+ * refuse such a stream; a hash no term has is refused naming its token, as from the host. */
+static void test_device_tokens(void)
+{
+    char dir[600], p[700];
+    snprintf(dir, sizeof dir, "%s/devtok", g_tmp);
+    CU_ASSERT_EQUAL_FATAL(dm_mkdirs(dir), DM_OK);
+    const size_t n_docs = g_sanitizer ? 300 : 4001;
+    char **docs = tl_random_docs(n_docs, 5000, 300, 47);
+    for (int f = 0; f < 12; f++) { /* a batch is made of whole pieces of the readers: a file gives one */
+        snprintf(p, sizeof p, "%s/part-%02d.tsv", dir, f);
+        FILE *fp = fopen(p, "w");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+        for (size_t d = (size_t)f * n_docs / 12; d < (size_t)(f + 1) * n_docs / 12; d++)
+            fprintf(fp, "t%zu\tl%zu\t%s\n", d, d % 5, d % 89 == 3 ? "the of" : docs[d]);
+        fclose(fp);
+    }
+    tl_docs_free(docs, n_docs);
+    dm_preprocess_options pp = DM_PREPROCESS_OPTIONS_INIT;
+    pp.backend = DM_BACKEND_CUDA;
+    pp.batch_bytes = 1 << 12; /* a batch per file */
+    dm_token_stream h, d, m;
+    dm_pp_times t;
+    CU_ASSERT_EQUAL_FATAL(dm_preprocess(&h, &t, NULL, dir, &pp), DM_OK);
+    CU_ASSERT_EQUAL(t.device_tokens, 0);
+    CU_ASSERT_PTR_NULL(h.dev_hashes);
+    printf("(%zu tokens, %llu batches) ", h.n_tokens, (unsigned long long)t.batches);
+    CU_ASSERT_FATAL(t.batches >= 8);
+    pp.device_tokens = 1;
+    CU_ASSERT_EQUAL_FATAL(dm_preprocess(&d, &t, NULL, dir, &pp), DM_OK);
+    CU_ASSERT_EQUAL(t.device_tokens, 1);
+    CU_ASSERT_PTR_NULL(d.hashes);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d.dev_hashes);
+    CU_ASSERT_TRUE(streams_equal(&h, &d));
+    /* the device array refused past a third of the tokens: the rest on the host */
+    char lim[32];
+    snprintf(lim, sizeof lim, "%zu", h.n_tokens / 3);
+    setenv("DOCMINE_PP_DEVICE_TOKENS_LIMIT", lim, 1);
+    CU_ASSERT_EQUAL_FATAL(dm_preprocess(&m, &t, NULL, dir, &pp), DM_OK);
+    unsetenv("DOCMINE_PP_DEVICE_TOKENS_LIMIT");
+    CU_ASSERT_EQUAL(t.device_tokens, 2);
+    CU_ASSERT_PTR_NULL(m.dev_hashes);
+    CU_ASSERT_PTR_NOT_NULL(m.hashes);
+    CU_ASSERT_TRUE(streams_equal(&h, &m));
+    dm_token_stream_free(&m);
+
+    dm_tfidf_options og = DM_TFIDF_OPTIONS_INIT;
+    og.backend = DM_BACKEND_CUDA;
+    for (int chunked = 0; chunked <= 1; chunked++) {
+        dm_tfidf_cuda_set_chunks(chunked ? 3000 : 0, 0);
+        dm_vectors v[2];
+        for (int k = 0; k < 2; k++) {
+            dm_tfidf_local l;
+            CU_ASSERT_EQUAL_FATAL(dm_tfidf_local_from_stream(&l, k ? &d : &h, DM_BACKEND_CUDA, &og), DM_OK);
+            CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&v[k], NULL, NULL, NULL, &l, &og), DM_OK);
+            dm_tfidf_local_free(&l);
+        }
+        CU_ASSERT_TRUE(v[0].row_off[v[0].n_rows] > n_docs);
+        CU_ASSERT_TRUE(vectors_identical(&v[0], &v[1]));
+        dm_vectors_free(&v[0]);
+        dm_vectors_free(&v[1]);
+    }
+    dm_tfidf_options oc = og;
+    oc.backend = DM_BACKEND_CPU;
+    dm_tfidf_local l;
+    CU_ASSERT_EQUAL(dm_tfidf_local_from_stream(&l, &d, DM_BACKEND_CPU, &oc), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "device memory"));
+    snprintf(p, sizeof p, "%s/stream.dmt", g_tmp);
+    CU_ASSERT_EQUAL(dm_token_stream_write(&d, p), DM_ERR_INVALID_ARG);
+    FILE *null = fopen("/dev/null", "w");
+    CU_ASSERT_EQUAL(dm_token_stream_dump(&d, null), DM_ERR_INVALID_ARG);
+    fclose(null);
+    /* a token whose hash no term has (in a late chunk), read on the device */
+    size_t k = h.n_tokens - h.n_tokens / 5;
+    uint64_t saved = h.hashes[k], bad = saved;
+    while (dm_token_stream_term_find(&h, bad) >= 0) bad = bad * 0x9e3779b97f4a7c15ull + 1;
+    CU_ASSERT_EQUAL_FATAL(dm_pp_cuda_copy(d.dev_hashes + k, &bad, 8), DM_OK);
+    char want[64];
+    snprintf(want, sizeof want, "token %zu has hash %016llx", k, (unsigned long long)bad);
+    dm_tfidf_cuda_set_chunks(3000, 0);
+    stream_refused(&d, &og, 0, want);
+    dm_tfidf_cuda_set_chunks(0, 0);
+    dm_token_stream_free(&d);
+    dm_token_stream_free(&h);
+}
+
 int main(int argc, char **argv)
 {
     CU_TestInfo tests[] = {{"count_every_instance", test_count_every_instance},
@@ -499,6 +613,7 @@ int main(int argc, char **argv)
                            {"corpus_generated", test_corpus_generated},
                            {"corpus_reuters", test_corpus_reuters},
                            {"device_rows", test_device_rows},
+                           {"device_tokens", test_device_tokens},
                            CU_TEST_INFO_NULL};
     CU_SuiteInfo suites[] = {{"tfidf_gpu", setup, teardown, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
     g_sanitizer = getenv("DOCMINE_SANITIZER") != NULL;
