@@ -195,8 +195,9 @@ typedef struct dm_tok_options {
     int max_len;       /* bytes, default 64 (<= DM_TOKEN_MAX_LEN) */
     int keep_numbers;  /* 0: drop pure numbers */
     int stem;          /* 1: Porter-stem ASCII tokens */
-    int device_hashes; /* CUDA backend: also keep the hashes on the device (dm_tok_result.dev_hash);
-                          the other backends ignore it */
+    int device_hashes; /* CUDA backend: the hashes stay on the device (dm_tok_result.dev_hash) and
+                          only the listed first occurrences' hash and start come back; the other
+                          backends ignore it */
 } dm_tok_options;
 #define DM_TOK_OPTIONS_INIT {2, 64, 0, 1, 0}
 #define DM_TOKEN_MAX_LEN 255
@@ -236,8 +237,10 @@ typedef struct dm_tok_result {
                                   stream builder probes only the listed tokens */
     size_t n_first;
     uint64_t *dev_hash;        /* CUDA backend with dm_tok_options.device_hashes: the n_tokens
-                                  hashes in device memory as well (valid until dm_tok_result_free;
-                                  the stream builder copies them on the device); NULL otherwise */
+                                  hashes in device memory (valid until dm_tok_result_free; the
+                                  stream builder copies them on the device), and hash and start
+                                  on the host hold only the tokens listed in first and the last
+                                  token's start (what the builder reads); NULL otherwise */
 } dm_tok_result;
 /* Frees the arrays (or returns a pinned set to the CUDA backend's pool). */
 void dm_tok_result_free(dm_tok_result *r);

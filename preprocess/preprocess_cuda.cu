@@ -6,7 +6,9 @@
 #include <cub/cub.cuh>
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <thrust/gather.h>
 #include <thrust/iterator/counting_iterator.h>
+#include <thrust/system/cuda/execution_policy.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -995,11 +997,12 @@ static int dm_pp_run_range(dm_tok_result *out, const dm_tok_batch *in, size_t d0
         size_t o = out->n_tokens;
         if (kept && opt->device_hashes)
             DM_PP_CHECK(cudaMemcpyAsync(out->dev_hash + o, w->out_hash, (size_t)kept * 8, cudaMemcpyDeviceToDevice, st));
-        if (kept) {
+        /* device hashes: the host gets hash and start of the listed first occurrences only (below) */
+        if (kept && !opt->device_hashes) {
             DM_PP_CHECK(cudaMemcpyAsync(out->hash + o, w->out_hash, (size_t)kept * 8, cudaMemcpyDeviceToHost, st));
             DM_PP_CHECK(cudaMemcpyAsync(out->start + o, w->out_start, (size_t)kept * 8, cudaMemcpyDeviceToHost, st));
-            DM_PP_CHECK(cudaMemcpyAsync(out->stem_len + o, w->out_len, kept, cudaMemcpyDeviceToHost, st));
         }
+        if (kept) DM_PP_CHECK(cudaMemcpyAsync(out->stem_len + o, w->out_len, kept, cudaMemcpyDeviceToHost, st));
         if (n) DM_PP_CHECK(cudaMemcpyAsync(out->stems + base, w->stems, n, cudaMemcpyDeviceToHost, st));
         DM_PP_CHECK(cudaMemcpyAsync(out->doc_tok + d0, w->doc_tok, (nd + 1) * 8, cudaMemcpyDeviceToHost, st));
         DM_PP_CHECK(cudaMemcpyAsync(w->h_small + 3, w->n_first, 4, cudaMemcpyDeviceToHost, st));
@@ -1008,12 +1011,39 @@ static int dm_pp_run_range(dm_tok_result *out, const dm_tok_batch *in, size_t d0
         uint32_t nf = w->h_small[3];
         DM_PP_RUN(dm_pp_first_append(out, out->n_first + nf));
         if (nf) DM_PP_CHECK(cudaMemcpyAsync(out->first + out->n_first, w->f_list, (size_t)nf * 8, cudaMemcpyDeviceToHost, st));
+        uint64_t *last_start = (uint64_t *)(w->h_small + 12);
+        if (kept && opt->device_hashes) {
+            /* hash and start of the listed tokens, gathered on the device into the first-occurrence
+             * set's keys (free after its kernels; at least 2 kept entries), down at the front of
+             * this sub-batch's host range, spread to their places below; and the last token's start
+             * (the stream builder's bound for word reads) */
+            uint64_t *gh = w->f_keys, *gs = w->f_keys + nf;
+            if (nf) {
+                thrust::gather(thrust::cuda::par_nosync.on(st), w->f_list, w->f_list + nf, w->out_hash, gh);
+                thrust::gather(thrust::cuda::par_nosync.on(st), w->f_list, w->f_list + nf, w->out_start, gs);
+                DM_PP_CHECK(cudaGetLastError());
+                DM_PP_CHECK(cudaMemcpyAsync(out->hash + o, gh, (size_t)nf * 8, cudaMemcpyDeviceToHost, st));
+                DM_PP_CHECK(cudaMemcpyAsync(out->start + o, gs, (size_t)nf * 8, cudaMemcpyDeviceToHost, st));
+            }
+            DM_PP_CHECK(cudaMemcpyAsync(last_start, w->out_start + kept - 1, 8, cudaMemcpyDeviceToHost, st));
+        }
         DM_PP_CHECK(cudaEventRecord(w->ev[3], st));
         DM_PP_CHECK(cudaStreamSynchronize(st));
+        if (kept && opt->device_hashes) {
+            /* entry j goes to token first[j] >= j: from the last, so that no entry is overwritten
+             * before it moves; the other tokens' host hash and start stay unset (their hashes are
+             * on the device, their terms repeat a listed token's) */
+            const uint64_t *f = out->first + out->n_first;
+            for (size_t j = nf; j-- > 0;) {
+                out->hash[o + f[j]] = out->hash[o + j];
+                out->start[o + f[j]] = out->start[o + j] + base;
+            }
+            out->start[o + kept - 1] = *last_start + base;
+        }
         if (o)
             for (size_t i = out->n_first; i < out->n_first + nf; i++) out->first[i] += o;
         out->n_first += nf;
-        if (base)
+        if (base && !opt->device_hashes)
             for (size_t i = o; i < o + kept; i++) out->start[i] += base;
         if (o)
             for (size_t d = d0; d <= d1; d++) out->doc_tok[d] += o;

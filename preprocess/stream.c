@@ -670,6 +670,8 @@ int dm_sb_batch_fill(dm_stream_builder *b, dm_sb_batch *p, const dm_tok_result *
     if (r->n_tokens && b->dev) {
         if (r->dev_hash) rc = dm_pp_cuda_copy(s->dev_hashes + p->tok0, r->dev_hash, r->n_tokens * sizeof(uint64_t));
         else rc = DM_ERR(DM_ERR_INVALID_ARG, "token stream: a batch without its device hashes in device mode");
+    } else if (r->n_tokens && r->dev_hash) { /* moved to the host: the result's host hashes are partial */
+        rc = dm_pp_cuda_copy(s->hashes + p->tok0, r->dev_hash, r->n_tokens * sizeof(uint64_t));
     } else if (r->n_tokens) {
         memcpy(s->hashes + p->tok0, r->hash, r->n_tokens * sizeof(uint64_t));
     }

@@ -56,7 +56,7 @@ typedef struct dm_stream_builder {
     /* device mode (dm_sb_device_start): the hashes go to s.dev_hashes (hashes_cap counts them),
      * each batch's fill copying its result's dev_hash there; when the device array cannot grow
      * (dm_pp_cuda_dev_grow), the hashes move to the host and the builder goes on there
-     * (dev_moved = 1; the results' host hashes fill the rest) */
+     * (dev_moved = 1; the fills then download each result's dev_hash) */
     int dev, dev_moved;
     size_t dev_limit; /* tests: at most this many hashes on the device (0: no limit) */
 } dm_stream_builder;
