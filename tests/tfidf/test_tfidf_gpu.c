@@ -515,7 +515,7 @@ static int streams_equal(const dm_token_stream *a, const dm_token_stream *b)
 }
 
 /* Token hashes left on the device by preprocess (dm_preprocess_options.device_tokens): the
- * stream equals the host one (several batches, four workers), also when the device array is
+ * stream equals the host one (12 batches, four workers), also when the device array is
  * refused on the way and the hashes move to the host (DOCMINE_PP_DEVICE_TOKENS_LIMIT); TF-IDF
  * reads them in place, with the default chunks and with chunks of 3000 tokens, into vectors
  * bit-identical to those from the host hashes; the CPU backend, the file writer and the dump
