@@ -752,28 +752,13 @@ extern "C" int dm_pp_cuda_dev_grow(uint64_t **p, size_t *cap, size_t need, size_
     return DM_OK;
 }
 
-/* Grows a result's device copy of the hashes to hold need, keeping the first keep (device copy
- * on the stream). */
-static int dm_pp_dhash_grow(dm_tok_result *out, size_t need, size_t keep, cudaStream_t st)
+/* Grows a result's device copy of the hashes to hold need, keeping the first keep (the copies
+ * of earlier sub-batches into it have completed: each sub-batch ends with a synchronisation). */
+static int dm_pp_dhash_grow(dm_tok_result *out, size_t need, size_t keep)
 {
     dm_pp_pinset *p = (dm_pp_pinset *)out->pinned;
     if (!p) return DM_ERR(DM_ERR_INVALID_ARG, "tokenise: result without its page-locked set");
-    if (need > p->dhash_cap || !p->dhash) {
-        size_t nc = need + need / 4 + 1024;
-        uint64_t *q = NULL;
-        DM_TRY(dm_device_alloc((void **)&q, nc * 8));
-        if (keep && p->dhash) {
-            cudaError_t e = cudaMemcpyAsync(q, p->dhash, keep * 8, cudaMemcpyDeviceToDevice, st);
-            if (e == cudaSuccess) e = cudaStreamSynchronize(st);
-            if (e != cudaSuccess) {
-                dm_device_free(q);
-                return DM_ERR(DM_ERR_CUDA, "tokenise: device copy of the hashes: %s", cudaGetErrorString(e));
-            }
-        }
-        dm_device_free(p->dhash);
-        p->dhash = q;
-        p->dhash_cap = nc;
-    }
+    DM_TRY(dm_pp_cuda_dev_grow(&p->dhash, &p->dhash_cap, need, keep, 0));
     out->dev_hash = p->dhash;
     return DM_OK;
 }
@@ -992,7 +977,7 @@ static int dm_pp_run_range(dm_tok_result *out, const dm_tok_batch *in, size_t d0
     DM_PP_CHECK(cudaEventRecord(w->ev[2], st));
     /* results back */
     DM_PP_RUN(dm_pp_append(out, out->n_tokens + kept));
-    if (opt->device_hashes) DM_PP_RUN(dm_pp_dhash_grow(out, out->n_tokens + kept, out->n_tokens, st));
+    if (opt->device_hashes) DM_PP_RUN(dm_pp_dhash_grow(out, out->n_tokens + kept, out->n_tokens));
     {
         size_t o = out->n_tokens;
         if (kept && opt->device_hashes)
@@ -1080,7 +1065,7 @@ static int dm_pp_run_big_doc(dm_tok_result *out, const dm_tok_batch *in, size_t 
         memcpy(out->hash + o, r.hash, r.n_tokens * 8);
         memcpy(out->stem_len + o, r.stem_len, r.n_tokens);
         if (opt->device_hashes) {
-            rc = dm_pp_dhash_grow(out, o + r.n_tokens, o, cudaStreamPerThread);
+            rc = dm_pp_dhash_grow(out, o + r.n_tokens, o);
             if (rc >= 0 && r.n_tokens) rc = dm_pp_cuda_copy(out->dev_hash + o, r.hash, r.n_tokens * 8);
         }
         for (size_t i = 0; i < r.n_tokens; i++) out->start[o + i] = r.start[i] + base;
