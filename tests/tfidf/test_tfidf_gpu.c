@@ -277,6 +277,13 @@ static void test_weigh(void)
     dm_free(tok);
 }
 
+/* dir = the test's temporary directory / name, created (fatal otherwise). */
+static void test_dir(char *dir, size_t size, const char *name)
+{
+    snprintf(dir, size, "%s/%s", g_tmp, name);
+    CU_ASSERT_EQUAL_FATAL(dm_mkdirs(dir), DM_OK);
+}
+
 /* A whole corpus through both backends: same vocabulary (bytes, df, ids) and vectors. */
 static void compare_corpus(const char *path, int format)
 {
@@ -334,8 +341,7 @@ static void compare_corpus(const char *path, int format)
 static void test_corpus_generated(void)
 {
     char dir[600], p[700];
-    snprintf(dir, sizeof dir, "%s/gen", g_tmp);
-    CU_ASSERT_EQUAL_FATAL(dm_mkdirs(dir), DM_OK);
+    test_dir(dir, sizeof dir, "gen");
     const size_t n_docs = g_sanitizer ? 603 : 5003;
     char **docs = tl_random_docs(n_docs, g_sanitizer ? 4000 : 20000, 300, 41);
     for (int f = 0; f < 3; f++) {
@@ -396,8 +402,7 @@ static void stream_refused(const dm_token_stream *s, const dm_tfidf_options *bas
 static void test_device_rows(void)
 {
     char dir[600], p[700];
-    snprintf(dir, sizeof dir, "%s/devrows", g_tmp);
-    CU_ASSERT_EQUAL_FATAL(dm_mkdirs(dir), DM_OK);
+    test_dir(dir, sizeof dir, "devrows");
     const size_t n_docs = g_sanitizer ? 300 : 3001;
     char **docs = tl_random_docs(n_docs, 5000, 300, 43);
     snprintf(p, sizeof p, "%s/part.tsv", dir);
@@ -523,8 +528,7 @@ static int streams_equal(const dm_token_stream *a, const dm_token_stream *b)
 static void test_device_tokens(void)
 {
     char dir[600], p[700];
-    snprintf(dir, sizeof dir, "%s/devtok", g_tmp);
-    CU_ASSERT_EQUAL_FATAL(dm_mkdirs(dir), DM_OK);
+    test_dir(dir, sizeof dir, "devtok");
     const size_t n_docs = g_sanitizer ? 300 : 4001;
     char **docs = tl_random_docs(n_docs, 5000, 300, 47);
     for (int f = 0; f < 12; f++) { /* a batch is made of whole pieces of the readers: a file gives one */
