@@ -270,8 +270,14 @@ int dm_flock_classes_rows(int32_t *cls, int32_t *n_classes, const dm_vectors *v,
 /* Quality metrics (rank 0) from the ranks' contingency tables: the doubles of dm_metrics_compute
  * over all documents. */
 int dm_flock_quality_rows(dm_metrics *out, const int32_t *truth, const int32_t *pred, size_t n, const dm_ctx *ctx);
-/* Writes buf of every rank into one file in rank order (rank 0 writes; atomic). buf NULL: this
- * rank failed before (the call still completes on every rank). */
+/* Writes buf of every rank into one file in rank order, atomically (a temporary next to path,
+ * renamed once every rank succeeded; never a half-written file under path). Every rank writes its
+ * own bytes at its offset (the lengths of the ranks before it) with MPI-IO collective writes;
+ * when MPI_File_open fails on some rank (e.g. a directory not shared by the nodes: logged once
+ * per file as a warning) or DOCMINE_ORDERED_WRITE=gather is set (on rank 0), rank 0 receives the
+ * bytes and writes them alone. One rank: a plain atomic write. buf NULL: this rank failed before;
+ * the call then fails on every rank and leaves no file. Errors name the file and are agreed over
+ * the ranks. Collective over ctx->world. */
 int dm_flock_write_ordered(const char *path, const char *buf, size_t len, const dm_ctx *ctx);
 int dm_flock_write_assignments_rows(const char *path, const dm_vectors *v, const int32_t *cluster, const dm_ctx *ctx);
 int dm_flock_write_positions_rows(const char *path, const dm_vectors *v, const double *x, const double *y,

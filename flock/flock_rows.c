@@ -1,22 +1,27 @@
 /* Outputs of a clustering from each rank's own input rows (DESIGN.md section 8), so that the
- * work of every rank is proportional to its share and nothing of size N passes through one rank
- * except the bytes of the files rank 0 writes: the final state of the flock fetched back to the
- * ranks holding the documents' rows, true classes numbered over all ranks, the quality metrics
- * from merged contingency tables, top terms reduced by owner rank of the cluster, the PNG
- * rendered per rank and merged by a max-reduction, and assignments.tsv / positions.csv formatted
- * per rank and written in rank order. Every file is the same for any number of ranks (the earlier
+ * work of every rank is proportional to its share and nothing of size N passes through one rank:
+ * the final state of the flock fetched back to the ranks holding the documents' rows, true
+ * classes numbered over all ranks, the quality metrics from merged contingency tables, top terms
+ * reduced by owner rank of the cluster, the PNG rendered per rank and merged by a max-reduction,
+ * and assignments.tsv / positions.csv formatted per rank and written in rank order, every rank
+ * writing its own bytes at its offset with MPI-IO into one temporary file that rank 0 renames
+ * (dm_flock_write_ordered; through rank 0 when MPI-IO cannot open the file on every rank or
+ * DOCMINE_ORDERED_WRITE=gather). Every file is the same for any number of ranks (the earlier
  * writers gathered all documents to rank 0; these replaced them byte for byte). Reference:
  * flock_output.c (dm_flock_png_write); tests compare the files across rank counts. */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <omp.h>
 
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "flock/flock_impl.h"
 
@@ -161,9 +166,12 @@ int dm_flock_rows_fetch(dm_flock_rows *out, dm_flock_sim *s, const dm_vectors *v
 
 /* ---- files written in rank order ---------------------------------------------------------------- */
 
+/* Bytes per message of the gather fallback and per collective write (MPI counts are ints). */
 #define ORDERED_CHUNK ((size_t)16 << 20)
 
-int dm_flock_write_ordered(const char *path, const char *buf, size_t len, const dm_ctx *ctx)
+/* The fallback (and the writer before MPI-IO): rank 0 receives every rank's bytes in rank order
+ * and writes them alone, through dm_atomic_open / dm_atomic_commit. */
+static int write_ordered_gather(const char *path, const char *buf, size_t len, const dm_ctx *ctx)
 {
     int rc = DM_OK;
     if (ctx->rank != 0) {
@@ -212,6 +220,132 @@ int dm_flock_write_ordered(const char *path, const char *buf, size_t len, const 
     if (open_ok) {
         if (rc == DM_OK) rc = dm_atomic_commit(&f);
         else dm_atomic_abort(&f);
+    }
+    return dm_ctx_agree(ctx, rc);
+}
+
+/* MPI's error string on one line (MPICH's carry an error stack after a newline). */
+static void mpi_errstr(int code, char msg[MPI_MAX_ERROR_STRING])
+{
+    int n = 0;
+    msg[0] = '\0';
+    MPI_Error_string(code, msg, &n);
+    msg[n >= 0 && n < MPI_MAX_ERROR_STRING ? n : MPI_MAX_ERROR_STRING - 1] = '\0';
+    for (char *c = msg; *c; c++)
+        if (*c == '\n' || *c == '\r') *c = ' ';
+}
+
+static int mpi_io_err(int code, const char *what, const char *path)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    mpi_errstr(code, msg);
+    return DM_ERR(DM_ERR_IO, "%s: %s failed: %s", path, what, msg);
+}
+
+/* DOCMINE_ORDERED_WRITE on rank 0 (broadcast, so that the ranks cannot take different paths):
+ * 1 = gather through rank 0. */
+static int ordered_gather_wanted(const dm_ctx *ctx)
+{
+    int gather = 0;
+    if (ctx->rank == 0) {
+        const char *e = getenv("DOCMINE_ORDERED_WRITE");
+        gather = e && strcmp(e, "gather") == 0;
+        static int warned;
+        if (e && *e && !gather && strcmp(e, "mpiio") != 0 && !warned) {
+            warned = 1;
+            dm_log_warn("DOCMINE_ORDERED_WRITE=%s: unknown (gather or mpiio); using MPI-IO", e);
+        }
+    }
+    MPI_Bcast(&gather, 1, MPI_INT, 0, ctx->world);
+    return gather;
+}
+
+/* Every rank writes its bytes at its offset (the lengths of the ranks before it) into rank 0's
+ * temporary file, opened by all with MPI-IO; rank 0 renames it once every rank succeeded. */
+int dm_flock_write_ordered(const char *path, const char *buf, size_t len, const dm_ctx *ctx)
+{
+    if (ctx->size == 1) return buf ? dm_write_file_atomic(path, buf, len) : DM_ERR_NOMEM;
+    /* buf NULL: that rank recorded its message where the buffer failed; no file is created */
+    int rc = dm_ctx_agree(ctx, buf ? DM_OK : DM_ERR_NOMEM);
+    if (rc != DM_OK) return rc;
+    if (ordered_gather_wanted(ctx)) {
+        if (ctx->rank == 0) dm_log_debug("%s: written through rank 0 (DOCMINE_ORDERED_WRITE=gather)", path);
+        return write_ordered_gather(path, buf, len, ctx);
+    }
+    const int rank = ctx->rank, P = ctx->size;
+    uint64_t mine = (uint64_t)len, base = 0;
+    uint64_t pieces = (mine + ORDERED_CHUNK - 1) / ORDERED_CHUNK, max_pieces = 0;
+    if (MPI_Exscan(&mine, &base, 1, MPI_UINT64_T, MPI_SUM, ctx->world) != MPI_SUCCESS ||
+        MPI_Allreduce(&pieces, &max_pieces, 1, MPI_UINT64_T, MPI_MAX, ctx->world) != MPI_SUCCESS)
+        rc = DM_ERR(DM_ERR_MPI, "%s: MPI_Exscan/Allreduce of the lengths failed", path);
+    if (rank == 0) base = 0; /* MPI_Exscan leaves rank 0's undefined */
+
+    /* rank 0 creates the temporary next to the final path (an empty file) and names it */
+    dm_atomic_file f;
+    char tmp[sizeof f.tmp];
+    memset(tmp, 0, sizeof tmp);
+    if (rank == 0 && rc == DM_OK) {
+        rc = dm_atomic_open(&f, path);
+        if (rc == DM_OK) {
+            int bad = fclose(f.fp) != 0;
+            f.fp = NULL;
+            if (bad) {
+                rc = DM_ERR(DM_ERR_IO, "%s: cannot create: %s", f.tmp, strerror(errno));
+                unlink(f.tmp);
+            }
+            memcpy(tmp, f.tmp, sizeof tmp);
+        }
+    }
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc != DM_OK) return rc;
+    MPI_Bcast(tmp, (int)sizeof tmp, MPI_CHAR, 0, ctx->world);
+
+    /* the default error handler of files returns codes; MPI_File_open fails on every rank when one
+     * fails (ROMIO agrees); the first rank that failed names the error */
+    MPI_File fh = MPI_FILE_NULL;
+    int e = MPI_File_open(ctx->world, tmp, MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
+    int failed = e == MPI_SUCCESS ? P : rank, first_failed = P;
+    MPI_Allreduce(&failed, &first_failed, 1, MPI_INT, MPI_MIN, ctx->world);
+    if (first_failed < P) {
+        if (rank == first_failed) {
+            char msg[MPI_MAX_ERROR_STRING];
+            mpi_errstr(e, msg);
+            dm_log_warn("%s: MPI-IO cannot open the temporary file %s on every rank (%s); writing through "
+                        "rank 0 instead",
+                        path, tmp, msg);
+        }
+        /* an implementation that left the file open on some ranks keeps the handle: closing is
+         * collective over ranks that do not hold it */
+        if (rank == 0) unlink(tmp);
+        return write_ordered_gather(path, buf, len, ctx);
+    }
+    MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
+
+    /* the same number of collective writes on every rank; a rank past its bytes (or failed)
+     * writes 0 bytes */
+    for (uint64_t k = 0; k < max_pieces; k++) {
+        uint64_t at = k * ORDERED_CHUNK < mine ? k * ORDERED_CHUNK : mine;
+        size_t c = rc == DM_OK && mine - at > 0 ? (size_t)(mine - at < ORDERED_CHUNK ? mine - at : ORDERED_CHUNK) : 0;
+        MPI_Status st;
+        e = MPI_File_write_at_all(fh, (MPI_Offset)(base + at), buf + at, (int)c, MPI_BYTE, &st);
+        if (rc != DM_OK) continue;
+        if (e != MPI_SUCCESS) {
+            rc = mpi_io_err(e, "MPI_File_write_at_all", path);
+            continue;
+        }
+        int got = 0;
+        MPI_Get_count(&st, MPI_BYTE, &got);
+        if (got != (int)c) rc = DM_ERR(DM_ERR_IO, "%s: short write (%d of %zu bytes)", path, got, c);
+    }
+    e = MPI_File_sync(fh);
+    if (rc == DM_OK && e != MPI_SUCCESS) rc = mpi_io_err(e, "MPI_File_sync", path);
+    e = MPI_File_close(&fh);
+    if (rc == DM_OK && e != MPI_SUCCESS) rc = mpi_io_err(e, "MPI_File_close", path);
+    rc = dm_ctx_agree(ctx, rc);
+    if (rank == 0) {
+        if (rc == DM_OK && rename(tmp, path) != 0)
+            rc = DM_ERR(DM_ERR_IO, "%s: rename from temporary failed: %s", path, strerror(errno));
+        if (rc != DM_OK) unlink(tmp);
     }
     return dm_ctx_agree(ctx, rc);
 }

@@ -3,14 +3,18 @@
  * with boids crossing slice edges and the torus seam; every document has exactly one owner
  * after every iteration; clusters are identical and some span slices; a checkpoint written by
  * P ranks resumes on any number of ranks to the uninterrupted result; an error on one rank is
- * reported on all without a hang. */
+ * reported on all without a hang; files written in rank order (dm_flock_write_ordered, MPI-IO and
+ * the gather fallback) hold every rank's bytes, leave no temporary and no file on failure. */
 #include <CUnit/CUnit.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/alloc.h"
 #include "common/context.h"
+#include "common/fileio.h"
 #include "common/status.h"
 #include "flock/flock.h"
 #include "flock/flock_impl.h"
@@ -458,6 +462,131 @@ static void test_error_during_run(void)
     ft_check_error_during_run(&g_ctx, &so, NDOCS, 20);
 }
 
+/* ---- dm_flock_write_ordered ---- */
+
+/* Rank r's part of P: the last rank has more than two collective write pieces (16 MiB each in
+ * flock_rows.c), one rank has nothing (rank 0 with 2 ranks, rank 1 with more), the others a few
+ * bytes or MB. */
+static size_t wo_len(int r, int P)
+{
+    if (r == P - 1) return ((size_t)40 << 20) + 7;
+    if (r == 0) return P == 2 ? 0 : 1001;
+    if (r == 1) return 0;
+    return ((size_t)3 << 20) + 17 * (size_t)r;
+}
+
+/* Its bytes, the same on every rank. */
+static void wo_fill(char *b, int r, size_t n)
+{
+    for (size_t i = 0; i < n; i++) b[i] = (char)(((uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull + (uint64_t)r * 977) >> 56);
+}
+
+/* Entries of dir whose name contains s (rank 0). */
+static int wo_entries(const char *dir, const char *s)
+{
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, s)) n++;
+    closedir(d);
+    return n;
+}
+
+static int wo_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* The checks of one path (MPI-IO or gather, as DOCMINE_ORDERED_WRITE says). */
+static void wo_check(const char *tag)
+{
+    const int r = g_ctx.rank, P = g_ctx.size;
+    char dir[4200], path[4300];
+    snprintf(dir, sizeof dir, "%s/ordered-%s", g_tmp, tag);
+    int ok = g_ctx.rank != 0 || dm_mkdirs(dir) == DM_OK;
+    MPI_Bcast(&ok, 1, MPI_INT, 0, g_ctx.world);
+    CU_ASSERT_FATAL(ok);
+
+    /* every rank's bytes in rank order, over a longer file that was there before */
+    snprintf(path, sizeof path, "%s/rows.bin", dir);
+    if (r == 0) {
+        size_t older = ((size_t)48 << 20) / 4096; /* blocks of 4 KiB: more than all ranks' bytes */
+        char blk[4096];
+        memset(blk, 'z', sizeof blk);
+        FILE *f = fopen(path, "wb");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        for (size_t i = 0; i < older; i++) CU_ASSERT_EQUAL(fwrite(blk, 1, sizeof blk, f), sizeof blk);
+        CU_ASSERT_EQUAL(fclose(f), 0);
+    }
+    MPI_Barrier(g_ctx.world);
+    size_t n = wo_len(r, P);
+    char *b = dm_malloc(n ? n : 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    wo_fill(b, r, n);
+    int rc = dm_flock_write_ordered(path, b, n, &g_ctx);
+    if (rc != DM_OK) fprintf(stderr, "rank %d: %s\n", r, dm_error_message());
+    CU_ASSERT_EQUAL(rc, DM_OK);
+    dm_free(b);
+    if (r == 0) {
+        size_t total = 0, at = 0;
+        for (int q = 0; q < P; q++) total += wo_len(q, P);
+        FILE *f = fopen(path, "rb");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        char *got = dm_malloc(total + 1), *want = dm_malloc(wo_len(P - 1, P));
+        CU_ASSERT_FATAL(got && want);
+        CU_ASSERT_EQUAL(fread(got, 1, total + 1, f), total); /* nothing after the last rank's bytes */
+        fclose(f);
+        for (int q = 0; q < P; q++) {
+            size_t k = wo_len(q, P);
+            wo_fill(want, q, k);
+            CU_ASSERT_EQUAL(memcmp(got + at, want, k), 0);
+            at += k;
+        }
+        dm_free(got);
+        dm_free(want);
+        CU_ASSERT_EQUAL(wo_entries(dir, ".tmp."), 0);
+    }
+
+    /* buf NULL on one rank (the last, then rank 0): every rank fails, no file is left */
+    const int bads[2] = {P - 1, 0};
+    for (int t = 0; t < (P > 1 ? 2 : 1); t++) {
+        const int bad = bads[t];
+        snprintf(path, sizeof path, "%s/failed-%d.bin", dir, bad);
+        const char *mine = "a row\n";
+        rc = dm_flock_write_ordered(path, r == bad ? NULL : mine, r == bad ? 0 : strlen(mine), &g_ctx);
+        CU_ASSERT_EQUAL(rc, DM_ERR_NOMEM);
+        MPI_Barrier(g_ctx.world);
+        if (r == 0) {
+            CU_ASSERT_FALSE(wo_exists(path));
+            CU_ASSERT_EQUAL(wo_entries(dir, ".tmp."), 0);
+            CU_ASSERT_EQUAL(wo_entries(dir, "failed-"), 0);
+        }
+    }
+
+    /* an error naming the file on every rank: the directory does not exist */
+    snprintf(path, sizeof path, "%s/missing/rows.bin", dir);
+    rc = dm_flock_write_ordered(path, "x\n", 2, &g_ctx);
+    CU_ASSERT_EQUAL(rc, DM_ERR_IO);
+    if (r == 0) CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), path));
+    MPI_Barrier(g_ctx.world);
+}
+
+static void test_write_ordered(void)
+{
+    unsetenv("DOCMINE_ORDERED_WRITE");
+    wo_check("mpiio");
+}
+
+static void test_write_ordered_gather(void)
+{
+    setenv("DOCMINE_ORDERED_WRITE", "gather", 1);
+    wo_check("gather");
+    unsetenv("DOCMINE_ORDERED_WRITE");
+}
+
 int main(int argc, char **argv)
 {
     CU_TestInfo mpi[] = {{"rank independence (bit-identical) and clusters", test_rank_independence},
@@ -468,6 +597,8 @@ int main(int argc, char **argv)
                          {"resume across rank counts", test_resume_across_ranks},
                          {"an error on one rank reaches all", test_error_on_one_rank},
                          {"a step failing on one rank stops all (lagged agreement)", test_error_during_run},
+                         {"files in rank order: MPI-IO, every rank's bytes, no temporary", test_write_ordered},
+                         {"files in rank order: DOCMINE_ORDERED_WRITE=gather", test_write_ordered_gather},
                          CU_TEST_INFO_NULL};
     CU_SuiteInfo suites[] = {{"flock_mpi", setup, teardown, NULL, NULL, mpi}, CU_SUITE_INFO_NULL};
     return dm_test_run_mpi(argc, argv, suites);
