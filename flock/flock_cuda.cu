@@ -1138,8 +1138,23 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         if (cudaEventElapsedTime(&ms, s->ev[10], s->ev[7]) == cudaSuccess) t_forces += ms / 1e3;
         if (cudaEventElapsedTime(&ms, s->ev[3], s->ev[11]) == cudaSuccess) t_forces += ms / 1e3;
         if (multi && cudaEventElapsedTime(&ms, s->ev[14], s->ev[15]) == cudaSuccess) t_forces += ms / 1e3;
+        /* the step on the device (grid to update), and with several ranks how long the halo kept
+         * the device after stream A's own-own work: until the halo arrived (A idle unless the
+         * halo pass overlapped it) and until the halo pass ended */
+        if (cudaEventElapsedTime(&ms, s->ev[8], s->ev[11]) == cudaSuccess) dm_timer_add("flock.device.step", ms / 1e3);
+        if (multi && cudaEventElapsedTime(&ms, s->ev[7], s->ev[12]) == cudaSuccess)
+            dm_timer_add("flock.device.halo_late", ms > 0 ? ms / 1e3 : 0.0);
+        if (multi && cudaEventElapsedTime(&ms, s->ev[7], s->ev[15]) == cudaSuccess)
+            dm_timer_add("flock.device.halo_tail", ms > 0 ? ms / 1e3 : 0.0);
         pass_times(s, &s->pown, 1, &t_detect, &t_sim);
-        pass_times(s, &s->phalo, 0, &t_detect, &t_sim);
+        if (multi) { /* the halo pass's share (stream B: it may overlap stream A's own pass) */
+            double hd = 0, hs = 0;
+            pass_times(s, &s->phalo, 0, &hd, &hs);
+            dm_timer_add("flock.detect.halo", hd);
+            dm_timer_add("flock.similarity.halo", hs);
+            t_detect += hd;
+            t_sim += hs;
+        }
         dm_timer_add("flock.grid", t_grid);
         dm_timer_add("flock.detect", t_detect);
         dm_timer_add("flock.similarity", t_sim);

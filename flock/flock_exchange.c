@@ -169,7 +169,9 @@ static int pack_selected(dm_flock_sim *s, const dm_flock_sel *sel, char **send, 
         if (halo) {
             /* the message's ids are what the neighbour holds from now on */
             s->stats.halo_vectors += nvec;
+            dm_timer_start("flock.comm.halo_pack.index");
             rc = dm_flock_idmap_build(&s->halo_sent[k], (const uint64_t *)(send[k] + l.id), cnt);
+            dm_timer_stop("flock.comm.halo_pack.index");
         }
     }
     if (rc != DM_OK && halo) halo_cache_reset(s);

@@ -5,6 +5,7 @@
 
 #include "common/alloc.h"
 #include "common/status.h"
+#include "common/timer.h"
 #include "flock/flock_impl.h"
 
 void *dm_flock_buf_reserve(dm_flock_buf *b, size_t n)
@@ -413,7 +414,9 @@ int dm_flock_halo_unpack(dm_flock_store *s, char *const *bufs, const uint64_t *s
         nnz_new += m[k].nnz;
     }
     /* the previous halo by document id (its voff/vlen are read before they are overwritten) */
+    dm_timer_start("flock.comm.halo_unpack.index");
     int rc = store_index(s);
+    dm_timer_stop("flock.comm.halo_unpack.index");
     const size_t n_old = s->n;
     uint64_t *old = NULL;
     if (rc == DM_OK) rc = dm_flock_store_reserve(s, n_new > n_old ? n_new : n_old, s->pool + nnz_new);
@@ -478,9 +481,14 @@ int dm_flock_halo_unpack(dm_flock_store *s, char *const *bufs, const uint64_t *s
     s->pool = pool;
     s->live = live;
     s->indexed = 0;
-    if (too_much_garbage(s)) DM_TRY(compact_pool(s));
+    dm_timer_start("flock.comm.halo_unpack.compact");
+    rc = too_much_garbage(s) ? compact_pool(s) : DM_OK;
+    dm_timer_stop("flock.comm.halo_unpack.compact");
     /* the next halo and the migration of this iteration look documents up by id */
-    return store_index(s);
+    dm_timer_start("flock.comm.halo_unpack.index");
+    if (rc == DM_OK) rc = store_index(s);
+    dm_timer_stop("flock.comm.halo_unpack.index");
+    return rc;
 }
 
 int dm_flock_msg_unpack_cached(dm_flock_store *s, const char *buf, size_t size, dm_flock_store *cache)
