@@ -3,10 +3,13 @@
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "common/context.h"
 
+#include <errno.h>
 #include <omp.h>
+#include <stdio.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/log.h"
@@ -40,6 +43,33 @@ int dm_ctx_agree(const dm_ctx *ctx, int status)
         dm_error_mark_remote();
     }
     return worst;
+}
+
+int dm_mpi_io_error(int code, const char *what, const char *name)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    msg[0] = '\0';
+    MPI_Error_string(code, msg, &n);
+    msg[n >= 0 && n < MPI_MAX_ERROR_STRING ? n : MPI_MAX_ERROR_STRING - 1] = '\0';
+    for (char *c = msg; *c; c++) /* MPICH's strings carry an error stack after a newline */
+        if (*c == '\n' || *c == '\r') *c = ' ';
+    return DM_ERR(DM_ERR_IO, "%s: %s failed: %s", name, what, msg);
+}
+
+int dm_mpi_file_commit(MPI_File *fh, const char *tmp, const char *path, int rc, const dm_ctx *ctx)
+{
+    int e = MPI_File_sync(*fh);
+    if (rc == DM_OK && e != MPI_SUCCESS) rc = dm_mpi_io_error(e, "MPI_File_sync", path);
+    e = MPI_File_close(fh);
+    if (rc == DM_OK && e != MPI_SUCCESS) rc = dm_mpi_io_error(e, "MPI_File_close", path);
+    rc = dm_ctx_agree(ctx, rc);
+    if (ctx->rank == 0) {
+        if (rc == DM_OK && rename(tmp, path) != 0)
+            rc = DM_ERR(DM_ERR_IO, "%s: rename from temporary failed: %s", path, strerror(errno));
+        if (rc != DM_OK) unlink(tmp);
+    }
+    return dm_ctx_agree(ctx, rc);
 }
 
 int dm_threads_for_masks(const unsigned char *masks, size_t mask_bytes, int n, int me)

@@ -65,6 +65,14 @@ int dm_threads_for_masks(const unsigned char *masks, size_t mask_bytes, int n, i
  * error on one rank does not leave the others waiting in a later collective. */
 int dm_ctx_agree(const dm_ctx *ctx, int status);
 
+/* Records DM_ERR_IO "name: what failed: <MPI's error string on one line>" and returns it. */
+int dm_mpi_io_error(int code, const char *what, const char *name);
+/* Ends a collective MPI-IO write of the temporary file tmp, to become path: MPI_File_sync and
+ * MPI_File_close of *fh (every rank, whatever rc), the status agreed over ctx's ranks, then rank 0
+ * renames tmp onto path when every rank succeeded and removes tmp otherwise. Returns the agreed
+ * status. Collective over ctx->world. */
+int dm_mpi_file_commit(MPI_File *fh, const char *tmp, const char *path, int rc, const dm_ctx *ctx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -224,24 +224,6 @@ static int write_ordered_gather(const char *path, const char *buf, size_t len, c
     return dm_ctx_agree(ctx, rc);
 }
 
-/* MPI's error string on one line (MPICH's carry an error stack after a newline). */
-static void mpi_errstr(int code, char msg[MPI_MAX_ERROR_STRING])
-{
-    int n = 0;
-    msg[0] = '\0';
-    MPI_Error_string(code, msg, &n);
-    msg[n >= 0 && n < MPI_MAX_ERROR_STRING ? n : MPI_MAX_ERROR_STRING - 1] = '\0';
-    for (char *c = msg; *c; c++)
-        if (*c == '\n' || *c == '\r') *c = ' ';
-}
-
-static int mpi_io_err(int code, const char *what, const char *path)
-{
-    char msg[MPI_MAX_ERROR_STRING];
-    mpi_errstr(code, msg);
-    return DM_ERR(DM_ERR_IO, "%s: %s failed: %s", path, what, msg);
-}
-
 /* DOCMINE_ORDERED_WRITE on rank 0 (broadcast, so that the ranks cannot take different paths):
  * 1 = gather through rank 0. */
 static int ordered_gather_wanted(const dm_ctx *ctx)
@@ -307,12 +289,11 @@ int dm_flock_write_ordered(const char *path, const char *buf, size_t len, const 
     int failed = e == MPI_SUCCESS ? P : rank, first_failed = P;
     MPI_Allreduce(&failed, &first_failed, 1, MPI_INT, MPI_MIN, ctx->world);
     if (first_failed < P) {
-        if (rank == first_failed) {
-            char msg[MPI_MAX_ERROR_STRING];
-            mpi_errstr(e, msg);
-            dm_log_warn("%s: MPI-IO cannot open the temporary file %s on every rank (%s); writing through "
-                        "rank 0 instead",
-                        path, tmp, msg);
+        if (rank == first_failed) { /* a fallback, not an error: the message goes to the log */
+            dm_mpi_io_error(e, "MPI_File_open", tmp);
+            dm_log_warn("%s (MPI-IO cannot open it on every rank); writing %s through rank 0 instead",
+                        dm_error_message(), path);
+            dm_error_clear();
         }
         /* an implementation that left the file open on some ranks keeps the handle: closing is
          * collective over ranks that do not hold it */
@@ -330,24 +311,14 @@ int dm_flock_write_ordered(const char *path, const char *buf, size_t len, const 
         e = MPI_File_write_at_all(fh, (MPI_Offset)(base + at), buf + at, (int)c, MPI_BYTE, &st);
         if (rc != DM_OK) continue;
         if (e != MPI_SUCCESS) {
-            rc = mpi_io_err(e, "MPI_File_write_at_all", path);
+            rc = dm_mpi_io_error(e, "MPI_File_write_at_all", path);
             continue;
         }
         int got = 0;
         MPI_Get_count(&st, MPI_BYTE, &got);
         if (got != (int)c) rc = DM_ERR(DM_ERR_IO, "%s: short write (%d of %zu bytes)", path, got, c);
     }
-    e = MPI_File_sync(fh);
-    if (rc == DM_OK && e != MPI_SUCCESS) rc = mpi_io_err(e, "MPI_File_sync", path);
-    e = MPI_File_close(&fh);
-    if (rc == DM_OK && e != MPI_SUCCESS) rc = mpi_io_err(e, "MPI_File_close", path);
-    rc = dm_ctx_agree(ctx, rc);
-    if (rank == 0) {
-        if (rc == DM_OK && rename(tmp, path) != 0)
-            rc = DM_ERR(DM_ERR_IO, "%s: rename from temporary failed: %s", path, strerror(errno));
-        if (rc != DM_OK) unlink(tmp);
-    }
-    return dm_ctx_agree(ctx, rc);
+    return dm_mpi_file_commit(&fh, tmp, path, rc, ctx);
 }
 
 /* A growing text buffer. */

@@ -463,14 +463,6 @@ static int write_single(const dm_vectors *v, const char *path)
     return dm_atomic_commit(&f);
 }
 
-static int mpi_err(int code, const char *what, const char *path)
-{
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(code, msg, &len);
-    return DM_ERR(DM_ERR_IO, "%s: %s failed: %s", path, what, msg);
-}
-
 static int write_at(MPI_File fh, uint64_t off, const void *p, uint64_t n, const char *path)
 {
     const char *b = p;
@@ -478,7 +470,7 @@ static int write_at(MPI_File fh, uint64_t off, const void *p, uint64_t n, const 
         int k = n > (1u << 30) ? (1 << 30) : (int)n;
         MPI_Status st;
         int e = MPI_File_write_at(fh, (MPI_Offset)off, b, k, MPI_BYTE, &st);
-        if (e != MPI_SUCCESS) return mpi_err(e, "MPI_File_write_at", path);
+        if (e != MPI_SUCCESS) return dm_mpi_io_error(e, "MPI_File_write_at", path);
         int got = 0;
         MPI_Get_count(&st, MPI_BYTE, &got);
         if (got != k) return DM_ERR(DM_ERR_IO, "%s: short write (%d of %d bytes)", path, got, k);
@@ -550,12 +542,12 @@ int dm_vectors_write(const dm_vectors *v, const char *path, const dm_ctx *ctx)
     MPI_File fh;
     int e = MPI_File_open(comm, tmp, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
     if (e != MPI_SUCCESS) {
-        rc = mpi_err(e, "MPI_File_open", tmp);
+        rc = dm_mpi_io_error(e, "MPI_File_open", tmp);
         pieces_free(&pc);
         return dm_ctx_agree(ctx, rc);
     }
     e = MPI_File_set_size(fh, 0); /* collective */
-    rc = e == MPI_SUCCESS ? DM_OK : mpi_err(e, "MPI_File_set_size", tmp);
+    rc = e == MPI_SUCCESS ? DM_OK : dm_mpi_io_error(e, "MPI_File_set_size", tmp);
     uint64_t crcs[2 * DM_NSEC];
     uLong sc[DM_NSEC];
     mpi_piece_ctx wc = {fh, tmp, sec_start, elem_base, rc != DM_OK};
@@ -587,17 +579,7 @@ int dm_vectors_write(const dm_vectors *v, const char *path, const dm_ctx *ctx)
         if (rc == DM_OK) rc = write_at(fh, sec_start[DM_NSEC], t, 8, tmp);
     }
     dm_free(all);
-    e = MPI_File_sync(fh);
-    if (rc == DM_OK && e != MPI_SUCCESS) rc = mpi_err(e, "MPI_File_sync", tmp);
-    e = MPI_File_close(&fh);
-    if (rc == DM_OK && e != MPI_SUCCESS) rc = mpi_err(e, "MPI_File_close", tmp);
-    rc = dm_ctx_agree(ctx, rc);
-    if (rank == 0) {
-        if (rc == DM_OK && rename(tmp, path) != 0)
-            rc = DM_ERR(DM_ERR_IO, "%s: rename from temporary failed: %s", path, strerror(errno));
-        if (rc != DM_OK) unlink(tmp);
-    }
-    return dm_ctx_agree(ctx, rc);
+    return dm_mpi_file_commit(&fh, tmp, path, rc, ctx);
 }
 
 /* ------------------------------------------------------------------------------- read */
