@@ -170,33 +170,28 @@ int dm_flock_rows_fetch(dm_flock_rows *out, dm_flock_sim *s, const dm_vectors *v
 #define ORDERED_CHUNK ((size_t)16 << 20)
 
 /* The fallback (and the writer before MPI-IO): rank 0 receives every rank's bytes in rank order
- * and writes them alone, through dm_atomic_open / dm_atomic_commit. */
+ * and writes them alone, through dm_atomic_open / dm_atomic_commit. Every buf is non-NULL (the
+ * caller agreed on it). */
 static int write_ordered_gather(const char *path, const char *buf, size_t len, const dm_ctx *ctx)
 {
-    int rc = DM_OK;
     if (ctx->rank != 0) {
-        /* rank 0 says whether to send (it has room); then the size (UINT64_MAX: this rank failed
-         * before) and the bytes in chunks */
+        /* rank 0 says whether to send (it could open the file and has room); then the size and
+         * the bytes in chunks */
         int go = 0;
         MPI_Recv(&go, 1, MPI_INT, 0, 609, ctx->world, MPI_STATUS_IGNORE);
         if (go) {
-            uint64_t n = buf ? (uint64_t)len : UINT64_MAX;
+            uint64_t n = (uint64_t)len;
             MPI_Send(&n, 1, MPI_UINT64_T, 0, 610, ctx->world);
-            for (size_t at = 0; buf && at < len; at += ORDERED_CHUNK) {
+            for (size_t at = 0; at < len; at += ORDERED_CHUNK) {
                 size_t c = len - at < ORDERED_CHUNK ? len - at : ORDERED_CHUNK;
                 MPI_Send(buf + at, (int)c, MPI_CHAR, 0, 611, ctx->world);
             }
         }
-        return dm_ctx_agree(ctx, buf ? DM_OK : DM_ERR_NOMEM);
+        return dm_ctx_agree(ctx, DM_OK);
     }
     dm_atomic_file f;
-    int open_ok = 0;
-    if (buf) {
-        rc = dm_atomic_open(&f, path);
-        open_ok = rc == DM_OK;
-    } else {
-        rc = DM_ERR_NOMEM; /* the message was recorded where the buffer failed */
-    }
+    int rc = dm_atomic_open(&f, path);
+    const int open_ok = rc == DM_OK;
     if (open_ok && len && fwrite(buf, 1, len, f.fp) != len) rc = DM_ERR(DM_ERR_IO, "%s: write failed", path);
     char *tmp = ctx->size > 1 && rc == DM_OK ? dm_malloc(ORDERED_CHUNK) : NULL;
     if (ctx->size > 1 && !tmp && rc == DM_OK) rc = DM_ERR(DM_ERR_NOMEM, "out of memory");
@@ -206,10 +201,6 @@ static int write_ordered_gather(const char *path, const char *buf, size_t len, c
         if (!go) continue;
         uint64_t n = 0;
         MPI_Recv(&n, 1, MPI_UINT64_T, q, 610, ctx->world, MPI_STATUS_IGNORE);
-        if (n == UINT64_MAX) {
-            rc = DM_ERR_NOMEM; /* that rank has its own message */
-            continue;
-        }
         for (uint64_t at = 0; at < n; at += ORDERED_CHUNK) {
             size_t c = n - at < ORDERED_CHUNK ? (size_t)(n - at) : ORDERED_CHUNK;
             MPI_Recv(tmp, (int)c, MPI_CHAR, q, 611, ctx->world, MPI_STATUS_IGNORE);
