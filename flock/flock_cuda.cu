@@ -7,8 +7,9 @@
  * device selects the halo and the departing boids and only their states cross to the host, which
  * packs them with the vectors it keeps (non-blocking MPI, staged through host memory); the
  * selection (stream B), the exchange and the halo's unpacking and upload run while stream A
- * computes the own-own similarity and forces (the host waits only for the pair counts), then
- * the halo pass runs on stream B; the device
+ * computes the own-own similarity and forces (the host waits only for the pair counts and the
+ * detection's miss counts, which it needs to queue them), then the halo pass runs on stream B;
+ * the device
  * applies the host's migration moves to its boids and pair-cache rows in place and receives the
  * arrivals. The device holds the authoritative boid state (the host copy is refreshed on demand).
  * Every kernel is launched through the tuner (dm_tune_select) and registered with its compiled
@@ -1016,6 +1017,19 @@ extern "C" int dm_flock_cuda_sync_host(dm_flock_sim *sim)
     return DM_OK;
 }
 
+/* The own-own similarity and forces on stream A, once the detection's miss counts are known
+ * (pairs_similarity waits for them). */
+int queue_own(dstate *s, const dm_flock_params &p, const dm_tune_instance *fi)
+{
+    cudaStream_t a = s->sa;
+    DM_TRY(pairs_similarity(s, &s->pown, &s->own, &s->own, p, 1, a));
+    DM_CUDA_TRY(cudaEventRecord(s->ev[10], a));
+    DM_TRY(forces_pass(s, &s->pown, &s->own, &s->own, p, 0, fi, a));
+    DM_CUDA_TRY(cudaEventRecord(s->ev[7], a));
+    DM_CUDA_TRY(cudaEventRecord(s->own_done, a));
+    return DM_OK;
+}
+
 /* One iteration (see the file comment). */
 extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
 {
@@ -1045,8 +1059,9 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     if (rc == DM_OK) rc = pairs_count(s, &s->pown, &s->own, &s->own, p, 1, a);
 
     /* 3. while A counts and detects, stream B (high priority, after the last step's work on A:
-     * ev[8]) selects the halo boids and sends their state to the host store, which packs them
-     * with their vectors and posts the exchange (both streams only read the positions). The
+     * ev[8]) selects the halo boids and sends their state to the host store; once the host has
+     * queued the own-own similarity and forces on A it packs them with their vectors and posts
+     * the exchange (both streams only read the positions). The
      * detection's timer (ev[0] to ev[1]) includes any wait of stream A for the host here. */
     dm_flock_xchg x;
     if (multi) {
@@ -1079,20 +1094,21 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
             cudaStreamSynchronize(b);
             return ra;
         }
+        /* the own-own similarity and forces on stream A as soon as the detection's miss counts
+         * are in, before the halo is packed and posted: queued after the posting, they left
+         * stream A idle 4-12 ms a step at 4 GPUs, and the halo still arrives well before stream
+         * A's own-own work ends (bench/RESULTS.md, session 20) */
+        if (rc == DM_OK) rc = queue_own(s, p, fi);
+        dm_flock_trace(sim, DM_FT_OWN_QUEUED);
         rc = dm_flock_halo_exchange_begin_sel(sim, &x, rc, sim->host_valid ? NULL : &sel);
     } else {
         if (rc == DM_OK) rc = pairs_detect(s, &s->pown, &s->own, &s->own, p, 1, a);
         int ra = dm_flock_agree_finish(sim); /* one rank: nothing to wait for */
         if (rc == DM_OK) rc = ra;
+        /* own-own similarity and forces on stream A */
+        if (rc == DM_OK) rc = queue_own(s, p, fi);
+        dm_flock_trace(sim, DM_FT_OWN_QUEUED);
     }
-
-    /* own-own similarity and forces on stream A (the messages fly meanwhile) */
-    if (rc == DM_OK) rc = pairs_similarity(s, &s->pown, &s->own, &s->own, p, 1, a);
-    if (rc == DM_OK && cudaEventRecord(s->ev[10], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
-    if (rc == DM_OK) rc = forces_pass(s, &s->pown, &s->own, &s->own, p, 0, fi, a);
-    if (rc == DM_OK && cudaEventRecord(s->ev[7], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
-    if (rc == DM_OK && cudaEventRecord(s->own_done, a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
-    dm_flock_trace(sim, DM_FT_OWN_QUEUED);
 
     /* 4. own-halo on stream B: the host completes the exchange and unpacks the halo while the
      * device still works through the own-own similarity and forces */
