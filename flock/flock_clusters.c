@@ -467,24 +467,83 @@ static int centroid_local(dm_flock_sim *s, const int32_t *cl, centroid_entry **l
     return DM_OK;
 }
 
+/* Sums the ranks' sorted, reduced entries (*e, *n: this rank's; replaced by the result, the same
+ * sorted entries on every rank). A reduce-scatter by term range, then an all-gather: rank q reduces
+ * the entries of terms [q T / P, (q + 1) T / P) of every rank (T: the largest term + 1 over the
+ * ranks), and the reduced ranges, gathered in rank order, are sorted as they are. Each rank sends,
+ * receives and reduces about one rank's worth of entries before the all-gather of the result,
+ * where gathering every rank's entries and reducing them all on every rank cost P times that
+ * (0.19 s at 1 rank, 0.38 s at 4 on H200 hosts with 1M documents a rank: bench/RESULTS.md,
+ * session 20). Integer sums: the same bits in any order. rc: this rank's status so far (the ranks
+ * agree on it first). Collective. */
+static int centroid_allreduce(dm_flock_sim *s, int rc, centroid_entry **e, size_t *n)
+{
+    const int P = s->size;
+    centroid_entry *loc = *e;
+    size_t m = *n;
+    int *cnt = dm_calloc(4 * (size_t)P, sizeof *cnt); /* send counts, displacements; receive */
+    if (rc == DM_OK && !cnt) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for centroids");
+    if (rc == DM_OK && 2 * m > (size_t)INT32_MAX)
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: %zu centroid entries on one rank", m);
+    rc = dm_ctx_agree(s->ctx, rc);
+    uint64_t T = m ? (loc[m - 1].key >> 32) + 1 : 0;
+    if (rc == DM_OK && MPI_Allreduce(MPI_IN_PLACE, &T, 1, MPI_UINT64_T, MPI_MAX, s->comm) != MPI_SUCCESS)
+        rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Allreduce failed (centroids)");
+    int *sc = cnt, *sd = cnt + P, *rcnt = cnt + 2 * P, *rd = cnt + 3 * P;
+    if (rc == DM_OK) {
+        size_t at = 0;
+        for (int q = 0; q < P; q++) {
+            uint64_t hi = T * (uint64_t)(q + 1) / (uint64_t)P; /* terms below hi go to ranks <= q */
+            size_t from = at;
+            while (at < m && (loc[at].key >> 32) < hi) at++;
+            sd[q] = (int)(2 * from);
+            sc[q] = (int)(2 * (at - from));
+        }
+        if (MPI_Alltoall(sc, 1, MPI_INT, rcnt, 1, MPI_INT, s->comm) != MPI_SUCCESS)
+            rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Alltoall failed (centroids)");
+    }
+    uint64_t tot = 0;
+    for (int q = 0; q < P && rc == DM_OK; q++) {
+        rd[q] = (int)tot;
+        tot += (uint64_t)rcnt[q];
+    }
+    if (rc == DM_OK && tot > (uint64_t)INT32_MAX)
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: %llu centroid entries for one rank", (unsigned long long)(tot / 2));
+    centroid_entry *part = rc == DM_OK ? dm_malloc(8 * (tot ? tot : 2)) : NULL;
+    if (rc == DM_OK && !part) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for centroids");
+    rc = dm_ctx_agree(s->ctx, rc);
+    if (rc == DM_OK && MPI_Alltoallv(loc, sc, sd, MPI_UINT64_T, part, rcnt, rd, MPI_UINT64_T, s->comm) != MPI_SUCCESS)
+        rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Alltoallv failed (centroids)");
+    dm_free(cnt);
+    dm_free(loc);
+    *e = NULL;
+    *n = 0;
+    size_t np = (size_t)(tot / 2);
+    if (rc == DM_OK) rc = centroid_reduce(&part, &np);
+    uint64_t *raw = NULL;
+    size_t nraw = 0;
+    rc = gather_all_u64(s, rc, (const uint64_t *)part, 2 * np, &raw, &nraw);
+    dm_free(part);
+    if (rc != DM_OK) {
+        dm_free(raw);
+        return rc;
+    }
+    *e = (centroid_entry *)raw;
+    *n = nraw / 2;
+    return DM_OK;
+}
+
 /* The centroid sums of the clusters (cl[i] >= 0 of the own boids), reduced over the ranks: every
  * rank gets the same (term << 32 | cluster, sum) entries, sorted, in *all (dm_free). Collective. */
 static int centroid_sums(dm_flock_sim *s, const int32_t *cl, centroid_entry **all_out, size_t *total_out)
 {
     *all_out = NULL;
     *total_out = 0;
-    centroid_entry *loc = NULL;
-    size_t m = 0;
-    int rc = centroid_local(s, cl, &loc, &m);
-    /* every rank gets every rank's (term, cluster) sums: two u64 per entry */
-    uint64_t *raw = NULL;
-    size_t nraw = 0;
-    rc = gather_all_u64(s, rc, (const uint64_t *)loc, 2 * m, &raw, &nraw);
-    centroid_entry *all = (centroid_entry *)raw;
-    size_t total = nraw / 2;
-    if (rc == DM_OK) rc = centroid_reduce(&all, &total);
+    centroid_entry *all = NULL;
+    size_t total = 0;
+    int rc = centroid_local(s, cl, &all, &total);
+    if (s->size > 1) rc = centroid_allreduce(s, rc, &all, &total);
     rc = dm_ctx_agree(s->ctx, rc);
-    dm_free(loc);
     if (rc != DM_OK) {
         dm_free(all);
         return rc;
