@@ -522,19 +522,49 @@ static size_t cname_uniq(cname *v, size_t n)
     return m;
 }
 
+/* A row's class name: its first label ("" when unlabelled). */
+static cname class_of(const dm_vectors *v, size_t i)
+{
+    const char *s = dm_vectors_labels(v, i);
+    return (cname){s, s ? strcspn(s, ",") : 0};
+}
+
+static uint64_t cname_hash(cname c)
+{
+    uint64_t h = 14695981039346656037ull; /* FNV-1a */
+    for (size_t k = 0; k < c.len; k++) h = (h ^ (unsigned char)c.s[k]) * 1099511628211ull;
+    return h;
+}
+
 int dm_flock_classes_rows(int32_t *cls, int32_t *n_classes, const dm_vectors *v, const dm_ctx *ctx)
 {
     *n_classes = 0;
     size_t n = (size_t)v->n_rows;
+    /* the distinct names of this rank in one pass over the rows (an open-addressing table of
+     * indices into loc; each row remembers its name's index), instead of sorting a name per row:
+     * qsort of 1M rows took 0.25 s for 10 classes */
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
     cname *loc = dm_malloc(sizeof *loc * (n ? n : 1));
-    int rc = loc ? DM_OK : DM_ERR(DM_ERR_NOMEM, "out of memory");
+    uint32_t *slot = dm_calloc(cap, sizeof *slot); /* loc index + 1, 0: empty */
+    uint32_t *row_name = dm_malloc(sizeof *row_name * (n ? n : 1)); /* loc index, UINT32_MAX: none */
+    int rc = loc && slot && row_name ? DM_OK : DM_ERR(DM_ERR_NOMEM, "out of memory");
+    if (rc == DM_OK && n >= UINT32_MAX) rc = DM_ERR(DM_ERR_UNSUPPORTED, "more than 2^32 - 1 documents on a rank");
     size_t m = 0, bytes = 0;
     for (size_t i = 0; i < n && rc == DM_OK; i++) {
-        const char *s = dm_vectors_labels(v, i);
-        size_t len = s ? strcspn(s, ",") : 0;
-        if (len) loc[m++] = (cname){s, len};
+        cname c = class_of(v, i);
+        row_name[i] = UINT32_MAX;
+        if (!c.len) continue;
+        size_t h = (size_t)cname_hash(c) & (cap - 1);
+        while (slot[h] && cmp_cname(&loc[slot[h] - 1], &c) != 0) h = (h + 1) & (cap - 1);
+        if (!slot[h]) {
+            loc[m++] = c;
+            slot[h] = (uint32_t)m;
+        }
+        row_name[i] = slot[h] - 1;
     }
-    if (rc == DM_OK) m = cname_uniq(loc, m);
+    int32_t *gidx = dm_malloc(sizeof *gidx * (m ? m : 1)); /* loc[j]'s class */
+    if (rc == DM_OK && !gidx) rc = DM_ERR(DM_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < m; i++) bytes += loc[i].len + 1;
     if (rc == DM_OK && bytes > INT32_MAX) rc = DM_ERR(DM_ERR_UNSUPPORTED, "more than 2 GiB of class names on a rank");
     char *mine = dm_malloc(bytes ? bytes : 1);
@@ -574,18 +604,18 @@ int dm_flock_classes_rows(int32_t *cls, int32_t *n_classes, const dm_vectors *v,
     }
     rc = dm_ctx_agree(ctx, rc);
     if (rc == DM_OK) {
-        for (size_t i = 0; i < n; i++) {
-            const char *s = dm_vectors_labels(v, i);
-            cname key = {s, s ? strcspn(s, ",") : 0};
-            cls[i] = -1;
-            if (!key.len) continue;
-            const cname *f = bsearch(&key, names, nn, sizeof *names, cmp_cname);
+        for (size_t j = 0; j < m; j++) {
+            const cname *f = bsearch(&loc[j], names, nn, sizeof *names, cmp_cname);
             DM_ASSERT(f != NULL);
-            cls[i] = (int32_t)(f - names);
+            gidx[j] = (int32_t)(f - names);
         }
+        for (size_t i = 0; i < n; i++) cls[i] = row_name[i] == UINT32_MAX ? -1 : gidx[row_name[i]];
         *n_classes = (int32_t)nn;
     }
     dm_free(loc);
+    dm_free(slot);
+    dm_free(row_name);
+    dm_free(gidx);
     dm_free(mine);
     dm_free(cnt);
     dm_free(dis);

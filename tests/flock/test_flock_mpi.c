@@ -4,7 +4,8 @@
  * after every iteration; clusters are identical and some span slices; a checkpoint written by
  * P ranks resumes on any number of ranks to the uninterrupted result; an error on one rank is
  * reported on all without a hang; files written in rank order (dm_flock_write_ordered, MPI-IO and
- * the gather fallback) hold every rank's bytes, leave no temporary and no file on failure. */
+ * the gather fallback) hold every rank's bytes, leave no temporary and no file on failure; class
+ * numbers from the first labels agree over the ranks. */
 #include <CUnit/CUnit.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -587,6 +588,55 @@ static void test_write_ordered_gather(void)
     unsetenv("DOCMINE_ORDERED_WRITE");
 }
 
+/* Class numbers from the first labels (dm_flock_classes_rows): the distinct first labels of all
+ * ranks, sorted by their bytes, numbered 0 .. k-1 on every rank; unlabelled rows are -1. Each rank
+ * holds 3000 rows whose names come in no order and repeat (the local hash table of names grows
+ * collisions), one name only one rank has, names that are prefixes of others ("b" and "b2"),
+ * multi-labels ("c,a": class "c") and unlabelled rows. */
+static void test_classes_rows(void)
+{
+    const int P = g_ctx.size, r = g_ctx.rank;
+    const uint64_t n = 3000;
+    /* all names that any rank uses, sorted: "a" "b" "b2" "c" "only-0" ... "only-{P-1}" "zz" */
+    char names[16][16] = {"a", "b", "b2", "c"};
+    int k = 4;
+    for (int q = 0; q < P; q++) snprintf(names[k++], sizeof names[0], "only-%d", q);
+    snprintf(names[k++], sizeof names[0], "zz");
+    dm_vectors v;
+    memset(&v, 0, sizeof v);
+    v.n_rows = n;
+    v.label_off = malloc(sizeof *v.label_off * (n + 1));
+    v.labels = malloc(16 * n);
+    int32_t *want = malloc(sizeof *want * n), *got = malloc(sizeof *got * n);
+    CU_ASSERT_FATAL(v.label_off && v.labels && want && got);
+    uint64_t at = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        v.label_off[i] = at;
+        uint64_t h = (i * 2654435761u + (uint64_t)r * 97u) % 11u; /* no order, every value repeated */
+        const char *lab;
+        int cls;
+        if (h == 0) lab = "", cls = -1;
+        else if (h == 1) lab = "c,a", cls = 3;
+        else if (h == 2) lab = "b", cls = 1;
+        else if (h == 3) lab = "b2", cls = 2;
+        else if (h == 4) lab = "zz", cls = k - 1;
+        else if (h < 8 && r == 0) lab = "a", cls = 0;
+        else if (h < 8) lab = "b,zz", cls = 1;
+        else lab = names[4 + r], cls = 4 + r;
+        at += (uint64_t)snprintf(v.labels + at, 16, "%s", lab) + 1;
+        want[i] = cls;
+    }
+    v.label_off[n] = at;
+    int32_t nc = -1;
+    CU_ASSERT_EQUAL(dm_flock_classes_rows(got, &nc, &v, &g_ctx), DM_OK);
+    CU_ASSERT_EQUAL(nc, k);
+    CU_ASSERT_EQUAL(memcmp(got, want, sizeof *got * n), 0);
+    free(v.label_off);
+    free(v.labels);
+    free(want);
+    free(got);
+}
+
 int main(int argc, char **argv)
 {
     CU_TestInfo mpi[] = {{"rank independence (bit-identical) and clusters", test_rank_independence},
@@ -599,6 +649,7 @@ int main(int argc, char **argv)
                          {"a step failing on one rank stops all (lagged agreement)", test_error_during_run},
                          {"files in rank order: MPI-IO, every rank's bytes, no temporary", test_write_ordered},
                          {"files in rank order: DOCMINE_ORDERED_WRITE=gather", test_write_ordered_gather},
+                         {"class numbers from the first labels, across ranks", test_classes_rows},
                          CU_TEST_INFO_NULL};
     CU_SuiteInfo suites[] = {{"flock_mpi", setup, teardown, NULL, NULL, mpi}, CU_SUITE_INFO_NULL};
     return dm_test_run_mpi(argc, argv, suites);
