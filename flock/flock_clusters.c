@@ -473,9 +473,8 @@ static int centroid_local(dm_flock_sim *s, const int32_t *cl, centroid_entry **l
  * ranks), and the reduced ranges, gathered in rank order, are sorted as they are. Each rank sends,
  * receives and reduces about one rank's worth of entries before the all-gather of the result,
  * where gathering every rank's entries and reducing them all on every rank cost P times that
- * (0.19 s at 1 rank, 0.38 s at 4 on H200 hosts with 1M documents a rank: bench/RESULTS.md,
- * session 20). Integer sums: the same bits in any order. rc: this rank's status so far (the ranks
- * agree on it first). Collective. */
+ * (bench/RESULTS.md, session 20). Integer sums: the same bits in any order. rc: this rank's status
+ * so far (the ranks agree on it first). Collective. */
 static int centroid_allreduce(dm_flock_sim *s, int rc, centroid_entry **e, size_t *n)
 {
     const int P = s->size;
