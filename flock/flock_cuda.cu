@@ -1060,8 +1060,8 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
 
     /* 3. while A counts and detects, stream B (high priority, after the last step's work on A:
      * ev[8]) selects the halo boids and sends their state to the host store; once the host has
-     * queued the own-own similarity and forces on A it packs them with their vectors and posts
-     * the exchange (both streams only read the positions). The
+     * queued the own-own similarity and forces on A it packs the halo boids with their vectors
+     * and posts the exchange (both streams only read the positions). The
      * detection's timer (ev[0] to ev[1]) includes any wait of stream A for the host here. */
     dm_flock_xchg x;
     if (multi) {
@@ -1096,8 +1096,9 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         }
         /* the own-own similarity and forces on stream A as soon as the detection's miss counts
          * are in, before the halo is packed and posted: queued after the posting, they left
-         * stream A idle 4-12 ms a step at 4 GPUs, and the halo still arrives well before stream
-         * A's own-own work ends (bench/RESULTS.md, session 20) */
+         * stream A idle 4-12 ms a step at 4 GPUs. The halo leaves a few ms later; on a host whose
+         * halo packing is slow it then reaches the device after stream A's own-own work more
+         * often, which costs less than the idle time did (bench/RESULTS.md, session 20) */
         if (rc == DM_OK) rc = queue_own(s, p, fi);
         dm_flock_trace(sim, DM_FT_OWN_QUEUED);
         rc = dm_flock_halo_exchange_begin_sel(sim, &x, rc, sim->host_valid ? NULL : &sel);

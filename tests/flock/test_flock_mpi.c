@@ -590,9 +590,9 @@ static void test_write_ordered_gather(void)
 
 /* Class numbers from the first labels (dm_flock_classes_rows): the distinct first labels of all
  * ranks, sorted by their bytes, numbered 0 .. k-1 on every rank; unlabelled rows are -1. Each rank
- * holds 3000 rows whose names come in no order and repeat (the local hash table of names grows
- * collisions), one name only one rank has, names that are prefixes of others ("b" and "b2"),
- * multi-labels ("c,a": class "c") and unlabelled rows. */
+ * holds 3000 rows whose names come in no order and repeat, one name only that rank has, names
+ * that are prefixes of others ("b" and "b2"), multi-labels ("c,a": class "c") and unlabelled
+ * rows. */
 static void test_classes_rows(void)
 {
     const int P = g_ctx.size, r = g_ctx.rank;
