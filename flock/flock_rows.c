@@ -741,6 +741,122 @@ static int tt_merge_runs(tt_rec **buf, size_t n, size_t *b, int runs)
     return DM_OK;
 }
 
+/* A segment of the top terms' first step: rows [lo, hi) of the cluster-sorted row list, all of
+ * cluster c, and their records (key cluster << 32 | term, in term order, one per term). */
+typedef struct tt_seg {
+    int32_t c;
+    uint32_t lo, hi;
+    tt_rec *rec;
+    size_t n;
+} tt_seg;
+
+/* Entries per part at least: 2^16, or DOCMINE_TT_PART_ENTRIES (tests: a few, so that small
+ * inputs are cut into many parts and clusters into several segments). */
+static uint64_t tt_part_entries(void)
+{
+    const char *e = getenv("DOCMINE_TT_PART_ENTRIES");
+    unsigned long long x = e ? strtoull(e, NULL, 10) : 0;
+    return x >= 1 ? (uint64_t)x : (uint64_t)1 << 16;
+}
+
+/* Sums a segment's rows per term into the thread's dense accumulator (acc and touched are zero
+ * on entry and on return; list is the thread's growing list of touched terms) and records the
+ * sums in term order. A row with a term or weight out of range records its index in *bad_row
+ * (the smallest such row) and the segment gets no records. Returns 1 when out of memory. */
+static int tt_seg_sum(tt_seg *g, const uint32_t *rows, const dm_vectors *v, size_t V, tt_sum *acc,
+                      uint8_t *touched, uint32_t **list, size_t *list_cap, long *bad_row)
+{
+    size_t nt = 0;
+    int bad = 0, nomem = 0;
+    for (uint32_t q = g->lo; q < g->hi && !bad && !nomem; q++) {
+        uint32_t i = rows[q];
+        for (uint64_t e = v->row_off[i]; e < v->row_off[i + 1]; e++) {
+            uint32_t t = v->col[e];
+            float w = v->val[e];
+            if (t >= V || !(fabsf(w) < 4194304.0f)) { /* 2^22: the fixed point holds it */
+#pragma omp critical(dm_tt_bad)
+                if (*bad_row < 0 || (long)i < *bad_row) *bad_row = (long)i;
+                bad = 1;
+                break;
+            }
+            if (!touched[t]) {
+                if (nt == *list_cap) {
+                    size_t cap = *list_cap ? 2 * *list_cap : 4096;
+                    uint32_t *l = dm_realloc(*list, sizeof *l * cap);
+                    if (!l) {
+                        nomem = 1;
+                        break;
+                    }
+                    *list = l;
+                    *list_cap = cap;
+                }
+                touched[t] = 1;
+                (*list)[nt++] = t;
+            }
+            acc[t] += tt_fixed(w);
+        }
+    }
+    uint32_t *l = *list;
+    if (!bad && !nomem && nt) {
+        /* the terms in order: read off the flags when they are many, else sorted */
+        if (nt > V / 16) {
+            size_t j = 0;
+            for (uint32_t t = 0; t < V; t++)
+                if (touched[t]) l[j++] = t;
+        } else {
+            qsort(l, nt, sizeof *l, cmp_u32);
+        }
+        if (!(g->rec = dm_malloc(sizeof *g->rec * nt))) nomem = 1;
+    }
+    for (size_t j = 0; j < nt; j++) {
+        uint32_t t = l[j];
+        if (g->rec) {
+            g->rec[j].key = ((uint64_t)(uint32_t)g->c << 32) | t;
+            tt_set(&g->rec[j], acc[t]);
+        }
+        acc[t] = 0;
+        touched[t] = 0;
+    }
+    if (g->rec) g->n = nt;
+    return nomem;
+}
+
+/* Merges segment b's records into a's (both in key order; equal keys summed); b's are freed.
+ * Returns 1 when out of memory. */
+static int tt_merge_sum(tt_seg *a, tt_seg *b)
+{
+    if (!b->n) return 0;
+    if (!a->n) {
+        dm_free(a->rec);
+        *a = (tt_seg){a->c, a->lo, b->hi, b->rec, b->n};
+        b->rec = NULL;
+        b->n = 0;
+        return 0;
+    }
+    tt_rec *o = dm_malloc(sizeof *o * (a->n + b->n));
+    if (!o) return 1;
+    size_t i = 0, j = 0, n = 0;
+    while (i < a->n && j < b->n) {
+        if (a->rec[i].key < b->rec[j].key) o[n++] = a->rec[i++];
+        else if (b->rec[j].key < a->rec[i].key) o[n++] = b->rec[j++];
+        else {
+            o[n] = a->rec[i++];
+            tt_set(&o[n], tt_get(&o[n]) + tt_get(&b->rec[j++]));
+            n++;
+        }
+    }
+    while (i < a->n) o[n++] = a->rec[i++];
+    while (j < b->n) o[n++] = b->rec[j++];
+    dm_free(a->rec);
+    dm_free(b->rec);
+    a->rec = o;
+    a->n = n;
+    a->hi = b->hi;
+    b->rec = NULL;
+    b->n = 0;
+    return 0;
+}
+
 int dm_flock_top_terms_rows(uint32_t **terms, double **weights, const int32_t *row_cluster, int32_t nc,
                             const dm_vectors *v, int k, const dm_ctx *ctx)
 {
@@ -749,16 +865,16 @@ int dm_flock_top_terms_rows(uint32_t **terms, double **weights, const int32_t *r
     const int P = ctx->size;
     size_t nr = (size_t)v->n_rows, V = (size_t)v->n_cols;
     int rc = DM_OK;
-    /* 1. rows by cluster (counting sort), then per cluster a dense exact accumulator over terms;
-     * clusters are independent and their sums exact, so threads take clusters in any order and
-     * the records are concatenated in cluster order (the same records as one thread gives) */
+    /* 1. rows by cluster (counting sort), cut into one part per thread of about equal entries;
+     * each part's piece of each cluster it meets (a segment) is summed into the thread's dense
+     * exact accumulator over terms, and a cluster's segments are then merged. The sums are exact,
+     * so the records are the same for any cut (and as from one thread). */
     uint32_t *start = dm_calloc((size_t)nc + 1, sizeof *start);
     uint32_t *rows = dm_malloc(sizeof *rows * (nr ? nr : 1));
-    size_t *seg_n = dm_calloc((size_t)nc + 1, sizeof *seg_n); /* records of cluster c */
-    tt_rec **seg = dm_calloc((size_t)nc + 1, sizeof *seg);     /* and where they are */
+    uint64_t *cum = dm_malloc(sizeof *cum * (nr + 1)); /* entries before each place of rows */
     tt_rec *loc = NULL;
     size_t m = 0;
-    if (!start || !rows || !seg_n || !seg) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for top terms");
+    if (!start || !rows || !cum) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for top terms");
     if (rc == DM_OK && nr > UINT32_MAX) rc = DM_ERR(DM_ERR_UNSUPPORTED, "flock: more than 2^32 rows on a rank");
     if (rc == DM_OK) {
         for (size_t i = 0; i < nr; i++)
@@ -771,15 +887,61 @@ int dm_flock_top_terms_rows(uint32_t **terms, double **weights, const int32_t *r
             if (row_cluster[i] >= 0 && row_cluster[i] < nc) rows[at[row_cluster[i]]++] = (uint32_t)i;
         dm_free(at);
     }
-    /* a dense accumulator per thread (17 bytes per term): at most 256 MB of them */
+    const size_t R = rc == DM_OK ? start[nc] : 0; /* rows in a cluster */
+    if (rc == DM_OK) {
+        cum[0] = 0;
+        for (size_t q = 0; q < R; q++) {
+            const uint64_t *o = v->row_off + rows[q];
+            cum[q + 1] = cum[q] + (o[1] >= o[0] ? o[1] - o[0] : 0);
+        }
+    }
+    /* a dense accumulator per thread (17 bytes per term): at most 256 MB of them; a part per
+     * thread, of at least TT_PART_ENTRIES entries (DOCMINE_TT_PART_ENTRIES: tests) */
     int nth = omp_get_max_threads();
     size_t per = (V ? V : 1) * (sizeof(tt_sum) + 1);
     if ((size_t)nth * per > ((size_t)256 << 20)) nth = (int)(((size_t)256 << 20) / per);
     if (nth < 1) nth = 1;
-    if (nth > nc) nth = nc > 0 ? nc : 1;
+    const uint64_t total = rc == DM_OK ? cum[R] : 0, min_part = tt_part_entries();
+    int T = (int)(total / min_part < (uint64_t)nth ? total / min_part : (uint64_t)nth);
+    if (T < 1) T = 1;
+    if (nth > T) nth = T;
+    tt_seg *sg = dm_calloc((size_t)T + (size_t)nc + 1, sizeof *sg);
+    size_t *ps = dm_malloc(sizeof *ps * ((size_t)T + 1));           /* part p: segments [ps[p], ps[p + 1]) */
+    size_t *cs = dm_calloc((size_t)nc + 1, sizeof *cs);              /* cluster c: segments [cs[c], cs[c + 1]) */
+    if (rc == DM_OK && (!sg || !ps || !cs)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for top terms");
+    size_t ns = 0;
+    if (rc == DM_OK) {
+        /* part p starts at the first place with (p / T) of the entries before it; its segments
+         * follow in place (= cluster) order, so a cluster's segments are consecutive */
+        size_t b0 = 0;
+        int32_t c = 0;
+        for (int p = 0; p < T; p++) {
+            size_t b1 = R;
+            if (p + 1 < T) {
+                uint64_t want = (uint64_t)((unsigned __int128)total * (uint64_t)(p + 1) / (uint64_t)T);
+                size_t lo = b0, hi = R;
+                while (lo < hi) {
+                    size_t mid = lo + (hi - lo) / 2;
+                    if (cum[mid] < want) lo = mid + 1;
+                    else hi = mid;
+                }
+                b1 = lo;
+            }
+            ps[p] = ns;
+            while (c < nc && start[c + 1] <= b0) c++;
+            for (int32_t d = c; d < nc && start[d] < b1; d++) {
+                uint32_t lo = start[d] > b0 ? start[d] : (uint32_t)b0, hi = start[d + 1] < b1 ? start[d + 1] : (uint32_t)b1;
+                if (lo < hi) sg[ns++] = (tt_seg){d, lo, hi, NULL, 0};
+            }
+            b0 = b1;
+        }
+        ps[T] = ns;
+        for (size_t j = 0; j < ns; j++) cs[sg[j].c + 1]++;
+        for (int32_t d = 0; d < nc; d++) cs[d + 1] += cs[d];
+    }
     long bad_row = -1; /* the smallest row with a term or weight out of range */
     int nomem = 0;
-    if (rc == DM_OK) {
+    if (rc == DM_OK && ns) {
 #pragma omp parallel num_threads(nth) reduction(|| : nomem)
         {
             tt_sum *acc = dm_calloc(V ? V : 1, sizeof *acc);
@@ -788,57 +950,18 @@ int dm_flock_top_terms_rows(uint32_t **terms, double **weights, const int32_t *r
             size_t list_cap = 0;
             if (!acc || !touched) nomem = 1;
 #pragma omp for schedule(dynamic, 1)
-            for (int32_t c = 0; c < nc; c++) {
-                if (nomem) continue;
-                size_t nt = 0;
-                int bad = 0;
-                for (uint32_t q = start[c]; q < start[c + 1] && !bad && !nomem; q++) {
-                    uint32_t i = rows[q];
-                    for (uint64_t e = v->row_off[i]; e < v->row_off[i + 1]; e++) {
-                        uint32_t t = v->col[e];
-                        float w = v->val[e];
-                        if (t >= V || !(fabsf(w) < 4194304.0f)) { /* 2^22: the fixed point holds it */
-#pragma omp critical(dm_tt_bad)
-                            if (bad_row < 0 || (long)i < bad_row) bad_row = (long)i;
-                            bad = 1;
-                            break;
-                        }
-                        if (!touched[t]) {
-                            if (nt == list_cap) {
-                                size_t cap = list_cap ? 2 * list_cap : 4096;
-                                uint32_t *l = dm_realloc(list, sizeof *l * cap);
-                                if (!l) {
-                                    nomem = 1;
-                                    break;
-                                }
-                                list = l;
-                                list_cap = cap;
-                            }
-                            touched[t] = 1;
-                            list[nt++] = t;
-                        }
-                        acc[t] += tt_fixed(w);
-                    }
-                }
-                /* this cluster's terms in term order */
-                if (!bad && !nomem && nt) {
-                    qsort(list, nt, sizeof *list, cmp_u32);
-                    if (!(seg[c] = dm_malloc(sizeof *seg[c] * nt))) nomem = 1;
-                }
-                for (size_t j = 0; j < nt; j++) {
-                    uint32_t t = list[j];
-                    if (seg[c]) {
-                        seg[c][j].key = ((uint64_t)(uint32_t)c << 32) | t;
-                        tt_set(&seg[c][j], acc[t]);
-                    }
-                    acc[t] = 0;
-                    touched[t] = 0;
-                }
-                if (seg[c]) seg_n[c] = nt;
-            }
+            for (int p = 0; p < T; p++)
+                for (size_t j = ps[p]; j < ps[p + 1] && !nomem; j++)
+                    nomem = tt_seg_sum(&sg[j], rows, v, V, acc, touched, &list, &list_cap, &bad_row);
             dm_free(acc);
             dm_free(touched);
             dm_free(list);
+        }
+        /* each cluster's segments merged into its first (clusters in parallel) */
+        if (!nomem && bad_row < 0) {
+#pragma omp parallel for schedule(dynamic, 1) reduction(|| : nomem)
+            for (int32_t d = 0; d < nc; d++)
+                for (size_t j = cs[d] + 1; j < cs[d + 1] && !nomem; j++) nomem = tt_merge_sum(&sg[cs[d]], &sg[j]);
         }
         if (nomem) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for top terms");
         else if (bad_row >= 0)
@@ -846,17 +969,21 @@ int dm_flock_top_terms_rows(uint32_t **terms, double **weights, const int32_t *r
                         (unsigned long long)(v->row_base + (uint64_t)bad_row));
     }
     if (rc == DM_OK) {
-        for (int32_t c = 0; c < nc; c++) m += seg_n[c];
+        for (int32_t d = 0; d < nc; d++)
+            if (cs[d] < cs[d + 1]) m += sg[cs[d]].n;
         if (!(loc = dm_malloc(sizeof *loc * (m ? m : 1)))) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for top terms");
         size_t o = 0;
-        for (int32_t c = 0; loc && c < nc; c++) {
-            if (seg_n[c]) memcpy(loc + o, seg[c], sizeof *loc * seg_n[c]);
-            o += seg_n[c];
+        for (int32_t d = 0; loc && d < nc; d++) {
+            if (cs[d] == cs[d + 1] || !sg[cs[d]].n) continue;
+            memcpy(loc + o, sg[cs[d]].rec, sizeof *loc * sg[cs[d]].n);
+            o += sg[cs[d]].n;
         }
     }
-    for (int32_t c = 0; seg && c < nc; c++) dm_free(seg[c]);
-    dm_free(seg);
-    dm_free(seg_n);
+    for (size_t j = 0; sg && j < ns; j++) dm_free(sg[j].rec);
+    dm_free(sg);
+    dm_free(ps);
+    dm_free(cs);
+    dm_free(cum);
     dm_free(start);
     dm_free(rows);
     rc = dm_ctx_agree(ctx, rc);

@@ -14,6 +14,7 @@
 
 #include "common/alloc.h"
 #include "common/context.h"
+#include "common/rng.h"
 #include "common/status.h"
 #include "flock/flock.h"
 #include "flock/flock_impl.h"
@@ -1056,6 +1057,106 @@ static void test_top_terms(void)
     dm_flock_vectors_release(&v);
 }
 
+/* Top terms over many rows, cut into parts of any size and summed on any number of threads:
+ * the same lists as a plain per-cluster sum. Weights are multiples of 2^-10 (exact in the fixed
+ * point and in double sums), so ties between terms are common and the smaller id must win. */
+static void test_top_terms_parts(void)
+{
+    enum { N = 4000, V = 300, NC = 9, K = 6 };
+    uint64_t *off = malloc(sizeof *off * (N + 1));
+    uint32_t *col = malloc(sizeof *col * N * 40);
+    float *val = malloc(sizeof *val * N * 40);
+    int32_t *cl = malloc(sizeof *cl * N);
+    double *ref = calloc((size_t)NC * V, sizeof *ref);
+    CU_ASSERT_FATAL(off && col && val && cl && ref);
+    uint64_t s = 12345, at = 0;
+    off[0] = 0;
+    for (int r = 0; r < N; r++) {
+        uint64_t x = dm_splitmix64(&s);
+        /* cluster 4 is empty, cluster 8 has few rows, about 1 row in 8 is noise */
+        int c = (int)(x % 10) - 1;
+        if (c == 4 || (c == 8 && (x >> 8) % 16)) c = -1;
+        cl[r] = c;
+        int len = (int)((x >> 16) % 40); /* 0..39 distinct terms, in order */
+        uint32_t t = (uint32_t)((x >> 24) % 7);
+        for (int j = 0; j < len && t < V; j++) {
+            uint64_t y = dm_splitmix64(&s);
+            col[at] = t;
+            val[at] = (float)((int)(y % 64) - 8) / 1024.0f; /* a few negative and zero weights */
+            if (c >= 0) ref[(size_t)c * V + t] += val[at];
+            at++;
+            t += 1 + (uint32_t)((y >> 8) % (c >= 0 ? 3 + c : 20)); /* clusters differ in density */
+        }
+        off[r + 1] = at;
+    }
+    /* the expected lists: heaviest first, ties to the smaller term, at most the cluster's terms */
+    uint32_t want_t[NC * K];
+    double want_w[NC * K];
+    for (int c = 0; c < NC; c++) {
+        uint8_t seen[V] = {0};
+        for (int r = 0; r < N; r++)
+            if (cl[r] == c)
+                for (uint64_t e = off[r]; e < off[r + 1]; e++) seen[col[e]] = 1;
+        uint8_t used[V] = {0};
+        for (int j = 0; j < K; j++) {
+            int best = -1;
+            for (int t = 0; t < V; t++)
+                if (seen[t] && !used[t] && (best < 0 || ref[(size_t)c * V + t] > ref[(size_t)c * V + best])) best = t;
+            want_t[c * K + j] = best < 0 ? UINT32_MAX : (uint32_t)best;
+            want_w[c * K + j] = best < 0 ? 0 : ref[(size_t)c * V + best];
+            if (best >= 0) used[best] = 1;
+        }
+    }
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_vectors(&v, N, off, col, val, 0), DM_OK);
+    static const char *const parts[] = {"1", "7", "500", "100000", NULL};
+    static const int threads[] = {1, 3, 8};
+    const int saved = omp_get_max_threads();
+    for (int pi = 0; pi < 5; pi++)
+        for (int ti = 0; ti < 3; ti++) {
+            if (parts[pi]) setenv("DOCMINE_TT_PART_ENTRIES", parts[pi], 1);
+            else unsetenv("DOCMINE_TT_PART_ENTRIES");
+            omp_set_num_threads(threads[ti]);
+            uint32_t *t = NULL;
+            double *w = NULL;
+            CU_ASSERT_EQUAL_FATAL(dm_flock_top_terms_rows(&t, &w, cl, NC, &v, K, &g_ctx), DM_OK);
+            int same = 1;
+            for (int i = 0; i < NC * K; i++)
+                if (t[i] != want_t[i] || (t[i] != UINT32_MAX && w[i] != want_w[i])) same = 0;
+            if (!same) fprintf(stderr, "top terms differ: parts %s, %d threads\n", parts[pi] ? parts[pi] : "default", threads[ti]);
+            CU_ASSERT(same);
+            dm_free(t);
+            dm_free(w);
+        }
+    unsetenv("DOCMINE_TT_PART_ENTRIES");
+    omp_set_num_threads(saved);
+    /* an out-of-range weight in the middle of a part: an error naming that row */
+    int rb = 1234;
+    while (rb < N && (cl[rb] < 0 || off[rb + 1] == off[rb])) rb++;
+    CU_ASSERT_FATAL(rb < N);
+    val[off[rb]] = 1e30f;
+    dm_vectors bad;
+    CU_ASSERT_EQUAL_FATAL(ft_vectors(&bad, N, off, col, val, 0), DM_OK);
+    setenv("DOCMINE_TT_PART_ENTRIES", "7", 1);
+    uint32_t *t = NULL;
+    double *w = NULL;
+    int rc = dm_flock_top_terms_rows(&t, &w, cl, NC, &bad, K, &g_ctx);
+    unsetenv("DOCMINE_TT_PART_ENTRIES");
+    char want[32];
+    snprintf(want, sizeof want, "row %d ", rb);
+    CU_ASSERT_EQUAL(rc, DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), want));
+    dm_free(t);
+    dm_free(w);
+    dm_flock_vectors_release(&bad);
+    dm_flock_vectors_release(&v);
+    free(off);
+    free(col);
+    free(val);
+    free(cl);
+    free(ref);
+}
+
 static void test_vocab(void)
 {
     char path[4200];
@@ -1136,6 +1237,7 @@ int main(int argc, char **argv)
         {"the centroid steps of too many clusters are skipped", test_centroid_skipped},
         {"resume gives the uninterrupted result", test_resume_identical},
         {"top terms by summed weight", test_top_terms},
+        {"top terms: any cut into parts, any threads", test_top_terms_parts},
         {"vocabulary reader", test_vocab},
         {"PNG round trip", test_png},
         CU_TEST_INFO_NULL};
