@@ -1090,8 +1090,11 @@ extern "C" int dm_flock_cuda_pool_begin(dm_flock_sim *sim, size_t pool)
     DM_TRY(dm_dbuf_init(&e->db, 4, (size_t)32 << 20, 0));
     e->db_open = true;
     DM_CUDA_TRY(cudaGetDevice(&e->device));
-    /* the master waits in MPI on one core */
+    /* the master waits in MPI on one core; DOCMINE_FLOCK_EARLY_THREADS: the uploader's threads
+     * (a diagnostic: its copies compete with MPI's for the host's memory bandwidth) */
     e->threads = omp_get_max_threads() > 1 ? omp_get_max_threads() - 1 : 1;
+    const char *et = getenv("DOCMINE_FLOCK_EARLY_THREADS");
+    if (et && atoi(et) >= 1) e->threads = atoi(et);
     int err = pthread_create(&e->thr, NULL, early_main, e);
     if (err) return DM_ERR(DM_ERR_NOMEM, "flock: cannot start the pool's uploader thread (error %d)", err);
     e->running = true;
