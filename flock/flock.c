@@ -303,9 +303,6 @@ static size_t dist_chunks(size_t bytes, size_t chunk) { return (bytes + chunk - 
 typedef struct dist_reqs {
     MPI_Request *req;
     MPI_Status *st; /* (MPI_STATUSES_IGNORE trips GCC's -Wstringop-overflow with MPICH) */
-    int *done;      /* MPI_Waitsome's indices */
-    char **piece;   /* a receive into the own pool's entries (col or val): where, else NULL */
-    size_t *bytes;  /* and how many bytes */
     int n;
     int err; /* the first failed MPI call's code, or MPI_SUCCESS */
 } dist_reqs;
@@ -328,10 +325,7 @@ static int dist_reqs_alloc(dist_reqs *x, int rank, int P, const uint64_t *meta, 
     x->err = MPI_SUCCESS;
     x->req = dm_malloc(sizeof *x->req * (nreq ? nreq : 1));
     x->st = dm_malloc(sizeof *x->st * (nreq ? nreq : 1));
-    x->done = dm_malloc(sizeof *x->done * (nreq ? nreq : 1));
-    x->piece = dm_malloc(sizeof *x->piece * (nreq ? nreq : 1));
-    x->bytes = dm_malloc(sizeof *x->bytes * (nreq ? nreq : 1));
-    return x->req && x->st && x->done && x->piece && x->bytes ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    return x->req && x->st ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
 }
 
 /* Posts the pieces of one message (to or from rank q). */
@@ -343,9 +337,6 @@ static void dist_post(dist_reqs *x, MPI_Comm comm, int q, const dist_sec *d, uin
     for (int k = 0; k < DIST_SECTIONS && x->err == MPI_SUCCESS; k++)
         for (size_t o = 0; o < bytes[k] && x->err == MPI_SUCCESS; o += chunk) {
             size_t c = bytes[k] - o < chunk ? bytes[k] - o : chunk;
-            /* the last two sections are the entries' columns and values */
-            x->piece[x->n] = !send && k >= DIST_SECTIONS - 2 ? (char *)p[k] + o : NULL;
-            x->bytes[x->n] = c;
             x->err = send ? MPI_Isend((char *)p[k] + o, (int)c, MPI_BYTE, q, 300, comm, &x->req[x->n++])
                           : MPI_Irecv((char *)p[k] + o, (int)c, MPI_BYTE, q, 300, comm, &x->req[x->n++]);
         }
@@ -358,27 +349,6 @@ static size_t dist_rows(void)
     const char *e = getenv("DOCMINE_FLOCK_DIST_ROWS");
     unsigned long long r = e ? strtoull(e, NULL, 10) : 0;
     return r >= 1 && r <= ((size_t)1 << 20) ? (size_t)r : 4096;
-}
-
-#if DM_FLOCK_CUDA
-/* Whether the CUDA backend uploads the own pool during the distribution (the default), or after
- * it (DOCMINE_FLOCK_EARLY_POOL=0: a diagnostic, for comparisons). */
-static int early_pool_wanted(void)
-{
-    const char *e = getenv("DOCMINE_FLOCK_EARLY_POOL");
-    return !(e && strcmp(e, "0") == 0);
-}
-#endif
-
-/* A final piece of the own pool to the device (the early pool of the CUDA backend). */
-static int early_put(dm_flock_sim *s, const void *piece, size_t bytes)
-{
-#if DM_FLOCK_CUDA
-    return dm_flock_cuda_pool_put(s, piece, bytes);
-#else
-    (void)s, (void)piece, (void)bytes;
-    return DM_ERR(DM_ERR_UNSUPPORTED, "flock: built without the CUDA backend");
-#endif
 }
 
 /* Builds this rank's input boids and sends each to the owner of its slice (all-to-all). */
@@ -485,18 +455,8 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
             for (int q = 0; q < P && rc == DM_OK; q++)
                 if (q != s->rank) rc = dist_sec_alloc(&sec[q], &sbuf[q], meta[2 * q], meta[2 * q + 1]);
         }
-        dist_reqs xr = {NULL, NULL, NULL, NULL, NULL, 0, MPI_SUCCESS};
+        dist_reqs xr = {NULL, NULL, 0, MPI_SUCCESS};
         if (rc == DM_OK && P > 1) rc = dist_reqs_alloc(&xr, s->rank, P, meta, rmeta);
-        /* CUDA, several ranks: the own pool goes to the device piece by piece as its entries
-         * arrive, while this thread waits for the rest (DOCMINE_FLOCK_EARLY_POOL=0: after the
-         * distribution, whole) */
-        int early = 0;
-#if DM_FLOCK_CUDA
-        if (rc == DM_OK && P > 1 && s->backend == DM_BACKEND_CUDA && early_pool_wanted()) {
-            rc = dm_flock_cuda_pool_begin(s, own_nnz);
-            early = rc == DM_OK;
-        }
-#endif
         /* per destination (in the order of the packing: the next ranks, then this one): items
          * packed, items before it, its sends posted */
         long *done = dm_calloc((size_t)P, sizeof *done), *need = dm_calloc((size_t)P + 1, sizeof *need);
@@ -635,32 +595,11 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         dm_free(posted);
         dm_timer_stop("flock.setup.distribute.pack");
         if (rc == DM_OK) rc = orc;
-        int prc = DM_OK; /* the early pool's pieces */
-        if (early && rc == DM_OK) { /* the own rows' entries are packed */
-            size_t z = (size_t)rmeta[2 * s->rank + 1];
-            prc = early_put(s, s->own.col, 4 * z);
-            if (prc == DM_OK) prc = early_put(s, s->own.val, 4 * z);
-        }
         dm_timer_start("flock.setup.distribute.exchange");
-        if (early && xr.n && xr.err == MPI_SUCCESS) {
-            /* each received piece of the entries to the device as it completes; every request is
-             * waited for, whatever a put returns */
-            for (;;) {
-                int outc = MPI_UNDEFINED;
-                xr.err = MPI_Waitsome(xr.n, xr.req, &outc, xr.done, xr.st);
-                if (xr.err != MPI_SUCCESS || outc == MPI_UNDEFINED) break;
-                for (int i = 0; i < outc; i++)
-                    if (prc == DM_OK && xr.piece[xr.done[i]]) prc = early_put(s, xr.piece[xr.done[i]], xr.bytes[xr.done[i]]);
-            }
-        } else if (xr.n && xr.err == MPI_SUCCESS) {
-            xr.err = MPI_Waitall(xr.n, xr.req, xr.st);
-        }
+        if (xr.n && xr.err == MPI_SUCCESS) xr.err = MPI_Waitall(xr.n, xr.req, xr.st);
         if (rc == DM_OK && xr.err != MPI_SUCCESS) rc = DM_ERR(DM_ERR_MPI, "flock: initial distribution failed");
         dm_free(xr.req);
         dm_free(xr.st);
-        dm_free(xr.done);
-        dm_free(xr.piece);
-        dm_free(xr.bytes);
         dm_timer_stop("flock.setup.distribute.exchange");
         if (px) { /* the node's messages: staged whole, copied over, unstaged by section */
             dm_timer_start("flock.setup.distribute.gpu");
@@ -682,10 +621,8 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                 dist_sec_offsets(rmeta[2 * q], rmeta[2 * q + 1], off);
                 moved += rb[q];
                 dist_sec_list(&rsec[q], rmeta[2 * q], rmeta[2 * q + 1], dst, bytes);
-                for (int k = 0; k < DIST_SECTIONS && grc == DM_OK; k++) {
+                for (int k = 0; k < DIST_SECTIONS && grc == DM_OK; k++)
                     grc = dm_peerx_get(px, q, off[k], dst[k], bytes[k]);
-                    if (grc == DM_OK && early && prc == DM_OK && k >= DIST_SECTIONS - 2) prc = early_put(s, dst[k], bytes[k]);
-                }
             }
             dm_timer_stop("flock.setup.distribute.gpu.get");
             dm_peerx_close(px); /* collective */
@@ -693,7 +630,6 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
             if (rc == DM_OK) rc = grc;
             dm_timer_stop("flock.setup.distribute.gpu");
         }
-        if (rc == DM_OK) rc = prc;
         if (rc == DM_OK && bad < (long)n) {
             uint32_t len = 0;
             rc = unit_row(v, (uint64_t)bad, NULL, NULL, &len); /* records the message */

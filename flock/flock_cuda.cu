@@ -18,9 +18,6 @@
  * Reference: flock_cpu.c (dm_flock_step_cpu, dm_flock_edges_cpu). */
 #include <cuda_runtime.h>
 #include <math.h>
-#include <omp.h>
-#include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -361,29 +358,6 @@ int stage_end(pstage *ps, cudaStream_t st)
 
 inline size_t up8(size_t n) { return (n + 7) & ~(size_t)7; }
 
-/* The own pool's upload while the initial distribution waits for its messages
- * (dm_flock_cuda_pool_*): a thread uploads the queued pieces of the host pool through a
- * multi-buffer of pinned pieces while the master thread waits in MPI (MPI is initialised
- * FUNNELED, and copies on the master would hold up the messages' progress). */
-struct early_pool {
-    struct piece {
-        void *dst;
-        const void *src;
-        size_t n;
-    };
-    dm_dbuf db;
-    bool db_open = false, running = false, closing = false;
-    pthread_t thr;
-    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-    piece *q = 0;
-    size_t qn = 0, qcap = 0, qhead = 0;
-    int device = 0, threads = 1;
-    int rc = DM_OK;   /* the thread's first error, its message in msg */
-    char msg[512] = {0};
-    size_t put_col = 0, put_val = 0; /* bytes queued of col and val */
-};
-
 struct dstate {
     cudaStream_t sa = 0, sb = 0;
     pstage halo_stage, mig_stage; /* uploads of the halo and of the migration arrivals */
@@ -419,7 +393,6 @@ struct dstate {
     size_t cap_sscan = 0;
     dm_flock_buf hidx = {0, 0}, hstate = {0, 0}, hod = {0, 0}; /* host side of a selection */
     size_t sel_n = 0; /* own boids when the selection was queued (select_queue) */
-    early_pool *early = 0; /* the own pool on its way during the distribution, or NULL */
     void free_all()
     {
         dm_flock_buf_free(&hidx), dm_flock_buf_free(&hstate), dm_flock_buf_free(&hod);
@@ -988,12 +961,8 @@ extern "C" int dm_flock_cuda_force_instance(const char *kernel, int index)
     return DM_ERR(DM_ERR_INVALID_ARG, "flock: no kernel %s", kernel);
 }
 
-namespace {
-
-/* The device state of a simulation: stream A's state, stream B, the events, the slices' cut. */
-int cuda_open(dm_flock_sim *sim)
+extern "C" int dm_flock_cuda_init(dm_flock_sim *sim)
 {
-    if (sim->dev) return DM_OK;
     DM_TRY(dm_flock_tune_register());
     dstate *s = new (std::nothrow) dstate();
     if (!s) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
@@ -1008,163 +977,7 @@ int cuda_open(dm_flock_sim *sim)
     DM_CUDA_TRY(cudaEventCreateWithFlags(&s->halo_done, cudaEventDisableTiming));
     DM_TRY(ensure(&s->cut, &s->cap_cut, (size_t)sim->size + 1));
     DM_CUDA_TRY(cudaMemcpy(s->cut, sim->cut, 8 * ((size_t)sim->size + 1), cudaMemcpyHostToDevice));
-    return DM_OK;
-}
-
-/* The own pool's room on the device for `pool` entries: as much as the store's upload reserves
- * (arrivals on several ranks: a quarter more), so that it does not reallocate. */
-size_t own_pool_room(const dm_flock_sim *sim, size_t pool)
-{
-    return pool + (sim->size > 1 ? pool / 4 : 0) + 1024;
-}
-
-void *early_main(void *arg)
-{
-    early_pool *e = static_cast<early_pool *>(arg);
-    omp_set_num_threads(e->threads); /* this thread's teams only */
-    cudaError_t ce = cudaSetDevice(e->device);
-    int rc = ce == cudaSuccess ? DM_OK
-                               : DM_ERR(DM_ERR_CUDA, "flock: the pool's uploader thread: cudaSetDevice: %s",
-                                        cudaGetErrorString(ce));
-    if (rc != DM_OK) {
-        snprintf(e->msg, sizeof e->msg, "%s", dm_error_message());
-        e->rc = rc;
-    }
-    for (;;) {
-        pthread_mutex_lock(&e->mu);
-        while (e->qhead == e->qn && !e->closing) pthread_cond_wait(&e->cv, &e->mu);
-        if (e->qhead == e->qn) {
-            pthread_mutex_unlock(&e->mu);
-            break;
-        }
-        early_pool::piece p = e->q[e->qhead++];
-        pthread_mutex_unlock(&e->mu);
-        if (rc == DM_OK) rc = dm_dbuf_upload(&e->db, p.dst, p.src, p.n);
-        if (rc != DM_OK && e->rc == DM_OK) {
-            snprintf(e->msg, sizeof e->msg, "%s", dm_error_message());
-            e->rc = rc;
-        }
-    }
-    return NULL;
-}
-
-/* Stops the uploader once it has queued every piece for the device; its error, if any, again on
- * this thread. */
-int early_stop(early_pool *e)
-{
-    if (!e->running) return DM_OK;
-    pthread_mutex_lock(&e->mu);
-    e->closing = true;
-    pthread_cond_signal(&e->cv);
-    pthread_mutex_unlock(&e->mu);
-    pthread_join(e->thr, NULL);
-    e->running = false;
-    return e->rc == DM_OK ? DM_OK : DM_ERR(e->rc, "%s", e->msg);
-}
-
-void early_free(dstate *s)
-{
-    early_pool *e = s->early;
-    if (!e) return;
-    early_stop(e);
-    if (e->db_open) dm_dbuf_free(&e->db);
-    free(e->q);
-    delete e;
-    s->early = NULL;
-}
-
-} // namespace
-
-extern "C" int dm_flock_cuda_pool_begin(dm_flock_sim *sim, size_t pool)
-{
-    DM_TRY(cuda_open(sim));
-    dstate *s = static_cast<dstate *>(sim->dev);
-    if (s->early) return DM_ERR(DM_ERR_INVALID_ARG, "flock: the pool's upload has begun already");
-    size_t room = own_pool_room(sim, pool);
-    DM_TRY(ensure_keep(&s->own.col, &s->own.cap_col, room, 0, s->sa, true));
-    DM_TRY(ensure_keep(&s->own.val, &s->own.cap_val, room, 0, s->sa, true));
-    s->own.pool_cap = s->own.cap_col < s->own.cap_val ? s->own.cap_col : s->own.cap_val;
-    early_pool *e = new (std::nothrow) early_pool();
-    if (!e) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-    s->early = e;
-    DM_TRY(dm_dbuf_init(&e->db, 4, (size_t)32 << 20, 0));
-    e->db_open = true;
-    DM_CUDA_TRY(cudaGetDevice(&e->device));
-    /* the master waits in MPI on one core; DOCMINE_FLOCK_EARLY_THREADS: the uploader's threads
-     * (a diagnostic: its copies compete with MPI's for the host's memory bandwidth) */
-    e->threads = omp_get_max_threads() > 1 ? omp_get_max_threads() - 1 : 1;
-    const char *et = getenv("DOCMINE_FLOCK_EARLY_THREADS");
-    if (et && atoi(et) >= 1) e->threads = atoi(et);
-    int err = pthread_create(&e->thr, NULL, early_main, e);
-    if (err) return DM_ERR(DM_ERR_NOMEM, "flock: cannot start the pool's uploader thread (error %d)", err);
-    e->running = true;
-    return DM_OK;
-}
-
-extern "C" int dm_flock_cuda_pool_put(dm_flock_sim *sim, const void *piece, size_t bytes)
-{
-    dstate *s = static_cast<dstate *>(sim->dev);
-    early_pool *e = s ? s->early : NULL;
-    if (!e || !e->running) return DM_ERR(DM_ERR_INVALID_ARG, "flock: the pool's upload has not begun");
-    if (bytes == 0) return DM_OK;
-    const char *p = static_cast<const char *>(piece), *c0 = reinterpret_cast<const char *>(sim->own.col),
-               *v0 = reinterpret_cast<const char *>(sim->own.val);
-    const size_t room = 4 * sim->own.pool_cap;
-    void *dst = NULL;
-    size_t *put = NULL;
-    if (p >= c0 && p < c0 + room && bytes <= (size_t)(c0 + room - p) && (size_t)(p - c0) + bytes <= 4 * s->own.cap_col) {
-        dst = reinterpret_cast<char *>(s->own.col) + (p - c0);
-        put = &e->put_col;
-    } else if (p >= v0 && p < v0 + room && bytes <= (size_t)(v0 + room - p) && (size_t)(p - v0) + bytes <= 4 * s->own.cap_val) {
-        dst = reinterpret_cast<char *>(s->own.val) + (p - v0);
-        put = &e->put_val;
-    } else {
-        return DM_ERR(DM_ERR_INVALID_ARG, "flock: a piece of %zu bytes outside the own pool", bytes);
-    }
-    pthread_mutex_lock(&e->mu);
-    int rc = DM_OK;
-    if (e->qn == e->qcap) {
-        size_t cap = e->qcap ? 2 * e->qcap : 64;
-        early_pool::piece *q = static_cast<early_pool::piece *>(realloc(e->q, sizeof *q * cap));
-        if (q) {
-            e->q = q;
-            e->qcap = cap;
-        } else {
-            rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-        }
-    }
-    if (rc == DM_OK) {
-        e->q[e->qn++] = early_pool::piece{dst, piece, bytes};
-        *put += bytes;
-        pthread_cond_signal(&e->cv);
-    }
-    pthread_mutex_unlock(&e->mu);
-    return rc;
-}
-
-extern "C" int dm_flock_cuda_init(dm_flock_sim *sim)
-{
-    DM_TRY(cuda_open(sim));
-    dstate *s = static_cast<dstate *>(sim->dev);
-    /* the pool, when every entry of it went up during the distribution, is not uploaded again */
-    size_t from = 0;
-    if (s->early) {
-        early_pool *e = s->early;
-        dm_timer_start("flock.setup.device.pool_wait");
-        int rc = early_stop(e);
-        if (rc == DM_OK) rc = dm_dbuf_drain(&e->db);
-        dm_timer_stop("flock.setup.device.pool_wait");
-        const size_t pool = sim->own.pool;
-        const bool whole = e->put_col == 4 * pool && e->put_val == 4 * pool;
-        early_free(s);
-        DM_TRY(rc);
-        if (whole && s->own.pool_cap >= pool) {
-            from = pool;
-            s->own.pool_n = pool;
-        }
-        dm_counter_add("flock.setup.pool_early", whole ? 1 : 0);
-    }
-    DM_TRY(upload_set(&s->own, &sim->own, s->sa, from, own_pool_room(sim, sim->own.pool) - sim->own.pool - 1024));
+    DM_TRY(upload_set(&s->own, &sim->own, s->sa, 0, sim->size > 1 ? sim->own.pool / 4 : 0));
     s->host_pool_seen = sim->own.pool;
     s->host_compactions = sim->own.compactions;
     DM_TRY(ensure_own_buffers(s, sim->own.n));
@@ -1178,7 +991,6 @@ extern "C" void dm_flock_cuda_free(dm_flock_sim *sim)
 {
     dstate *s = static_cast<dstate *>(sim->dev);
     if (!s) return;
-    early_free(s);
     if (s->sa) cudaStreamSynchronize(s->sa);
     if (s->sb) cudaStreamSynchronize(s->sb);
     retired_free(true);

@@ -325,14 +325,6 @@ int dm_flock_cuda_init(dm_flock_sim *s);
 void dm_flock_cuda_free(dm_flock_sim *s);
 /* Copies the device state to the host store (own), when stale. */
 int dm_flock_cuda_sync_host(dm_flock_sim *s);
-/* The own pool goes to the device while the initial distribution waits for its messages:
- * _begin (the own store reserved for `pool` entries) creates the device state and its pool and
- * starts an uploader thread; _put queues a piece of own.col or own.val whose bytes are final
- * (the thread copies it through pinned pieces). dm_flock_cuda_init waits for the thread and
- * uploads the pool again only if not all of it was put (counter flock.setup.pool_early: 1 when
- * all was); dm_flock_cuda_free stops the thread on a failure. */
-int dm_flock_cuda_pool_begin(dm_flock_sim *s, size_t pool);
-int dm_flock_cuda_pool_put(dm_flock_sim *s, const void *piece, size_t bytes);
 /* Tests: launch instance `index` of kernel `kernel` ("flock.forces", ...) instead of the tuner's
  * choice (-1: back to the tuner). */
 int dm_flock_cuda_force_instance(const char *kernel, int index);

@@ -8,7 +8,7 @@
  *  - the CUDA backend on 1..P ranks (sub-communicators) gives bit-identical trajectories and the
  *    same clusters as the CPU backend, the initial distribution going through the GPUs
  *    (common/peerx.h, turned on here; the CPU backend's runs take MPI), and on P ranks also
- *    through MPI, with the own pool uploaded piece by piece during it and after it.
+ *    through MPI in many pieces.
  * Inputs: seeded synthetic corpora of sizes that are not multiples of 32 or of a block size.
  *
  * Cost: several ranks often share one GPU here (ctest runs np2 and np4 on one device), where every
@@ -275,32 +275,27 @@ static void test_cuda_rank_independence(void)
     }
     /* 2 ranks and all of them (and 3 when that is all); 2 ranks also migrating after every
      * iteration (the automatic interval is 3 there, 1 on 4 ranks). The initial distribution goes
-     * through the GPUs, and on all ranks also through MPI in pieces of 64 KiB (the own pool put
-     * on the device piece by piece as they arrive) and through MPI with the pool uploaded after
-     * it (DOCMINE_FLOCK_EARLY_POOL=0) */
+     * through the GPUs, and on all ranks also through MPI in pieces of 64 KiB */
     for (int q = 2; q <= g_ctx.size; q++) {
         if (q != 2 && q != g_ctx.size) continue;
-        for (int variant = 0; variant < (q == g_ctx.size ? 4 : 2); variant++) {
-            int every = variant == 1, gpu = variant <= 1, early = variant != 3;
+        for (int variant = 0; variant < (q == g_ctx.size ? 3 : 2); variant++) {
+            int every = variant == 1, gpu = variant <= 1;
             if (every && q != 2) continue;
             o.migrate_every = every;
             setenv("DOCMINE_GPU_EXCHANGE", gpu ? "1" : "0", 1);
-            if (variant == 2) setenv("DOCMINE_FLOCK_DIST_CHUNK", "65536", 1);
-            if (!early) setenv("DOCMINE_FLOCK_EARLY_POOL", "0", 1);
-            int64_t gpu0 = dm_counter_get("flock.distribute.gpu_bytes"), early0 = dm_counter_get("flock.setup.pool_early");
+            if (!gpu) setenv("DOCMINE_FLOCK_DIST_CHUNK", "65536", 1);
+            int64_t gpu0 = dm_counter_get("flock.distribute.gpu_bytes");
             CU_ASSERT_EQUAL_FATAL(run_on(&st, &g_ctx, q, &so, n, &o, &co), DM_OK);
             unsetenv("DOCMINE_FLOCK_DIST_CHUNK");
-            unsetenv("DOCMINE_FLOCK_EARLY_POOL");
             setenv("DOCMINE_GPU_EXCHANGE", "1", 1);
             if (g_ctx.rank == 0) {
                 /* the initial distribution went through the GPUs (the ranks share this node) or
-                 * through MPI, and the own pool reached the device during it, whole, or after it */
+                 * through MPI */
                 CU_ASSERT_EQUAL(dm_counter_get("flock.distribute.gpu_bytes") > gpu0, gpu);
-                CU_ASSERT_EQUAL(dm_counter_get("flock.setup.pool_early") - early0, early);
-                printf("  %d ranks, migration every %d, distribution through %s, pool %s: %s, %llu boids migrated, "
+                printf("  %d ranks, migration every %d, distribution through %s: %s, %llu boids migrated, "
                        "%llu seam crossings\n",
-                       q, st.migrate_every, gpu ? "the GPUs" : variant == 2 ? "MPI (64 KiB pieces)" : "MPI",
-                       early ? "during it" : "after it", bit_identical(&one, &st) ? "bit-identical" : "NOT bit-identical",
+                       q, st.migrate_every, gpu ? "the GPUs" : "MPI (64 KiB pieces)",
+                       bit_identical(&one, &st) ? "bit-identical" : "NOT bit-identical",
                        (unsigned long long)st.stats.migrated_out, (unsigned long long)st.stats.seam_crossings);
                 if (every) CU_ASSERT_EQUAL(st.migrate_every, every);
                 CU_ASSERT_TRUE(bit_identical(&one, &st));
