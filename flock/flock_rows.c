@@ -896,7 +896,7 @@ int dm_flock_top_terms_rows(uint32_t **terms, double **weights, const int32_t *r
         }
     }
     /* a dense accumulator per thread (17 bytes per term): at most 256 MB of them; a part per
-     * thread, of at least TT_PART_ENTRIES entries (DOCMINE_TT_PART_ENTRIES: tests) */
+     * thread, each of at least tt_part_entries() entries */
     int nth = omp_get_max_threads();
     size_t per = (V ? V : 1) * (sizeof(tt_sum) + 1);
     if ((size_t)nth * per > ((size_t)256 << 20)) nth = (int)(((size_t)256 << 20) / per);
