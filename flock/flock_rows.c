@@ -742,7 +742,8 @@ static int tt_merge_runs(tt_rec **buf, size_t n, size_t *b, int runs)
 }
 
 /* A segment of the top terms' first step: rows [lo, hi) of the cluster-sorted row list, all of
- * cluster c, and their records (key cluster << 32 | term, in term order, one per term). */
+ * cluster c, and their records (key cluster << 32 | term, in term order, one per term; after
+ * tt_merge_segs, the first segment of a cluster holds the whole cluster's records). */
 typedef struct tt_seg {
     int32_t c;
     uint32_t lo, hi;
@@ -821,39 +822,49 @@ static int tt_seg_sum(tt_seg *g, const uint32_t *rows, const dm_vectors *v, size
     return nomem;
 }
 
-/* Merges segment b's records into a's (both in key order; equal keys summed); b's are freed.
- * Returns 1 when out of memory. */
-static int tt_merge_sum(tt_seg *a, tt_seg *b)
+/* Sums the records of equal keys (r in key order) into the first of each; returns how many
+ * records remain. */
+static size_t tt_sum_equal(tt_rec *r, size_t n)
 {
-    if (!b->n) return 0;
-    if (!a->n) {
-        dm_free(a->rec);
-        *a = (tt_seg){a->c, a->lo, b->hi, b->rec, b->n};
-        b->rec = NULL;
-        b->n = 0;
-        return 0;
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (u && r[u - 1].key == r[i].key) tt_set(&r[u - 1], tt_get(&r[u - 1]) + tt_get(&r[i]));
+        else r[u++] = r[i];
     }
-    tt_rec *o = dm_malloc(sizeof *o * (a->n + b->n));
-    if (!o) return 1;
-    size_t i = 0, j = 0, n = 0;
-    while (i < a->n && j < b->n) {
-        if (a->rec[i].key < b->rec[j].key) o[n++] = a->rec[i++];
-        else if (b->rec[j].key < a->rec[i].key) o[n++] = b->rec[j++];
-        else {
-            o[n] = a->rec[i++];
-            tt_set(&o[n], tt_get(&o[n]) + tt_get(&b->rec[j++]));
-            n++;
-        }
+    return u;
+}
+
+/* Merges the k segments of one cluster (g[0..k), each in key order) into g[0]: concatenated,
+ * merged (tt_merge_runs) and equal keys summed. Returns 1 when out of memory. */
+static int tt_merge_segs(tt_seg *g, size_t k)
+{
+    size_t n = 0;
+    for (size_t j = 0; j < k; j++) n += g[j].n;
+    tt_rec *all = dm_malloc(sizeof *all * (n ? n : 1));
+    size_t *b = dm_malloc(sizeof *b * (k + 1));
+    if (!all || !b || k > INT32_MAX) {
+        dm_free(all);
+        dm_free(b);
+        return 1;
     }
-    while (i < a->n) o[n++] = a->rec[i++];
-    while (j < b->n) o[n++] = b->rec[j++];
-    dm_free(a->rec);
-    dm_free(b->rec);
-    a->rec = o;
-    a->n = n;
-    a->hi = b->hi;
-    b->rec = NULL;
-    b->n = 0;
+    size_t o = 0;
+    for (size_t j = 0; j < k; j++) {
+        b[j] = o;
+        if (g[j].n) memcpy(all + o, g[j].rec, sizeof *all * g[j].n);
+        o += g[j].n;
+        dm_free(g[j].rec);
+        g[j].rec = NULL;
+        g[j].n = 0;
+    }
+    b[k] = n;
+    int rc = tt_merge_runs(&all, n, b, (int)k);
+    dm_free(b);
+    if (rc != DM_OK) {
+        dm_free(all);
+        return 1;
+    }
+    g[0].rec = all;
+    g[0].n = tt_sum_equal(all, n);
     return 0;
 }
 
@@ -961,7 +972,7 @@ int dm_flock_top_terms_rows(uint32_t **terms, double **weights, const int32_t *r
         if (!nomem && bad_row < 0) {
 #pragma omp parallel for schedule(dynamic, 1) reduction(|| : nomem)
             for (int32_t d = 0; d < nc; d++)
-                for (size_t j = cs[d] + 1; j < cs[d + 1] && !nomem; j++) nomem = tt_merge_sum(&sg[cs[d]], &sg[j]);
+                if (cs[d + 1] - cs[d] > 1) nomem = tt_merge_segs(&sg[cs[d]], cs[d + 1] - cs[d]);
         }
         if (nomem) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for top terms");
         else if (bad_row >= 0)
@@ -1045,10 +1056,7 @@ int dm_flock_top_terms_rows(uint32_t **terms, double **weights, const int32_t *r
         if (rc == DM_OK) rc = tt_merge_runs(&rbuf, n, b, P);
         dm_free(b);
         if (rc != DM_OK) n = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (u && rbuf[u - 1].key == rbuf[i].key) tt_set(&rbuf[u - 1], tt_get(&rbuf[u - 1]) + tt_get(&rbuf[i]));
-            else rbuf[u++] = rbuf[i];
-        }
+        u = tt_sum_equal(rbuf, n);
         for (size_t i = 0; i < (size_t)own_nc * (size_t)k; i++) {
             ot[i] = UINT32_MAX;
             ow[i] = 0;
