@@ -49,6 +49,10 @@ const char dm_flock_cli_help[] =
     "  --merge M               then merge clusters while two centroids have cosine >= M\n"
     "                          (centroid linkage, not flocking; default 0.5; 0: off). Above\n"
     "                          4096 clusters both centroid steps are skipped with a warning\n"
+    "  --refine N              then up to N refinement steps: every clustered document moves to\n"
+    "                          the cluster with the most cosine-similar centroid, until none\n"
+    "                          moves (spherical k-means steps from the flock's clusters, not\n"
+    "                          flocking; default 0: off)\n"
     "run:\n"
     "  --checkpoint-every K    write a checkpoint every K iterations (atomic; also the last)\n"
     "  --checkpoint FILE       checkpoint file (default DIR/flock.ckpt)\n"
@@ -143,6 +147,7 @@ int dm_flock_cli_option(dm_app *app, const char *cmd, int c, const char *arg, co
     case DM_FO_THRESH: NUM(-1, 1); f->fo.threshold = v; break;
     case DM_FO_CTHR: NUM(-1, 1); f->co.threshold = v; break;
     case DM_FO_MERGE: NUM(0, 1); f->co.merge = v; break;
+    case DM_FO_REFINE: NUM(0, 1e6); f->co.refine = (int)v; break;
     case DM_FO_VMAX: NUM(1e-12, 1e9); f->fo.v_max = v; break;
     case DM_FO_SHRINK: NUM(0, 0.999999); f->fo.shrink = v; break;
     case DM_FO_MINC: NUM(1, 1e9); f->co.min_size = (int)v; break;

@@ -13,7 +13,7 @@
 enum {
     DM_FO_TOP = 1100, DM_FO_PNG, DM_FO_SNAP, DM_FO_ITER, DM_FO_RADIUS, DM_FO_NB, DM_FO_THRESH, DM_FO_WEIGHTS,
     DM_FO_VMAX, DM_FO_SHRINK, DM_FO_MINC, DM_FO_SMALL, DM_FO_CKE, DM_FO_CK, DM_FO_RESUME, DM_FO_SLICES,
-    DM_FO_CTHR, DM_FO_MERGE, DM_FO_MIGRATE, DM_FO_SHARED_END
+    DM_FO_CTHR, DM_FO_MERGE, DM_FO_MIGRATE, DM_FO_REFINE, DM_FO_SHARED_END
 };
 #define DM_FLOCK_LONGOPTS                                                                          \
     {"top-terms", required_argument, 0, DM_FO_TOP}, {"png-size", required_argument, 0, DM_FO_PNG},       \
@@ -26,7 +26,7 @@ enum {
     {"checkpoint", required_argument, 0, DM_FO_CK}, {"resume", no_argument, 0, DM_FO_RESUME},            \
     {"slice-weights", required_argument, 0, DM_FO_SLICES},                                              \
     {"cluster-threshold", required_argument, 0, DM_FO_CTHR}, {"merge", required_argument, 0, DM_FO_MERGE}, \
-    {"migrate-every", required_argument, 0, DM_FO_MIGRATE}
+    {"migrate-every", required_argument, 0, DM_FO_MIGRATE}, {"refine", required_argument, 0, DM_FO_REFINE}
 
 /* The help lines of the shared options. */
 extern const char dm_flock_cli_help[];

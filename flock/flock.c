@@ -857,6 +857,11 @@ const dm_flock_stats *dm_flock_sim_stats(const dm_flock_sim *s) { return &s->sta
 void dm_flock_sim_plane(const dm_flock_sim *s, double *W, double *H) { dm_flock_plane_at(s, s->iteration, W, H); }
 const int32_t *dm_flock_sim_labels(const dm_flock_sim *s) { return s->labels; }
 int32_t dm_flock_sim_centroid_skipped(const dm_flock_sim *s) { return s->centroid_skipped; }
+int dm_flock_sim_refined(const dm_flock_sim *s, uint64_t *moved)
+{
+    if (moved) *moved = s->refine_moved;
+    return s->refine_steps;
+}
 
 int dm_flock_sim_view(dm_flock_sim *s, dm_flock_view *out)
 {

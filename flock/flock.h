@@ -157,6 +157,13 @@ typedef struct dm_flock_cluster_options {
                          their smallest document index. Not flocking: a post-processing step (see
                          bench/RESULTS.md, "merging clusters by centroid"); skipped above
                          DM_FLOCK_CENTROID_MAX clusters, as the centroid attachment is */
+    int refine;       /* 0: off; N > 0: then up to N refinement steps, Lloyd steps of spherical
+                         k-means started from these clusters: every clustered document moves at
+                         once to the cluster whose centroid is the most cosine-similar (exact
+                         sums, as the attachment), until a step moves none; emptied clusters are
+                         dropped, noise stays noise. Not flocking: flocking chooses the number of
+                         clusters and the start (bench/RESULTS.md, session 22); skipped with the
+                         other centroid steps */
 } dm_flock_cluster_options;
 /* The centroid steps (small components by centroid, the merge) cost about (small documents x
  * clusters sharing their terms) and k^2 (the merge's matrix of centroid dot products): with more
@@ -166,7 +173,7 @@ typedef struct dm_flock_cluster_options {
 /* The defaults (small components by centroid, merge at 0.5) come from the study in
  * bench/RESULTS.md, "Session 12": better than pure flocking (noise, no merge) on Reuters-21578
  * and on the synthetic corpora at every setting studied. */
-#define DM_FLOCK_CLUSTER_OPTIONS_INIT {5, DM_FLOCK_SMALL_CENTROID, -2.0, 0.5}
+#define DM_FLOCK_CLUSTER_OPTIONS_INIT {5, DM_FLOCK_SMALL_CENTROID, -2.0, 0.5, 0}
 
 /* "noise", "neighbour" or "centroid" (NULL for another value); dm_flock_small_parse the reverse
  * ("attach" is accepted for "neighbour", its former name). */
@@ -199,6 +206,9 @@ const int32_t *dm_flock_sim_labels(const dm_flock_sim *s);
 /* The centroid steps of the last dm_flock_sim_cluster were skipped: the number of clusters (more
  * than DM_FLOCK_CENTROID_MAX), else 0 (done, or not asked for). Every rank. */
 int32_t dm_flock_sim_centroid_skipped(const dm_flock_sim *s);
+/* The refinement steps the last dm_flock_sim_cluster took (0: not asked for, or skipped) and the
+ * documents they moved, summed over the steps. Every rank. */
+int dm_flock_sim_refined(const dm_flock_sim *s, uint64_t *moved);
 
 /* The final state gathered by global document index. */
 typedef struct dm_flock_result {
@@ -320,6 +330,8 @@ typedef struct dm_flock_job_result {
     int32_t clusters;           /* every rank */
     int32_t centroid_skipped;   /* every rank: the centroid steps were skipped (this many
                                    clusters), or 0 */
+    int refine_steps;           /* every rank: refinement steps taken */
+    uint64_t refine_moved;      /* every rank: documents they moved (summed over the steps) */
     int have_labels;            /* every rank */
     int migrate_every;          /* every rank: the migration interval used */
     uint64_t noise;             /* rank 0 */

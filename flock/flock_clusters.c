@@ -4,8 +4,9 @@
  * each component through the halo until no label changes; components smaller than min_size are
  * noise, attached to the cluster of their nearest clustered neighbour, or attached to the cluster
  * with the most cosine-similar centroid (exact fixed-point sums; see attach_centroid); optionally
- * clusters are then merged by centroid similarity (merge_centroid); clusters are numbered by their
- * smallest document index, so the labels do not depend on the number of ranks.
+ * clusters are then merged by centroid similarity (merge_centroid) and refined by Lloyd steps
+ * (refine_centroid); clusters are numbered by their smallest document index (the refinement keeps
+ * their order and drops emptied clusters), so the labels do not depend on the number of ranks.
  * Reference: none beyond the design; tests/flock check components spanning slices and ranks. */
 #include <math.h>
 #include <omp.h>
@@ -777,6 +778,71 @@ static int merge_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, double tm, in
     return rc;
 }
 
+/* ---- refinement by centroids (dm_flock_cluster_options.refine) --------------------------------- */
+
+/* Up to `steps` Lloyd steps of spherical k-means started from the clusters cl (0 .. *k - 1): in a
+ * step every clustered document moves at once to the cluster whose centroid is the most
+ * cosine-similar (attach_centroid: exact sums, ties to the lower number; a document that shares no
+ * term with any centroid stays); the steps end after one that moves no document. Noise stays
+ * noise. Clusters left empty are dropped and the others renumbered in their order. *done gets the
+ * steps taken, *moved the moves summed over them. Collective: every rank gets the same counts, and
+ * the labels are the same bits for any number of ranks. */
+static int refine_centroid(dm_flock_sim *s, int32_t *cl, int32_t *k, int steps, int *done, uint64_t *moved)
+{
+    const size_t n = s->own.n;
+    *done = 0;
+    *moved = 0;
+    if (steps <= 0 || *k < 2) return DM_OK;
+    int32_t *nc = dm_malloc(sizeof *nc * (n > (size_t)*k ? n : (size_t)*k)); /* labels, then the renumbering */
+    uint64_t *size = dm_calloc((size_t)*k, sizeof *size);
+    int rc = dm_ctx_agree(s->ctx, nc && size ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory for the refinement"));
+    for (int it = 0; it < steps && rc == DM_OK; it++) {
+        centroid_entry *sums = NULL;
+        size_t nsums = 0;
+        dm_timer_start("flock.clusters.centroids");
+        rc = centroid_sums(s, cl, &sums, &nsums);
+        dm_timer_stop("flock.clusters.centroids");
+        if (rc != DM_OK) break;
+        for (size_t i = 0; i < n; i++) nc[i] = -1;
+        rc = attach_centroid(s, nc, *k, sums, nsums);
+        dm_free(sums);
+        uint64_t m = 0;
+        if (rc == DM_OK)
+            for (size_t i = 0; i < n; i++)
+                if (cl[i] >= 0 && nc[i] >= 0 && nc[i] != cl[i]) {
+                    cl[i] = nc[i];
+                    m++;
+                }
+        rc = dm_ctx_agree(s->ctx, rc);
+        if (rc == DM_OK && s->size > 1 && MPI_Allreduce(MPI_IN_PLACE, &m, 1, MPI_UINT64_T, MPI_SUM, s->comm) != MPI_SUCCESS)
+            rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Allreduce failed (refinement)");
+        rc = dm_ctx_agree(s->ctx, rc);
+        if (rc != DM_OK) break;
+        (*done)++;
+        *moved += m;
+        if (!m) break;
+    }
+    /* the clusters that kept documents, in order */
+    if (rc == DM_OK && *moved) {
+        for (size_t i = 0; i < n; i++)
+            if (cl[i] >= 0) size[cl[i]]++;
+        if (s->size > 1 &&
+            MPI_Allreduce(MPI_IN_PLACE, size, *k, MPI_UINT64_T, MPI_SUM, s->comm) != MPI_SUCCESS)
+            rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Allreduce failed (refinement)");
+        rc = dm_ctx_agree(s->ctx, rc);
+        if (rc == DM_OK) {
+            int32_t left = 0;
+            for (int32_t c = 0; c < *k; c++) nc[c] = size[c] ? left++ : -1; /* nc reused as the map */
+            for (size_t i = 0; i < n; i++)
+                if (cl[i] >= 0) cl[i] = nc[cl[i]];
+            *k = left;
+        }
+    }
+    dm_free(nc);
+    dm_free(size);
+    return rc;
+}
+
 const char *dm_flock_small_name(int attach)
 {
     switch (attach) {
@@ -809,19 +875,26 @@ void dm_flock_cluster_describe(char *buf, size_t size, const dm_flock_cluster_op
     int w = snprintf(buf, size, "connected components of (within r, cosine >= %g), merged across slices; components "
                      "below %d documents: %s", thr, opt->min_size, small);
     if (opt->merge > 0.0 && w >= 0 && (size_t)w < size)
-        snprintf(buf + w, size - (size_t)w, "; then clusters merged while two centroids have cosine >= %g (centroid "
-                 "linkage, not flocking)", opt->merge);
+        w += snprintf(buf + w, size - (size_t)w, "; then clusters merged while two centroids have cosine >= %g "
+                      "(centroid linkage, not flocking)", opt->merge);
+    if (opt->refine > 0 && w >= 0 && (size_t)w < size)
+        snprintf(buf + w, size - (size_t)w, "; then up to %d refinement steps: every clustered document moves to "
+                 "the cluster with the most cosine-similar centroid (spherical k-means steps from these clusters, "
+                 "not flocking)", opt->refine);
 }
 
 int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, int32_t *n_clusters)
 {
     *n_clusters = 0;
     if (opt->min_size < 1 || !dm_flock_small_name(opt->attach) || !(opt->threshold <= 1.0) ||
-        !(opt->merge >= 0.0 && opt->merge <= 1.0))
-        return DM_ERR(DM_ERR_INVALID_ARG, "flock: cluster options (min size %d, small %d, threshold %g, merge %g)",
-                      opt->min_size, opt->attach, opt->threshold, opt->merge);
+        !(opt->merge >= 0.0 && opt->merge <= 1.0) || opt->refine < 0)
+        return DM_ERR(DM_ERR_INVALID_ARG,
+                      "flock: cluster options (min size %d, small %d, threshold %g, merge %g, refine %d)",
+                      opt->min_size, opt->attach, opt->threshold, opt->merge, opt->refine);
     dm_timer_start("flock.clusters");
     s->centroid_skipped = 0;
+    s->refine_steps = 0;
+    s->refine_moved = 0;
     dm_flock_view v;
     int rc = dm_flock_sim_view(s, &v);
     rc = dm_ctx_agree(s->ctx, rc);
@@ -1004,6 +1077,11 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
     }
     dm_free(sums);
     dm_timer_stop("flock.clusters.small_merge");
+    if (rc == DM_OK && opt->refine > 0 && !s->centroid_skipped) {
+        dm_timer_start("flock.clusters.refine");
+        rc = refine_centroid(s, cl, n_clusters, opt->refine, &s->refine_steps, &s->refine_moved);
+        dm_timer_stop("flock.clusters.refine");
+    }
     if (rc == DM_OK) {
         dm_free(s->labels);
         s->labels = cl;

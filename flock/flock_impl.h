@@ -193,6 +193,8 @@ struct dm_flock_sim {
     int32_t *labels;    /* clusters per own boid (after dm_flock_sim_cluster) */
     int32_t centroid_skipped; /* the last dm_flock_sim_cluster: its centroid steps were skipped with this
                                  many clusters (more than DM_FLOCK_CENTROID_MAX), or 0 */
+    int refine_steps;         /* the last dm_flock_sim_cluster: refinement steps taken (every rank) */
+    uint64_t refine_moved;    /* and the documents they moved, summed over the steps and ranks */
     /* dm_flock_sim_run agrees on each step's status without a barrier: the agreement is posted
      * when the step ends and completed during the next step, before its first exchange
      * (dm_flock_agree_finish); the CUDA step completes it after it has queued the own-own pass, so

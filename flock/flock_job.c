@@ -183,6 +183,7 @@ static void fill_results(json_t *r, const dm_flock_job_result *res, const dm_flo
     json_object_set_new(m, "min_cluster", json_integer(co->min_size));
     json_object_set_new(m, "small", json_string(dm_flock_small_name(co->attach)));
     json_object_set_new(m, "merge", json_real(co->merge));
+    json_object_set_new(m, "refine", json_integer(co->refine));
     json_object_set_new(m, "cluster_threshold", json_real(co->threshold < -1 ? fo->threshold : co->threshold));
     json_object_set_new(r, "model", m);
     char extraction[512];
@@ -195,6 +196,8 @@ static void fill_results(json_t *r, const dm_flock_job_result *res, const dm_flo
     }
     json_object_set_new(r, "cluster_extraction", json_string(extraction));
     json_object_set_new(r, "centroid_steps_skipped_clusters", json_integer(res->centroid_skipped));
+    json_object_set_new(r, "refine_steps", json_integer(res->refine_steps));
+    json_object_set_new(r, "refine_moved", json_integer((json_int_t)res->refine_moved));
     json_t *pl = json_object();
     json_object_set_new(pl, "final_width", json_real(W));
     json_object_set_new(pl, "final_height", json_real(H));
@@ -276,6 +279,7 @@ int dm_flock_job_run(dm_flock_job_result *res, json_t *results, const dm_ctx *ct
     }
     if (rc == DM_OK) rc = dm_flock_sim_cluster(sim, co, &res->clusters);
     if (rc == DM_OK) res->centroid_skipped = dm_flock_sim_centroid_skipped(sim);
+    if (rc == DM_OK) res->refine_steps = dm_flock_sim_refined(sim, &res->refine_moved);
     dm_flock_rows fr;
     memset(&fr, 0, sizeof fr);
     dm_timer_start("flock.rows");

@@ -69,6 +69,8 @@ static void usage(void)
            "  --study-mins N1,N2,.. minimum cluster sizes of --cluster-study (default 5,10,20,50,100)\n"
            "  --study-merges M1,..  --cluster-study: also each row with its clusters merged while two\n"
            "                        centroids have cosine >= M (--merge; a post-processing step)\n"
+           "  --refine N            then up to N refinement steps (spherical k-means steps from the\n"
+           "                        clusters; --cluster-study: each row also refined)\n"
            "  --backend cpu|cuda    (default: cuda when a GPU is present)\n"
            "  --seed N              (default 42)\n"
            "  --json FILE           write the results as JSON\n"
@@ -360,6 +362,7 @@ static int g_confusion; /* --confusion: print the contingency table of the run (
 typedef struct run_result {
     double wall, nmi, ari, purity;
     int32_t clusters;
+    int refine_steps;
     uint64_t noise;
     dm_flock_stats stats; /* summed */
 } run_result;
@@ -385,6 +388,7 @@ static int run_once(run_result *out, const dm_ctx *ctx, const dm_vectors *v, con
     int32_t k = 0;
     if (rc == DM_OK) rc = dm_flock_sim_cluster(s, co, &k);
     out->clusters = k;
+    out->refine_steps = dm_flock_sim_refined(s, NULL);
     dm_flock_result r;
     memset(&r, 0, sizeof r);
     if (rc == DM_OK) rc = dm_flock_gather(&r, s, v);
@@ -438,7 +442,7 @@ static int run_once(run_result *out, const dm_ctx *ctx, const dm_vectors *v, con
  * x min size x small components); prints and returns the quality of each (rank 0). */
 static int cluster_study(json_t *rows, const dm_ctx *ctx, const dm_vectors *v, const dm_flock_options *fo,
                          const int32_t *truth, const double *cthr, size_t ncthr, const int *mins, size_t nmins,
-                         const double *merges, size_t nmerges)
+                         const double *merges, size_t nmerges, int refine)
 {
     static const int smalls[] = {DM_FLOCK_SMALL_NOISE, DM_FLOCK_SMALL_CENTROID};
     dm_flock_sim *s = NULL;
@@ -452,8 +456,11 @@ static int cluster_study(json_t *rows, const dm_ctx *ctx, const dm_vectors *v, c
     for (size_t a = 0; a < ncthr && rc == DM_OK; a++)
         for (size_t b = 0; b < nmins && rc == DM_OK; b++)
             for (size_t c = 0; c < sizeof smalls / sizeof smalls[0] && rc == DM_OK; c++)
-                for (size_t g = 0; g <= nmerges && rc == DM_OK; g++) {
-                    dm_flock_cluster_options co = {mins[b], smalls[c], cthr[a], g ? merges[g - 1] : 0.0};
+                for (size_t g = 0; g < 2 * (nmerges + 1) && rc == DM_OK; g++) {
+                    const size_t gm = g / 2;
+                    if (g % 2 && refine <= 0) continue; /* the refined twin of each row */
+                    dm_flock_cluster_options co = {mins[b], smalls[c], cthr[a], gm ? merges[gm - 1] : 0.0,
+                                                   g % 2 ? refine : 0};
                     int32_t k = 0;
                     rc = dm_flock_sim_cluster(s, &co, &k);
                     dm_flock_result r;
@@ -469,6 +476,7 @@ static int cluster_study(json_t *rows, const dm_ctx *ctx, const dm_vectors *v, c
                         printf("%-9.3f %-8d %-9s %8.4f %8.4f %8.4f %9d %8llu", thr, mins[b], dm_flock_small_name(smalls[c]),
                                m.nmi, m.ari, m.purity, k, (unsigned long long)noise);
                         if (co.merge > 0) printf("  merged at %.3f", co.merge);
+                        if (co.refine > 0) printf("  refined (%d steps)", dm_flock_sim_refined(s, NULL));
                         printf("\n");
                         fflush(stdout);
                         json_t *row = json_object();
@@ -476,6 +484,7 @@ static int cluster_study(json_t *rows, const dm_ctx *ctx, const dm_vectors *v, c
                         json_object_set_new(row, "min_cluster", json_integer(mins[b]));
                         json_object_set_new(row, "small", json_string(dm_flock_small_name(smalls[c])));
                         json_object_set_new(row, "merge", json_real(co.merge));
+                        json_object_set_new(row, "refine_steps", json_integer(dm_flock_sim_refined(s, NULL)));
                         json_object_set_new(row, "nmi", json_real(m.nmi));
                         json_object_set_new(row, "ari", json_real(m.ari));
                         json_object_set_new(row, "purity", json_real(m.purity));
@@ -506,7 +515,7 @@ int main(int argc, char **argv)
     co.quiet = 0;
     enum { O_DOCS = 256, O_DPR, O_TOPICS, O_TOKENS, O_CORPUS, O_TOPL, O_ITER, O_THR, O_RAD, O_NB, O_VMAX, O_SHR, O_W,
            O_MINC, O_ATT, O_KM, O_STUDY, O_BACK, O_SEED, O_JSON, O_VOCAB, O_VECOUT, O_CTHR, O_BASE, O_SMALL,
-           O_CSTUDY, O_SUBL, O_MINDF, O_MAXDF, O_CONF, O_STHR, O_SMINS, O_SMERGE, O_MERGE };
+           O_CSTUDY, O_SUBL, O_MINDF, O_MAXDF, O_CONF, O_STHR, O_SMINS, O_SMERGE, O_MERGE, O_REFINE };
     static const struct option lo[] = {
         {"docs", 1, 0, O_DOCS}, {"docs-per-rank", 1, 0, O_DPR}, {"topics", 1, 0, O_TOPICS}, {"tokens", 1, 0, O_TOKENS},
         {"corpus", 1, 0, O_CORPUS}, {"top-labels", 1, 0, O_TOPL}, {"iterations", 1, 0, O_ITER},
@@ -516,7 +525,7 @@ int main(int argc, char **argv)
         {"json", 1, 0, O_JSON}, {"vocab-out", 1, 0, O_VOCAB}, {"vectors-out", 1, 0, O_VECOUT}, {"cluster-threshold", 1, 0, O_CTHR}, {"baseline", 1, 0, O_BASE},
         {"small", 1, 0, O_SMALL}, {"cluster-study", 0, 0, O_CSTUDY}, {"sublinear", 0, 0, O_SUBL},
         {"min-df", 1, 0, O_MINDF}, {"max-df", 1, 0, O_MAXDF}, {"confusion", 0, 0, O_CONF},
-        {"study-thresholds", 1, 0, O_STHR}, {"study-mins", 1, 0, O_SMINS}, {"study-merges", 1, 0, O_SMERGE}, {"merge", 1, 0, O_MERGE}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"study-thresholds", 1, 0, O_STHR}, {"study-mins", 1, 0, O_SMINS}, {"study-merges", 1, 0, O_SMERGE}, {"merge", 1, 0, O_MERGE}, {"refine", 1, 0, O_REFINE}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c, bad = 0;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
@@ -550,6 +559,7 @@ int main(int argc, char **argv)
         case O_MAXDF: o.max_df = atof(optarg); bad |= !(o.max_df > 0 && o.max_df <= 1); break;
         case O_CTHR: o.co.threshold = atof(optarg); break;
         case O_MERGE: o.co.merge = atof(optarg); break;
+        case O_REFINE: o.co.refine = atoi(optarg); break;
         case O_KM: o.kmeans = 1; break;
         case O_STUDY: o.study = 1; break;
         case O_BACK: bad |= dm_backend_parse(optarg, &co.backend) != DM_OK; break;
@@ -728,7 +738,7 @@ int main(int argc, char **argv)
             merges[nmerges++] = strtod(p, &e);
             if (e == p) break;
         }
-        rc = cluster_study(rows, &ctx, &v, &o.fo, truth, cthr, ncthr, mins, nmins, merges, nmerges);
+        rc = cluster_study(rows, &ctx, &v, &o.fo, truth, cthr, ncthr, mins, nmins, merges, nmerges, o.co.refine);
         if (ctx.rank == 0 && o.kmeans)
             printf("k-means (k=%d, spherical, seeded k-means++): NMI %.4f ARI %.4f purity %.4f, %d iterations\n",
                    n_classes > 0 ? n_classes : o.topics, kmm.nmi, kmm.ari, kmm.purity, km.iterations);
@@ -820,6 +830,7 @@ int main(int argc, char **argv)
                            (double)dmax / (1 << 30), per_doc, fit, ctx.dev.name);
                 printf("host memory peak %.2f GiB per rank\n", (double)hmax / (1 << 30));
                 printf("clusters %d, noise %llu", rr.clusters, (unsigned long long)rr.noise);
+                if (o.co.refine > 0) printf(" (refined: %d steps)", rr.refine_steps);
                 if (n_classes > 0) printf(", NMI %.4f ARI %.4f purity %.4f", rr.nmi, rr.ari, rr.purity);
                 printf("\n");
                 if (o.kmeans)

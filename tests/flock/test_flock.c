@@ -785,7 +785,7 @@ static void clusters_hand(int attach, int32_t *cl_out, int32_t *k_out)
     CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
     CU_ASSERT_EQUAL(dm_flock_sim_iteration(s), 5);
     CU_ASSERT_EQUAL(dm_flock_sim_run(s), DM_OK); /* nothing left to run */
-    dm_flock_cluster_options co = {3, attach, -2.0, 0.0};
+    dm_flock_cluster_options co = {3, attach, -2.0, 0.0, 0};
     CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, k_out), DM_OK);
     dm_flock_result r;
     CU_ASSERT_EQUAL_FATAL(dm_flock_gather(&r, s, &v), DM_OK);
@@ -848,7 +848,7 @@ static void test_clusters_centroid(void)
         {0, 1, 0, 1, 0, 1, 0, 0, -1, 1, -1},   /* neighbour: 7 by 0 (tie with 2 by index), 9 by 5 */
         {0, 1, 0, 1, 0, 1, 0, 1, -1, 0, 0}};   /* centroid */
     for (int mode = 0; mode < 3; mode++) {
-        dm_flock_cluster_options co = {3, mode, -2.0, 0.0};
+        dm_flock_cluster_options co = {3, mode, -2.0, 0.0, 0};
         int32_t k = -1;
         CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
         CU_ASSERT_EQUAL(k, 2);
@@ -879,7 +879,7 @@ static void test_clusters_centroid(void)
     for (size_t t = 0; t < 2 * (sizeof mc / sizeof mc[0]); t++) {
         if (t % (sizeof mc / sizeof mc[0]) == 0) dm_flock_set_centroid_item(t ? 1 : 0);
         const size_t u = t % (sizeof mc / sizeof mc[0]);
-        dm_flock_cluster_options co = {3, mc[u].mode, -2.0, mc[u].merge};
+        dm_flock_cluster_options co = {3, mc[u].mode, -2.0, mc[u].merge, 0};
         int32_t k = -1;
         CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
         CU_ASSERT_EQUAL(k, mc[u].k);
@@ -896,7 +896,7 @@ static void test_clusters_centroid(void)
     }
     dm_flock_set_centroid_item(0);
     /* bad options are refused */
-    dm_flock_cluster_options bad = {3, 7, -2.0, 0.0};
+    dm_flock_cluster_options bad = {3, 7, -2.0, 0.0, 0};
     int32_t k;
     CU_ASSERT_EQUAL(dm_flock_sim_cluster(s, &bad, &k), DM_ERR_INVALID_ARG);
     bad.attach = DM_FLOCK_SMALL_CENTROID;
@@ -915,7 +915,7 @@ static void test_clusters_centroid(void)
     CU_ASSERT_EQUAL(a, DM_FLOCK_SMALL_NEIGHBOUR);
     CU_ASSERT_EQUAL(dm_flock_small_parse("nearest", &a), DM_ERR_INVALID_ARG);
     char d[512];
-    dm_flock_cluster_options co = {3, DM_FLOCK_SMALL_CENTROID, -2.0, 0.0};
+    dm_flock_cluster_options co = {3, DM_FLOCK_SMALL_CENTROID, -2.0, 0.0, 0};
     dm_flock_cluster_describe(d, sizeof d, &co, 0.5);
     CU_ASSERT_PTR_NOT_NULL(strstr(d, "cosine >= 0.5"));
     CU_ASSERT_PTR_NOT_NULL(strstr(d, "centroid"));
@@ -923,6 +923,74 @@ static void test_clusters_centroid(void)
     co.merge = 0.25;
     dm_flock_cluster_describe(d, sizeof d, &co, 0.5);
     CU_ASSERT_PTR_NOT_NULL(strstr(d, "merged while two centroids have cosine >= 0.25"));
+    dm_flock_sim_free(s);
+    dm_flock_vectors_release(&v);
+}
+
+/* Refinement (--refine) on 13 hand-placed documents; T = 0.3, min size 3, small components by
+ * centroid, no merge. Components: A = {0, 1, 2} (e0) with 3 = (e0 + 2 e1) / sqrt 5 (cosine 0.447
+ * with its neighbour 2), B = {4, 5, 6} (e1), the chain C = {7, 8, 9} = 0.8 (e0, e1, e2) + 0.6 e4
+ * (cosine 0.36 between neighbours) and D = {10, 11, 12} (e2): clusters 0, 1, 2, 3.
+ * Step 1 (centroid cosines by hand): 3 goes to B (0.894 against A's 0.657: A = 3.447 e0 + 0.894
+ * e1); 7 to A (0.774 against C's own 0.757: C = 0.8 (e0 + e1 + e2) + 1.8 e4), 8 to B (0.8) and 9 to
+ * D (0.8): C is emptied and dropped, D becomes cluster 2. Step 2 moves nothing (7 has 0.884 with
+ * A = 3.8 e0 + 0.6 e4; 3 has 0.925 with B, 8 0.866): the refinement stops there. */
+static void test_clusters_refine(void)
+{
+    dm_flock_options o = hand_options(5);
+    o.threshold = 0.3;
+    const uint64_t off[] = {0, 1, 2, 3, 5, 6, 7, 8, 10, 12, 14, 15, 16, 17};
+    const uint32_t col[] = {0, 0, 0, 0, 1, 1, 1, 1, 0, 4, 1, 4, 2, 4, 2, 2, 2};
+    const float a = 0.4472135955f, b = 0.8944271910f;
+    const float val[] = {1, 1, 1, a, b, 1, 1, 1, 0.8f, 0.6f, 0.8f, 0.6f, 0.8f, 0.6f, 1, 1, 1};
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_vectors(&v, 13, off, col, val, 0), DM_OK);
+    double x[13] = {2.0, 2.6, 3.2, 3.8, 10.0, 10.6, 11.2, 16.0, 16.6, 17.2, 5.0, 5.6, 6.2};
+    double y[13] = {2.0, 2.0, 2.0, 2.0, 10.0, 10.0, 10.0, 4.0, 4.0, 4.0, 15.0, 15.0, 15.0};
+    double z[13] = {0};
+    char path[4200];
+    snprintf(path, sizeof path, "%s/refine.ck", g_tmp);
+    CU_ASSERT_EQUAL_FATAL(ft_write_checkpoint(path, &o, 13, 5, x, y, z, z), DM_OK);
+    o.resume = 1;
+    o.checkpoint = path;
+    dm_flock_sim *s;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
+    CU_ASSERT_EQUAL(dm_flock_sim_run(s), DM_OK);
+    static const struct {
+        int refine, steps;
+        uint64_t moved;
+        int32_t k;
+        int32_t want[13];
+    } rc_[] = {{0, 0, 0, 4, {0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3}},
+               {1, 1, 4, 3, {0, 0, 0, 1, 1, 1, 1, 0, 1, 2, 2, 2, 2}},
+               {5, 2, 4, 3, {0, 0, 0, 1, 1, 1, 1, 0, 1, 2, 2, 2, 2}}};
+    for (size_t t = 0; t < sizeof rc_ / sizeof rc_[0]; t++) {
+        dm_flock_cluster_options co = {3, DM_FLOCK_SMALL_CENTROID, -2.0, 0.0, rc_[t].refine};
+        int32_t k = -1;
+        CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
+        CU_ASSERT_EQUAL(k, rc_[t].k);
+        uint64_t moved = 99;
+        CU_ASSERT_EQUAL(dm_flock_sim_refined(s, &moved), rc_[t].steps);
+        CU_ASSERT_EQUAL(moved, rc_[t].moved);
+        dm_flock_result r;
+        CU_ASSERT_EQUAL_FATAL(dm_flock_gather(&r, s, &v), DM_OK);
+        CU_ASSERT_EQUAL(r.n_clusters, rc_[t].k);
+        for (int i = 0; i < 13; i++) {
+            CU_ASSERT_EQUAL(r.cluster[i], rc_[t].want[i]);
+            if (r.cluster[i] != rc_[t].want[i])
+                fprintf(stderr, "refine %d document %d: cluster %d, want %d\n", rc_[t].refine, i, r.cluster[i],
+                        rc_[t].want[i]);
+        }
+        dm_flock_result_free(&r);
+    }
+    /* a negative step count is refused; the description names the step */
+    dm_flock_cluster_options bad = {3, DM_FLOCK_SMALL_CENTROID, -2.0, 0.0, -1};
+    int32_t k;
+    CU_ASSERT_EQUAL(dm_flock_sim_cluster(s, &bad, &k), DM_ERR_INVALID_ARG);
+    char d[1024];
+    bad.refine = 7;
+    dm_flock_cluster_describe(d, sizeof d, &bad, 0.3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(d, "up to 7 refinement steps"));
     dm_flock_sim_free(s);
     dm_flock_vectors_release(&v);
 }
@@ -946,7 +1014,7 @@ static void test_centroid_skipped(void)
     dm_flock_sim *s;
     CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
     CU_ASSERT_EQUAL_FATAL(dm_flock_sim_run(s), DM_OK);
-    dm_flock_cluster_options co = {1, DM_FLOCK_SMALL_CENTROID, -2.0, 0.5};
+    dm_flock_cluster_options co = {1, DM_FLOCK_SMALL_CENTROID, -2.0, 0.5, 0};
     int32_t k = -1;
     CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
     CU_ASSERT_EQUAL(k, (int32_t)n);
@@ -1234,6 +1302,7 @@ int main(int argc, char **argv)
         {"invalid options rejected", test_options_rejected},
         {"clusters of a hand-made configuration", test_clusters_hand},
         {"small components attached by centroid similarity", test_clusters_centroid},
+        {"clusters refined by centroid steps (hand-checked)", test_clusters_refine},
         {"the centroid steps of too many clusters are skipped", test_centroid_skipped},
         {"resume gives the uninterrupted result", test_resume_identical},
         {"top terms by summed weight", test_top_terms},
