@@ -814,6 +814,25 @@ static void test_clusters_hand(void)
     for (int i = 0; i < 10; i++) CU_ASSERT_EQUAL(cl[i], want2[i]);
 }
 
+/* Clusters s with co and compares the number of clusters with k_want and the gathered labels with
+ * want[0 .. n) (a mismatch names `what` and `value`). */
+static void expect_clusters(dm_flock_sim *s, const dm_vectors *v, const dm_flock_cluster_options *co, int32_t k_want,
+                            const int32_t *want, int n, const char *what, double value)
+{
+    int32_t k = -1;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, co, &k), DM_OK);
+    CU_ASSERT_EQUAL(k, k_want);
+    dm_flock_result r;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_gather(&r, s, v), DM_OK);
+    CU_ASSERT_EQUAL(r.n_clusters, k_want);
+    for (int i = 0; i < n; i++) {
+        CU_ASSERT_EQUAL(r.cluster[i], want[i]);
+        if (r.cluster[i] != want[i])
+            fprintf(stderr, "%s %g document %d: cluster %d, want %d\n", what, value, i, r.cluster[i], want[i]);
+    }
+    dm_flock_result_free(&r);
+}
+
 /* Centroid attachment on 11 hand-placed documents (the positions of clusters_hand, plus 10 alone
  * at (6, 5)); T = 0.5, min size 3. A = {0, 2, 4, 6} (term 0) and B = {1, 3, 5} (term 1) are the
  * clusters: centroid A = 4 e0, centroid B = 3 e1.
@@ -849,18 +868,7 @@ static void test_clusters_centroid(void)
         {0, 1, 0, 1, 0, 1, 0, 1, -1, 0, 0}};   /* centroid */
     for (int mode = 0; mode < 3; mode++) {
         dm_flock_cluster_options co = {3, mode, -2.0, 0.0, 0};
-        int32_t k = -1;
-        CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
-        CU_ASSERT_EQUAL(k, 2);
-        dm_flock_result r;
-        CU_ASSERT_EQUAL_FATAL(dm_flock_gather(&r, s, &v), DM_OK);
-        for (int i = 0; i < 11; i++) {
-            CU_ASSERT_EQUAL(r.cluster[i], want[mode][i]);
-            if (r.cluster[i] != want[mode][i])
-                fprintf(stderr, "mode %s document %d: cluster %d, want %d\n", dm_flock_small_name(mode), i, r.cluster[i],
-                        want[mode][i]);
-        }
-        dm_flock_result_free(&r);
+        expect_clusters(s, &v, &co, 2, want[mode], 11, "small-components mode", mode);
     }
     /* merging by centroid (exact sums): with small components by centroid the clusters are
      * A = {0, 2, 4, 6, 9, 10}, centroid (4 + 2/sqrt 2) e0 + (e1 + e3)/sqrt 2, and B = {1, 3, 5, 7},
@@ -880,19 +888,7 @@ static void test_clusters_centroid(void)
         if (t % (sizeof mc / sizeof mc[0]) == 0) dm_flock_set_centroid_item(t ? 1 : 0);
         const size_t u = t % (sizeof mc / sizeof mc[0]);
         dm_flock_cluster_options co = {3, mc[u].mode, -2.0, mc[u].merge, 0};
-        int32_t k = -1;
-        CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
-        CU_ASSERT_EQUAL(k, mc[u].k);
-        dm_flock_result r;
-        CU_ASSERT_EQUAL_FATAL(dm_flock_gather(&r, s, &v), DM_OK);
-        CU_ASSERT_EQUAL(r.n_clusters, mc[u].k);
-        for (int i = 0; i < 11; i++) {
-            CU_ASSERT_EQUAL(r.cluster[i], mc[u].want[i]);
-            if (r.cluster[i] != mc[u].want[i])
-                fprintf(stderr, "merge %g document %d: cluster %d, want %d\n", mc[u].merge, i, r.cluster[i],
-                        mc[u].want[i]);
-        }
-        dm_flock_result_free(&r);
+        expect_clusters(s, &v, &co, mc[u].k, mc[u].want, 11, "merge", mc[u].merge);
     }
     dm_flock_set_centroid_item(0);
     /* bad options are refused */
@@ -966,22 +962,10 @@ static void test_clusters_refine(void)
                {5, 2, 4, 3, {0, 0, 0, 1, 1, 1, 1, 0, 1, 2, 2, 2, 2}}};
     for (size_t t = 0; t < sizeof rc_ / sizeof rc_[0]; t++) {
         dm_flock_cluster_options co = {3, DM_FLOCK_SMALL_CENTROID, -2.0, 0.0, rc_[t].refine};
-        int32_t k = -1;
-        CU_ASSERT_EQUAL_FATAL(dm_flock_sim_cluster(s, &co, &k), DM_OK);
-        CU_ASSERT_EQUAL(k, rc_[t].k);
+        expect_clusters(s, &v, &co, rc_[t].k, rc_[t].want, 13, "refine", rc_[t].refine);
         uint64_t moved = 99;
         CU_ASSERT_EQUAL(dm_flock_sim_refined(s, &moved), rc_[t].steps);
         CU_ASSERT_EQUAL(moved, rc_[t].moved);
-        dm_flock_result r;
-        CU_ASSERT_EQUAL_FATAL(dm_flock_gather(&r, s, &v), DM_OK);
-        CU_ASSERT_EQUAL(r.n_clusters, rc_[t].k);
-        for (int i = 0; i < 13; i++) {
-            CU_ASSERT_EQUAL(r.cluster[i], rc_[t].want[i]);
-            if (r.cluster[i] != rc_[t].want[i])
-                fprintf(stderr, "refine %d document %d: cluster %d, want %d\n", rc_[t].refine, i, r.cluster[i],
-                        rc_[t].want[i]);
-        }
-        dm_flock_result_free(&r);
     }
     /* a negative step count is refused; the description names the step */
     dm_flock_cluster_options bad = {3, DM_FLOCK_SMALL_CENTROID, -2.0, 0.0, -1};
