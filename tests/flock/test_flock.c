@@ -814,6 +814,25 @@ static void test_clusters_hand(void)
     for (int i = 0; i < 10; i++) CU_ASSERT_EQUAL(cl[i], want2[i]);
 }
 
+/* A simulation of the n documents v placed by hand at (x, y), at rest: a checkpoint at the run's
+ * last iteration, resumed and run (nothing left to do). The checkpoint is g_tmp/<name>. */
+static dm_flock_sim *hand_sim(dm_flock_options o, const dm_vectors *v, uint64_t n, const double *x, const double *y,
+                              const char *name)
+{
+    double *z = calloc(n, sizeof *z);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(z);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", g_tmp, name);
+    CU_ASSERT_EQUAL_FATAL(ft_write_checkpoint(path, &o, n, o.iterations, x, y, z, z), DM_OK);
+    free(z);
+    o.resume = 1;
+    o.checkpoint = path;
+    dm_flock_sim *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, v, &o), DM_OK);
+    CU_ASSERT_EQUAL(dm_flock_sim_run(s), DM_OK);
+    return s;
+}
+
 /* Clusters s with co and compares the number of clusters with k_want and the gathered labels with
  * want[0 .. n) (a mismatch names `what` and `value`). */
 static void expect_clusters(dm_flock_sim *s, const dm_vectors *v, const dm_flock_cluster_options *co, int32_t k_want,
@@ -851,17 +870,9 @@ static void test_clusters_centroid(void)
     const float val[] = {1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 1, 1, 1, 1};
     dm_vectors v;
     CU_ASSERT_EQUAL_FATAL(ft_vectors(&v, 11, off, col, val, 0), DM_OK);
-    double x[11] = {2.0, 8.0, 2.8, 8.5, 3.6, 8.2, 4.4, 2.4, 9.5, 8.9, 6.0};
-    double y[11] = {2.0, 8.0, 2.0, 8.0, 2.0, 8.6, 2.0, 2.5, 9.9, 9.2, 5.0};
-    double z[11] = {0};
-    char path[4200];
-    snprintf(path, sizeof path, "%s/centroid.ck", g_tmp);
-    CU_ASSERT_EQUAL_FATAL(ft_write_checkpoint(path, &o, 11, 5, x, y, z, z), DM_OK);
-    o.resume = 1;
-    o.checkpoint = path;
-    dm_flock_sim *s;
-    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
-    CU_ASSERT_EQUAL(dm_flock_sim_run(s), DM_OK);
+    const double x[11] = {2.0, 8.0, 2.8, 8.5, 3.6, 8.2, 4.4, 2.4, 9.5, 8.9, 6.0};
+    const double y[11] = {2.0, 8.0, 2.0, 8.0, 2.0, 8.6, 2.0, 2.5, 9.9, 9.2, 5.0};
+    dm_flock_sim *s = hand_sim(o, &v, 11, x, y, "centroid.ck");
     static const int32_t want[3][11] = {
         {0, 1, 0, 1, 0, 1, 0, -1, -1, -1, -1}, /* noise */
         {0, 1, 0, 1, 0, 1, 0, 0, -1, 1, -1},   /* neighbour: 7 by 0 (tie with 2 by index), 9 by 5 */
@@ -941,17 +952,9 @@ static void test_clusters_refine(void)
     const float val[] = {1, 1, 1, a, b, 1, 1, 1, 0.8f, 0.6f, 0.8f, 0.6f, 0.8f, 0.6f, 1, 1, 1};
     dm_vectors v;
     CU_ASSERT_EQUAL_FATAL(ft_vectors(&v, 13, off, col, val, 0), DM_OK);
-    double x[13] = {2.0, 2.6, 3.2, 3.8, 10.0, 10.6, 11.2, 16.0, 16.6, 17.2, 5.0, 5.6, 6.2};
-    double y[13] = {2.0, 2.0, 2.0, 2.0, 10.0, 10.0, 10.0, 4.0, 4.0, 4.0, 15.0, 15.0, 15.0};
-    double z[13] = {0};
-    char path[4200];
-    snprintf(path, sizeof path, "%s/refine.ck", g_tmp);
-    CU_ASSERT_EQUAL_FATAL(ft_write_checkpoint(path, &o, 13, 5, x, y, z, z), DM_OK);
-    o.resume = 1;
-    o.checkpoint = path;
-    dm_flock_sim *s;
-    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
-    CU_ASSERT_EQUAL(dm_flock_sim_run(s), DM_OK);
+    const double x[13] = {2.0, 2.6, 3.2, 3.8, 10.0, 10.6, 11.2, 16.0, 16.6, 17.2, 5.0, 5.6, 6.2};
+    const double y[13] = {2.0, 2.0, 2.0, 2.0, 10.0, 10.0, 10.0, 4.0, 4.0, 4.0, 15.0, 15.0, 15.0};
+    dm_flock_sim *s = hand_sim(o, &v, 13, x, y, "refine.ck");
     static const struct {
         int refine, steps;
         uint64_t moved;
