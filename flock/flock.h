@@ -198,7 +198,8 @@ void dm_flock_edges_free(dm_flock_edges *e);
 
 /* Labels every own boid with its cluster: connected components of the graph merged across
  * slices, components below min_size small (noise or attached), clusters numbered 0..K-1 by their
- * smallest document index - so labels do not depend on the number of ranks. Collective.
+ * smallest document index (a refinement then keeps their order) - so labels do not depend on the
+ * number of ranks. Collective.
  * *n_clusters gets K on every rank. The labels stay in the simulation (dm_flock_sim_labels). */
 int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, int32_t *n_clusters);
 /* Cluster label per own boid, in the order of dm_flock_sim_view (NULL before clustering). */

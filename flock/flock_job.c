@@ -186,7 +186,7 @@ static void fill_results(json_t *r, const dm_flock_job_result *res, const dm_flo
     json_object_set_new(m, "refine", json_integer(co->refine));
     json_object_set_new(m, "cluster_threshold", json_real(co->threshold < -1 ? fo->threshold : co->threshold));
     json_object_set_new(r, "model", m);
-    char extraction[512];
+    char extraction[1024]; /* every step described takes about 500 bytes, and a skip adds 70 */
     dm_flock_cluster_describe(extraction, sizeof extraction, co, fo->threshold);
     if (res->centroid_skipped) {
         size_t used = strlen(extraction);

@@ -974,10 +974,13 @@ static void test_clusters_refine(void)
     dm_flock_cluster_options bad = {3, DM_FLOCK_SMALL_CENTROID, -2.0, 0.0, -1};
     int32_t k;
     CU_ASSERT_EQUAL(dm_flock_sim_cluster(s, &bad, &k), DM_ERR_INVALID_ARG);
-    char d[1024];
+    char d[1024]; /* report.json's buffer: every step described takes about 500 bytes */
     bad.refine = 7;
+    bad.merge = 0.5;
     dm_flock_cluster_describe(d, sizeof d, &bad, 0.3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(d, "merged while two centroids"));
     CU_ASSERT_PTR_NOT_NULL(strstr(d, "up to 7 refinement steps"));
+    CU_ASSERT_TRUE(strlen(d) > 20 && strcmp(d + strlen(d) - 13, "not flocking)") == 0);
     dm_flock_sim_free(s);
     dm_flock_vectors_release(&v);
 }
