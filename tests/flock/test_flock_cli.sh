@@ -82,6 +82,16 @@ grep -q '"merge": 0.3' "$t/m1/report.json" || fail "no merge in the report's mod
 grep -q 'then clusters merged while two centroids have cosine >= 0.3' "$t/m1/report.json" || fail "extraction without the merge"
 [ "$(wc -l < "$t/m1/clusters.tsv")" -le "$(wc -l < "$t/one/clusters.tsv")" ] || fail "merging made more clusters"
 
+# refinement: in the report (model, steps, moves, extraction) and the same assignments on 1 and 3
+# ranks
+"$dm" flock "${common[@]}" -o "$t/r1" --small centroid --merge 0.3 --refine 20 > /dev/null
+"$mpiexec" -n 3 "$dm" flock "${common[@]}" -o "$t/r3" --small centroid --merge 0.3 --refine 20 > /dev/null
+cmp "$t/r1/assignments.tsv" "$t/r3/assignments.tsv" || fail "refined assignments differ between 1 and 3 ranks"
+grep -q '"refine": 20' "$t/r1/report.json" || fail "no refine in the report's model"
+grep -Eq '"refine_steps": [1-9]' "$t/r1/report.json" || fail "no refinement step in the report"
+grep -q '"refine_moved"' "$t/r1/report.json" || fail "no refinement moves in the report"
+grep -q 'then up to 20 refinement steps' "$t/r1/report.json" || fail "extraction without the refinement"
+
 "$dm" flock "${common[@]}" -o "$t/snap" --snapshot-every 10 > /dev/null
 [ "$(ls "$t/snap/snapshots" | wc -l)" -eq 4 ] || fail "expected 4 snapshots"
 
@@ -90,6 +100,7 @@ set +e
 "$dm" flock -o "$t/x" --quiet 2>/dev/null; [ $? -eq 2 ] || fail "missing input accepted"
 "$dm" flock --synth 10 -o "$t/x" --weights 1,2 --quiet 2>/dev/null; [ $? -eq 2 ] || fail "bad --weights accepted"
 "$dm" flock --synth 10 -o "$t/x" --merge 1.5 --quiet 2>/dev/null; [ $? -eq 2 ] || fail "--merge 1.5 accepted"
+"$dm" flock --synth 10 -o "$t/x" --refine -1 --quiet 2>/dev/null; [ $? -eq 2 ] || fail "--refine -1 accepted"
 "$dm" flock --vectors "$t/none.dmv" -o "$t/x" --quiet 2>/dev/null; [ $? -eq 1 ] || fail "missing file not a runtime error"
 set -e
 echo "1 passed, 0 failed"
