@@ -845,6 +845,9 @@ void dm_flock_sim_free(dm_flock_sim *s)
     dm_flock_buf_free(&s->sel_dirs);
     dm_flock_buf_free(&s->pack_idx);
     dm_flock_buf_free(&s->pack_with);
+    dm_flock_buf_free(&s->dep_id);
+    dm_flock_buf_free(&s->dep_voff);
+    dm_flock_buf_free(&s->dep_vlen);
     dm_free(s->cut);
     dm_free((void *)s->opt.checkpoint);
     dm_free(s->labels);
@@ -944,6 +947,7 @@ void dm_flock_stats_publish(const dm_flock_sim *s)
     dm_counter_add("flock.similar_pairs", (int64_t)s->stats.similar);
     dm_counter_add("flock.halo_sent", (int64_t)s->stats.halo_sent);
     dm_counter_add("flock.halo_vectors", (int64_t)s->stats.halo_vectors);
+    dm_counter_add("flock.halo_returned", (int64_t)s->stats.halo_returned);
     dm_counter_add("flock.migrated", (int64_t)s->stats.migrated_out);
     dm_counter_add("flock.migrated_vectors", (int64_t)s->stats.migrated_vectors);
     dm_counter_add("flock.seam_crossings", (int64_t)s->stats.seam_crossings);

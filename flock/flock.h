@@ -75,6 +75,8 @@ typedef struct dm_flock_stats {
     uint64_t sim_cache_hits; /* similarity decisions taken from the CUDA pair cache */
     uint64_t device_grows;   /* CUDA device arrays replaced by larger ones during the steps */
     uint64_t migrations;     /* migration exchanges (one every migrate_every iterations) */
+    uint64_t halo_returned;  /* halo boids sent without their vector because they had just migrated
+                                from the receiver, which kept their vectors */
 } dm_flock_stats;
 
 /* A read-only view of this rank's own boids (host memory, valid until the next step). */

@@ -123,6 +123,51 @@ static void halo_cache_reset(dm_flock_sim *s)
 {
     dm_flock_idmap_clear(&s->halo_sent[0]);
     dm_flock_idmap_clear(&s->halo_sent[1]);
+    s->halo_sent_base[0] = s->halo_sent_base[1] = 0;
+    s->dep_n = 0;
+}
+
+static int departures_cache(dm_flock_sim *s)
+{
+    if (!s->dep_n) return DM_OK;
+    size_t n = s->dep_n;
+    s->dep_n = 0;
+    /* only a removal compacts the own pool, and departures_keep copies at once before one */
+    DM_ASSERT(s->own.compactions == s->dep_compactions);
+    dm_timer_start("flock.comm.halo_pack.departed");
+    int rc = dm_flock_store_append_vectors(&s->halo, &s->own, (const uint64_t *)s->dep_id.p,
+                                           (const uint64_t *)s->dep_voff.p, (const uint32_t *)s->dep_vlen.p, n);
+    dm_timer_stop("flock.comm.halo_pack.departed");
+    return rc;
+}
+
+/* The departures' vectors (a migration, before they leave the own store): their places in the own
+ * pool are noted, to be copied into the halo store by the next halo exchange (departures_cache),
+ * which overlaps the copies with the messages; when this removal compacts the own pool they are
+ * copied at once. */
+static int departures_keep(dm_flock_sim *s, const dm_flock_sel *sel)
+{
+    /* (a halo exchange always runs between two migrations; were it not, the earlier list is kept
+     * first) */
+    DM_TRY(departures_cache(s));
+    const dm_flock_store *o = &s->own;
+    size_t n = sel->n ? sel->n : 1, nnz = 0;
+    uint64_t *id = dm_flock_buf_reserve(&s->dep_id, sizeof *id * n);
+    uint64_t *voff = dm_flock_buf_reserve(&s->dep_voff, sizeof *voff * n);
+    uint32_t *vlen = dm_flock_buf_reserve(&s->dep_vlen, sizeof *vlen * n);
+    if (!id || !voff || !vlen) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    for (size_t k = 0; k < sel->n; k++) {
+        uint32_t i = sel->idx[k];
+        id[k] = o->id[i];
+        voff[k] = o->voff[i];
+        vlen[k] = o->vlen[i];
+        nnz += o->vlen[i];
+    }
+    s->dep_n = sel->n;
+    s->dep_compactions = o->compactions;
+    if (!dm_flock_store_removal_compacts(o, nnz)) return DM_OK;
+    s->dep_n = 0;
+    return dm_flock_store_append_vectors(&s->halo, o, id, voff, vlen, sel->n);
 }
 
 /* Packs the selected own boids into one message per neighbour (those with sel->dirs[j] &
@@ -147,7 +192,9 @@ static int pack_selected(dm_flock_sim *s, const dm_flock_sel *sel, char **send, 
             if (sel->dirs[j] & s->nb.dir_mask[k]) {
                 uint32_t i = sel->idx[j];
                 DM_ASSERT(i < o->n);
-                int v = dm_flock_idmap_get(&s->halo_sent[k], o->id[i]) == UINT32_MAX;
+                uint32_t e = dm_flock_idmap_get(&s->halo_sent[k], o->id[i]);
+                int v = e == UINT32_MAX;
+                if (halo && !v && e >= s->halo_sent_base[k]) s->stats.halo_returned++;
                 with[cnt] = (uint8_t)v;
                 if (v) {
                     nnz += o->vlen[i];
@@ -171,6 +218,7 @@ static int pack_selected(dm_flock_sim *s, const dm_flock_sel *sel, char **send, 
             s->stats.halo_vectors += nvec;
             dm_timer_start("flock.comm.halo_pack.index");
             rc = dm_flock_idmap_build(&s->halo_sent[k], (const uint64_t *)(send[k] + l.id), cnt);
+            s->halo_sent_base[k] = cnt;
             dm_timer_stop("flock.comm.halo_pack.index");
         }
     }
@@ -233,6 +281,9 @@ int dm_flock_halo_exchange_begin_sel(dm_flock_sim *s, dm_flock_xchg *x, int loca
     }
     if (rc == DM_OK && s->nb.n) rc = pack_selected(s, &sel, send, size, &s->stats.halo_sent, 1);
     rc = dm_flock_xchg_begin(x, s->comm, &s->nb, 100, (const char *const *)send, size, s->xrecv[0], rc);
+    /* while the messages travel: the vectors the neighbours leave out because they came from here */
+    int rd = departures_cache(s);
+    if (rc == DM_OK) rc = rd;
     dm_timer_stop("flock.comm.halo_pack");
     dm_timer_stop("flock.comm");
     return rc;
@@ -286,8 +337,19 @@ int dm_flock_migrate_host_sel(dm_flock_sim *s, double H1, int local_status, dm_f
         if (given) sel = *given;
         else rc = select_host(s, 1, H1, &sel);
     }
-    if (rc == DM_OK && s->size > 1) {
-        rc = pack_selected(s, &sel, send, size, NULL, 0);
+    if (rc == DM_OK && s->size > 1) rc = pack_selected(s, &sel, send, size, NULL, 0);
+    dm_timer_stop("flock.comm.mig_pack");
+    if (s->size > 1) {
+        s->stats.migrations++;
+        dm_flock_xchg x;
+        dm_timer_start("flock.comm.mig_wait");
+        int rb = dm_flock_xchg_begin(&x, s->comm, &s->nb, 200, (const char *const *)send, size, s->xrecv[1], rc);
+        if (rc == DM_OK) rc = rb;
+        dm_timer_stop("flock.comm.mig_wait");
+        /* the departures' vectors stay here for the next halo's unpack, whose senders leave them
+         * out (see the arrivals below); then the departures leave the own store */
+        dm_timer_start("flock.comm.mig_pack");
+        if (rc == DM_OK && sel.n) rc = departures_keep(s, &sel);
         if (rc == DM_OK && info && sel.n) {
             info->moved_dst = dm_malloc(sizeof *info->moved_dst * sel.n);
             info->moved_src = dm_malloc(sizeof *info->moved_src * sel.n);
@@ -296,24 +358,25 @@ int dm_flock_migrate_host_sel(dm_flock_sim *s, double H1, int local_status, dm_f
         if (rc == DM_OK)
             rc = dm_flock_store_remove_list(o, sel.idx, sel.n, info ? info->moved_dst : NULL,
                                             info ? info->moved_src : NULL, info ? &info->n_moved : NULL);
-    }
-    if (info) info->n_kept = o->n;
-    dm_timer_stop("flock.comm.mig_pack");
-    if (s->size > 1) {
-        s->stats.migrations++;
-        dm_flock_xchg x;
+        if (info) info->n_kept = o->n;
+        dm_timer_stop("flock.comm.mig_pack");
         dm_timer_start("flock.comm.mig_wait");
-        int rb = dm_flock_xchg_begin(&x, s->comm, &s->nb, 200, (const char *const *)send, size, s->xrecv[1], rc);
         int re = dm_flock_xchg_end(&x, recv, rsize);
         dm_timer_stop("flock.comm.mig_wait");
-        if (rc == DM_OK) rc = rb != DM_OK ? rb : re;
+        if (rc == DM_OK) rc = re;
         for (int k = 0; k < s->nb.n; k++) {
             if (rc == DM_OK && recv[k] && rsize[k]) {
                 size_t before = o->n;
                 rc = dm_flock_msg_unpack_cached(o, recv[k], rsize[k], &s->halo);
                 s->stats.migrated_in += o->n - before;
+                /* the sender kept the arrivals' vectors (above): the next halo message to it
+                 * leaves them out, as those of the documents the last one carried */
+                if (rc == DM_OK) rc = dm_flock_idmap_add(&s->halo_sent[k], o->id + before, o->n - before);
             }
         }
+        if (rc != DM_OK) halo_cache_reset(s);
+    } else if (info) {
+        info->n_kept = o->n;
     }
     s->stats.migrated_out += sel.n;
     dm_timer_stop("flock.comm");

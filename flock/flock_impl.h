@@ -31,6 +31,10 @@ typedef struct dm_flock_idmap {
 int dm_flock_idmap_build(dm_flock_idmap *m, const uint64_t *ids, size_t n);
 /* The index of id, or UINT32_MAX when absent. */
 uint32_t dm_flock_idmap_get(const dm_flock_idmap *m, uint64_t id);
+/* Adds ids[0..n) (absent from the map and distinct) with the indices m->n, m->n + 1, ... (the
+ * map's indices must be 0 .. m->n - 1, as build and add give them); the table is rebuilt larger,
+ * every index kept, when it would be more than half full. */
+int dm_flock_idmap_add(dm_flock_idmap *m, const uint64_t *ids, size_t n);
 static inline void dm_flock_idmap_clear(dm_flock_idmap *m) { (void)dm_flock_idmap_build(m, NULL, 0); }
 void dm_flock_idmap_free(dm_flock_idmap *m);
 
@@ -60,6 +64,13 @@ int dm_flock_store_reserve(dm_flock_store *s, size_t n, size_t pool);
 /* Appends one boid (vector copied). */
 int dm_flock_store_push(dm_flock_store *s, uint64_t id, double x, double y, double vx, double vy,
                         const uint32_t *col, const float *val, uint32_t len);
+/* Appends n boids id[k] (positions and velocities 0) with copies of the vectors src->col/val[voff[k]
+ * .. voff[k] + vlen[k]) (copied in parallel): entries of a vector cache. */
+int dm_flock_store_append_vectors(dm_flock_store *s, const dm_flock_store *src, const uint64_t *id,
+                                  const uint64_t *voff, const uint32_t *vlen, size_t n);
+/* Whether removing boids with nnz vector entries in all would compact the pool (see
+ * dm_flock_store_remove). */
+int dm_flock_store_removal_compacts(const dm_flock_store *s, size_t nnz);
 /* Removes the boids with keep[i] == 0 by moving the last kept boids into their places, so that
  * the work is proportional to the boids removed (the order of the others changes, which no result
  * depends on). moved_dst/moved_src (optional, capacity n each) receive the moves: the boid that
@@ -182,6 +193,17 @@ struct dm_flock_sim {
     /* per neighbour: the documents of the last halo message sent to it; the neighbour holds their
      * vectors, so the next message leaves them out (dm_flock_halo_unpack) */
     dm_flock_idmap halo_sent[2];
+    /* ... of which the first halo_sent_base[k] indices are that message's; the documents added
+     * after it (dm_flock_idmap_add) came from that neighbour in the migration since, and it kept
+     * their vectors */
+    size_t halo_sent_base[2];
+    /* the vectors of the last migration's departures, which their receivers will leave out of
+     * the next halo they send here: garbage in the own pool (no compaction since, own.compactions
+     * == dep_compactions) until the next halo exchange copies them into the halo store
+     * (dm_flock_halo_exchange_begin_sel), the cache its unpack looks in */
+    dm_flock_buf dep_id, dep_voff, dep_vlen;
+    size_t dep_n;
+    uint64_t dep_compactions;
     dm_flock_nbrs nb;
     /* reused across iterations: messages [0 halo, 1 migration][neighbour] and scratch */
     dm_flock_buf xsend[2][2], xrecv[2][2];

@@ -74,6 +74,34 @@ uint32_t dm_flock_idmap_get(const dm_flock_idmap *m, uint64_t id)
     }
 }
 
+int dm_flock_idmap_add(dm_flock_idmap *m, const uint64_t *ids, size_t n)
+{
+    if (!n) return DM_OK;
+    if (2 * (m->n + n) > m->cap) {
+        /* the keys held at their indices, then the new ones, into a larger table */
+        uint64_t *all = dm_malloc(sizeof *all * (m->n + n));
+        if (!all) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for an id map of %zu entries", m->n + n);
+        for (size_t h = 0; h < m->cap; h++)
+            if (m->key[h] != UINT64_MAX) {
+                DM_ASSERT(m->val[h] < m->n);
+                all[m->val[h]] = m->key[h];
+            }
+        memcpy(all + m->n, ids, sizeof *ids * n);
+        int rc = dm_flock_idmap_build(m, all, m->n + n);
+        dm_free(all);
+        return rc;
+    }
+    size_t mask = m->cap - 1;
+    for (size_t i = 0; i < n; i++) {
+        size_t h = id_slot(ids[i], mask);
+        while (m->key[h] != UINT64_MAX) h = (h + 1) & mask;
+        m->key[h] = ids[i];
+        m->val[h] = (uint32_t)(m->n + i);
+    }
+    m->n += n;
+    return DM_OK;
+}
+
 void dm_flock_idmap_free(dm_flock_idmap *m)
 {
     dm_free(m->key);
@@ -163,10 +191,48 @@ int dm_flock_store_push(dm_flock_store *s, uint64_t id, double x, double y, doub
     return DM_OK;
 }
 
+int dm_flock_store_append_vectors(dm_flock_store *s, const dm_flock_store *src, const uint64_t *id,
+                                  const uint64_t *voff, const uint32_t *vlen, size_t n)
+{
+    uint64_t nnz = 0;
+    for (size_t k = 0; k < n; k++) nnz += vlen[k];
+    DM_TRY(dm_flock_store_reserve(s, s->n + n, s->pool + nnz));
+    const size_t b = s->n;
+    uint64_t at = s->pool;
+    for (size_t k = 0; k < n; k++) {
+        s->voff[b + k] = at;
+        s->vlen[b + k] = vlen[k];
+        at += vlen[k];
+    }
+    const long nl = (long)n;
+#pragma omp parallel for schedule(static)
+    for (long k = 0; k < nl; k++) {
+        size_t i = b + (size_t)k;
+        s->id[i] = id[k];
+        s->x[i] = s->y[i] = s->vx[i] = s->vy[i] = 0.0;
+        if (vlen[k]) {
+            memcpy(s->col + s->voff[i], src->col + voff[k], sizeof *s->col * vlen[k]);
+            memcpy(s->val + s->voff[i], src->val + voff[k], sizeof *s->val * vlen[k]);
+        }
+    }
+    s->n = b + n;
+    s->live += (size_t)(at - s->pool);
+    s->pool = (size_t)at;
+    s->indexed = 0;
+    return DM_OK;
+}
+
 static int too_much_garbage(const dm_flock_store *s)
 {
     size_t ratio = s->garbage_ratio ? s->garbage_ratio : 2;
     return s->pool > ratio * s->live + 4096;
+}
+
+int dm_flock_store_removal_compacts(const dm_flock_store *s, size_t nnz)
+{
+    dm_flock_store after = *s;
+    after.live -= nnz < s->live ? nnz : s->live;
+    return too_much_garbage(&after);
 }
 
 /* A boid's vector range, for compaction in pool order. */

@@ -59,10 +59,11 @@ int ft_gather(ft_state *st, dm_flock_sim *s, const dm_ctx *ctx)
     }
     MPI_Gatherv(rec, cnt, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, ctx->world);
     const dm_flock_stats *ls = dm_flock_sim_stats(s);
-    uint64_t a[9] = {ls->pairs, ls->similar, ls->halo_sent, ls->migrated_out, ls->migrated_in, ls->seam_crossings,
-                     ls->sim_cache_hits, ls->halo_vectors, ls->migrated_vectors};
-    uint64_t b[9];
-    MPI_Allreduce(a, b, 9, MPI_UINT64_T, MPI_SUM, ctx->world);
+    uint64_t a[10] = {ls->pairs,          ls->similar,      ls->halo_sent,        ls->migrated_out,
+                      ls->migrated_in,    ls->seam_crossings, ls->sim_cache_hits, ls->halo_vectors,
+                      ls->migrated_vectors, ls->halo_returned};
+    uint64_t b[10];
+    MPI_Allreduce(a, b, 10, MPI_UINT64_T, MPI_SUM, ctx->world);
     st->stats.pairs = b[0];
     st->stats.similar = b[1];
     st->stats.halo_sent = b[2];
@@ -72,6 +73,7 @@ int ft_gather(ft_state *st, dm_flock_sim *s, const dm_ctx *ctx)
     st->stats.sim_cache_hits = b[6];
     st->stats.halo_vectors = b[7];
     st->stats.migrated_vectors = b[8];
+    st->stats.halo_returned = b[9];
     /* every rank takes part in every migration exchange: the count of one rank */
     MPI_Allreduce(&ls->migrations, &st->stats.migrations, 1, MPI_UINT64_T, MPI_MAX, ctx->world);
     st->migrate_every = dm_flock_sim_migrate_every(s);

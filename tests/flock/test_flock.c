@@ -321,6 +321,112 @@ static void test_halo_cache(void)
     dm_flock_store_free(&halo);
 }
 
+/* Migrants' vectors kept by their sender: the departures' vectors, appended to the halo store from
+ * the own pool (where, removed, they are garbage), serve the next halo message, which leaves them
+ * out; the removal's compaction is predicted exactly; the receiver's "sent" map takes the
+ * arrivals after the last message's documents (indices from its size on), through the rebuild of a
+ * full table too. */
+static void test_departed_cache(void)
+{
+    enum { N = 2000 };
+    dm_flock_store own, halo;
+    dm_flock_store_init(&own);
+    dm_flock_store_init(&halo);
+    uint32_t col[8];
+    float val[8];
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t len = i % 7; /* len 0: an empty document */
+        for (uint32_t k = 0; k < len; k++) {
+            col[k] = i * 10 + k;
+            val[k] = (float)i - 0.5f * (float)k;
+        }
+        CU_ASSERT_EQUAL_FATAL(dm_flock_store_push(&own, i, i, 2.0 * i, 0, 0, col, val, len), DM_OK);
+    }
+    uint32_t *rm = malloc(4 * N), *idx = malloc(4 * N);
+    uint64_t *id = malloc(8 * N), *voff = malloc(8 * N);
+    uint32_t *vlen = malloc(4 * N);
+    uint8_t *with = malloc(N);
+    int compacted_rounds = 0;
+    for (int round = 0; round < 8; round++) {
+        /* departures: every 3rd boid from a rotating start, ascending */
+        size_t m = 0, nnz = 0;
+        for (size_t i = (size_t)round % 3; i < own.n; i += 3) rm[m++] = (uint32_t)i;
+        for (size_t k = 0; k < m; k++) {
+            id[k] = own.id[rm[k]];
+            voff[k] = own.voff[rm[k]];
+            vlen[k] = own.vlen[rm[k]];
+            nnz += vlen[k];
+        }
+        halo.n = 0; /* a fresh halo: only the departures */
+        halo.pool = halo.live = 0;
+        halo.compactions++;
+        int compacts = dm_flock_store_removal_compacts(&own, nnz);
+        if (compacts) CU_ASSERT_EQUAL_FATAL(dm_flock_store_append_vectors(&halo, &own, id, voff, vlen, m), DM_OK);
+        uint64_t c0 = own.compactions;
+        CU_ASSERT_EQUAL_FATAL(dm_flock_store_remove_list(&own, rm, m, NULL, NULL, NULL), DM_OK);
+        CU_ASSERT_EQUAL(own.compactions != c0, compacts); /* the prediction was right */
+        compacted_rounds += compacts;
+        /* not compacted: the removed vectors are still in place, copied from there */
+        if (!compacts) CU_ASSERT_EQUAL_FATAL(dm_flock_store_append_vectors(&halo, &own, id, voff, vlen, m), DM_OK);
+        CU_ASSERT_EQUAL(halo.n, m);
+        /* the next halo message carries the departures without their vectors (and positions) */
+        for (size_t k = 0; k < m; k++) idx[k] = (uint32_t)k, with[k] = 0;
+        dm_flock_msg_layout l;
+        dm_flock_msg_layout_of(&l, m, 0);
+        char *msg = malloc(l.total);
+        dm_flock_msg_pack(msg, &halo, idx, m, with);
+        uint64_t size = l.total;
+        CU_ASSERT_EQUAL_FATAL(dm_flock_halo_unpack(&halo, &msg, &size, 1), DM_OK);
+        CU_ASSERT_EQUAL_FATAL(halo.n, m);
+        for (size_t k = 0; k < m; k++) {
+            uint32_t d = (uint32_t)halo.id[k];
+            CU_ASSERT_EQUAL(d, id[k]);
+            CU_ASSERT_EQUAL_FATAL(halo.vlen[k], d % 7);
+            for (uint32_t j = 0; j < halo.vlen[k]; j++) {
+                CU_ASSERT_EQUAL(halo.col[halo.voff[k] + j], d * 10 + j);
+                CU_ASSERT_EQUAL(halo.val[halo.voff[k] + j], (float)d - 0.5f * (float)j);
+            }
+        }
+        free(msg);
+        /* the departures come back (as arrivals elsewhere would): own keeps N boids */
+        for (size_t k = 0; k < m; k++) {
+            uint32_t d = (uint32_t)id[k], len = d % 7;
+            for (uint32_t j = 0; j < len; j++) {
+                col[j] = d * 10 + j;
+                val[j] = (float)d - 0.5f * (float)j;
+            }
+            CU_ASSERT_EQUAL_FATAL(dm_flock_store_push(&own, d, d, 2.0 * d, 0, 0, col, val, len), DM_OK);
+        }
+    }
+    CU_ASSERT_TRUE(compacted_rounds > 0 && compacted_rounds < 8); /* both ways were taken */
+    /* the "sent" map: 100 documents of a message, then arrivals in batches (the last ones past half
+     * the table: rebuilt larger) */
+    dm_flock_idmap mp = {0};
+    for (size_t k = 0; k < 100; k++) id[k] = 1000 + 3 * k;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_idmap_build(&mp, id, 100), DM_OK);
+    size_t cap0 = mp.cap, at = 100;
+    for (int batch = 0; batch < 6; batch++) {
+        size_t m = 20 + 40 * (size_t)batch;
+        for (size_t k = 0; k < m; k++) id[at + k] = 5000000 + 7 * (at + k);
+        CU_ASSERT_EQUAL_FATAL(dm_flock_idmap_add(&mp, id + at, m), DM_OK);
+        at += m;
+    }
+    CU_ASSERT_TRUE(mp.cap > cap0);
+    CU_ASSERT_EQUAL(mp.n, at);
+    CU_ASSERT_TRUE(mp.cap >= 2 * mp.n);
+    for (size_t k = 0; k < at; k++) {
+        uint32_t e = dm_flock_idmap_get(&mp, id[k]);
+        CU_ASSERT_TRUE(e != UINT32_MAX);
+        CU_ASSERT_EQUAL(e < 100, k < 100); /* the message's documents below its size, arrivals above */
+    }
+    CU_ASSERT_EQUAL(dm_flock_idmap_get(&mp, 1001), UINT32_MAX);
+    CU_ASSERT_EQUAL(dm_flock_idmap_get(&mp, 5000001), UINT32_MAX);
+    dm_flock_idmap_free(&mp);
+    free(rm), free(idx), free(id), free(voff), free(vlen), free(with);
+    dm_flock_store_free(&own);
+    dm_flock_store_free(&halo);
+}
+
 /* ---- hand-checked forces and updates -------------------------------------------------------- */
 
 #define W_SEP 0.1
@@ -1280,6 +1386,7 @@ int main(int argc, char **argv)
         {"halo directions, also outside the slice and across the seam", test_halo_dirs},
         {"boid store: removal by moving the last boids into holes", test_store_remove},
         {"halo vector cache: left-out vectors taken from the previous halo", test_halo_cache},
+        {"halo vector cache: migrants' vectors kept by their sender", test_departed_cache},
         {"forces and update: hand-checked configuration", test_hand_forces},
         {"forces and update: the same across the torus corner", test_hand_forces_seam},
         {"grid search equals brute force (1500 docs)", test_grid_vs_brute_large},

@@ -124,6 +124,10 @@ static void test_rank_independence(void)
             CU_ASSERT_EQUAL(st.stats.migrated_out, st.stats.migrated_in);
             /* migrants leave their vectors home: the receiver has them from the halo */
             CU_ASSERT_TRUE(st.stats.migrated_vectors < st.stats.migrated_out);
+            /* and the sender keeps them: the next halo from the receiver leaves them out */
+            CU_ASSERT_TRUE(st.stats.halo_returned > 0);
+            CU_ASSERT_TRUE(st.stats.halo_returned <= st.stats.migrated_in);
+            CU_ASSERT_TRUE(st.stats.halo_vectors + st.stats.halo_returned <= st.stats.halo_sent);
             CU_ASSERT_TRUE(st.stats.seam_crossings > 0);
             CU_ASSERT_EQUAL(st.stats.pairs, ref.stats.pairs);
             CU_ASSERT_EQUAL(st.stats.similar, ref.stats.similar);
@@ -133,10 +137,11 @@ static void test_rank_independence(void)
                 for (uint64_t j = i + 1; j < st.n && !spans; j++)
                     spans = st.cluster[i] >= 0 && st.cluster[i] == st.cluster[j] && st.owner[i] != st.owner[j];
             CU_ASSERT_TRUE(spans);
-            printf("\n  %d ranks: %llu migrations, %llu seam crossings, %llu halo boids (%llu with vectors), %llu pairs\n",
+            printf("\n  %d ranks: %llu migrations, %llu seam crossings, %llu halo boids (%llu with vectors, %llu "
+                   "returned migrants without), %llu pairs\n",
                    q, (unsigned long long)st.stats.migrated_out, (unsigned long long)st.stats.seam_crossings,
                    (unsigned long long)st.stats.halo_sent, (unsigned long long)st.stats.halo_vectors,
-                   (unsigned long long)st.stats.pairs);
+                   (unsigned long long)st.stats.halo_returned, (unsigned long long)st.stats.pairs);
         }
         ft_state_free(&st);
     }
