@@ -1090,11 +1090,12 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
          * are in, before the halo is packed and posted (queued after the posting, they left
          * stream A idle 4-12 ms a step at 4 GPUs: bench/RESULTS.md, session 20), and before the
          * wait for the last step's status (dm_flock_sim_run), which waits for the slowest rank
-         * (queued after it, they started 2 ms later a step: session 23). That status is
-         * complete before this step's first exchange: a failure reported there stops every rank
-         * here, with this rank's own-own work waited for. On a host whose halo packing is slow
-         * the halo then reaches the device after stream A's own-own work more often, which costs
-         * less than the idle time did. */
+         * (queued after it, they started 2 ms later a step: session 23). While the detection
+         * runs, MPI progresses that agreement: left to the wait after the queuing, it completed
+         * 5-6 ms later and the halo left as much later (session 23). The status is complete
+         * before this step's first exchange: a failure reported there stops every rank here,
+         * with this rank's own-own work waited for. */
+        while (rc == DM_OK && sim->agree_pending && cudaStreamQuery(a) == cudaErrorNotReady) dm_flock_agree_poll(sim);
         if (rc == DM_OK) rc = queue_own(s, p, fi);
         dm_flock_trace(sim, DM_FT_OWN_QUEUED);
         int ra = dm_flock_agree_finish(sim);
