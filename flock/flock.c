@@ -897,14 +897,6 @@ int dm_flock_agree_finish(dm_flock_sim *s)
     return s->agree_recv;
 }
 
-void dm_flock_agree_poll(dm_flock_sim *s)
-{
-    if (!s->agree_pending) return;
-    int done = 0;
-    /* a completed request becomes MPI_REQUEST_NULL: the finish's MPI_Wait returns at once */
-    (void)MPI_Test(&s->agree_req, &done, MPI_STATUS_IGNORE);
-}
-
 int dm_flock_step_injected(const dm_flock_sim *s)
 {
     if (s->fail_at <= 0 || s->iteration + 1 != s->fail_at || s->fail_late) return DM_OK;

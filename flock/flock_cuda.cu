@@ -1086,24 +1086,21 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         dm_timer_stop("flock.comm.halo_select");
         dm_timer_stop("flock.comm");
         dm_flock_trace(sim, DM_FT_HALO_SEL);
-        /* the own-own similarity and forces on stream A as soon as the detection's miss counts
-         * are in, before the halo is packed and posted (queued after the posting, they left
-         * stream A idle 4-12 ms a step at 4 GPUs: bench/RESULTS.md, session 20), and before the
-         * wait for the last step's status (dm_flock_sim_run), which waits for the slowest rank
-         * (queued after it, they started 2 ms later a step: session 23). While the detection
-         * runs, MPI progresses that agreement: left to the wait after the queuing, it completed
-         * 5-6 ms later and the halo left as much later (session 23). The status is complete
-         * before this step's first exchange: a failure reported there stops every rank here,
-         * with this rank's own-own work waited for. */
-        while (rc == DM_OK && sim->agree_pending && cudaStreamQuery(a) == cudaErrorNotReady) dm_flock_agree_poll(sim);
-        if (rc == DM_OK) rc = queue_own(s, p, fi);
-        dm_flock_trace(sim, DM_FT_OWN_QUEUED);
+        /* the last step's status (dm_flock_sim_run): completed before this step's first
+         * exchange, while the device detects; a failure reported there stops every rank here */
         int ra = dm_flock_agree_finish(sim);
         if (ra != DM_OK) {
             cudaStreamSynchronize(a);
             cudaStreamSynchronize(b);
             return ra;
         }
+        /* the own-own similarity and forces on stream A as soon as the detection's miss counts
+         * are in, before the halo is packed and posted: queued after the posting, they left
+         * stream A idle 4-12 ms a step at 4 GPUs. The halo leaves a few ms later; on a host whose
+         * halo packing is slow it then reaches the device after stream A's own-own work more
+         * often, which costs less than the idle time did (bench/RESULTS.md, session 20) */
+        if (rc == DM_OK) rc = queue_own(s, p, fi);
+        dm_flock_trace(sim, DM_FT_OWN_QUEUED);
         rc = dm_flock_halo_exchange_begin_sel(sim, &x, rc, sim->host_valid ? NULL : &sel);
     } else {
         if (rc == DM_OK) rc = pairs_detect(s, &s->pown, &s->own, &s->own, p, 1, a);

@@ -242,9 +242,6 @@ int dm_flock_step_injected(const dm_flock_sim *s);
  * worst status of all ranks, DM_OK when every rank succeeded. Every rank reaches it at the same
  * point of a step, before the step's first exchange. */
 int dm_flock_agree_finish(dm_flock_sim *s);
-/* Lets MPI progress the pending agreement without waiting for it (dm_flock_agree_finish still
- * completes it). */
-void dm_flock_agree_poll(dm_flock_sim *s);
 
 /* Step events of the trace (dm_flock_trace; no-op unless DOCMINE_FLOCK_TRACE is set). */
 enum {
