@@ -326,22 +326,25 @@ static void test_halo_cache(void)
  * out; the removal's compaction is predicted exactly; the receiver's "sent" map takes the
  * arrivals after the last message's documents (indices from its size on), through the rebuild of a
  * full table too. */
+/* Document d of test_departed_cache: d % 7 terms (0: an empty document), known values. */
+static int push_departed_doc(dm_flock_store *s, uint32_t d)
+{
+    uint32_t col[8], len = d % 7;
+    float val[8];
+    for (uint32_t k = 0; k < len; k++) {
+        col[k] = d * 10 + k;
+        val[k] = (float)d - 0.5f * (float)k;
+    }
+    return dm_flock_store_push(s, d, d, 2.0 * d, 0, 0, col, val, len);
+}
+
 static void test_departed_cache(void)
 {
     enum { N = 2000 };
     dm_flock_store own, halo;
     dm_flock_store_init(&own);
     dm_flock_store_init(&halo);
-    uint32_t col[8];
-    float val[8];
-    for (uint32_t i = 0; i < N; i++) {
-        uint32_t len = i % 7; /* len 0: an empty document */
-        for (uint32_t k = 0; k < len; k++) {
-            col[k] = i * 10 + k;
-            val[k] = (float)i - 0.5f * (float)k;
-        }
-        CU_ASSERT_EQUAL_FATAL(dm_flock_store_push(&own, i, i, 2.0 * i, 0, 0, col, val, len), DM_OK);
-    }
+    for (uint32_t i = 0; i < N; i++) CU_ASSERT_EQUAL_FATAL(push_departed_doc(&own, i), DM_OK);
     uint32_t *rm = malloc(4 * N), *idx = malloc(4 * N);
     uint64_t *id = malloc(8 * N), *voff = malloc(8 * N);
     uint32_t *vlen = malloc(4 * N);
@@ -389,14 +392,7 @@ static void test_departed_cache(void)
         }
         free(msg);
         /* the departures come back (as arrivals elsewhere would): own keeps N boids */
-        for (size_t k = 0; k < m; k++) {
-            uint32_t d = (uint32_t)id[k], len = d % 7;
-            for (uint32_t j = 0; j < len; j++) {
-                col[j] = d * 10 + j;
-                val[j] = (float)d - 0.5f * (float)j;
-            }
-            CU_ASSERT_EQUAL_FATAL(dm_flock_store_push(&own, d, d, 2.0 * d, 0, 0, col, val, len), DM_OK);
-        }
+        for (size_t k = 0; k < m; k++) CU_ASSERT_EQUAL_FATAL(push_departed_doc(&own, (uint32_t)id[k]), DM_OK);
     }
     CU_ASSERT_TRUE(compacted_rounds > 0 && compacted_rounds < 8); /* both ways were taken */
     /* the "sent" map: 100 documents of a message, then arrivals in batches (the last ones past half
