@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/cma.h"
 #include "common/log.h"
 #include "common/peerx.h"
 #include "common/rng.h"
@@ -250,7 +251,7 @@ static size_t dist_pad8(size_t b) { return (b + 7) & ~(size_t)7; }
 
 #define DIST_SECTIONS 8
 /* Bytes per MPI message (counts are ints): 1 GiB, or DOCMINE_FLOCK_DIST_CHUNK (tests: small
- * chunks exercise the split on small problems). */
+ * chunks exercise the split, and the pieces of the reads out of node peers, on small problems). */
 static size_t dist_chunk(void)
 {
     const char *e = getenv("DOCMINE_FLOCK_DIST_CHUNK");
@@ -349,6 +350,103 @@ static size_t dist_rows(void)
     const char *e = getenv("DOCMINE_FLOCK_DIST_ROWS");
     unsigned long long r = e ? strtoull(e, NULL, 10) : 0;
     return r >= 1 && r <= ((size_t)1 << 20) ? (size_t)r : 4096;
+}
+
+/* The messages between ranks of one node go through their GPUs (DOCMINE_GPU_EXCHANGE=1, opt-in),
+ * or are read by the receiver out of the sender's memory (common/cma.h, where available); the
+ * others go through MPI. */
+static int dist_gpu_asked(void)
+{
+    const char *e = getenv("DOCMINE_GPU_EXCHANGE");
+    return e && strcmp(e, "1") == 0;
+}
+
+static int dist_node_path(const dm_peerx *px, const dm_cma *cm, int q)
+{
+    return dm_peerx_local(px, q) || dm_cma_local(cm, q);
+}
+
+/* Bytes per read out of a node peer's message: 4 MiB (the threads take them one at a time), or
+ * dist_chunk() when smaller (tests). */
+static size_t dist_cma_piece(void)
+{
+    size_t c = dist_chunk();
+    return c < ((size_t)4 << 20) ? c : (size_t)4 << 20;
+}
+
+/* The messages from this node's other ranks, read by the threads out of the senders' buffers
+ * straight into the own store. Collective: the senders' addresses go through MPI once every rank
+ * has packed (a rank that failed sends 0s, and its receivers fail too); the senders keep their
+ * buffers until dm_cma_close, after which every read is done. to: 2 x P addresses (scratch). */
+static int dist_cma_read(const dm_flock_sim *s, const dm_cma *cm, char **sbuf, const uint64_t *rmeta,
+                         const dist_sec *rsec, uint64_t *to, int rc)
+{
+    const int P = s->size;
+    uint64_t *from = to + P;
+    for (int q = 0; q < P; q++) to[q] = rc == DM_OK && dm_cma_local(cm, q) ? (uint64_t)(uintptr_t)sbuf[q] : 0;
+    if (MPI_Alltoall(to, 1, MPI_UINT64_T, from, 1, MPI_UINT64_T, s->comm) != MPI_SUCCESS && rc == DM_OK)
+        rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Alltoall failed (the distribution's addresses)");
+    /* the pieces to read: (sender, section, offset) */
+    typedef struct { int q, k; size_t off; } piece;
+    piece *it = NULL;
+    size_t items = 0;
+    const size_t chunk = dist_cma_piece();
+    for (int pass = 0; pass < 2 && rc == DM_OK; pass++) {
+        size_t m = 0;
+        for (int q = 0; q < P && rc == DM_OK; q++) {
+            if (!dm_cma_local(cm, q) || rmeta[2 * q] == 0) continue;
+            if (from[q] == 0) {
+                rc = DM_ERR(DM_ERR_MPI, "flock: rank %d failed before the distribution", q);
+                dm_error_mark_remote();
+                break;
+            }
+            void *dst[DIST_SECTIONS];
+            size_t bytes[DIST_SECTIONS];
+            dist_sec_list(&rsec[q], rmeta[2 * q], rmeta[2 * q + 1], dst, bytes);
+            for (int k = 0; k < DIST_SECTIONS; k++)
+                for (size_t o = 0; o < bytes[k]; o += chunk, m++)
+                    if (it) it[m] = (piece){q, k, o};
+        }
+        if (pass == 0 && rc == DM_OK) {
+            items = m;
+            it = dm_malloc(sizeof *it * (m ? m : 1));
+            if (!it) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        }
+    }
+    int err = DM_OK;
+    char msg[512] = "";
+    uint64_t moved = 0;
+    if (rc == DM_OK) {
+        const long nl = (long)items;
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : moved)
+        for (long i = 0; i < nl; i++) {
+            int e;
+#pragma omp atomic read
+            e = err;
+            if (e != DM_OK) continue; /* the first failure stops the reads */
+            int q = it[i].q, k = it[i].k;
+            void *dst[DIST_SECTIONS];
+            size_t bytes[DIST_SECTIONS], off[DIST_SECTIONS];
+            dist_sec_list(&rsec[q], rmeta[2 * q], rmeta[2 * q + 1], dst, bytes);
+            dist_sec_offsets(rmeta[2 * q], rmeta[2 * q + 1], off);
+            size_t o = it[i].off, c = bytes[k] - o < chunk ? bytes[k] - o : chunk;
+            e = dm_cma_read(cm, q, (char *)dst[k] + o, from[q] + off[k] + o, c);
+            if (e == DM_OK) {
+                moved += c;
+                continue;
+            }
+#pragma omp critical(dm_flock_dist_cma)
+            if (err == DM_OK) {
+                snprintf(msg, sizeof msg, "%s", dm_error_message()); /* recorded on that thread */
+#pragma omp atomic write
+                err = e;
+            }
+        }
+    }
+    if (rc == DM_OK && err != DM_OK) rc = DM_ERR(err, "flock: initial distribution: %s", msg);
+    dm_counter_add("flock.distribute.cma_bytes", (int64_t)moved);
+    dm_free(it);
+    return rc;
 }
 
 /* Builds this rank's input boids and sends each to the owner of its slice (all-to-all). */
@@ -469,11 +567,14 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
          * DOCMINE_GPU_EXCHANGE=1; the master thread opens the exchange while the others pack), the
          * others through MPI */
         dm_peerx *px = NULL;
+        dm_cma *cm = NULL;
         int orc = DM_OK;
         dist_sec *rsec = dm_calloc((size_t)P, sizeof *rsec);
-        uint64_t *sb = dm_calloc(2 * (size_t)P, sizeof *sb), *rb = sb ? sb + P : NULL;
+        uint64_t *sb = dm_calloc(4 * (size_t)P, sizeof *sb), *rb = sb ? sb + P : NULL, *caddr = sb ? sb + 2 * P : NULL;
         if (rc == DM_OK && (!rsec || !sb)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
         rc = dm_ctx_agree(s->ctx, rc);
+        /* the ranks of a node read each other's messages unless they go through the GPUs */
+        if (rc == DM_OK && P > 1 && !dist_gpu_asked()) rc = dm_cma_open(&cm, s->ctx);
         /* where each sender's boids and entries go: after this rank's own, in rank order */
         if (rc == DM_OK) {
             size_t b = (size_t)rmeta[2 * s->rank], z = (size_t)rmeta[2 * s->rank + 1], off[DIST_SECTIONS];
@@ -517,7 +618,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                     }
                     int mpi_peers = 0;
                     for (int q = 0; q < P; q++) {
-                        if (q == s->rank || dm_peerx_local(px, q)) continue;
+                        if (q == s->rank || dist_node_path(px, cm, q)) continue;
                         mpi_peers++;
                         if (orc == DM_OK) dist_post(&xr, s->comm, q, &rsec[q], rmeta[2 * q], rmeta[2 * q + 1], 0);
                     }
@@ -572,7 +673,8 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                         dj = done[j];
                         if (posted[j] || dj != need[j + 1] - need[j]) continue;
                         int q = (s->rank + 1 + j) % P;
-                        if (!dm_peerx_local(px, q)) dist_post(&xr, s->comm, q, &sec[q], meta[2 * q], meta[2 * q + 1], 1);
+                        if (!dist_node_path(px, cm, q))
+                            dist_post(&xr, s->comm, q, &sec[q], meta[2 * q], meta[2 * q + 1], 1);
                         posted[j] = 1;
                         unposted--;
                     }
@@ -601,6 +703,12 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         dm_free(xr.req);
         dm_free(xr.st);
         dm_timer_stop("flock.setup.distribute.exchange");
+        if (cm) { /* the node's messages: read out of the senders' buffers */
+            dm_timer_start("flock.setup.distribute.cma");
+            rc = dist_cma_read(s, cm, sbuf, rmeta, rsec, caddr, rc);
+            dm_cma_close(cm); /* collective: every reader is done */
+            dm_timer_stop("flock.setup.distribute.cma");
+        }
         if (px) { /* the node's messages: staged whole, copied over, unstaged by section */
             dm_timer_start("flock.setup.distribute.gpu");
             int grc = DM_OK;

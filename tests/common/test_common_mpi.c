@@ -1,5 +1,6 @@
 /* MPI tests of common/ (mpiexec -n 1, 2, 4; CPU backend): the run context, agreement on
- * errors, timers and counters reduced over ranks, and the collected run report. */
+ * errors, timers and counters reduced over ranks, the collected run report, and reads of another
+ * rank's memory (common/cma.h). */
 #include <CUnit/CUnit.h>
 #include <jansson.h>
 #include <omp.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/cma.h"
 #include "common/context.h"
 #include "common/report.h"
 #include "common/status.h"
@@ -173,6 +175,64 @@ static void test_report(void)
     }
 }
 
+/* byte i of rank r's buffer */
+static unsigned char cma_byte(int r, size_t i) { return (unsigned char)(i * 131u + (size_t)r * 29u + (i >> 12)); }
+
+static void test_cma(void)
+{
+    /* off: nobody opens it */
+    setenv("DOCMINE_CMA", "0", 1);
+    dm_cma *cm = (dm_cma *)1;
+    CU_ASSERT_EQUAL_FATAL(dm_cma_open(&cm, &g_ctx), DM_OK);
+    CU_ASSERT_PTR_NULL(cm);
+    unsetenv("DOCMINE_CMA");
+    CU_ASSERT_EQUAL_FATAL(dm_cma_open(&cm, &g_ctx), DM_OK);
+    if (g_ctx.size == 1) { /* no peer */
+        CU_ASSERT_PTR_NULL(cm);
+        return;
+    }
+    /* the ranks of a test run share this node, whose processes may read each other */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cm);
+    const size_t n = ((size_t)3 << 20) + 5;
+    unsigned char *mine = dm_malloc(n), *got = dm_malloc(n);
+    CU_ASSERT_FATAL(mine && got);
+    for (size_t i = 0; i < n; i++) mine[i] = cma_byte(g_ctx.rank, i);
+    uint64_t me = (uint64_t)(uintptr_t)mine, *addr = dm_malloc(sizeof *addr * (size_t)g_ctx.size);
+    CU_ASSERT_FATAL(addr != NULL);
+    MPI_Allgather(&me, 1, MPI_UINT64_T, addr, 1, MPI_UINT64_T, g_ctx.world);
+    CU_ASSERT_FALSE(dm_cma_local(cm, g_ctx.rank));
+    CU_ASSERT_FALSE(dm_cma_local(cm, g_ctx.size));
+    CU_ASSERT_EQUAL(dm_cma_read(cm, g_ctx.rank, got, me, 8), DM_ERR_INVALID_ARG);
+    for (int q = 0; q < g_ctx.size; q++) {
+        if (q == g_ctx.rank) continue;
+        CU_ASSERT_TRUE(dm_cma_local(cm, q));
+        /* pieces of odd sizes at odd offsets, read by several threads; then nothing */
+        memset(got, 0, n);
+        const size_t piece = 65536 + 3;
+        const long pieces = (long)((n - 7 + piece - 1) / piece);
+        int bad = 0;
+#pragma omp parallel for num_threads(3) schedule(dynamic, 1) reduction(+ : bad)
+        for (long k = 0; k < pieces; k++) {
+            size_t o = 7 + (size_t)k * piece, c = n - o < piece ? n - o : piece;
+            bad += dm_cma_read(cm, q, got + o, addr[q] + o, c) != DM_OK;
+        }
+        CU_ASSERT_EQUAL(bad, 0);
+        size_t wrong = 0;
+        for (size_t i = 0; i < n; i++) wrong += got[i] != (i < 7 ? 0 : cma_byte(q, i));
+        CU_ASSERT_EQUAL(wrong, 0);
+        CU_ASSERT_EQUAL(dm_cma_read(cm, q, got, addr[q], 0), DM_OK);
+        /* an address the peer has not mapped: an error naming the rank, no crash */
+        CU_ASSERT_EQUAL(dm_cma_read(cm, q, got, 8, 16), DM_ERR_IO);
+        char want[32];
+        snprintf(want, sizeof want, "of rank %d", q);
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), want));
+    }
+    dm_cma_close(cm); /* a barrier: the peers have read this rank's buffer */
+    dm_free(addr);
+    dm_free(mine);
+    dm_free(got);
+}
+
 int main(int argc, char **argv)
 {
     CU_TestInfo t[] = {
@@ -181,6 +241,7 @@ int main(int argc, char **argv)
         {"errors agreed over ranks", test_agree},
         {"timers reduced over ranks", test_stats_reduce},
         {"run report", test_report},
+        {"reads of another rank's memory (cma)", test_cma},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"common-mpi", setup, teardown, NULL, NULL, t}, CU_SUITE_INFO_NULL};

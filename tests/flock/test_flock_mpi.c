@@ -17,6 +17,7 @@
 #include "common/alloc.h"
 #include "common/context.h"
 #include "common/fileio.h"
+#include "common/timer.h"
 #include "common/status.h"
 #include "flock/flock.h"
 #include "flock/flock_impl.h"
@@ -110,10 +111,13 @@ static void test_rank_independence(void)
     ft_state ref, st;
     CU_ASSERT_EQUAL_FATAL(run_on(&ref, 1, &o, &co), DM_OK);
     for (int q = 2; q <= g_ctx.size; q++) {
+        int64_t cma0 = dm_counter_get("flock.distribute.cma_bytes");
         CU_ASSERT_EQUAL_FATAL(run_on(&st, q, &o, &co), DM_OK);
         if (g_ctx.rank == 0) {
             CU_ASSERT_TRUE(same_bits(&ref, &st));
             CU_ASSERT_EQUAL(memcmp(ref.cluster, st.cluster, 4 * ref.n), 0);
+            /* the ranks share this node: the distribution read their messages (common/cma.h) */
+            CU_ASSERT_TRUE(dm_counter_get("flock.distribute.cma_bytes") > cma0);
             /* the run exercised the decomposition: halos, migrations, seam crossings */
             CU_ASSERT_TRUE(st.stats.halo_sent > 0);
             /* the halo vector cache was used (most halo boids stay from one iteration to the next)
@@ -151,14 +155,19 @@ static void test_rank_independence(void)
         for (uint64_t i = 0; i < ref.n; i++) clustered += ref.cluster[i] >= 0;
         CU_ASSERT_TRUE(clustered > 0);
     }
-    /* uneven slices (as for GPUs of different speeds): the same bits */
+    /* uneven slices (as for GPUs of different speeds), the distribution through MPI only: the
+     * same bits */
     if (g_ctx.size > 1) {
         double w[4] = {1.0, 2.0, 1.0, 1.5};
         o.slice_weights = w;
+        setenv("DOCMINE_CMA", "0", 1);
+        int64_t cma0 = dm_counter_get("flock.distribute.cma_bytes");
         CU_ASSERT_EQUAL_FATAL(run_on(&st, g_ctx.size, &o, &co), DM_OK);
+        unsetenv("DOCMINE_CMA");
         if (g_ctx.rank == 0) {
             CU_ASSERT_TRUE(same_bits(&ref, &st));
             CU_ASSERT_EQUAL(memcmp(ref.cluster, st.cluster, 4 * ref.n), 0);
+            CU_ASSERT_EQUAL(dm_counter_get("flock.distribute.cma_bytes"), cma0);
         }
         ft_state_free(&st);
     }
