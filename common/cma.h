@@ -1,8 +1,8 @@
 /* Reads of another rank's memory on the same node (Linux cross-memory attach, process_vm_readv):
  * a receiver copies a message straight out of the sender's buffer, in pieces, with as many threads
  * as it likes. MPI's intra-node path copies a message in the progress calls of one thread (3-5 GB/s
- * per rank on the 4-H200 hosts); 16 threads reading the same all-to-all went at 14-21 GB/s per
- * rank there (bench/RESULTS.md, session 24). flock's initial distribution uses it for the ranks of
+ * per rank on the 4-H200 hosts); 16 threads reading the same all-to-all went at 18-21 GB/s per
+ * rank there (bench/common/intranode_probe; bench/RESULTS.md, session 24). flock's initial distribution uses it for the ranks of
  * a node; MPI stays the path between nodes and wherever this is not available.
  *
  * Usage (open and close are collective over ctx->world; local and read are not):
