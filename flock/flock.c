@@ -564,8 +564,8 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         /* every rank exchanges or none does: from here on each rank posts all its messages */
         rc = dm_ctx_agree(s->ctx, rc);
         /* the messages between ranks of one node may go through their GPUs (common/peerx.h, opt-in:
-         * DOCMINE_GPU_EXCHANGE=1; the master thread opens the exchange while the others pack), the
-         * others through MPI */
+         * DOCMINE_GPU_EXCHANGE=1; the master thread opens the exchange while the others pack) or be
+         * read by their receivers (common/cma.h, dist_cma_read), the others go through MPI */
         dm_peerx *px = NULL;
         dm_cma *cm = NULL;
         int orc = DM_OK;
