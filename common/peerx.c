@@ -1,8 +1,18 @@
-/* Messages through the GPUs in a CPU-only build (common/peerx.h): never available, so callers
- * use MPI. The CUDA build uses peerx_cuda.cu. Reference: none. */
+/* Messages through the GPUs (common/peerx.h): the switch, and in a CPU-only build the exchange
+ * that is never available, so callers use MPI. The CUDA build's exchange is peerx_cuda.cu.
+ * Reference: none. */
 #include "common/peerx.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "common/status.h"
+
+int dm_peerx_asked(void)
+{
+    const char *e = getenv("DOCMINE_GPU_EXCHANGE");
+    return e && strcmp(e, "1") == 0;
+}
 
 #if !DM_HAVE_CUDA
 int dm_peerx_open(dm_peerx **px, const dm_ctx *ctx, const uint64_t *send_bytes, const uint64_t *recv_bytes)

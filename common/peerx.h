@@ -38,6 +38,8 @@ typedef struct dm_peerx dm_peerx;
  * little device memory, or DOCMINE_GPU_EXCHANGE not 1; the caller then sends everything through MPI.
  * Errors are agreed over the ranks. */
 int dm_peerx_open(dm_peerx **px, const dm_ctx *ctx, const uint64_t *send_bytes, const uint64_t *recv_bytes);
+/* 1 when DOCMINE_GPU_EXCHANGE=1 asks for the exchange (whether or not it is available). */
+int dm_peerx_asked(void);
 /* 1 when the messages between this rank and world rank q go through px (q shares this node and
  * q != this rank), 0 otherwise (and for px NULL). */
 int dm_peerx_local(const dm_peerx *px, int q);

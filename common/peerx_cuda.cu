@@ -99,8 +99,7 @@ static int px_setup(dm_peerx *x, int me, MPI_Comm world, const char **why)
 extern "C" int dm_peerx_open(dm_peerx **px, const dm_ctx *ctx, const uint64_t *send_bytes, const uint64_t *recv_bytes)
 {
     *px = NULL;
-    const char *e = getenv("DOCMINE_GPU_EXCHANGE");
-    int want = ctx->backend == DM_BACKEND_CUDA && ctx->size > 1 && e && !strcmp(e, "1");
+    int want = ctx->backend == DM_BACKEND_CUDA && ctx->size > 1 && dm_peerx_asked();
     MPI_Allreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MIN, ctx->world);
     if (!want) return DM_OK;
     MPI_Comm node = MPI_COMM_NULL;

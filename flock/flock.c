@@ -355,12 +355,6 @@ static size_t dist_rows(void)
 /* The messages between ranks of one node go through their GPUs (DOCMINE_GPU_EXCHANGE=1, opt-in),
  * or are read by the receiver out of the sender's memory (common/cma.h, where available); the
  * others go through MPI. */
-static int dist_gpu_asked(void)
-{
-    const char *e = getenv("DOCMINE_GPU_EXCHANGE");
-    return e && strcmp(e, "1") == 0;
-}
-
 static int dist_node_path(const dm_peerx *px, const dm_cma *cm, int q)
 {
     return dm_peerx_local(px, q) || dm_cma_local(cm, q);
@@ -386,8 +380,8 @@ static int dist_cma_read(const dm_flock_sim *s, const dm_cma *cm, char **sbuf, c
     for (int q = 0; q < P; q++) to[q] = rc == DM_OK && dm_cma_local(cm, q) ? (uint64_t)(uintptr_t)sbuf[q] : 0;
     if (MPI_Alltoall(to, 1, MPI_UINT64_T, from, 1, MPI_UINT64_T, s->comm) != MPI_SUCCESS && rc == DM_OK)
         rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Alltoall failed (the distribution's addresses)");
-    /* the pieces to read: (sender, section, offset) */
-    typedef struct { int q, k; size_t off; } piece;
+    /* the pieces to read: where to, from where in which sender, how many bytes */
+    typedef struct { char *dst; uint64_t src; size_t n; int q; } piece;
     piece *it = NULL;
     size_t items = 0;
     const size_t chunk = dist_cma_piece();
@@ -401,11 +395,14 @@ static int dist_cma_read(const dm_flock_sim *s, const dm_cma *cm, char **sbuf, c
                 break;
             }
             void *dst[DIST_SECTIONS];
-            size_t bytes[DIST_SECTIONS];
+            size_t bytes[DIST_SECTIONS], off[DIST_SECTIONS];
             dist_sec_list(&rsec[q], rmeta[2 * q], rmeta[2 * q + 1], dst, bytes);
+            dist_sec_offsets(rmeta[2 * q], rmeta[2 * q + 1], off);
             for (int k = 0; k < DIST_SECTIONS; k++)
                 for (size_t o = 0; o < bytes[k]; o += chunk, m++)
-                    if (it) it[m] = (piece){q, k, o};
+                    if (it)
+                        it[m] = (piece){(char *)dst[k] + o, from[q] + off[k] + o,
+                                        bytes[k] - o < chunk ? bytes[k] - o : chunk, q};
         }
         if (pass == 0 && rc == DM_OK) {
             items = m;
@@ -424,15 +421,9 @@ static int dist_cma_read(const dm_flock_sim *s, const dm_cma *cm, char **sbuf, c
 #pragma omp atomic read
             e = err;
             if (e != DM_OK) continue; /* the first failure stops the reads */
-            int q = it[i].q, k = it[i].k;
-            void *dst[DIST_SECTIONS];
-            size_t bytes[DIST_SECTIONS], off[DIST_SECTIONS];
-            dist_sec_list(&rsec[q], rmeta[2 * q], rmeta[2 * q + 1], dst, bytes);
-            dist_sec_offsets(rmeta[2 * q], rmeta[2 * q + 1], off);
-            size_t o = it[i].off, c = bytes[k] - o < chunk ? bytes[k] - o : chunk;
-            e = dm_cma_read(cm, q, (char *)dst[k] + o, from[q] + off[k] + o, c);
+            e = dm_cma_read(cm, it[i].q, it[i].dst, it[i].src, it[i].n);
             if (e == DM_OK) {
-                moved += c;
+                moved += it[i].n;
                 continue;
             }
 #pragma omp critical(dm_flock_dist_cma)
@@ -574,7 +565,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         if (rc == DM_OK && (!rsec || !sb)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
         rc = dm_ctx_agree(s->ctx, rc);
         /* the ranks of a node read each other's messages unless they go through the GPUs */
-        if (rc == DM_OK && P > 1 && !dist_gpu_asked()) rc = dm_cma_open(&cm, s->ctx);
+        if (rc == DM_OK && P > 1 && !dm_peerx_asked()) rc = dm_cma_open(&cm, s->ctx);
         /* where each sender's boids and entries go: after this rank's own, in rank order */
         if (rc == DM_OK) {
             size_t b = (size_t)rmeta[2 * s->rank], z = (size_t)rmeta[2 * s->rank + 1], off[DIST_SECTIONS];
