@@ -52,7 +52,7 @@ const char dm_flock_cli_help[] =
     "  --refine N              then up to N refinement steps: every clustered document moves to\n"
     "                          the cluster with the most cosine-similar centroid, until none\n"
     "                          moves (spherical k-means steps from the flock's clusters, not\n"
-    "                          flocking; default 0: off)\n"
+    "                          flocking; default 30; 0: off, pure flocking with the steps above)\n"
     "run:\n"
     "  --checkpoint-every K    write a checkpoint every K iterations (atomic; also the last)\n"
     "  --checkpoint FILE       checkpoint file (default DIR/flock.ckpt)\n"

@@ -159,7 +159,7 @@ typedef struct dm_flock_cluster_options {
                          their smallest document index. Not flocking: a post-processing step (see
                          bench/RESULTS.md, "merging clusters by centroid"); skipped above
                          DM_FLOCK_CENTROID_MAX clusters, as the centroid attachment is */
-    int refine;       /* 0: off; N > 0: then up to N refinement steps, Lloyd steps of spherical
+    int refine;       /* 0: off; N > 0 (default 30): then up to N refinement steps, Lloyd steps of spherical
                          k-means started from these clusters: every clustered document moves at
                          once to the cluster whose centroid is the most cosine-similar (exact
                          sums, as the attachment), until a step moves none; emptied clusters are
@@ -174,8 +174,10 @@ typedef struct dm_flock_cluster_options {
 #define DM_FLOCK_CENTROID_MAX 4096
 /* The defaults (small components by centroid, merge at 0.5) come from the study in
  * bench/RESULTS.md, "Session 12": better than pure flocking (noise, no merge) on Reuters-21578
- * and on the synthetic corpora at every setting studied. */
-#define DM_FLOCK_CLUSTER_OPTIONS_INIT {5, DM_FLOCK_SMALL_CENTROID, -2.0, 0.5, 0}
+ * and on the synthetic corpora at every setting studied. Up to 30 refinement steps (session 25):
+ * they bring flock's NMI on Reuters-21578 to k-means' (0.590 against 0.583 over 10 seeds, where
+ * flocking alone gives 0.46); on well-separated corpora the first step moves nothing and ends them. */
+#define DM_FLOCK_CLUSTER_OPTIONS_INIT {5, DM_FLOCK_SMALL_CENTROID, -2.0, 0.5, 30}
 
 /* "noise", "neighbour" or "centroid" (NULL for another value); dm_flock_small_parse the reverse
  * ("attach" is accepted for "neighbour", its former name). */

@@ -341,6 +341,10 @@ void dm_flock_set_centroid_item(size_t docs)
     g_centroid_item = docs ? docs : DM_FLOCK_CENTROID_ITEM;
 }
 
+static int g_refine_fresh;
+
+void dm_flock_set_refine_fresh(int fresh) { g_refine_fresh = fresh != 0; }
+
 /* Per-thread dense accumulators of the local centroid sums: at most this many bytes in all. */
 #define DM_FLOCK_CENTROID_DENSE_BYTES ((size_t)1 << 30)
 
@@ -675,9 +679,10 @@ static void mbest(merge_state *m, int32_t a)
  * document index, as the extraction numbers them); *k_out: how many remain. all[0 .. total): the
  * centroid sums of the labels cl (centroid_sums). Local: every rank holds the same sums. */
 static int merge_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, double tm, int32_t *k_out, const centroid_entry *all,
-                          size_t total)
+                          size_t total, int32_t *map)
 {
     *k_out = k;
+    for (int32_t a = 0; a < k; a++) map[a] = a;
     if (k < 2) return DM_OK;
     DM_ASSERT(k <= DM_FLOCK_CENTROID_MAX); /* dm_flock_sim_cluster skips the step above it */
     int rc = DM_OK;
@@ -765,6 +770,7 @@ static int merge_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, double tm, in
         }
         for (size_t i = 0; i < s->own.n; i++)
             if (cl[i] >= 0) cl[i] = num[cl[i]];
+        memcpy(map, num, sizeof *map * K);
         *k_out = left;
     }
     dm_free(m.dot);
@@ -787,20 +793,27 @@ static int merge_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, double tm, in
  * noise. Clusters left empty are dropped and the others renumbered in their order. *done gets the
  * steps taken, *moved the moves summed over them. Collective: every rank gets the same counts, and
  * the labels are the same bits for any number of ranks. */
-static int refine_centroid(dm_flock_sim *s, int32_t *cl, int32_t *k, int steps, int *done, uint64_t *moved)
+static int refine_centroid(dm_flock_sim *s, int32_t *cl, int32_t *k, int steps, int *done, uint64_t *moved,
+                           centroid_entry **first, size_t nfirst)
 {
     const size_t n = s->own.n;
     *done = 0;
     *moved = 0;
-    if (steps <= 0 || *k < 2) return DM_OK;
+    centroid_entry *given = *first; /* the first step's sums, or NULL: taken over here */
+    *first = NULL;
+    if (steps <= 0 || *k < 2) {
+        dm_free(given);
+        return DM_OK;
+    }
     int32_t *nc = dm_malloc(sizeof *nc * (n > (size_t)*k ? n : (size_t)*k)); /* labels, then the renumbering */
     uint64_t *size = dm_calloc((size_t)*k, sizeof *size);
     int rc = dm_ctx_agree(s->ctx, nc && size ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory for the refinement"));
     for (int it = 0; it < steps && rc == DM_OK; it++) {
-        centroid_entry *sums = NULL;
-        size_t nsums = 0;
+        centroid_entry *sums = given;
+        size_t nsums = nfirst;
+        given = NULL;
         dm_timer_start("flock.clusters.centroids");
-        rc = centroid_sums(s, cl, &sums, &nsums);
+        if (!sums) rc = centroid_sums(s, cl, &sums, &nsums);
         dm_timer_stop("flock.clusters.centroids");
         if (rc != DM_OK) break;
         for (size_t i = 0; i < n; i++) nc[i] = -1;
@@ -838,6 +851,7 @@ static int refine_centroid(dm_flock_sim *s, int32_t *cl, int32_t *k, int steps, 
             *k = left;
         }
     }
+    dm_free(given);
     dm_free(nc);
     dm_free(size);
     return rc;
@@ -1017,12 +1031,15 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
                         totbig, DM_FLOCK_CENTROID_MAX);
     }
     /* the centroid sums are computed once: the merge's are the attachment's plus the sums of the
-     * documents it attached (integer sums: the same bits as summing the new labels afresh) */
+     * documents it attached (integer sums: the same bits as summing the new labels afresh), and the
+     * refinement's first step takes them (relabelled by the merge) */
     centroid_entry *sums = NULL;
     size_t nsums = 0;
     if (rc == DM_OK && opt->attach == DM_FLOCK_SMALL_CENTROID && !s->centroid_skipped) {
-        int32_t *before = opt->merge > 0.0 ? dm_malloc(sizeof *before * (n ? n : 1)) : NULL;
-        rc = opt->merge > 0.0 && !before ? DM_ERR(DM_ERR_NOMEM, "flock: out of memory") : DM_OK;
+        /* the sums are kept up to date for the merge and the refinement's first step */
+        const int keep = opt->merge > 0.0 || opt->refine > 0;
+        int32_t *before = keep ? dm_malloc(sizeof *before * (n ? n : 1)) : NULL;
+        rc = keep && !before ? DM_ERR(DM_ERR_NOMEM, "flock: out of memory") : DM_OK;
         if (before) memcpy(before, cl, sizeof *before * n);
         rc = dm_ctx_agree(s->ctx, rc);
         dm_timer_start("flock.clusters.centroids");
@@ -1070,18 +1087,35 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
         dm_timer_start("flock.clusters.centroids");
         if (!sums) rc = centroid_sums(s, cl, &sums, &nsums);
         dm_timer_stop("flock.clusters.centroids");
+        int32_t *map = rc == DM_OK ? dm_malloc(sizeof *map * (size_t)(totbig > 0 ? totbig : 1)) : NULL;
+        if (rc == DM_OK && !map) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory merging clusters");
         dm_timer_start("flock.clusters.merge");
-        if (rc == DM_OK) rc = merge_centroid(s, cl, totbig, opt->merge, n_clusters, sums, nsums);
+        if (rc == DM_OK) rc = merge_centroid(s, cl, totbig, opt->merge, n_clusters, sums, nsums, map);
+        /* the sums of the merged clusters are the sums of their parts (integer sums: the same bits
+         * as summing the merged labels afresh), kept for the refinement's first step */
+        if (rc == DM_OK && opt->refine > 0 && *n_clusters < totbig) {
+            for (size_t q = 0; q < nsums; q++)
+                sums[q].key = (sums[q].key & ~(uint64_t)0xffffffffu) | (uint32_t)map[sums[q].key & 0xffffffffu];
+            rc = centroid_reduce(&sums, &nsums);
+        }
         dm_timer_stop("flock.clusters.merge");
+        dm_free(map);
         rc = dm_ctx_agree(s->ctx, rc);
     }
-    dm_free(sums);
     dm_timer_stop("flock.clusters.small_merge");
     if (rc == DM_OK && opt->refine > 0 && !s->centroid_skipped) {
+        /* the sums of the labels as they are now, if the steps above computed them: the first step
+         * needs no pass of its own (on a corpus whose clusters need no repair, the only step) */
         dm_timer_start("flock.clusters.refine");
-        rc = refine_centroid(s, cl, n_clusters, opt->refine, &s->refine_steps, &s->refine_moved);
+        if (g_refine_fresh) {
+            dm_free(sums);
+            sums = NULL;
+            nsums = 0;
+        }
+        rc = refine_centroid(s, cl, n_clusters, opt->refine, &s->refine_steps, &s->refine_moved, &sums, nsums);
         dm_timer_stop("flock.clusters.refine");
     }
+    dm_free(sums);
     if (rc == DM_OK) {
         dm_free(s->labels);
         s->labels = cl;

@@ -19,6 +19,9 @@ extern "C" {
 /* Test hook: documents per work item of the clusters' centroid sums (0: the default, 16384), so
  * that tests with small clusters also cut them into several items. Not thread-safe. */
 void dm_flock_set_centroid_item(size_t docs);
+/* Tests: 1 makes the refinement's first step sum its centroids afresh instead of taking the sums
+ * the attachment and the merge computed (the same bits either way); 0 restores the default. */
+void dm_flock_set_refine_fresh(int fresh);
 
 /* Document id -> index, open addressing (linear probing), rebuilt in O(n) without sorting; the
  * memory is kept across rebuilds. */

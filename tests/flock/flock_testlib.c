@@ -138,6 +138,7 @@ int ft_run(ft_state *st, const dm_ctx *ctx, const dm_flock_synth_options *so, ui
         rc = dm_flock_sim_cluster(s, copt, &k);
     }
     if (rc == DM_OK) rc = ft_gather(st, s, ctx);
+    if (rc == DM_OK) st->refine_steps = dm_flock_sim_refined(s, &st->refine_moved);
     dm_flock_sim_free(s);
     dm_flock_vectors_release(&v);
     return rc;

@@ -26,6 +26,8 @@ typedef struct ft_state {
     int32_t *owner;       /* rank that owned the document at the end */
     dm_flock_stats stats; /* summed over ranks (migrations: the exchanges of one rank) */
     int migrate_every;    /* the simulation's migration interval */
+    int refine_steps;     /* ft_run: the clusters' refinement steps, and the moves over them */
+    uint64_t refine_moved;
 } ft_state;
 int ft_gather(ft_state *st, dm_flock_sim *s, const dm_ctx *ctx);
 void ft_state_free(ft_state *st);

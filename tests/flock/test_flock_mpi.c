@@ -261,17 +261,19 @@ static int32_t n_labels(const int32_t *cl, uint64_t n)
     return k;
 }
 
-/* Clusters refined by centroid steps (--refine): the same labels on 1 .. P ranks; noise stays
- * noise; the numbers 0 .. k-1 are all used; documents moved (the start is not a fixed point); and
- * the result is a fixed point of the step: each clustered document's own cluster has the highest
- * centroid cosine, the centroids summed here in double from the rows (within 1e-9 of the best).
- * A harder corpus than the other tests' (6 topics, 70% background words) and a cluster threshold
- * of 0.22 after two iterations leave about 20 impure clusters, so that the steps have work. */
-static void test_refine_ranks(void)
+/* Clusters refined by centroid steps (--refine), without and with the merge before them: the same
+ * labels on 1 .. P ranks; the same labels, steps and moves when the first step sums its centroids
+ * afresh instead of taking the attachment's or the merge's sums; noise stays noise; the numbers
+ * 0 .. k-1 are all used; documents moved (the start is not a fixed point); and the result is a
+ * fixed point of the step: each clustered document's own cluster has the highest centroid
+ * cosine, the centroids summed here in double from the rows (within 1e-9 of the best). A harder
+ * corpus than the other tests' (6 topics, 70% background words) and a cluster threshold of 0.22
+ * after two iterations leave about 20 impure clusters, so that the steps have work. */
+static void refine_ranks(double merge)
 {
     dm_flock_options o = model();
     o.iterations = 2;
-    dm_flock_cluster_options base = {5, DM_FLOCK_SMALL_CENTROID, 0.22, 0.0, 0};
+    dm_flock_cluster_options base = {5, DM_FLOCK_SMALL_CENTROID, 0.22, merge, 0};
     dm_flock_cluster_options co = base;
     co.refine = 200;
     dm_flock_synth_options so = corpus();
@@ -281,9 +283,24 @@ static void test_refine_ranks(void)
     memset(&first, 0, sizeof first);
     CU_ASSERT_EQUAL_FATAL(run_on_corpus(&ref, 1, &o, &base, &so), DM_OK);
     for (int q = 1; q <= g_ctx.size; q++) {
-        ft_state st;
+        ft_state st, fresh;
         CU_ASSERT_EQUAL_FATAL(run_on_corpus(&st, q, &o, &co, &so), DM_OK);
-        if (g_ctx.rank != 0) continue;
+        dm_flock_set_refine_fresh(1);
+        int frc = run_on_corpus(&fresh, q, &o, &co, &so);
+        dm_flock_set_refine_fresh(0);
+        CU_ASSERT_EQUAL_FATAL(frc, DM_OK);
+        if (g_ctx.rank != 0) {
+            ft_state_free(&fresh);
+            continue;
+        }
+        CU_ASSERT_EQUAL(memcmp(fresh.cluster, st.cluster, 4 * st.n), 0);
+        CU_ASSERT_EQUAL(fresh.refine_steps, st.refine_steps);
+        CU_ASSERT_EQUAL(fresh.refine_moved, st.refine_moved);
+        CU_ASSERT_TRUE(st.refine_steps > 1 && st.refine_moved > 0);
+        if (q == 1)
+            printf("\n  refinement%s: %d steps, %llu moves, the same with its first sums afresh\n",
+                   merge > 0 ? " after the merge" : "", st.refine_steps, (unsigned long long)st.refine_moved);
+        ft_state_free(&fresh);
         if (q > 1) {
             CU_ASSERT_EQUAL(memcmp(first.cluster, st.cluster, 4 * st.n), 0);
             printf("\n  refinement, %d ranks: same labels\n", q);
@@ -350,6 +367,12 @@ static void test_refine_ranks(void)
     }
     if (g_ctx.rank == 0) ft_state_free(&first);
     ft_state_free(&ref);
+}
+
+static void test_refine_ranks(void)
+{
+    refine_ranks(0.0);
+    refine_ranks(0.7);
 }
 
 /* Clusters merged by centroid similarity (--merge): the same labels on 1 .. P ranks; every
