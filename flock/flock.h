@@ -175,8 +175,8 @@ typedef struct dm_flock_cluster_options {
 /* The defaults (small components by centroid, merge at 0.5) come from the study in
  * bench/RESULTS.md, "Session 12": better than pure flocking (noise, no merge) on Reuters-21578
  * and on the synthetic corpora at every setting studied. Up to 30 refinement steps (session 25):
- * they bring flock's NMI on Reuters-21578 to k-means' (0.590 against 0.583 over 10 seeds, where
- * flocking alone gives 0.46); on well-separated corpora the first step moves nothing and ends them. */
+ * they bring flock's NMI on Reuters-21578 to k-means' level (0.58-0.59 against 0.583 over 10 seeds,
+ * where flocking alone gives 0.39-0.46); on well-separated corpora the first step moves nothing. */
 #define DM_FLOCK_CLUSTER_OPTIONS_INIT {5, DM_FLOCK_SMALL_CENTROID, -2.0, 0.5, 30}
 
 /* "noise", "neighbour" or "centroid" (NULL for another value); dm_flock_small_parse the reverse
