@@ -159,13 +159,13 @@ typedef struct dm_flock_cluster_options {
                          their smallest document index. Not flocking: a post-processing step (see
                          bench/RESULTS.md, "merging clusters by centroid"); skipped above
                          DM_FLOCK_CENTROID_MAX clusters, as the centroid attachment is */
-    int refine;       /* 0: off; N > 0 (default 30): then up to N refinement steps, Lloyd steps of spherical
-                         k-means started from these clusters: every clustered document moves at
-                         once to the cluster whose centroid is the most cosine-similar (exact
-                         sums, as the attachment), until a step moves none; emptied clusters are
-                         dropped, noise stays noise. Not flocking: flocking chooses the number of
-                         clusters and the start (bench/RESULTS.md, session 22); skipped with the
-                         other centroid steps */
+    int refine;       /* 0: off; N > 0 (default 30): then up to N refinement steps, Lloyd steps
+                         of spherical k-means started from these clusters: every clustered
+                         document moves at once to the cluster whose centroid is the most
+                         cosine-similar (exact sums, as the attachment), until a step moves none;
+                         emptied clusters are dropped, noise stays noise. Not flocking:
+                         flocking chooses the number of clusters and the start (bench/RESULTS.md,
+                         sessions 22 and 25); skipped with the other centroid steps */
 } dm_flock_cluster_options;
 /* The centroid steps (small components by centroid, the merge) cost about (small documents x
  * clusters sharing their terms) and k^2 (the merge's matrix of centroid dot products): with more

@@ -791,8 +791,10 @@ static int merge_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, double tm, in
  * cosine-similar (attach_centroid: exact sums, ties to the lower number; a document that shares no
  * term with any centroid stays); the steps end after one that moves no document. Noise stays
  * noise. Clusters left empty are dropped and the others renumbered in their order. *done gets the
- * steps taken, *moved the moves summed over them. Collective: every rank gets the same counts, and
- * the labels are the same bits for any number of ranks. */
+ * steps taken, *moved the moves summed over them. *first: the centroid sums of cl as they are
+ * (centroid_sums' entries, taken over and freed here), or NULL: the first step sums them too.
+ * Collective: every rank gets the same counts, and the labels are the same bits for any number of
+ * ranks. */
 static int refine_centroid(dm_flock_sim *s, int32_t *cl, int32_t *k, int steps, int *done, uint64_t *moved,
                            centroid_entry **first, size_t nfirst)
 {
