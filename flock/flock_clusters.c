@@ -576,6 +576,7 @@ static int attach_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, const centro
     if (rc == DM_OK) {
         for (size_t q = 0; q < total; q++) {
             double c = (double)all[q].sum / DM_FLOCK_CENTROID_ONE;
+            DM_ASSERT((all[q].key & 0xffffffffu) < (uint64_t)k); /* the sums belong to clusters 0 .. k-1 */
             norm2[all[q].key & 0xffffffffu] += c * c;
             tstart[(all[q].key >> 32) + 1]++;
         }
