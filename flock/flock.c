@@ -1134,4 +1134,17 @@ int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *s, double threshold)
     (void)threshold;
     return DM_ERR(DM_ERR_UNSUPPORTED, "flock: built without the CUDA backend");
 }
+int dm_flock_attach_cuda_fits(const dm_flock_centroids *c)
+{
+    (void)c;
+    return 0;
+}
+int dm_flock_attach_cuda(dm_flock_sim *s, int32_t *res, const int32_t *cl, const dm_flock_centroids *c)
+{
+    (void)s;
+    (void)res;
+    (void)cl;
+    (void)c;
+    return DM_ERR(DM_ERR_UNSUPPORTED, "flock: built without the CUDA backend");
+}
 #endif

@@ -345,6 +345,10 @@ static int g_refine_fresh;
 
 void dm_flock_set_refine_fresh(int fresh) { g_refine_fresh = fresh != 0; }
 
+static int g_attach_device = 1;
+
+void dm_flock_set_attach_device(int device) { g_attach_device = device != 0; }
+
 /* Per-thread dense accumulators of the local centroid sums: at most this many bytes in all. */
 #define DM_FLOCK_CENTROID_DENSE_BYTES ((size_t)1 << 30)
 
@@ -561,73 +565,40 @@ static int centroid_sums(dm_flock_sim *s, const int32_t *cl, centroid_entry **al
  * all[0 .. total) are the centroids (sums of the clustered documents' unit vectors, reduced over
  * the ranks as sparse (term, cluster) sums by centroid_sums, the same on every rank), and a
  * document's cosine with each centroid sharing a term with it is summed over its terms in term
- * order. Local: no communication. */
+ * order (dm_flock_attach_cpu, or dm_flock_attach_cuda on the device that holds the vectors: the
+ * same bits). Local: no communication. */
 static int attach_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, const centroid_entry *all, size_t total)
 {
     size_t n = s->own.n;
-    int rc = DM_OK;
-    /* centroid norms (summed in (term, cluster) order), each term's first entry, and the
-     * document-centroid cosines (documents in parallel, each summed in its own term order) */
+    /* the centroid norms (summed in (term, cluster) order), each term's first entry, the entries'
+     * clusters and values */
     uint64_t nterms = total ? (all[total - 1].key >> 32) + 1 : 0;
-    double *norm2 = dm_calloc((size_t)(k > 0 ? k : 1), sizeof *norm2);
+    double *norm = dm_calloc((size_t)(k > 0 ? k : 1), sizeof *norm);
     size_t *tstart = dm_calloc((size_t)nterms + 1, sizeof *tstart);
+    int32_t *cluster = dm_malloc(sizeof *cluster * (total ? total : 1));
+    double *value = dm_malloc(sizeof *value * (total ? total : 1));
     int32_t *res = dm_malloc(sizeof *res * (n ? n : 1));
-    if (rc == DM_OK && (!norm2 || !tstart || !res)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    int rc = norm && tstart && cluster && value && res ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     if (rc == DM_OK) {
         for (size_t q = 0; q < total; q++) {
             double c = (double)all[q].sum / DM_FLOCK_CENTROID_ONE;
             DM_ASSERT((all[q].key & 0xffffffffu) < (uint64_t)k); /* the sums belong to clusters 0 .. k-1 */
-            norm2[all[q].key & 0xffffffffu] += c * c;
+            cluster[q] = (int32_t)(all[q].key & 0xffffffffu);
+            value[q] = c;
+            norm[cluster[q]] += c * c;
             tstart[(all[q].key >> 32) + 1]++;
         }
         for (uint64_t t = 0; t < nterms; t++) tstart[t + 1] += tstart[t];
-        int bad = 0;
-#pragma omp parallel reduction(| : bad)
-        {
-            double *dot = calloc((size_t)(k > 0 ? k : 1), sizeof *dot);
-            int32_t *touched = malloc(sizeof *touched * (size_t)(k > 0 ? k : 1));
-            size_t *stamp = calloc((size_t)(k > 0 ? k : 1), sizeof *stamp); /* i + 1: touched by document i */
-            if (!dot || !touched || !stamp) bad = 1;
-            const long nl = (long)n;
-#pragma omp for schedule(dynamic, 64)
-            for (long il = 0; il < nl; il++) {
-                size_t i = (size_t)il;
-                res[i] = cl[i];
-                if (cl[i] >= 0 || !dot || !touched || !stamp) continue;
-                const uint32_t *col = s->own.col + s->own.voff[i];
-                const float *val = s->own.val + s->own.voff[i];
-                int32_t nt = 0;
-                for (uint32_t q = 0; q < s->own.vlen[i]; q++) {
-                    if (col[q] >= nterms) continue;
-                    for (size_t e = tstart[col[q]]; e < tstart[col[q] + 1]; e++) {
-                        int32_t c = (int32_t)(all[e].key & 0xffffffffu);
-                        if (stamp[c] != i + 1) {
-                            stamp[c] = i + 1;
-                            touched[nt++] = c;
-                        }
-                        dot[c] += (double)val[q] * ((double)all[e].sum / DM_FLOCK_CENTROID_ONE);
-                    }
-                }
-                double best = 0.0;
-                for (int32_t t = 0; t < nt; t++) {
-                    int32_t c = touched[t];
-                    double cosv = norm2[c] > 0 ? dot[c] / sqrt(norm2[c]) : 0.0;
-                    if (cosv > best || (cosv == best && cosv > 0 && c < res[i])) {
-                        best = cosv;
-                        res[i] = c;
-                    }
-                    dot[c] = 0.0;
-                }
-            }
-            free(dot);
-            free(touched);
-            free(stamp);
-        }
-        if (bad) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-        else memcpy(cl, res, sizeof *cl * n);
+        for (int32_t c = 0; c < k; c++) norm[c] = sqrt(norm[c]);
+        dm_flock_centroids cen = {k, nterms, tstart, cluster, value, norm};
+        const int device = s->backend == DM_BACKEND_CUDA && g_attach_device && dm_flock_attach_cuda_fits(&cen);
+        rc = device ? dm_flock_attach_cuda(s, res, cl, &cen) : dm_flock_attach_cpu(s, res, cl, &cen);
+        if (rc == DM_OK) memcpy(cl, res, sizeof *cl * n);
     }
-    dm_free(norm2);
+    dm_free(norm);
     dm_free(tstart);
+    dm_free(cluster);
+    dm_free(value);
     dm_free(res);
     return rc;
 }

@@ -5,6 +5,7 @@
  * boids' sums, so the result does not depend on the thread count). Reference: DESIGN.md section
  * 7 and flock_model.h; tests/flock/test_flock.c checks it by hand and against brute force. */
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -356,4 +357,53 @@ int dm_flock_edges_cpu(dm_flock_edges *out, dm_flock_sim *s, double threshold)
     }
     if (rc != DM_OK) dm_flock_edges_free(out);
     return rc;
+}
+
+int dm_flock_attach_cpu(dm_flock_sim *s, int32_t *res, const int32_t *cl, const dm_flock_centroids *c)
+{
+    const size_t n = s->own.n;
+    const int32_t k = c->k > 0 ? c->k : 1;
+    int bad = 0;
+#pragma omp parallel reduction(| : bad)
+    {
+        double *dot = calloc((size_t)k, sizeof *dot);
+        int32_t *touched = malloc(sizeof *touched * (size_t)k);
+        size_t *stamp = calloc((size_t)k, sizeof *stamp); /* i + 1: touched by document i */
+        if (!dot || !touched || !stamp) bad = 1;
+        const long nl = (long)n;
+#pragma omp for schedule(dynamic, 64)
+        for (long il = 0; il < nl; il++) {
+            size_t i = (size_t)il;
+            res[i] = cl[i];
+            if (cl[i] >= 0 || !dot || !touched || !stamp) continue;
+            const uint32_t *col = s->own.col + s->own.voff[i];
+            const float *val = s->own.val + s->own.voff[i];
+            int32_t nt = 0;
+            for (uint32_t q = 0; q < s->own.vlen[i]; q++) {
+                if (col[q] >= c->nterms) continue;
+                for (size_t e = c->tstart[col[q]]; e < c->tstart[col[q] + 1]; e++) {
+                    int32_t cc = c->cluster[e];
+                    if (stamp[cc] != i + 1) {
+                        stamp[cc] = i + 1;
+                        touched[nt++] = cc;
+                    }
+                    dot[cc] += (double)val[q] * c->value[e];
+                }
+            }
+            double best = 0.0;
+            for (int32_t t = 0; t < nt; t++) {
+                int32_t cc = touched[t];
+                double cosv = c->norm[cc] > 0 ? dot[cc] / c->norm[cc] : 0.0;
+                if (cosv > best || (cosv == best && cosv > 0 && cc < res[i])) {
+                    best = cosv;
+                    res[i] = cc;
+                }
+                dot[cc] = 0.0;
+            }
+        }
+        free(dot);
+        free(touched);
+        free(stamp);
+    }
+    return bad ? DM_ERR(DM_ERR_NOMEM, "flock: out of memory") : DM_OK;
 }

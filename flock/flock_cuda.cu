@@ -72,19 +72,23 @@ FK_LAUNCHER(launch_detect, fk_detect, fk_pass_args)
 FK_LAUNCHER(launch_update, fk_update, fk_update_args)
 FK_LAUNCHER(launch_flags, fk_flags, fk_flags_args)
 FK_LAUNCHER(launch_pick, fk_pick, fk_pick_args)
+FK_LAUNCHER(launch_edges, fk_edges, fk_edges_args)
 
-/* n = pairs; a warp per pair, RAKE pairs per warp */
-template <int B, int R, bool S>
-int launch_similarity(const void *args, size_t n, void *stream)
-{
-    if (n == 0) return DM_OK;
-    fk_sim_args a = *static_cast<const fk_sim_args *>(args);
-    size_t warps = (n + R - 1) / R, threads = warps * 32;
-    unsigned blocks = (unsigned)((threads + B - 1) / B);
-    fk_similarity<B, R, S><<<blocks, B, 0, static_cast<cudaStream_t>(stream)>>>(a);
-    DM_CUDA_LAUNCH_CHECK();
-    return DM_OK;
-}
+/* n = items (pairs, documents); a warp per item, RAKE items per warp */
+#define FK_WARP_LAUNCHER(NAME, KERNEL, ARGS)                                                       \
+    template <int B, int R, bool S>                                                                \
+    int NAME(const void *args, size_t n, void *stream)                                             \
+    {                                                                                              \
+        if (n == 0) return DM_OK;                                                                  \
+        ARGS a = *static_cast<const ARGS *>(args);                                                 \
+        size_t warps = (n + R - 1) / R, threads = warps * 32;                                      \
+        unsigned blocks = (unsigned)((threads + B - 1) / B);                                       \
+        KERNEL<B, R, S><<<blocks, B, 0, static_cast<cudaStream_t>(stream)>>>(a);                   \
+        DM_CUDA_LAUNCH_CHECK();                                                                    \
+        return DM_OK;                                                                              \
+    }
+FK_WARP_LAUNCHER(launch_similarity, fk_similarity, fk_sim_args)
+FK_WARP_LAUNCHER(launch_attach, fk_attach, fk_attach_args)
 
 template <int B, int R, bool S, int L>
 int launch_forces(const void *args, size_t n, void *stream)
@@ -133,6 +137,9 @@ const dm_tune_instance g_flags_inst[] = {FK_SPACE(launch_flags, fk_flags)};
 const dm_tune_instance g_pick_inst[] = {FK_SPACE(launch_pick, fk_pick)};
 /* similarity: block x pairs per warp {1, 4 consecutive, 4 strided} */
 const dm_tune_instance g_sim_inst[] = {FK_SPACE(launch_similarity, fk_similarity)};
+const dm_tune_instance g_edges_inst[] = {FK_SPACE(launch_edges, fk_edges)};
+/* attachment: block x documents per warp {1, 4 consecutive, 4 strided} */
+const dm_tune_instance g_attach_inst[] = {FK_SPACE(launch_attach, fk_attach)};
 
 #define FK_F(B, R, S, L)                                                                           \
     {{B, R, S, L, (L) == DM_LAYOUT_TILED ? FK_TILE : 0}, launch_forces<B, R, S, L>,                \
@@ -393,8 +400,24 @@ struct dstate {
     size_t cap_sscan = 0;
     dm_flock_buf hidx = {0, 0}, hstate = {0, 0}, hod = {0, 0}; /* host side of a selection */
     size_t sel_n = 0; /* own boids when the selection was queued (select_queue) */
+    /* the clusters: edges (dm_flock_edges_cuda) and the centroid attachment (dm_flock_attach_cuda) */
+    uint32_t *ecnt = 0, *eown = 0, *enbr = 0;
+    uint64_t *eoff = 0;
+    void *escan = 0;
+    size_t cap_ecnt = 0, cap_eown = 0, cap_enbr = 0, cap_eoff = 0, cap_escan = 0;
+    double *ctable = 0, *cnorm = 0;
+    int32_t *acl = 0, *ares = 0;
+    size_t cap_ctable = 0, cap_cnorm = 0, cap_acl = 0, cap_ares = 0;
+    void free_clusters()
+    {
+        release(&ecnt), release(&eown), release(&enbr), release(&eoff), release(&escan);
+        release(&ctable), release(&cnorm), release(&acl), release(&ares);
+        cap_ecnt = cap_eown = cap_enbr = cap_eoff = cap_escan = 0;
+        cap_ctable = cap_cnorm = cap_acl = cap_ares = 0;
+    }
     void free_all()
     {
+        free_clusters();
         dm_flock_buf_free(&hidx), dm_flock_buf_free(&hstate), dm_flock_buf_free(&hod);
         own.free_all(), halo.free_all(), pown.free_all(), phalo.free_all();
         halo_stage.free_all(), mig_stage.free_all();
@@ -431,7 +454,7 @@ int dstate_open(dstate *s)
 
 /* ================================================================ kernel registry ============= */
 
-enum { K_KEYS, K_BOUNDS, K_GATHER, K_COUNT, K_DETECT, K_SIM, K_FORCES, K_UPDATE, K_MOVE, K_FLAGS, K_PICK, K_N };
+enum { K_KEYS, K_BOUNDS, K_GATHER, K_COUNT, K_DETECT, K_SIM, K_FORCES, K_UPDATE, K_MOVE, K_FLAGS, K_PICK, K_EDGES, K_ATTACH, K_N };
 extern const dm_tune_kernel g_kernels[K_N];
 int g_forced[K_N]; /* instance + 1 forced by the tests (0: the tuner's choice) */
 
@@ -1212,6 +1235,63 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
 }
 
 /* The edges of the final graph (own-own and own-halo, similar and within r), for the clusters. */
+namespace {
+
+/* Appends a pass's similar pairs to out as edges (halo: the pass's source set): counted, summed
+ * and written on the device (fk_edges), so that only the edges cross to the host. Synchronises
+ * stream A. */
+int edges_pass(dm_flock_edges *out, dstate *s, const dpass *ps, const dset *src, size_t n, uint8_t halo)
+{
+    cudaStream_t st = s->sa;
+    if (!n || !src->n || !ps->total) { /* no pairs */
+        DM_CUDA_TRY(cudaStreamSynchronize(st));
+        return DM_OK;
+    }
+    DM_TRY(ensure(&s->ecnt, &s->cap_ecnt, n + 1));
+    DM_TRY(ensure(&s->eoff, &s->cap_eoff, n + 1));
+    fk_edges_args a = {ps->cnt, ps->off, ps->pairs, n, s->own.sidx, src->sidx, NULL, s->ecnt, NULL, NULL};
+    DM_CUDA_TRY(cudaMemsetAsync(s->ecnt + n, 0, 4, st));
+    DM_TRY(pick(K_EDGES, n)->launch(&a, n, st));
+    size_t bytes = 0;
+    DM_CUDA_TRY(cub::DeviceScan::ExclusiveScan(NULL, bytes, s->ecnt, s->eoff, cuda::std::plus<uint64_t>(),
+                                               (uint64_t)0, (int)(n + 1), st));
+    DM_TRY(ensure(reinterpret_cast<char **>(&s->escan), &s->cap_escan, bytes ? bytes : 1));
+    DM_CUDA_TRY(cub::DeviceScan::ExclusiveScan(s->escan, bytes, s->ecnt, s->eoff, cuda::std::plus<uint64_t>(),
+                                               (uint64_t)0, (int)(n + 1), st));
+    uint64_t m = 0;
+    DM_CUDA_TRY(cudaMemcpyAsync(&m, s->eoff + n, 8, cudaMemcpyDeviceToHost, st));
+    DM_CUDA_TRY(cudaStreamSynchronize(st));
+    if (!m) return DM_OK;
+    DM_TRY(ensure(&s->eown, &s->cap_eown, (size_t)m));
+    DM_TRY(ensure(&s->enbr, &s->cap_enbr, (size_t)m));
+    a.eoff = s->eoff;
+    a.eown = s->eown;
+    a.enbr = s->enbr;
+    DM_TRY(pick(K_EDGES, n)->launch(&a, n, st));
+    size_t c = out->n + (size_t)m;
+    if (c > out->cap) {
+        uint32_t *own = static_cast<uint32_t *>(dm_realloc(out->own, 4 * c));
+        if (own) out->own = own;
+        uint32_t *nbr = static_cast<uint32_t *>(dm_realloc(out->nbr, 4 * c));
+        if (nbr) out->nbr = nbr;
+        uint8_t *h = static_cast<uint8_t *>(dm_realloc(out->halo, c));
+        if (h) out->halo = h;
+        if (!own || !nbr || !h) {
+            cudaStreamSynchronize(st);
+            return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for %zu edges", c);
+        }
+        out->cap = c;
+    }
+    DM_CUDA_TRY(cudaMemcpyAsync(out->own + out->n, s->eown, 4 * (size_t)m, cudaMemcpyDeviceToHost, st));
+    DM_CUDA_TRY(cudaMemcpyAsync(out->nbr + out->n, s->enbr, 4 * (size_t)m, cudaMemcpyDeviceToHost, st));
+    memset(out->halo + out->n, halo, (size_t)m);
+    DM_CUDA_TRY(cudaStreamSynchronize(st));
+    out->n = c;
+    return DM_OK;
+}
+
+} // namespace
+
 extern "C" int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *sim, double threshold)
 {
     memset(out, 0, sizeof *out);
@@ -1236,8 +1316,6 @@ extern "C" int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *sim, doubl
     }
     double td = 0, ts = 0;
     size_t n = s->own.n;
-    uint32_t *cnt = NULL, *pairs = NULL, *tidx = NULL, *sidx = NULL;
-    uint64_t *off = NULL;
     for (int pass = 0; pass < 2 && rc == DM_OK; pass++) {
         dset *src = pass == 0 ? &s->own : &s->halo;
         dpass *ps = pass == 0 ? &s->pown : &s->phalo;
@@ -1247,53 +1325,54 @@ extern "C" int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *sim, doubl
         }
         if (rc == DM_OK) rc = build_grid(s, src, p, w, DM_LAYOUT_SOA, s->sa);
         if (rc == DM_OK) rc = pairs_pass(s, ps, &s->own, src, p, pass == 0, s->sa);
-        if (rc == DM_OK && cudaStreamSynchronize(s->sa) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "flock: sync failed");
+        if (rc == DM_OK) rc = edges_pass(out, s, ps, src, n, (uint8_t)pass);
         if (rc != DM_OK) break;
         pass_times(s, ps, pass == 0, &td, &ts);
-        size_t tot = (size_t)ps->total;
-        cnt = static_cast<uint32_t *>(dm_malloc(4 * (n + 1)));
-        off = static_cast<uint64_t *>(dm_malloc(8 * (n + 1)));
-        pairs = static_cast<uint32_t *>(dm_malloc(4 * (tot ? tot : 1)));
-        tidx = static_cast<uint32_t *>(dm_malloc(4 * (n ? n : 1)));
-        sidx = static_cast<uint32_t *>(dm_malloc(4 * (src->n ? src->n : 1)));
-        if (!cnt || !off || !pairs || !tidx || !sidx) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-        if (rc == DM_OK && n) {
-            if (cudaMemcpy(cnt, ps->cnt, 4 * n, cudaMemcpyDeviceToHost) != cudaSuccess ||
-                cudaMemcpy(off, ps->off, 8 * n, cudaMemcpyDeviceToHost) != cudaSuccess ||
-                (tot && cudaMemcpy(pairs, ps->pairs, 4 * tot, cudaMemcpyDeviceToHost) != cudaSuccess) ||
-                cudaMemcpy(tidx, s->own.sidx, 4 * n, cudaMemcpyDeviceToHost) != cudaSuccess ||
-                (src->n && cudaMemcpy(sidx, src->sidx, 4 * src->n, cudaMemcpyDeviceToHost) != cudaSuccess))
-                rc = DM_ERR(DM_ERR_CUDA, "flock: copying the edges failed");
-        }
-        for (size_t pos = 0; pos < n && rc == DM_OK; pos++)
-            for (uint32_t k = 0; k < cnt[pos]; k++) {
-                uint32_t e = pairs[off[pos] + k];
-                if (!(e & 1u)) continue;
-                if (out->n == out->cap) {
-                    size_t c = out->cap ? 2 * out->cap : 1024;
-                    uint32_t *a = static_cast<uint32_t *>(dm_realloc(out->own, 4 * c));
-                    if (a) out->own = a;
-                    uint32_t *b = static_cast<uint32_t *>(dm_realloc(out->nbr, 4 * c));
-                    if (b) out->nbr = b;
-                    uint8_t *h = static_cast<uint8_t *>(dm_realloc(out->halo, c));
-                    if (h) out->halo = h;
-                    if (!a || !b || !h) {
-                        rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for edges");
-                        break;
-                    }
-                    out->cap = c;
-                }
-                out->own[out->n] = tidx[pos];
-                out->nbr[out->n] = sidx[e >> 2];
-                out->halo[out->n] = (uint8_t)pass;
-                out->n++;
-            }
-        dm_free(cnt), dm_free(off), dm_free(pairs), dm_free(tidx), dm_free(sidx);
-        cnt = pairs = tidx = sidx = NULL;
-        off = NULL;
     }
+    s->free_clusters();
     retired_free(); /* the passes synchronised stream A */
     if (rc != DM_OK) dm_flock_edges_free(out);
+    return rc;
+}
+
+/* The dense centroid table of the device attachment: at most this many bytes. */
+#define FK_ATTACH_TABLE_MAX ((uint64_t)256 << 20)
+
+extern "C" int dm_flock_attach_cuda_fits(const dm_flock_centroids *c)
+{
+    return c->k >= 1 && c->k <= 32 * FK_ATTACH_LANE && c->nterms <= FK_ATTACH_TABLE_MAX / 8 / (uint64_t)c->k;
+}
+
+extern "C" int dm_flock_attach_cuda(dm_flock_sim *sim, int32_t *res, const int32_t *cl, const dm_flock_centroids *c)
+{
+    if (!dm_flock_attach_cuda_fits(c))
+        return DM_ERR(DM_ERR_UNSUPPORTED, "flock: %d clusters x %llu terms do not fit the device attachment", c->k,
+                      (unsigned long long)c->nterms);
+    dstate *s = static_cast<dstate *>(sim->dev);
+    const size_t n = sim->own.n, k = (size_t)c->k, cells = (size_t)c->nterms * k;
+    DM_ASSERT(s->own.n == n);
+    if (n == 0) return DM_OK;
+    /* the table: the entries' values at (term, cluster), 0 elsewhere */
+    double *t = static_cast<double *>(dm_calloc(cells ? cells : 1, sizeof *t));
+    if (!t) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for the centroid table");
+    for (uint64_t term = 0; term < c->nterms; term++)
+        for (size_t e = c->tstart[term]; e < c->tstart[term + 1]; e++) t[term * k + (size_t)c->cluster[e]] = c->value[e];
+    cudaStream_t st = s->sa;
+    int rc = ensure(&s->ctable, &s->cap_ctable, cells ? cells : 1, true);
+    if (rc == DM_OK) rc = ensure(&s->cnorm, &s->cap_cnorm, k, true);
+    if (rc == DM_OK) rc = ensure(&s->acl, &s->cap_acl, n, true);
+    if (rc == DM_OK) rc = ensure(&s->ares, &s->cap_ares, n, true);
+    if (rc == DM_OK && ((cells && cudaMemcpyAsync(s->ctable, t, 8 * cells, cudaMemcpyHostToDevice, st) != cudaSuccess) ||
+                        cudaMemcpyAsync(s->cnorm, c->norm, 8 * k, cudaMemcpyHostToDevice, st) != cudaSuccess ||
+                        cudaMemcpyAsync(s->acl, cl, 4 * n, cudaMemcpyHostToDevice, st) != cudaSuccess))
+        rc = DM_ERR(DM_ERR_CUDA, "flock: uploading the centroids failed");
+    fk_attach_args a = {s->own.voff, s->own.vlen, s->own.col, s->own.val, n, s->acl, s->ares, s->ctable, s->cnorm,
+                        c->nterms, c->k};
+    if (rc == DM_OK) rc = pick(K_ATTACH, n)->launch(&a, n, st);
+    if (rc == DM_OK && cudaMemcpyAsync(res, s->ares, 4 * n, cudaMemcpyDeviceToHost, st) != cudaSuccess)
+        rc = DM_ERR(DM_ERR_CUDA, "flock: copying the attachment failed");
+    if (cudaStreamSynchronize(st) != cudaSuccess && rc == DM_OK) rc = DM_ERR(DM_ERR_CUDA, "flock: sync failed");
+    dm_free(t);
     return rc;
 }
 
@@ -1312,6 +1391,8 @@ struct bench {
     /* inputs kept pristine for kernels that write them */
     double *x0, *y0, *vx0, *vy0;
     uint32_t *src_map; /* cache move bench: src then dst indices */
+    int ck;            /* attachment bench: clusters and terms of its table */
+    uint64_t cterms;
 };
 
 /* The host side of the last problem built: the tuner creates a fresh state for every candidate
@@ -1431,6 +1512,69 @@ void bench_free(bench *b)
     free(b);
 }
 
+/* The edges bench: every target's count of similar pairs and their sums (the default instance),
+ * so that the writing pass (the one timed) has its input. */
+int bench_edges_input(dstate *s, size_t nb)
+{
+    DM_TRY(ensure(&s->ecnt, &s->cap_ecnt, nb + 1));
+    DM_TRY(ensure(&s->eoff, &s->cap_eoff, nb + 1));
+    fk_edges_args a = {s->pown.cnt, s->pown.off, s->pown.pairs, nb, s->own.sidx, s->own.sidx, NULL, s->ecnt, NULL, NULL};
+    DM_CUDA_TRY(cudaMemsetAsync(s->ecnt + nb, 0, 4, s->sa));
+    DM_TRY(g_kernels[K_EDGES].instances[g_kernels[K_EDGES].default_instance].launch(&a, nb, s->sa));
+    size_t bytes = 0;
+    DM_CUDA_TRY(cub::DeviceScan::ExclusiveScan(NULL, bytes, s->ecnt, s->eoff, cuda::std::plus<uint64_t>(),
+                                               (uint64_t)0, (int)(nb + 1), s->sa));
+    DM_TRY(ensure(reinterpret_cast<char **>(&s->escan), &s->cap_escan, bytes ? bytes : 1));
+    DM_CUDA_TRY(cub::DeviceScan::ExclusiveScan(s->escan, bytes, s->ecnt, s->eoff, cuda::std::plus<uint64_t>(),
+                                               (uint64_t)0, (int)(nb + 1), s->sa));
+    uint64_t m = 0;
+    DM_CUDA_TRY(cudaMemcpy(&m, s->eoff + nb, 8, cudaMemcpyDeviceToHost));
+    DM_TRY(ensure(&s->eown, &s->cap_eown, m ? m : 1));
+    DM_TRY(ensure(&s->enbr, &s->cap_enbr, m ? m : 1));
+    return DM_OK;
+}
+
+/* The attachment bench: 16 clusters whose centroids have seeded values at every term of the
+ * bench's vectors and 0 at a third of them; every fifth document keeps a cluster given. */
+int bench_attach_input(bench *b, size_t nb, uint64_t seed)
+{
+    dstate *s = b->s;
+    uint64_t T = 0;
+    {
+        std::lock_guard<std::mutex> lock(g_bench_mutex);
+        const dm_flock_store *h = &g_bench_host; /* the documents bench_problem uploaded */
+        for (size_t q = 0; q < h->pool; q++)
+            if (h->col[q] + (uint64_t)1 > T) T = h->col[q] + (uint64_t)1;
+    }
+    const int k = 16;
+    b->ck = k;
+    b->cterms = T;
+    size_t cells = (size_t)T * k;
+    double *t = static_cast<double *>(malloc(8 * (cells ? cells : 1)));
+    double *norm = static_cast<double *>(calloc(k, 8));
+    int32_t *cl = static_cast<int32_t *>(malloc(4 * nb));
+    int rc = t && norm && cl ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock bench: out of memory");
+    for (size_t e = 0; rc == DM_OK && e < cells; e++) {
+        dm_philox4 r = dm_rng4(seed, e, 11);
+        t[e] = r.v[0] % 3 == 0 ? 0.0 : r.v[1] / 4294967296.0;
+        norm[e % k] += t[e] * t[e];
+    }
+    for (int c = 0; rc == DM_OK && c < k; c++) norm[c] = sqrt(norm[c]);
+    for (size_t i = 0; rc == DM_OK && i < nb; i++) cl[i] = i % 5 == 0 ? (int32_t)(i / 5 % k) : -1;
+    if (rc == DM_OK) rc = ensure(&s->ctable, &s->cap_ctable, cells ? cells : 1, true);
+    if (rc == DM_OK) rc = ensure(&s->cnorm, &s->cap_cnorm, (size_t)k, true);
+    if (rc == DM_OK) rc = ensure(&s->acl, &s->cap_acl, nb, true);
+    if (rc == DM_OK) rc = ensure(&s->ares, &s->cap_ares, nb, true);
+    if (rc == DM_OK && (cudaMemcpy(s->ctable, t, 8 * cells, cudaMemcpyHostToDevice) != cudaSuccess ||
+                        cudaMemcpy(s->cnorm, norm, 8 * (size_t)k, cudaMemcpyHostToDevice) != cudaSuccess ||
+                        cudaMemcpy(s->acl, cl, 4 * nb, cudaMemcpyHostToDevice) != cudaSuccess))
+        rc = DM_ERR(DM_ERR_CUDA, "flock bench: copy");
+    free(t);
+    free(norm);
+    free(cl);
+    return rc;
+}
+
 int bench_create_k(void **state, size_t n, uint64_t seed, int k)
 {
     *state = NULL;
@@ -1499,6 +1643,8 @@ int bench_create_k(void **state, size_t n, uint64_t seed, int k)
             rc = DM_ERR(DM_ERR_CUDA, "flock bench: copy");
         free(h);
     }
+    if (rc == DM_OK && k == K_EDGES) rc = bench_edges_input(s, nb);
+    if (rc == DM_OK && k == K_ATTACH) rc = bench_attach_input(b, nb, seed);
     /* the units this state can run */
     size_t units = nb;
     if (k == K_SIM) units = (size_t)s->pown.n_miss;
@@ -1581,6 +1727,15 @@ int bench_run(void *state, const dm_tune_instance *inst, void *stream)
         fk_pick_args a = {s->sflag, s->soff, n, d->x, d->y, d->vx, d->vy, s->sdirs, s->sidx, s->sstate, s->sodirs};
         return inst->launch(&a, n, stream);
     }
+    case K_EDGES: {
+        fk_edges_args a = {s->pown.cnt, s->pown.off, s->pown.pairs, n, d->sidx, d->sidx, s->eoff, s->ecnt, s->eown,
+                           s->enbr};
+        return inst->launch(&a, n, stream);
+    }
+    case K_ATTACH: {
+        fk_attach_args a = {d->voff, d->vlen, d->col, d->val, n, s->acl, s->ares, s->ctable, s->cnorm, b->cterms, b->ck};
+        return inst->launch(&a, n, stream);
+    }
     case K_MOVE: {
         size_t half = b->cap / FK_CACHE;
         fk_cache_move_args a = {s->cache[s->cur], b->src_map, b->src_map + half, n / FK_CACHE,
@@ -1632,6 +1787,13 @@ int bench_output(void *state, void *host, size_t *nbytes)
         parts[np++] = {d->x, 8 * (n / FK_CACHE)}, parts[np++] = {d->id, 8 * (n / FK_CACHE)};
         break;
     case K_FLAGS: parts[np++] = {s->sflag, 4 * n}, parts[np++] = {s->sdirs, n}; break;
+    case K_EDGES: {
+        uint64_t m = 0; /* the edges of the first n targets */
+        if (n) DM_CUDA_TRY(cudaMemcpy(&m, s->eoff + n, 8, cudaMemcpyDeviceToHost));
+        parts[np++] = {s->eown, 4 * (size_t)m}, parts[np++] = {s->enbr, 4 * (size_t)m};
+        break;
+    }
+    case K_ATTACH: parts[np++] = {s->ares, 4 * n}; break;
     case K_PICK: {
         uint32_t m = 0; /* the selected among the first n boids */
         if (n) DM_CUDA_TRY(cudaMemcpy(&m, s->soff + n, 4, cudaMemcpyDeviceToHost));
@@ -1675,6 +1837,8 @@ FK_BENCH_CREATE(K_UPDATE)
 FK_BENCH_CREATE(K_MOVE)
 FK_BENCH_CREATE(K_FLAGS)
 FK_BENCH_CREATE(K_PICK)
+FK_BENCH_CREATE(K_EDGES)
+FK_BENCH_CREATE(K_ATTACH)
 
 /* bench_resize is a newer field of dm_tune_kernel: set it where the tuner has it */
 template <typename K>
@@ -1731,6 +1895,10 @@ const dm_tune_kernel g_kernels[K_N] = {
                 NINST(g_flags_inst), FK_SPACE_DEFAULT, bench_create_K_FLAGS, (size_t)1 << 20),
     make_kernel("flock.pick", "the selected boids' states, compacted for the host", "boids", g_pick_inst,
                 NINST(g_pick_inst), FK_SPACE_DEFAULT, bench_create_K_PICK, (size_t)1 << 20),
+    make_kernel("flock.edges", "the clusters' edges (similar pairs) of the pair lists, written in order", "boids",
+                g_edges_inst, NINST(g_edges_inst), FK_SPACE_DEFAULT, bench_create_K_EDGES, (size_t)1 << 20),
+    make_kernel("flock.attach", "most cosine-similar centroid per document, a warp per document", "documents",
+                g_attach_inst, NINST(g_attach_inst), FK_SPACE_DEFAULT, bench_create_K_ATTACH, (size_t)1 << 20),
 };
 
 } // namespace

@@ -22,6 +22,9 @@ void dm_flock_set_centroid_item(size_t docs);
 /* Tests: 1 makes the refinement's first step sum its centroids afresh instead of taking the sums
  * the attachment and the merge computed (the same bits either way); 0 restores the default. */
 void dm_flock_set_refine_fresh(int fresh);
+/* Tests and benchmarks: 0 makes the CUDA backend attach documents to centroids on the host
+ * (dm_flock_attach_cpu) instead of on the device; 1, the default, restores the device. */
+void dm_flock_set_attach_device(int device);
 
 /* Document id -> index, open addressing (linear probing), rebuilt in O(n) without sorting; the
  * memory is kept across rebuilds. */
@@ -345,6 +348,26 @@ int dm_flock_png_emit_file(const char *path, const unsigned char *img, int w, in
  * the file was written for the same documents, seed and model options. */
 int dm_flock_checkpoint_read_rows(const dm_flock_sim *s, const char *path, uint64_t first, uint64_t n, double *x,
                                   double *y, double *vx, double *vy, int *iteration);
+
+/* The clusters' centroids for the attachment of documents to them (flock_clusters.c): the sums
+ * of the clustered documents' unit vectors, reduced over the ranks (the same on every rank), by
+ * term: term t's entries are [tstart[t], tstart[t + 1]), their clusters ascending. */
+typedef struct dm_flock_centroids {
+    int32_t k;              /* clusters 0 .. k - 1 */
+    uint64_t nterms;        /* terms 0 .. nterms - 1 (no cluster has a larger one) */
+    const size_t *tstart;   /* nterms + 1 */
+    const int32_t *cluster; /* per entry */
+    const double *value;    /* per entry: the sum at (term, cluster) */
+    const double *norm;     /* per cluster: the centroid's L2 norm (0: empty) */
+} dm_flock_centroids;
+/* Own boids with cl[i] < 0 get in res[i] the cluster whose centroid is the most cosine-similar
+ * (the dot product summed over the document's terms in its order, divided by the centroid's
+ * norm; ties to the lower cluster) when that cosine is positive, else cl[i]; the others get
+ * cl[i]. Local. Both backends give the same bits; the CUDA backend takes up to 256 clusters and
+ * a dense table of at most 256 MiB (dm_flock_attach_cuda_fits; else the caller takes the CPU's). */
+typedef int dm_flock_attach_fn(dm_flock_sim *s, int32_t *res, const int32_t *cl, const dm_flock_centroids *c);
+dm_flock_attach_fn dm_flock_attach_cpu, dm_flock_attach_cuda;
+int dm_flock_attach_cuda_fits(const dm_flock_centroids *c);
 
 #if DM_FLOCK_CUDA
 /* CUDA backend state (flock_cuda.cu). */

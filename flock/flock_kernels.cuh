@@ -575,4 +575,133 @@ __global__ void __launch_bounds__(BLOCK) fk_pick(fk_pick_args a)
     FK_ITEMS_END
 }
 
+/* ---- cluster edges (dm_flock_edges_cuda) ------------------------------------------------------- */
+
+/* The similar pairs (state FK_SIMILAR) of a pass's pair lists as (own index, source index) edges,
+ * in pair-list order (targets by sorted position, each target's list in order): with eoff NULL,
+ * each target's number of them (ecnt); with eoff their exclusive sums, the edges written from
+ * there. The host then only copies the edges (it used to copy and scan every pair). */
+struct fk_edges_args {
+    const uint32_t *cnt;
+    const uint64_t *off;
+    const uint32_t *pairs;
+    size_t n;                    /* targets */
+    const uint32_t *tidx, *sidx; /* sorted position -> index of the targets and of the sources */
+    const uint64_t *eoff;        /* NULL: count */
+    uint32_t *ecnt, *eown, *enbr;
+};
+
+template <int BLOCK, int RAKE, bool STRIDED>
+__global__ void __launch_bounds__(BLOCK) fk_edges(fk_edges_args a)
+{
+    FK_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.n, pos)
+    const uint32_t *p = a.pairs + a.off[pos];
+    const uint32_t c = a.cnt[pos];
+    if (!a.eoff) {
+        uint32_t m = 0;
+        for (uint32_t k = 0; k < c; k++) m += (p[k] & 3u) == FK_SIMILAR;
+        a.ecnt[pos] = m;
+    } else {
+        uint64_t o = a.eoff[pos];
+        const uint32_t t = a.tidx[pos];
+        for (uint32_t k = 0; k < c; k++) {
+            const uint32_t e = p[k];
+            if ((e & 3u) != FK_SIMILAR) continue;
+            a.eown[o] = t;
+            a.enbr[o] = a.sidx[e >> 2];
+            o++;
+        }
+    }
+    FK_ITEMS_END
+}
+
+/* ---- the centroid attachment (flock_clusters.c, dm_flock_attach_cpu) ------------------------- */
+
+/* Clusters per lane: the device takes up to 32 x FK_ATTACH_LANE clusters. */
+#define FK_ATTACH_LANE 8
+
+/* A document with cl[i] < 0 takes the cluster whose centroid is the most cosine-similar, ties to
+ * the lower number, when that cosine is positive (else keeps cl[i]); cl[i] >= 0 is kept. The
+ * centroids are a dense table (term x k, the sums' values, 0 where a cluster lacks the term: the
+ * CPU reference adds only the entries there are, and adding a product with 0 leaves a finite sum
+ * as it is). A warp per document, RAKE documents per warp: lane l sums clusters l, l + 32, ...
+ * over the document's terms in its order, each product and sum rounded as on the host
+ * (-fmad=false), so the cosines and the choice are the reference's bits. */
+struct fk_attach_args {
+    const uint64_t *voff; /* own vectors, by own index */
+    const uint32_t *vlen;
+    const uint32_t *col;
+    const float *val;
+    size_t n;
+    const int32_t *cl;
+    int32_t *res;
+    const double *table; /* nterms x k */
+    const double *norm;  /* k: the centroids' norms */
+    uint64_t nterms;
+    int k;
+};
+
+template <int BLOCK, int RAKE, bool STRIDED>
+__global__ void __launch_bounds__(BLOCK) fk_attach(fk_attach_args a)
+{
+    const unsigned full = 0xffffffffu;
+    const int lane = threadIdx.x & 31;
+    const size_t w = ((size_t)blockIdx.x * BLOCK + threadIdx.x) >> 5;
+    const size_t W = ((size_t)gridDim.x * BLOCK) >> 5;
+    for (int r = 0; r < RAKE; r++) {
+        const size_t i = STRIDED ? w + (size_t)r * W : w * RAKE + r;
+        if (i >= a.n) break; /* uniform over the warp */
+        const int32_t c0 = a.cl[i];
+        if (c0 >= 0) {
+            if (lane == 0) a.res[i] = c0;
+            continue;
+        }
+        double dot[FK_ATTACH_LANE];
+#pragma unroll
+        for (int u = 0; u < FK_ATTACH_LANE; u++) dot[u] = 0.0;
+        const uint64_t o = a.voff[i];
+        const uint32_t len = a.vlen[i];
+        for (uint32_t q0 = 0; q0 < len; q0 += 32) { /* uniform bounds */
+            const uint32_t q = q0 + (uint32_t)lane;
+            const uint32_t mc = q < len ? a.col[o + q] : 0u;
+            const float mv = q < len ? a.val[o + q] : 0.0f;
+            const uint32_t m = len - q0 < 32 ? len - q0 : 32;
+            for (uint32_t j = 0; j < m; j++) {
+                const uint32_t t = __shfl_sync(full, mc, (int)j);
+                const double v = (double)__shfl_sync(full, mv, (int)j);
+                if (t >= a.nterms) continue; /* uniform */
+                const double *row = a.table + (size_t)t * (size_t)a.k;
+#pragma unroll
+                for (int u = 0; u < FK_ATTACH_LANE; u++) {
+                    const int c = lane + 32 * u;
+                    if (c < a.k) dot[u] = dot[u] + v * row[c];
+                }
+            }
+        }
+        /* this lane's best (clusters ascending: the first of equal cosines), then the warp's */
+        double best = 0.0;
+        int bc = -1;
+#pragma unroll
+        for (int u = 0; u < FK_ATTACH_LANE; u++) {
+            const int c = lane + 32 * u;
+            if (c >= a.k) continue;
+            const double nc = a.norm[c];
+            const double cosv = nc > 0 ? dot[u] / nc : 0.0;
+            if (cosv > best) {
+                best = cosv;
+                bc = c;
+            }
+        }
+        for (int s = 16; s > 0; s >>= 1) {
+            const double ob = __shfl_down_sync(full, best, s);
+            const int oc = __shfl_down_sync(full, bc, s);
+            if (ob > best || (ob == best && oc >= 0 && (bc < 0 || oc < bc))) {
+                best = ob;
+                bc = oc;
+            }
+        }
+        if (lane == 0) a.res[i] = bc >= 0 ? bc : c0;
+    }
+}
+
 #endif

@@ -8,14 +8,17 @@
  *  - the CUDA backend on 1..P ranks (sub-communicators) gives bit-identical trajectories and the
  *    same clusters as the CPU backend, the initial distribution going through the GPUs
  *    (common/peerx.h, turned on here; the CPU backend's runs take MPI), and on P ranks also
- *    through MPI in many pieces.
+ *    through MPI in many pieces;
+ *  - the clusters on the device (edges, centroid attachment) against the CPU backend and against
+ *    the CUDA backend attaching on the host: the same labels and refinement steps and moves.
  * Inputs: seeded synthetic corpora of sizes that are not multiples of 32 or of a block size.
  *
  * Cost: several ranks often share one GPU here (ctest runs np2 and np4 on one device), where every
  * synchronisation waits for the other processes' time slices, so the multi-rank cases are few
  * and short: the instance test runs on 2 ranks (migration kernels included) every instance of
  * every kernel in max(instances) = 18 combined runs (round r forces instance r mod n_k of every kernel k; a differing round is then
- * taken apart kernel by kernel to name the instance), and the rank-independence test runs 1, 2
+ * taken apart kernel by kernel to name the instance; the runs cluster with the default options, so
+ * that the clusters' kernels run too), and the rank-independence test runs 1, 2
  * and P ranks with a speed cap close to r, so that boids still cross slice edges and the torus
  * seam (both asserted). Under compute-sanitizer (DOCMINE_SANITIZER set, as scripts/gpu-check.sh
  * does) every launch is slow: the small variant runs the same cases on a few hundred documents
@@ -138,7 +141,7 @@ static void test_cpu_vs_cuda(void)
 static const char *const g_kernel_names[] = {"flock.cell_keys", "flock.cell_bounds", "flock.gather",
                                              "flock.count", "flock.detect", "flock.similarity",
                                              "flock.forces", "flock.update", "flock.cache_move", "flock.flags",
-                                             "flock.pick"};
+                                             "flock.pick", "flock.edges", "flock.attach"};
 #define NK ((int)(sizeof g_kernel_names / sizeof g_kernel_names[0]))
 
 /* Forces instance (round mod n_k) of every kernel in only (-1: all kernels), or back to the tuner. */
@@ -151,18 +154,20 @@ static void force_round(int round, int only)
     }
 }
 
-/* 1: the run with the forced instances gives the reference (rank 0 decides, all ranks learn). */
+/* 1: the run with the forced instances gives the reference, clusters included (rank 0 decides,
+ * all ranks learn). */
 static int matches(const ft_state *ref, const dm_flock_synth_options *so, uint64_t n, const dm_flock_options *o,
-                   double *err)
+                   const dm_flock_cluster_options *co, double *err)
 {
     ft_state g;
-    int rc = run_on(&g, &g_ctx, g_ctx.size < 2 ? g_ctx.size : 2, so, n, o, NULL);
+    int rc = run_on(&g, &g_ctx, g_ctx.size < 2 ? g_ctx.size : 2, so, n, o, co);
     CU_ASSERT_EQUAL(rc, DM_OK);
     int ok = rc == DM_OK;
     *err = 0;
     if (g_ctx.rank == 0 && ok) {
         *err = norm_err(ref, &g);
-        ok = *err <= TOL && ref->stats.pairs == g.stats.pairs && ref->stats.similar == g.stats.similar;
+        ok = *err <= TOL && ref->stats.pairs == g.stats.pairs && ref->stats.similar == g.stats.similar &&
+             memcmp(ref->cluster, g.cluster, 4 * ref->n) == 0 && ref->refine_moved == g.refine_moved;
     }
     MPI_Bcast(&ok, 1, MPI_INT, 0, g_ctx.world);
     ft_state_free(&g);
@@ -179,9 +184,11 @@ static void test_every_instance_vs_cpu(void)
     const uint64_t n = g_sanitizer ? 601 : 3001;
     ft_state ref;
     /* two ranks (when there are) so that the migration kernels (flags, pick, cache move) run too;
-     * more ranks would only add processes sharing the device (rank counts: the test below) */
+     * more ranks would only add processes sharing the device (rank counts: the test below); the
+     * clusters with the default options (edges, attachment, merge and refinement) */
     const int q = g_ctx.size < 2 ? g_ctx.size : 2;
-    CU_ASSERT_EQUAL_FATAL(run_on(&ref, &g_cpu, q, &so, n, &o, NULL), DM_OK);
+    const dm_flock_cluster_options co = DM_FLOCK_CLUSTER_OPTIONS_INIT;
+    CU_ASSERT_EQUAL_FATAL(run_on(&ref, &g_cpu, q, &so, n, &o, &co), DM_OK);
     int rounds = 0;
     for (int k = 0; k < NK; k++) {
         const dm_tune_kernel *kd = dm_tune_kernel_find(g_kernel_names[k]);
@@ -193,14 +200,14 @@ static void test_every_instance_vs_cpu(void)
         force_round(r, -1);
         double e = 0;
         runs++;
-        if (matches(&ref, &so, n, &o, &e)) continue;
+        if (matches(&ref, &so, n, &o, &co, &e)) continue;
         /* name the instance: this round's instances one kernel at a time */
         int named = 0;
         for (int k = 0; k < NK; k++) {
             const dm_tune_kernel *kd = dm_tune_kernel_find(g_kernel_names[k]);
             force_round(r, k);
             runs++;
-            if (matches(&ref, &so, n, &o, &e)) continue;
+            if (matches(&ref, &so, n, &o, &co, &e)) continue;
             char pol[128];
             if (g_ctx.rank == 0)
                 printf("\n  %s instance %d (%s) differs from the CPU: error %.3g\n", g_kernel_names[k],
@@ -314,6 +321,64 @@ static void test_cuda_rank_independence(void)
     ft_state_free(&one);
 }
 
+/* The clusters on the device (flock.edges; flock.attach for the centroid attachment and every
+ * refinement step) against the CPU backend, and against the CUDA backend attaching on the host:
+ * the same labels, refinement steps and moves, on 1 rank and on all of them, with small components
+ * attached by centroid, with and without the merge, and with the defaults. Two iterations on a
+ * corpus of overlapping topics leave many small components, so that the refinement moves
+ * documents over several steps (asserted). */
+static void test_clusters_cpu_vs_cuda(void)
+{
+    dm_flock_synth_options so = corpus(60);
+    so.topics = 6;
+    so.topic_vocab = 300;
+    so.shared_vocab = 300;
+    so.overlap = 0.7;
+    so.seed = 3;
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 2;
+    o.threshold = 0.12;
+    o.seed = 99;
+    const uint64_t n = g_sanitizer ? 801 : 1999; /* on the CPU: 15 and 21 steps, 87 and 1261 moves */
+    const dm_flock_cluster_options variants[3] = {
+        {5, DM_FLOCK_SMALL_CENTROID, 0.22, 0.0, 200}, {5, DM_FLOCK_SMALL_CENTROID, 0.22, 0.7, 200},
+        DM_FLOCK_CLUSTER_OPTIONS_INIT};
+    uint64_t moved = 0;
+    int multi_step = 0;
+    for (int v = 0; v < 3; v++)
+        for (int q = 1; q <= g_ctx.size; q++) {
+            if (q != 1 && q != g_ctx.size) continue;
+            ft_state c, h, d;
+            CU_ASSERT_EQUAL_FATAL(run_on(&c, &g_cpu, q, &so, n, &o, &variants[v]), DM_OK);
+            dm_flock_set_attach_device(0);
+            int hrc = run_on(&h, &g_ctx, q, &so, n, &o, &variants[v]);
+            dm_flock_set_attach_device(1);
+            CU_ASSERT_EQUAL_FATAL(hrc, DM_OK);
+            CU_ASSERT_EQUAL_FATAL(run_on(&d, &g_ctx, q, &so, n, &o, &variants[v]), DM_OK);
+            if (g_ctx.rank == 0) {
+                int same = !memcmp(c.cluster, d.cluster, 4 * c.n) && !memcmp(h.cluster, d.cluster, 4 * c.n);
+                printf("\n  clusters, options %d, %d rank(s): %d refinement steps, %llu moves; CPU, CUDA "
+                       "attaching on the host and on the device: %s",
+                       v, q, d.refine_steps, (unsigned long long)d.refine_moved, same ? "the same" : "DIFFERENT");
+                CU_ASSERT_TRUE(same);
+                CU_ASSERT_EQUAL(c.refine_steps, d.refine_steps);
+                CU_ASSERT_EQUAL(h.refine_steps, d.refine_steps);
+                CU_ASSERT_EQUAL(c.refine_moved, d.refine_moved);
+                CU_ASSERT_EQUAL(h.refine_moved, d.refine_moved);
+                moved += d.refine_moved;
+                multi_step |= d.refine_steps > 1;
+            }
+            ft_state_free(&c);
+            ft_state_free(&h);
+            ft_state_free(&d);
+        }
+    if (g_ctx.rank == 0) {
+        printf("\n");
+        CU_ASSERT_TRUE(moved > 0);
+        CU_ASSERT_TRUE(multi_step);
+    }
+}
+
 static void test_error_during_run(void)
 {
     dm_flock_synth_options so = corpus(100);
@@ -326,6 +391,7 @@ int main(int argc, char **argv)
                          {"every instance of every kernel vs the CPU", test_every_instance_vs_cpu},
                          {"bench hooks: every instance equals the default", test_bench_hooks},
                          {"CUDA backend: rank independence and clusters", test_cuda_rank_independence},
+                         {"clusters on the device vs the CPU", test_clusters_cpu_vs_cuda},
                          {"CUDA backend: a step failing on one rank stops all", test_error_during_run},
                          CU_TEST_INFO_NULL};
     CU_SuiteInfo suites[] = {{"flock_gpu", setup, teardown, NULL, NULL, gpu}, CU_SUITE_INFO_NULL};
