@@ -1139,6 +1139,23 @@ int dm_flock_attach_cuda_fits(const dm_flock_centroids *c)
     (void)c;
     return 0;
 }
+int dm_flock_centroid_sums_cuda_fits(int32_t k, uint64_t nterms)
+{
+    (void)k;
+    (void)nterms;
+    return 0;
+}
+int dm_flock_centroid_sums_cuda(dm_flock_sim *s, const int32_t *cl, int32_t k, uint64_t nterms,
+                                dm_flock_centroid_entry **loc, size_t *m)
+{
+    (void)s;
+    (void)cl;
+    (void)k;
+    (void)nterms;
+    *loc = NULL;
+    *m = 0;
+    return DM_ERR(DM_ERR_UNSUPPORTED, "flock: built without the CUDA backend");
+}
 int dm_flock_attach_cuda(dm_flock_sim *s, int32_t *res, const int32_t *cl, const dm_flock_centroids *c)
 {
     (void)s;

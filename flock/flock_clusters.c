@@ -274,17 +274,12 @@ static int attach_small(dm_flock_sim *s, int32_t *cl, const int32_t *halo_cl)
 
 /* ---- attachment by centroid similarity (DM_FLOCK_SMALL_CENTROID) ------------------------------- */
 
-/* Centroid sums are accumulated in 64-bit fixed point with 32 fraction bits: every unit-vector
- * component is rounded to a multiple of 2^-32 once, and integer sums do not depend on their order,
- * so the centroids - and every decision taken from them - are the same bits for any number of
- * ranks, any order of boids and either backend. A cluster of fewer than 2^31 documents cannot
- * overflow (|component| <= 1). */
-#define DM_FLOCK_CENTROID_ONE 4294967296.0 /* 2^32 */
-
-typedef struct centroid_entry {
-    uint64_t key; /* term << 32 | cluster */
-    int64_t sum;  /* fixed point, 2^-32 */
-} centroid_entry;
+/* Centroid sums are accumulated in 64-bit fixed point with 32 fraction bits
+ * (dm_flock_centroid_entry, DM_FLOCK_CENTROID_ONE): every unit-vector component is rounded to a
+ * multiple of 2^-32 once, and integer sums do not depend on their order, so the centroids - and
+ * every decision taken from them - are the same bits for any number of ranks, any order of boids
+ * and either backend. A cluster of fewer than 2^31 documents cannot overflow (|component| <= 1). */
+typedef dm_flock_centroid_entry centroid_entry;
 
 static int cmp_centroid_entry(const void *a, const void *b)
 {
@@ -371,6 +366,8 @@ static int centroid_local(dm_flock_sim *s, const int32_t *cl, centroid_entry **l
         if (len && last + 1 > nterms) nterms = last + 1;
     }
     if (k == 0) return DM_OK;
+    if (s->backend == DM_BACKEND_CUDA && g_attach_device && dm_flock_centroid_sums_cuda_fits(k, nterms))
+        return dm_flock_centroid_sums_cuda(s, cl, k, nterms, loc, m);
     size_t *start = dm_calloc((size_t)k + 1, sizeof *start), *at = dm_malloc(sizeof *at * (size_t)k);
     size_t *order = dm_malloc(sizeof *order * (n ? n : 1));
     int rc = start && at && order ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory for centroids");

@@ -89,6 +89,7 @@ FK_LAUNCHER(launch_edges, fk_edges, fk_edges_args)
     }
 FK_WARP_LAUNCHER(launch_similarity, fk_similarity, fk_sim_args)
 FK_WARP_LAUNCHER(launch_attach, fk_attach, fk_attach_args)
+FK_WARP_LAUNCHER(launch_csums, fk_centroid_sums, fk_csums_args)
 
 template <int B, int R, bool S, int L>
 int launch_forces(const void *args, size_t n, void *stream)
@@ -140,6 +141,7 @@ const dm_tune_instance g_sim_inst[] = {FK_SPACE(launch_similarity, fk_similarity
 const dm_tune_instance g_edges_inst[] = {FK_SPACE(launch_edges, fk_edges)};
 /* attachment: block x documents per warp {1, 4 consecutive, 4 strided} */
 const dm_tune_instance g_attach_inst[] = {FK_SPACE(launch_attach, fk_attach)};
+const dm_tune_instance g_csums_inst[] = {FK_SPACE(launch_csums, fk_centroid_sums)};
 
 #define FK_F(B, R, S, L)                                                                           \
     {{B, R, S, L, (L) == DM_LAYOUT_TILED ? FK_TILE : 0}, launch_forces<B, R, S, L>,                \
@@ -407,13 +409,15 @@ struct dstate {
     size_t cap_ecnt = 0, cap_eown = 0, cap_enbr = 0, cap_eoff = 0, cap_escan = 0;
     double *ctable = 0, *cnorm = 0;
     int32_t *acl = 0, *ares = 0;
-    size_t cap_ctable = 0, cap_cnorm = 0, cap_acl = 0, cap_ares = 0;
+    unsigned long long *csum = 0; /* the centroid sums (dm_flock_centroid_sums_cuda) */
+    uint8_t *chas = 0;
+    size_t cap_ctable = 0, cap_cnorm = 0, cap_acl = 0, cap_ares = 0, cap_csum = 0, cap_chas = 0;
     void free_clusters()
     {
         release(&ecnt), release(&eown), release(&enbr), release(&eoff), release(&escan);
-        release(&ctable), release(&cnorm), release(&acl), release(&ares);
+        release(&ctable), release(&cnorm), release(&acl), release(&ares), release(&csum), release(&chas);
         cap_ecnt = cap_eown = cap_enbr = cap_eoff = cap_escan = 0;
-        cap_ctable = cap_cnorm = cap_acl = cap_ares = 0;
+        cap_ctable = cap_cnorm = cap_acl = cap_ares = cap_csum = cap_chas = 0;
     }
     void free_all()
     {
@@ -454,7 +458,7 @@ int dstate_open(dstate *s)
 
 /* ================================================================ kernel registry ============= */
 
-enum { K_KEYS, K_BOUNDS, K_GATHER, K_COUNT, K_DETECT, K_SIM, K_FORCES, K_UPDATE, K_MOVE, K_FLAGS, K_PICK, K_EDGES, K_ATTACH, K_N };
+enum { K_KEYS, K_BOUNDS, K_GATHER, K_COUNT, K_DETECT, K_SIM, K_FORCES, K_UPDATE, K_MOVE, K_FLAGS, K_PICK, K_EDGES, K_ATTACH, K_CSUMS, K_N };
 extern const dm_tune_kernel g_kernels[K_N];
 int g_forced[K_N]; /* instance + 1 forced by the tests (0: the tuner's choice) */
 
@@ -1335,8 +1339,62 @@ extern "C" int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *sim, doubl
     return rc;
 }
 
-/* The dense centroid table of the device attachment: at most this many bytes. */
+/* The dense centroid tables of the device's sums and attachment: at most this many bytes. */
 #define FK_ATTACH_TABLE_MAX ((uint64_t)256 << 20)
+
+extern "C" int dm_flock_centroid_sums_cuda_fits(int32_t k, uint64_t nterms)
+{
+    return k >= 1 && nterms <= FK_ATTACH_TABLE_MAX / 9 / (uint64_t)k;
+}
+
+extern "C" int dm_flock_centroid_sums_cuda(dm_flock_sim *sim, const int32_t *cl, int32_t k, uint64_t nterms,
+                                           dm_flock_centroid_entry **loc, size_t *m)
+{
+    *loc = NULL;
+    *m = 0;
+    if (!dm_flock_centroid_sums_cuda_fits(k, nterms))
+        return DM_ERR(DM_ERR_UNSUPPORTED, "flock: %d clusters x %llu terms do not fit the device's centroid sums", k,
+                      (unsigned long long)nterms);
+    dstate *s = static_cast<dstate *>(sim->dev);
+    const size_t n = sim->own.n, cells = (size_t)nterms * (size_t)k;
+    DM_ASSERT(s->own.n == n);
+    if (n == 0 || cells == 0) return DM_OK;
+    cudaStream_t st = s->sa;
+    unsigned long long *sum = static_cast<unsigned long long *>(dm_malloc(8 * cells));
+    uint8_t *has = static_cast<uint8_t *>(dm_malloc(cells));
+    int rc = sum && has ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory for the centroid sums");
+    if (rc == DM_OK) rc = ensure(&s->csum, &s->cap_csum, cells, true);
+    if (rc == DM_OK) rc = ensure(&s->chas, &s->cap_chas, cells, true);
+    if (rc == DM_OK) rc = ensure(&s->acl, &s->cap_acl, n, true);
+    if (rc == DM_OK && (cudaMemsetAsync(s->csum, 0, 8 * cells, st) != cudaSuccess ||
+                        cudaMemsetAsync(s->chas, 0, cells, st) != cudaSuccess ||
+                        cudaMemcpyAsync(s->acl, cl, 4 * n, cudaMemcpyHostToDevice, st) != cudaSuccess))
+        rc = DM_ERR(DM_ERR_CUDA, "flock: preparing the centroid sums failed");
+    fk_csums_args a = {s->own.voff, s->own.vlen, s->own.col, s->own.val, n, s->acl, s->csum, s->chas, nterms, k};
+    if (rc == DM_OK) rc = pick(K_CSUMS, n)->launch(&a, n, st);
+    if (rc == DM_OK && (cudaMemcpyAsync(sum, s->csum, 8 * cells, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+                        cudaMemcpyAsync(has, s->chas, cells, cudaMemcpyDeviceToHost, st) != cudaSuccess))
+        rc = DM_ERR(DM_ERR_CUDA, "flock: copying the centroid sums failed");
+    if (cudaStreamSynchronize(st) != cudaSuccess && rc == DM_OK) rc = DM_ERR(DM_ERR_CUDA, "flock: sync failed");
+    /* the cells some document has, in (term, cluster) order: sorted by key */
+    size_t e = 0;
+    for (size_t q = 0; rc == DM_OK && q < cells; q++) e += has[q] != 0;
+    dm_flock_centroid_entry *out = NULL;
+    if (rc == DM_OK) {
+        out = static_cast<dm_flock_centroid_entry *>(dm_malloc(sizeof *out * (e ? e : 1)));
+        if (!out) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for the centroid sums");
+    }
+    if (rc == DM_OK) {
+        size_t j = 0;
+        for (size_t q = 0; q < cells; q++)
+            if (has[q]) out[j++] = {(uint64_t)(q / (size_t)k) << 32 | (uint64_t)(q % (size_t)k), (int64_t)sum[q]};
+        *loc = out;
+        *m = e;
+    }
+    dm_free(sum);
+    dm_free(has);
+    return rc;
+}
 
 extern "C" int dm_flock_attach_cuda_fits(const dm_flock_centroids *c)
 {
@@ -1535,7 +1593,8 @@ int bench_edges_input(dstate *s, size_t nb)
 }
 
 /* The attachment bench: 16 clusters whose centroids have seeded values at every term of the
- * bench's vectors and 0 at a third of them; every fifth document keeps a cluster given. */
+ * bench's vectors and 0 at a third of them; every fifth document keeps a cluster given. The
+ * centroid sums bench: the sums of those every fifth documents' clusters. */
 int bench_attach_input(bench *b, size_t nb, uint64_t seed)
 {
     dstate *s = b->s;
@@ -1565,6 +1624,8 @@ int bench_attach_input(bench *b, size_t nb, uint64_t seed)
     if (rc == DM_OK) rc = ensure(&s->cnorm, &s->cap_cnorm, (size_t)k, true);
     if (rc == DM_OK) rc = ensure(&s->acl, &s->cap_acl, nb, true);
     if (rc == DM_OK) rc = ensure(&s->ares, &s->cap_ares, nb, true);
+    if (rc == DM_OK) rc = ensure(&s->csum, &s->cap_csum, cells ? cells : 1, true);
+    if (rc == DM_OK) rc = ensure(&s->chas, &s->cap_chas, cells ? cells : 1, true);
     if (rc == DM_OK && (cudaMemcpy(s->ctable, t, 8 * cells, cudaMemcpyHostToDevice) != cudaSuccess ||
                         cudaMemcpy(s->cnorm, norm, 8 * (size_t)k, cudaMemcpyHostToDevice) != cudaSuccess ||
                         cudaMemcpy(s->acl, cl, 4 * nb, cudaMemcpyHostToDevice) != cudaSuccess))
@@ -1644,7 +1705,7 @@ int bench_create_k(void **state, size_t n, uint64_t seed, int k)
         free(h);
     }
     if (rc == DM_OK && k == K_EDGES) rc = bench_edges_input(s, nb);
-    if (rc == DM_OK && k == K_ATTACH) rc = bench_attach_input(b, nb, seed);
+    if (rc == DM_OK && (k == K_ATTACH || k == K_CSUMS)) rc = bench_attach_input(b, nb, seed);
     /* the units this state can run */
     size_t units = nb;
     if (k == K_SIM) units = (size_t)s->pown.n_miss;
@@ -1736,6 +1797,13 @@ int bench_run(void *state, const dm_tune_instance *inst, void *stream)
         fk_attach_args a = {d->voff, d->vlen, d->col, d->val, n, s->acl, s->ares, s->ctable, s->cnorm, b->cterms, b->ck};
         return inst->launch(&a, n, stream);
     }
+    case K_CSUMS: {
+        const size_t cells = (size_t)b->cterms * (size_t)b->ck;
+        DM_CUDA_TRY(cudaMemsetAsync(s->csum, 0, 8 * cells, st));
+        DM_CUDA_TRY(cudaMemsetAsync(s->chas, 0, cells, st));
+        fk_csums_args a = {d->voff, d->vlen, d->col, d->val, n, s->acl, s->csum, s->chas, b->cterms, b->ck};
+        return inst->launch(&a, n, stream);
+    }
     case K_MOVE: {
         size_t half = b->cap / FK_CACHE;
         fk_cache_move_args a = {s->cache[s->cur], b->src_map, b->src_map + half, n / FK_CACHE,
@@ -1794,6 +1862,11 @@ int bench_output(void *state, void *host, size_t *nbytes)
         break;
     }
     case K_ATTACH: parts[np++] = {s->ares, 4 * n}; break;
+    case K_CSUMS: {
+        const size_t cells = (size_t)b->cterms * (size_t)b->ck;
+        parts[np++] = {s->csum, 8 * cells}, parts[np++] = {s->chas, cells};
+        break;
+    }
     case K_PICK: {
         uint32_t m = 0; /* the selected among the first n boids */
         if (n) DM_CUDA_TRY(cudaMemcpy(&m, s->soff + n, 4, cudaMemcpyDeviceToHost));
@@ -1839,6 +1912,7 @@ FK_BENCH_CREATE(K_FLAGS)
 FK_BENCH_CREATE(K_PICK)
 FK_BENCH_CREATE(K_EDGES)
 FK_BENCH_CREATE(K_ATTACH)
+FK_BENCH_CREATE(K_CSUMS)
 
 /* bench_resize is a newer field of dm_tune_kernel: set it where the tuner has it */
 template <typename K>
@@ -1899,6 +1973,8 @@ const dm_tune_kernel g_kernels[K_N] = {
                 g_edges_inst, NINST(g_edges_inst), FK_SPACE_DEFAULT, bench_create_K_EDGES, (size_t)1 << 20),
     make_kernel("flock.attach", "most cosine-similar centroid per document, a warp per document", "documents",
                 g_attach_inst, NINST(g_attach_inst), FK_SPACE_DEFAULT, bench_create_K_ATTACH, (size_t)1 << 20),
+    make_kernel("flock.centroid_sums", "clusters' fixed-point centroid sums, a warp per document", "documents",
+                g_csums_inst, NINST(g_csums_inst), FK_SPACE_DEFAULT, bench_create_K_CSUMS, (size_t)1 << 20),
 };
 
 } // namespace

@@ -22,8 +22,9 @@ void dm_flock_set_centroid_item(size_t docs);
 /* Tests: 1 makes the refinement's first step sum its centroids afresh instead of taking the sums
  * the attachment and the merge computed (the same bits either way); 0 restores the default. */
 void dm_flock_set_refine_fresh(int fresh);
-/* Tests and benchmarks: 0 makes the CUDA backend attach documents to centroids on the host
- * (dm_flock_attach_cpu) instead of on the device; 1, the default, restores the device. */
+/* Tests and benchmarks: 0 makes the CUDA backend sum the clusters' centroids and attach documents
+ * to them on the host (as the CPU backend) instead of on the device; 1, the default, restores the
+ * device. */
 void dm_flock_set_attach_device(int device);
 
 /* Document id -> index, open addressing (linear probing), rebuilt in O(n) without sorting; the
@@ -348,6 +349,22 @@ int dm_flock_png_emit_file(const char *path, const unsigned char *img, int w, in
  * the file was written for the same documents, seed and model options. */
 int dm_flock_checkpoint_read_rows(const dm_flock_sim *s, const char *path, uint64_t first, uint64_t n, double *x,
                                   double *y, double *vx, double *vy, int *iteration);
+
+/* A centroid sum (flock_clusters.c): the sum over a cluster's documents of their unit vectors'
+ * components at a term, each rounded to a multiple of 2^-32 (llrint(value * ONE)). */
+#define DM_FLOCK_CENTROID_ONE 4294967296.0 /* 2^32 */
+typedef struct dm_flock_centroid_entry {
+    uint64_t key; /* term << 32 | cluster */
+    int64_t sum;  /* fixed point, 2^-32 */
+} dm_flock_centroid_entry;
+/* CUDA backend: this rank's centroid sums of the own boids with cl[i] >= 0 (clusters < k, terms
+ * < nterms), one entry per (term, cluster) that a document has, sorted by key, in *loc (dm_free;
+ * *m entries): the entries of the CPU's (flock_clusters.c, centroid_local), from a dense table
+ * summed on the device (flock.centroid_sums) when it fits (k x nterms x 9 bytes <= 256 MiB:
+ * dm_flock_centroid_sums_cuda_fits; else the caller sums on the host). Local. */
+int dm_flock_centroid_sums_cuda_fits(int32_t k, uint64_t nterms);
+int dm_flock_centroid_sums_cuda(dm_flock_sim *s, const int32_t *cl, int32_t k, uint64_t nterms,
+                                dm_flock_centroid_entry **loc, size_t *m);
 
 /* The clusters' centroids for the attachment of documents to them (flock_clusters.c): the sums
  * of the clustered documents' unit vectors, reduced over the ranks (the same on every rank), by

@@ -615,6 +615,50 @@ __global__ void __launch_bounds__(BLOCK) fk_edges(fk_edges_args a)
     FK_ITEMS_END
 }
 
+/* ---- the centroid sums (flock_clusters.c, centroid_local) ------------------------------------ */
+
+/* Every component of the clustered documents (cl[i] >= 0) is rounded to a multiple of 2^-32 as on
+ * the host (llrint of value x 2^32: round to nearest even) and added to its (term, cluster) cell of
+ * a dense table of 64-bit integers (atomics: integer sums, the same bits in any order; two's
+ * complement, so unsigned adds give the signed sums); `has` marks the cells some document has (the
+ * host's entries, zero sums included). A warp per document, its lanes over the document's terms. */
+#define FK_CENTROID_ONE 4294967296.0 /* DM_FLOCK_CENTROID_ONE */
+struct fk_csums_args {
+    const uint64_t *voff; /* own vectors, by own index */
+    const uint32_t *vlen;
+    const uint32_t *col;
+    const float *val;
+    size_t n;
+    const int32_t *cl;
+    unsigned long long *table; /* nterms x k */
+    uint8_t *has;              /* nterms x k */
+    uint64_t nterms;
+    int k;
+};
+
+template <int BLOCK, int RAKE, bool STRIDED>
+__global__ void __launch_bounds__(BLOCK) fk_centroid_sums(fk_csums_args a)
+{
+    const int lane = threadIdx.x & 31;
+    const size_t w = ((size_t)blockIdx.x * BLOCK + threadIdx.x) >> 5;
+    const size_t W = ((size_t)gridDim.x * BLOCK) >> 5;
+    for (int r = 0; r < RAKE; r++) {
+        const size_t i = STRIDED ? w + (size_t)r * W : w * RAKE + r;
+        if (i >= a.n) break; /* uniform over the warp */
+        const int32_t c = a.cl[i];
+        if (c < 0) continue;
+        const uint64_t o = a.voff[i];
+        const uint32_t len = a.vlen[i];
+        for (uint32_t q = (uint32_t)lane; q < len; q += 32) {
+            const uint32_t t = a.col[o + q];
+            if (t >= a.nterms) continue; /* (the host's nterms covers every clustered document) */
+            const size_t cell = (size_t)t * (size_t)a.k + (size_t)c;
+            atomicAdd(&a.table[cell], (unsigned long long)__double2ll_rn((double)a.val[o + q] * FK_CENTROID_ONE));
+            a.has[cell] = 1;
+        }
+    }
+}
+
 /* ---- the centroid attachment (flock_clusters.c, dm_flock_attach_cpu) ------------------------- */
 
 /* Clusters per lane: the device takes up to 32 x FK_ATTACH_LANE clusters. */

@@ -9,8 +9,9 @@
  *    same clusters as the CPU backend, the initial distribution going through the GPUs
  *    (common/peerx.h, turned on here; the CPU backend's runs take MPI), and on P ranks also
  *    through MPI in many pieces;
- *  - the clusters on the device (edges, centroid attachment) against the CPU backend and against
- *    the CUDA backend attaching on the host: the same labels and refinement steps and moves.
+ *  - the clusters on the device (edges, centroid sums and attachment) against the CPU backend and
+ *    against the CUDA backend with the centroids on the host: the same labels and refinement
+ *    steps and moves.
  * Inputs: seeded synthetic corpora of sizes that are not multiples of 32 or of a block size.
  *
  * Cost: several ranks often share one GPU here (ctest runs np2 and np4 on one device), where every
@@ -141,7 +142,8 @@ static void test_cpu_vs_cuda(void)
 static const char *const g_kernel_names[] = {"flock.cell_keys", "flock.cell_bounds", "flock.gather",
                                              "flock.count", "flock.detect", "flock.similarity",
                                              "flock.forces", "flock.update", "flock.cache_move", "flock.flags",
-                                             "flock.pick", "flock.edges", "flock.attach"};
+                                             "flock.pick", "flock.edges", "flock.attach",
+                                             "flock.centroid_sums"};
 #define NK ((int)(sizeof g_kernel_names / sizeof g_kernel_names[0]))
 
 /* Forces instance (round mod n_k) of every kernel in only (-1: all kernels), or back to the tuner. */
@@ -321,8 +323,9 @@ static void test_cuda_rank_independence(void)
     ft_state_free(&one);
 }
 
-/* The clusters on the device (flock.edges; flock.attach for the centroid attachment and every
- * refinement step) against the CPU backend, and against the CUDA backend attaching on the host:
+/* The clusters on the device (flock.edges; flock.centroid_sums and flock.attach for the centroid
+ * attachment, the merge and every refinement step) against the CPU backend, and against the CUDA
+ * backend summing and attaching on the host:
  * the same labels, refinement steps and moves, on 1 rank and on all of them, with small components
  * attached by centroid, with and without the merge, and with the defaults. Two iterations on a
  * corpus of overlapping topics leave many small components, so that the refinement moves
@@ -358,7 +361,7 @@ static void test_clusters_cpu_vs_cuda(void)
             if (g_ctx.rank == 0) {
                 int same = !memcmp(c.cluster, d.cluster, 4 * c.n) && !memcmp(h.cluster, d.cluster, 4 * c.n);
                 printf("\n  clusters, options %d, %d rank(s): %d refinement steps, %llu moves; CPU, CUDA "
-                       "attaching on the host and on the device: %s",
+                       "with the centroids on the host and on the device: %s",
                        v, q, d.refine_steps, (unsigned long long)d.refine_moved, same ? "the same" : "DIFFERENT");
                 CU_ASSERT_TRUE(same);
                 CU_ASSERT_EQUAL(c.refine_steps, d.refine_steps);
