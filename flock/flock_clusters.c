@@ -3,7 +3,9 @@
  * backend (dm_flock_edges_*), merged across slices by propagating the smallest document index of
  * each component through the halo until no label changes; components smaller than min_size are
  * noise, attached to the cluster of their nearest clustered neighbour, or attached to the cluster
- * with the most cosine-similar centroid (exact fixed-point sums; see attach_centroid); optionally
+ * with the most cosine-similar centroid (exact fixed-point sums; see attach_centroid; the CUDA
+ * backend sums and attaches on the device, dm_flock_centroid_sums_cuda and dm_flock_attach_cuda,
+ * with the same bits as the host's centroid_local and dm_flock_attach_cpu); optionally
  * clusters are then merged by centroid similarity (merge_centroid) and refined by Lloyd steps
  * (refine_centroid); clusters are numbered by their smallest document index (the refinement keeps
  * their order and drops emptied clusters), so the labels do not depend on the number of ranks.

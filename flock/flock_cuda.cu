@@ -12,10 +12,13 @@
  * the device
  * applies the host's migration moves to its boids and pair-cache rows in place and receives the
  * arrivals. The device holds the authoritative boid state (the host copy is refreshed on demand).
+ * For the clusters it lists the final graph's edges, sums the clusters' centroids and attaches
+ * documents to them on its copy of the vectors (the host keeps the components and the merge).
  * Every kernel is launched through the tuner (dm_tune_select) and registered with its compiled
  * instances and bench hooks. The results are bit-identical to the CPU reference: same DM_HD model
  * arithmetic, fixed-point sums, -fmad=false.
- * Reference: flock_cpu.c (dm_flock_step_cpu, dm_flock_edges_cpu). */
+ * Reference: flock_cpu.c (dm_flock_step_cpu, dm_flock_edges_cpu, dm_flock_attach_cpu) and
+ * flock_clusters.c (centroid_local). */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdlib.h>

@@ -1,11 +1,13 @@
 /* CUDA kernels of flock (included only by flock_cuda.cu): the grid build (cell keys, cell bounds,
  * gather into the sorted boid layout), neighbour counting and detection with the per-boid pair
  * cache, the warp-cooperative exact similarity of sparse vectors, the force sums, the update, and
- * the cache move after migration. Templates only for compile-time launch parameters: block size,
+ * the cache move after migration, and for the clusters the edges of the final pair lists, the
+ * centroid sums and the centroid attachment. Templates only for compile-time launch parameters: block size,
  * rake (items per thread, consecutive or strided by the grid) and the boid layout of the forces
  * kernel (AoS, SoA, tiled AoS). The model arithmetic is flock_model.h, shared with the CPU
  * reference (flock_cpu.c), which every kernel reproduces bit for bit.
- * Reference: flock_cpu.c (dm_flock_step_cpu, dm_flock_edges_cpu). */
+ * Reference: flock_cpu.c (dm_flock_step_cpu, dm_flock_edges_cpu, dm_flock_attach_cpu) and
+ * flock_clusters.c (centroid_local). */
 #ifndef DM_FLOCK_KERNELS_CUH
 #define DM_FLOCK_KERNELS_CUH
 
