@@ -405,14 +405,15 @@ struct dstate {
     size_t cap_sscan = 0;
     dm_flock_buf hidx = {0, 0}, hstate = {0, 0}, hod = {0, 0}; /* host side of a selection */
     size_t sel_n = 0; /* own boids when the selection was queued (select_queue) */
-    /* the clusters: edges (dm_flock_edges_cuda) and the centroid attachment (dm_flock_attach_cuda) */
+    /* the clusters (freed by dm_flock_edges_cuda and with the state): the edges, the centroid
+     * attachment's table, norms, labels in and out, and the centroid sums' table and marks */
     uint32_t *ecnt = 0, *eown = 0, *enbr = 0;
     uint64_t *eoff = 0;
     void *escan = 0;
     size_t cap_ecnt = 0, cap_eown = 0, cap_enbr = 0, cap_eoff = 0, cap_escan = 0;
     double *ctable = 0, *cnorm = 0;
     int32_t *acl = 0, *ares = 0;
-    unsigned long long *csum = 0; /* the centroid sums (dm_flock_centroid_sums_cuda) */
+    unsigned long long *csum = 0;
     uint8_t *chas = 0;
     size_t cap_ctable = 0, cap_cnorm = 0, cap_acl = 0, cap_ares = 0, cap_csum = 0, cap_chas = 0;
     void free_clusters()
@@ -461,7 +462,11 @@ int dstate_open(dstate *s)
 
 /* ================================================================ kernel registry ============= */
 
-enum { K_KEYS, K_BOUNDS, K_GATHER, K_COUNT, K_DETECT, K_SIM, K_FORCES, K_UPDATE, K_MOVE, K_FLAGS, K_PICK, K_EDGES, K_ATTACH, K_CSUMS, K_N };
+enum {
+    K_KEYS, K_BOUNDS, K_GATHER, K_COUNT, K_DETECT, K_SIM, K_FORCES, K_UPDATE, K_MOVE, K_FLAGS, K_PICK,
+    K_EDGES, K_ATTACH, K_CSUMS, /* the clusters */
+    K_N
+};
 extern const dm_tune_kernel g_kernels[K_N];
 int g_forced[K_N]; /* instance + 1 forced by the tests (0: the tuner's choice) */
 
@@ -1241,7 +1246,6 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     return rc;
 }
 
-/* The edges of the final graph (own-own and own-halo, similar and within r), for the clusters. */
 namespace {
 
 /* Appends a pass's similar pairs to out as edges (halo: the pass's source set): counted, summed
@@ -1299,6 +1303,7 @@ int edges_pass(dm_flock_edges *out, dstate *s, const dpass *ps, const dset *src,
 
 } // namespace
 
+/* The edges of the final graph (own-own and own-halo, similar and within r), for the clusters. */
 extern "C" int dm_flock_edges_cuda(dm_flock_edges *out, dm_flock_sim *sim, double threshold)
 {
     memset(out, 0, sizeof *out);
