@@ -1248,6 +1248,32 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
 
 namespace {
 
+/* The first half of the edges of a pass (a: its pair lists, n targets): each target's count of
+ * similar pairs and their exclusive sums (s->eoff) by instance inst, and room on the device for
+ * the *m edges. Synchronises st. */
+int edges_count(dstate *s, fk_edges_args *a, size_t n, const dm_tune_instance *inst, cudaStream_t st, uint64_t *m)
+{
+    DM_TRY(ensure(&s->ecnt, &s->cap_ecnt, n + 1));
+    DM_TRY(ensure(&s->eoff, &s->cap_eoff, n + 1));
+    a->eoff = NULL;
+    a->ecnt = s->ecnt;
+    DM_CUDA_TRY(cudaMemsetAsync(s->ecnt + n, 0, 4, st));
+    DM_TRY(inst->launch(a, n, st));
+    size_t bytes = 0;
+    DM_CUDA_TRY(cub::DeviceScan::ExclusiveScan(NULL, bytes, s->ecnt, s->eoff, cuda::std::plus<uint64_t>(),
+                                               (uint64_t)0, (int)(n + 1), st));
+    DM_TRY(ensure(reinterpret_cast<char **>(&s->escan), &s->cap_escan, bytes ? bytes : 1));
+    DM_CUDA_TRY(cub::DeviceScan::ExclusiveScan(s->escan, bytes, s->ecnt, s->eoff, cuda::std::plus<uint64_t>(),
+                                               (uint64_t)0, (int)(n + 1), st));
+    DM_CUDA_TRY(cudaMemcpyAsync(m, s->eoff + n, 8, cudaMemcpyDeviceToHost, st));
+    DM_CUDA_TRY(cudaStreamSynchronize(st));
+    DM_TRY(ensure(&s->eown, &s->cap_eown, *m ? (size_t)*m : 1));
+    DM_TRY(ensure(&s->enbr, &s->cap_enbr, *m ? (size_t)*m : 1));
+    a->eown = s->eown;
+    a->enbr = s->enbr;
+    return DM_OK;
+}
+
 /* Appends a pass's similar pairs to out as edges (halo: the pass's source set): counted, summed
  * and written on the device (fk_edges), so that only the edges cross to the host. Synchronises
  * stream A. */
@@ -1258,26 +1284,11 @@ int edges_pass(dm_flock_edges *out, dstate *s, const dpass *ps, const dset *src,
         DM_CUDA_TRY(cudaStreamSynchronize(st));
         return DM_OK;
     }
-    DM_TRY(ensure(&s->ecnt, &s->cap_ecnt, n + 1));
-    DM_TRY(ensure(&s->eoff, &s->cap_eoff, n + 1));
-    fk_edges_args a = {ps->cnt, ps->off, ps->pairs, n, s->own.sidx, src->sidx, NULL, s->ecnt, NULL, NULL};
-    DM_CUDA_TRY(cudaMemsetAsync(s->ecnt + n, 0, 4, st));
-    DM_TRY(pick(K_EDGES, n)->launch(&a, n, st));
-    size_t bytes = 0;
-    DM_CUDA_TRY(cub::DeviceScan::ExclusiveScan(NULL, bytes, s->ecnt, s->eoff, cuda::std::plus<uint64_t>(),
-                                               (uint64_t)0, (int)(n + 1), st));
-    DM_TRY(ensure(reinterpret_cast<char **>(&s->escan), &s->cap_escan, bytes ? bytes : 1));
-    DM_CUDA_TRY(cub::DeviceScan::ExclusiveScan(s->escan, bytes, s->ecnt, s->eoff, cuda::std::plus<uint64_t>(),
-                                               (uint64_t)0, (int)(n + 1), st));
+    fk_edges_args a = {ps->cnt, ps->off, ps->pairs, n, s->own.sidx, src->sidx, NULL, NULL, NULL, NULL};
     uint64_t m = 0;
-    DM_CUDA_TRY(cudaMemcpyAsync(&m, s->eoff + n, 8, cudaMemcpyDeviceToHost, st));
-    DM_CUDA_TRY(cudaStreamSynchronize(st));
+    DM_TRY(edges_count(s, &a, n, pick(K_EDGES, n), st, &m));
     if (!m) return DM_OK;
-    DM_TRY(ensure(&s->eown, &s->cap_eown, (size_t)m));
-    DM_TRY(ensure(&s->enbr, &s->cap_enbr, (size_t)m));
     a.eoff = s->eoff;
-    a.eown = s->eown;
-    a.enbr = s->enbr;
     DM_TRY(pick(K_EDGES, n)->launch(&a, n, st));
     size_t c = out->n + (size_t)m;
     if (c > out->cap) {
@@ -1582,22 +1593,9 @@ void bench_free(bench *b)
  * so that the writing pass (the one timed) has its input. */
 int bench_edges_input(dstate *s, size_t nb)
 {
-    DM_TRY(ensure(&s->ecnt, &s->cap_ecnt, nb + 1));
-    DM_TRY(ensure(&s->eoff, &s->cap_eoff, nb + 1));
-    fk_edges_args a = {s->pown.cnt, s->pown.off, s->pown.pairs, nb, s->own.sidx, s->own.sidx, NULL, s->ecnt, NULL, NULL};
-    DM_CUDA_TRY(cudaMemsetAsync(s->ecnt + nb, 0, 4, s->sa));
-    DM_TRY(g_kernels[K_EDGES].instances[g_kernels[K_EDGES].default_instance].launch(&a, nb, s->sa));
-    size_t bytes = 0;
-    DM_CUDA_TRY(cub::DeviceScan::ExclusiveScan(NULL, bytes, s->ecnt, s->eoff, cuda::std::plus<uint64_t>(),
-                                               (uint64_t)0, (int)(nb + 1), s->sa));
-    DM_TRY(ensure(reinterpret_cast<char **>(&s->escan), &s->cap_escan, bytes ? bytes : 1));
-    DM_CUDA_TRY(cub::DeviceScan::ExclusiveScan(s->escan, bytes, s->ecnt, s->eoff, cuda::std::plus<uint64_t>(),
-                                               (uint64_t)0, (int)(nb + 1), s->sa));
+    fk_edges_args a = {s->pown.cnt, s->pown.off, s->pown.pairs, nb, s->own.sidx, s->own.sidx, NULL, NULL, NULL, NULL};
     uint64_t m = 0;
-    DM_CUDA_TRY(cudaMemcpy(&m, s->eoff + nb, 8, cudaMemcpyDeviceToHost));
-    DM_TRY(ensure(&s->eown, &s->cap_eown, m ? m : 1));
-    DM_TRY(ensure(&s->enbr, &s->cap_enbr, m ? m : 1));
-    return DM_OK;
+    return edges_count(s, &a, nb, &g_kernels[K_EDGES].instances[g_kernels[K_EDGES].default_instance], s->sa, &m);
 }
 
 /* The attachment bench: 16 clusters whose centroids have seeded values at every term of the

@@ -44,6 +44,20 @@
     }                                                                                              \
     }
 
+/* The items of a warp (a warp per item): RAKE of them, consecutive (w*RAKE + r) or strided by the
+ * grid's warps; I and the exit test are uniform over the warp; LANE: the thread's lane. */
+#define FK_WARP_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, N, I, LANE)                                      \
+    {                                                                                              \
+        const int LANE = threadIdx.x & 31;                                                         \
+        const size_t fk_w_ = ((size_t)blockIdx.x * (BLOCK) + threadIdx.x) >> 5;                    \
+        const size_t fk_W_ = ((size_t)gridDim.x * (BLOCK)) >> 5;                                   \
+        for (int fk_r_ = 0; fk_r_ < (RAKE); fk_r_++) {                                             \
+            const size_t I = (STRIDED) ? fk_w_ + (size_t)fk_r_ * fk_W_ : fk_w_ * (RAKE) + fk_r_;   \
+            if (I >= (N)) break;
+#define FK_WARP_ITEMS_END                                                                          \
+    }                                                                                              \
+    }
+
 /* ---- boid layouts of the sorted state (x, y, vx, vy) ---------------------------------------- */
 
 /* Index of field f (0..3) of boid i in a buffer of cap boids. */
@@ -358,12 +372,7 @@ __device__ __forceinline__ long long fk_dot_warp(const uint32_t *__restrict__ ca
 template <int BLOCK, int RAKE, bool STRIDED>
 __global__ void __launch_bounds__(BLOCK) fk_similarity(fk_sim_args a)
 {
-    const int lane = threadIdx.x & 31;
-    const size_t w = ((size_t)blockIdx.x * BLOCK + threadIdx.x) >> 5;
-    const size_t W = ((size_t)gridDim.x * BLOCK) >> 5;
-    for (int r = 0; r < RAKE; r++) {
-        const size_t m = STRIDED ? w + (size_t)r * W : w * RAKE + r;
-        if (m >= a.n_miss) break; /* uniform over the warp */
+    FK_WARP_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.n_miss, m, lane)
         unsigned long long e = a.miss[m];
         uint32_t q = (uint32_t)e, pos = (uint32_t)(e >> 32);
         uint32_t i = a.tidx[pos], j = a.pairs[q] >> 2;
@@ -389,7 +398,7 @@ __global__ void __launch_bounds__(BLOCK) fk_similarity(fk_sim_args a)
         long long s = fk_dot_warp(a.tcol + oa, a.tval + oa, a.tvlen[i], a.scol + ob, a.sval + ob, a.svlen[j], lane);
         for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
         if (lane == 0) a.pairs[q] = (j << 2) | (uint32_t)dm_flock_is_similar((int64_t)s, a.threshold);
-    }
+    FK_WARP_ITEMS_END
 }
 
 /* ---- forces ------------------------------------------------------------------------------------- */
@@ -641,12 +650,7 @@ struct fk_csums_args {
 template <int BLOCK, int RAKE, bool STRIDED>
 __global__ void __launch_bounds__(BLOCK) fk_centroid_sums(fk_csums_args a)
 {
-    const int lane = threadIdx.x & 31;
-    const size_t w = ((size_t)blockIdx.x * BLOCK + threadIdx.x) >> 5;
-    const size_t W = ((size_t)gridDim.x * BLOCK) >> 5;
-    for (int r = 0; r < RAKE; r++) {
-        const size_t i = STRIDED ? w + (size_t)r * W : w * RAKE + r;
-        if (i >= a.n) break; /* uniform over the warp */
+    FK_WARP_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.n, i, lane)
         const int32_t c = a.cl[i];
         if (c < 0) continue;
         const uint64_t o = a.voff[i];
@@ -658,7 +662,7 @@ __global__ void __launch_bounds__(BLOCK) fk_centroid_sums(fk_csums_args a)
             atomicAdd(&a.table[cell], (unsigned long long)__double2ll_rn((double)a.val[o + q] * FK_CENTROID_ONE));
             a.has[cell] = 1;
         }
-    }
+    FK_WARP_ITEMS_END
 }
 
 /* ---- the centroid attachment (flock_clusters.c, dm_flock_attach_cpu) ------------------------- */
@@ -691,12 +695,7 @@ template <int BLOCK, int RAKE, bool STRIDED>
 __global__ void __launch_bounds__(BLOCK) fk_attach(fk_attach_args a)
 {
     const unsigned full = 0xffffffffu;
-    const int lane = threadIdx.x & 31;
-    const size_t w = ((size_t)blockIdx.x * BLOCK + threadIdx.x) >> 5;
-    const size_t W = ((size_t)gridDim.x * BLOCK) >> 5;
-    for (int r = 0; r < RAKE; r++) {
-        const size_t i = STRIDED ? w + (size_t)r * W : w * RAKE + r;
-        if (i >= a.n) break; /* uniform over the warp */
+    FK_WARP_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.n, i, lane)
         const int32_t c0 = a.cl[i];
         if (c0 >= 0) {
             if (lane == 0) a.res[i] = c0;
@@ -747,7 +746,7 @@ __global__ void __launch_bounds__(BLOCK) fk_attach(fk_attach_args a)
             }
         }
         if (lane == 0) a.res[i] = bc >= 0 ? bc : c0;
-    }
+    FK_WARP_ITEMS_END
 }
 
 #endif
