@@ -370,6 +370,12 @@ int stage_end(pstage *ps, cudaStream_t st)
 
 inline size_t up8(size_t n) { return (n + 7) & ~(size_t)7; }
 
+/* The first n documents of a device set with their labels cl (device), for the centroid kernels. */
+inline fk_labelled_docs labelled(const dset *d, size_t n, const int32_t *cl)
+{
+    return {d->voff, d->vlen, d->col, d->val, n, cl};
+}
+
 struct dstate {
     cudaStream_t sa = 0, sb = 0;
     pstage halo_stage, mig_stage; /* uploads of the halo and of the migration arrivals */
@@ -1389,7 +1395,7 @@ extern "C" int dm_flock_centroid_sums_cuda(dm_flock_sim *sim, const int32_t *cl,
                         cudaMemsetAsync(s->chas, 0, cells, st) != cudaSuccess ||
                         cudaMemcpyAsync(s->acl, cl, 4 * n, cudaMemcpyHostToDevice, st) != cudaSuccess))
         rc = DM_ERR(DM_ERR_CUDA, "flock: preparing the centroid sums failed");
-    fk_csums_args a = {s->own.voff, s->own.vlen, s->own.col, s->own.val, n, s->acl, s->csum, s->chas, nterms, k};
+    fk_csums_args a = {labelled(&s->own, n, s->acl), s->csum, s->chas, nterms, k};
     if (rc == DM_OK) rc = pick(K_CSUMS, n)->launch(&a, n, st);
     if (rc == DM_OK && (cudaMemcpyAsync(sum, s->csum, 8 * cells, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
                         cudaMemcpyAsync(has, s->chas, cells, cudaMemcpyDeviceToHost, st) != cudaSuccess))
@@ -1443,8 +1449,7 @@ extern "C" int dm_flock_attach_cuda(dm_flock_sim *sim, int32_t *res, const int32
                         cudaMemcpyAsync(s->cnorm, c->norm, 8 * k, cudaMemcpyHostToDevice, st) != cudaSuccess ||
                         cudaMemcpyAsync(s->acl, cl, 4 * n, cudaMemcpyHostToDevice, st) != cudaSuccess))
         rc = DM_ERR(DM_ERR_CUDA, "flock: uploading the centroids failed");
-    fk_attach_args a = {s->own.voff, s->own.vlen, s->own.col, s->own.val, n, s->acl, s->ares, s->ctable, s->cnorm,
-                        c->nterms, c->k};
+    fk_attach_args a = {labelled(&s->own, n, s->acl), s->ares, s->ctable, s->cnorm, c->nterms, c->k};
     if (rc == DM_OK) rc = pick(K_ATTACH, n)->launch(&a, n, st);
     if (rc == DM_OK && cudaMemcpyAsync(res, s->ares, 4 * n, cudaMemcpyDeviceToHost, st) != cudaSuccess)
         rc = DM_ERR(DM_ERR_CUDA, "flock: copying the attachment failed");
@@ -1800,14 +1805,14 @@ int bench_run(void *state, const dm_tune_instance *inst, void *stream)
         return inst->launch(&a, n, stream);
     }
     case K_ATTACH: {
-        fk_attach_args a = {d->voff, d->vlen, d->col, d->val, n, s->acl, s->ares, s->ctable, s->cnorm, b->cterms, b->ck};
+        fk_attach_args a = {labelled(d, n, s->acl), s->ares, s->ctable, s->cnorm, b->cterms, b->ck};
         return inst->launch(&a, n, stream);
     }
     case K_CSUMS: {
         const size_t cells = (size_t)b->cterms * (size_t)b->ck;
         DM_CUDA_TRY(cudaMemsetAsync(s->csum, 0, 8 * cells, st));
         DM_CUDA_TRY(cudaMemsetAsync(s->chas, 0, cells, st));
-        fk_csums_args a = {d->voff, d->vlen, d->col, d->val, n, s->acl, s->csum, s->chas, b->cterms, b->ck};
+        fk_csums_args a = {labelled(d, n, s->acl), s->csum, s->chas, b->cterms, b->ck};
         return inst->launch(&a, n, stream);
     }
     case K_MOVE: {

@@ -634,13 +634,19 @@ __global__ void __launch_bounds__(BLOCK) fk_edges(fk_edges_args a)
  * complement, so unsigned adds give the signed sums); `has` marks the cells some document has (the
  * host's entries, zero sums included). A warp per document, its lanes over the document's terms. */
 #define FK_CENTROID_ONE 4294967296.0 /* DM_FLOCK_CENTROID_ONE */
-struct fk_csums_args {
+
+/* The own documents' vectors and cluster labels, as the centroid kernels read them. */
+struct fk_labelled_docs {
     const uint64_t *voff; /* own vectors, by own index */
     const uint32_t *vlen;
     const uint32_t *col;
     const float *val;
     size_t n;
     const int32_t *cl;
+};
+
+struct fk_csums_args {
+    fk_labelled_docs d;
     unsigned long long *table; /* nterms x k */
     uint8_t *has;              /* nterms x k */
     uint64_t nterms;
@@ -650,16 +656,16 @@ struct fk_csums_args {
 template <int BLOCK, int RAKE, bool STRIDED>
 __global__ void __launch_bounds__(BLOCK) fk_centroid_sums(fk_csums_args a)
 {
-    FK_WARP_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.n, i, lane)
-        const int32_t c = a.cl[i];
+    FK_WARP_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.d.n, i, lane)
+        const int32_t c = a.d.cl[i];
         if (c < 0) continue;
-        const uint64_t o = a.voff[i];
-        const uint32_t len = a.vlen[i];
+        const uint64_t o = a.d.voff[i];
+        const uint32_t len = a.d.vlen[i];
         for (uint32_t q = (uint32_t)lane; q < len; q += 32) {
-            const uint32_t t = a.col[o + q];
+            const uint32_t t = a.d.col[o + q];
             if (t >= a.nterms) continue; /* (the host's nterms covers every clustered document) */
             const size_t cell = (size_t)t * (size_t)a.k + (size_t)c;
-            atomicAdd(&a.table[cell], (unsigned long long)__double2ll_rn((double)a.val[o + q] * FK_CENTROID_ONE));
+            atomicAdd(&a.table[cell], (unsigned long long)__double2ll_rn((double)a.d.val[o + q] * FK_CENTROID_ONE));
             a.has[cell] = 1;
         }
     FK_WARP_ITEMS_END
@@ -678,12 +684,7 @@ __global__ void __launch_bounds__(BLOCK) fk_centroid_sums(fk_csums_args a)
  * over the document's terms in its order, each product and sum rounded as on the host
  * (-fmad=false), so the cosines and the choice are the reference's bits. */
 struct fk_attach_args {
-    const uint64_t *voff; /* own vectors, by own index */
-    const uint32_t *vlen;
-    const uint32_t *col;
-    const float *val;
-    size_t n;
-    const int32_t *cl;
+    fk_labelled_docs d;
     int32_t *res;
     const double *table; /* nterms x k */
     const double *norm;  /* k: the centroids' norms */
@@ -695,8 +696,8 @@ template <int BLOCK, int RAKE, bool STRIDED>
 __global__ void __launch_bounds__(BLOCK) fk_attach(fk_attach_args a)
 {
     const unsigned full = 0xffffffffu;
-    FK_WARP_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.n, i, lane)
-        const int32_t c0 = a.cl[i];
+    FK_WARP_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.d.n, i, lane)
+        const int32_t c0 = a.d.cl[i];
         if (c0 >= 0) {
             if (lane == 0) a.res[i] = c0;
             continue;
@@ -704,12 +705,12 @@ __global__ void __launch_bounds__(BLOCK) fk_attach(fk_attach_args a)
         double dot[FK_ATTACH_LANE];
 #pragma unroll
         for (int u = 0; u < FK_ATTACH_LANE; u++) dot[u] = 0.0;
-        const uint64_t o = a.voff[i];
-        const uint32_t len = a.vlen[i];
+        const uint64_t o = a.d.voff[i];
+        const uint32_t len = a.d.vlen[i];
         for (uint32_t q0 = 0; q0 < len; q0 += 32) { /* uniform bounds */
             const uint32_t q = q0 + (uint32_t)lane;
-            const uint32_t mc = q < len ? a.col[o + q] : 0u;
-            const float mv = q < len ? a.val[o + q] : 0.0f;
+            const uint32_t mc = q < len ? a.d.col[o + q] : 0u;
+            const float mv = q < len ? a.d.val[o + q] : 0.0f;
             const uint32_t m = len - q0 < 32 ? len - q0 : 32;
             for (uint32_t j = 0; j < m; j++) {
                 const uint32_t t = __shfl_sync(full, mc, (int)j);
