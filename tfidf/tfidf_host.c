@@ -15,15 +15,16 @@
 
 #define DM_PAR_MIN ((size_t)1 << 16) /* below this, one thread */
 
-void dm_tfidf_memcpy_par(void *dst, const void *src, size_t n)
+void dm_tfidf_memcpy_par(void *dst, const void *src, size_t n, int threads)
 {
     const size_t piece = (size_t)1 << 20;
-    if (n < 2 * piece || omp_get_max_threads() < 2) {
+    if (threads <= 0 || threads > omp_get_max_threads()) threads = omp_get_max_threads();
+    if (n < 2 * piece || threads < 2) {
         memcpy(dst, src, n);
         return;
     }
     int64_t np = (int64_t)((n + piece - 1) / piece);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t i = 0; i < np; i++) {
         size_t o = (size_t)i * piece, k = n - o < piece ? n - o : piece;
         memcpy((char *)dst + o, (const char *)src + o, k);

@@ -10,8 +10,10 @@
  *                the threads' copies into or out of pageable memory, with or without nt stores;
  *   pageable     cudaMemcpy straight to/from pageable memory (the driver stages);
  *   registered   cudaHostRegister of the pageable buffer (timed on its own; 4 KiB pages, or
- *                transparent huge pages), then copies straight into it.
- * A program, not a test (bench/RESULTS.md session 25). */
+ *                transparent huge pages), then copies straight into it;
+ *   staged, then the staged copies again with 8, 4 or 2 copying threads, 64 MiB chunks, or events
+ *                that block instead of spinning (does the copy-out starve the DMA?).
+ * A program, not a test (bench/RESULTS.md sessions 25 and 27). */
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <omp.h>
@@ -211,6 +213,42 @@ int main(int argc, char **argv)
             if (r == 0) printf("%-34s %5d %9.4f %10.2f %10.2f\n", name, round, tmax, (double)S / tmax / 1e9, (double)S * P / tmax / 1e9);
         }
     }
+    /* the staged download and upload with fewer copying threads, larger chunks, and events that
+     * block instead of spinning: does the copy-out starve the DMA of memory bandwidth when every
+     * rank of a host copies at once? */
+    const int full = omp_get_max_threads();
+    const struct {
+        size_t c;
+        int threads, blocking, up;
+    } tv[] = {{(size_t)16 << 20, 8, 0, 0}, {(size_t)16 << 20, 4, 0, 0}, {(size_t)16 << 20, 2, 0, 0},
+              {(size_t)64 << 20, 16, 0, 0}, {(size_t)64 << 20, 4, 0, 0}, {(size_t)16 << 20, 16, 1, 0},
+              {(size_t)16 << 20, 4, 0, 1}, {(size_t)64 << 20, 4, 0, 1}};
+    stage big;
+    big.c = (size_t)64 << 20, big.nb = 2, big.nt = 0;
+    stage blk = st[0];
+    for (int b = 0; b < 2; b++) {
+        check(cudaMallocHost((void **)&big.buf[b], big.c), "cudaMallocHost");
+        check(cudaEventCreateWithFlags(&big.ev[b], cudaEventDisableTiming), "event");
+        check(cudaEventCreateWithFlags(&blk.ev[b], cudaEventDisableTiming | cudaEventBlockingSync), "event");
+    }
+    for (int round = 0; round < rounds; round++)
+        for (size_t v = 0; v < sizeof tv / sizeof *tv; v++) {
+            stage *q = tv[v].blocking ? &blk : tv[v].c == big.c ? &big : &st[0];
+            omp_set_num_threads(tv[v].threads);
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t = MPI_Wtime();
+            if (tv[v].up) staged_up(dev, pg, S, q, s);
+            else staged_down(pg, dev, S, q, s);
+            check(cudaStreamSynchronize(s), "sync");
+            t = MPI_Wtime() - t;
+            omp_set_num_threads(full);
+            double tmax = 0;
+            MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+            snprintf(name, sizeof name, "staged %s %zu MiB x 2, %d thr%s", tv[v].up ? "h2d" : "d2h", q->c >> 20,
+                     tv[v].threads, tv[v].blocking ? ", blocking" : "");
+            if (r == 0) printf("%-34s %5d %9.4f %10.2f %10.2f\n", name, round, tmax, (double)S / tmax / 1e9, (double)S * P / tmax / 1e9);
+        }
+    for (int b = 0; b < 2; b++) cudaFreeHost(big.buf[b]), cudaEventDestroy(big.ev[b]), cudaEventDestroy(blk.ev[b]);
     fflush(stdout);
     for (int v = 0; v < nsv; v++)
         for (int b = 0; b < st[v].nb; b++) cudaFreeHost(st[v].buf[b]), cudaEventDestroy(st[v].ev[b]);
