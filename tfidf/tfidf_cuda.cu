@@ -67,7 +67,7 @@ static cudaEvent_t g_stage_ev[2];
 /* The threads that copy out of (and into) the staging buffers: DOCMINE_STAGE_THREADS, default
  * DM_STAGE_THREADS (0: all of OpenMP's). With every thread of every rank of a host copying, the
  * CPUs' reads and writes starve the DMA into the other buffer of memory bandwidth, and the two no
- * longer overlap: on a 4-GPU host, 4 ranks staged 3 GiB each at 5.8 GB/s a rank with 16 threads
+ * longer overlap: on a 4-GPU host, 4 ranks staged 3 GiB each at 2.7-5.9 GB/s a rank with 16 threads
  * and at 12.9-15.8 with 8 (bench/RESULTS.md, session 27). Read once, under g_stage_mu. */
 #define DM_STAGE_THREADS 8
 static int g_stage_threads = -1;
