@@ -3,6 +3,7 @@
  * Host blocks carry a 16-byte header holding their size, so dm_free can count them down. */
 #include "common/alloc.h"
 
+#include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -239,15 +240,18 @@ void dm_mem_prefault(void *p, size_t n)
     }
 }
 
-void dm_mem_copy(void *dst, const void *src, size_t n)
+void dm_mem_copy(void *dst, const void *src, size_t n) { dm_mem_copy_threads(dst, src, n, 0); }
+
+void dm_mem_copy_threads(void *dst, const void *src, size_t n, int threads)
 {
     const size_t chunk = (size_t)1 << 20;
-    if (n < 4 * chunk) {
+    if (threads <= 0 || threads > omp_get_max_threads()) threads = omp_get_max_threads();
+    if (n < 4 * chunk || threads < 2) {
         if (n) memcpy(dst, src, n);
         return;
     }
     const long pieces = (long)((n + chunk - 1) / chunk);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads)
     for (long k = 0; k < pieces; k++) {
         size_t at = (size_t)k * chunk, len = n - at < chunk ? n - at : chunk;
         memcpy((char *)dst + at, (const char *)src + at, len);

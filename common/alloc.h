@@ -28,6 +28,9 @@ void dm_mem_prefault(void *p, size_t n);
 /* memcpy, on the OpenMP threads in 1 MiB pieces from 4 MiB on (staging megabytes into pinned
  * buffers for the device: one thread copies 5-10 GB/s). */
 void dm_mem_copy(void *dst, const void *src, size_t n);
+/* The same on at most `threads` threads (<= 0: all of OpenMP's): staged copies that run while the
+ * GPU's DMA runs leave it memory bandwidth by copying on fewer threads (bench/RESULTS.md, session 27). */
+void dm_mem_copy_threads(void *dst, const void *src, size_t n, int threads);
 
 /* Pinned (page-locked) host memory, for asynchronous copies. */
 int dm_host_alloc_pinned(void **out, size_t n);

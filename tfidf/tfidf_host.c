@@ -17,18 +17,7 @@
 
 void dm_tfidf_memcpy_par(void *dst, const void *src, size_t n, int threads)
 {
-    const size_t piece = (size_t)1 << 20;
-    if (threads <= 0 || threads > omp_get_max_threads()) threads = omp_get_max_threads();
-    if (n < 2 * piece || threads < 2) {
-        memcpy(dst, src, n);
-        return;
-    }
-    int64_t np = (int64_t)((n + piece - 1) / piece);
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t i = 0; i < np; i++) {
-        size_t o = (size_t)i * piece, k = n - o < piece ? n - o : piece;
-        memcpy((char *)dst + o, (const char *)src + o, k);
-    }
+    dm_mem_copy_threads(dst, src, n, threads);
 }
 
 size_t dm_tfidf_first_none(const uint32_t *ids, size_t n)

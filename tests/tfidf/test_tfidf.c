@@ -452,8 +452,6 @@ static void test_hash_lookup_real_hash(void)
     dm_termlist_free(&v);
 }
 
-/* ------------------------------------------------------------------ weights */
-
 /* The staged copies' host side (dm_tfidf_memcpy_par) gives the same bytes for every thread count
  * (0: all; more than OpenMP has; an odd count over an odd length), and writes nothing past n. */
 static void test_memcpy_par_thread_counts(void)
@@ -478,6 +476,8 @@ static void test_memcpy_par_thread_counts(void)
     free(src);
     free(dst);
 }
+
+/* ------------------------------------------------------------------ weights */
 
 static const char *g_small[] = {"apple banana apple", "banana cherry", "apple cherry cherry date"};
 
