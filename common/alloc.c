@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "common/log.h"
 #include "common/status.h"
 
 #define DM_HDR 16 /* keeps malloc's 16-byte alignment for the caller */
@@ -242,10 +243,39 @@ void dm_mem_prefault(void *p, size_t n)
 
 void dm_mem_copy(void *dst, const void *src, size_t n) { dm_mem_copy_threads(dst, src, n, 0); }
 
+int dm_threads_upto(int cap)
+{
+    int all = omp_get_max_threads();
+    return cap > 0 && cap < all ? cap : all;
+}
+
+int dm_stage_threads_parse(const char *e)
+{
+    if (!e || !*e) return DM_STAGE_THREADS;
+    char *end = NULL;
+    long v = strtol(e, &end, 10);
+    if (*end || v < 0 || v > 1 << 20) {
+        dm_log_warn("DOCMINE_STAGE_THREADS=%s is not a thread count (0 = all): %d used", e, DM_STAGE_THREADS);
+        return DM_STAGE_THREADS;
+    }
+    return (int)v;
+}
+
+static int g_stage_threads;
+static pthread_once_t g_stage_once = PTHREAD_ONCE_INIT;
+
+static void stage_threads_read(void) { g_stage_threads = dm_stage_threads_parse(getenv("DOCMINE_STAGE_THREADS")); }
+
+int dm_stage_threads(void)
+{
+    pthread_once(&g_stage_once, stage_threads_read);
+    return g_stage_threads;
+}
+
 void dm_mem_copy_threads(void *dst, const void *src, size_t n, int threads)
 {
     const size_t chunk = (size_t)1 << 20;
-    if (threads <= 0 || threads > omp_get_max_threads()) threads = omp_get_max_threads();
+    threads = dm_threads_upto(threads);
     if (n < 4 * chunk || threads < 2) {
         if (n) memcpy(dst, src, n);
         return;

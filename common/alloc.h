@@ -31,6 +31,20 @@ void dm_mem_copy(void *dst, const void *src, size_t n);
 /* The same on at most `threads` threads (<= 0: all of OpenMP's): staged copies that run while the
  * GPU's DMA runs leave it memory bandwidth by copying on fewer threads (bench/RESULTS.md, session 27). */
 void dm_mem_copy_threads(void *dst, const void *src, size_t n, int threads);
+/* The OpenMP threads of a loop capped at `cap`: min(cap, omp_get_max_threads()), all of them for
+ * cap <= 0. */
+int dm_threads_upto(int cap);
+/* The threads of a rank's host copies that run beside the GPUs' DMA (staging into and out of
+ * pinned buffers, flock's per-step halo and migration copies on the CUDA backend):
+ * DOCMINE_STAGE_THREADS, default DM_STAGE_THREADS, 0 = all of OpenMP's (for dm_mem_copy_threads
+ * and dm_threads_upto). With every thread of every rank of a host copying, the CPUs' reads and
+ * writes starve the DMA of memory bandwidth and the two no longer overlap: on a 4-GPU host, 4 ranks
+ * staged 3 GiB each at 2.7-5.9 GB/s a rank with 16 threads and at 12.9-15.8 with 8 (bench/RESULTS.md,
+ * session 27). Read once; any other value than a count >= 0 is warned of and the default used. */
+#define DM_STAGE_THREADS 8
+int dm_stage_threads(void);
+/* The value of DOCMINE_STAGE_THREADS e means (NULL or empty: DM_STAGE_THREADS). */
+int dm_stage_threads_parse(const char *e);
 
 /* Pinned (page-locked) host memory, for asynchronous copies. */
 int dm_host_alloc_pinned(void **out, size_t n);

@@ -46,16 +46,16 @@ int dm_dbuf_wait(dm_dbuf_slot *s);
 /* Waits for every slot. */
 int dm_dbuf_drain(dm_dbuf *b);
 /* Copies n bytes of (pageable) host memory at src to device memory at dst through the slots'
- * pinned buffers: each piece of up to host_bytes is copied into a slot by the OpenMP threads and
- * uploaded on the slot's stream while the next piece is copied (a pageable cudaMemcpy stages
- * through the driver's buffers on one thread). Returns once every piece is queued; src may change
- * at once, dst is complete after dm_dbuf_drain. The slots' device buffers are not used (dev_bytes
- * may be 0). */
+ * pinned buffers: each piece of up to host_bytes is copied into a slot by dm_stage_threads() of
+ * the OpenMP threads (common/alloc.h) and uploaded on the slot's stream while the next piece is
+ * copied (a pageable cudaMemcpy stages through the driver's buffers on one thread). Returns once
+ * every piece is queued; src may change at once, dst is complete after dm_dbuf_drain. The slots'
+ * device buffers are not used (dev_bytes may be 0). */
 int dm_dbuf_upload(dm_dbuf *b, void *dst, const void *src, size_t n);
 /* The reverse: copies n bytes of device memory at src to (pageable) host memory at dst through
- * the slots' pinned buffers: each piece downloads on its slot's stream while the OpenMP threads
- * copy the previous one out. Waits for every slot first (so that work queued before, such as an
- * upload of src, has completed) and returns when dst is complete. */
+ * the slots' pinned buffers: each piece downloads on its slot's stream while dm_stage_threads()
+ * threads copy the previous one out. Waits for every slot first (so that work queued before, such
+ * as an upload of src, has completed) and returns when dst is complete. */
 int dm_dbuf_download(dm_dbuf *b, void *dst, const void *src, size_t n);
 
 #ifdef __cplusplus

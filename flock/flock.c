@@ -801,6 +801,10 @@ int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v
     /* the halo turns over every iteration: more garbage before each compaction (which moves every
      * live vector and makes a device mirror copy the pool again) */
     s->halo.garbage_ratio = 4;
+    /* on the CUDA backend the per-step host copies of the halo and the migration run while the
+     * GPUs' copies run: as few threads as the other staged copies (common/alloc.h; on a 4-GPU host
+     * flock.run at 4 GPUs took 0.5 s less with 8 of 16 threads a rank, bench/RESULTS.md session 27) */
+    if (s->backend == DM_BACKEND_CUDA) s->own.copy_threads = s->halo.copy_threads = dm_stage_threads();
     s->agree_req = MPI_REQUEST_NULL;
     const char *tp = getenv("DOCMINE_FLOCK_TRACE");
     if (tp && *tp) {

@@ -60,6 +60,8 @@ typedef struct dm_flock_store {
     size_t live;           /* entries referenced by boids */
     uint64_t compactions;  /* times the pool was compacted (boids' offsets changed) */
     uint32_t garbage_ratio; /* compact when pool > ratio * live (+ 4096); 0 = 2 */
+    int copy_threads;       /* threads of the parallel copies into and out of the store (messages,
+                             * vector caches): at most this many, 0 = all of OpenMP's */
     dm_flock_idmap index;   /* id -> boid, kept by dm_flock_halo_unpack for the halo store only */
     int indexed;            /* index matches the boids */
 } dm_flock_store;

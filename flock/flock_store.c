@@ -128,7 +128,7 @@ void dm_flock_store_free(dm_flock_store *s)
 
 void dm_flock_store_clear(dm_flock_store *s)
 {
-    s->n = s->pool = s->live = 0; /* keeps garbage_ratio and the memory */
+    s->n = s->pool = s->live = 0; /* keeps garbage_ratio, copy_threads and the memory */
     s->indexed = 0;
     s->compactions++; /* every offset is void: a device mirror must copy the pool again */
 }
@@ -205,7 +205,7 @@ int dm_flock_store_append_vectors(dm_flock_store *s, const dm_flock_store *src, 
         at += vlen[k];
     }
     const long nl = (long)n;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(dm_threads_upto(s->copy_threads))
     for (long k = 0; k < nl; k++) {
         size_t i = b + (size_t)k;
         s->id[i] = id[k];
@@ -395,7 +395,7 @@ void dm_flock_msg_pack(char *buf, const dm_flock_store *s, const uint32_t *idx, 
     memset(has + count, 0, l.col - l.has - count); /* padding: no uninitialised bytes on the wire */
     /* the copies in parallel (the halo's vectors are megabytes every iteration) */
     const long nl = (long)count;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(dm_threads_upto(s->copy_threads))
     for (long k = 0; k < nl; k++) {
         uint32_t i = idx[k];
         id[k] = s->id[i];
@@ -528,7 +528,7 @@ int dm_flock_halo_unpack(dm_flock_store *s, char *const *bufs, const uint64_t *s
         const msg_view *v = &m[k];
         const long nl = (long)v->n;
         const size_t base = at;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(dm_threads_upto(s->copy_threads))
         for (long j = 0; j < nl; j++) {
             size_t i = base + (size_t)j;
             s->id[i] = v->id[j];
@@ -602,7 +602,7 @@ int dm_flock_msg_unpack_cached(dm_flock_store *s, const char *buf, size_t size, 
         }
         dst[n] = at;
         const long nl = (long)n;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(dm_threads_upto(s->copy_threads))
         for (long k = 0; k < nl; k++) {
             size_t i = b + (size_t)k;
             uint32_t len = (uint32_t)(dst[k + 1] - dst[k]);

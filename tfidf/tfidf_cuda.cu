@@ -64,21 +64,10 @@ static pthread_mutex_t g_stage_mu = PTHREAD_MUTEX_INITIALIZER;
 static void *g_stage_buf[2];
 static cudaEvent_t g_stage_ev[2];
 
-/* The threads that copy out of (and into) the staging buffers: DOCMINE_STAGE_THREADS, default
- * DM_STAGE_THREADS (0: all of OpenMP's). With every thread of every rank of a host copying, the
- * CPUs' reads and writes starve the DMA into the other buffer of memory bandwidth, and the two no
- * longer overlap: on a 4-GPU host, 4 ranks staged 3 GiB each at 2.7-5.9 GB/s a rank with 16 threads
- * and at 12.9-15.8 with 8 (bench/RESULTS.md, session 27). Read once, under g_stage_mu. */
-#define DM_STAGE_THREADS 8
-static int g_stage_threads = -1;
-
+/* The staging buffers are copied into and out of by dm_stage_threads() threads (common/alloc.h:
+ * all threads of every rank of a host copying starve the DMA into the other buffer). */
 static int stage_init(void)
 {
-    if (g_stage_threads < 0) {
-        const char *e = getenv("DOCMINE_STAGE_THREADS");
-        g_stage_threads = e && *e ? atoi(e) : DM_STAGE_THREADS;
-        if (g_stage_threads < 0) g_stage_threads = 0;
-    }
     for (int i = 0; i < 2; i++) {
         if (g_stage_buf[i]) continue;
         DM_CUDA_TRY(cudaEventCreateWithFlags(&g_stage_ev[i], cudaEventDisableTiming));
@@ -106,7 +95,7 @@ static int up(void *d, const void *h, size_t bytes, cudaStream_t s)
         int b = (int)(i & 1);
         cudaError_t e = cudaEventSynchronize(g_stage_ev[b]); /* the buffer's previous copy has left it */
         if (e == cudaSuccess) {
-            dm_tfidf_memcpy_par(g_stage_buf[b], (const char *)h + o, k, g_stage_threads);
+            dm_tfidf_memcpy_par(g_stage_buf[b], (const char *)h + o, k, dm_stage_threads());
             e = cudaMemcpyAsync((char *)d + o, g_stage_buf[b], k, cudaMemcpyHostToDevice, s);
         }
         if (e == cudaSuccess) e = cudaEventRecord(g_stage_ev[b], s);
@@ -141,7 +130,7 @@ static int down(void *h, const void *d, size_t bytes, cudaStream_t s)
             size_t o = (i - 1) * DM_STAGE_BYTES, k = bytes - o < DM_STAGE_BYTES ? bytes - o : DM_STAGE_BYTES;
             int b = (int)((i - 1) & 1);
             e = cudaEventSynchronize(g_stage_ev[b]);
-            if (e == cudaSuccess) dm_tfidf_memcpy_par((char *)h + o, g_stage_buf[b], k, g_stage_threads);
+            if (e == cudaSuccess) dm_tfidf_memcpy_par((char *)h + o, g_stage_buf[b], k, dm_stage_threads());
         }
         if (e != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "tfidf cuda: staged download: %s", cudaGetErrorString(e));
     }

@@ -3,6 +3,7 @@
  * clustering metrics (NMI, ARI, purity) against hand-computed values. */
 #include <CUnit/CUnit.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,32 @@ static void test_mem_prefault(void)
     dm_mem_prefault(NULL, n); /* no block: nothing */
     free(vec);
     munmap(m, n);
+}
+
+/* The thread caps of the copies beside the DMA: at most the cap, all threads for 0 or less or a
+ * cap above OpenMP's; DOCMINE_STAGE_THREADS parsed to a count >= 0 or the default. */
+static void test_thread_caps(void)
+{
+    const int all = omp_get_max_threads();
+    CU_ASSERT_EQUAL(dm_threads_upto(0), all);
+    CU_ASSERT_EQUAL(dm_threads_upto(-3), all);
+    CU_ASSERT_EQUAL(dm_threads_upto(1), 1);
+    CU_ASSERT_EQUAL(dm_threads_upto(all), all);
+    CU_ASSERT_EQUAL(dm_threads_upto(all + 7), all);
+    if (all > 1) CU_ASSERT_EQUAL(dm_threads_upto(all - 1), all - 1);
+    CU_ASSERT_EQUAL(dm_stage_threads_parse(NULL), DM_STAGE_THREADS);
+    CU_ASSERT_EQUAL(dm_stage_threads_parse(""), DM_STAGE_THREADS);
+    CU_ASSERT_EQUAL(dm_stage_threads_parse("0"), 0);
+    CU_ASSERT_EQUAL(dm_stage_threads_parse("3"), 3);
+    CU_ASSERT_EQUAL(dm_stage_threads_parse("64"), 64);
+    int level = dm_log_get_level();
+    dm_log_set_level(DM_LOG_ERROR); /* the warnings of the bad values below */
+    CU_ASSERT_EQUAL(dm_stage_threads_parse("-1"), DM_STAGE_THREADS);
+    CU_ASSERT_EQUAL(dm_stage_threads_parse("4x"), DM_STAGE_THREADS);
+    CU_ASSERT_EQUAL(dm_stage_threads_parse("all"), DM_STAGE_THREADS);
+    CU_ASSERT_EQUAL(dm_stage_threads_parse("99999999999"), DM_STAGE_THREADS);
+    dm_log_set_level(level);
+    CU_ASSERT_EQUAL(dm_stage_threads(), dm_stage_threads_parse(getenv("DOCMINE_STAGE_THREADS")));
 }
 
 static void test_rng_known_answers(void)
@@ -366,6 +393,7 @@ int main(void)
         {"host allocation counting", test_alloc_counts},
         {"pinned/device size tracking", test_alloc_tracking},
         {"prefault keeps bytes and populates pages", test_mem_prefault},
+        {"thread caps of the staged copies", test_thread_caps},
         {"philox known answers", test_rng_known_answers},
         {"keyed random streams", test_rng_streams},
         {"timers and counters", test_timers},

@@ -232,7 +232,8 @@ static void test_store_remove(void)
  * messages, as to two neighbours), the receiver takes them from its previous halo. Over rounds of
  * a moving selection (documents leave and come back, some have empty vectors) every halo boid
  * has its own vector, the boids are in message order, the pool compacts, and a left-out vector
- * the receiver does not hold is an error, never a wrong vector. */
+ * the receiver does not hold is an error, never a wrong vector. The rounds copy with all threads
+ * and with caps of 1-3 threads (the CUDA backend's cap, dm_stage_threads). */
 static void test_halo_cache(void)
 {
     enum { N = 3000 };
@@ -253,6 +254,7 @@ static void test_halo_cache(void)
     uint32_t *idx = malloc(4 * N);
     uint64_t comp0 = halo.compactions, sent_vec = 0, sent = 0;
     for (int round = 0; round < 40; round++) {
+        src.copy_threads = halo.copy_threads = round % 4;
         /* a window sliding by 37 documents a round plus every 7th document on odd rounds */
         memset(cur, 0, N);
         for (uint32_t i = 0; i < N; i++)
@@ -351,6 +353,7 @@ static void test_departed_cache(void)
     uint8_t *with = malloc(N);
     int compacted_rounds = 0;
     for (int round = 0; round < 8; round++) {
+        own.copy_threads = halo.copy_threads = round % 3; /* all threads, 1 and 2 */
         /* departures: every 3rd boid from a rotating start, ascending */
         size_t m = 0, nnz = 0;
         for (size_t i = (size_t)round % 3; i < own.n; i += 3) rm[m++] = (uint32_t)i;
