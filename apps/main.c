@@ -49,7 +49,7 @@ static void print_help(FILE *f)
                "  --tune off|model|msp|exhaustive   kernel tuning mode (env DOCMINE_TUNE; default msp)\n"
                "  --tuning-db FILE         tuning database (env DOCMINE_TUNING_DB)\n"
                "  --quiet | --verbose      less / more logging\n"
-               "  --progress               progress line even when stderr is not a terminal\n"
+               "  --progress               progress even when stderr is not a terminal (a line every 10 s)\n"
                "  --help, --version\n\n"
                "example:\n  docmine info --bandwidth\n  docmine <command> --help\n");
 }

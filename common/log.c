@@ -49,7 +49,9 @@ void dm_progress_begin(dm_progress *p, const char *label, const char *unit, uint
     p->unit = unit;
     p->total = total;
     p->t_start = p->t_last = dm_wtime();
-    p->enabled = g_rank == 0 && g_level >= DM_LOG_INFO && (g_force_progress || isatty(STDERR_FILENO));
+    p->in_place = isatty(STDERR_FILENO);
+    p->interval = p->in_place ? 0.2 : DM_PROGRESS_LOG_S;
+    p->enabled = g_rank == 0 && g_level >= DM_LOG_INFO && (g_force_progress || p->in_place);
 }
 
 void dm_progress_format(char *buf, int len, const char *label, const char *unit, uint64_t done,
@@ -70,7 +72,8 @@ static void progress_print(dm_progress *p, uint64_t done, double now, int last)
 {
     char line[256];
     dm_progress_format(line, sizeof line, p->label, p->unit, done, p->total, now - p->t_start);
-    fprintf(stderr, "\r%-78s%s", line, last ? "\n" : "");
+    if (p->in_place) fprintf(stderr, "\r%-78s%s", line, last ? "\n" : "");
+    else fprintf(stderr, "docmine: %s\n", line);
     fflush(stderr);
 }
 
@@ -78,7 +81,7 @@ void dm_progress_update(dm_progress *p, uint64_t done)
 {
     if (!p->enabled) return;
     double now = dm_wtime();
-    if (now - p->t_last < 0.2) return;
+    if (now - p->t_last < p->interval) return;
     p->t_last = now;
     progress_print(p, done, now, 0);
 }

@@ -26,18 +26,23 @@ void dm_log(int level, const char *fmt, ...) DM_PRINTF(2, 3);
 #define dm_log_debug(...) dm_log(DM_LOG_DEBUG, __VA_ARGS__)
 
 /* Progress line on rank 0: "label  done/total  rate unit/s  ETA". Shown when stderr is a terminal,
- * or always when forced with dm_progress_force(1) (--progress); never when the level is below INFO. */
+ * or always when forced with dm_progress_force(1) (--progress); never when the level is below INFO.
+ * On a terminal one line is redrawn in place (carriage returns, every 0.2 s); elsewhere (a batch
+ * job's log file) whole lines are appended, one every DM_PROGRESS_LOG_S seconds and one at the end. */
+#define DM_PROGRESS_LOG_S 10.0
 typedef struct dm_progress {
     const char *label;
     const char *unit;
     uint64_t total;
     double t_start, t_last;
+    double interval; /* seconds between prints (set by dm_progress_begin) */
     int enabled;
+    int in_place;    /* redraw one line (a terminal) rather than append lines */
 } dm_progress;
 
 void dm_progress_force(int on);
 void dm_progress_begin(dm_progress *p, const char *label, const char *unit, uint64_t total);
-/* Prints at most ~5 times a second; cheap to call often. */
+/* Prints at most once per p->interval; cheap to call often. */
 void dm_progress_update(dm_progress *p, uint64_t done);
 void dm_progress_end(dm_progress *p, uint64_t done);
 /* Formats the progress line into buf (used by the progress line and by tests). */

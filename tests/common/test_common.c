@@ -279,6 +279,51 @@ static void test_progress_format(void)
     }
 }
 
+/* Forced into a file (a batch job's log): whole lines, none within the interval, one at the end,
+ * no carriage returns. */
+static void test_progress_log_file(void)
+{
+    FILE *tmp = tmpfile();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tmp);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    CU_ASSERT_TRUE_FATAL(saved >= 0);
+    CU_ASSERT_TRUE_FATAL(dup2(fileno(tmp), STDERR_FILENO) >= 0);
+    int level = dm_log_get_level();
+    dm_log_set_level(DM_LOG_INFO);
+    dm_progress_force(1);
+    dm_progress p;
+    dm_progress_begin(&p, "flock", "it", 10);
+    int enabled = p.enabled, in_place = p.in_place;
+    double interval = p.interval;
+    dm_progress_update(&p, 1); /* within the interval: nothing */
+    p.interval = 0.0;
+    dm_progress_update(&p, 5);
+    dm_progress_end(&p, 10);
+    dm_progress_update(&p, 11); /* after the end: nothing */
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    dm_progress_force(0);
+    dm_log_set_level(level);
+    CU_ASSERT_TRUE(enabled);
+    CU_ASSERT_FALSE(in_place);
+    CU_ASSERT_DOUBLE_EQUAL(interval, DM_PROGRESS_LOG_S, 0.0);
+    char buf[1024] = "";
+    rewind(tmp);
+    size_t n = fread(buf, 1, sizeof buf - 1, tmp);
+    buf[n] = 0;
+    fclose(tmp);
+    int lines = 0;
+    for (size_t i = 0; i < n; i++) lines += buf[i] == '\n';
+    CU_ASSERT_EQUAL(lines, 2);
+    CU_ASSERT_PTR_NULL(strchr(buf, '\r'));
+    CU_ASSERT_PTR_NULL(strstr(buf, "1/10 "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "docmine: flock 5/10 (50.0%)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "docmine: flock 10/10 (100.0%)"));
+    CU_ASSERT_PTR_NULL(strstr(buf, "11/10"));
+}
+
 static int fake_launch(const void *args, size_t n, void *stream) { return DM_OK; }
 
 static void test_tune_registry(void)
@@ -399,6 +444,7 @@ int main(void)
         {"timers and counters", test_timers},
         {"atomic files and mkdirs", test_atomic_files},
         {"progress line", test_progress_format},
+        {"progress lines in a log file", test_progress_log_file},
         {"tuner registry and modes", test_tune_registry},
         {"clustering metrics against hand-computed values", test_metrics_hand},
         {"classes from label strings", test_metrics_classes},
