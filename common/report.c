@@ -15,6 +15,8 @@
 #include "common/timer.h"
 #include "common/tune/tune.h"
 
+extern char **environ; /* POSIX: the process environment */
+
 #ifndef DM_GIT_HASH
 #define DM_GIT_HASH "unknown"
 #endif
@@ -111,12 +113,39 @@ json_t *dm_report_devices(const dm_ctx *ctx)
     return devs;
 }
 
+json_t *dm_report_environment(char *const *env)
+{
+    static const char *const prefix[] = {"DOCMINE_", "OMP_"};
+    static const char *const exact[] = {"CUDA_VISIBLE_DEVICES", "GLIBC_TUNABLES"};
+    json_t *o = json_object();
+    for (size_t i = 0; o && env && env[i]; i++) {
+        const char *eq = strchr(env[i], '=');
+        if (!eq || eq == env[i]) continue;
+        size_t n = (size_t)(eq - env[i]);
+        int keep = 0;
+        for (size_t k = 0; k < sizeof prefix / sizeof *prefix; k++)
+            keep |= n > strlen(prefix[k]) && strncmp(env[i], prefix[k], strlen(prefix[k])) == 0;
+        for (size_t k = 0; k < sizeof exact / sizeof *exact; k++)
+            keep |= n == strlen(exact[k]) && strncmp(env[i], exact[k], n) == 0;
+        if (!keep) continue;
+        char name[256];
+        if (n >= sizeof name) continue;
+        memcpy(name, env[i], n);
+        name[n] = 0;
+        /* values that are not UTF-8 are left out rather than failing the report */
+        json_t *v = json_string(eq + 1);
+        if (v) json_object_set_new(o, name, v);
+    }
+    return o;
+}
+
 int dm_report_collect(dm_report *r, const dm_ctx *ctx)
 {
     json_object_set_new(r->root, "versions", dm_report_versions());
     json_object_set_new(r->root, "ranks", json_integer(ctx->size));
     json_object_set_new(r->root, "backend", json_string(dm_backend_name(ctx->backend)));
     json_object_set_new(r->root, "tune_mode", json_string(dm_tune_mode_name(dm_tune_get_mode())));
+    json_object_set_new(r->root, "environment", dm_report_environment(environ));
 
     if (!json_object_get(r->root, "devices")) { /* a command may have gathered them already */
         json_t *devs = dm_report_devices(ctx);

@@ -33,6 +33,11 @@ int dm_report_write(const dm_report *r, const dm_ctx *ctx, const char *path);
 json_t *dm_report_devices(const dm_ctx *ctx);
 /* The versions object (docmine, git, CUDA runtime/driver, MPI library, libraries). */
 json_t *dm_report_versions(void);
+/* The settings a run's speed or results depend on that come from the environment, as an object
+ * of name -> value: every DOCMINE_* and OMP_* variable, CUDA_VISIBLE_DEVICES and GLIBC_TUNABLES
+ * present in env (a NULL-terminated "NAME=VALUE" array such as environ). dm_report_collect records
+ * rank 0's as "environment", so that two reports say which settings differed between them. */
+json_t *dm_report_environment(char *const *env);
 
 #ifdef __cplusplus
 }

@@ -138,6 +138,7 @@ static void test_report(void)
     dm_timer_add("read", 0.5 * (g_ctx.rank + 1));
     dm_counter_add("skipped.empty", 1);
     char *argv[] = {"docmine", "info"};
+    setenv("DOCMINE_REPORT_TEST", "a=b c", 1);
     dm_report rep;
     CU_ASSERT_EQUAL_FATAL(dm_report_init(&rep, "info", 2, argv), DM_OK);
     json_object_set_new(rep.results, "answer", json_integer(42));
@@ -168,6 +169,10 @@ static void test_report(void)
         json_t *mem = json_object_get(j, "peak_memory_bytes_max_over_ranks");
         CU_ASSERT_TRUE(json_integer_value(json_object_get(mem, "host")) >= 1000);
         CU_ASSERT_PTR_NOT_NULL(json_string_value(json_object_get(json_object_get(j, "versions"), "mpi")));
+        /* the environment's settings: set on every rank before the report (main) */
+        json_t *env = json_object_get(j, "environment");
+        CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(env, "DOCMINE_REPORT_TEST")), "a=b c");
+        CU_ASSERT_PTR_NULL(json_object_get(env, "PATH"));
         json_decref(j);
         char cmd[400];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -233,6 +238,27 @@ static void test_cma(void)
     dm_free(got);
 }
 
+/* The environment's settings in the report: DOCMINE_* and OMP_* by prefix, two names exactly,
+ * the value after the first '=', nothing else. */
+static void test_report_environment(void)
+{
+    char *env[] = {"DOCMINE_STAGE_THREADS=0", "OMP_NUM_THREADS=16", "PATH=/bin", "DOCMINE_=x", "OMP_=y",
+                   "CUDA_VISIBLE_DEVICES=1,2", "CUDA_VISIBLE_DEVICESX=3", "GLIBC_TUNABLES=glibc.malloc.hugetlb=1",
+                   "NOEQUALS", "=empty", "DOCMINE_EMPTY=", "XDOCMINE_A=1", NULL};
+    json_t *o = dm_report_environment(env);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    CU_ASSERT_EQUAL(json_object_size(o), 5);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(o, "DOCMINE_STAGE_THREADS")), "0");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(o, "OMP_NUM_THREADS")), "16");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(o, "CUDA_VISIBLE_DEVICES")), "1,2");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(o, "GLIBC_TUNABLES")), "glibc.malloc.hugetlb=1");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(o, "DOCMINE_EMPTY")), "");
+    json_decref(o);
+    o = dm_report_environment(NULL);
+    CU_ASSERT_EQUAL(json_object_size(o), 0);
+    json_decref(o);
+}
+
 int main(int argc, char **argv)
 {
     CU_TestInfo t[] = {
@@ -241,6 +267,7 @@ int main(int argc, char **argv)
         {"errors agreed over ranks", test_agree},
         {"timers reduced over ranks", test_stats_reduce},
         {"run report", test_report},
+        {"the environment in the report", test_report_environment},
         {"reads of another rank's memory (cma)", test_cma},
         CU_TEST_INFO_NULL,
     };

@@ -3,7 +3,8 @@
 # series (after touching 1 GiB of memory) and scaling-table.py turns it into a CSV (one row per
 # point, efficiency 1 at the base point, documents = ranks x documents per rank) and a PNG
 # (matplotlib or the built-in writer);
-# the SLURM launcher's dry run sizes nodes and tasks from the GPU counts; tune.sbatch runs `docmine
+# ab.sh runs a point under variants of the environment and tabulates them; the SLURM launcher's
+# dry run sizes nodes and tasks from the GPU counts; tune.sbatch runs `docmine
 # tune` and, with JOB_ARGS, a job's pipeline on one rank (srun stood in for); bad options exit 2.
 # usage: test_jobs.sh <docmine>
 set -uo pipefail
@@ -47,6 +48,28 @@ python3 "$src/jobs/scaling-table.py" "$t/weak" --builtin-plot --png "$t/builtin.
 is_png "$t/builtin.png" || fail "built-in PNG writer: not a PNG"
 cmp -s "$csv" "$t/b.csv" || fail "the CSV depends on the plotter"
 
+# ab.sh: two variants of the environment alternating over two rounds; each run's report holds
+# its variant's environment; the CSV has a row per run and timer
+"$src/jobs/ab.sh" --variant "" --variant "DOCMINE_AB_TEST=1 DOCMINE_STAGE_THREADS=2" --gpus 2 --method streamclust \
+    --docs-per-gpu 150 --out "$t/ab" --docmine "$dm" --timers pipeline.total,pipeline.tfidf,no.such.timer -- \
+    --backend cpu --quiet --synth-words 50,100 --synth-topics 3 --k 3,6 --dim 32 > "$t/ablog" 2>&1 ||
+    fail "ab.sh failed: $(tail -5 "$t/ablog")"
+for r in 1 2; do
+    for k in 1 2; do
+        rep=$t/ab/v$k-r$r/streamclust-2/report.json
+        got=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["environment"].get("DOCMINE_AB_TEST", "-"))' "$rep" 2>&1)
+        want=-; [ $k -eq 2 ] && want=1
+        [ "$got" = "$want" ] || fail "ab.sh: v$k round $r: DOCMINE_AB_TEST '$got', expected '$want'"
+    done
+done
+abcsv=$t/ab/ab.csv
+[ "$(head -1 "$abcsv")" = "variant,environment,round,timer,seconds" ] || fail "ab.csv header: $(head -1 "$abcsv")"
+awk -F, 'NR > 1 { n++; if ($4 == "pipeline.total" && !($5 > 0)) bad = 1; if ($4 == "no.such.timer" && $5 != "") bad = 1 }
+         END { exit (n == 12 && !bad) ? 0 : 1 }' "$abcsv" || fail "ab.csv rows: $(cat "$abcsv")"
+grep -q "^v2: DOCMINE_AB_TEST=1 DOCMINE_STAGE_THREADS=2" "$t/ablog" || fail "ab.sh: no legend: $(head -8 "$t/ablog")"
+"$src/jobs/ab.sh" --variant "" > /dev/null 2>&1; [ $? -eq 2 ] || fail "ab.sh: one variant accepted"
+"$src/jobs/ab.sh" --variant "" --variant "NOTANASSIGNMENT" > /dev/null 2>&1; [ $? -eq 2 ] || fail "ab.sh: a variant that is not NAME=VALUE accepted"
+
 dry=$("$src/jobs/weak-scaling.sh" --launcher slurm --dry-run --gpus 1,8 --gpus-per-node 4 --methods flock --out "$t/w") || fail "dry run failed"
 printf '%s\n' "$dry" | grep -q -- "--nodes=1 --ntasks-per-node=1 --gpus-per-task=1" || fail "dry run, 1 GPU: $dry"
 printf '%s\n' "$dry" | grep -q -- "--nodes=2 --ntasks-per-node=4 --gpus-per-task=1" || fail "dry run, 8 GPUs: $dry"
@@ -58,7 +81,7 @@ printf '%s\n' "$dry" | grep -q -- "--method streamclust.*--neighbours" && fail "
 "$src/jobs/weak-scaling.sh" --bogus > /dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option accepted"
 "$src/jobs/weak-scaling.sh" --launcher mpiexec --dry-run --touch-memory 2G > /dev/null 2>&1; [ $? -eq 2 ] || fail "--touch-memory 2G accepted"
 python3 "$src/jobs/scaling-table.py" "$t/none" > /dev/null 2>&1; [ $? -eq 2 ] || fail "scaling-table.py: missing directory accepted"
-for f in pipeline.sbatch tune.sbatch weak-scaling.sbatch weak-scaling.sh; do bash -n "$src/jobs/$f" || fail "$f: syntax"; done
+for f in pipeline.sbatch tune.sbatch weak-scaling.sbatch weak-scaling.sh ab.sh; do bash -n "$src/jobs/$f" || fail "$f: syntax"; done
 # tune.sbatch under a stand-in srun that logs its arguments: `docmine tune`, then with JOB_ARGS
 # one rank's pipeline run of that job with the same tuning mode and database
 mkdir -p "$t/shim"; printf '#!/bin/sh\necho "$*" >> "%s/srun.log"\n' "$t" > "$t/shim/srun"; chmod +x "$t/shim/srun"
