@@ -272,6 +272,8 @@ int dm_stage_threads(void)
     return g_stage_threads;
 }
 
+void dm_mem_copy_staged(void *dst, const void *src, size_t n) { dm_mem_copy_threads(dst, src, n, dm_stage_threads()); }
+
 void dm_mem_copy_threads(void *dst, const void *src, size_t n, int threads)
 {
     const size_t chunk = (size_t)1 << 20;

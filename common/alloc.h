@@ -43,6 +43,8 @@ int dm_threads_upto(int cap);
  * session 27). Read once; any other value than a count >= 0 is warned of and the default used. */
 #define DM_STAGE_THREADS 8
 int dm_stage_threads(void);
+/* dm_mem_copy_threads with dm_stage_threads() threads: the host side of a staged copy. */
+void dm_mem_copy_staged(void *dst, const void *src, size_t n);
 /* The value of DOCMINE_STAGE_THREADS e means (NULL or empty: DM_STAGE_THREADS). */
 int dm_stage_threads_parse(const char *e);
 

@@ -46,8 +46,8 @@ int dm_dbuf_wait(dm_dbuf_slot *s);
 /* Waits for every slot. */
 int dm_dbuf_drain(dm_dbuf *b);
 /* Copies n bytes of (pageable) host memory at src to device memory at dst through the slots'
- * pinned buffers: each piece of up to host_bytes is copied into a slot by dm_stage_threads() of
- * the OpenMP threads (common/alloc.h) and uploaded on the slot's stream while the next piece is
+ * pinned buffers: each piece of up to host_bytes is copied into a slot by dm_mem_copy_staged
+ * (dm_stage_threads() of the OpenMP threads, common/alloc.h) and uploaded on the slot's stream while the next piece is
  * copied (a pageable cudaMemcpy stages through the driver's buffers on one thread). Returns once
  * every piece is queued; src may change at once, dst is complete after dm_dbuf_drain. The slots'
  * device buffers are not used (dev_bytes may be 0). */

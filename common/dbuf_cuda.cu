@@ -102,7 +102,7 @@ extern "C" int dm_dbuf_upload(dm_dbuf *b, void *dst, const void *src, size_t n)
         size_t len = n - at < b->host_bytes ? n - at : b->host_bytes;
         dm_dbuf_slot *s;
         DM_TRY(dm_dbuf_acquire(b, &s)); /* its last upload has read the buffer */
-        dm_mem_copy_threads(s->host, (const char *)src + at, len, dm_stage_threads());
+        dm_mem_copy_staged(s->host, (const char *)src + at, len);
         DM_CUDA_TRY(cudaMemcpyAsync((char *)dst + at, s->host, len, cudaMemcpyHostToDevice, (cudaStream_t)s->stream));
         DM_TRY(dm_dbuf_release(s));
         at += len;
@@ -130,7 +130,7 @@ extern "C" int dm_dbuf_download(dm_dbuf *b, void *dst, const void *src, size_t n
         }
         if (prev) {
             DM_TRY(dm_dbuf_wait(prev));
-            dm_mem_copy_threads((char *)dst + prev_at, prev->host, prev_len, dm_stage_threads());
+            dm_mem_copy_staged((char *)dst + prev_at, prev->host, prev_len);
         }
         prev = s;
         prev_at = at;

@@ -354,7 +354,7 @@ int h2d(pstage *ps, void *dst, const void *src, size_t n, cudaStream_t st, dm_db
         return DM_OK;
     }
     DM_ASSERT(ps->used + n <= ps->cap);
-    dm_mem_copy_threads(ps->buf + ps->used, src, n, dm_stage_threads());
+    dm_mem_copy_staged(ps->buf + ps->used, src, n);
     DM_CUDA_TRY(cudaMemcpyAsync(dst, ps->buf + ps->used, n, cudaMemcpyHostToDevice, st));
     ps->used += (n + 7) & ~(size_t)7;
     return DM_OK;

@@ -47,7 +47,7 @@ int dm_strings_copy(uint64_t **dst_off, char **dst, const uint64_t *off, const c
     if (!*dst_off || !*dst) return DM_ERR_NOMEM;
     if (off) memcpy(*dst_off, off, sizeof(uint64_t) * (n + 1));
     else memset(*dst_off, 0, sizeof(uint64_t) * (n + 1));
-    if (bytes) dm_tfidf_memcpy_par(*dst, s, bytes, 0);
+    if (bytes) dm_mem_copy(*dst, s, bytes);
     return DM_OK;
 }
 

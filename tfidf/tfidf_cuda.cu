@@ -64,8 +64,8 @@ static pthread_mutex_t g_stage_mu = PTHREAD_MUTEX_INITIALIZER;
 static void *g_stage_buf[2];
 static cudaEvent_t g_stage_ev[2];
 
-/* The staging buffers are copied into and out of by dm_stage_threads() threads (common/alloc.h:
- * all threads of every rank of a host copying starve the DMA into the other buffer). */
+/* The staging buffers are copied into and out of by dm_mem_copy_staged (common/alloc.h: with all
+ * threads of every rank of a host copying, the copies starve the DMA into the other buffer). */
 static int stage_init(void)
 {
     for (int i = 0; i < 2; i++) {
@@ -95,7 +95,7 @@ static int up(void *d, const void *h, size_t bytes, cudaStream_t s)
         int b = (int)(i & 1);
         cudaError_t e = cudaEventSynchronize(g_stage_ev[b]); /* the buffer's previous copy has left it */
         if (e == cudaSuccess) {
-            dm_tfidf_memcpy_par(g_stage_buf[b], (const char *)h + o, k, dm_stage_threads());
+            dm_mem_copy_staged(g_stage_buf[b], (const char *)h + o, k);
             e = cudaMemcpyAsync((char *)d + o, g_stage_buf[b], k, cudaMemcpyHostToDevice, s);
         }
         if (e == cudaSuccess) e = cudaEventRecord(g_stage_ev[b], s);
@@ -130,7 +130,7 @@ static int down(void *h, const void *d, size_t bytes, cudaStream_t s)
             size_t o = (i - 1) * DM_STAGE_BYTES, k = bytes - o < DM_STAGE_BYTES ? bytes - o : DM_STAGE_BYTES;
             int b = (int)((i - 1) & 1);
             e = cudaEventSynchronize(g_stage_ev[b]);
-            if (e == cudaSuccess) dm_tfidf_memcpy_par((char *)h + o, g_stage_buf[b], k, dm_stage_threads());
+            if (e == cudaSuccess) dm_mem_copy_staged((char *)h + o, g_stage_buf[b], k);
         }
         if (e != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "tfidf cuda: staged download: %s", cudaGetErrorString(e));
     }

@@ -1,6 +1,5 @@
-/* Host loops of tfidf over O(tokens) or O(entries) arrays, OpenMP-parallel: the copies out of the
- * CUDA backend's page-locked staging buffers, the input checks of the weights and of the hash
- * lookup, offset rebasing and local document frequencies. Used by the driver (tfidf.c) and the
+/* Host loops of tfidf over O(tokens) or O(entries) arrays, OpenMP-parallel: the input checks of
+ * the weights and of the hash lookup, offset rebasing and local document frequencies. Used by the driver (tfidf.c) and the
  * CUDA backend (tfidf_cuda.cu, which nvcc compiles without OpenMP). Results do not depend on the
  * number of threads (integer sums; "first" = smallest index). Reference: the serial loops they
  * replace, written out in each function's comment. */
@@ -14,11 +13,6 @@
 #include "tfidf/tfidf_internal.h"
 
 #define DM_PAR_MIN ((size_t)1 << 16) /* below this, one thread */
-
-void dm_tfidf_memcpy_par(void *dst, const void *src, size_t n, int threads)
-{
-    dm_mem_copy_threads(dst, src, n, threads);
-}
 
 size_t dm_tfidf_first_none(const uint32_t *ids, size_t n)
 {

@@ -49,8 +49,6 @@ int dm_strings_copy(uint64_t **dst_off, char **dst, const uint64_t *off, const c
 
 /* OpenMP host loops (tfidf_host.c; callable from the CUDA backend, which nvcc compiles without
  * OpenMP). Results do not depend on the number of threads. */
-/* dm_mem_copy_threads (threads <= 0: all of OpenMP's), for the CUDA backend's staging buffers */
-void dm_tfidf_memcpy_par(void *dst, const void *src, size_t n, int threads);
 /* The first i < n with ids[i] == DM_TERM_NONE, or SIZE_MAX. */
 size_t dm_tfidf_first_none(const uint32_t *ids, size_t n);
 /* The first entry k < nnz whose term is >= n_local_terms or maps (not DM_TERM_NONE) to a column

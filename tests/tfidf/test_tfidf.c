@@ -452,7 +452,7 @@ static void test_hash_lookup_real_hash(void)
     dm_termlist_free(&v);
 }
 
-/* The staged copies' host side (dm_tfidf_memcpy_par) gives the same bytes for every thread count
+/* The staged copies' host side (dm_mem_copy_threads, common/alloc.h) gives the same bytes for every thread count
  * (0: all; more than OpenMP has; an odd count over an odd length), and writes nothing past n. */
 static void test_memcpy_par_thread_counts(void)
 {
@@ -467,7 +467,7 @@ static void test_memcpy_par_thread_counts(void)
     const int threads[] = {0, 1, 2, 3, 8, 1000};
     for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
         memset(dst, 0xA5, n + pad);
-        dm_tfidf_memcpy_par(dst, src, n, threads[t]);
+        dm_mem_copy_threads(dst, src, n, threads[t]);
         CU_ASSERT(memcmp(dst, src, n) == 0);
         size_t past = 0;
         for (size_t i = n; i < n + pad; i++) past += dst[i] != 0xA5;
