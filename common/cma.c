@@ -150,6 +150,51 @@ int dm_cma_read(const dm_cma *cm, int q, void *dst, uint64_t src, size_t n)
 #endif
 }
 
+/* Remote ranges per system call: Linux takes at most IOV_MAX (1024) of them. */
+#define DM_CMA_IOV 1024
+
+int dm_cma_readv(const dm_cma *cm, int q, void *dst, const uint64_t *src, const size_t *len, size_t count)
+{
+    if (!dm_cma_local(cm, q)) return DM_ERR(DM_ERR_INVALID_ARG, "cma: rank %d is not a peer on this node", q);
+#if DM_CMA_SUPPORTED
+    struct iovec r[DM_CMA_IOV];
+    char *d = dst;
+    size_t i = 0, skip = 0; /* the next range, and its bytes already read (after a short read) */
+    while (i < count) {
+        size_t m = 0, want = 0;
+        for (size_t j = i; j < count && m < DM_CMA_IOV; j++) {
+            size_t o = j == i ? skip : 0;
+            if (len[j] == o) continue;
+            r[m++] = (struct iovec){(void *)(uintptr_t)(src[j] + o), len[j] - o};
+            want += len[j] - o;
+        }
+        if (m == 0) break; /* only empty ranges left */
+        struct iovec l = {d, want};
+        ssize_t got = process_vm_readv((pid_t)cm->pid[q], &l, 1, r, (unsigned long)m, 0);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            char buf[128];
+            const char *msg = got < 0 ? strerror_r(errno, buf, sizeof buf) : "nothing read";
+            return DM_ERR(DM_ERR_IO, "cma: reading %zu bytes in %zu ranges from 0x%llx of rank %d (pid %ld) failed: %s",
+                          want, m, (unsigned long long)(uintptr_t)r[0].iov_base, q, cm->pid[q], msg);
+        }
+        d += got;
+        /* step over the ranges read: whole ones, then into the one the read stopped in */
+        size_t left = (size_t)got;
+        while (i < count && left >= len[i] - skip) {
+            left -= len[i] - skip;
+            skip = 0;
+            i++;
+        }
+        skip += left;
+    }
+    return DM_OK;
+#else
+    (void)dst, (void)src, (void)len, (void)count;
+    return DM_ERR(DM_ERR_UNSUPPORTED, "cma: not supported on this system");
+#endif
+}
+
 void dm_cma_close(dm_cma *cm)
 {
     if (!cm) return;

@@ -231,6 +231,35 @@ static void test_cma(void)
         char want[32];
         snprintf(want, sizeof want, "of rank %d", q);
         CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), want));
+        /* gathered: 2500 ranges (three system calls' worth) of 0-1999 bytes anywhere in the
+         * peer's buffer, some empty, out of order and overlapping */
+        enum { NR = 2500 };
+        uint64_t *src = dm_malloc(sizeof *src * NR);
+        size_t *len = dm_malloc(sizeof *len * NR), total = 0;
+        CU_ASSERT_FATAL(src && len);
+        for (size_t k = 0; k < NR; k++) {
+            len[k] = k % 7 == 3 ? 0 : (k * 2654435761u) % 2000;
+            size_t o = (k * 40503u * 977u) % (n - len[k]);
+            src[k] = addr[q] + o;
+            total += len[k];
+        }
+        CU_ASSERT_FATAL(total <= n);
+        memset(got, 0, n);
+        CU_ASSERT_EQUAL(dm_cma_readv(cm, q, got, src, len, NR), DM_OK);
+        wrong = 0;
+        for (size_t k = 0, at = 0; k < NR; at += len[k], k++)
+            for (size_t i = 0; i < len[k]; i++) wrong += got[at + i] != cma_byte(q, (size_t)(src[k] - addr[q]) + i);
+        CU_ASSERT_EQUAL(wrong, 0);
+        CU_ASSERT_EQUAL(dm_cma_readv(cm, q, got, src, len, 0), DM_OK);
+        /* one range the peer has not mapped, after 1500 good ones: the system call reads those
+         * and stops short; the next one fails, with an error naming the rank */
+        src[1500] = 8;
+        len[1500] = 16;
+        CU_ASSERT_EQUAL(dm_cma_readv(cm, q, got, src, len, NR), DM_ERR_IO);
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), want));
+        CU_ASSERT_EQUAL(dm_cma_readv(cm, g_ctx.rank, got, src, len, 1), DM_ERR_INVALID_ARG);
+        dm_free(src);
+        dm_free(len);
     }
     dm_cma_close(cm); /* a barrier: the peers have read this rank's buffer */
     dm_free(addr);
@@ -268,7 +297,7 @@ int main(int argc, char **argv)
         {"timers reduced over ranks", test_stats_reduce},
         {"run report", test_report},
         {"the environment in the report", test_report_environment},
-        {"reads of another rank's memory (cma)", test_cma},
+        {"reads of another rank's memory (cma), gathered reads", test_cma},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"common-mpi", setup, teardown, NULL, NULL, t}, CU_SUITE_INFO_NULL};

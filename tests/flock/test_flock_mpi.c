@@ -112,12 +112,15 @@ static void test_rank_independence(void)
     CU_ASSERT_EQUAL_FATAL(run_on(&ref, 1, &o, &co), DM_OK);
     for (int q = 2; q <= g_ctx.size; q++) {
         int64_t cma0 = dm_counter_get("flock.distribute.cma_bytes");
+        int64_t direct0 = dm_counter_get("flock.distribute.direct_rows");
         CU_ASSERT_EQUAL_FATAL(run_on(&st, q, &o, &co), DM_OK);
         if (g_ctx.rank == 0) {
             CU_ASSERT_TRUE(same_bits(&ref, &st));
             CU_ASSERT_EQUAL(memcmp(ref.cluster, st.cluster, 4 * ref.n), 0);
-            /* the ranks share this node: the distribution read their messages (common/cma.h) */
+            /* the ranks share this node: the distribution read their messages (common/cma.h),
+             * the rows straight out of the senders' vectors */
             CU_ASSERT_TRUE(dm_counter_get("flock.distribute.cma_bytes") > cma0);
+            CU_ASSERT_TRUE(dm_counter_get("flock.distribute.direct_rows") > direct0);
             /* the run exercised the decomposition: halos, migrations, seam crossings */
             CU_ASSERT_TRUE(st.stats.halo_sent > 0);
             /* the halo vector cache was used (most halo boids stay from one iteration to the next)
@@ -168,6 +171,21 @@ static void test_rank_independence(void)
             CU_ASSERT_TRUE(same_bits(&ref, &st));
             CU_ASSERT_EQUAL(memcmp(ref.cluster, st.cluster, 4 * ref.n), 0);
             CU_ASSERT_EQUAL(dm_counter_get("flock.distribute.cma_bytes"), cma0);
+        }
+        ft_state_free(&st);
+        /* the node readers' rows packed by their senders as for MPI (DOCMINE_FLOCK_DIST_DIRECT=0):
+         * the same bits, read from the send buffers only */
+        setenv("DOCMINE_FLOCK_DIST_DIRECT", "0", 1);
+        o.slice_weights = NULL;
+        cma0 = dm_counter_get("flock.distribute.cma_bytes");
+        int64_t direct0 = dm_counter_get("flock.distribute.direct_rows");
+        CU_ASSERT_EQUAL_FATAL(run_on(&st, g_ctx.size, &o, &co), DM_OK);
+        unsetenv("DOCMINE_FLOCK_DIST_DIRECT");
+        if (g_ctx.rank == 0) {
+            CU_ASSERT_TRUE(same_bits(&ref, &st));
+            CU_ASSERT_EQUAL(memcmp(ref.cluster, st.cluster, 4 * ref.n), 0);
+            CU_ASSERT_TRUE(dm_counter_get("flock.distribute.cma_bytes") > cma0);
+            CU_ASSERT_EQUAL(dm_counter_get("flock.distribute.direct_rows"), direct0);
         }
         ft_state_free(&st);
     }
@@ -582,6 +600,22 @@ static void test_error_on_one_rank(void)
     CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_FORMAT);
     CU_ASSERT_PTR_NULL(s);
     dm_flock_vectors_release(&v);
+    /* a non-finite weight in every row of the last rank, its rows packed by it or read by their
+     * receivers (which then find the fault): every rank gets the error; the last rank names it
+     * (its own rows, or all), and so does rank 0 when it reads its rows of the last rank */
+    for (int direct = 0; direct < 2; direct++) {
+        setenv("DOCMINE_FLOCK_DIST_DIRECT", direct ? "1" : "0", 1);
+        CU_ASSERT_EQUAL_FATAL(ft_synth_share(&v, &so, NDOCS, g_ctx.rank, g_ctx.size), DM_OK);
+        if (g_ctx.rank == g_ctx.size - 1)
+            for (uint64_t r = 0; r < v.n_rows; r++)
+                if (v.row_off[r + 1] > v.row_off[r]) v.val[v.row_off[r + 1] - 1] = NAN;
+        CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_FORMAT);
+        CU_ASSERT_PTR_NULL(s);
+        if (g_ctx.rank == g_ctx.size - 1 || (g_ctx.rank == 0 && direct))
+            CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "non-finite weight in row"));
+        dm_flock_vectors_release(&v);
+    }
+    unsetenv("DOCMINE_FLOCK_DIST_DIRECT");
     /* too many ranks for the plane: refused on every rank */
     if (g_ctx.size > 1) {
         CU_ASSERT_EQUAL_FATAL(ft_synth_share(&v, &so, 60, g_ctx.rank, g_ctx.size), DM_OK);
