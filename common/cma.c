@@ -150,36 +150,34 @@ int dm_cma_read(const dm_cma *cm, int q, void *dst, uint64_t src, size_t n)
 #endif
 }
 
-/* Remote ranges per system call: Linux takes at most IOV_MAX (1024) of them. */
+/* Ranges per system call: Linux takes at most IOV_MAX (1024) of them. */
 #define DM_CMA_IOV 1024
 
-int dm_cma_readv(const dm_cma *cm, int q, void *dst, const uint64_t *src, const size_t *len, size_t count)
+int dm_cma_writev(const dm_cma *cm, int q, const void *const *src, const uint64_t *dst, const size_t *len, size_t count)
 {
     if (!dm_cma_local(cm, q)) return DM_ERR(DM_ERR_INVALID_ARG, "cma: rank %d is not a peer on this node", q);
 #if DM_CMA_SUPPORTED
-    struct iovec r[DM_CMA_IOV];
-    char *d = dst;
-    size_t i = 0, skip = 0; /* the next range, and its bytes already read (after a short read) */
+    struct iovec l[DM_CMA_IOV], r[DM_CMA_IOV];
+    size_t i = 0, skip = 0; /* the next pair of ranges, and its bytes already written (after a short write) */
     while (i < count) {
         size_t m = 0, want = 0;
         for (size_t j = i; j < count && m < DM_CMA_IOV; j++) {
             size_t o = j == i ? skip : 0;
             if (len[j] == o) continue;
-            r[m++] = (struct iovec){(void *)(uintptr_t)(src[j] + o), len[j] - o};
+            l[m] = (struct iovec){(char *)(uintptr_t)src[j] + o, len[j] - o};
+            r[m++] = (struct iovec){(void *)(uintptr_t)(dst[j] + o), len[j] - o};
             want += len[j] - o;
         }
         if (m == 0) break; /* only empty ranges left */
-        struct iovec l = {d, want};
-        ssize_t got = process_vm_readv((pid_t)cm->pid[q], &l, 1, r, (unsigned long)m, 0);
+        ssize_t got = process_vm_writev((pid_t)cm->pid[q], l, (unsigned long)m, r, (unsigned long)m, 0);
         if (got < 0 && errno == EINTR) continue;
         if (got <= 0) {
             char buf[128];
-            const char *msg = got < 0 ? strerror_r(errno, buf, sizeof buf) : "nothing read";
-            return DM_ERR(DM_ERR_IO, "cma: reading %zu bytes in %zu ranges from 0x%llx of rank %d (pid %ld) failed: %s",
+            const char *msg = got < 0 ? strerror_r(errno, buf, sizeof buf) : "nothing written";
+            return DM_ERR(DM_ERR_IO, "cma: writing %zu bytes in %zu ranges to 0x%llx of rank %d (pid %ld) failed: %s",
                           want, m, (unsigned long long)(uintptr_t)r[0].iov_base, q, cm->pid[q], msg);
         }
-        d += got;
-        /* step over the ranges read: whole ones, then into the one the read stopped in */
+        /* step over the pairs written: whole ones, then into the one the write stopped in */
         size_t left = (size_t)got;
         while (i < count && left >= len[i] - skip) {
             left -= len[i] - skip;
@@ -190,7 +188,7 @@ int dm_cma_readv(const dm_cma *cm, int q, void *dst, const uint64_t *src, const 
     }
     return DM_OK;
 #else
-    (void)dst, (void)src, (void)len, (void)count;
+    (void)src, (void)dst, (void)len, (void)count;
     return DM_ERR(DM_ERR_UNSUPPORTED, "cma: not supported on this system");
 #endif
 }

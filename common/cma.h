@@ -10,7 +10,8 @@
  *   ... the sender tells the receiver where its message is (an address, through MPI) and that it
  *       is complete (the MPI message carrying the address says so) ...
  *   if (dm_cma_local(cm, q)) dm_cma_read(cm, q, dst, address, bytes);   // any thread
- *   (or dm_cma_readv: many ranges of the peer's memory gathered into one buffer)
+ *   (or the other way: dm_cma_writev puts this rank's bytes into a peer's memory, at addresses
+ *    the peer sent, before the barrier that tells the peer they are there)
  *   ... the sender keeps the buffer until the receivers are done (a barrier, or dm_cma_close) ...
  *   dm_cma_close(cm);                  // a barrier: every peer's reads are done
  * Opening lets any process of the user read this one's memory (Yama's PR_SET_PTRACER, where Yama
@@ -40,9 +41,11 @@ int dm_cma_local(const dm_cma *cm, int q);
 /* Copies n bytes at address src in world rank q's memory to dst. Thread-safe. DM_ERR_IO naming
  * the rank, the address and the system's reason when the read fails or comes back short. */
 int dm_cma_read(const dm_cma *cm, int q, void *dst, uint64_t src, size_t n);
-/* Gathers count ranges of world rank q's memory (src[i], len[i] bytes; empty ones allowed) one
- * after another into dst (the sum of len bytes). Thread-safe; errors as dm_cma_read. */
-int dm_cma_readv(const dm_cma *cm, int q, void *dst, const uint64_t *src, const size_t *len, size_t count);
+/* Writes count ranges of this process (src[i], len[i] bytes; empty ones allowed) to addresses
+ * dst[i] of world rank q's memory, in as few system calls as Linux allows. Thread-safe; errors as
+ * dm_cma_read (DM_ERR_IO naming the rank). The writer must know that q has those bytes to spare:
+ * nothing checks it. */
+int dm_cma_writev(const dm_cma *cm, int q, const void *const *src, const uint64_t *dst, const size_t *len, size_t count);
 /* Collective over ctx->world (every rank has a cm or none has): a barrier, then forgets the peers
  * and restores the ptrace setting. NULL: nothing. */
 void dm_cma_close(dm_cma *cm);

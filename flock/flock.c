@@ -389,120 +389,128 @@ static size_t dist_cma_piece(void)
     return c < ((size_t)4 << 20) ? c : (size_t)4 << 20;
 }
 
-/* The rows for the node's readers are not packed (DOCMINE_FLOCK_DIST_DIRECT=0 packs them, for
- * comparisons): see dist_cma_read. */
+/* The boids for the ranks of this node are written straight into their stores (see
+ * dist_push); DOCMINE_FLOCK_DIST_DIRECT=0 packs them into send buffers that the receivers read
+ * (dist_cma_read), for comparisons. */
 static int dist_direct_wanted(void)
 {
     const char *e = getenv("DOCMINE_FLOCK_DIST_DIRECT");
     return !(e && strcmp(e, "0") == 0);
 }
 
-/* Where a sender's message to a node reader is (exchanged by dist_cma_read): the send buffer; for
- * rows sent directly also the rows' first entries in the sender's vectors (one uint64 a row) and
- * the vectors' column and value arrays. */
-enum { DIST_ADDR = 4 };
-
-/* A batch of the rows a node reader takes directly: rows [lo, hi) of sender q's message, their
- * entries starting at entry z of the message. */
-typedef struct dist_rows_batch {
-    int q;
-    uint64_t lo, hi, z;
-} dist_rows_batch;
-
-/* The rows of a direct message in batches of about dist_cma_piece() / 4 bytes of columns (at
- * least one row each), checked against the entries the sender announced. Appends to *b (room
- * for *nb, grown) and raises *maxrows. */
-static int dist_rows_batches(const dist_sec *r, int q, uint64_t n, uint64_t nnz, dist_rows_batch **b, size_t *nb,
-                             size_t *cap, uint64_t *maxrows)
+/* Vector entries per write of dist_push: 64 Ki (1 MiB of columns and values with their boids,
+ * which stay in the writing core's cache), or dist_chunk() / 8 when smaller (tests). */
+static size_t dist_push_entries(void)
 {
-    const uint64_t limit = dist_cma_piece() / 16 ? dist_cma_piece() / 16 : 1; /* entries per batch */
-    uint64_t z = 0, lo = 0, zlo = 0;
-    for (uint64_t j = 0; j <= n; j++) {
-        if (j < n && (j == lo || z - zlo + r->vlen[j] <= limit)) {
-            z += r->vlen[j];
-            if (z > nnz) break;
-            continue;
+    size_t c = dist_chunk() / 8;
+    return c < ((size_t)1 << 16) ? (c ? c : 1) : (size_t)1 << 16;
+}
+
+/* A thread's buffer for dist_push. */
+typedef struct dist_stage {
+    char *p;
+    size_t cap;
+} dist_stage;
+
+/* Rows idx[lo .. hi) of v for node peer q, written straight into q's store: rows at..at + (hi -
+ * lo) of q's section for this rank, their entries from z on (dst: the section's DIST_SECTIONS
+ * addresses in q's memory). The rows are made unit-length into a cache-sized buffer (batches of
+ * dist_push_entries() entries, at least one row), and each batch's eight pieces go out in one
+ * system call: every row crosses the host's memory twice (read here, written into q's store),
+ * where packing and reading it crossed it four times. A row at fault lowers *bad; a failed write
+ * returns its error. */
+static int dist_push(const dm_cma *cm, int q, const uint64_t *dst, const dm_vectors *v,
+                     const uint32_t *idx, size_t lo, size_t hi, size_t at, uint64_t z, const double *x,
+                     const double *y, const double *vx, const double *vy, dist_stage *st, long *bad)
+{
+    const size_t most = dist_push_entries();
+    while (lo < hi) {
+        size_t e = 0, t = lo; /* the batch: rows lo .. t, e entries */
+        do {
+            e += v->row_off[idx[t] + 1] - v->row_off[idx[t]];
+            t++;
+        } while (t < hi && e + (v->row_off[idx[t] + 1] - v->row_off[idx[t]]) <= most);
+        const size_t n = t - lo;
+        size_t bytes[DIST_SECTIONS], off[DIST_SECTIONS], need = dist_sec_offsets(n, e, off);
+        dist_sec_bytes(n, e, bytes);
+        if (need > st->cap) {
+            char *g = realloc(st->p, need);
+            if (!g) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for a %zu-byte distribution buffer", need);
+            st->p = g;
+            st->cap = need;
         }
-        if (j > lo) {
-            if (*nb == *cap) {
-                size_t c = *cap ? 2 * *cap : 64;
-                dist_rows_batch *g = dm_realloc(*b, sizeof *g * c);
-                if (!g) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-                *b = g;
-                *cap = c;
+        char *b = st->p;
+        dist_sec d = {(uint64_t *)(b + off[0]), (double *)(b + off[1]), (double *)(b + off[2]), (double *)(b + off[3]),
+                      (double *)(b + off[4]), (uint32_t *)(b + off[5]), (uint32_t *)(b + off[6]), (float *)(b + off[7])};
+        uint64_t k = 0;
+        for (size_t j = 0; j < n; j++) {
+            size_t r = idx[lo + j];
+            uint32_t len = 0;
+            if (unit_row(v, (uint64_t)r, d.col + k, d.val + k, &len) != DM_OK) {
+#pragma omp critical(dm_flock_dist_bad)
+                if ((long)r < *bad) *bad = (long)r;
+                len = (uint32_t)(v->row_off[r + 1] - v->row_off[r]); /* (the run fails) */
             }
-            (*b)[(*nb)++] = (dist_rows_batch){q, lo, j, zlo};
-            if (j - lo > *maxrows) *maxrows = j - lo;
+            d.id[j] = v->row_base + (uint64_t)r;
+            d.x[j] = x[r];
+            d.y[j] = y[r];
+            d.vx[j] = vx[r];
+            d.vy[j] = vy[r];
+            d.vlen[j] = len;
+            k += len;
         }
-        if (j == n) break;
-        lo = j--; /* row j starts the next batch */
-        zlo = z;
+        const void *src[DIST_SECTIONS] = {d.id, d.x, d.y, d.vx, d.vy, d.vlen, d.col, d.val};
+        const size_t elem[DIST_SECTIONS] = {8, 8, 8, 8, 8, 4, 4, 4};
+        uint64_t to[DIST_SECTIONS];
+        for (int m = 0; m < DIST_SECTIONS; m++) to[m] = dst[m] + elem[m] * (m < 6 ? (uint64_t)at : z);
+        int rc = dm_cma_writev(cm, q, src, to, bytes, DIST_SECTIONS);
+        if (rc != DM_OK) return rc;
+        dm_counter_add("flock.distribute.direct_rows", (int64_t)n);
+        dm_counter_add("flock.distribute.direct_bytes", (int64_t)need);
+        at += n;
+        z += e;
+        lo = t;
     }
-    if (z != nnz)
-        return DM_ERR(DM_ERR_FORMAT, "flock: rank %d sent rows of %s vector entries than the %llu it announced", q,
-                      z > nnz ? "more" : "fewer", (unsigned long long)nnz);
     return DM_OK;
 }
 
-/* The messages from this node's other ranks, read by the threads straight into the own store.
- * Collective: the senders' addresses (DIST_ADDR a peer) go through MPI once every rank has packed
- * (a rank that failed sends 0s, and its receivers fail too); the senders keep their buffers and
- * vectors until dm_cma_close, after which every read is done. A message is read in two steps:
- * 1. its sections, in pieces of dist_cma_piece() bytes; a direct message (the sender's rows
- *    address non-zero) has no columns and values but each row's first entry in the sender's
- *    vectors;
- * 2. a direct message's rows, in batches of rows: one gathered read of their columns, one of
- *    their values, then each row checked and made unit-length in place, while in cache. So a
- *    row crosses the host's memory twice (the read, then the store's upload) where a packed one
- *    crossed it four times (packed by its sender, then read). Returns DM_OK, or the first error
- *    (rows: the lowest document id at fault). */
+/* The messages packed for this node's other ranks (not written by dist_push), read by the threads
+ * out of the senders' buffers straight into the own store. Collective: the senders' addresses go
+ * through MPI once every rank has packed (a rank that failed sends 0s, and its receivers fail
+ * too), with a flag for the messages already written into the own store; the senders keep their
+ * buffers until dm_cma_close, after which every read is done. to, from: 2 x P (scratch). */
 static int dist_cma_read(const dm_flock_sim *s, const dm_cma *cm, uint64_t *to, uint64_t *from, const uint64_t *rmeta,
                          const dist_sec *rsec, int rc)
 {
     const int P = s->size;
-    /* to: DIST_ADDR x P of this rank's addresses, from: as many of the peers' (scratch) */
-    if (rc != DM_OK) memset(to, 0, sizeof *to * DIST_ADDR * (size_t)P);
-    if (MPI_Alltoall(to, DIST_ADDR, MPI_UINT64_T, from, DIST_ADDR, MPI_UINT64_T, s->comm) != MPI_SUCCESS && rc == DM_OK)
+    if (rc != DM_OK) memset(to, 0, sizeof *to * 2 * (size_t)P);
+    if (MPI_Alltoall(to, 2, MPI_UINT64_T, from, 2, MPI_UINT64_T, s->comm) != MPI_SUCCESS && rc == DM_OK)
         rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Alltoall failed (the distribution's addresses)");
-    uint64_t **rsrc = dm_calloc((size_t)P, sizeof *rsrc); /* direct messages: the rows' first entries */
-    if (rc == DM_OK && !rsrc) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     /* the pieces to read: where to, from where in which sender, how many bytes */
     typedef struct { char *dst; uint64_t src; size_t n; int q; } piece;
     piece *it = NULL;
     size_t items = 0;
     const size_t chunk = dist_cma_piece();
-    for (int q = 0; q < P && rc == DM_OK; q++) {
-        if (!dm_cma_local(cm, q) || rmeta[2 * q] == 0) continue;
-        if (from[DIST_ADDR * q] == 0) {
-            rc = DM_ERR(DM_ERR_MPI, "flock: rank %d failed before the distribution", q);
-            dm_error_mark_remote();
-        } else if (from[DIST_ADDR * q + 1] && !(rsrc[q] = dm_malloc(sizeof **rsrc * rmeta[2 * q]))) {
-            rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-        }
-    }
     for (int pass = 0; pass < 2 && rc == DM_OK; pass++) {
         size_t m = 0;
-        for (int q = 0; q < P; q++) {
-            if (!dm_cma_local(cm, q) || rmeta[2 * q] == 0) continue;
-            const int direct = from[DIST_ADDR * q + 1] != 0;
-            const uint64_t n = rmeta[2 * q], nnz = direct ? 0 : rmeta[2 * q + 1]; /* the message's layout */
-            void *dst[DIST_SECTIONS + 1];
-            size_t bytes[DIST_SECTIONS + 1], off[DIST_SECTIONS];
-            uint64_t at[DIST_SECTIONS + 1]; /* where each section is in the sender */
-            dist_sec_list(&rsec[q], n, nnz, dst, bytes);
-            dist_sec_offsets(n, nnz, off);
-            for (int k = 0; k < DIST_SECTIONS; k++) at[k] = from[DIST_ADDR * q] + off[k];
-            int sections = DIST_SECTIONS;
-            if (direct) { /* and the rows' first entries, an array of their own */
-                dst[sections] = rsrc[q];
-                bytes[sections] = sizeof **rsrc * n;
-                at[sections++] = from[DIST_ADDR * q + 1];
+        for (int q = 0; q < P && rc == DM_OK; q++) {
+            if (!dm_cma_local(cm, q) || rmeta[2 * q] == 0 || from[2 * q + 1]) continue; /* (written) */
+            if (from[2 * q] == 0) {
+                rc = DM_ERR(DM_ERR_MPI, "flock: rank %d failed before the distribution", q);
+                dm_error_mark_remote();
+                break;
             }
-            for (int k = 0; k < sections; k++)
+            void *dst[DIST_SECTIONS];
+            size_t bytes[DIST_SECTIONS], off[DIST_SECTIONS];
+            dist_sec_list(&rsec[q], rmeta[2 * q], rmeta[2 * q + 1], dst, bytes);
+            dist_sec_offsets(rmeta[2 * q], rmeta[2 * q + 1], off);
+            for (int k = 0; k < DIST_SECTIONS; k++)
                 for (size_t o = 0; o < bytes[k]; o += chunk, m++)
-                    if (it) it[m] = (piece){(char *)dst[k] + o, at[k] + o, bytes[k] - o < chunk ? bytes[k] - o : chunk, q};
+                    if (it)
+                        it[m] = (piece){(char *)dst[k] + o, from[2 * q] + off[k] + o,
+                                        bytes[k] - o < chunk ? bytes[k] - o : chunk, q};
         }
-        if (pass == 0) {
+        if (pass == 0 && rc == DM_OK) {
             items = m;
             it = dm_malloc(sizeof *it * (m ? m : 1));
             if (!it) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
@@ -532,84 +540,9 @@ static int dist_cma_read(const dm_flock_sim *s, const dm_cma *cm, uint64_t *to, 
             }
         }
     }
-    dm_free(it);
-    /* the direct messages' rows */
-    dist_rows_batch *bt = NULL;
-    size_t nb = 0, cap = 0;
-    uint64_t maxrows = 0;
-    for (int q = 0; q < P && rc == DM_OK && err == DM_OK; q++)
-        if (rsrc[q]) rc = dist_rows_batches(&rsec[q], q, rmeta[2 * q], rmeta[2 * q + 1], &bt, &nb, &cap, &maxrows);
-    for (size_t i = 0; i < nb; i++) dm_counter_add("flock.distribute.direct_rows", (int64_t)(bt[i].hi - bt[i].lo));
-    uint64_t bad_id = UINT64_MAX; /* the lowest document id of a row at fault, its fault */
-    int bad_fault = 0;
-    if (rc == DM_OK && err == DM_OK && nb) {
-        dm_timer_start("flock.setup.distribute.cma.rows");
-        const long nl = (long)nb;
-#pragma omp parallel reduction(+ : moved)
-        {
-            uint64_t *src = malloc(sizeof *src * maxrows);
-            size_t *len = malloc(sizeof *len * maxrows);
-            if (!src || !len) {
-#pragma omp critical(dm_flock_dist_cma)
-                if (err == DM_OK) {
-                    snprintf(msg, sizeof msg, "out of memory");
-#pragma omp atomic write
-                    err = DM_ERR_NOMEM;
-                }
-            }
-#pragma omp for schedule(dynamic, 1)
-            for (long i = 0; i < nl; i++) {
-                int e;
-#pragma omp atomic read
-                e = err;
-                if (e != DM_OK) continue;
-                const dist_rows_batch *b = &bt[i];
-                const dist_sec *r = &rsec[b->q];
-                const uint64_t *a = from + DIST_ADDR * b->q;
-                const size_t cnt = (size_t)(b->hi - b->lo);
-                uint64_t entries = 0;
-                for (size_t j = 0; j < cnt; j++) {
-                    src[j] = a[2] + sizeof *r->col * rsrc[b->q][b->lo + j];
-                    len[j] = sizeof *r->col * r->vlen[b->lo + j];
-                    entries += r->vlen[b->lo + j];
-                }
-                e = dm_cma_readv(cm, b->q, r->col + b->z, src, len, cnt);
-                for (size_t j = 0; j < cnt && e == DM_OK; j++)
-                    src[j] = a[3] + sizeof *r->val * rsrc[b->q][b->lo + j];
-                if (e == DM_OK) e = dm_cma_readv(cm, b->q, r->val + b->z, src, len, cnt);
-                if (e == DM_OK) {
-                    moved += entries * (sizeof *r->col + sizeof *r->val);
-                    uint64_t z = b->z;
-                    for (uint64_t j = b->lo; j < b->hi; z += r->vlen[j], j++) {
-                        double ss = 0;
-                        int f = row_fault(r->col + z, r->val + z, r->vlen[j], &ss);
-                        if (f) {
-#pragma omp critical(dm_flock_dist_cma)
-                            if (r->id[j] < bad_id) bad_id = r->id[j], bad_fault = f;
-                            continue;
-                        }
-                        unit_scale(r->val + z, r->val + z, r->vlen[j], ss);
-                    }
-                    continue;
-                }
-#pragma omp critical(dm_flock_dist_cma)
-                if (err == DM_OK) {
-                    snprintf(msg, sizeof msg, "%s", dm_error_message());
-#pragma omp atomic write
-                    err = e;
-                }
-            }
-            free(src);
-            free(len);
-        }
-        dm_timer_stop("flock.setup.distribute.cma.rows");
-    }
     if (rc == DM_OK && err != DM_OK) rc = DM_ERR(err, "flock: initial distribution: %s", msg);
-    if (rc == DM_OK && bad_fault) rc = row_error(bad_fault, bad_id);
     dm_counter_add("flock.distribute.cma_bytes", (int64_t)moved);
-    dm_free(bt);
-    for (int q = 0; rsrc && q < P; q++) dm_free(rsrc[q]);
-    dm_free(rsrc);
+    dm_free(it);
     return rc;
 }
 
@@ -702,21 +635,15 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         rc = dm_ctx_agree(s->ctx, rc);
         /* the messages between ranks of one node may go through their GPUs (common/peerx.h, opt-in:
          * DOCMINE_GPU_EXCHANGE=1; the master thread opens the exchange while the others pack) or be
-         * read by their receivers (common/cma.h, dist_cma_read), the others go through MPI; the
-         * rows for a node reader are not packed but read by it out of this rank's vectors
-         * (direct[q]) */
+         * read by their receivers (common/cma.h, dist_cma_read), the others go through MPI; by
+         * default the rows for a node peer are not packed at all but written straight into its
+         * store (direct[q], dist_push) */
         dm_peerx *px = NULL;
         dm_cma *cm = NULL;
         if (rc == DM_OK && P > 1 && !dm_peerx_asked()) rc = dm_cma_open(&cm, s->ctx);
         char *direct = dm_calloc((size_t)P, 1);
-        uint64_t **srcoff = dm_calloc((size_t)P, sizeof *srcoff); /* direct[q]: each row's first entry */
-        if (rc == DM_OK && (!direct || !srcoff)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-        for (int q = 0; q < P && rc == DM_OK; q++)
-            if (dm_cma_local(cm, q) && dist_direct_wanted()) {
-                direct[q] = 1;
-                srcoff[q] = dm_malloc(sizeof **srcoff * (meta[2 * q] ? meta[2 * q] : 1));
-                if (!srcoff[q]) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-            }
+        if (rc == DM_OK && !direct) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+        for (int q = 0; q < P && rc == DM_OK; q++) direct[q] = dm_cma_local(cm, q) && dist_direct_wanted();
         rc = dm_ctx_agree(s->ctx, rc);
         /* boids and non-zeros of every message: the own store is reserved once, the senders'
          * boids following this rank's own in rank order */
@@ -733,7 +660,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
             sec[s->rank] = (dist_sec){s->own.id, s->own.x, s->own.y, s->own.vx, s->own.vy, s->own.vlen,
                                       s->own.col, s->own.val};
             for (int q = 0; q < P && rc == DM_OK; q++)
-                if (q != s->rank) rc = dist_sec_alloc(&sec[q], &sbuf[q], meta[2 * q], direct[q] ? 0 : meta[2 * q + 1]);
+                if (q != s->rank && !direct[q]) rc = dist_sec_alloc(&sec[q], &sbuf[q], meta[2 * q], meta[2 * q + 1]);
         }
         dist_reqs xr = {NULL, NULL, 0, MPI_SUCCESS};
         if (rc == DM_OK && P > 1) rc = dist_reqs_alloc(&xr, s->rank, P, meta, rmeta);
@@ -747,9 +674,11 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         rc = dm_ctx_agree(s->ctx, rc);
         int orc = DM_OK;
         dist_sec *rsec = dm_calloc((size_t)P, sizeof *rsec);
-        /* send and receive buffers' sizes; the addresses for the node's readers, sent and received */
-        uint64_t *sb = dm_calloc((2 + 2 * DIST_ADDR) * (size_t)P, sizeof *sb), *rb = sb ? sb + P : NULL;
-        uint64_t *caddr = sb ? sb + 2 * P : NULL, *cfrom = sb ? caddr + DIST_ADDR * P : NULL;
+        /* send and receive buffers' sizes; the addresses for the node's readers, sent and received;
+         * the own store's sections for each node peer's boids, and each peer's for this rank's */
+        uint64_t *sb = dm_calloc((6 + 2 * DIST_SECTIONS) * (size_t)P, sizeof *sb), *rb = sb ? sb + P : NULL;
+        uint64_t *caddr = sb ? sb + 2 * P : NULL, *cfrom = sb ? sb + 4 * P : NULL;
+        uint64_t *mine = sb ? sb + 6 * P : NULL, *theirs = sb ? mine + DIST_SECTIONS * P : NULL;
         if (rc == DM_OK && (!rsec || !sb)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
         rc = dm_ctx_agree(s->ctx, rc);
         const int ready = rc == DM_OK; /* the same on every rank */
@@ -757,7 +686,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         if (rc == DM_OK) {
             size_t b = (size_t)rmeta[2 * s->rank], z = (size_t)rmeta[2 * s->rank + 1], off[DIST_SECTIONS];
             for (int q = 0; q < P; q++) {
-                sb[q] = dist_sec_offsets(meta[2 * q], direct[q] ? 0 : meta[2 * q + 1], off);
+                sb[q] = direct[q] ? 0 : dist_sec_offsets(meta[2 * q], meta[2 * q + 1], off);
                 rb[q] = dist_sec_offsets(rmeta[2 * q], rmeta[2 * q + 1], off);
                 if (q == s->rank) continue;
                 rsec[q] = (dist_sec){s->own.id + b, s->own.x + b, s->own.y + b, s->own.vx + b, s->own.vy + b,
@@ -766,12 +695,26 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                 z += (size_t)rmeta[2 * q + 1];
             }
         }
+        /* where the node peers write their boids into the own store (every rank or none: cm) */
+        if (cm && ready) {
+            for (int q = 0; q < P; q++) {
+                void *p[DIST_SECTIONS];
+                size_t bytes[DIST_SECTIONS];
+                dist_sec_list(&rsec[q], 0, 0, p, bytes);
+                for (int k = 0; k < DIST_SECTIONS; k++) mine[DIST_SECTIONS * q + k] = (uint64_t)(uintptr_t)p[k];
+            }
+            if (MPI_Alltoall(mine, DIST_SECTIONS, MPI_UINT64_T, theirs, DIST_SECTIONS, MPI_UINT64_T, s->comm) !=
+                MPI_SUCCESS)
+                rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Alltoall failed (the stores' addresses)");
+        }
         /* the unit-length copies, in items of dist_rows() rows taken in destination order (the next
          * ranks first, this rank's own rows last) by the threads; the master thread posts a
          * destination's sends as soon as its rows are packed and drives MPI's progress meanwhile,
          * so that the messages travel while the other threads pack */
         dm_timer_start("flock.setup.distribute.pack");
         long bad = (long)n;
+        int perr = DM_OK; /* the first failed write into a node peer's store, its message */
+        char pmsg[512] = "";
         const size_t item_rows = dist_rows();
         if (rc == DM_OK) {
             for (int k = 0; k < P; k++) {
@@ -810,6 +753,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                     if (mpi_peers == 0) packer = 1;
                 }
                 int k = 0; /* destination of this thread's last item (items are taken in order) */
+                dist_stage stage = {NULL, 0};
                 for (;;) {
                     long c = items;
                     if (packer) {
@@ -822,13 +766,25 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                         const dist_sec *d = &sec[q];
                         size_t lo = first[q] + (size_t)(c - need[k]) * item_rows, hi = lo + item_rows;
                         if (hi > first[q + 1]) hi = first[q + 1];
-                        for (size_t t = lo; t < hi; t++) {
+                        int pe;
+#pragma omp atomic read
+                        pe = perr;
+                        if (direct[q] && pe == DM_OK) {
+                            pe = dist_push(cm, q, theirs + DIST_SECTIONS * q, v, idx, lo, hi, lo - first[q], zoff[lo],
+                                           x, y, vx, vy, &stage, &bad);
+                            if (pe != DM_OK) {
+#pragma omp critical(dm_flock_dist_bad)
+                                if (perr == DM_OK) {
+                                    snprintf(pmsg, sizeof pmsg, "%s", dm_error_message()); /* this thread's */
+#pragma omp atomic write
+                                    perr = pe;
+                                }
+                            }
+                        }
+                        for (size_t t = lo; t < hi && !direct[q]; t++) {
                             size_t r = idx[t], at = t - first[q];
                             uint32_t len = 0;
-                            if (direct[q]) { /* the reader takes the row out of v (checked above) */
-                                len = (uint32_t)(v->row_off[r + 1] - v->row_off[r]);
-                                srcoff[q][at] = v->row_off[r];
-                            } else if (unit_row(v, (uint64_t)r, d->col + zoff[t], d->val + zoff[t], &len) != DM_OK) {
+                            if (unit_row(v, (uint64_t)r, d->col + zoff[t], d->val + zoff[t], &len) != DM_OK) {
 #pragma omp critical(dm_flock_dist_bad)
                                 if ((long)r < bad) bad = (long)r;
                             }
@@ -871,8 +827,10 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                      * then continues in MPI_Waitall) */
                     if (c >= items && unposted == 0 && (packer || own_done == need[P] - need[P - 1])) break;
                 }
+                free(stage.p);
             }
         }
+        if (rc == DM_OK && perr != DM_OK) rc = DM_ERR(perr, "flock: initial distribution: %s", pmsg);
         dm_free(done);
         dm_free(need);
         dm_free(posted);
@@ -886,12 +844,9 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         dm_timer_stop("flock.setup.distribute.exchange");
         if (cm && ready) { /* the node's messages: read out of the senders' buffers */
             dm_timer_start("flock.setup.distribute.cma");
-            for (int q = 0; q < P; q++) {
-                uint64_t *a = caddr + DIST_ADDR * q;
-                a[0] = dm_cma_local(cm, q) ? (uint64_t)(uintptr_t)sbuf[q] : 0;
-                a[1] = a[0] && direct[q] ? (uint64_t)(uintptr_t)srcoff[q] : 0;
-                a[2] = (uint64_t)(uintptr_t)v->col;
-                a[3] = (uint64_t)(uintptr_t)v->val;
+            for (int q = 0; q < P; q++) { /* a packed message, or a flag: written into q's store */
+                caddr[2 * q] = dm_cma_local(cm, q) && !direct[q] ? (uint64_t)(uintptr_t)sbuf[q] : 0;
+                caddr[2 * q + 1] = dm_cma_local(cm, q) && direct[q];
             }
             rc = dist_cma_read(s, cm, caddr, cfrom, rmeta, rsec, rc);
             dm_cma_close(cm); /* collective: every reader is done */
@@ -957,9 +912,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         }
         dm_timer_start("flock.setup.distribute.free");
         for (int q = 0; q < P && sbuf; q++) dm_free(sbuf[q]);
-        for (int q = 0; q < P && srcoff; q++) dm_free(srcoff[q]);
         dm_free(sbuf);
-        dm_free(srcoff);
         dm_free(direct);
         dm_free(sec);
         dm_free(rsec);

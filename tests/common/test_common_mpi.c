@@ -231,36 +231,54 @@ static void test_cma(void)
         char want[32];
         snprintf(want, sizeof want, "of rank %d", q);
         CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), want));
-        /* gathered: 2500 ranges (three system calls' worth) of 0-1999 bytes anywhere in the
-         * peer's buffer, some empty, out of order and overlapping */
-        enum { NR = 2500 };
-        uint64_t *src = dm_malloc(sizeof *src * NR);
-        size_t *len = dm_malloc(sizeof *len * NR), total = 0;
-        CU_ASSERT_FATAL(src && len);
-        for (size_t k = 0; k < NR; k++) {
-            len[k] = k % 7 == 3 ? 0 : (k * 2654435761u) % 2000;
-            size_t o = (k * 40503u * 977u) % (n - len[k]);
-            src[k] = addr[q] + o;
-            total += len[k];
-        }
-        CU_ASSERT_FATAL(total <= n);
-        memset(got, 0, n);
-        CU_ASSERT_EQUAL(dm_cma_readv(cm, q, got, src, len, NR), DM_OK);
-        wrong = 0;
-        for (size_t k = 0, at = 0; k < NR; at += len[k], k++)
-            for (size_t i = 0; i < len[k]; i++) wrong += got[at + i] != cma_byte(q, (size_t)(src[k] - addr[q]) + i);
-        CU_ASSERT_EQUAL(wrong, 0);
-        CU_ASSERT_EQUAL(dm_cma_readv(cm, q, got, src, len, 0), DM_OK);
-        /* one range the peer has not mapped, after 1500 good ones: the system call reads those
-         * and stops short; the next one fails, with an error naming the rank */
-        src[1500] = 8;
-        len[1500] = 16;
-        CU_ASSERT_EQUAL(dm_cma_readv(cm, q, got, src, len, NR), DM_ERR_IO);
-        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), want));
-        CU_ASSERT_EQUAL(dm_cma_readv(cm, g_ctx.rank, got, src, len, 1), DM_ERR_INVALID_ARG);
-        dm_free(src);
-        dm_free(len);
     }
+    /* written: each rank puts 2500 ranges of 0-1999 bytes from anywhere in its buffer (some
+     * empty, out of order; three system calls' worth) one after another into its part of every
+     * peer's inbox, then one range to an address the peer has not mapped after 1500 good ones */
+    enum { NR = 2500 };
+    const void **src = dm_malloc(sizeof *src * NR);
+    uint64_t *dst = dm_malloc(sizeof *dst * NR);
+    size_t *len = dm_malloc(sizeof *len * NR), total = 0;
+    CU_ASSERT_FATAL(src && dst && len);
+    for (size_t k = 0; k < NR; k++) {
+        len[k] = k % 7 == 3 ? 0 : (k * 2654435761u) % 2000;
+        src[k] = mine + (k * 40503u * 977u) % (n - len[k]);
+        total += len[k];
+    }
+    unsigned char *inbox = dm_calloc((size_t)g_ctx.size, total);
+    CU_ASSERT_FATAL(inbox != NULL);
+    uint64_t in = (uint64_t)(uintptr_t)inbox;
+    MPI_Allgather(&in, 1, MPI_UINT64_T, addr, 1, MPI_UINT64_T, g_ctx.world);
+    CU_ASSERT_EQUAL(dm_cma_writev(cm, g_ctx.rank, src, dst, len, 1), DM_ERR_INVALID_ARG);
+    for (int q = 0; q < g_ctx.size; q++) {
+        if (q == g_ctx.rank) continue;
+        uint64_t at = addr[q] + total * (size_t)g_ctx.rank;
+        for (size_t k = 0; k < NR; at += len[k], k++) dst[k] = at;
+        CU_ASSERT_EQUAL(dm_cma_writev(cm, q, src, dst, len, NR), DM_OK);
+        CU_ASSERT_EQUAL(dm_cma_writev(cm, q, src, dst, len, 0), DM_OK);
+        uint64_t keep = dst[1500];
+        dst[1500] = 8;
+        CU_ASSERT_EQUAL(dm_cma_writev(cm, q, src, dst, len, NR), DM_ERR_IO);
+        char want[32];
+        snprintf(want, sizeof want, "of rank %d", q);
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), want));
+        dst[1500] = keep;
+    }
+    MPI_Barrier(g_ctx.world); /* every peer has written */
+    size_t wrong = 0;
+    for (int q = 0; q < g_ctx.size; q++) {
+        const unsigned char *part = inbox + total * (size_t)q;
+        for (size_t k = 0, at = 0; k < NR; at += len[k], k++)
+            for (size_t i = 0; i < len[k]; i++) {
+                size_t o = (size_t)((const unsigned char *)src[k] - mine) + i;
+                wrong += part[at + i] != (q == g_ctx.rank ? 0 : cma_byte(q, o));
+            }
+    }
+    CU_ASSERT_EQUAL(wrong, 0);
+    dm_free(inbox);
+    dm_free(src);
+    dm_free(dst);
+    dm_free(len);
     dm_cma_close(cm); /* a barrier: the peers have read this rank's buffer */
     dm_free(addr);
     dm_free(mine);
@@ -297,7 +315,7 @@ int main(int argc, char **argv)
         {"timers reduced over ranks", test_stats_reduce},
         {"run report", test_report},
         {"the environment in the report", test_report_environment},
-        {"reads of another rank's memory (cma), gathered reads", test_cma},
+        {"reads of another rank's memory (cma), written ranges", test_cma},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"common-mpi", setup, teardown, NULL, NULL, t}, CU_SUITE_INFO_NULL};
