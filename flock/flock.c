@@ -462,7 +462,8 @@ static int dist_push(const dm_cma *cm, int q, const uint64_t *dst, const dm_vect
         const void *src[DIST_SECTIONS] = {d.id, d.x, d.y, d.vx, d.vy, d.vlen, d.col, d.val};
         const size_t elem[DIST_SECTIONS] = {8, 8, 8, 8, 8, 4, 4, 4};
         uint64_t to[DIST_SECTIONS];
-        for (int m = 0; m < DIST_SECTIONS; m++) to[m] = dst[m] + elem[m] * (m < 6 ? (uint64_t)at : z);
+        for (int m = 0; m < DIST_SECTIONS; m++) /* sections 0-5: one element a boid; 6, 7: an entry */
+            to[m] = dst[m] + elem[m] * (m < 6 ? (uint64_t)at : z);
         int rc = dm_cma_writev(cm, q, src, to, bytes, DIST_SECTIONS);
         if (rc != DM_OK) return rc;
         dm_counter_add("flock.distribute.direct_rows", (int64_t)n);
@@ -589,10 +590,11 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         if (!(x[r] >= 0 && x[r] < W && y[r] >= 0 && y[r] < H) || !isfinite(vx[r]) || !isfinite(vy[r]))
             rc = DM_ERR(DM_ERR_FORMAT, "flock: checkpoint position of document %llu is off the plane",
                         (unsigned long long)(v->row_base + r));
-    /* all-to-all by owner slice, each boid copied once on its way: a row's unit-length copy is
-     * written straight into the own store (own rows) or into the send buffer of its owner, and
-     * the messages are received straight into the own store's arrays (one message per section,
-     * the own rows first, then each sender's in rank order); on one rank it is one copy */
+    /* all-to-all by owner slice: a row's unit-length copy is written straight into the own store
+     * (own rows), into its owner's store (an owner on this node, through a cache-sized buffer:
+     * dist_push) or into the send buffer of its owner, and the messages are received straight
+     * into the own store's arrays (one message per section, the own rows first, then each
+     * sender's in rank order); on one rank it is one copy */
     for (size_t r = 0; r < n && rc == DM_OK; r++)
         if (v->row_off[r + 1] < v->row_off[r] || v->row_off[r + 1] - v->row_off[r] > UINT32_MAX)
             rc = DM_ERR(DM_ERR_FORMAT, "flock: corrupt vector row %llu", (unsigned long long)r);
