@@ -201,34 +201,6 @@ static int check_shares(dm_flock_sim *s, const dm_vectors *v)
     return rc;
 }
 
-/* 0 when a row of len entries is term-sorted with finite weights (*ss: the sum of their squares
- * in double, in row order), 1 when it is not term-sorted, 2 at a non-finite weight. */
-static int row_fault(const uint32_t *col, const float *val, uint64_t len, double *ss)
-{
-    double t = 0;
-    for (uint64_t k = 0; k < len; k++) {
-        if (k > 0 && col[k] <= col[k - 1]) return 1;
-        if (!isfinite(val[k])) return 2;
-        t += (double)val[k] * (double)val[k];
-    }
-    *ss = t;
-    return 0;
-}
-
-static int row_error(int fault, uint64_t id)
-{
-    return fault == 1 ? DM_ERR(DM_ERR_FORMAT, "flock: vector row %llu is not term-sorted", (unsigned long long)id)
-                      : DM_ERR(DM_ERR_FORMAT, "flock: non-finite weight in row %llu", (unsigned long long)id);
-}
-
-/* out = in divided by the double norm sqrt(ss) (in place when out == in): the unit-length weights
- * of a row, the same bits wherever they are computed. */
-static void unit_scale(const float *in, float *out, uint64_t len, double ss)
-{
-    double norm = sqrt(ss);
-    for (uint64_t k = 0; k < len; k++) out[k] = norm > 0 ? (float)((double)in[k] / norm) : 0.0f;
-}
-
 /* Unit-length copy of row r of v (float weights divided by the double norm); checks the row is
  * term-sorted and finite (col NULL: only checks). */
 static int unit_row(const dm_vectors *v, uint64_t r, uint32_t *col, float *val, uint32_t *len)
@@ -236,12 +208,19 @@ static int unit_row(const dm_vectors *v, uint64_t r, uint32_t *col, float *val, 
     uint64_t a = v->row_off[r], b = v->row_off[r + 1];
     if (b < a || b - a > UINT32_MAX) return DM_ERR(DM_ERR_FORMAT, "flock: corrupt vector row %llu", (unsigned long long)r);
     double ss = 0;
-    int f = b > a ? row_fault(v->col + a, v->val + a, b - a, &ss) : 0;
-    if (f) return row_error(f, v->row_base + r);
+    for (uint64_t k = a; k < b; k++) {
+        if (k > a && v->col[k] <= v->col[k - 1])
+            return DM_ERR(DM_ERR_FORMAT, "flock: vector row %llu is not term-sorted", (unsigned long long)(v->row_base + r));
+        if (!isfinite(v->val[k])) return DM_ERR(DM_ERR_FORMAT, "flock: non-finite weight in row %llu", (unsigned long long)(v->row_base + r));
+        ss += (double)v->val[k] * (double)v->val[k];
+    }
     *len = (uint32_t)(b - a);
-    if (!col || b == a) return DM_OK; /* checked only, or nothing to copy */
-    memcpy(col, v->col + a, sizeof *col * (b - a));
-    unit_scale(v->val + a, val, b - a, ss);
+    if (!col) return DM_OK; /* checked only */
+    double norm = sqrt(ss);
+    for (uint64_t k = a; k < b; k++) {
+        col[k - a] = v->col[k];
+        val[k - a] = norm > 0 ? (float)((double)v->val[k] / norm) : 0.0f;
+    }
     return DM_OK;
 }
 
