@@ -385,10 +385,11 @@ static size_t dist_push_entries(void)
     return c < ((size_t)1 << 16) ? (c ? c : 1) : (size_t)1 << 16;
 }
 
-/* A thread's buffer for dist_push. */
+/* A thread's buffer for dist_push, and the boids and bytes it wrote. */
 typedef struct dist_stage {
     char *p;
     size_t cap;
+    uint64_t rows, bytes;
 } dist_stage;
 
 /* Rows idx[lo .. hi) of v for node peer q, written straight into q's store: rows at..at + (hi -
@@ -445,8 +446,8 @@ static int dist_push(const dm_cma *cm, int q, const uint64_t *dst, const dm_vect
             to[m] = dst[m] + elem[m] * (m < 6 ? (uint64_t)at : z);
         int rc = dm_cma_writev(cm, q, src, to, bytes, DIST_SECTIONS);
         if (rc != DM_OK) return rc;
-        dm_counter_add("flock.distribute.direct_rows", (int64_t)n);
-        dm_counter_add("flock.distribute.direct_bytes", (int64_t)need);
+        st->rows += n;
+        st->bytes += need;
         at += n;
         z += e;
         lo = t;
@@ -695,6 +696,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         dm_timer_start("flock.setup.distribute.pack");
         long bad = (long)n;
         int perr = DM_OK; /* the first failed write into a node peer's store, its message */
+        uint64_t pushed_rows = 0, pushed_bytes = 0;
         char pmsg[512] = "";
         const size_t item_rows = dist_rows();
         if (rc == DM_OK) {
@@ -734,7 +736,7 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                     if (mpi_peers == 0) packer = 1;
                 }
                 int k = 0; /* destination of this thread's last item (items are taken in order) */
-                dist_stage stage = {NULL, 0};
+                dist_stage stage = {NULL, 0, 0, 0};
                 for (;;) {
                     long c = items;
                     if (packer) {
@@ -809,7 +811,15 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
                     if (c >= items && unposted == 0 && (packer || own_done == need[P] - need[P - 1])) break;
                 }
                 free(stage.p);
+#pragma omp atomic update
+                pushed_rows += stage.rows;
+#pragma omp atomic update
+                pushed_bytes += stage.bytes;
             }
+        }
+        if (pushed_rows) {
+            dm_counter_add("flock.distribute.direct_rows", (int64_t)pushed_rows);
+            dm_counter_add("flock.distribute.direct_bytes", (int64_t)pushed_bytes);
         }
         if (rc == DM_OK && perr != DM_OK) rc = DM_ERR(perr, "flock: initial distribution: %s", pmsg);
         dm_free(done);
