@@ -16,6 +16,7 @@ static void cdf_free(dm_synth_cdf *c)
 {
     dm_free(c->cdf);
     dm_free(c->guide);
+    dm_free(c->bucket);
     memset(c, 0, sizeof *c);
 }
 
@@ -49,6 +50,19 @@ static int zipf_cdf(dm_synth_cdf *out, int n, double s)
         while ((int)r < n - 1 && c[r] < t) r++;
         out->guide[k] = r;
     }
+    /* the bucket table: a bucket's ranks are those of its smallest and largest v (a draw's rank
+     * does not decrease with v); where they differ a boundary lies inside and the draw scans */
+    out->bucket = dm_malloc(sizeof(uint32_t) * DM_SYNTH_BUCKETS);
+    if (!out->bucket) {
+        cdf_free(out);
+        return DM_ERR_NOMEM;
+    }
+    const double scale = 1.0 / 4294967296.0;
+    for (uint32_t k = 0; k < DM_SYNTH_BUCKETS; k++) {
+        uint32_t lo = dm_synth_draw(out, (double)(k << 16) * scale);
+        uint32_t hi = dm_synth_draw(out, (double)((k << 16) | 0xffffu) * scale);
+        out->bucket[k] = lo | (hi == lo ? 0u : hi == lo + 1 ? DM_SYNTH_NEXT : DM_SYNTH_SCAN);
+    }
     return DM_OK;
 }
 
@@ -68,30 +82,23 @@ static int spell_words(dm_synth *s)
     uint64_t n = (uint64_t)o->topic_vocab > (uint64_t)o->shared_vocab ? (uint64_t)o->topic_vocab : (uint64_t)o->shared_vocab;
     n *= (uint64_t)(o->topics + 1);
     if (n > ((uint64_t)1 << 22)) return DM_OK; /* spelt per draw */
-    s->word_off = dm_malloc(sizeof(uint32_t) * (size_t)(n + 1));
-    size_t cap = (size_t)n * 12 + 64, len = 0;
-    s->words = dm_malloc(cap);
-    if (!s->word_off || !s->words) return DM_ERR_NOMEM;
+    s->slots = dm_malloc(16 * (size_t)n);
+    if (!s->slots) return DM_ERR_NOMEM;
+    memset(s->slots, 0, 16 * (size_t)n);
     for (uint64_t v = 0; v < n; v++) {
-        s->word_off[v] = (uint32_t)len;
-        uint32_t rank = (uint32_t)(v / (uint64_t)(o->topics + 1));
-        int topic = (int)(v % (uint64_t)(o->topics + 1)) - 1;
-        if (len + 32 > cap) {
-            char *q = dm_realloc(s->words, cap * 2);
-            if (!q) return DM_ERR_NOMEM;
-            s->words = q;
-            cap *= 2;
+        char w[32];
+        dm_synth_word(w, o->topics, (int)(v % (uint64_t)(o->topics + 1)) - 1, (uint32_t)(v / (uint64_t)(o->topics + 1)));
+        size_t l = strlen(w);
+        if (l > 14) { /* not below 2^22 words (at most 12 letters there); spelt per draw */
+            dm_free(s->slots);
+            s->slots = NULL;
+            return DM_OK;
         }
-        dm_synth_word(s->words + len, o->topics, topic, rank);
-        len += strlen(s->words + len);
+        unsigned char *sl = s->slots + 16 * v;
+        memcpy(sl, w, l);
+        sl[l] = ' ';
+        sl[15] = (unsigned char)l;
     }
-    s->word_off[n] = (uint32_t)len;
-    if (len + 16 > cap) { /* dm_synth_doc copies 16 bytes from the start of a short word */
-        char *q = dm_realloc(s->words, len + 16);
-        if (!q) return DM_ERR_NOMEM;
-        s->words = q;
-    }
-    memset(s->words + len, 0, 16);
     s->n_words = n;
     return DM_OK;
 }
@@ -119,10 +126,8 @@ void dm_synth_free(dm_synth *s)
 {
     cdf_free(&s->topic);
     cdf_free(&s->shared);
-    dm_free(s->words);
-    dm_free(s->word_off);
-    s->words = NULL;
-    s->word_off = NULL;
+    dm_free(s->slots);
+    s->slots = NULL;
     s->n_words = 0;
 }
 
@@ -157,6 +162,65 @@ void dm_synth_share(uint64_t docs, int rank, int size, uint64_t *first, uint64_t
     *last = *first + base + (r < extra ? 1 : 0);
 }
 
+/* Words per block of the document loop (even): word j of a block takes the two 32-bit words
+ * v[2 (j % 2)] and v[2 (j % 2) + 1] of the block's Philox call j / 2. */
+enum { DM_SYNTH_BLOCK = 64, DM_SYNTH_CALLS = DM_SYNTH_BLOCK / 2 };
+
+static int g_synth_simd = 1; /* dm_synth_set_simd */
+
+void dm_synth_set_simd(int on) { g_synth_simd = on != 0; }
+
+/* Calls c .. c + calls - 1 of the stream (seed, i), kept by word: q[m][k] = v[m] of call c + k. */
+static void philox_block(uint32_t q[4][DM_SYNTH_CALLS], uint64_t seed, uint64_t i, uint64_t c, int calls)
+{
+    for (int k = 0; k < calls; k++) {
+        dm_philox4 r = dm_rng4(seed, i, c + (uint64_t)k);
+        for (int m = 0; m < 4; m++) q[m][k] = r.v[m];
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define DM_SYNTH_AVX2 1
+/* philox_block eight calls at a time, a call a lane: the rounds of dm_philox4x32_10, the 32 x 32
+ * -> 64-bit products of the even and odd lanes apart. The lanes past `calls` compute calls that
+ * are not used (q has room for them: calls <= DM_SYNTH_CALLS, a multiple of 8). */
+__attribute__((target("avx2"))) static void philox_block_avx2(uint32_t q[4][DM_SYNTH_CALLS], uint64_t seed,
+                                                              uint64_t i, uint64_t c, int calls)
+{
+    const __m256i m0 = _mm256_set1_epi32((int)0xD2511F53u), m1 = _mm256_set1_epi32((int)0xCD9E8D57u);
+    for (int k = 0; k < calls; k += 8) {
+        uint32_t lo[8], hi[8];
+        for (int l = 0; l < 8; l++) {
+            uint64_t t = c + (uint64_t)(k + l);
+            lo[l] = (uint32_t)t;
+            hi[l] = (uint32_t)(t >> 32);
+        }
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)lo), x1 = _mm256_loadu_si256((const __m256i *)hi);
+        __m256i x2 = _mm256_set1_epi32((int)(uint32_t)i), x3 = _mm256_set1_epi32((int)(uint32_t)(i >> 32));
+        uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+        for (int r = 0; r < 10; r++) {
+            __m256i pe0 = _mm256_mul_epu32(x0, m0), po0 = _mm256_mul_epu32(_mm256_srli_epi64(x0, 32), m0);
+            __m256i pe1 = _mm256_mul_epu32(x2, m1), po1 = _mm256_mul_epu32(_mm256_srli_epi64(x2, 32), m1);
+            __m256i lo0 = _mm256_blend_epi32(pe0, _mm256_slli_epi64(po0, 32), 0xAA);
+            __m256i hi0 = _mm256_blend_epi32(_mm256_srli_epi64(pe0, 32), po0, 0xAA);
+            __m256i lo1 = _mm256_blend_epi32(pe1, _mm256_slli_epi64(po1, 32), 0xAA);
+            __m256i hi1 = _mm256_blend_epi32(_mm256_srli_epi64(pe1, 32), po1, 0xAA);
+            x0 = _mm256_xor_si256(_mm256_xor_si256(hi1, x1), _mm256_set1_epi32((int)k0));
+            x2 = _mm256_xor_si256(_mm256_xor_si256(hi0, x3), _mm256_set1_epi32((int)k1));
+            x1 = lo1;
+            x3 = lo0;
+            k0 += 0x9E3779B9u;
+            k1 += 0xBB67AE85u;
+        }
+        _mm256_storeu_si256((__m256i *)&q[0][k], x0);
+        _mm256_storeu_si256((__m256i *)&q[1][k], x1);
+        _mm256_storeu_si256((__m256i *)&q[2][k], x2);
+        _mm256_storeu_si256((__m256i *)&q[3][k], x3);
+    }
+}
+#endif
+
 int dm_synth_doc(const dm_synth *s, uint64_t i, int *label, char **buf, size_t *cap, size_t *len)
 {
     const dm_synth_options *o = &s->opt;
@@ -173,47 +237,50 @@ int dm_synth_doc(const dm_synth *s, uint64_t i, int *label, char **buf, size_t *
     }
     char *p = *buf;
     /* Word w takes two 32-bit words of Philox call 2 + w / 2 (counters 0 and 1 drew the topic and
-     * the length): v[2 (w % 2)] picks the vocabulary (background when below overlap * 2^32), v[2 (w
-     * % 2) + 1] the rank (u = v / 2^32, a resolution of 2^-32 against the rarest rank's probability
-     * of about 10^-5 at the defaults). One call serves two words: the calls were most of the
-     * generation's time. A block of calls is drawn first, independent calls that the compiler can
-     * run side by side. */
-    enum { BLOCK = 64 }; /* words per block (even) */
-    uint32_t r[2 * BLOCK];
+     * the length): the first picks the vocabulary (background when below overlap * 2^32), the
+     * second v the rank (u = v / 2^32, a resolution of 2^-32 against the rarest rank's probability
+     * of about 10^-5 at the defaults; dm_synth_draw32). One call serves two words: the calls were
+     * most of the generation's time. A block of calls is drawn first (eight at a time with AVX2). */
+    uint32_t q[4][DM_SYNTH_CALLS];
+#ifdef DM_SYNTH_AVX2
+    int simd = g_synth_simd && __builtin_cpu_supports("avx2");
+#endif
     /* overlap * 2^32, rounded up: v < mix_below exactly when v / 2^32 < overlap */
     double mix = ceil(o->overlap * 4294967296.0);
     uint64_t mix_below = mix >= 4294967296.0 ? (uint64_t)1 << 32 : (uint64_t)mix;
-    for (int w = 0; w < words; w++) {
-        int j = w % BLOCK;
-        if (j == 0) {
-            int calls = ((words - w < BLOCK ? words - w : BLOCK) + 1) / 2;
-            for (int k = 0; k < calls; k++) {
-                dm_philox4 q = dm_rng4(seed, i, c + (uint64_t)k);
-                memcpy(r + 4 * k, q.v, sizeof q.v);
+    const uint64_t stride = (uint64_t)(o->topics + 1);
+    const unsigned char *src[DM_SYNTH_BLOCK];
+    for (int w = 0; w < words; w += DM_SYNTH_BLOCK) {
+        int nb = words - w < DM_SYNTH_BLOCK ? words - w : DM_SYNTH_BLOCK, calls = (nb + 1) / 2;
+#ifdef DM_SYNTH_AVX2
+        if (simd) philox_block_avx2(q, seed, i, c, calls);
+        else
+#endif
+            philox_block(q, seed, i, c, calls);
+        c += (uint64_t)calls;
+        for (int j = 0; j < nb; j++) {
+            int m = (j & 1) << 1;
+            int t = (uint64_t)q[m][j >> 1] < mix_below ? -1 : topic;
+            uint32_t rank = dm_synth_draw32(t < 0 ? &s->shared : &s->topic, q[m + 1][j >> 1]);
+            uint64_t v = (uint64_t)rank * stride + (uint64_t)(t + 1);
+            if (s->slots) { /* copied below, once the block's words are drawn */
+                src[j] = s->slots + 16 * v;
+                continue;
             }
-            c += (uint64_t)calls;
-        }
-        int t = (uint64_t)r[2 * j] < mix_below ? -1 : topic;
-        double u_rank = (double)r[2 * j + 1] * (1.0 / 4294967296.0);
-        uint32_t rank = dm_synth_draw(t < 0 ? &s->shared : &s->topic, u_rank);
-        if (w) *p++ = ' ';
-        if (s->words) {
-            uint64_t v = (uint64_t)rank * (uint64_t)(o->topics + 1) + (uint64_t)(t + 1);
-            const char *src = s->words + s->word_off[v];
-            size_t l = s->word_off[v + 1] - s->word_off[v];
-            /* a fixed 16-byte copy for the usual short word: the buffer has 32 bytes per word and
-             * the spelt words 16 bytes of slack after the last */
-            if (l <= 16) memcpy(p, src, 16);
-            else memcpy(p, src, l);
-            p += l;
-        } else {
+            if (w + j) *p++ = ' ';
             char word[32];
             dm_synth_word(word, o->topics, t, rank);
             size_t l = strlen(word);
             memcpy(p, word, l);
             p += l;
         }
+        if (s->slots) /* a slot's 16 bytes at once: the word, its space and its length */
+            for (int j = 0; j < nb; j++) {
+                memcpy(p, src[j], 16); /* the buffer has 32 bytes per word */
+                p += src[j][15] + 1;
+            }
     }
+    if (s->slots && words > 0) p--; /* the last word's space */
     *p = '\0';
     *len = (size_t)(p - *buf);
     *label = topic;

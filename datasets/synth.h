@@ -32,16 +32,25 @@ typedef struct dm_synth_cdf {
     double *cdf;
     uint32_t *guide; /* 2^bits + 1 entries */
     int n, bits;
+    /* The generator's draws use 32-bit uniforms v (u = v / 2^32). bucket[v >> 16] holds the rank
+     * r that the bucket's smallest v draws, and where CDF boundaries fall inside the bucket,
+     * DM_SYNTH_NEXT (one boundary: the draw is r + 1 when cdf[r] < u) or DM_SYNTH_SCAN (several:
+     * the draw scans on from r). DM_SYNTH_BUCKETS entries; the same ranks as dm_synth_draw. */
+    uint32_t *bucket;
 } dm_synth_cdf;
+#define DM_SYNTH_BUCKETS 65536u
+#define DM_SYNTH_NEXT 0x80000000u
+#define DM_SYNTH_SCAN 0x40000000u
+#define DM_SYNTH_RANK 0x3fffffffu
 
 typedef struct dm_synth {
     dm_synth_options opt;
     dm_synth_cdf topic;  /* over topic_vocab ranks */
     dm_synth_cdf shared; /* over shared_vocab ranks */
-    /* every word of every vocabulary, spelt once (when there are at most 2^22 of them; else
-     * spelt per draw): word v at words + word_off[v], v = rank * (topics + 1) + topic + 1 */
-    char *words;
-    uint32_t *word_off; /* n_words + 1 */
+    /* every word of every vocabulary, spelt once when there are at most 2^22 of them (else NULL:
+     * spelt per draw), in 16-byte slots: slot v = rank * (topics + 1) + topic + 1 holds the word,
+     * a space and zeros, and the word's length in its last byte */
+    unsigned char *slots;
     uint64_t n_words;
 } dm_synth;
 
@@ -53,6 +62,23 @@ void dm_synth_free(dm_synth *s);
 /* The first rank whose CDF reaches u, for u in [0, 1) (the inverse CDF; what a binary search over
  * c->cdf gives). */
 uint32_t dm_synth_draw(const dm_synth_cdf *c, double u);
+
+/* The same rank for u = v / 2^32, from the bucket table (the generator's draw). */
+static inline uint32_t dm_synth_draw32(const dm_synth_cdf *c, uint32_t v)
+{
+    uint32_t e = c->bucket[v >> 16], r = e & DM_SYNTH_RANK;
+    double u = (double)v * (1.0 / 4294967296.0);
+    if (e & DM_SYNTH_SCAN) {
+        while (c->cdf[r] < u) r++; /* ends at the bucket's last rank at the latest */
+        return r;
+    }
+    /* without a branch: in the tail of a Zipf CDF every other bucket holds a boundary */
+    return r + ((e >> 31) & (uint32_t)(c->cdf[r] < u));
+}
+
+/* Tests: 0 makes dm_synth_doc draw its random words with the scalar code even where the CPU has
+ * AVX2 (the same words either way); 1 (the default) uses AVX2 where there is. Not thread-safe. */
+void dm_synth_set_simd(int on);
 
 /* Document i: its topic label (0..K-1) and text (space-separated lower-case words, no trailing
  * space) written into *buf (grown with dm_realloc as needed; *cap its capacity). */

@@ -4,6 +4,7 @@
 #include <CUnit/CUnit.h>
 #include <libstemmer.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -182,14 +183,17 @@ static void test_draws_and_words(void)
     }
     CU_ASSERT_EQUAL(bad, 0);
     CU_ASSERT(draws == 800000);
-    CU_ASSERT_FATAL(s.words != NULL);
+    CU_ASSERT_FATAL(s.slots != NULL);
     uint64_t wrong = 0;
     for (uint64_t v = 0; v < s.n_words; v++) {
         char w[32];
         int topic = (int)(v % (uint64_t)(o.topics + 1)) - 1;
         dm_synth_word(w, o.topics, topic, (uint32_t)(v / (uint64_t)(o.topics + 1)));
-        size_t l = s.word_off[v + 1] - s.word_off[v];
-        wrong += l != strlen(w) || memcmp(s.words + s.word_off[v], w, l) != 0;
+        const unsigned char *sl = s.slots + 16 * v;
+        size_t l = sl[15];
+        int rest = 0; /* the word, a space, zeros up to the length byte */
+        for (size_t k = l + 1; k < 15; k++) rest |= sl[k];
+        wrong += l != strlen(w) || memcmp(sl, w, l) != 0 || sl[l] != ' ' || rest != 0;
     }
     CU_ASSERT_EQUAL(wrong, 0);
     CU_ASSERT(s.n_words >= (uint64_t)o.topic_vocab * (uint64_t)(o.topics + 1));
@@ -200,12 +204,12 @@ static void test_draws_and_words(void)
     big.topic_vocab = 4000;
     dm_synth a, b;
     CU_ASSERT_EQUAL_FATAL(dm_synth_init(&a, &big), 0);
-    CU_ASSERT(a.words == NULL);
+    CU_ASSERT(a.slots == NULL);
     dm_synth_free(&a);
     /* a corpus with its words spelt up front and the same corpus spelling them per draw */
     CU_ASSERT_EQUAL_FATAL(dm_synth_init(&b, &o), 0);
     dm_synth c = b;
-    c.words = NULL; /* spelt per draw */
+    c.slots = NULL; /* spelt per draw */
     char *x = NULL, *y = NULL;
     size_t xc = 0, yc = 0, xl = 0, yl = 0;
     for (uint64_t i = 0; i < 50; i++) {
@@ -217,6 +221,121 @@ static void test_draws_and_words(void)
     dm_free(x);
     dm_free(y);
     dm_synth_free(&b);
+}
+
+/* The generator's draws from the bucket table (dm_synth_draw32) are dm_synth_draw's for u = v /
+ * 2^32: every bucket's first and last v, the v next to every CDF boundary, and random v, on a
+ * vocabulary whose table has all three kinds of entry (no boundary, one, several). */
+static void test_bucket_draws(void)
+{
+    dm_synth_options o = DM_SYNTH_OPTIONS_INIT;
+    o.topic_vocab = 1 << 20; /* its tail: several ranks to a bucket */
+    o.shared_vocab = 5000;
+    o.zipf_s = 0.6;
+    dm_synth s;
+    CU_ASSERT_EQUAL_FATAL(dm_synth_init(&s, &o), DM_OK);
+    const dm_synth_cdf *cs[2] = {&s.topic, &s.shared};
+    uint64_t kinds[3] = {0, 0, 0}, bad = 0, checked = 0;
+    for (int c = 0; c < 2; c++) {
+        const dm_synth_cdf *d = cs[c];
+        const double scale = 1.0 / 4294967296.0;
+        for (uint32_t k = 0; k < DM_SYNTH_BUCKETS; k++) {
+            uint32_t e = d->bucket[k];
+            kinds[(e & DM_SYNTH_SCAN) ? 2 : (e & DM_SYNTH_NEXT) ? 1 : 0]++;
+            uint32_t v0 = k << 16, v1 = v0 | 0xffffu;
+            bad += dm_synth_draw32(d, v0) != dm_synth_draw(d, (double)v0 * scale);
+            bad += dm_synth_draw32(d, v1) != dm_synth_draw(d, (double)v1 * scale);
+            checked += 2;
+        }
+        for (int r = 0; r + 1 < d->n; r++) {
+            double b = floor(d->cdf[r] * 4294967296.0);
+            for (int dv = -1; dv <= 1; dv++) {
+                double v = b + dv;
+                if (v < 0 || v > 4294967295.0) continue;
+                bad += dm_synth_draw32(d, (uint32_t)v) != dm_synth_draw(d, v * scale);
+                checked++;
+            }
+        }
+        for (uint64_t k = 0; k < 200000; k++) {
+            uint32_t v = (uint32_t)dm_rng_u64(9, (uint64_t)c, k);
+            bad += dm_synth_draw32(d, v) != dm_synth_draw(d, (double)v * scale);
+            checked++;
+        }
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(checked > 3000000);
+    CU_ASSERT(kinds[0] > 0 && kinds[1] > 0 && kinds[2] > 0);
+    dm_synth_free(&s);
+}
+
+/* FNV-1a of documents [first, first + n): label, length and text. */
+static uint64_t corpus_print(const dm_synth_options *o, uint64_t first, uint64_t n)
+{
+    dm_synth s;
+    if (dm_synth_init(&s, o) != DM_OK) return 0;
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint64_t i = first; i < first + n; i++) {
+        int label;
+        if (dm_synth_doc(&s, i, &label, &buf, &cap, &len) != DM_OK) {
+            h = 0;
+            break;
+        }
+        const unsigned char *parts[3] = {(const unsigned char *)&label, (const unsigned char *)&len,
+                                         (const unsigned char *)buf};
+        size_t sizes[3] = {sizeof label, sizeof len, len};
+        for (int k = 0; k < 3; k++)
+            for (size_t b = 0; b < sizes[k]; b++) h = (h ^ parts[k][b]) * 0x100000001b3ull;
+    }
+    dm_free(buf);
+    dm_synth_free(&s);
+    return h;
+}
+
+/* Known answers: the corpus is the one every earlier weak-scaling run and test used (the prints
+ * of the generator of git c62b2c7, which drew through the guide table and one Philox call at a
+ * time), with the AVX2 Philox rounds and with the scalar ones; the defaults, far into a
+ * million-document corpus, a small topic vocabulary with a large background one and mostly
+ * background words, words spelt per draw, and all or no background words. */
+static void test_known_corpus(void)
+{
+    dm_synth_options d = DM_SYNTH_OPTIONS_INIT;
+    dm_synth_options v = d, w = d, z1 = d, z0 = d;
+    v.topics = 3;
+    v.overlap = 0.9;
+    v.zipf_s = 1.3;
+    v.topic_vocab = 50;
+    v.shared_vocab = 70000;
+    v.min_words = 1;
+    v.max_words = 200;
+    v.seed = 7;
+    w.topics = 2000;
+    w.topic_vocab = 4000;
+    w.seed = 3;
+    w.max_words = 300;
+    z1.overlap = 1.0;
+    z1.seed = 11;
+    z1.max_words = 100;
+    z0 = z1;
+    z0.overlap = 0.0;
+    struct {
+        const dm_synth_options *o;
+        uint64_t first, n, print;
+    } k[] = {
+        {&d, 0, 2000, 0x1b79b672440bba22ull},  {&d, 999000, 2000, 0x5b89b358337be81eull},
+        {&v, 0, 2000, 0x395205e8ac207036ull},  {&w, 0, 500, 0x4c2d4f96691c3345ull},
+        {&z1, 0, 1000, 0xbe08b223f4965336ull}, {&z0, 0, 1000, 0xde4b437ebef664c3ull},
+    };
+    for (int simd = 1; simd >= 0; simd--) {
+        dm_synth_set_simd(simd);
+        for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+            uint64_t h = corpus_print(k[i].o, k[i].first, k[i].n);
+            if (h != k[i].print) printf("\n  corpus %zu (simd %d): %016llx\n", i, simd, (unsigned long long)h);
+            CU_ASSERT_EQUAL(h, k[i].print);
+        }
+    }
+    dm_synth_set_simd(1);
 }
 
 /* The words' draws follow the model: a fraction `overlap` of the tokens comes from the background
@@ -317,6 +436,8 @@ int main(void)
         {"topics without overlap share no word", test_topics_separate},
         {"rank shares", test_shares},
         {"guided draws and spelt words", test_draws_and_words},
+        {"bucket draws equal guided draws", test_bucket_draws},
+        {"known corpus, AVX2 and scalar", test_known_corpus},
         {"word distribution (overlap, Zipf ranks)", test_word_distribution},
         {"invalid options", test_invalid_options},
         CU_TEST_INFO_NULL,
