@@ -640,6 +640,17 @@ void dm_pp_times_to_timers(const dm_pp_times *t, const char *prefix, int wall)
         snprintf(key, sizeof key, "%s.%s", prefix, name[i]);
         dm_timer_add(key, val[i]);
     }
+    if (wall) { /* the wall's parts and the pools' idle seconds (per thread), to find what bounds it */
+        const char *part[] = {"wall.setup", "wall.run",  "wall.drain", "wall.finish", "idle.read",
+                              "idle.slot",  "idle.piece", "idle.batch", "idle.turn"};
+        const double w = t->workers > 0 ? (double)t->workers : 1.0;
+        const double pv[] = {t->wall_setup, t->wall_run,   t->wall_drain,     t->wall_finish,   t->wait_read,
+                             t->wait_slot,  t->wait_piece, t->wait_batch / w, t->wait_turn / w};
+        for (int i = 0; i < 9; i++) {
+            snprintf(key, sizeof key, "%s.%s", prefix, part[i]);
+            dm_timer_add(key, pv[i]);
+        }
+    }
     snprintf(key, sizeof key, "%s.device_tokens", prefix);
     dm_counter_add(key, t->device_tokens);
 }

@@ -405,8 +405,10 @@ typedef struct dm_pp_times {
                           device_tokens), 2: they moved to the host on the way, 0: host */
 } dm_pp_times;
 /* Adds the stages to the named timers "<prefix>.read", ".normalize", ".h2d", ".kernels", ".d2h",
- * ".build", ".prefault", ".take", ".worker" and, with wall != 0, "<prefix>.wall" (common/timer.h),
- * and device_tokens to the counter "<prefix>.device_tokens". */
+ * ".build", ".prefault", ".take", ".worker" and, with wall != 0, "<prefix>.wall" with its parts
+ * ".wall.setup", ".wall.run", ".wall.drain", ".wall.finish" and the idle seconds ".idle.read"
+ * (per reader), ".idle.slot", ".idle.piece" (the calling thread), ".idle.batch", ".idle.turn" (per
+ * worker) (common/timer.h), and device_tokens to the counter "<prefix>.device_tokens". */
 void dm_pp_times_to_timers(const dm_pp_times *t, const char *prefix, int wall);
 /* Sum of the stage seconds (read, normalize, take, h2d, kernels, d2h, build, prefault): overlap =
  * this / wall. */
