@@ -54,6 +54,8 @@ static void usage(void)
            "                        frequent (default 10 with --corpus; 0 = all)\n"
            "  --iterations I        (default 500)\n"
            "  --threshold T --radius R --neighbours K --vmax V --shrink F --weights S,D,A,C\n"
+           "  --migrate-every K     boids that left their slice migrate after every K-th iteration\n"
+           "                        (default 0: the largest K up to 4 that the slices allow)\n"
            "  --min-cluster N --small noise|neighbour|centroid --cluster-threshold T --merge M\n"
            "                        cluster options\n"
            "                        (--attach = --small neighbour)\n"
@@ -388,7 +390,7 @@ static int run_once(run_result *out, const dm_ctx *ctx, const dm_vectors *v, con
     int32_t k = 0;
     if (rc == DM_OK) rc = dm_flock_sim_cluster(s, co, &k);
     out->clusters = k;
-    out->refine_steps = dm_flock_sim_refined(s, NULL);
+    out->refine_steps = s ? dm_flock_sim_refined(s, NULL) : 0;
     dm_flock_result r;
     memset(&r, 0, sizeof r);
     if (rc == DM_OK) rc = dm_flock_gather(&r, s, v);
@@ -515,7 +517,7 @@ int main(int argc, char **argv)
     co.quiet = 0;
     enum { O_DOCS = 256, O_DPR, O_TOPICS, O_TOKENS, O_CORPUS, O_TOPL, O_ITER, O_THR, O_RAD, O_NB, O_VMAX, O_SHR, O_W,
            O_MINC, O_ATT, O_KM, O_STUDY, O_BACK, O_SEED, O_JSON, O_VOCAB, O_VECOUT, O_CTHR, O_BASE, O_SMALL,
-           O_CSTUDY, O_SUBL, O_MINDF, O_MAXDF, O_CONF, O_STHR, O_SMINS, O_SMERGE, O_MERGE, O_REFINE };
+           O_CSTUDY, O_SUBL, O_MINDF, O_MAXDF, O_CONF, O_STHR, O_SMINS, O_SMERGE, O_MERGE, O_REFINE, O_MIGR };
     static const struct option lo[] = {
         {"docs", 1, 0, O_DOCS}, {"docs-per-rank", 1, 0, O_DPR}, {"topics", 1, 0, O_TOPICS}, {"tokens", 1, 0, O_TOKENS},
         {"corpus", 1, 0, O_CORPUS}, {"top-labels", 1, 0, O_TOPL}, {"iterations", 1, 0, O_ITER},
@@ -525,7 +527,7 @@ int main(int argc, char **argv)
         {"json", 1, 0, O_JSON}, {"vocab-out", 1, 0, O_VOCAB}, {"vectors-out", 1, 0, O_VECOUT}, {"cluster-threshold", 1, 0, O_CTHR}, {"baseline", 1, 0, O_BASE},
         {"small", 1, 0, O_SMALL}, {"cluster-study", 0, 0, O_CSTUDY}, {"sublinear", 0, 0, O_SUBL},
         {"min-df", 1, 0, O_MINDF}, {"max-df", 1, 0, O_MAXDF}, {"confusion", 0, 0, O_CONF},
-        {"study-thresholds", 1, 0, O_STHR}, {"study-mins", 1, 0, O_SMINS}, {"study-merges", 1, 0, O_SMERGE}, {"merge", 1, 0, O_MERGE}, {"refine", 1, 0, O_REFINE}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"study-thresholds", 1, 0, O_STHR}, {"study-mins", 1, 0, O_SMINS}, {"study-merges", 1, 0, O_SMERGE}, {"merge", 1, 0, O_MERGE}, {"refine", 1, 0, O_REFINE}, {"migrate-every", 1, 0, O_MIGR}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c, bad = 0;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
@@ -560,6 +562,7 @@ int main(int argc, char **argv)
         case O_CTHR: o.co.threshold = atof(optarg); break;
         case O_MERGE: o.co.merge = atof(optarg); break;
         case O_REFINE: o.co.refine = atoi(optarg); break;
+        case O_MIGR: o.fo.migrate_every = atoi(optarg); break;
         case O_KM: o.kmeans = 1; break;
         case O_STUDY: o.study = 1; break;
         case O_BACK: bad |= dm_backend_parse(optarg, &co.backend) != DM_OK; break;
@@ -896,6 +899,7 @@ int main(int argc, char **argv)
             json_object_set_new(m, "neighbours", json_real(o.fo.neighbours));
             json_object_set_new(m, "v_max", json_real(o.fo.v_max));
             json_object_set_new(m, "shrink", json_real(o.fo.shrink));
+            json_object_set_new(m, "migrate_every", json_integer(o.fo.migrate_every));
             json_t *w = json_array();
             json_array_append_new(w, json_real(o.fo.w_separation));
             json_array_append_new(w, json_real(o.fo.w_dissimilar));
