@@ -2,6 +2,7 @@
 #include "apps/app.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,13 @@ int dm_app_fail(const dm_app *app, const char *cmd, int status)
         fprintf(stderr, "docmine %s: %s\n", cmd,
                 dm_error_message()[0] ? dm_error_message() : dm_status_name(status));
     return status == DM_ERR_INVALID_ARG ? DM_EXIT_USAGE : DM_EXIT_RUNTIME;
+}
+
+const char *dm_app_opt_name(char buf[64], const struct option *opts, int longindex, int c)
+{
+    if (longindex >= 0) snprintf(buf, 64, "--%s", opts[longindex].name);
+    else snprintf(buf, 64, "-%c", c > 0 && c < 128 ? (char)c : '?');
+    return buf;
 }
 
 int dm_app_parse_num(const char *s, double lo, double hi, double *v)

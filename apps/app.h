@@ -27,6 +27,12 @@ int dm_app_fail(const dm_app *app, const char *cmd, int status);
 /* Prints a usage error "docmine <cmd>: <message>; see docmine <cmd> --help" and returns 2. */
 int dm_app_usage_error(const dm_app *app, const char *cmd, const char *fmt, ...) DM_PRINTF(3, 4);
 
+struct option;
+/* The option getopt_long just returned, as a user writes it, for messages: "--NAME" (longindex,
+ * getopt_long's last argument, >= 0) or "-C". argv[optind - 1] is the option's value when the
+ * value is a separate word. */
+const char *dm_app_opt_name(char buf[64], const struct option *opts, int longindex, int c);
+
 /* Parses a number in [lo, hi] (strtod syntax, nothing after it). Returns 0, or -1. */
 int dm_app_parse_num(const char *s, double lo, double hi, double *v);
 

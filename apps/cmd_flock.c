@@ -252,10 +252,12 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
     uint64_t synth_n = 0;
     optind = 1;
     opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+    int c, li = -1;
+    while ((c = getopt_long(argc, argv, "o:h", opts, &li)) != -1) {
         double v = 0;
-        const char *name = argv[optind - 1];
+        char nb[64];
+        const char *name = dm_app_opt_name(nb, opts, li, c);
+        li = -1;
         if (c >= DM_FO_TOP && c < DM_FO_SHARED_END) {
             int rc = dm_flock_cli_option(app, "flock", c, optarg, name, &fl);
             if (rc) return rc;

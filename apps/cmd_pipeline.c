@@ -311,9 +311,11 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
     int synthetic = 0, method = DM_PIPE_FLOCK, flock_opts = 0, sc_opts = 0;
     optind = 1;
     opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-        const char *name = argv[optind - 1];
+    int c, li = -1;
+    while ((c = getopt_long(argc, argv, "o:h", opts, &li)) != -1) {
+        char nb[64];
+        const char *name = dm_app_opt_name(nb, opts, li, c);
+        li = -1;
         double v = 0;
         long a, b;
         int code = 0;

@@ -35,13 +35,6 @@ static void usage(FILE *f)
                "  mpiexec -n 4 docmine synth -n 1000000 -k 20 -o corpus/\n");
 }
 
-static int parse_num(const char *s, double lo, double hi, double *v)
-{
-    char *end;
-    *v = strtod(s, &end);
-    return (*s && !*end && *v >= lo && *v <= hi) ? 0 : -1;
-}
-
 int dm_cmd_synth(dm_app *app, int argc, char **argv)
 {
     enum { O_MIN = 256, O_MAX, O_OVERLAP, O_TV, O_SV, O_ZIPF };
@@ -58,16 +51,19 @@ int dm_cmd_synth(dm_app *app, int argc, char **argv)
     const char *out = NULL;
     optind = 1;
     opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "n:k:o:h", opts, NULL)) != -1) {
+    int c, li = -1;
+    while ((c = getopt_long(argc, argv, "n:k:o:h", opts, &li)) != -1) {
         double v = 0;
+        char nb[64];
+        const char *name = dm_app_opt_name(nb, opts, li, c);
+        li = -1;
         switch (c) {
         case 'n':
-            if (parse_num(optarg, 1, 1e12, &v)) return dm_app_usage_error(app, "synth", "invalid --docs '%s'", optarg);
+            if (dm_app_parse_num(optarg, 1, 1e12, &v)) return dm_app_usage_error(app, "synth", "invalid --docs '%s'", optarg);
             so.docs = (uint64_t)v;
             break;
         case 'k':
-            if (parse_num(optarg, 1, 100000, &v)) return dm_app_usage_error(app, "synth", "invalid --topics '%s'", optarg);
+            if (dm_app_parse_num(optarg, 1, 100000, &v)) return dm_app_usage_error(app, "synth", "invalid --topics '%s'", optarg);
             so.topics = (int)v;
             break;
         case 'o': out = optarg; break;
@@ -75,19 +71,19 @@ int dm_cmd_synth(dm_app *app, int argc, char **argv)
         case O_MAX:
         case O_TV:
         case O_SV:
-            if (parse_num(optarg, 1, 1e7, &v))
-                return dm_app_usage_error(app, "synth", "invalid value '%s' for %s", optarg, argv[optind - 1]);
+            if (dm_app_parse_num(optarg, 1, 1e7, &v))
+                return dm_app_usage_error(app, "synth", "invalid value '%s' for %s", optarg, name);
             if (c == O_MIN) so.min_words = (int)v;
             else if (c == O_MAX) so.max_words = (int)v;
             else if (c == O_TV) so.topic_vocab = (int)v;
             else so.shared_vocab = (int)v;
             break;
         case O_OVERLAP:
-            if (parse_num(optarg, 0, 1, &v)) return dm_app_usage_error(app, "synth", "invalid --overlap '%s' (0..1)", optarg);
+            if (dm_app_parse_num(optarg, 0, 1, &v)) return dm_app_usage_error(app, "synth", "invalid --overlap '%s' (0..1)", optarg);
             so.overlap = v;
             break;
         case O_ZIPF:
-            if (parse_num(optarg, 0.01, 9.99, &v)) return dm_app_usage_error(app, "synth", "invalid --zipf '%s'", optarg);
+            if (dm_app_parse_num(optarg, 0.01, 9.99, &v)) return dm_app_usage_error(app, "synth", "invalid --zipf '%s'", optarg);
             so.zipf_s = v;
             break;
         case 'h':

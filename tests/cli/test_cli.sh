@@ -30,6 +30,12 @@ check "unknown option" 2 "unknown or incomplete option '--bogus'" -- "$dm" info 
 check "bad global value" 2 "invalid value 'x' for --threads" -- "$dm" info --threads x
 check "bad backend" 2 "invalid value 'gpu' for --backend" -- "$dm" info --backend gpu
 check "missing value" 2 "option --report needs a value" -- "$dm" info --report
+# a command's bad value names its option, written with the value as the next word or after '='
+check "bad pipeline value" 2 "invalid value '0' for --synthetic" -- "$dm" pipeline --synthetic 0 -o "$(mktemp -u)"
+check "bad pipeline value, =" 2 "invalid value '0' for --synthetic" -- "$dm" pipeline --synthetic=0 -o "$(mktemp -u)"
+check "bad shared flock value" 2 "invalid value '-1' for --radius" -- "$dm" pipeline --synthetic 50 --radius -1 -o "$(mktemp -u)"
+check "bad flock value" 2 "invalid value 'x' for --iterations" -- "$dm" flock --vectors v.dmv --iterations x -o "$(mktemp -u)"
+check "bad synth value" 2 "invalid value '0' for --min-words" -- "$dm" synth -n 5 --min-words 0 -o "$(mktemp -u)"
 check "info" 0 "" -- "$dm" info --backend cpu
 check "info help with cuda" 0 "" -- "$dm" info --help --backend cuda
 check "report to missing dir" 1 "/nonexistent-dir/r.json" -- "$dm" info --backend cpu --report /nonexistent-dir/r.json
