@@ -457,6 +457,20 @@ static void *dm_pp_reader_main(void *arg)
     return NULL;
 }
 
+/* Units ahead of the taken one per reader thread: the option, else DOCMINE_PP_WINDOW, else 2. */
+static size_t dm_pp_window(const dm_preprocess_options *opt)
+{
+    if (opt->window > 0) return opt->window < 64 ? (size_t)opt->window : 64;
+    const char *e = getenv("DOCMINE_PP_WINDOW");
+    if (e && *e) {
+        char *end = NULL;
+        long v = strtol(e, &end, 10);
+        if (!*end && v >= 1 && v <= 64) return (size_t)v;
+        dm_log_warn("DOCMINE_PP_WINDOW=%s is not a count of units in 1..64: 2 used", e);
+    }
+    return 2;
+}
+
 /* Batch text buffers kept between runs (released at process exit), like the CUDA backend's
  * workspaces and result sets: workers + 2 buffers of batch_bytes + 1/8 (page-locked for CUDA:
  * 6 x 36 MB by default; at most DM_PP_SLOTS_MAX are kept) were allocated, first touched (cudaHostAlloc pins every page) and freed
@@ -755,7 +769,7 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     r->src = src;
     r->n_files = n_files;
     r->n_readers = nt;
-    r->window = 2 * (size_t)nt;
+    r->window = dm_pp_window(opt) * (size_t)nt;
     times->threads = nt;
     times->workers = r->n_workers;
     if (rc >= 0) {

@@ -369,8 +369,11 @@ typedef struct dm_preprocess_options {
                                  The device array takes at most half of the free device memory:
                                  beyond that the stream moves its hashes to the host and goes on
                                  there (same stream). Other backends ignore it */
+    int window;               /* units (files) the readers may run ahead of the one the calling
+                                 thread takes, per reader thread (bounds the pieces held); 0 =
+                                 DOCMINE_PP_WINDOW (1..64) or 2. Same output for any value */
 } dm_preprocess_options;
-#define DM_PREPROCESS_OPTIONS_INIT {DM_READER_OPTIONS_INIT, DM_TOK_OPTIONS_INIT, NULL, 0, 0, 0, 0, 0, 0, 0}
+#define DM_PREPROCESS_OPTIONS_INIT {DM_READER_OPTIONS_INIT, DM_TOK_OPTIONS_INIT, NULL, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /* Per-stage seconds of one rank (the batch pipeline fills them; CPU backend: h2d = d2h = 0).
  * Files are read and normalised by `threads` reader threads (one file each at a time); read and

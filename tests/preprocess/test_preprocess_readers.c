@@ -484,8 +484,8 @@ static int same_stream(const dm_token_stream *a, const dm_token_stream *b)
 }
 
 /* The stream, its counters and its messages (in order) do not depend on the number of reader
- * threads, on the batch size or on the stream builder's prefault threads (the last run is
- * without them): files of several pieces (a 9 MB JSONL file, pieces of 2 MB, at
+ * threads, on the batch size, on the readers' window or on the stream builder's prefault threads
+ * (the fifth run is without them): files of several pieces (a 9 MB JSONL file, pieces of 2 MB, at
  * most 4 held per file) between small files, bad files and, in strict mode, the same first error
  * in file order whatever the timing. */
 static void test_reader_threads(void)
@@ -520,12 +520,14 @@ static void test_reader_threads(void)
             static const int threads[7] = {1, 2, 3, 8, 1, 4, 2};
             static const size_t batch[7] = {0, 0, 3000, 100000, 1 << 20, 3000, 50000};
             static const int workers[7] = {0, 1, 2, 8, 0, 3, 9}; /* 0: default (4); 9: at most 8 */
+            static const int window[7] = {0, 1, 16, 1, 3, 0, 100}; /* 0: default (2); 100: at most 64 */
             dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
             o.reader.strict = strict;
             o.backend = 1; /* DM_BACKEND_CPU */
             o.threads = threads[k];
             o.batch_bytes = batch[k];
             o.workers = workers[k];
+            o.window = window[k];
             o.no_prefault = k == 4;
             dm_token_stream s;
             int rc = dm_preprocess(&s, NULL, NULL, tpath(p, "thr"), &o);
