@@ -113,6 +113,11 @@ __attribute__((target("ssse3,popcnt"))) static size_t dm_norm_ascii_ssse3(char *
         unsigned keep = (t | (t << 1) | prev) & 0xffffu;
         *nul += (uint64_t)__builtin_popcount((unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero)));
         prev = t >> 15;
+        if (keep == 0xffffu) { /* no run of separators: every byte stays (most blocks of prose) */
+            _mm_storeu_si128((__m128i *)(o + l), w);
+            l += 16;
+            continue;
+        }
         __m128i sh = _mm_set_epi64x(0, (long long)g_norm_pack[keep & 0xff]);
         _mm_storeu_si128((__m128i *)(o + l), _mm_shuffle_epi8(w, sh));
         l += (size_t)__builtin_popcount(keep & 0xff);
