@@ -370,8 +370,9 @@ typedef struct dm_preprocess_options {
                                  beyond that the stream moves its hashes to the host and goes on
                                  there (same stream). Other backends ignore it */
     int window;               /* units (files) the readers may run ahead of the one the calling
-                                 thread takes, per reader thread (bounds the pieces held); 0 =
-                                 DOCMINE_PP_WINDOW (1..64) or 2. Same output for any value */
+                                 thread takes, per reader thread (bounds the pieces held), at
+                                 most 64; 0 = DOCMINE_PP_WINDOW (1..64) or 2. Same output for any
+                                 value */
 } dm_preprocess_options;
 #define DM_PREPROCESS_OPTIONS_INIT {DM_READER_OPTIONS_INIT, DM_TOK_OPTIONS_INIT, NULL, 0, 0, 0, 0, 0, 0, 0, 0}
 
