@@ -409,7 +409,10 @@ struct dstate {
     size_t cap_sflag = 0, cap_soff = 0, cap_sidx = 0, cap_sdirs = 0, cap_sodirs = 0, cap_sstate = 0;
     void *sscan = 0;
     size_t cap_sscan = 0;
-    dm_flock_buf hidx = {0, 0}, hstate = {0, 0}, hod = {0, 0}; /* host side of a selection */
+    /* host side of a selection, page-locked (the copies from the device run at full speed and
+     * without a staging copy by the driver): state (4 doubles a boid), indices, directions */
+    char *hsel = 0;
+    size_t cap_hsel = 0;
     size_t sel_n = 0; /* own boids when the selection was queued (select_queue) */
     /* the clusters (freed by dm_flock_edges_cuda and with the state): the edges, the centroid
      * attachment's table, norms, labels in and out, and the centroid sums' table and marks */
@@ -432,7 +435,9 @@ struct dstate {
     void free_all()
     {
         free_clusters();
-        dm_flock_buf_free(&hidx), dm_flock_buf_free(&hstate), dm_flock_buf_free(&hod);
+        if (hsel) dm_host_free_pinned(hsel);
+        hsel = 0;
+        cap_hsel = 0;
         own.free_all(), halo.free_all(), pown.free_all(), phalo.free_all();
         halo_stage.free_all(), mig_stage.free_all();
         release(&moves), release(&cut), release(&sflag), release(&soff), release(&sidx), release(&sdirs), release(&sodirs);
@@ -871,10 +876,19 @@ int select_finish(dm_flock_sim *sim, dstate *s, dm_flock_sel *sel, cudaStream_t 
     memcpy(&herr, &s->hctr[7], sizeof herr);
     if (herr == 2) return DM_ERR(DM_ERR_CUDA, "flock: a boid moved further than one slice (internal error)");
     if (m == 0) return DM_OK;
-    uint32_t *idx = static_cast<uint32_t *>(dm_flock_buf_reserve(&s->hidx, 4 * (size_t)m));
-    double *state = static_cast<double *>(dm_flock_buf_reserve(&s->hstate, 32 * (size_t)m));
-    uint8_t *od = static_cast<uint8_t *>(dm_flock_buf_reserve(&s->hod, m));
-    if (!idx || !state || !od) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    const size_t need = 37 * (size_t)m;
+    if (need > s->cap_hsel) { /* page-locking is slow: grow rarely */
+        if (s->hsel) dm_host_free_pinned(s->hsel);
+        s->hsel = 0;
+        s->cap_hsel = 0;
+        void *q = NULL;
+        DM_TRY(dm_host_alloc_pinned(&q, 2 * need + 4096));
+        s->hsel = static_cast<char *>(q);
+        s->cap_hsel = 2 * need + 4096;
+    }
+    double *state = reinterpret_cast<double *>(s->hsel);
+    uint32_t *idx = reinterpret_cast<uint32_t *>(s->hsel + 32 * (size_t)m);
+    uint8_t *od = reinterpret_cast<uint8_t *>(s->hsel + 36 * (size_t)m);
     if (cudaMemcpyAsync(idx, s->sidx, 4 * (size_t)m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
         cudaMemcpyAsync(state, s->sstate, 32 * (size_t)m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
         cudaMemcpyAsync(od, s->sodirs, m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||

@@ -187,21 +187,30 @@ static int pack_selected(dm_flock_sim *s, const dm_flock_sel *sel, char **send, 
     int rc = DM_OK;
     for (int k = 0; k < s->nb.n && rc == DM_OK; k++) {
         size_t cnt = 0;
-        uint64_t nnz = 0, nvec = 0;
         for (size_t j = 0; j < sel->n; j++)
             if (sel->dirs[j] & s->nb.dir_mask[k]) {
-                uint32_t i = sel->idx[j];
-                DM_ASSERT(i < o->n);
-                uint32_t e = dm_flock_idmap_get(&s->halo_sent[k], o->id[i]);
-                int v = e == UINT32_MAX;
-                if (halo && !v && e >= s->halo_sent_base[k]) s->stats.halo_returned++;
-                with[cnt] = (uint8_t)v;
-                if (v) {
-                    nnz += o->vlen[i];
-                    nvec++;
-                }
-                idx[cnt++] = i;
+                DM_ASSERT(sel->idx[j] < o->n);
+                idx[cnt++] = sel->idx[j];
             }
+        /* which of them the neighbour holds: a lookup (a cache miss) a boid, in parallel */
+        const dm_flock_idmap *sent = &s->halo_sent[k];
+        const size_t sent_base = s->halo_sent_base[k];
+        uint64_t nnz = 0, nvec = 0, returned = 0;
+        const long nl = (long)cnt;
+#pragma omp parallel for schedule(static) num_threads(dm_threads_upto(o->copy_threads)) \
+    reduction(+ : nnz, nvec, returned)
+        for (long c = 0; c < nl; c++) {
+            uint32_t i = idx[c];
+            uint32_t e = dm_flock_idmap_get(sent, o->id[i]);
+            int v = e == UINT32_MAX;
+            if (!v && e >= sent_base) returned++;
+            with[c] = (uint8_t)v;
+            if (v) {
+                nnz += o->vlen[i];
+                nvec++;
+            }
+        }
+        if (halo) s->stats.halo_returned += returned;
         dm_flock_msg_layout l;
         dm_flock_msg_layout_of(&l, cnt, nnz);
         send[k] = dm_flock_buf_reserve(&s->xsend[halo ? 0 : 1][k], l.total);
@@ -217,6 +226,7 @@ static int pack_selected(dm_flock_sim *s, const dm_flock_sel *sel, char **send, 
             /* the message's ids are what the neighbour holds from now on */
             s->stats.halo_vectors += nvec;
             dm_timer_start("flock.comm.halo_pack.index");
+            s->halo_sent[k].threads = o->copy_threads;
             rc = dm_flock_idmap_build(&s->halo_sent[k], (const uint64_t *)(send[k] + l.id), cnt);
             s->halo_sent_base[k] = cnt;
             dm_timer_stop("flock.comm.halo_pack.index");

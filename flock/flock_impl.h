@@ -28,12 +28,16 @@ void dm_flock_set_refine_fresh(int fresh);
 void dm_flock_set_attach_device(int device);
 
 /* Document id -> index, open addressing (linear probing), rebuilt in O(n) without sorting; the
- * memory is kept across rebuilds. */
+ * memory is kept across rebuilds. A build of DM_FLOCK_IDMAP_PAR_MIN ids or more inserts them in
+ * parallel (a slot is claimed with a compare-and-swap): the slots may then differ from one build
+ * to the next, the map does not. */
 typedef struct dm_flock_idmap {
     uint64_t *key; /* UINT64_MAX: empty */
     uint32_t *val;
     size_t cap, n; /* cap: a power of two >= 2 n, or 0 */
+    int threads;   /* of a parallel build: at most this many, 0 = all of OpenMP's (dm_threads_upto) */
 } dm_flock_idmap;
+#define DM_FLOCK_IDMAP_PAR_MIN 8192
 /* Maps ids[i] -> i (i < n; ids distinct). */
 int dm_flock_idmap_build(dm_flock_idmap *m, const uint64_t *ids, size_t n);
 /* The index of id, or UINT32_MAX when absent. */

@@ -54,11 +54,32 @@ int dm_flock_idmap_build(dm_flock_idmap *m, const uint64_t *ids, size_t n)
     /* the table is used at its full capacity (a smaller load than 1/2 is harmless) */
     memset(m->key, 0xff, sizeof *m->key * m->cap);
     size_t mask = m->cap - 1;
-    for (size_t i = 0; i < n; i++) {
-        size_t h = id_slot(ids[i], mask);
-        while (m->key[h] != UINT64_MAX) h = (h + 1) & mask;
-        m->key[h] = ids[i];
-        m->val[h] = (uint32_t)i;
+    if (n < DM_FLOCK_IDMAP_PAR_MIN) {
+        for (size_t i = 0; i < n; i++) {
+            size_t h = id_slot(ids[i], mask);
+            while (m->key[h] != UINT64_MAX) h = (h + 1) & mask;
+            m->key[h] = ids[i];
+            m->val[h] = (uint32_t)i;
+        }
+    } else {
+        /* a probe misses the caches: the inserts of many threads overlap their misses (the halo's
+         * maps are rebuilt every iteration, 10^4-10^5 ids each). The ids are distinct, so a claimed
+         * slot is never claimed for the same key twice; the values are read after the loop. */
+        uint64_t *key = m->key;
+        uint32_t *val = m->val;
+        const long nl = (long)n;
+#pragma omp parallel for schedule(static) num_threads(dm_threads_upto(m->threads))
+        for (long i = 0; i < nl; i++) {
+            uint64_t id = ids[i];
+            for (size_t h = id_slot(id, mask);; h = (h + 1) & mask) {
+                uint64_t empty = UINT64_MAX;
+                if (__atomic_load_n(&key[h], __ATOMIC_RELAXED) == UINT64_MAX &&
+                    __atomic_compare_exchange_n(&key[h], &empty, id, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                    val[h] = (uint32_t)i;
+                    break;
+                }
+            }
+        }
     }
     m->n = n;
     return DM_OK;
@@ -460,6 +481,7 @@ int dm_flock_msg_unpack(dm_flock_store *s, const char *buf, size_t size)
 static int store_index(dm_flock_store *s)
 {
     if (s->indexed && s->index.n == s->n) return DM_OK;
+    s->index.threads = s->copy_threads;
     DM_TRY(dm_flock_idmap_build(&s->index, s->id, s->n));
     s->indexed = 1;
     return DM_OK;
@@ -483,52 +505,67 @@ int dm_flock_halo_unpack(dm_flock_store *s, char *const *bufs, const uint64_t *s
     dm_timer_start("flock.comm.halo_unpack.index");
     int rc = store_index(s);
     dm_timer_stop("flock.comm.halo_unpack.index");
-    const size_t n_old = s->n;
-    uint64_t *old = NULL;
-    if (rc == DM_OK) rc = dm_flock_store_reserve(s, n_new > n_old ? n_new : n_old, s->pool + nnz_new);
-    if (rc == DM_OK && !(old = dm_malloc(sizeof *old * 2 * (n_old ? n_old : 1))))
+    const int threads = dm_threads_upto(s->copy_threads);
+    /* per boid of the new halo, in message order (the clusters' halo labels rely on it): its
+     * vector's place and length, nv[2 at], nv[2 at + 1]. A left-out vector stays where the
+     * previous halo holds it; the lookups (a cache miss each, for nearly every boid) run in
+     * parallel, then one pass gives the new vectors their places at the end of the pool. */
+    uint64_t *nv = NULL;
+    if (rc == DM_OK) rc = dm_flock_store_reserve(s, n_new > s->n ? n_new : s->n, s->pool + nnz_new);
+    if (rc == DM_OK && !(nv = dm_malloc(sizeof *nv * 2 * (n_new ? n_new : 1))))
         rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for the halo vector cache");
-    if (rc == DM_OK)
-        for (size_t i = 0; i < n_old; i++) {
-            old[2 * i] = s->voff[i];
-            old[2 * i + 1] = s->vlen[i];
-        }
-    /* the boids in message order (the clusters' halo labels rely on it); new vectors appended to
-     * the pool (offsets first, then the copies in parallel), cached ones keep their place */
-    size_t at = 0, pool = s->pool, live = 0;
+    long missing = (long)n_new; /* the first boid whose left-out vector is not held here */
     for (int k = 0; k < n_msgs && rc == DM_OK; k++) {
         const msg_view *v = &m[k];
-        for (size_t j = 0; j < v->n; j++, at++) {
+        const long nl = (long)v->n, base = k ? (long)m[0].n : 0;
+        long first = (long)n_new;
+#pragma omp parallel for schedule(static) num_threads(threads) reduction(min : first)
+        for (long j = 0; j < nl; j++) {
+            uint64_t *o = nv + 2 * ((size_t)base + (size_t)j);
             if (v->has[j]) {
-                s->voff[at] = pool;
-                s->vlen[at] = (uint32_t)(v->off[j + 1] - v->off[j]);
-                pool += s->vlen[at];
-            } else {
-                uint32_t e = dm_flock_idmap_get(&s->index, v->id[j]);
-                if (e == UINT32_MAX) {
-                    rc = DM_ERR(DM_ERR_FORMAT,
-                                "flock: halo message without the vector of document %llu, which this rank "
-                                "does not hold (the neighbours' halo caches disagree)",
-                                (unsigned long long)v->id[j]);
-                    break;
-                }
-                s->voff[at] = old[2 * (size_t)e];
-                s->vlen[at] = (uint32_t)old[2 * (size_t)e + 1];
+                o[0] = UINT64_MAX; /* placed below */
+                o[1] = v->off[j + 1] - v->off[j];
+                continue;
             }
-            live += s->vlen[at];
+            uint32_t e = dm_flock_idmap_get(&s->index, v->id[j]);
+            if (e == UINT32_MAX) {
+                if (base + j < first) first = base + j;
+                o[0] = o[1] = 0;
+                continue;
+            }
+            o[0] = s->voff[e];
+            o[1] = s->vlen[e];
         }
+        if (first < missing) missing = first;
     }
-    dm_free(old);
+    size_t pool = s->pool, live = 0;
+    if (rc == DM_OK && missing < (long)n_new) {
+        size_t k = 0, j = (size_t)missing;
+        while (j >= m[k].n) j -= m[k++].n;
+        rc = DM_ERR(DM_ERR_FORMAT,
+                    "flock: halo message without the vector of document %llu, which this rank does not hold "
+                    "(the neighbours' halo caches disagree)",
+                    (unsigned long long)m[k].id[j]);
+    }
+    if (rc == DM_OK)
+        for (size_t i = 0; i < n_new; i++) {
+            if (nv[2 * i] == UINT64_MAX) {
+                nv[2 * i] = pool;
+                pool += nv[2 * i + 1];
+            }
+            live += nv[2 * i + 1];
+        }
     if (rc != DM_OK) {
+        dm_free(nv);
         dm_flock_store_clear(s);
         return rc;
     }
-    at = 0;
+    size_t at = 0;
     for (int k = 0; k < n_msgs; k++) {
         const msg_view *v = &m[k];
         const long nl = (long)v->n;
         const size_t base = at;
-#pragma omp parallel for schedule(static) num_threads(dm_threads_upto(s->copy_threads))
+#pragma omp parallel for schedule(static) num_threads(threads)
         for (long j = 0; j < nl; j++) {
             size_t i = base + (size_t)j;
             s->id[i] = v->id[j];
@@ -536,6 +573,8 @@ int dm_flock_halo_unpack(dm_flock_store *s, char *const *bufs, const uint64_t *s
             s->y[i] = v->y[j];
             s->vx[i] = v->vx[j];
             s->vy[i] = v->vy[j];
+            s->voff[i] = nv[2 * i];
+            s->vlen[i] = (uint32_t)nv[2 * i + 1];
             if (v->has[j] && s->vlen[i]) {
                 memcpy(s->col + s->voff[i], v->col + v->off[j], sizeof *s->col * s->vlen[i]);
                 memcpy(s->val + s->voff[i], v->val + v->off[j], sizeof *s->val * s->vlen[i]);
@@ -543,6 +582,7 @@ int dm_flock_halo_unpack(dm_flock_store *s, char *const *bufs, const uint64_t *s
         }
         at += v->n;
     }
+    dm_free(nv);
     s->n = n_new;
     s->pool = pool;
     s->live = live;

@@ -233,10 +233,10 @@ static void test_store_remove(void)
  * a moving selection (documents leave and come back, some have empty vectors) every halo boid
  * has its own vector, the boids are in message order, the pool compacts, and a left-out vector
  * the receiver does not hold is an error, never a wrong vector. The rounds copy with all threads
- * and with caps of 1-3 threads (the CUDA backend's cap, dm_stage_threads). */
-static void test_halo_cache(void)
+ * and with caps of 1-3 threads (the CUDA backend's cap, dm_stage_threads). N = 40000: the
+ * receiver's id map is built in parallel (more than DM_FLOCK_IDMAP_PAR_MIN boids). */
+static void halo_cache(const uint32_t N)
 {
-    enum { N = 3000 };
     dm_flock_store src, halo;
     dm_flock_store_init(&src);
     dm_flock_store_init(&halo);
@@ -258,7 +258,7 @@ static void test_halo_cache(void)
         /* a window sliding by 37 documents a round plus every 7th document on odd rounds */
         memset(cur, 0, N);
         for (uint32_t i = 0; i < N; i++)
-            cur[i] = (uint8_t)(((i + N - (uint32_t)(37 * round) % N) % N) < 900 || (round % 2 && i % 7 == 0));
+            cur[i] = (uint8_t)(((i + N - (uint32_t)(37 * round) % N) % N) < 3 * N / 10 || (round % 2 && i % 7 == 0));
         char *msg[2] = {NULL, NULL};
         uint64_t size[2] = {0, 0};
         for (int m = 0; m < 2; m++) {
@@ -321,6 +321,44 @@ static void test_halo_cache(void)
     free(prev), free(cur), free(with), free(idx);
     dm_flock_store_free(&src);
     dm_flock_store_free(&halo);
+}
+
+static void test_halo_cache(void) { halo_cache(3000); }
+static void test_halo_cache_large(void)
+{
+    CU_ASSERT_FATAL(40000 * 3 / 10 > DM_FLOCK_IDMAP_PAR_MIN);
+    halo_cache(40000);
+}
+
+/* The id map at the sizes of a halo (built in parallel) and below: every id maps to its index
+ * with every thread count, absent ids (also those of an earlier, larger build) do not, and a
+ * build after a larger one forgets it. */
+static void test_idmap_parallel(void)
+{
+    const size_t n = 3 * DM_FLOCK_IDMAP_PAR_MIN + 77;
+    uint64_t *id = malloc(sizeof *id * n);
+    CU_ASSERT_FATAL(id != NULL);
+    /* scattered, distinct, with runs of neighbours (the ids of a slice are dense) */
+    for (size_t k = 0; k < n; k++) id[k] = k % 3 ? 1000000 + (k * 2654435761u) % 1000003 * 8 + k % 3 : 7 * k;
+    dm_flock_idmap mp = {0};
+    for (int t = 0; t < 4; t++) {
+        mp.threads = t;
+        size_t sizes[2] = {n, DM_FLOCK_IDMAP_PAR_MIN - 1};
+        for (int b = 0; b < 2; b++) {
+            size_t m = sizes[b];
+            CU_ASSERT_EQUAL_FATAL(dm_flock_idmap_build(&mp, id, m), DM_OK);
+            CU_ASSERT_EQUAL(mp.n, m);
+            CU_ASSERT_TRUE(mp.cap >= 2 * m);
+            size_t bad = 0, used = 0;
+            for (size_t k = 0; k < n; k++) bad += dm_flock_idmap_get(&mp, id[k]) != (k < m ? (uint32_t)k : UINT32_MAX);
+            for (size_t h = 0; h < mp.cap; h++) used += mp.key[h] != UINT64_MAX;
+            CU_ASSERT_EQUAL(bad, 0);
+            CU_ASSERT_EQUAL(used, m); /* each id in one slot */
+            CU_ASSERT_EQUAL(dm_flock_idmap_get(&mp, 999999), UINT32_MAX);
+        }
+    }
+    dm_flock_idmap_free(&mp);
+    free(id);
 }
 
 /* Migrants' vectors kept by their sender: the departures' vectors, appended to the halo store from
@@ -1385,6 +1423,8 @@ int main(int argc, char **argv)
         {"halo directions, also outside the slice and across the seam", test_halo_dirs},
         {"boid store: removal by moving the last boids into holes", test_store_remove},
         {"halo vector cache: left-out vectors taken from the previous halo", test_halo_cache},
+        {"halo vector cache: a halo above the parallel id map's size", test_halo_cache_large},
+        {"id map: parallel and serial builds, any threads", test_idmap_parallel},
         {"halo vector cache: migrants' vectors kept by their sender", test_departed_cache},
         {"forces and update: hand-checked configuration", test_hand_forces},
         {"forces and update: the same across the torus corner", test_hand_forces_seam},
