@@ -1030,7 +1030,7 @@ int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v
 
 static const char *const g_trace_names[DM_FT_N] = {"begin",    "own_queued", "agreed",   "halo_selected",
                                                    "halo_received", "halo_queued", "device_done", "departures_selected",
-                                                   "migrated", "end"};
+                                                   "migrated", "end", "halo_sent"};
 
 void dm_flock_trace(dm_flock_sim *s, int event)
 {

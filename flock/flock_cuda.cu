@@ -1157,6 +1157,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         if (rc == DM_OK) rc = queue_own(s, p, fi);
         dm_flock_trace(sim, DM_FT_OWN_QUEUED);
         rc = dm_flock_halo_exchange_begin_sel(sim, &x, rc, sim->host_valid ? NULL : &sel);
+        dm_flock_trace(sim, DM_FT_HALO_SENT);
     } else {
         if (rc == DM_OK) rc = pairs_detect(s, &s->pown, &s->own, &s->own, p, 1, a);
         int ra = dm_flock_agree_finish(sim); /* one rank: nothing to wait for */

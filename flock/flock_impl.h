@@ -268,6 +268,7 @@ enum {
     DM_FT_MIG_SEL,   /* departures selected */
     DM_FT_MIG_DONE,  /* migration exchange completed */
     DM_FT_END,       /* step left */
+    DM_FT_HALO_SENT, /* halo packed and its exchange posted (CUDA) */
     DM_FT_N
 };
 void dm_flock_trace(dm_flock_sim *s, int event);
