@@ -274,6 +274,34 @@ int dm_stage_threads(void)
 
 void dm_mem_copy_staged(void *dst, const void *src, size_t n) { dm_mem_copy_threads(dst, src, n, dm_stage_threads()); }
 
+void dm_mem_copy_pieces(const dm_copy_piece *p, size_t count, int threads)
+{
+    const size_t chunk = (size_t)256 << 10;
+    size_t total = 0, chunks = 0;
+    for (size_t k = 0; k < count; k++) {
+        total += p[k].n;
+        chunks += (p[k].n + chunk - 1) / chunk;
+    }
+    threads = dm_threads_upto(threads);
+    if (total < 4 * chunk || threads < 2) {
+        for (size_t k = 0; k < count; k++)
+            if (p[k].n) memcpy(p[k].dst, p[k].src, p[k].n);
+        return;
+    }
+    const long nc = (long)chunks;
+#pragma omp parallel num_threads(threads)
+    {
+        /* a static schedule hands each thread ascending chunks: its piece only moves forward */
+        size_t k = 0, first = 0; /* piece k's chunks start at chunk `first` of the whole */
+#pragma omp for schedule(static)
+        for (long c = 0; c < nc; c++) {
+            while ((size_t)c >= first + (p[k].n + chunk - 1) / chunk) first += (p[k++].n + chunk - 1) / chunk;
+            size_t at = ((size_t)c - first) * chunk, len = p[k].n - at < chunk ? p[k].n - at : chunk;
+            memcpy((char *)p[k].dst + at, (const char *)p[k].src + at, len);
+        }
+    }
+}
+
 void dm_mem_copy_threads(void *dst, const void *src, size_t n, int threads)
 {
     const size_t chunk = (size_t)1 << 20;

@@ -31,6 +31,16 @@ void dm_mem_copy(void *dst, const void *src, size_t n);
 /* The same on at most `threads` threads (<= 0: all of OpenMP's): staged copies that run while the
  * GPU's DMA runs leave it memory bandwidth by copying on fewer threads (bench/RESULTS.md, session 27). */
 void dm_mem_copy_threads(void *dst, const void *src, size_t n, int threads);
+/* Several copies at once (disjoint destinations), on at most `threads` threads (<= 0: all of
+ * OpenMP's): the pieces are cut into 256 KiB chunks shared among the threads, so that a batch of
+ * small copies (a step's halo: seven arrays of 10^4-10^5 entries and the new vectors) takes all of
+ * them; under 1 MiB in all, one thread copies. */
+typedef struct dm_copy_piece {
+    void *dst;
+    const void *src;
+    size_t n;
+} dm_copy_piece;
+void dm_mem_copy_pieces(const dm_copy_piece *p, size_t count, int threads);
 /* The OpenMP threads of a loop capped at `cap`: min(cap, omp_get_max_threads()), all of them for
  * cap <= 0. */
 int dm_threads_upto(int cap);

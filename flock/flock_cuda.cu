@@ -306,9 +306,19 @@ struct dpass {
 };
 
 /* A page-locked staging buffer for host-to-device uploads from the (pageable) host stores: the
- * pieces are copied into it and uploaded asynchronously; `done` marks when the device has read it
- * (waited for before the buffer is filled again). */
+ * pieces are noted (h2d), then copied into it together on the stage threads and uploaded
+ * asynchronously (stage_end); `done` marks when the device has read it (waited for before the
+ * buffer is filled again). */
 struct pstage {
+    struct piece {
+        void *dst;       /* on the device */
+        const void *src; /* on the host */
+        size_t n, at;    /* bytes, and where in buf */
+        cudaStream_t st;
+    };
+    static const int max_pieces = 16;
+    piece pend[max_pieces];
+    int n_pend = 0;
     char *buf = 0;
     size_t cap = 0, used = 0;
     cudaEvent_t done = 0;
@@ -330,6 +340,7 @@ int stage_begin(pstage *ps, size_t bytes)
     if (ps->pending) DM_CUDA_TRY(cudaEventSynchronize(ps->done));
     ps->pending = false;
     ps->used = 0;
+    ps->n_pend = 0;
     if (bytes <= ps->cap) return DM_OK;
     if (ps->buf) dm_host_free_pinned(ps->buf);
     ps->buf = 0;
@@ -343,8 +354,9 @@ int stage_begin(pstage *ps, size_t bytes)
 }
 
 /* Uploads n bytes of host memory to dst: through the staging buffer when one is given (room
- * reserved by stage_begin; pieces 8-byte aligned), else through the multi-buffer up when given
- * (dst complete after dm_dbuf_drain), else straight from the host memory. */
+ * reserved by stage_begin; pieces 8-byte aligned; src is read and the copy queued by stage_end),
+ * else through the multi-buffer up when given (dst complete after dm_dbuf_drain), else straight
+ * from the host memory. */
 int h2d(pstage *ps, void *dst, const void *src, size_t n, cudaStream_t st, dm_dbuf *up = NULL)
 {
     if (n == 0) return DM_OK;
@@ -353,16 +365,25 @@ int h2d(pstage *ps, void *dst, const void *src, size_t n, cudaStream_t st, dm_db
         DM_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, st));
         return DM_OK;
     }
-    DM_ASSERT(ps->used + n <= ps->cap);
-    dm_mem_copy_staged(ps->buf + ps->used, src, n);
-    DM_CUDA_TRY(cudaMemcpyAsync(dst, ps->buf + ps->used, n, cudaMemcpyHostToDevice, st));
+    DM_ASSERT(ps->used + n <= ps->cap && ps->n_pend < pstage::max_pieces);
+    ps->pend[ps->n_pend++] = {dst, src, n, ps->used, st};
     ps->used += (n + 7) & ~(size_t)7;
     return DM_OK;
 }
 
+/* The noted pieces into the staging buffer, all at once on the stage threads (one thread each
+ * copied them before: 9 small copies a step for the halo), then their uploads. */
 int stage_end(pstage *ps, cudaStream_t st)
 {
     if (!ps) return DM_OK;
+    dm_copy_piece cp[pstage::max_pieces];
+    for (int k = 0; k < ps->n_pend; k++) cp[k] = {ps->buf + ps->pend[k].at, ps->pend[k].src, ps->pend[k].n};
+    dm_mem_copy_pieces(cp, (size_t)ps->n_pend, dm_stage_threads());
+    for (int k = 0; k < ps->n_pend; k++) {
+        const pstage::piece &q = ps->pend[k];
+        DM_CUDA_TRY(cudaMemcpyAsync(q.dst, ps->buf + q.at, q.n, cudaMemcpyHostToDevice, q.st));
+    }
+    ps->n_pend = 0;
     DM_CUDA_TRY(cudaEventRecord(ps->done, st));
     ps->pending = true;
     return DM_OK;

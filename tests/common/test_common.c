@@ -132,6 +132,48 @@ static void test_mem_prefault(void)
     munmap(m, n);
 }
 
+/* Batched copies (dm_mem_copy_pieces): pieces of 0 bytes, of one, of odd sizes, of a chunk and a
+ * byte either side of one, and one of several chunks, in one batch under the serial size and in
+ * one above it, with any thread count: every piece's bytes, nothing past any piece. */
+static void test_mem_copy_pieces(void)
+{
+    const size_t ch = (size_t)256 << 10;
+    const size_t sizes[] = {0, 1, 7, ch - 1, ch, ch + 1, 3 * ch + 5, 0, 13, 2 * ch};
+    enum { K = sizeof sizes / sizeof *sizes, PAD = 16 };
+    size_t total = 0;
+    for (int k = 0; k < K; k++) total += sizes[k] + PAD;
+    unsigned char *src = malloc(total), *dst = malloc(total);
+    CU_ASSERT_FATAL(src && dst);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < total; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        src[i] = (unsigned char)x;
+    }
+    const int threads[] = {0, 1, 2, 3, 8, 1000};
+    for (int few = 0; few < 2; few++)
+        for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+            dm_copy_piece p[K];
+            size_t at = 0, n = 0;
+            for (int k = 0; k < K; k++) {
+                size_t len = few ? sizes[k] % 1000 : sizes[k]; /* few: under 1 MiB in all */
+                p[n++] = (dm_copy_piece){dst + at, src + at, len};
+                at += len + PAD; /* a gap after each piece that must stay untouched */
+            }
+            memset(dst, 0xA5, total);
+            dm_mem_copy_pieces(p, n, threads[t]);
+            size_t wrong = 0, past = 0;
+            for (size_t k = 0; k < n; k++) {
+                wrong += memcmp(p[k].dst, p[k].src, p[k].n) != 0;
+                for (size_t i = 0; i < PAD; i++) past += ((unsigned char *)p[k].dst)[p[k].n + i] != 0xA5;
+            }
+            CU_ASSERT_EQUAL(wrong, 0);
+            CU_ASSERT_EQUAL(past, 0);
+        }
+    dm_mem_copy_pieces(NULL, 0, 0); /* nothing to copy */
+    free(src);
+    free(dst);
+}
+
 /* The thread caps of the copies beside the DMA: at most the cap, all threads for 0 or less or a
  * cap above OpenMP's; DOCMINE_STAGE_THREADS parsed to a count >= 0 or the default. */
 static void test_thread_caps(void)
@@ -439,6 +481,7 @@ int main(void)
         {"pinned/device size tracking", test_alloc_tracking},
         {"prefault keeps bytes and populates pages", test_mem_prefault},
         {"thread caps of the staged copies", test_thread_caps},
+        {"batched copies: every piece, any threads", test_mem_copy_pieces},
         {"philox known answers", test_rng_known_answers},
         {"keyed random streams", test_rng_streams},
         {"timers and counters", test_timers},
