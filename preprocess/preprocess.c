@@ -457,18 +457,25 @@ static void *dm_pp_reader_main(void *arg)
     return NULL;
 }
 
-/* Units ahead of the taken one per reader thread: the option, else DOCMINE_PP_WINDOW, else 2. */
-static size_t dm_pp_window(const dm_preprocess_options *opt)
+/* A count setting: the option when > 0 (capped at hi), else the environment variable name when it
+ * holds a count in 1..hi (anything else is warned of), else dflt. */
+static int dm_pp_count_setting(int opt, const char *name, int hi, int dflt)
 {
-    if (opt->window > 0) return opt->window < 64 ? (size_t)opt->window : 64;
-    const char *e = getenv("DOCMINE_PP_WINDOW");
+    if (opt > 0) return opt < hi ? opt : hi;
+    const char *e = getenv(name);
     if (e && *e) {
         char *end = NULL;
         long v = strtol(e, &end, 10);
-        if (!*end && v >= 1 && v <= 64) return (size_t)v;
-        dm_log_warn("DOCMINE_PP_WINDOW=%s is not a count of units in 1..64: 2 used", e);
+        if (!*end && v >= 1 && v <= hi) return (int)v;
+        dm_log_warn("%s=%s is not a count in 1..%d: %d used", name, e, hi, dflt);
     }
-    return 2;
+    return dflt;
+}
+
+/* Units ahead of the taken one per reader thread: the option, else DOCMINE_PP_WINDOW, else 2. */
+static size_t dm_pp_window(const dm_preprocess_options *opt)
+{
+    return (size_t)dm_pp_count_setting(opt->window, "DOCMINE_PP_WINDOW", 64, 2);
 }
 
 /* Batch text buffers kept between runs (released at process exit), like the CUDA backend's
@@ -708,8 +715,7 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     if (autob < ((size_t)1 << 20)) autob = (size_t)1 << 20;
     if (autob > DM_PP_DEFAULT_BATCH) autob = DM_PP_DEFAULT_BATCH;
     r->batch_bytes = opt->batch_bytes ? opt->batch_bytes : autob;
-    r->n_workers = opt->workers > 0 ? opt->workers : DM_PP_WORKERS_DEFAULT;
-    if (r->n_workers > DM_PP_WORKERS_MAX) r->n_workers = DM_PP_WORKERS_MAX;
+    r->n_workers = dm_pp_count_setting(opt->workers, "DOCMINE_PP_WORKERS", DM_PP_WORKERS_MAX, DM_PP_WORKERS_DEFAULT);
     r->n_slots = r->n_workers + 2;
     int rc;
     if (r->cuda && (rc = dm_pp_cuda_get_device(&r->device)) < 0) {

@@ -360,8 +360,8 @@ typedef struct dm_preprocess_options {
                                  or --threads) less the workers and one, at least 1 */
     int no_prefault;          /* 1: without the stream builder's prefault threads (stream_build.h;
                                  for comparisons: same output, the fills fault the pages) */
-    int workers;              /* pipeline workers (tokenise + build a batch each); 0 = 4, at most 8.
-                                 Same output for any number */
+    int workers;              /* pipeline workers (tokenise + build a batch each), at most 8;
+                                 0 = DOCMINE_PP_WORKERS (1..8) or 4. Same output for any number */
     int device_tokens;        /* CUDA backend: the stream's token hashes stay on the device
                                  (dm_token_stream.dev_hashes), copied there from each batch's
                                  device output, so that TF-IDF on the same GPU does not upload them
