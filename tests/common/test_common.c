@@ -132,6 +132,36 @@ static void test_mem_prefault(void)
     munmap(m, n);
 }
 
+/* n bytes of a xorshift stream. */
+static void fill_random(unsigned char *b, size_t n, uint64_t x)
+{
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        b[i] = (unsigned char)x;
+    }
+}
+
+/* The staged copies' host side (dm_mem_copy_threads) gives the same bytes for every thread count
+ * (0: all; more than OpenMP has; an odd count over an odd length), and writes nothing past n. */
+static void test_mem_copy_thread_counts(void)
+{
+    const size_t n = ((size_t)5 << 20) + 123, pad = 64;
+    unsigned char *src = malloc(n), *dst = malloc(n + pad);
+    CU_ASSERT_FATAL(src && dst);
+    fill_random(src, n, 88172645463325252ull);
+    const int threads[] = {0, 1, 2, 3, 8, 1000};
+    for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+        memset(dst, 0xA5, n + pad);
+        dm_mem_copy_threads(dst, src, n, threads[t]);
+        CU_ASSERT(memcmp(dst, src, n) == 0);
+        size_t past = 0;
+        for (size_t i = n; i < n + pad; i++) past += dst[i] != 0xA5;
+        CU_ASSERT_EQUAL(past, 0);
+    }
+    free(src);
+    free(dst);
+}
+
 /* Batched copies (dm_mem_copy_pieces): pieces of 0 bytes, of one, of odd sizes, of a chunk and a
  * byte either side of one, and one of several chunks, in one batch under the serial size and in
  * one above it, with any thread count: every piece's bytes, nothing past any piece. */
@@ -144,11 +174,7 @@ static void test_mem_copy_pieces(void)
     for (int k = 0; k < K; k++) total += sizes[k] + PAD;
     unsigned char *src = malloc(total), *dst = malloc(total);
     CU_ASSERT_FATAL(src && dst);
-    uint64_t x = 0x9e3779b97f4a7c15ull;
-    for (size_t i = 0; i < total; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        src[i] = (unsigned char)x;
-    }
+    fill_random(src, total, 0x9e3779b97f4a7c15ull);
     const int threads[] = {0, 1, 2, 3, 8, 1000};
     for (int few = 0; few < 2; few++)
         for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
@@ -481,6 +507,7 @@ int main(void)
         {"pinned/device size tracking", test_alloc_tracking},
         {"prefault keeps bytes and populates pages", test_mem_prefault},
         {"thread caps of the staged copies", test_thread_caps},
+        {"copies on any number of threads", test_mem_copy_thread_counts},
         {"batched copies: every piece, any threads", test_mem_copy_pieces},
         {"philox known answers", test_rng_known_answers},
         {"keyed random streams", test_rng_streams},

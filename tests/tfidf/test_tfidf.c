@@ -452,31 +452,6 @@ static void test_hash_lookup_real_hash(void)
     dm_termlist_free(&v);
 }
 
-/* The staged copies' host side (dm_mem_copy_threads, common/alloc.h) gives the same bytes for every thread count
- * (0: all; more than OpenMP has; an odd count over an odd length), and writes nothing past n. */
-static void test_memcpy_par_thread_counts(void)
-{
-    const size_t n = ((size_t)5 << 20) + 123, pad = 64;
-    unsigned char *src = malloc(n), *dst = malloc(n + pad);
-    CU_ASSERT_FATAL(src && dst);
-    uint64_t x = 88172645463325252ull;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        src[i] = (unsigned char)x;
-    }
-    const int threads[] = {0, 1, 2, 3, 8, 1000};
-    for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
-        memset(dst, 0xA5, n + pad);
-        dm_mem_copy_threads(dst, src, n, threads[t]);
-        CU_ASSERT(memcmp(dst, src, n) == 0);
-        size_t past = 0;
-        for (size_t i = n; i < n + pad; i++) past += dst[i] != 0xA5;
-        CU_ASSERT_EQUAL(past, 0);
-    }
-    free(src);
-    free(dst);
-}
-
 /* ------------------------------------------------------------------ weights */
 
 static const char *g_small[] = {"apple banana apple", "banana cherry", "apple cherry cherry date"};
@@ -1226,7 +1201,6 @@ int main(void)
                            {"tf_tuning_output_canonical", test_tf_tuning_output_canonical},
                            {"vocab_merge_and_lookup_collisions", test_vocab_merge_and_lookup_collisions},
                            {"hash_lookup_real_hash", test_hash_lookup_real_hash},
-                           {"memcpy_par_thread_counts", test_memcpy_par_thread_counts},
                            CU_TEST_INFO_NULL};
     CU_TestInfo weights[] = {{"sklearn_parity_hand_computed", test_sklearn_parity_hand_computed},
                              {"default_idf_sublinear_nol2", test_default_idf_sublinear_nol2},
