@@ -314,7 +314,6 @@ struct pstage {
         void *dst;       /* on the device */
         const void *src; /* on the host */
         size_t n, at;    /* bytes, and where in buf */
-        cudaStream_t st;
     };
     static const int max_pieces = 16;
     piece pend[max_pieces];
@@ -333,6 +332,22 @@ struct pstage {
     }
 };
 
+/* A page-locked buffer of at least `bytes` (contents not kept); grown to twice the need, as
+ * page-locking is slow. */
+int pinned_reserve(char **buf, size_t *cap, size_t bytes)
+{
+    if (bytes <= *cap && *buf) return DM_OK;
+    if (*buf) dm_host_free_pinned(*buf);
+    *buf = 0;
+    *cap = 0;
+    size_t c = 2 * bytes + 4096;
+    void *q = NULL;
+    DM_TRY(dm_host_alloc_pinned(&q, c));
+    *buf = static_cast<char *>(q);
+    *cap = c;
+    return DM_OK;
+}
+
 /* Makes room for `bytes` in the staging buffer (after its previous upload finished). */
 int stage_begin(pstage *ps, size_t bytes)
 {
@@ -341,16 +356,7 @@ int stage_begin(pstage *ps, size_t bytes)
     ps->pending = false;
     ps->used = 0;
     ps->n_pend = 0;
-    if (bytes <= ps->cap) return DM_OK;
-    if (ps->buf) dm_host_free_pinned(ps->buf);
-    ps->buf = 0;
-    ps->cap = 0;
-    size_t c = 2 * bytes + 4096; /* page-locking is slow: grow rarely */
-    void *q = NULL;
-    DM_TRY(dm_host_alloc_pinned(&q, c));
-    ps->buf = static_cast<char *>(q);
-    ps->cap = c;
-    return DM_OK;
+    return pinned_reserve(&ps->buf, &ps->cap, bytes);
 }
 
 /* Uploads n bytes of host memory to dst: through the staging buffer when one is given (room
@@ -366,7 +372,7 @@ int h2d(pstage *ps, void *dst, const void *src, size_t n, cudaStream_t st, dm_db
         return DM_OK;
     }
     DM_ASSERT(ps->used + n <= ps->cap && ps->n_pend < pstage::max_pieces);
-    ps->pend[ps->n_pend++] = {dst, src, n, ps->used, st};
+    ps->pend[ps->n_pend++] = {dst, src, n, ps->used}; /* uploaded on stage_end's stream (the same st) */
     ps->used += (n + 7) & ~(size_t)7;
     return DM_OK;
 }
@@ -381,7 +387,7 @@ int stage_end(pstage *ps, cudaStream_t st)
     dm_mem_copy_pieces(cp, (size_t)ps->n_pend, dm_stage_threads());
     for (int k = 0; k < ps->n_pend; k++) {
         const pstage::piece &q = ps->pend[k];
-        DM_CUDA_TRY(cudaMemcpyAsync(q.dst, ps->buf + q.at, q.n, cudaMemcpyHostToDevice, q.st));
+        DM_CUDA_TRY(cudaMemcpyAsync(q.dst, ps->buf + q.at, q.n, cudaMemcpyHostToDevice, st));
     }
     ps->n_pend = 0;
     DM_CUDA_TRY(cudaEventRecord(ps->done, st));
@@ -897,16 +903,7 @@ int select_finish(dm_flock_sim *sim, dstate *s, dm_flock_sel *sel, cudaStream_t 
     memcpy(&herr, &s->hctr[7], sizeof herr);
     if (herr == 2) return DM_ERR(DM_ERR_CUDA, "flock: a boid moved further than one slice (internal error)");
     if (m == 0) return DM_OK;
-    const size_t need = 37 * (size_t)m;
-    if (need > s->cap_hsel) { /* page-locking is slow: grow rarely */
-        if (s->hsel) dm_host_free_pinned(s->hsel);
-        s->hsel = 0;
-        s->cap_hsel = 0;
-        void *q = NULL;
-        DM_TRY(dm_host_alloc_pinned(&q, 2 * need + 4096));
-        s->hsel = static_cast<char *>(q);
-        s->cap_hsel = 2 * need + 4096;
-    }
+    DM_TRY(pinned_reserve(&s->hsel, &s->cap_hsel, 37 * (size_t)m));
     double *state = reinterpret_cast<double *>(s->hsel);
     uint32_t *idx = reinterpret_cast<uint32_t *>(s->hsel + 32 * (size_t)m);
     uint8_t *od = reinterpret_cast<uint8_t *>(s->hsel + 36 * (size_t)m);
