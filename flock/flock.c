@@ -1094,6 +1094,7 @@ void dm_flock_sim_free(dm_flock_sim *s)
     dm_flock_buf_free(&s->sel_dirs);
     dm_flock_buf_free(&s->pack_idx);
     dm_flock_buf_free(&s->pack_with);
+    dm_flock_buf_free(&s->pack_state);
     dm_flock_buf_free(&s->dep_id);
     dm_flock_buf_free(&s->dep_voff);
     dm_flock_buf_free(&s->dep_vlen);

@@ -855,9 +855,10 @@ int read_counters(dm_flock_sim *sim, dstate *s)
 
 /* Selects own boids on the device - mode 0: the halo of the current plane (slice [lo, hi), height
  * H), mode 1: the boids that left the slice on the next plane (height H) - and fetches them into
- * the host store (their state only: the device holds the state of the others) and *sel
- * (ascending boid indices with their direction bits, in the state's buffers, valid until the next
- * selection). In two parts on stream st: select_queue queues the kernels and the copy of the
+ * *sel (ascending boid indices with their direction bits and their states, in the state's
+ * buffers, valid until the next selection; the host store's states stay as they were: written
+ * there, 2-6 x 10^4 boids scattered over the store cost 1-1.3 ms a step, bench/RESULTS.md session
+ * 32). In two parts on stream st: select_queue queues the kernels and the copy of the
  * count (buffers sized for every own boid, so nothing waits), select_finish waits for them and
  * fetches the selected boids (synchronised on return). Between the two the host may queue other
  * work, which the selection (stream B, high priority) does not hold up. */
@@ -893,10 +894,14 @@ int select_finish(dm_flock_sim *sim, dstate *s, dm_flock_sel *sel, cudaStream_t 
     sel->idx = NULL;
     sel->dirs = NULL;
     sel->n = 0;
+    sel->state = NULL;
     size_t n = s->sel_n;
     if (n == 0) return DM_OK;
     DM_ASSERT(n == s->own.n);
-    DM_CUDA_TRY(cudaStreamSynchronize(st));
+    dm_timer_start("flock.comm.select.wait");
+    cudaError_t ce = cudaStreamSynchronize(st);
+    dm_timer_stop("flock.comm.select.wait");
+    DM_CUDA_TRY(ce);
     uint32_t m = 0;
     int herr = 0;
     memcpy(&m, &s->hctr[6], 4);
@@ -907,23 +912,17 @@ int select_finish(dm_flock_sim *sim, dstate *s, dm_flock_sel *sel, cudaStream_t 
     double *state = reinterpret_cast<double *>(s->hsel);
     uint32_t *idx = reinterpret_cast<uint32_t *>(s->hsel + 32 * (size_t)m);
     uint8_t *od = reinterpret_cast<uint8_t *>(s->hsel + 36 * (size_t)m);
-    if (cudaMemcpyAsync(idx, s->sidx, 4 * (size_t)m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
-        cudaMemcpyAsync(state, s->sstate, 32 * (size_t)m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
-        cudaMemcpyAsync(od, s->sodirs, m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
-        cudaStreamSynchronize(st) != cudaSuccess)
-        return DM_ERR(DM_ERR_CUDA, "flock: fetching the selected boids failed");
-    dm_flock_store *h = &sim->own;
-    for (uint32_t k = 0; k < m; k++) {
-        uint32_t i = idx[k];
-        DM_ASSERT(i < h->n && (k == 0 || i > idx[k - 1]));
-        h->x[i] = state[4 * (size_t)k];
-        h->y[i] = state[4 * (size_t)k + 1];
-        h->vx[i] = state[4 * (size_t)k + 2];
-        h->vy[i] = state[4 * (size_t)k + 3];
-    }
+    dm_timer_start("flock.comm.select.fetch");
+    const int failed = cudaMemcpyAsync(idx, s->sidx, 4 * (size_t)m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+                       cudaMemcpyAsync(state, s->sstate, 32 * (size_t)m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+                       cudaMemcpyAsync(od, s->sodirs, m, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+                       cudaStreamSynchronize(st) != cudaSuccess;
+    dm_timer_stop("flock.comm.select.fetch");
+    if (failed) return DM_ERR(DM_ERR_CUDA, "flock: fetching the selected boids failed");
     sel->idx = idx;
     sel->dirs = od;
     sel->n = m;
+    sel->state = state;
     return DM_OK;
 }
 
@@ -933,6 +932,7 @@ int select_fetch(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, d
     sel->idx = NULL;
     sel->dirs = NULL;
     sel->n = 0;
+    sel->state = NULL;
     DM_TRY(select_queue(sim, s, mode, lo, hi, H, st));
     return select_finish(sim, s, sel, st);
 }
@@ -1138,7 +1138,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
      * detection's timer (ev[0] to ev[1]) includes any wait of stream A for the host here. */
     dm_flock_xchg x;
     if (multi) {
-        dm_flock_sel sel = {NULL, NULL, 0};
+        dm_flock_sel sel = {NULL, NULL, 0, NULL};
         double lo, hi;
         dm_flock_slice_bounds(sim, sim->rank, p.H, &lo, &hi);
         /* the selection's kernels first, then the own-own detection (queued once the host has the
@@ -1259,7 +1259,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
      * device finds the boids that left the slice, the host exchanges them (state fetched, vectors
      * from the host store), the device mirrors */
     if (multi && dm_flock_migrates(sim)) {
-        dm_flock_sel sel = {NULL, NULL, 0};
+        dm_flock_sel sel = {NULL, NULL, 0, NULL};
         dm_timer_start("flock.comm");
         dm_timer_start("flock.comm.mig_select");
         if (rc == DM_OK) rc = select_fetch(sim, s, 1, 0, 0, p.H1, &sel, s->sa);

@@ -183,13 +183,16 @@ static int pack_selected(dm_flock_sim *s, const dm_flock_sel *sel, char **send, 
     size_t nn = sel->n ? sel->n : 1;
     uint32_t *idx = dm_flock_buf_reserve(&s->pack_idx, sizeof *idx * nn);
     uint8_t *with = dm_flock_buf_reserve(&s->pack_with, nn);
-    if (!idx || !with) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory packing a message");
+    /* the selection's states (when given), in message order: read in order, not from the store */
+    double *state = sel->state ? dm_flock_buf_reserve(&s->pack_state, 4 * sizeof *state * nn) : NULL;
+    if (!idx || !with || (sel->state && !state)) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory packing a message");
     int rc = DM_OK;
     for (int k = 0; k < s->nb.n && rc == DM_OK; k++) {
         size_t cnt = 0;
         for (size_t j = 0; j < sel->n; j++)
             if (sel->dirs[j] & s->nb.dir_mask[k]) {
                 DM_ASSERT(sel->idx[j] < o->n);
+                if (state) memcpy(state + 4 * cnt, sel->state + 4 * j, 4 * sizeof *state);
                 idx[cnt++] = sel->idx[j];
             }
         /* which of them the neighbour holds: a lookup (a cache miss) a boid, in parallel */
@@ -218,7 +221,7 @@ static int pack_selected(dm_flock_sim *s, const dm_flock_sel *sel, char **send, 
             rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for a %zu-byte message", l.total);
             break;
         }
-        dm_flock_msg_pack(send[k], o, idx, cnt, with);
+        dm_flock_msg_pack(send[k], o, idx, cnt, with, state);
         size[k] = l.total;
         if (count_out) *count_out += cnt;
         if (!halo) s->stats.migrated_vectors += nvec;
@@ -267,6 +270,7 @@ static int select_host(dm_flock_sim *s, int mode, double H, dm_flock_sel *sel)
     sel->idx = idx;
     sel->dirs = d;
     sel->n = m;
+    sel->state = NULL; /* the store's, current on the host */
     return DM_OK;
 }
 
@@ -284,7 +288,7 @@ int dm_flock_halo_exchange_begin_sel(dm_flock_sim *s, dm_flock_xchg *x, int loca
     int rc = local_status;
     dm_timer_start("flock.comm");
     dm_timer_start("flock.comm.halo_pack");
-    dm_flock_sel sel = {NULL, NULL, 0};
+    dm_flock_sel sel = {NULL, NULL, 0, NULL};
     if (rc == DM_OK && s->nb.n) {
         if (given) sel = *given;
         else rc = select_host(s, 0, H, &sel);
@@ -342,7 +346,7 @@ int dm_flock_migrate_host_sel(dm_flock_sim *s, double H1, int local_status, dm_f
     uint64_t size[2] = {0, 0}, rsize[2] = {0, 0};
     dm_timer_start("flock.comm");
     dm_timer_start("flock.comm.mig_pack");
-    dm_flock_sel sel = {NULL, NULL, 0};
+    dm_flock_sel sel = {NULL, NULL, 0, NULL};
     if (rc == DM_OK && s->size > 1) {
         if (given) sel = *given;
         else rc = select_host(s, 1, H1, &sel);

@@ -120,9 +120,10 @@ typedef struct dm_flock_msg_layout {
 } dm_flock_msg_layout;
 void dm_flock_msg_layout_of(dm_flock_msg_layout *l, uint64_t n, uint64_t nnz);
 /* Packs the listed boids of a store (host) into buf (size from the layout, whose nnz counts the
- * vectors sent). with_vec (optional, per listed boid): 0 = leave the vector out (has[k] = 0). */
+ * vectors sent). with_vec (optional, per listed boid): 0 = leave the vector out (has[k] = 0).
+ * state (optional): the listed boids' x, y, vx, vy at state[4k .. 4k + 3] (NULL: the store's). */
 void dm_flock_msg_pack(char *buf, const dm_flock_store *s, const uint32_t *idx, size_t count,
-                       const uint8_t *with_vec);
+                       const uint8_t *with_vec, const double *state);
 /* Appends the boids of a message to a store. DM_ERR_FORMAT when the message is malformed or
  * leaves a vector out. */
 int dm_flock_msg_unpack(dm_flock_store *s, const char *buf, size_t size);
@@ -220,7 +221,7 @@ struct dm_flock_sim {
     dm_flock_nbrs nb;
     /* reused across iterations: messages [0 halo, 1 migration][neighbour] and scratch */
     dm_flock_buf xsend[2][2], xrecv[2][2];
-    dm_flock_buf sel_idx, sel_dirs, pack_idx, pack_with;
+    dm_flock_buf sel_idx, sel_dirs, pack_idx, pack_with, pack_state;
     int host_valid;     /* CUDA: 0 when the device holds newer state than own */
     int halo_valid;     /* halo matches the current own positions (clusters) */
     void *dev;          /* CUDA backend state */
@@ -300,11 +301,13 @@ int dm_flock_halo_dirs(const dm_flock_sim *s, double y, double H);
 int dm_flock_migrates(const dm_flock_sim *s);
 
 /* A selection of own boids: idx[j] (ascending) with direction bits dirs[j] (1: the lower
- * neighbour, 2: the upper one, 3: the only neighbour). */
+ * neighbour, 2: the upper one, 3: the only neighbour) and, when the store's are not current (the
+ * CUDA backend's selection), their x, y, vx, vy at state[4j .. 4j + 3]. */
 typedef struct dm_flock_sel {
     const uint32_t *idx;
     const uint8_t *dirs;
     size_t n;
+    const double *state; /* NULL: the own store's */
 } dm_flock_sel;
 
 /* Host exchange helpers used by both backends' steps (flock_exchange.c): builds the halo
@@ -312,7 +315,7 @@ typedef struct dm_flock_sel {
  * the slice on plane H1 (they are removed from own). */
 int dm_flock_halo_exchange_begin(dm_flock_sim *s, dm_flock_xchg *x, int local_status);
 /* The same with the halo boids given (NULL: found on the host; the positions of the selected
- * boids must be current in the own store). */
+ * boids must be current in sel->state or else in the own store). */
 int dm_flock_halo_exchange_begin_sel(dm_flock_sim *s, dm_flock_xchg *x, int local_status, const dm_flock_sel *sel);
 int dm_flock_halo_exchange_end(dm_flock_sim *s, dm_flock_xchg *x);
 /* What a migration did to the own store (for the CUDA backend's mirror): boids [0, n_kept) stayed
@@ -325,7 +328,8 @@ void dm_flock_migration_free(dm_flock_migration *m);
 /* info may be NULL. */
 int dm_flock_migrate_host(dm_flock_sim *s, double H1, int local_status, dm_flock_migration *info);
 /* The same with the departures given (dirs: the direction bits of the new slice; NULL: found on
- * the host); the positions of departing boids must be current. */
+ * the host); the positions of departing boids must be current (in sel->state or else in the own
+ * store). */
 int dm_flock_migrate_host_sel(dm_flock_sim *s, double H1, int local_status, dm_flock_migration *info,
                               const dm_flock_sel *sel);
 

@@ -391,7 +391,7 @@ void dm_flock_msg_layout_of(dm_flock_msg_layout *l, uint64_t n, uint64_t nnz)
 }
 
 void dm_flock_msg_pack(char *buf, const dm_flock_store *s, const uint32_t *idx, size_t count,
-                       const uint8_t *with_vec)
+                       const uint8_t *with_vec, const double *state)
 {
     uint64_t nnz = 0;
     for (size_t k = 0; k < count; k++)
@@ -413,17 +413,27 @@ void dm_flock_msg_pack(char *buf, const dm_flock_store *s, const uint32_t *idx, 
         if (has[k]) at += s->vlen[idx[k]];
     }
     off[count] = at;
-    memset(has + count, 0, l.col - l.has - count); /* padding: no uninitialised bytes on the wire */
+    /* padding: no uninitialised bytes on the wire */
+    memset(has + count, 0, l.col - l.has - count);
+    memset(col + nnz, 0, l.val - l.col - sizeof *col * nnz);
+    memset(val + nnz, 0, l.total - l.val - sizeof *val * nnz);
     /* the copies in parallel (the halo's vectors are megabytes every iteration) */
     const long nl = (long)count;
 #pragma omp parallel for schedule(static) num_threads(dm_threads_upto(s->copy_threads))
     for (long k = 0; k < nl; k++) {
         uint32_t i = idx[k];
         id[k] = s->id[i];
-        x[k] = s->x[i];
-        y[k] = s->y[i];
-        vx[k] = s->vx[i];
-        vy[k] = s->vy[i];
+        if (state) {
+            x[k] = state[4 * k];
+            y[k] = state[4 * k + 1];
+            vx[k] = state[4 * k + 2];
+            vy[k] = state[4 * k + 3];
+        } else {
+            x[k] = s->x[i];
+            y[k] = s->y[i];
+            vx[k] = s->vx[i];
+            vy[k] = s->vy[i];
+        }
         if (has[k] && s->vlen[i]) {
             memcpy(col + off[k], s->col + s->voff[i], sizeof *col * s->vlen[i]);
             memcpy(val + off[k], s->val + s->voff[i], sizeof *val * s->vlen[i]);

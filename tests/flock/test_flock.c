@@ -273,7 +273,7 @@ static void halo_cache(const uint32_t N)
             dm_flock_msg_layout l;
             dm_flock_msg_layout_of(&l, cnt, nnz);
             msg[m] = malloc(l.total);
-            dm_flock_msg_pack(msg[m], &src, idx, cnt, with);
+            dm_flock_msg_pack(msg[m], &src, idx, cnt, with, NULL);
             size[m] = l.total;
         }
         CU_ASSERT_EQUAL_FATAL(dm_flock_halo_unpack(&halo, msg, size, 2), DM_OK);
@@ -313,7 +313,7 @@ static void halo_cache(const uint32_t N)
     dm_flock_msg_layout l;
     dm_flock_msg_layout_of(&l, 1, 0);
     char *bad = malloc(l.total);
-    dm_flock_msg_pack(bad, &src, idx, 1, with);
+    dm_flock_msg_pack(bad, &src, idx, 1, with, NULL);
     uint64_t bsize = l.total;
     CU_ASSERT_EQUAL(dm_flock_halo_unpack(&halo, &bad, &bsize, 1), DM_ERR_FORMAT);
     CU_ASSERT_EQUAL(halo.n, 0);
@@ -359,6 +359,64 @@ static void test_idmap_parallel(void)
     }
     dm_flock_idmap_free(&mp);
     free(id);
+}
+
+/* A message packed with the selection's states (the CUDA backend's selection: the store's states
+ * are stale) is byte for byte the message packed from a store holding those states, with and
+ * without vectors, on any threads. */
+static void test_msg_pack_state(void)
+{
+    enum { N = 20000 };
+    dm_flock_store st;
+    dm_flock_store_init(&st);
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t col[3] = {i, i + 1, i + 7}, len = i % 4;
+        float val[3] = {1.0f, -0.5f, 0.25f};
+        CU_ASSERT_EQUAL_FATAL(dm_flock_store_push(&st, 100 + i, 0.5 * i, -1.0 * i, 0.25 * i, 3.0 - i, col, val, len),
+                              DM_OK);
+    }
+    uint32_t *idx = malloc(sizeof *idx * N);
+    uint8_t *with = malloc(N);
+    double *state = malloc(sizeof *state * 4 * N);
+    CU_ASSERT_FATAL(idx != NULL && with != NULL && state != NULL);
+    size_t m = 0, nnz = 0;
+    for (uint32_t i = 0; i < N; i++)
+        if (i < 300 || i >= N - 300 || (i * 2654435761u) % 5 == 0) {
+            with[m] = (uint8_t)(i % 3 != 0);
+            if (with[m]) nnz += st.vlen[i];
+            state[4 * m] = st.x[i], state[4 * m + 1] = st.y[i], state[4 * m + 2] = st.vx[i], state[4 * m + 3] = st.vy[i];
+            idx[m++] = i;
+        }
+    dm_flock_msg_layout l;
+    dm_flock_msg_layout_of(&l, m, nnz);
+    char *ref = calloc(1, l.total), *got = calloc(1, l.total);
+    CU_ASSERT_FATAL(ref != NULL && got != NULL);
+    dm_flock_msg_pack(ref, &st, idx, m, with, NULL);
+    /* the store's states stale: only the given ones may reach the message */
+    for (uint32_t i = 0; i < N; i++) st.x[i] = st.y[i] = st.vx[i] = st.vy[i] = -7.0;
+    for (int t = 0; t < 4; t++) {
+        st.copy_threads = t;
+        memset(got, 0xAB, l.total);
+        dm_flock_msg_pack(got, &st, idx, m, with, state);
+        CU_ASSERT_EQUAL(memcmp(ref, got, l.total), 0);
+    }
+    /* and the message decodes to the given states */
+    dm_flock_store back;
+    dm_flock_store_init(&back);
+    CU_ASSERT_EQUAL(dm_flock_msg_unpack_cached(&back, got, l.total, &st), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(back.n, m);
+    size_t bad = 0;
+    for (size_t k = 0; k < m; k++)
+        bad += back.id[k] != 100 + idx[k] || back.x[k] != state[4 * k] || back.y[k] != state[4 * k + 1] ||
+               back.vx[k] != state[4 * k + 2] || back.vy[k] != state[4 * k + 3] || back.vlen[k] != idx[k] % 4;
+    CU_ASSERT_EQUAL(bad, 0);
+    dm_flock_store_free(&back);
+    free(ref);
+    free(got);
+    free(idx);
+    free(with);
+    free(state);
+    dm_flock_store_free(&st);
 }
 
 /* Migrants' vectors kept by their sender: the departures' vectors, appended to the halo store from
@@ -418,7 +476,7 @@ static void test_departed_cache(void)
         dm_flock_msg_layout l;
         dm_flock_msg_layout_of(&l, m, 0);
         char *msg = malloc(l.total);
-        dm_flock_msg_pack(msg, &halo, idx, m, with);
+        dm_flock_msg_pack(msg, &halo, idx, m, with, NULL);
         uint64_t size = l.total;
         CU_ASSERT_EQUAL_FATAL(dm_flock_halo_unpack(&halo, &msg, &size, 1), DM_OK);
         CU_ASSERT_EQUAL_FATAL(halo.n, m);
@@ -1425,6 +1483,7 @@ int main(int argc, char **argv)
         {"halo vector cache: left-out vectors taken from the previous halo", test_halo_cache},
         {"halo vector cache: a halo above the parallel id map's size", test_halo_cache_large},
         {"id map: parallel and serial builds, any threads", test_idmap_parallel},
+        {"message pack: the selection's states, any threads", test_msg_pack_state},
         {"halo vector cache: migrants' vectors kept by their sender", test_departed_cache},
         {"forces and update: hand-checked configuration", test_hand_forces},
         {"forces and update: the same across the torus corner", test_hand_forces_seam},
