@@ -393,33 +393,40 @@ void dm_flock_msg_layout_of(dm_flock_msg_layout *l, uint64_t n, uint64_t nnz)
 void dm_flock_msg_pack(char *buf, const dm_flock_store *s, const uint32_t *idx, size_t count,
                        const uint8_t *with_vec, const double *state)
 {
-    uint64_t nnz = 0;
-    for (size_t k = 0; k < count; k++)
-        if (!with_vec || with_vec[k]) nnz += s->vlen[idx[k]];
+    /* the vectors' lengths (a cache miss a boid: in parallel) into off[], then their offsets (the
+     * part of the layout before the vectors does not depend on their size) */
     dm_flock_msg_layout l;
+    dm_flock_msg_layout_of(&l, count, 0);
+    uint64_t *off = (uint64_t *)(buf + l.off);
+    uint8_t *has = (uint8_t *)(buf + l.has);
+    const long nl = (long)count;
+    const int threads = dm_threads_upto(s->copy_threads);
+#pragma omp parallel for schedule(static) num_threads(threads) if (nl >= 2048)
+    for (long k = 0; k < nl; k++) {
+        has[k] = (uint8_t)(!with_vec || with_vec[k]);
+        off[k] = has[k] ? s->vlen[idx[k]] : 0;
+    }
+    uint64_t nnz = 0;
+    for (size_t k = 0; k < count; k++) {
+        uint64_t len = off[k];
+        off[k] = nnz;
+        nnz += len;
+    }
+    off[count] = nnz;
     dm_flock_msg_layout_of(&l, count, nnz);
     uint64_t head[3] = {count, nnz, 0};
     memcpy(buf, head, sizeof head);
-    uint64_t *id = (uint64_t *)(buf + l.id), *off = (uint64_t *)(buf + l.off);
+    uint64_t *id = (uint64_t *)(buf + l.id);
     double *x = (double *)(buf + l.x), *y = (double *)(buf + l.y);
     double *vx = (double *)(buf + l.vx), *vy = (double *)(buf + l.vy);
-    uint8_t *has = (uint8_t *)(buf + l.has);
     uint32_t *col = (uint32_t *)(buf + l.col);
     float *val = (float *)(buf + l.val);
-    uint64_t at = 0;
-    for (size_t k = 0; k < count; k++) {
-        off[k] = at;
-        has[k] = (uint8_t)(!with_vec || with_vec[k]);
-        if (has[k]) at += s->vlen[idx[k]];
-    }
-    off[count] = at;
     /* padding: no uninitialised bytes on the wire */
     memset(has + count, 0, l.col - l.has - count);
     memset(col + nnz, 0, l.val - l.col - sizeof *col * nnz);
     memset(val + nnz, 0, l.total - l.val - sizeof *val * nnz);
     /* the copies in parallel (the halo's vectors are megabytes every iteration) */
-    const long nl = (long)count;
-#pragma omp parallel for schedule(static) num_threads(dm_threads_upto(s->copy_threads))
+#pragma omp parallel for schedule(static) num_threads(threads)
     for (long k = 0; k < nl; k++) {
         uint32_t i = idx[k];
         id[k] = s->id[i];
