@@ -49,6 +49,17 @@ int dm_flock_idmap_add(dm_flock_idmap *m, const uint64_t *ids, size_t n);
 static inline void dm_flock_idmap_clear(dm_flock_idmap *m) { (void)dm_flock_idmap_build(m, NULL, 0); }
 void dm_flock_idmap_free(dm_flock_idmap *m);
 
+/* A growable scratch buffer kept across iterations: the exchange messages and per-boid scratch
+ * arrays are reused instead of allocated every step (fresh memory costs a page fault per 4 KiB on
+ * first touch, which dominated the exchange). Contents are not kept when it grows. */
+typedef struct dm_flock_buf {
+    char *p;
+    size_t cap;
+} dm_flock_buf;
+/* Room for at least n bytes (grown by a quarter more than asked); NULL when out of memory. */
+void *dm_flock_buf_reserve(dm_flock_buf *b, size_t n);
+void dm_flock_buf_free(dm_flock_buf *b);
+
 /* Boids on the host, structure of arrays, with their unit vectors in a pool: boid i's vector is
  * col/val[voff[i] .. voff[i] + vlen[i]). Removing boids leaves holes in the pool, which is
  * compacted when more than half of it is garbage. */
@@ -68,6 +79,7 @@ typedef struct dm_flock_store {
                              * vector caches): at most this many, 0 = all of OpenMP's */
     dm_flock_idmap index;   /* id -> boid, kept by dm_flock_halo_unpack for the halo store only */
     int indexed;            /* index matches the boids */
+    dm_flock_buf scratch;   /* dm_flock_halo_unpack's per-boid scratch, kept across iterations */
 } dm_flock_store;
 
 void dm_flock_store_init(dm_flock_store *s);
@@ -96,17 +108,6 @@ int dm_flock_store_remove(dm_flock_store *s, const uint8_t *keep, uint32_t *move
  * proportional to m (plus the pool's compaction when due). */
 int dm_flock_store_remove_list(dm_flock_store *s, const uint32_t *rm, size_t m, uint32_t *moved_dst,
                                uint32_t *moved_src, size_t *n_moved);
-
-/* A growable scratch buffer kept across iterations: the exchange messages and per-boid scratch
- * arrays are reused instead of allocated every step (fresh memory costs a page fault per 4 KiB on
- * first touch, which dominated the exchange). Contents are not kept when it grows. */
-typedef struct dm_flock_buf {
-    char *p;
-    size_t cap;
-} dm_flock_buf;
-/* Room for at least n bytes (grown by a quarter more than asked); NULL when out of memory. */
-void *dm_flock_buf_reserve(dm_flock_buf *b, size_t n);
-void dm_flock_buf_free(dm_flock_buf *b);
 
 /* The exchange message (one per destination rank and kind), 8-byte aligned sections:
  *   u64 n, u64 nnz, u64 flags | u64 id[n] | f64 x[n], y[n], vx[n], vy[n] | u64 off[n+1] |

@@ -144,6 +144,7 @@ void dm_flock_store_free(dm_flock_store *s)
     dm_free(s->col);
     dm_free(s->val);
     dm_flock_idmap_free(&s->index);
+    dm_flock_buf_free(&s->scratch);
     memset(s, 0, sizeof *s);
 }
 
@@ -529,7 +530,7 @@ int dm_flock_halo_unpack(dm_flock_store *s, char *const *bufs, const uint64_t *s
      * parallel, then one pass gives the new vectors their places at the end of the pool. */
     uint64_t *nv = NULL;
     if (rc == DM_OK) rc = dm_flock_store_reserve(s, n_new > s->n ? n_new : s->n, s->pool + nnz_new);
-    if (rc == DM_OK && !(nv = dm_malloc(sizeof *nv * 2 * (n_new ? n_new : 1))))
+    if (rc == DM_OK && !(nv = dm_flock_buf_reserve(&s->scratch, sizeof *nv * 2 * (n_new ? n_new : 1))))
         rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for the halo vector cache");
     long missing = (long)n_new; /* the first boid whose left-out vector is not held here */
     for (int k = 0; k < n_msgs && rc == DM_OK; k++) {
@@ -573,7 +574,6 @@ int dm_flock_halo_unpack(dm_flock_store *s, char *const *bufs, const uint64_t *s
             live += nv[2 * i + 1];
         }
     if (rc != DM_OK) {
-        dm_free(nv);
         dm_flock_store_clear(s);
         return rc;
     }
@@ -599,7 +599,6 @@ int dm_flock_halo_unpack(dm_flock_store *s, char *const *bufs, const uint64_t *s
         }
         at += v->n;
     }
-    dm_free(nv);
     s->n = n_new;
     s->pool = pool;
     s->live = live;
