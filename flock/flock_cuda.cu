@@ -889,7 +889,7 @@ int select_queue(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, d
     return DM_OK;
 }
 
-int select_finish(dm_flock_sim *sim, dstate *s, dm_flock_sel *sel, cudaStream_t st)
+int select_finish(dstate *s, dm_flock_sel *sel, cudaStream_t st)
 {
     sel->idx = NULL;
     sel->dirs = NULL;
@@ -934,7 +934,7 @@ int select_fetch(dm_flock_sim *sim, dstate *s, int mode, double lo, double hi, d
     sel->n = 0;
     sel->state = NULL;
     DM_TRY(select_queue(sim, s, mode, lo, hi, H, st));
-    return select_finish(sim, s, sel, st);
+    return select_finish(s, sel, st);
 }
 
 /* After a migration decided on the host (dm_flock_store_remove's moves, arrivals appended), the
@@ -1155,7 +1155,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         if (rc == DM_OK) rc = pairs_detect(s, &s->pown, &s->own, &s->own, p, 1, a);
         dm_timer_start("flock.comm");
         dm_timer_start("flock.comm.halo_select");
-        if (rc == DM_OK && fetch) rc = select_finish(sim, s, &sel, b);
+        if (rc == DM_OK && fetch) rc = select_finish(s, &sel, b);
         dm_timer_stop("flock.comm.halo_select");
         dm_timer_stop("flock.comm");
         dm_flock_trace(sim, DM_FT_HALO_SEL);
