@@ -29,6 +29,9 @@ cmp "$t/one/assignments.tsv" "$t/three/assignments.tsv" || fail "assignments dif
 cmp "$t/one/positions.csv" "$t/three/positions.csv" || fail "positions differ between 1 and 3 ranks"
 # top terms: exact sums, the owners' records merged from 3 sorted runs
 cmp "$t/one/clusters.tsv" "$t/three/clusters.tsv" || fail "clusters.tsv differs between 1 and 3 ranks"
+# the pictures: every rank draws its own boids, rank 0 gets the union
+cmp "$t/one/flock.png" "$t/three/flock.png" || fail "flock.png differs between 1 and 3 ranks"
+cmp "$t/one/flock-labels.png" "$t/three/flock-labels.png" || fail "flock-labels.png differs between 1 and 3 ranks"
 
 # the row writers format chunks of 4096 rows in parallel and append them in order: 9000 documents
 # on 1 rank (3 chunks) with 1 and 3 threads and on 3 ranks (one chunk each) write the same bytes;
@@ -39,7 +42,7 @@ big=(--backend cpu --synth 9000 --synth-topics 4 --synth-tokens 30 --threshold 0
 OMP_NUM_THREADS=3 "$dm" flock "${big[@]}" -o "$t/big3t" > /dev/null
 OMP_NUM_THREADS=2 "$mpiexec" -n 3 "$dm" flock "${big[@]}" -o "$t/big3r" > /dev/null
 [ "$(wc -l < "$t/big1/positions.csv")" -eq 9001 ] || fail "9000 documents: positions.csv has the wrong number of lines"
-for f in assignments.tsv positions.csv clusters.tsv; do
+for f in assignments.tsv positions.csv clusters.tsv flock.png; do
   cmp "$t/big1/$f" "$t/big3t/$f" || fail "$f differs between 1 and 3 threads"
   cmp "$t/big1/$f" "$t/big3r/$f" || fail "$f differs between 1 and 3 ranks (9000 documents)"
 done
