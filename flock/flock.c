@@ -952,6 +952,8 @@ int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v
      * flock.run at 4 GPUs took 0.5 s less with 8 of 16 threads a rank, bench/RESULTS.md session 27) */
     if (s->backend == DM_BACKEND_CUDA) s->own.copy_threads = s->halo.copy_threads = dm_stage_threads();
     s->agree_req = MPI_REQUEST_NULL;
+    const char *hf = getenv("DOCMINE_FLOCK_HALO_FIRST");
+    s->halo_first = hf && strcmp(hf, "1") == 0;
     const char *tp = getenv("DOCMINE_FLOCK_TRACE");
     if (tp && *tp) {
         size_t len = strlen(tp) + 32;

@@ -1132,10 +1132,13 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     if (rc == DM_OK) rc = pairs_count(s, &s->pown, &s->own, &s->own, p, 1, a);
 
     /* 3. while A counts and detects, stream B (high priority, after the last step's work on A:
-     * ev[8]) selects the halo boids and sends their state to the host store; once the host has
-     * queued the own-own similarity and forces on A it packs the halo boids with their vectors
-     * and posts the exchange (both streams only read the positions). The
-     * detection's timer (ev[0] to ev[1]) includes any wait of stream A for the host here. */
+     * ev[8]) selects the halo boids and the host fetches their states; once the host has queued
+     * the own-own similarity and forces on A it packs the halo boids with their vectors and posts
+     * the exchange (both streams only read the positions). With sim->halo_first
+     * (DOCMINE_FLOCK_HALO_FIRST=1, for comparisons) the host fetches, packs and posts the halo
+     * first and queues the own-own detection, similarity and forces after: the halo leaves
+     * sooner, and stream A waits when that takes longer than its pair counts. The detection's
+     * timer (ev[0] to ev[1]) includes any wait of stream A for the host here. */
     dm_flock_xchg x;
     if (multi) {
         dm_flock_sel sel = {NULL, NULL, 0, NULL};
@@ -1152,7 +1155,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         }
         dm_timer_stop("flock.comm.halo_select");
         dm_timer_stop("flock.comm");
-        if (rc == DM_OK) rc = pairs_detect(s, &s->pown, &s->own, &s->own, p, 1, a);
+        if (rc == DM_OK && !sim->halo_first) rc = pairs_detect(s, &s->pown, &s->own, &s->own, p, 1, a);
         dm_timer_start("flock.comm");
         dm_timer_start("flock.comm.halo_select");
         if (rc == DM_OK && fetch) rc = select_finish(s, &sel, b);
@@ -1172,10 +1175,18 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
          * stream A idle 4-12 ms a step at 4 GPUs. The halo leaves a few ms later; on a host whose
          * halo packing is slow it then reaches the device after stream A's own-own work more
          * often, which costs less than the idle time did (bench/RESULTS.md, session 20) */
-        if (rc == DM_OK) rc = queue_own(s, p, fi);
-        dm_flock_trace(sim, DM_FT_OWN_QUEUED);
-        rc = dm_flock_halo_exchange_begin_sel(sim, &x, rc, sim->host_valid ? NULL : &sel);
-        dm_flock_trace(sim, DM_FT_HALO_SENT);
+        if (sim->halo_first) {
+            rc = dm_flock_halo_exchange_begin_sel(sim, &x, rc, sim->host_valid ? NULL : &sel);
+            dm_flock_trace(sim, DM_FT_HALO_SENT);
+            if (rc == DM_OK) rc = pairs_detect(s, &s->pown, &s->own, &s->own, p, 1, a);
+            if (rc == DM_OK) rc = queue_own(s, p, fi);
+            dm_flock_trace(sim, DM_FT_OWN_QUEUED);
+        } else {
+            if (rc == DM_OK) rc = queue_own(s, p, fi);
+            dm_flock_trace(sim, DM_FT_OWN_QUEUED);
+            rc = dm_flock_halo_exchange_begin_sel(sim, &x, rc, sim->host_valid ? NULL : &sel);
+            dm_flock_trace(sim, DM_FT_HALO_SENT);
+        }
     } else {
         if (rc == DM_OK) rc = pairs_detect(s, &s->pown, &s->own, &s->own, p, 1, a);
         int ra = dm_flock_agree_finish(sim); /* one rank: nothing to wait for */
