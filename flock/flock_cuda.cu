@@ -405,6 +405,7 @@ inline fk_labelled_docs labelled(const dset *d, size_t n, const int32_t *cl)
 
 struct dstate {
     cudaStream_t sa = 0, sb = 0;
+    dm_flock_xchg *xp = 0; /* an exchange in flight while the host waits for stream A (wait_a) */
     pstage halo_stage, mig_stage; /* uploads of the halo and of the migration arrivals */
     cudaEvent_t own_done = 0, halo_done = 0;
     cudaEvent_t ev[16] = {0};
@@ -691,6 +692,17 @@ fk_pass_args pass_args(dstate *s, dpass *ps, const dset *t, const dset *src, con
     return a;
 }
 
+/* Waits for stream st. While an exchange is in flight (s->xp) it keeps the exchange moving: MPI
+ * moves a large message only inside MPI calls, so a halo posted before the host waits for the
+ * device would otherwise travel only once the host reaches dm_flock_xchg_end. */
+cudaError_t wait_stream(dstate *s, cudaStream_t st)
+{
+    if (!s->xp) return cudaStreamSynchronize(st);
+    cudaError_t e;
+    while ((e = cudaStreamQuery(st)) == cudaErrorNotReady) dm_flock_xchg_progress(s->xp);
+    return e;
+}
+
 /* Count, scan, detect and resolve the similarity of one pass: the pair lists are complete and
  * every pair's state is similar or dissimilar once stream st gets past the work enqueued (the
  * host waits for the counts only, so that it can do the exchange while the similarity runs;
@@ -736,7 +748,7 @@ int pairs_detect(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_
     if (!ps->counted) return DM_OK; /* no targets or no sources */
     ps->counted = false;
     cudaEvent_t e1 = s->ev[same ? 1 : 5];
-    DM_CUDA_TRY(cudaStreamSynchronize(st));
+    DM_CUDA_TRY(wait_stream(s, st));
     uint64_t total = *ps->htotal;
     if (total >= ((uint64_t)1 << 32) || src->n >= ((size_t)1 << 30))
         return DM_ERR(DM_ERR_UNSUPPORTED, "flock: %llu neighbour pairs on a rank (limit 2^32); use more ranks",
@@ -764,7 +776,7 @@ int pairs_similarity(dstate *s, dpass *ps, const dset *t, const dset *src, const
     if (!ps->detected) return DM_OK;
     ps->detected = false;
     cudaEvent_t e2 = s->ev[same ? 2 : 6];
-    DM_CUDA_TRY(cudaStreamSynchronize(st));
+    DM_CUDA_TRY(wait_stream(s, st));
     const unsigned long long *nm = &s->hctr[same ? 10 : 12];
     uint64_t total = ps->total;
     ps->n_miss = nm[0];
@@ -1178,8 +1190,10 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         if (sim->halo_first) {
             rc = dm_flock_halo_exchange_begin_sel(sim, &x, rc, sim->host_valid ? NULL : &sel);
             dm_flock_trace(sim, DM_FT_HALO_SENT);
+            s->xp = &x; /* the halo travels while the host waits for the counts */
             if (rc == DM_OK) rc = pairs_detect(s, &s->pown, &s->own, &s->own, p, 1, a);
             if (rc == DM_OK) rc = queue_own(s, p, fi);
+            s->xp = 0;
             dm_flock_trace(sim, DM_FT_OWN_QUEUED);
         } else {
             if (rc == DM_OK) rc = queue_own(s, p, fi);
