@@ -405,7 +405,7 @@ inline fk_labelled_docs labelled(const dset *d, size_t n, const int32_t *cl)
 
 struct dstate {
     cudaStream_t sa = 0, sb = 0;
-    dm_flock_xchg *xp = 0; /* an exchange in flight while the host waits for stream A (wait_a) */
+    dm_flock_xchg *xp = 0; /* an exchange in flight while the host waits for the device (wait_stream) */
     pstage halo_stage, mig_stage; /* uploads of the halo and of the migration arrivals */
     cudaEvent_t own_done = 0, halo_done = 0;
     cudaEvent_t ev[16] = {0};
@@ -869,8 +869,8 @@ int read_counters(dm_flock_sim *sim, dstate *s)
  * H), mode 1: the boids that left the slice on the next plane (height H) - and fetches them into
  * *sel (ascending boid indices with their direction bits and their states, in the state's
  * buffers, valid until the next selection; the host store's states stay as they were: written
- * there, 2-6 x 10^4 boids scattered over the store cost 1-1.3 ms a step, bench/RESULTS.md session
- * 32). In two parts on stream st: select_queue queues the kernels and the copy of the
+ * there, 2-3 x 10^4 boids scattered over the store cost about 1 ms a step, bench/RESULTS.md
+ * session 32). In two parts on stream st: select_queue queues the kernels and the copy of the
  * count (buffers sized for every own boid, so nothing waits), select_finish waits for them and
  * fetches the selected boids (synchronised on return). Between the two the host may queue other
  * work, which the selection (stream B, high priority) does not hold up. */
