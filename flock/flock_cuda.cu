@@ -1253,7 +1253,10 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
         if (multi && cudaEventElapsedTime(&ms, s->ev[12], s->ev[13]) == cudaSuccess) t_grid += ms / 1e3;
         if (cudaEventElapsedTime(&ms, s->ev[10], s->ev[7]) == cudaSuccess) t_forces += ms / 1e3;
         if (cudaEventElapsedTime(&ms, s->ev[3], s->ev[11]) == cudaSuccess) t_forces += ms / 1e3;
-        if (multi && cudaEventElapsedTime(&ms, s->ev[14], s->ev[15]) == cudaSuccess) t_forces += ms / 1e3;
+        if (multi && cudaEventElapsedTime(&ms, s->ev[14], s->ev[15]) == cudaSuccess) {
+            t_forces += ms / 1e3;
+            dm_timer_add("flock.forces.halo", ms / 1e3); /* after stream A's own forces: A waits */
+        }
         /* the step on the device (grid to update), and with several ranks how long the halo kept
          * the device after stream A's own-own work: until the halo arrived (A idle unless the
          * halo pass overlapped it) and until the halo pass ended */

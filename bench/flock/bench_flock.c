@@ -773,8 +773,9 @@ int main(int argc, char **argv)
         if (rc == DM_OK) {
             const char *stages[][2] = {{"grid sort", "flock.grid"},      {"detection", "flock.detect"},
                                        {"similarity", "flock.similarity"}, {"forces", "flock.forces"},
-                                       {"interact (CPU)", "flock.interact"}, {"update (CPU)", "flock.update"},
-                                       {"communication", "flock.comm"},    {"step (wall)", "flock.step"}};
+                                       {"  halo pass", "flock.forces.halo"}, {"interact (CPU)", "flock.interact"},
+                                       {"update (CPU)", "flock.update"},   {"communication", "flock.comm"},
+                                       {"step (device)", "flock.device.step"}, {"step (wall)", "flock.step"}};
             double it = o.fo.iterations;
             json_t *br = json_object();
             if (ctx.rank == 0) {
