@@ -42,6 +42,44 @@ static int parse_int(const char *s, int lo, int hi, int *out)
     return 0;
 }
 
+/* The dump on stdout in corpus order: rank 0 prints its documents, then every other rank's, which
+ * it receives in rank order (taking turns to print is not enough: mpiexec forwards each process's
+ * output as it comes, in pieces). A rank that fails sends nothing; the caller agrees on the
+ * status. */
+#define DUMP_CHUNK ((size_t)1 << 20)
+static int dump_stdout(const dm_token_stream *s, const dm_ctx *ctx)
+{
+    int rc = DM_OK;
+    if (ctx->rank != 0) {
+        char *p = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&p, &len);
+        rc = m ? dm_token_stream_dump(s, m) : DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory for the dump");
+        if (m && fclose(m) != 0 && rc >= 0) rc = DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory for the dump");
+        uint64_t n = rc >= 0 ? (uint64_t)len : 0;
+        MPI_Send(&n, 1, MPI_UINT64_T, 0, 701, ctx->world);
+        for (uint64_t at = 0; at < n; at += DUMP_CHUNK) {
+            size_t c = n - at < DUMP_CHUNK ? (size_t)(n - at) : DUMP_CHUNK;
+            MPI_Send(p + at, (int)c, MPI_CHAR, 0, 702, ctx->world);
+        }
+        free(p);
+        return rc;
+    }
+    rc = dm_token_stream_dump(s, stdout);
+    static char tmp[DUMP_CHUNK];
+    for (int q = 1; q < ctx->size; q++) {
+        uint64_t n = 0;
+        MPI_Recv(&n, 1, MPI_UINT64_T, q, 701, ctx->world, MPI_STATUS_IGNORE);
+        for (uint64_t at = 0; at < n; at += DUMP_CHUNK) {
+            size_t c = n - at < DUMP_CHUNK ? (size_t)(n - at) : DUMP_CHUNK;
+            MPI_Recv(tmp, (int)c, MPI_CHAR, q, 702, ctx->world, MPI_STATUS_IGNORE);
+            if (rc >= 0 && fwrite(tmp, 1, c, stdout) != c) rc = DM_ERR(DM_ERR_IO, "preprocess: write error on stdout");
+        }
+    }
+    if (fflush(stdout) != 0 && rc >= 0) rc = DM_ERR(DM_ERR_IO, "preprocess: write error on stdout");
+    return rc;
+}
+
 int dm_cmd_preprocess(dm_app *app, int argc, char **argv)
 {
     enum { O_CORPUS = 1000, O_DUMP, O_FORMAT, O_LABELS, O_STOP, O_NOSTOP, O_MIN, O_MAX, O_NUM,
@@ -131,13 +169,7 @@ int dm_cmd_preprocess(dm_app *app, int argc, char **argv)
                 if (fclose(f) != 0 && rc >= 0) rc = DM_ERR(DM_ERR_IO, "%s: write error", path);
             }
         } else {
-            for (int r = 0; r < ctx->size; r++) { /* ranks print in turn: corpus order */
-                if (r == ctx->rank) {
-                    rc = dm_token_stream_dump(&s, stdout);
-                    fflush(stdout);
-                }
-                MPI_Barrier(ctx->world);
-            }
+            rc = dump_stdout(&s, ctx);
         }
     } else {
         rc = dm_token_stream_write(&s, path);
