@@ -280,6 +280,52 @@ static void write_tar(const char *rel, int gz, const char **names, const char **
     archive_write_free(a);
 }
 
+/* gzip: concatenated members (what `cat a.gz b.gz` or gzopen(..., "ab") make) are one text (its
+ * id without .gz), zero padding after the last member is ignored, a stream that inflates 1000:1 is
+ * read whole, and a member of no bytes is a counted empty file. */
+static void test_gzip_members(void)
+{
+    char p[4096];
+    mkdirs("gzm");
+    put_gz("gzm/two.txt.gz", "alpha beta ", 11);
+    gzFile g = gzopen(tpath(p, "gzm/two.txt.gz"), "ab"); /* a second member */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_EQUAL(gzwrite(g, "gamma delta", 11), 11);
+    gzclose(g);
+    FILE *f = fopen(p, "ab");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    static const char zeros[512];
+    CU_ASSERT_EQUAL(fwrite(zeros, 1, sizeof zeros, f), sizeof zeros);
+    fclose(f);
+    const char unit[] = "omega "; /* 6 bytes, one token */
+    const size_t reps = (size_t)1 << 20;
+    char *big = malloc(reps * 6);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+    for (size_t i = 0; i < reps; i++) memcpy(big + 6 * i, unit, 6);
+    put_gz("gzm/ratio.txt.gz", big, reps * 6);
+    free(big);
+    put_gz("gzm/empty.txt.gz", "", 0);
+    struct stat sb;
+    CU_ASSERT_EQUAL(stat(tpath(p, "gzm/ratio.txt.gz"), &sb), 0);
+    CU_ASSERT(sb.st_size < 64 * 1024); /* inflates more than 96:1: the buffer grows several times */
+
+    dm_token_stream s;
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "gzm", DM_PP_FORMAT_AUTO, DM_PP_LABELS_NONE), 0);
+    CU_ASSERT_EQUAL(s.n_docs, 2);
+    char st[256];
+    size_t d = find_doc(&s, "two.txt");
+    CU_ASSERT_FATAL(d != (size_t)-1);
+    doc_stems(st, sizeof(st), &s, d);
+    CU_ASSERT_STRING_EQUAL(st, "alpha beta gamma delta");
+    d = find_doc(&s, "ratio.txt");
+    CU_ASSERT_FATAL(d != (size_t)-1);
+    CU_ASSERT_EQUAL(s.tok_off[d + 1] - s.tok_off[d], reps);
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_EMPTY_FILE], 1);
+    CU_ASSERT(has_message(&s.stats, "empty.txt.gz"));
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_CORRUPT_GZIP], 0);
+    dm_token_stream_free(&s);
+}
+
 static void test_archives(void)
 {
     mkdirs("ar");
@@ -568,6 +614,7 @@ int main(void)
         {"split by bytes: contiguous, complete", test_split_by_bytes},
         {"directory tree: order, dir labels, symlink loop", test_dir_tree_labels_and_loops},
         {"JSONL and TSV, bad lines counted, strict", test_jsonl_tsv},
+        {"gzip: concatenated members, padding, 1000:1, empty", test_gzip_members},
         {"tar.gz members", test_archives},
         {"bad inputs: counted skips naming the file", test_bad_inputs},
         {"empty corpus and missing path", test_empty_corpus},
