@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apps/cmd_vectorize.h"
 #include "apps/commands.h"
 #include "common/report.h"
 #include "common/status.h"
@@ -20,26 +21,12 @@ static void usage(FILE *f)
             "plus the vocabulary of distinct stems). With several ranks, rank r writes FILE.rank<r>.\n\n"
             "  --corpus PATH       file or directory tree (.gz, .tar[.gz], .jsonl, .tsv, .sgm, text)\n"
             "  -o, --output FILE   binary token stream\n"
-            "  --dump-tokens       readable text instead: id<TAB>labels<TAB>stems (to FILE or stdout)\n"
-            "  --format F          auto (default), text, jsonl, tsv, reuters\n"
-            "  --labels L          format (default), dir (first-level folder name), none\n"
-            "  --stopwords FILE    replace the built-in English stop list; --no-stopwords: none\n"
-            "  --min-len N         minimum token bytes (default 2); --max-len N (default 64)\n"
-            "  --keep-numbers      keep pure numbers; --no-stem: no Porter stemming\n"
-            "  --strict            the first bad input is an error instead of a counted skip\n"
-            "  --batch-bytes N     normalised bytes per batch (default automatic)\n\n"
+            "  --dump-tokens       readable text instead: id<TAB>labels<TAB>stems (to FILE or stdout)\n\n"
+            "%s\n"
             "examples:\n"
             "  docmine preprocess --corpus ../shared/datasets/reuters21578 --format reuters -o reuters.dmtok\n"
-            "  mpiexec -n 2 docmine preprocess --corpus corpus/ --labels dir -o corpus.dmtok\n");
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end || v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 0;
+            "  mpiexec -n 2 docmine preprocess --corpus corpus/ --labels dir -o corpus.dmtok\n",
+            dm_vectorize_pp_help);
 }
 
 /* The dump on stdout in corpus order: rank 0 prints its documents, then every other rank's, which
@@ -82,17 +69,14 @@ static int dump_stdout(const dm_token_stream *s, const dm_ctx *ctx)
 
 int dm_cmd_preprocess(dm_app *app, int argc, char **argv)
 {
-    enum { O_CORPUS = 1000, O_DUMP, O_FORMAT, O_LABELS, O_STOP, O_NOSTOP, O_MIN, O_MAX, O_NUM,
-           O_NOSTEM, O_STRICT, O_BATCH };
-    static const struct option opts[] = {
-        {"corpus", required_argument, 0, O_CORPUS}, {"output", required_argument, 0, 'o'},
-        {"dump-tokens", no_argument, 0, O_DUMP},     {"format", required_argument, 0, O_FORMAT},
-        {"labels", required_argument, 0, O_LABELS}, {"stopwords", required_argument, 0, O_STOP},
-        {"no-stopwords", no_argument, 0, O_NOSTOP}, {"min-len", required_argument, 0, O_MIN},
-        {"max-len", required_argument, 0, O_MAX},   {"keep-numbers", no_argument, 0, O_NUM},
-        {"no-stem", no_argument, 0, O_NOSTEM},      {"strict", no_argument, 0, O_STRICT},
-        {"batch-bytes", required_argument, 0, O_BATCH}, {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+    enum { O_CORPUS = DM_VO_SHARED_END + 1, O_DUMP };
+    static const struct option opts[] = {{"corpus", required_argument, 0, O_CORPUS},
+                                         {"output", required_argument, 0, 'o'},
+                                         {"dump-tokens", no_argument, 0, O_DUMP},
+                                         {"help", no_argument, 0, 'h'},
+                                         DM_VECTORIZE_PP_LONGOPTS,
+                                         {0, 0, 0, 0}};
+    static const char cmd[] = "preprocess";
     dm_ctx *ctx = app->ctx;
     dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
     const char *corpus = NULL, *output = NULL;
@@ -100,53 +84,25 @@ int dm_cmd_preprocess(dm_app *app, int argc, char **argv)
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        if (c >= DM_VO_FORMAT && c < DM_VO_SHARED_END) {
+            int rc = dm_vectorize_pp_option(app, cmd, c, optarg, &o);
+            if (rc) return rc;
+            continue;
+        }
         switch (c) {
         case O_CORPUS: corpus = optarg; break;
         case 'o': output = optarg; break;
         case O_DUMP: dump = 1; break;
-        case O_FORMAT:
-            if (dm_pp_format_parse(optarg, &o.reader.format) < 0)
-                return dm_app_usage_error(app, "preprocess", "invalid --format '%s'", optarg);
-            break;
-        case O_LABELS:
-            if (strcmp(optarg, "format") == 0) o.reader.labels = DM_PP_LABELS_FORMAT;
-            else if (strcmp(optarg, "dir") == 0) o.reader.labels = DM_PP_LABELS_DIR;
-            else if (strcmp(optarg, "none") == 0) o.reader.labels = DM_PP_LABELS_NONE;
-            else return dm_app_usage_error(app, "preprocess", "invalid --labels '%s' (format, dir, none)", optarg);
-            break;
-        case O_STOP: o.stopwords = optarg; break;
-        case O_NOSTOP: o.stopwords = ""; break;
-        case O_MIN:
-            if (parse_int(optarg, 1, DM_TOKEN_MAX_LEN, &o.tok.min_len))
-                return dm_app_usage_error(app, "preprocess", "invalid --min-len '%s'", optarg);
-            break;
-        case O_MAX:
-            if (parse_int(optarg, 1, DM_TOKEN_MAX_LEN, &o.tok.max_len))
-                return dm_app_usage_error(app, "preprocess", "invalid --max-len '%s' (1..%d)", optarg,
-                                          DM_TOKEN_MAX_LEN);
-            break;
-        case O_NUM: o.tok.keep_numbers = 1; break;
-        case O_NOSTEM: o.tok.stem = 0; break;
-        case O_STRICT: o.reader.strict = 1; break;
-        case O_BATCH: {
-            char *end;
-            unsigned long long v = strtoull(optarg, &end, 10);
-            if (*end || v < 4096) return dm_app_usage_error(app, "preprocess", "invalid --batch-bytes '%s' (>= 4096)", optarg);
-            o.batch_bytes = (size_t)v;
-            break;
-        }
         case 'h':
             if (ctx->rank == 0) usage(stdout);
             return DM_EXIT_OK;
-        default:
-            return dm_app_usage_error(app, "preprocess", "unknown or incomplete option '%s'", argv[optind - 1]);
+        default: return dm_app_usage_error(app, cmd, "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
-    if (optind < argc) return dm_app_usage_error(app, "preprocess", "unexpected argument '%s'", argv[optind]);
-    if (!corpus) return dm_app_usage_error(app, "preprocess", "--corpus PATH is required");
-    if (!output && !dump) return dm_app_usage_error(app, "preprocess", "-o FILE or --dump-tokens is required");
-    if (o.tok.max_len < o.tok.min_len)
-        return dm_app_usage_error(app, "preprocess", "--max-len is below --min-len");
+    if (optind < argc) return dm_app_usage_error(app, cmd, "unexpected argument '%s'", argv[optind]);
+    if (!corpus) return dm_app_usage_error(app, cmd, "--corpus PATH is required");
+    if (!output && !dump) return dm_app_usage_error(app, cmd, "-o FILE or --dump-tokens is required");
+    if (o.tok.min_len > o.tok.max_len) return dm_app_usage_error(app, cmd, "--min-len is above --max-len");
 
     dm_token_stream s;
     dm_pp_times t;

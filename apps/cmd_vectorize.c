@@ -18,7 +18,7 @@
 #include "tfidf/tfidf_internal.h"
 
 const char dm_vectorize_pp_help[] =
-    "reading and preprocessing (the same for vectorize and icf-build):\n"
+    "reading and preprocessing (the same for every command that reads a corpus):\n"
     "  --format auto|text|jsonl|tsv|reuters   input format (default auto: by extension)\n"
     "  --labels format|dir|none  where labels come from (dir: first-level folder name)\n"
     "  --stopwords FILE          stop-word list (default: built-in English list); --no-stopwords: none\n"

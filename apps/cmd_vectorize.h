@@ -1,5 +1,6 @@
-/* Options shared by `docmine vectorize` and `docmine icf-build`: how the corpus is read and
- * preprocessed (they must agree for an ICF table to fit a corpus). Reference: apps/cmd_vectorize.c. */
+/* Options shared by the commands that read a corpus (preprocess, vectorize, icf-build, pipeline):
+ * how it is read and preprocessed (they must agree for an ICF table to fit a corpus). Reference:
+ * apps/cmd_vectorize.c. */
 #ifndef DM_CMD_VECTORIZE_H
 #define DM_CMD_VECTORIZE_H
 

@@ -108,9 +108,11 @@ exits "preprocess: no corpus" 2 "--corpus PATH is required" -- "$dm" "${cpu[@]}"
 exits "preprocess: no output" 2 "-o FILE or --dump-tokens is required" -- pp
 exits "preprocess: bad --format" 2 "invalid --format 'csv'" -- pp --dump-tokens --format csv
 exits "preprocess: bad --labels" 2 "invalid --labels 'x'" -- pp --dump-tokens --labels x
-exits "preprocess: bad --min-len" 2 "invalid --min-len '0'" -- pp --dump-tokens --min-len 0
-exits "preprocess: --max-len below --min-len" 2 "--max-len is below --min-len" -- pp --dump-tokens --min-len 4 --max-len 3
+exits "preprocess: bad --min-len" 2 "invalid token length '0'" -- pp --dump-tokens --min-len 0
+exits "preprocess: --min-len above --max-len" 2 "--min-len is above --max-len" -- pp --dump-tokens --min-len 4 --max-len 3
 exits "preprocess: bad --batch-bytes" 2 "invalid --batch-bytes '100'" -- pp --dump-tokens --batch-bytes 100
+same "preprocess: --stopwords none is --no-stopwords (as for vectorize)" \
+    "$(pp --dump-tokens --stopwords none 2>/dev/null)" "$(pp --dump-tokens --no-stopwords 2>/dev/null)"
 exits "preprocess: missing corpus" 1 "corpus $tmp/none.tsv: No such file" -- "$dm" "${cpu[@]}" preprocess --corpus "$tmp/none.tsv" --dump-tokens
 exits "preprocess: missing stop list" 1 "$tmp/nostop.txt" -- pp --dump-tokens --stopwords "$tmp/nostop.txt"
 echo "$pass passed, $fail failed"
