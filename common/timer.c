@@ -61,8 +61,10 @@ void dm_timer_stop(const char *name)
 void dm_timer_add(const char *name, double seconds)
 {
     entry *e = lookup(name, 0);
+    pthread_mutex_lock(&g_lock);
     e->total += seconds;
     e->calls++;
+    pthread_mutex_unlock(&g_lock);
 }
 
 double dm_timer_get(const char *name) { return lookup(name, 0)->total; }

@@ -1,6 +1,7 @@
 /* Named timers and counters, reduced over ranks for the run report (min/avg/max, CoMD style).
  * Reference: none. Timers accumulate wall seconds between start and stop; a name may be started
- * and stopped many times. Thread-safe for distinct names; one thread per name at a time. */
+ * and stopped many times. Start and stop: thread-safe for distinct names, one thread per name at
+ * a time; dm_timer_add and the counters: any thread. */
 #ifndef DM_TIMER_H
 #define DM_TIMER_H
 

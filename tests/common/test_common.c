@@ -286,6 +286,15 @@ static void test_timers(void)
     dm_counter_add("c.docs", 7);
     CU_ASSERT_EQUAL(dm_counter_get("c.docs"), 12);
     CU_ASSERT_EQUAL(dm_counter_get("c.none"), 0);
+    /* additions from many threads at once (the tuner adds from whichever thread tunes): none is
+     * lost (0.5 is exact in binary, so the sum is too) */
+#pragma omp parallel for num_threads(8) schedule(static)
+    for (int i = 0; i < 80000; i++) {
+        dm_timer_add("t.par", 0.5);
+        dm_counter_add("c.par", 1);
+    }
+    CU_ASSERT_EQUAL(dm_timer_get("t.par"), 40000.0);
+    CU_ASSERT_EQUAL(dm_counter_get("c.par"), 80000);
     dm_timers_reset();
     CU_ASSERT_EQUAL(dm_counter_get("c.docs"), 0);
 }
