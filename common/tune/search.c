@@ -2,8 +2,9 @@
  * predicted by the occupancy model, confirmed against the default), msp (Magni et al.: throughput
  * curve of the default on sizes halving from the target down to the first unsaturated one, search
  * the model-pruned space at the Minimum Saturation Point, confirm at the target) and exhaustive
- * (every valid instance at the target). Candidates whose output differs from the default's are
- * rejected and reported.
+ * (every valid instance at the target). An instance can win only when its output equals the
+ * default's: the candidates are timed first and checked fastest first, so only a would-be winner
+ * is checked; one that differs is rejected and reported, and the next is tried.
  * Reference: the default instance, which is kept unless a checked candidate is faster. */
 #include <stdlib.h>
 #include <string.h>
@@ -74,28 +75,67 @@ static int checked(search_ws *w, int inst, size_t n, int *ok)
     return DM_OK;
 }
 
-/* Times every valid instance at n; best index and time. */
+/* A timed instance: its time and its place in the order it was timed in (ties keep that order). */
+typedef struct timed_inst {
+    double ms;
+    int inst, pos;
+} timed_inst;
+
+static int cmp_timed(const void *a, const void *b)
+{
+    const timed_inst *x = a, *y = b;
+    if (x->ms != y->ms) return x->ms < y->ms ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* Sorts the nt timed instances by time and returns the fastest whose output passes the check at
+ * check_n (the default needs none) and that is faster than below_ms (< 0: no bound), or -1. Only
+ * the instances that would win are checked: a check builds a fresh tuning input and runs the
+ * default and the candidate on it, several times the cost of timing one. */
+static int fastest_checked(search_ws *w, timed_inst *t, int nt, size_t check_n, double below_ms, int *at)
+{
+    *at = -1;
+    qsort(t, (size_t)nt, sizeof *t, cmp_timed);
+    for (int j = 0; j < nt; j++) {
+        if (below_ms >= 0.0 && !(t[j].ms < below_ms)) break;
+        int ok;
+        DM_TRY(checked(w, t[j].inst, check_n, &ok));
+        if (ok) {
+            *at = j;
+            break;
+        }
+    }
+    return DM_OK;
+}
+
+/* Times every valid instance at n (those already found wrong excepted); best index and time:
+ * the fastest that passes the output check. */
 static int exhaustive(search_ws *w, size_t n, int *best, double *best_ms, int *evaluated,
                       double *default_ms)
 {
     *best = -1;
     *best_ms = 0.0;
     *evaluated = 0;
-    for (int i = 0; i < w->k->n_instances; i++) {
-        if (!w->cand[i].valid) continue;
-        int ok;
-        DM_TRY(checked(w, i, n, &ok));
-        if (!ok) continue;
+    timed_inst *t = malloc(sizeof *t * (size_t)w->k->n_instances);
+    if (!t) return DM_ERR(DM_ERR_NOMEM, "tune: out of memory");
+    int nt = 0, rc = DM_OK;
+    for (int i = 0; i < w->k->n_instances && rc == DM_OK; i++) {
+        if (!w->cand[i].valid || w->rejected[i]) continue;
         double ms;
-        DM_TRY(w->ops->measure(w->ops->ctx, i, n, &ms));
+        rc = w->ops->measure(w->ops->ctx, i, n, &ms);
+        if (rc != DM_OK) break;
         (*evaluated)++;
         if (i == w->k->default_instance && default_ms) *default_ms = ms;
-        if (*best < 0 || ms < *best_ms) {
-            *best = i;
-            *best_ms = ms;
-        }
+        t[nt++] = (timed_inst){ms, i, nt};
     }
-    return DM_OK;
+    int at = -1;
+    if (rc == DM_OK) rc = fastest_checked(w, t, nt, n, -1.0, &at);
+    if (rc == DM_OK && at >= 0) {
+        *best = t[at].inst;
+        *best_ms = t[at].ms;
+    }
+    free(t);
+    return rc;
 }
 
 /* Confirms winner against the default at the target size (default_ms < 0: measure it;
@@ -177,26 +217,35 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
         res->msp_n = msp;
         double t_curve = clock_s(w);
         res->curve_s = t_curve - t0;
+        /* every candidate timed at the MSP (in the model's order, within the budget); then the
+         * fastest that beats the default there and passes the output check at the target wins
+         * the MSP (the next one if it fails): only a would-be winner is checked */
         int winner = def;
         double winner_ms = def_ms[m];
         int budget = opt->max_evals > 0 ? opt->max_evals : ni;
-        for (int j = 0; j < ni && res->n_evaluated < budget; j++) {
+        timed_inst *t = malloc(sizeof *t * (size_t)ni);
+        if (!t) return DM_ERR(DM_ERR_NOMEM, "tune: out of memory");
+        int nt = 0, rc = DM_OK;
+        for (int j = 0; j < ni && res->n_evaluated < budget && rc == DM_OK; j++) {
             int i = w->order[j];
             if (w->cand[i].pruned) break;
-            if (i == def) continue;
-            int ok;
-            DM_TRY(checked(w, i, msp, &ok));
-            if (!ok) continue;
+            if (i == def || w->rejected[i]) continue;
             double ms;
-            DM_TRY(ops->measure(ops->ctx, i, msp, &ms));
+            rc = ops->measure(ops->ctx, i, msp, &ms);
+            if (rc != DM_OK) break;
             res->n_evaluated++;
-            if (ms < winner_ms) {
-                winner = i;
-                winner_ms = ms;
-            }
+            t[nt++] = (timed_inst){ms, i, j};
         }
-        res->winner_at_msp = winner;
         double t_cand = clock_s(w);
+        int at = -1;
+        if (rc == DM_OK) rc = fastest_checked(w, t, nt, n, winner_ms, &at);
+        if (at >= 0) {
+            winner = t[at].inst;
+            winner_ms = t[at].ms;
+        }
+        free(t);
+        DM_TRY(rc);
+        res->winner_at_msp = winner;
         res->candidates_s = t_cand - t_curve;
         /* the default's time at the target is the curve's last point; when the MSP is the
          * target, the winner was timed there too (same measurement, same size): confirming it

@@ -425,6 +425,44 @@ static void test_search_rejects_wrong(void)
     CU_ASSERT_EQUAL(r.chosen, fastest(&s, 1));
 }
 
+/* Only an instance that would win is checked (a check costs a fresh tuning input): slow wrong
+ * instances are never checked, and wrong fast ones are checked and passed over in time order. */
+static void test_search_checks_would_be_winners(void)
+{
+    synth s;
+    dm_tune_kernel k;
+    dm_tune_ops ops;
+    synth_setup(&s, &k, &ops);
+    int best = fastest(&s, 0);
+    for (int i = 0; i < s.n; i++) s.wrong[i] = i != best && i != k.default_instance; /* all others */
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    dm_tune_result r;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(r.chosen, best);
+    CU_ASSERT_EQUAL(s.checked, 1);
+    CU_ASSERT_EQUAL(r.n_rejected, 0);
+    CU_ASSERT(r.n_evaluated > 1); /* the wrong ones were timed, not checked */
+    /* the two fastest wrong: the third fastest wins after two rejections */
+    memset(s.wrong, 0, sizeof s.wrong);
+    int first = fastest(&s, 1);
+    s.wrong[first] = 1;
+    int second = fastest(&s, 1);
+    s.wrong[second] = 1;
+    int third = fastest(&s, 1);
+    s.checked = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(r.chosen, third);
+    CU_ASSERT_EQUAL(r.n_rejected, 2);
+    CU_ASSERT_EQUAL(s.checked, 3);
+    /* exhaustive mode alike */
+    opt.mode = DM_TUNE_EXHAUSTIVE;
+    s.checked = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(r.chosen, third);
+    CU_ASSERT_EQUAL(s.checked, 3);
+    CU_ASSERT_EQUAL(s.measured > 0, 1);
+}
+
 static void test_search_keeps_default(void)
 {
     synth s;
@@ -578,11 +616,15 @@ static void test_search_time_accounting(void)
     ops.measure = timed_measure;
     ops.check = timed_check;
     ops.setup_seconds = timed_setup_seconds;
+    /* the three fastest instances are wrong: the would-be winners are checked (and rejected)
+     * until the fourth passes, 40 ms of checks that neither search time may hold */
+    for (int q = 0; q < 3; q++) t.s.wrong[fastest(&t.s, 1)] = 1;
     dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
     opt.compare_exhaustive = 1;
     dm_tune_result r;
     CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
-    CU_ASSERT(t.s.checked >= 2 * (g_ninst - 1) - 1); /* checks at the MSP and at the target */
+    CU_ASSERT_EQUAL(r.n_rejected, 3);
+    CU_ASSERT(t.s.checked >= 4 && t.s.checked <= 5); /* the exhaustive best may differ once */
     double checks = t.s.checked * (TIMED_SETUP_US + TIMED_COMPARE_US) * 1e-6;
     printf("\n  search %.4f s + exhaustive %.4f s, measurements %.4f s, checks %.4f s (%d), "
            "setup %.4f s", r.search_s, r.exhaustive_s, t.measure_s, r.check_s, t.s.checked,
@@ -861,6 +903,7 @@ int main(void)
     CU_add_test(s, "curve_sizes", test_curve_sizes);
     CU_add_test(s, "search_msp", test_search_msp);
     CU_add_test(s, "search_rejects_wrong", test_search_rejects_wrong);
+    CU_add_test(s, "search_checks_would_be_winners", test_search_checks_would_be_winners);
     CU_add_test(s, "search_keeps_default", test_search_keeps_default);
     CU_add_test(s, "search_modes", test_search_modes);
     CU_add_test(s, "search_prior", test_search_prior);
