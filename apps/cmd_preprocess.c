@@ -31,8 +31,8 @@ static void usage(FILE *f)
 
 /* The dump on stdout in corpus order: rank 0 prints its documents, then every other rank's, which
  * it receives in rank order (taking turns to print is not enough: mpiexec forwards each process's
- * output as it comes, in pieces). A rank that fails sends nothing; the caller agrees on the
- * status. */
+ * output as it comes, in pieces). Each rank holds its dump in memory until rank 0 takes it. A
+ * rank that fails sends nothing; the caller agrees on the status. */
 #define DUMP_CHUNK ((size_t)1 << 20)
 static int dump_stdout(const dm_token_stream *s, const dm_ctx *ctx)
 {

@@ -126,7 +126,8 @@ static int exhaustive(search_ws *w, size_t n, int *best, double *best_ms, int *e
         if (rc != DM_OK) break;
         (*evaluated)++;
         if (i == w->k->default_instance && default_ms) *default_ms = ms;
-        t[nt++] = (timed_inst){ms, i, nt};
+        t[nt] = (timed_inst){ms, i, nt};
+        nt++;
     }
     int at = -1;
     if (rc == DM_OK) rc = fastest_checked(w, t, nt, n, -1.0, &at);
@@ -234,7 +235,8 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
             rc = ops->measure(ops->ctx, i, msp, &ms);
             if (rc != DM_OK) break;
             res->n_evaluated++;
-            t[nt++] = (timed_inst){ms, i, j};
+            t[nt] = (timed_inst){ms, i, j};
+            nt++;
         }
         double t_cand = clock_s(w);
         int at = -1;
