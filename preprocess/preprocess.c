@@ -220,6 +220,10 @@ static int dm_pp_work(dm_pp_run *r, dm_pp_batch *b, dm_tok_result *res, int *hav
     dm_tok_batch tb = {b->text ? b->text : "", b->text_len, b->doc_off, b->n_docs};
     double t1 = dm_now();
     if (rc >= 0) rc = r->tokenize(res, &tb, &r->stop, &r->tok);
+    if (rc >= 0 && r->opt->fail_batch > 0 && seq + 1 == (uint64_t)r->opt->fail_batch) {
+        dm_tok_result_free(res);
+        rc = DM_ERR(DM_ERR_IO, "preprocess: failure injected into batch %d (test)", r->opt->fail_batch);
+    }
     double t2 = dm_now();
     *have_res = rc >= 0;
     double h2d = 0, kern = 0, d2h = 0;

@@ -373,8 +373,11 @@ typedef struct dm_preprocess_options {
                                  thread takes, per reader thread (bounds the pieces held), at
                                  most 64; 0 = DOCMINE_PP_WINDOW (1..64) or 2. Same output for any
                                  value */
+    int fail_batch;           /* tests: the worker of batch fail_batch (1-based, in stream order;
+                                 0: none) fails as a tokeniser error would, while other batches
+                                 are in flight: the run must end with that error, not hang */
 } dm_preprocess_options;
-#define DM_PREPROCESS_OPTIONS_INIT {DM_READER_OPTIONS_INIT, DM_TOK_OPTIONS_INIT, NULL, 0, 0, 0, 0, 0, 0, 0, 0}
+#define DM_PREPROCESS_OPTIONS_INIT {DM_READER_OPTIONS_INIT, DM_TOK_OPTIONS_INIT, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /* Per-stage seconds of one rank (the batch pipeline fills them; CPU backend: h2d = d2h = 0).
  * Files are read and normalised by `threads` reader threads (one file each at a time); read and

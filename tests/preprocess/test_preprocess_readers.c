@@ -608,6 +608,57 @@ static void test_reader_threads(void)
     dm_token_stream_free(&ref);
 }
 
+/* A batch whose worker fails (a tokeniser error, injected) while other batches are in flight ends
+ * the run with that error on any number of workers: the batches behind it still take their turn
+ * in the commit order, so nothing waits forever; a failure set past the last batch changes nothing. */
+static void test_worker_failure(void)
+{
+    mkdirs("wf");
+    uint64_t seed = 5;
+    static const char *w[] = {"market", "prices", "rose", "oil", "wheat", "corn", "shares", "bank"};
+    char *t = malloc(64 << 10);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    /* 32 files of 64 KB (a batch each: a file's text is one reader's piece), documents of about
+     * 100 bytes */
+    for (int f = 0, d = 0; f < 32; f++) {
+        size_t l = 0;
+        while (l < (64u << 10) - 256) {
+            l += (size_t)sprintf(t + l, "d%d\tL%d\t", d, d % 3);
+            for (int k = 0; k < 14; k++) l += (size_t)sprintf(t + l, "%s ", w[pp_rand(&seed) % 8]);
+            t[l - 1] = '\n';
+            d++;
+        }
+        char rel[32];
+        snprintf(rel, sizeof rel, "wf/f%02d.tsv", f);
+        put(rel, t, l);
+    }
+    free(t);
+    char p[4096];
+    dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
+    o.backend = 1; /* DM_BACKEND_CPU */
+    o.batch_bytes = 100000; /* 32 batches */
+    dm_token_stream ref, s;
+    CU_ASSERT_EQUAL_FATAL(dm_preprocess(&ref, NULL, NULL, tpath(p, "wf"), &o), 0);
+    static const int fail[] = {1, 2, 7, 25, 1, 13};
+    static const int workers[] = {4, 8, 1, 4, 2, 8};
+    for (int k = 0; k < 6; k++) {
+        o.fail_batch = fail[k];
+        o.workers = workers[k];
+        int rc = dm_preprocess(&s, NULL, NULL, tpath(p, "wf"), &o);
+        CU_ASSERT_EQUAL(rc, DM_ERR_IO);
+        char want[64];
+        snprintf(want, sizeof want, "failure injected into batch %d", fail[k]);
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), want));
+        if (rc == 0) dm_token_stream_free(&s);
+    }
+    o.fail_batch = 100000;
+    o.workers = 4;
+    CU_ASSERT_EQUAL_FATAL(dm_preprocess(&s, NULL, NULL, tpath(p, "wf"), &o), 0);
+    CU_ASSERT(same_stream(&ref, &s));
+    dm_token_stream_free(&s);
+    dm_token_stream_free(&ref);
+}
+
 int main(void)
 {
     CU_TestInfo t[] = {
@@ -620,6 +671,7 @@ int main(void)
         {"empty corpus and missing path", test_empty_corpus},
         {"100 MB single document", test_huge_document},
         {"reader threads: output independent of thread count", test_reader_threads},
+        {"a failing batch ends the run with its error, any workers", test_worker_failure},
         {"all of Reuters-21578", test_reuters_all},
         CU_TEST_INFO_NULL,
     };
