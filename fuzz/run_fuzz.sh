@@ -1,12 +1,12 @@
 #!/bin/sh
 # Builds the preprocess fuzz targets with clang (libFuzzer + ASan + UBSan) and runs each for the
 # given number of seconds (default 600), in parallel jobs limited to JOBS (default 1).
-# usage: fuzz/run_fuzz.sh [SECONDS] [TARGET...]     (targets: readers tokenizer stemmers stream)
+# usage: fuzz/run_fuzz.sh [SECONDS] [TARGET...]     (targets: readers tokenizer stemmers stream vectors)
 # Results: build-fuzz/fuzz-<target>.log, crashes as build-fuzz/crash-*; exit 1 when any target failed.
 set -eu
 SECS=${1:-600}
 [ $# -gt 0 ] && shift
-TARGETS=${*:-"readers tokenizer stemmers stream"}
+TARGETS=${*:-"readers tokenizer stemmers stream vectors"}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$SRC/build-fuzz}
 CC=clang cmake -S "$SRC" -B "$BUILD" -DDOCMINE_FUZZ=ON -DDOCMINE_CUDA=OFF -DDOCMINE_TESTS=OFF \
