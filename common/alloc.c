@@ -155,8 +155,29 @@ size_t dm_mem_anon_huge_bytes(void)
     return (size_t)kb * 1024;
 }
 
+/* Tests: the k-th host allocation from now fails (0: none); the allocations counted. */
+static uint64_t g_fail_at, g_allocs;
+
+void dm_alloc_fail_at(uint64_t k)
+{
+    __atomic_store_n(&g_allocs, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_fail_at, k, __ATOMIC_RELAXED);
+}
+
+uint64_t dm_alloc_count(void) { return __atomic_load_n(&g_allocs, __ATOMIC_RELAXED); }
+
+/* 1 when this allocation is the one to fail (only while a test asked for one). */
+static int injected_failure(size_t n)
+{
+    uint64_t k = __atomic_load_n(&g_fail_at, __ATOMIC_RELAXED);
+    if (!k || __atomic_add_fetch(&g_allocs, 1, __ATOMIC_RELAXED) != k) return 0;
+    DM_ERR(DM_ERR_NOMEM, "out of host memory allocating %zu bytes (injected, test)", n);
+    return 1;
+}
+
 void *dm_malloc(size_t n)
 {
+    if (injected_failure(n)) return NULL;
     if (n > SIZE_MAX - DM_HDR) {
         DM_ERR(DM_ERR_NOMEM, "allocation of %zu bytes is too large", n);
         return NULL;
@@ -185,6 +206,7 @@ void *dm_calloc(size_t count, size_t size)
 void *dm_realloc(void *p, size_t n)
 {
     if (!p) return dm_malloc(n);
+    if (injected_failure(n)) return NULL;
     if (n > SIZE_MAX - DM_HDR) {
         DM_ERR(DM_ERR_NOMEM, "allocation of %zu bytes is too large", n);
         return NULL;

@@ -5,6 +5,7 @@
 #define DM_ALLOC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,6 +20,11 @@ void *dm_calloc(size_t count, size_t size);
 void *dm_realloc(void *p, size_t n);
 void dm_free(void *p);
 char *dm_strdup(const char *s);
+/* Tests: from now on the k-th call of dm_malloc / dm_calloc / dm_realloc (any thread) fails as an
+ * exhausted host would (NULL, DM_ERR_NOMEM recorded); 0 stops it. dm_alloc_count: the calls
+ * counted since (only while k > 0), so that a test can try every k of a piece of work. */
+void dm_alloc_fail_at(uint64_t k);
+uint64_t dm_alloc_count(void);
 /* Populates the pages of the host range [p, p + n) with the OpenMP threads (8 MiB each turn,
  * madvise MADV_POPULATE_WRITE, or a read and write of a byte per page where the kernel lacks it),
  * so that later writes do not page-fault: a fresh block's first writer - one thread, or a pageable

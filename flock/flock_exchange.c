@@ -46,21 +46,44 @@ int dm_flock_xchg_begin(dm_flock_xchg *x, MPI_Comm comm, const dm_flock_nbrs *nb
     return rc;
 }
 
-/* Posts the data receive of neighbour k once its size arrived. */
+/* Takes neighbour k's data message and drops it: a receive of no bytes, which ends in a
+ * truncation that the communicator reports for this call instead of aborting. The sender sent the
+ * message without waiting, so neither side is left waiting for it. */
+static void drop_message(dm_flock_xchg *x, int k)
+{
+    MPI_Errhandler eh;
+    MPI_Comm_get_errhandler(x->comm, &eh);
+    MPI_Comm_set_errhandler(x->comm, MPI_ERRORS_RETURN);
+    uint64_t sink = 0;
+    MPI_Recv(&sink, 0, MPI_UINT64_T, x->nb.rank[k], x->tag + 1, x->comm, MPI_STATUS_IGNORE);
+    MPI_Comm_set_errhandler(x->comm, eh);
+    MPI_Errhandler_free(&eh);
+}
+
+/* Posts the data receive of neighbour k once its size arrived (once: a failure is kept in
+ * recv_err[k] for end()). */
 static int post_recv(dm_flock_xchg *x, int k)
 {
     x->posted[k] = 1;
     if (x->recv_size[k] == ERR_FLAG || x->recv_size[k] == 0) return DM_OK;
-    if (x->recv_size[k] % UNIT || x->recv_size[k] / UNIT > (uint64_t)2147483647)
-        return DM_ERR(DM_ERR_FORMAT, "flock: exchange size %llu not a multiple of 8 or too large",
-                      (unsigned long long)x->recv_size[k]);
-    char *buf = dm_flock_buf_reserve(&x->recv_buf[k], x->recv_size[k]);
-    /* the sender sends anyway: receiving into nothing is impossible, so fail the job */
-    DM_ASSERT(buf != NULL || !"out of memory during a neighbour exchange");
-    if (MPI_Irecv(buf, (int)(x->recv_size[k] / UNIT), MPI_UINT64_T, x->nb.rank[k], x->tag + 1, x->comm,
-                  &x->data_recv[k]) != MPI_SUCCESS)
-        return DM_ERR(DM_ERR_MPI, "flock: MPI_Irecv failed");
-    return DM_OK;
+    int rc = DM_OK;
+    if (x->recv_size[k] % UNIT || x->recv_size[k] / UNIT > (uint64_t)2147483647) {
+        rc = DM_ERR(DM_ERR_FORMAT, "flock: exchange size %llu not a multiple of 8 or too large",
+                    (unsigned long long)x->recv_size[k]);
+    } else {
+        char *buf = dm_flock_buf_reserve(&x->recv_buf[k], x->recv_size[k]);
+        if (!buf) {
+            /* the sender sends anyway: its message is dropped, the job fails */
+            drop_message(x, k);
+            rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for a %llu-byte message from rank %d",
+                        (unsigned long long)x->recv_size[k], x->nb.rank[k]);
+        } else if (MPI_Irecv(buf, (int)(x->recv_size[k] / UNIT), MPI_UINT64_T, x->nb.rank[k], x->tag + 1,
+                             x->comm, &x->data_recv[k]) != MPI_SUCCESS) {
+            rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Irecv failed");
+        }
+    }
+    x->recv_err[k] = rc;
+    return rc;
 }
 
 void dm_flock_xchg_progress(dm_flock_xchg *x)
@@ -72,7 +95,7 @@ void dm_flock_xchg_progress(dm_flock_xchg *x)
             MPI_Test(&x->hs_recv[k], &flag, MPI_STATUS_IGNORE);
             if (flag) {
                 x->size_known[k] = 1;
-                if (post_recv(x, k) != DM_OK) x->posted[k] = 0; /* end() reports it */
+                (void)post_recv(x, k); /* a failure is kept for end() */
             }
         }
         if (x->data_recv[k] != MPI_REQUEST_NULL) MPI_Test(&x->data_recv[k], &flag, MPI_STATUS_IGNORE);
@@ -90,9 +113,15 @@ int dm_flock_xchg_end(dm_flock_xchg *x, char **recv, uint64_t *recv_size)
                 rc = DM_ERR(DM_ERR_MPI, "flock: exchange handshake failed");
             x->size_known[k] = 1;
         }
-        if (!x->posted[k]) {
-            int r = post_recv(x, k);
-            if (rc == DM_OK) rc = r;
+        if (!x->posted[k]) post_recv(x, k);
+        if (x->recv_err[k] != DM_OK && rc == DM_OK) {
+            rc = x->recv_err[k]; /* its message again: others may have been recorded since */
+            if (rc == DM_ERR_NOMEM)
+                DM_ERR(rc, "flock: out of memory for a %llu-byte message from rank %d",
+                       (unsigned long long)x->recv_size[k], x->nb.rank[k]);
+            else if (rc == DM_ERR_FORMAT)
+                DM_ERR(rc, "flock: exchange size %llu not a multiple of 8 or too large",
+                       (unsigned long long)x->recv_size[k]);
         }
     }
     x->active = 0;

@@ -168,6 +168,7 @@ typedef struct dm_flock_xchg {
     MPI_Request hs_recv[2], hs_send[2]; /* the sizes */
     MPI_Request data_send[2], data_recv[2];
     int size_known[2], posted[2];
+    int recv_err[2]; /* a data receive that could not be posted: its status (end() reports it) */
     int active;
 } dm_flock_xchg;
 

@@ -270,6 +270,32 @@ static void test_rng_streams(void)
     CU_ASSERT_TRUE(chi2 < 27.9); /* 9 degrees of freedom, p = 0.001 */
 }
 
+/* The tests' allocation failure: the k-th call from the request fails as exhaustion would (NULL,
+ * DM_ERR_NOMEM recorded), the others do not; 0 stops it. */
+static void test_alloc_fail_at(void)
+{
+    void *p[6];
+    dm_alloc_fail_at(3);
+    for (int i = 0; i < 5; i++) p[i] = i == 4 ? dm_realloc(p[0], 64) : dm_malloc(16);
+    CU_ASSERT_EQUAL(dm_alloc_count(), 5);
+    CU_ASSERT_PTR_NOT_NULL(p[0]);
+    CU_ASSERT_PTR_NOT_NULL(p[1]);
+    CU_ASSERT_PTR_NULL(p[2]);
+    CU_ASSERT_PTR_NOT_NULL(p[3]);
+    CU_ASSERT_PTR_NOT_NULL(p[4]);
+    dm_alloc_fail_at(1);
+    p[5] = dm_calloc(4, 4);
+    CU_ASSERT_PTR_NULL(p[5]);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "injected"));
+    dm_alloc_fail_at(0);
+    p[5] = dm_malloc(8);
+    CU_ASSERT_PTR_NOT_NULL(p[5]);
+    dm_free(p[1]);
+    dm_free(p[3]);
+    dm_free(p[4]);
+    dm_free(p[5]);
+}
+
 static void test_timers(void)
 {
     dm_timers_reset();
@@ -521,6 +547,7 @@ int main(void)
         {"philox known answers", test_rng_known_answers},
         {"keyed random streams", test_rng_streams},
         {"timers and counters", test_timers},
+        {"allocation failure injection (tests)", test_alloc_fail_at},
         {"atomic files and mkdirs", test_atomic_files},
         {"progress line", test_progress_format},
         {"progress lines in a log file", test_progress_log_file},

@@ -815,6 +815,69 @@ static void test_classes_rows(void)
     free(got);
 }
 
+/* Every host allocation of a whole job (simulation, clusters, the output files), failed in turn
+ * on every rank (each rank's k-th dm_malloc / dm_calloc / dm_realloc, so the ranks fail at
+ * different points of their work): the job ends with the same status on every rank, no rank
+ * crashes or waits forever, and a job whose allocations all succeed is unchanged. */
+static void test_alloc_failures(void)
+{
+    dm_flock_synth_options so = corpus();
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_synth_share(&v, &so, NDOCS, g_ctx.rank, g_ctx.size), DM_OK);
+    dm_flock_options o = model();
+    o.iterations = 6;
+    o.migrate_every = 1;
+    dm_flock_cluster_options co = DM_FLOCK_CLUSTER_OPTIONS_INIT; /* centroid steps, merge, refine */
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/alloc", g_tmp);
+    if (g_ctx.rank == 0) CU_ASSERT_EQUAL(mkdir(dir, 0700), 0);
+    MPI_Barrier(g_ctx.world);
+    dm_flock_job_options jo = DM_FLOCK_JOB_OPTIONS_INIT;
+    jo.out_dir = dir;
+    jo.png_size = 64;
+    dm_flock_job_result r0, r;
+    dm_alloc_fail_at(UINT64_MAX); /* count them */
+    int rc = dm_flock_job_run(&r0, NULL, &g_ctx, &v, &o, &co, &jo);
+    uint64_t n = dm_alloc_count(), n_max = 0;
+    dm_alloc_fail_at(0);
+    if (rc != DM_OK) fprintf(stderr, "rank %d: %s\n", g_ctx.rank, dm_error_message());
+    CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
+    MPI_Allreduce(&n, &n_max, 1, MPI_UINT64_T, MPI_MAX, g_ctx.world);
+    CU_ASSERT_FATAL(n_max > 100);
+    /* the first 40 allocations (set-up), then about 80 spread over the rest, then past the end */
+    uint64_t step = n_max / 80 + 1;
+    int tried = 0, failed = 0, disagreed = 0, other = 0;
+    for (uint64_t k = 1; k <= n_max + 1; k += k < 40 ? 1 : step) {
+        dm_alloc_fail_at(k);
+        rc = dm_flock_job_run(&r, NULL, &g_ctx, &v, &o, &co, &jo);
+        dm_alloc_fail_at(0);
+        int lo = 0, hi = 0;
+        MPI_Allreduce(&rc, &lo, 1, MPI_INT, MPI_MIN, g_ctx.world);
+        MPI_Allreduce(&rc, &hi, 1, MPI_INT, MPI_MAX, g_ctx.world);
+        disagreed += lo != hi;
+        /* the allocation's error, or (the ranks agree on the lowest code) a neighbour's report
+         * that this rank failed */
+        if (rc != DM_OK && rc != DM_ERR_NOMEM && rc != DM_ERR_MPI) {
+            other++;
+            fprintf(stderr, "rank %d, allocation %llu: %d %s\n", g_ctx.rank, (unsigned long long)k, rc,
+                    dm_error_message());
+        }
+        if (rc == DM_OK) CU_ASSERT_EQUAL(r.clusters, r0.clusters);
+        tried++;
+        failed += rc != DM_OK;
+    }
+    CU_ASSERT_EQUAL(disagreed, 0);
+    CU_ASSERT_EQUAL(other, 0);
+    CU_ASSERT(failed > tried / 2);
+    rc = dm_flock_job_run(&r, NULL, &g_ctx, &v, &o, &co, &jo); /* and nothing is left broken */
+    CU_ASSERT_EQUAL(rc, DM_OK);
+    CU_ASSERT_EQUAL(r.clusters, r0.clusters);
+    if (g_ctx.rank == 0)
+        printf("\n  %d ranks: %llu allocations on the busiest rank, %d failure points tried, %d failed the job",
+               g_ctx.size, (unsigned long long)n_max, tried, failed);
+    dm_flock_vectors_release(&v);
+}
+
 int main(int argc, char **argv)
 {
     CU_TestInfo mpi[] = {{"rank independence (bit-identical) and clusters", test_rank_independence},
@@ -829,6 +892,7 @@ int main(int argc, char **argv)
                          {"files in rank order: MPI-IO, every rank's bytes, no temporary", test_write_ordered},
                          {"files in rank order: DOCMINE_ORDERED_WRITE=gather", test_write_ordered_gather},
                          {"class numbers from the first labels, across ranks", test_classes_rows},
+                         {"every host allocation failing in turn: all ranks agree, none hangs", test_alloc_failures},
                          CU_TEST_INFO_NULL};
     CU_SuiteInfo suites[] = {{"flock_mpi", setup, teardown, NULL, NULL, mpi}, CU_SUITE_INFO_NULL};
     return dm_test_run_mpi(argc, argv, suites);
