@@ -223,6 +223,59 @@ static void test_corpus_byte_identical(void)
     dm_vocab_free(&voc);
 }
 
+/* Every host allocation of vectorizing a corpus and writing the vectors collectively, failed in
+ * turn on every rank (each rank's k-th): every rank returns the same status, none crashes or
+ * waits, and a run afterwards writes the same file. */
+static void test_alloc_failures(void)
+{
+    if (TFIDF_TEST_GPU) return; /* (the device allocations are not these) */
+    char dir[600], pa[700], pb[700];
+    snprintf(dir, sizeof dir, "%s/corpus-af", g_tmp);
+    if (g_ctx.rank == 0) dm_mkdirs(dir);
+    write_corpus(dir);
+    snprintf(pa, sizeof pa, "%s/af-ref.dmv", g_tmp);
+    snprintf(pb, sizeof pb, "%s/af.dmv", g_tmp);
+    dm_preprocess_options pp = DM_PREPROCESS_OPTIONS_INIT;
+    pp.batch_bytes = 4096;
+    dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    o.backend = DM_BACKEND_CPU;
+    dm_vectors v;
+    dm_alloc_fail_at(UINT64_MAX); /* count them */
+    int rc = dm_vectorize_corpus(&v, NULL, NULL, NULL, &g_ctx, dir, &pp, &o, NULL, NULL);
+    if (rc == DM_OK) rc = dm_vectors_write(&v, pa, &g_ctx);
+    uint64_t n = dm_alloc_count(), n_max = 0;
+    dm_alloc_fail_at(0);
+    CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
+    dm_vectors_free(&v);
+    MPI_Allreduce(&n, &n_max, 1, MPI_UINT64_T, MPI_MAX, g_ctx.world);
+    CU_ASSERT_FATAL(n_max > 20);
+    uint64_t step = n_max / 80 + 1;
+    int tried = 0, failed = 0, disagreed = 0;
+    for (uint64_t k = 1; k <= n_max; k += k < 40 ? 1 : step) {
+        dm_alloc_fail_at(k);
+        rc = dm_vectorize_corpus(&v, NULL, NULL, NULL, &g_ctx, dir, &pp, &o, NULL, NULL);
+        int rw = rc == DM_OK ? dm_vectors_write(&v, pb, &g_ctx) : rc;
+        dm_alloc_fail_at(0);
+        if (rc == DM_OK) dm_vectors_free(&v);
+        int lo = 0, hi = 0;
+        MPI_Allreduce(&rw, &lo, 1, MPI_INT, MPI_MIN, g_ctx.world);
+        MPI_Allreduce(&rw, &hi, 1, MPI_INT, MPI_MAX, g_ctx.world);
+        disagreed += lo != hi;
+        CU_ASSERT(rw == DM_OK || rw < 0);
+        tried++;
+        failed += rw != DM_OK;
+    }
+    CU_ASSERT_EQUAL(disagreed, 0);
+    CU_ASSERT(failed > tried / 2);
+    CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&v, NULL, NULL, NULL, &g_ctx, dir, &pp, &o, NULL, NULL), DM_OK);
+    CU_ASSERT_EQUAL(dm_vectors_write(&v, pb, &g_ctx), DM_OK);
+    dm_vectors_free(&v);
+    CU_ASSERT_TRUE(bcast_int(g_ctx.rank == 0 ? tl_files_equal(pa, pb) : 0));
+    if (g_ctx.rank == 0)
+        printf("\n  %d ranks: %llu allocations on the busiest rank, %d failure points tried, %d failed",
+               g_ctx.size, (unsigned long long)n_max, tried, failed);
+}
+
 static void test_error_reaches_every_rank(void)
 {
     const char *docs[] = {"alpha beta", "beta gamma"};
@@ -281,6 +334,7 @@ int main(int argc, char **argv)
     CU_TestInfo tests[] = {{"weak_hash_byte_identical", test_weak_hash_byte_identical},
                            {"corpus_byte_identical", test_corpus_byte_identical},
                            {"error_reaches_every_rank", test_error_reaches_every_rank},
+                           {"every host allocation failing in turn", test_alloc_failures},
                            {"reuters_byte_identical", test_reuters_byte_identical},
                            CU_TEST_INFO_NULL};
     CU_SuiteInfo suites[] = {{"tfidf_mpi", setup, teardown, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
