@@ -135,9 +135,11 @@ static int check_segments(const uint64_t *seg_off, size_t n_segments, size_t n, 
         rec *r = dm_malloc(sizeof(rec) * (max_len ? max_len : 1));                                 \
         if (!r) {                                                                                  \
             _Pragma("omp atomic write") rc = DM_ERR_NOMEM;                                         \
-        } else {                                                                                   \
+        }                                                                                          \
+        { /* every thread meets the loop: one that skipped it would leave the others waiting */    \
             _Pragma("omp for schedule(dynamic, 64)") for (size_t s = 0; s < n_segments; s++)       \
             {                                                                                      \
+                if (!r) continue;                                                                  \
                 uint64_t b = seg_off[s], len = seg_off[s + 1] - b;                                 \
                 for (uint64_t i = 0; i < len; i++) r[i] = (rec){keys_in[b + i], (uint32_t)i};      \
                 qsort(r, (size_t)len, sizeof *r, cmp_rec);                                         \

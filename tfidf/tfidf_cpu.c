@@ -44,6 +44,8 @@ int dm_tf_count_cpu(dm_tf_counts *out, const uint64_t *tok_off, const uint32_t *
     if (!out->row_off) return DM_ERR_NOMEM;
     int rc = DM_OK;
     /* pass 1: distinct terms per document, with a per-thread "last seen in document" array */
+    /* (in both passes every thread meets the worksharing loop, also one whose scratch could not
+     * be allocated: a thread that skips it leaves the others waiting at its end forever) */
 #pragma omp parallel
     {
         uint64_t *seen = dm_malloc(sizeof(uint64_t) * (n_terms ? n_terms : 1));
@@ -52,18 +54,19 @@ int dm_tf_count_cpu(dm_tf_counts *out, const uint64_t *tok_off, const uint32_t *
             rc = DM_ERR_NOMEM;
         } else {
             for (uint32_t t = 0; t < n_terms; t++) seen[t] = UINT64_MAX;
-#pragma omp for schedule(dynamic, 256)
-            for (size_t d = 0; d < n_docs; d++) {
-                uint64_t k = 0;
-                for (uint64_t i = tok_off[d]; i < tok_off[d + 1]; i++)
-                    if (seen[tok[i]] != d) {
-                        seen[tok[i]] = d;
-                        k++;
-                    }
-                out->row_off[d + 1] = k;
-            }
-            dm_free(seen);
         }
+#pragma omp for schedule(dynamic, 256)
+        for (size_t d = 0; d < n_docs; d++) {
+            if (!seen) continue;
+            uint64_t k = 0;
+            for (uint64_t i = tok_off[d]; i < tok_off[d + 1]; i++)
+                if (seen[tok[i]] != d) {
+                    seen[tok[i]] = d;
+                    k++;
+                }
+            out->row_off[d + 1] = k;
+        }
+        dm_free(seen);
     }
     if (rc < 0) {
         dm_tf_counts_free(out);
@@ -85,21 +88,21 @@ int dm_tf_count_cpu(dm_tf_counts *out, const uint64_t *tok_off, const uint32_t *
         if (!cnt) {
 #pragma omp atomic write
             rc = DM_ERR_NOMEM;
-        } else {
-#pragma omp for schedule(dynamic, 256)
-            for (size_t d = 0; d < n_docs; d++) {
-                uint32_t *row = out->term + out->row_off[d];
-                uint64_t k = 0;
-                for (uint64_t i = tok_off[d]; i < tok_off[d + 1]; i++)
-                    if (cnt[tok[i]]++ == 0) row[k++] = tok[i];
-                qsort(row, (size_t)k, sizeof *row, cmp_u32);
-                for (uint64_t j = 0; j < k; j++) {
-                    out->count[out->row_off[d] + j] = cnt[row[j]];
-                    cnt[row[j]] = 0;
-                }
-            }
-            dm_free(cnt);
         }
+#pragma omp for schedule(dynamic, 256)
+        for (size_t d = 0; d < n_docs; d++) {
+            if (!cnt) continue;
+            uint32_t *row = out->term + out->row_off[d];
+            uint64_t k = 0;
+            for (uint64_t i = tok_off[d]; i < tok_off[d + 1]; i++)
+                if (cnt[tok[i]]++ == 0) row[k++] = tok[i];
+            qsort(row, (size_t)k, sizeof *row, cmp_u32);
+            for (uint64_t j = 0; j < k; j++) {
+                out->count[out->row_off[d] + j] = cnt[row[j]];
+                cnt[row[j]] = 0;
+            }
+        }
+        dm_free(cnt);
     }
     if (rc < 0) dm_tf_counts_free(out);
     return rc;
@@ -312,9 +315,11 @@ int dm_tfidf_weigh_cpu(dm_vectors *out, const dm_tf_counts *counts, const uint32
             if (!tmp) {
 #pragma omp atomic write
                 rc = DM_ERR_NOMEM;
-            } else {
+            }
+            { /* every thread meets the loop (see dm_tf_count_cpu) */
 #pragma omp for schedule(dynamic, 256)
                 for (size_t r = 0; r < n; r++) {
+                    if (!tmp) continue;
                     uint64_t len = 0;
                     for (uint64_t e = ro[r]; e < ro[r + 1]; e++)
                         if (term_map[counts->term[e]] != DM_TERM_NONE) len += counts->count[e];

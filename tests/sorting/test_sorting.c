@@ -2,6 +2,7 @@
  * u64 pairs against a stable comparison sort, bit ranges, segmented sorts with empty and single
  * segments and repeated keys (stability), the scratch-size query, and invalid arguments. */
 #include <CUnit/CUnit.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,6 +141,15 @@ static void test_segsort(void)
             }
         }
     CU_ASSERT_TRUE(ok);
+    /* a thread's scratch that cannot be allocated: the error on 4 threads, no thread left
+     * waiting in the loop the others share (the test would hang) */
+    for (uint64_t at = 1; at <= 4; at++) {
+        omp_set_num_threads(4);
+        dm_alloc_fail_at(at);
+        int rc = dm_segsort_pairs_cpu(NULL, NULL, ko, vo, k, v, n, off2, segs, NULL);
+        dm_alloc_fail_at(0);
+        CU_ASSERT_EQUAL(rc, DM_ERR_NOMEM);
+    }
     /* segments beyond the items, or going backwards, are refused */
     off2[3] = off2[2] - 1;
     CU_ASSERT_EQUAL(dm_segsort_pairs_cpu(NULL, NULL, ko, vo, k, v, n, off2, segs, NULL), DM_ERR_INVALID_ARG);

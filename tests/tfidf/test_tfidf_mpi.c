@@ -9,6 +9,7 @@
  * dominated the program's time. */
 #include <CUnit/CUnit.h>
 #include <mpi.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +241,8 @@ static void test_alloc_failures(void)
     dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
     o.backend = DM_BACKEND_CPU;
     dm_vectors v;
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(4); /* several threads in every parallel part, whatever the machine */
     dm_alloc_fail_at(UINT64_MAX); /* count them */
     int rc = dm_vectorize_corpus(&v, NULL, NULL, NULL, &g_ctx, dir, &pp, &o, NULL, NULL);
     if (rc == DM_OK) rc = dm_vectors_write(&v, pa, &g_ctx);
@@ -274,6 +277,7 @@ static void test_alloc_failures(void)
     if (g_ctx.rank == 0)
         printf("\n  %d ranks: %llu allocations on the busiest rank, %d failure points tried, %d failed",
                g_ctx.size, (unsigned long long)n_max, tried, failed);
+    omp_set_num_threads(threads);
 }
 
 static void test_error_reaches_every_rank(void)
