@@ -60,30 +60,38 @@ static void drop_message(dm_flock_xchg *x, int k)
     MPI_Errhandler_free(&eh);
 }
 
+/* Records (again) the message of neighbour k's failed data receive (code: its recv_err). */
+static int recv_error(const dm_flock_xchg *x, int k, int code)
+{
+    const unsigned long long n = (unsigned long long)x->recv_size[k];
+    if (code == DM_ERR_FORMAT) return DM_ERR(code, "flock: exchange size %llu not a multiple of 8 or too large", n);
+    if (code == DM_ERR_NOMEM)
+        return DM_ERR(code, "flock: out of memory for a %llu-byte message from rank %d", n, x->nb.rank[k]);
+    return DM_ERR(code, "flock: MPI_Irecv of %llu bytes from rank %d failed", n, x->nb.rank[k]);
+}
+
 /* Posts the data receive of neighbour k once its size arrived (once: a failure is kept in
  * recv_err[k] for end()). */
 static int post_recv(dm_flock_xchg *x, int k)
 {
     x->posted[k] = 1;
     if (x->recv_size[k] == ERR_FLAG || x->recv_size[k] == 0) return DM_OK;
-    int rc = DM_OK;
+    int code = DM_OK;
     if (x->recv_size[k] % UNIT || x->recv_size[k] / UNIT > (uint64_t)2147483647) {
-        rc = DM_ERR(DM_ERR_FORMAT, "flock: exchange size %llu not a multiple of 8 or too large",
-                    (unsigned long long)x->recv_size[k]);
+        code = DM_ERR_FORMAT;
     } else {
         char *buf = dm_flock_buf_reserve(&x->recv_buf[k], x->recv_size[k]);
         if (!buf) {
             /* the sender sends anyway: its message is dropped, the job fails */
             drop_message(x, k);
-            rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for a %llu-byte message from rank %d",
-                        (unsigned long long)x->recv_size[k], x->nb.rank[k]);
+            code = DM_ERR_NOMEM;
         } else if (MPI_Irecv(buf, (int)(x->recv_size[k] / UNIT), MPI_UINT64_T, x->nb.rank[k], x->tag + 1,
                              x->comm, &x->data_recv[k]) != MPI_SUCCESS) {
-            rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Irecv failed");
+            code = DM_ERR_MPI;
         }
     }
-    x->recv_err[k] = rc;
-    return rc;
+    x->recv_err[k] = code;
+    return code == DM_OK ? DM_OK : recv_error(x, k, code);
 }
 
 void dm_flock_xchg_progress(dm_flock_xchg *x)
@@ -114,15 +122,8 @@ int dm_flock_xchg_end(dm_flock_xchg *x, char **recv, uint64_t *recv_size)
             x->size_known[k] = 1;
         }
         if (!x->posted[k]) post_recv(x, k);
-        if (x->recv_err[k] != DM_OK && rc == DM_OK) {
-            rc = x->recv_err[k]; /* its message again: others may have been recorded since */
-            if (rc == DM_ERR_NOMEM)
-                DM_ERR(rc, "flock: out of memory for a %llu-byte message from rank %d",
-                       (unsigned long long)x->recv_size[k], x->nb.rank[k]);
-            else if (rc == DM_ERR_FORMAT)
-                DM_ERR(rc, "flock: exchange size %llu not a multiple of 8 or too large",
-                       (unsigned long long)x->recv_size[k]);
-        }
+        /* its message again: others may have been recorded since progress() met it */
+        if (x->recv_err[k] != DM_OK && rc == DM_OK) rc = recv_error(x, k, x->recv_err[k]);
     }
     x->active = 0;
     MPI_Request all[6];
