@@ -33,11 +33,24 @@ int dm_backend_parse(const char *s, int *backend)
     return DM_OK;
 }
 
+void dm_agree_pack(int status, int pair[2])
+{
+    /* a status is the rank's own unless the last error recorded here is that status learnt from
+     * another rank (a status from another thread is taken as own: its marks are thread-local) */
+    int learnt = status < 0 && dm_error_is_remote() && dm_error_code() == status;
+    pair[0] = learnt ? DM_OK : status;
+    pair[1] = status;
+}
+
+int dm_agree_unpack(const int pair[2]) { return pair[0] < 0 ? pair[0] : pair[1]; }
+
 int dm_ctx_agree(const dm_ctx *ctx, int status)
 {
-    int worst = status;
-    if (MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MIN, ctx->world) != MPI_SUCCESS)
+    int mine[2], all[2];
+    dm_agree_pack(status, mine);
+    if (MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MIN, ctx->world) != MPI_SUCCESS)
         return DM_ERR(DM_ERR_MPI, "MPI_Allreduce of a status failed");
+    int worst = dm_agree_unpack(all);
     if (worst < 0 && status == DM_OK) {
         DM_ERR(worst, "another rank failed (%s)", dm_status_name(worst));
         dm_error_mark_remote();

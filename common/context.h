@@ -62,8 +62,15 @@ int dm_threads_set_default(MPI_Comm node);
 int dm_threads_for_masks(const unsigned char *masks, size_t mask_bytes, int n, int me);
 
 /* Collective: returns the first negative status of any rank (or DM_OK) on every rank, so that an
- * error on one rank does not leave the others waiting in a later collective. */
+ * error on one rank does not leave the others waiting in a later collective. A rank's own errors
+ * win over those it only learnt of (the last error marked remote with this code, e.g. "neighbour
+ * rank N failed"): every rank returns the root cause's class (a failed allocation's DM_ERR_NOMEM,
+ * not a neighbour's derived DM_ERR_MPI); the lowest of the own ones when several ranks failed. */
 int dm_ctx_agree(const dm_ctx *ctx, int status);
+/* The same rule for agreements made elsewhere (non-blocking ones): what a rank contributes,
+ * reduced with MPI_MIN over the two ints elementwise, and the agreed status from the reduced pair. */
+void dm_agree_pack(int status, int pair[2]);
+int dm_agree_unpack(const int pair[2]);
 
 /* Records DM_ERR_IO "name: what failed: <MPI's error string on one line>" and returns it. */
 int dm_mpi_io_error(int code, const char *what, const char *name);

@@ -1140,13 +1140,14 @@ int dm_flock_agree_finish(dm_flock_sim *s)
     int ok = MPI_Wait(&s->agree_req, MPI_STATUS_IGNORE) == MPI_SUCCESS;
     dm_timer_stop("flock.agree");
     dm_flock_trace(s, DM_FT_AGREED);
-    if (!ok) s->agree_recv = DM_ERR(DM_ERR_MPI, "flock: the agreement on a step's status failed");
-    if (s->agree_recv < 0) s->agree_failed = 1; /* every rank knows: no further agreement */
-    if (s->agree_recv < 0 && s->agree_send == DM_OK && ok) {
-        DM_ERR(s->agree_recv, "another rank failed (%s)", dm_status_name(s->agree_recv));
+    int agreed = ok ? dm_agree_unpack(s->agree_recv)
+                    : DM_ERR(DM_ERR_MPI, "flock: the agreement on a step's status failed");
+    if (agreed < 0) s->agree_failed = 1; /* every rank knows: no further agreement */
+    if (agreed < 0 && s->agree_send[1] == DM_OK && ok) {
+        DM_ERR(agreed, "another rank failed (%s)", dm_status_name(agreed));
         dm_error_mark_remote();
     }
-    return s->agree_recv;
+    return agreed;
 }
 
 int dm_flock_step_injected(const dm_flock_sim *s)
@@ -1163,8 +1164,8 @@ static int step_agree(dm_flock_sim *s, int rc)
     if (rc == DM_OK) rc = ra;
     /* the step stopped at a failed agreement: every rank stops there, none posts another */
     if (s->agree_failed) return rc;
-    s->agree_send = rc;
-    if (MPI_Iallreduce(&s->agree_send, &s->agree_recv, 1, MPI_INT, MPI_MIN, s->comm, &s->agree_req) != MPI_SUCCESS)
+    dm_agree_pack(rc, s->agree_send);
+    if (MPI_Iallreduce(s->agree_send, s->agree_recv, 2, MPI_INT, MPI_MIN, s->comm, &s->agree_req) != MPI_SUCCESS)
         return DM_ERR(DM_ERR_MPI, "flock: posting the agreement on a step's status failed");
     s->agree_pending = 1;
     /* a failed rank learns the others' status now; the others at their next step */

@@ -46,7 +46,9 @@ uint32_t dm_flock_idmap_get(const dm_flock_idmap *m, uint64_t id);
  * map's indices must be 0 .. m->n - 1, as build and add give them); the table is rebuilt larger,
  * every index kept, when it would be more than half full. */
 int dm_flock_idmap_add(dm_flock_idmap *m, const uint64_t *ids, size_t n);
-static inline void dm_flock_idmap_clear(dm_flock_idmap *m) { (void)dm_flock_idmap_build(m, NULL, 0); }
+/* Empties the map without allocating (a map that never held ids has no table yet): it cannot fail,
+ * so the unwinding after an error cannot record another one over it. */
+void dm_flock_idmap_clear(dm_flock_idmap *m);
 void dm_flock_idmap_free(dm_flock_idmap *m);
 
 /* A growable scratch buffer kept across iterations: the exchange messages and per-boid scratch
@@ -237,7 +239,8 @@ struct dm_flock_sim {
      * when the step ends and completed during the next step, before its first exchange
      * (dm_flock_agree_finish); the CUDA step completes it after it has queued the own-own pass, so
      * that the wait for the slowest rank overlaps the device's work */
-    int agree_lag, agree_pending, agree_send, agree_recv, agree_failed;
+    int agree_lag, agree_pending, agree_failed;
+    int agree_send[2], agree_recv[2]; /* dm_agree_pack's pairs */
     MPI_Request agree_req;
     /* DOCMINE_FLOCK_TRACE=PREFIX: this rank's step events (iteration, event, time, a value: see
      * trace_write), written to PREFIX.RANK.tsv by dm_flock_sim_free (a diagnostic of the waits

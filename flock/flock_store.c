@@ -42,7 +42,7 @@ int dm_flock_idmap_build(dm_flock_idmap *m, const uint64_t *ids, size_t n)
         if (!k || !v) {
             dm_free(k);
             dm_free(v);
-            m->n = 0;
+            dm_flock_idmap_clear(m); /* no stale keys behind n = 0 for a later add() */
             return DM_ERR(DM_ERR_NOMEM, "flock: out of memory for an id map of %zu entries", n);
         }
         dm_free(m->key);
@@ -83,6 +83,12 @@ int dm_flock_idmap_build(dm_flock_idmap *m, const uint64_t *ids, size_t n)
     }
     m->n = n;
     return DM_OK;
+}
+
+void dm_flock_idmap_clear(dm_flock_idmap *m)
+{
+    if (m->cap) memset(m->key, 0xff, sizeof *m->key * m->cap);
+    m->n = 0;
 }
 
 uint32_t dm_flock_idmap_get(const dm_flock_idmap *m, uint64_t id)

@@ -104,6 +104,32 @@ static void test_agree(void)
         CU_ASSERT_TRUE(dm_error_is_remote());
     }
     CU_ASSERT_EQUAL(dm_ctx_agree(&g_ctx, DM_OK), DM_OK);
+    /* a root cause's class wins over what the other ranks derived from it: the last rank runs out
+     * of memory, rank 0 reports (as a neighbour would) that the last rank failed, with a lower
+     * code; everybody returns DM_ERR_NOMEM, and rank 0 keeps its own message */
+    if (g_ctx.size > 1) {
+        if (g_ctx.rank == g_ctx.size - 1) mine = DM_ERR(DM_ERR_NOMEM, "out of memory");
+        else if (g_ctx.rank == 0) {
+            mine = DM_ERR(DM_ERR_MPI, "neighbour rank %d failed", g_ctx.size - 1);
+            dm_error_mark_remote();
+        } else mine = DM_OK;
+        CU_ASSERT_EQUAL(dm_ctx_agree(&g_ctx, mine), DM_ERR_NOMEM);
+        if (g_ctx.rank == 0) CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "neighbour rank"));
+        /* two own failures: the lower code, as before */
+        mine = g_ctx.rank == 0 ? DM_ERR(DM_ERR_MPI, "own") : g_ctx.rank == 1 ? DM_ERR(DM_ERR_IO, "own") : DM_OK;
+        CU_ASSERT_EQUAL(dm_ctx_agree(&g_ctx, mine), DM_ERR_MPI);
+    }
+    int pair[2];
+    dm_agree_pack(DM_OK, pair);
+    CU_ASSERT_EQUAL(dm_agree_unpack(pair), DM_OK);
+    DM_ERR(DM_ERR_IO, "x");
+    dm_error_mark_remote();
+    dm_agree_pack(DM_ERR_IO, pair); /* learnt */
+    CU_ASSERT_EQUAL(pair[0], DM_OK);
+    CU_ASSERT_EQUAL(dm_agree_unpack(pair), DM_ERR_IO);
+    dm_agree_pack(DM_ERR_NOMEM, pair); /* not the remote error's code: own */
+    CU_ASSERT_EQUAL(pair[0], DM_ERR_NOMEM);
+    dm_error_clear();
 }
 
 static void test_stats_reduce(void)

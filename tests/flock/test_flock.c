@@ -516,7 +516,27 @@ static void test_departed_cache(void)
     }
     CU_ASSERT_EQUAL(dm_flock_idmap_get(&mp, 1001), UINT32_MAX);
     CU_ASSERT_EQUAL(dm_flock_idmap_get(&mp, 5000001), UINT32_MAX);
+    /* a build that cannot grow the table leaves an empty map (no stale key for a later add), and
+     * clearing allocates nothing (it runs while unwinding an error: it must not record another) */
+    dm_alloc_fail_at(1);
+    CU_ASSERT_EQUAL(dm_flock_idmap_build(&mp, id, 4 * mp.cap), DM_ERR_NOMEM);
+    dm_alloc_fail_at(0);
+    CU_ASSERT_EQUAL(mp.n, 0);
+    CU_ASSERT_EQUAL(dm_flock_idmap_get(&mp, id[0]), UINT32_MAX);
+    CU_ASSERT_EQUAL_FATAL(dm_flock_idmap_add(&mp, id + 7, 3), DM_OK);
+    CU_ASSERT_EQUAL(mp.n, 3);
+    for (size_t k = 0; k < at; k++)
+        CU_ASSERT_EQUAL(dm_flock_idmap_get(&mp, id[k]), k >= 7 && k < 10 ? (uint32_t)(k - 7) : UINT32_MAX);
     dm_flock_idmap_free(&mp);
+    dm_flock_idmap fresh = {0};
+    dm_error_clear();
+    dm_alloc_fail_at(1);
+    dm_flock_idmap_clear(&fresh);
+    dm_flock_idmap_clear(&mp);
+    CU_ASSERT_EQUAL(dm_alloc_count(), 0);
+    dm_alloc_fail_at(0);
+    CU_ASSERT_EQUAL(dm_error_code(), DM_OK);
+    CU_ASSERT_EQUAL(dm_flock_idmap_get(&fresh, 5), UINT32_MAX);
     free(rm), free(idx), free(id), free(voff), free(vlen), free(with);
     dm_flock_store_free(&own);
     dm_flock_store_free(&halo);
