@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "preprocess/preprocess.h"
 
 typedef struct fz {
@@ -46,6 +47,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&st, 0, sizeof(st));
     fz f = {NULL, 0, 0, 0, &st};
     dm_pp_read_buffer(name, data + 1, size - 1, &o, &st, sink, &f);
-    free(f.norm);
+    dm_free(f.norm);
     return 0;
 }

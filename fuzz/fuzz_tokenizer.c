@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "preprocess/preprocess.h"
 
 static dm_stopset g_stop;
@@ -85,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             p = e + 1;
         }
         if (ul != len || (len && memcmp(u, norm, len) != 0)) abort();
-        free(u);
+        dm_free(u);
     }
     dm_tok_batch b = {norm ? norm : "", len, off, nd};
     dm_tok_result a, h;
@@ -102,7 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_first(&h);
     dm_tok_result_free(&a);
     dm_tok_result_free(&h);
-    free(norm);
+    dm_free(norm);
     free(off);
     return 0;
 }

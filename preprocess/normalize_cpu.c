@@ -12,17 +12,19 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "common/alloc.h"
 #include "common/status.h"
 #include "preprocess/preprocess.h"
 
 #define DM_NORM_CHUNK (1u << 20)
+#define DM_NORM_SMALL_RUN 256 /* bytes of a run sanitised in a stack buffer */
 
 static int dm_norm_reserve(char **out, size_t *cap, size_t need)
 {
     if (need <= *cap) return DM_OK;
     size_t nc = *cap ? *cap : 4096;
     while (nc < need) nc *= 2;
-    char *p = realloc(*out, nc);
+    char *p = dm_realloc(*out, nc);
     if (!p) return DM_ERR(DM_ERR_NOMEM, "normalise: cannot grow output to %zu bytes", nc);
     *out = p;
     *cap = nc;
@@ -163,8 +165,11 @@ static int dm_norm_ascii(char **out, size_t *len, size_t *cap, size_t doc_start,
 static int dm_norm_unicode(char **out, size_t *len, size_t *cap, size_t doc_start, const char *s,
                            size_t n, dm_pp_stats *st)
 {
-    /* 1. sanitise: valid UTF-8 without NUL */
-    char *clean = malloc(3 * n + 1);
+    /* 1. sanitise: valid UTF-8 without NUL (a run around a non-ASCII byte is mostly one word:
+     * those are sanitised on the stack, without an allocation per accented word) */
+    char small[DM_NORM_SMALL_RUN * 3 + 1];
+    small[0] = 0; /* (n == 0 writes nothing: defined for utf8proc_map's read of none) */
+    char *clean = n <= DM_NORM_SMALL_RUN ? small : dm_malloc(3 * n + 1);
     if (!clean) return DM_ERR(DM_ERR_NOMEM, "normalise: out of memory (%zu bytes)", 3 * n + 1);
     size_t cl = 0;
     for (size_t i = 0; i < n;) {
@@ -186,12 +191,12 @@ static int dm_norm_unicode(char **out, size_t *len, size_t *cap, size_t doc_star
             i += (size_t)k;
         }
     }
-    /* 2. NFKC + case fold + strip marks */
+    /* 2. NFKC + case fold + strip marks (utf8proc allocates `mapped` with malloc: free()) */
     utf8proc_uint8_t *mapped = NULL;
     utf8proc_ssize_t ml = utf8proc_map((const utf8proc_uint8_t *)clean, (utf8proc_ssize_t)cl, &mapped,
                                        UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT |
                                            UTF8PROC_CASEFOLD | UTF8PROC_STRIPMARK);
-    free(clean);
+    if (clean != small) dm_free(clean);
     if (ml < 0) {
         /* only UTF8PROC_ERROR_NOMEM/OVERFLOW remain possible on sanitised input */
         return DM_ERR(DM_ERR_NOMEM, "normalise: utf8proc: %s", utf8proc_errmsg(ml));

@@ -305,7 +305,7 @@ static int dm_pp_grow(void **p, size_t *cap, size_t need, size_t elem)
     if (need <= *cap) return DM_OK;
     size_t nc = *cap ? *cap : 4096;
     while (nc < need) nc *= 2;
-    void *q = realloc(*p, nc * elem);
+    void *q = dm_realloc(*p, nc * elem);
     if (!q) return DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory (%zu bytes)", nc * elem);
     *p = q;
     *cap = nc;
@@ -351,10 +351,10 @@ typedef struct dm_pp_reader {
 static void dm_pp_piece_free(dm_pp_piece *p)
 {
     if (!p) return;
-    free(p->text);
-    free(p->doc_off);
-    free(p->meta);
-    free(p);
+    dm_free(p->text);
+    dm_free(p->doc_off);
+    dm_free(p->meta);
+    dm_free(p);
 }
 
 /* Hands the reader's current piece to the calling thread; waits while the file holds
@@ -403,10 +403,10 @@ static int dm_pp_sink(void *user, const dm_raw_doc *doc)
     double t0 = dm_now();
     if (!rd->cur) rd->cur = dm_pp_piece_reuse(rd->r);
     if (!rd->cur) {
-        rd->cur = calloc(1, sizeof(dm_pp_piece));
+        rd->cur = dm_calloc(1, sizeof(dm_pp_piece));
         if (!rd->cur) return DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory");
         rd->cur->doc_cap = 256;
-        rd->cur->doc_off = malloc(rd->cur->doc_cap * sizeof(uint64_t));
+        rd->cur->doc_off = dm_malloc(rd->cur->doc_cap * sizeof(uint64_t));
         if (!rd->cur->doc_off) return DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory");
         rd->cur->doc_off[0] = 0;
     }
@@ -520,7 +520,7 @@ static void dm_pp_text_give(dm_pp_batch *b)
     pthread_mutex_unlock(&g_tb_mu);
     if (!kept) {
         if (b->pinned) dm_host_free_pinned(b->text);
-        else free(b->text);
+        else dm_free(b->text);
     }
     b->text = NULL;
     b->text_cap = 0;
@@ -705,7 +705,7 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     memset(times, 0, sizeof(*times));
     memset(out, 0, sizeof(*out));
     double w0 = dm_now();
-    dm_pp_run *r = calloc(1, sizeof(*r));
+    dm_pp_run *r = dm_calloc(1, sizeof(*r));
     if (!r) return DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory");
     r->opt = opt;
     r->times = times;
@@ -723,13 +723,13 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     r->n_slots = r->n_workers + 2;
     int rc;
     if (r->cuda && (rc = dm_pp_cuda_get_device(&r->device)) < 0) {
-        free(r);
+        dm_free(r);
         return rc;
     }
     if (opt->stopwords && opt->stopwords[0] == 0) rc = dm_stopset_from_text(&r->stop, "", 0);
     else rc = dm_stopset_load(&r->stop, opt->stopwords);
     if (rc < 0) {
-        free(r);
+        dm_free(r);
         return rc;
     }
     rc = dm_sb_init(&r->sb);
@@ -754,7 +754,7 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     pthread_cond_init(&r->rd_cv, NULL);
     for (int i = 0; rc >= 0 && i < r->n_slots; i++) {
         r->slots[i].doc_cap = 1024;
-        r->slots[i].doc_off = malloc(r->slots[i].doc_cap * sizeof(uint64_t));
+        r->slots[i].doc_off = dm_malloc(r->slots[i].doc_cap * sizeof(uint64_t));
         if (!r->slots[i].doc_off) rc = DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory");
         else r->slots[i].doc_off[0] = 0;
         /* CUDA: page-locked batch text, so that H2D copies are asynchronous DMA */
@@ -783,7 +783,7 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     times->threads = nt;
     times->workers = r->n_workers;
     if (rc >= 0) {
-        r->fslots = calloc(r->window, sizeof(dm_pp_fslot));
+        r->fslots = dm_calloc(r->window, sizeof(dm_pp_fslot));
         if (!r->fslots) rc = DM_ERR(DM_ERR_NOMEM, "preprocess: out of memory");
         for (size_t i = 0; rc >= 0 && i < r->window; i++) r->fslots[i].file = SIZE_MAX;
     }
@@ -862,9 +862,9 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     }
     for (int i = 0; i < r->n_slots; i++) {
         dm_pp_text_give(&r->slots[i]);
-        free(r->slots[i].doc_off);
-        free(r->slots[i].meta);
-        free(r->slots[i].pieces);
+        dm_free(r->slots[i].doc_off);
+        dm_free(r->slots[i].meta);
+        dm_free(r->slots[i].pieces);
     }
     pthread_mutex_destroy(&r->free_q.mu);
     pthread_cond_destroy(&r->free_q.cv);
@@ -873,11 +873,11 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     pthread_mutex_destroy(&r->rc_mu);
     pthread_mutex_destroy(&r->rd_mu);
     pthread_cond_destroy(&r->rd_cv);
-    free(r->fslots);
+    dm_free(r->fslots);
     pthread_mutex_destroy(&r->commit_mu);
     pthread_cond_destroy(&r->commit_cv);
     dm_stopset_free(&r->stop);
-    free(r);
+    dm_free(r);
     times->wall = dm_now() - w0;
     times->wall_setup = w1 - w0;
     times->wall_run = w2 - w1;

@@ -122,6 +122,7 @@ typedef struct dm_pp_file {
     uint64_t size;     /* bytes on disk */
 } dm_pp_file;
 
+/* The array and the paths are dm_malloc'ed (common/alloc.h): dm_pp_file_list_free. */
 typedef struct dm_pp_file_list {
     dm_pp_file *files;
     size_t n, cap;
@@ -155,9 +156,9 @@ int dm_pp_read_buffer(const char *name, const void *data, size_t len, const dm_r
 /* ---------------------------------------------------------------------------------------------
  * Normalisation (CPU, utf8proc). */
 
-/* Normalises text[0..len) into *out (grown with realloc as needed, *out_cap its capacity),
- * appending to *out_len; always appends one trailing ' ' so documents stay separated when
- * concatenated. Counts invalid UTF-8 and NUL bytes in st (may be NULL). Pure ASCII input takes
+/* Normalises text[0..len) into *out (NULL or a dm_malloc'ed block, grown with dm_realloc as
+ * needed, *out_cap its capacity; the caller releases it with dm_free), appending to *out_len;
+ * always appends one trailing ' ' so documents stay separated when concatenated. Counts invalid UTF-8 and NUL bytes in st (may be NULL). Pure ASCII input takes
  * the fast path unless force_unicode. Errors: DM_ERR_NOMEM. */
 int dm_normalize(char **out, size_t *out_len, size_t *out_cap, const char *text, size_t len,
                  int force_unicode, dm_pp_stats *st);
@@ -179,7 +180,8 @@ typedef struct dm_stopset {
 
 /* Builds the set from a word list (one word per line, '#' starts a comment, blank lines ignored;
  * each word is normalised like text, its first token kept). path == NULL: the built-in English
- * list (preprocess/stopwords_en.txt, compiled in). Errors: DM_ERR_IO naming the file. */
+ * list (preprocess/stopwords_en.txt, compiled in). The arrays are dm_malloc'ed (dm_stopset_free).
+ * Errors: DM_ERR_IO naming the file, DM_ERR_NOMEM. */
 int dm_stopset_load(dm_stopset *s, const char *path);
 int dm_stopset_from_text(dm_stopset *s, const char *text, size_t len);
 void dm_stopset_free(dm_stopset *s);
@@ -228,7 +230,7 @@ typedef struct dm_tok_result {
     void *pinned;              /* CUDA backend: the arrays are page-locked buffers of a reused
                                   set (asynchronous D2H at full bandwidth, no page faults);
                                   dm_tok_result_free hands them back to the backend's pool.
-                                  NULL: the arrays are malloc'ed */
+                                  NULL: the arrays are dm_malloc'ed (common/alloc.h) */
     uint64_t *first;           /* optional, NULL when not given: n_first ascending token indices
                                   that include every token which is the first occurrence of its
                                   (hash, stem) in the batch; a token not listed has the hash and
@@ -253,8 +255,8 @@ dm_tokenize_fn dm_tokenize_cpu, dm_tokenize_cuda;
 /* The CUDA backend's algorithm (same per-element code) run on the host: tests it without a GPU. */
 dm_tokenize_fn dm_tokenize_hd;
 /* Step (6) of that algorithm on the host: sets r->first / n_first (replacing a list r had) from
- * r's tokens; the tests give hand-made results their list with it. r's arrays are malloc'ed (not
- * a CUDA result). Errors: DM_ERR_NOMEM, DM_ERR_INVALID_ARG (2^32 tokens or more, a CUDA result). */
+ * r's tokens; the tests give hand-made results their list with it. r->first is dm_malloc'ed
+ * (dm_free it when r's other arrays are the caller's); r is not a CUDA result. Errors: DM_ERR_NOMEM, DM_ERR_INVALID_ARG (2^32 tokens or more, a CUDA result). */
 int dm_tok_first_hd(dm_tok_result *r);
 
 /* ---------------------------------------------------------------------------------------------
@@ -272,7 +274,8 @@ dm_stem_words_fn dm_stem_words_hd;
 /* ---------------------------------------------------------------------------------------------
  * The token stream: what `docmine preprocess` produces and tfidf consumes.
  *
- * In memory (all arrays owned by the stream, freed by dm_token_stream_free):
+ * In memory (all arrays owned by the stream: host arrays dm_malloc'ed (common/alloc.h),
+ * dev_hashes dm_device_alloc'ed; freed by dm_token_stream_free):
  *   n_docs documents, in corpus order (file order, then record order within a file);
  *   document d: id = ids + id_off[d] (NUL-terminated, id_off has n_docs + 1 entries, the last
  *   being the bytes used), labels = labels + label_off[d] (NUL-terminated, labels joined by ',',

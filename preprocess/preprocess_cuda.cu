@@ -246,7 +246,7 @@ static void dm_pp_bench_destroy(void *state)
     cudaFree(b->w_len);
     cudaFree(b->w_out_len);
     dm_stopset_free(&b->stop);
-    free(b);
+    dm_free(b);
 }
 
 static int dm_pp_bench_create_common(dm_pp_bench **out, size_t n, uint64_t seed, int which)
@@ -254,17 +254,17 @@ static int dm_pp_bench_create_common(dm_pp_bench **out, size_t n, uint64_t seed,
     static const char *words[] = {"the", "market", "prices", "rose", "1987", "generalization",
                                   "naïve", "données", "ελλάδα", "日本語", "running", "of", "ab",
                                   "connections", "happily", "oil", "x"};
-    dm_pp_bench *b = (dm_pp_bench *)calloc(1, sizeof(*b));
+    dm_pp_bench *b = (dm_pp_bench *)dm_calloc(1, sizeof(*b));
     if (!b) return DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
     *out = b;
     b->which = which;
     if (n < 64) n = 64;
-    char *h = (char *)malloc(n);
-    uint32_t *hoff = (uint32_t *)malloc(n * sizeof(uint32_t)), *hlen = (uint32_t *)malloc(n * sizeof(uint32_t));
+    char *h = (char *)dm_malloc(n);
+    uint32_t *hoff = (uint32_t *)dm_malloc(n * sizeof(uint32_t)), *hlen = (uint32_t *)dm_malloc(n * sizeof(uint32_t));
     if (!h || !hoff || !hlen) {
-        free(h);
-        free(hoff);
-        free(hlen);
+        dm_free(h);
+        dm_free(hoff);
+        dm_free(hlen);
         return DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
     }
     size_t l = 0, nw = 0;
@@ -319,7 +319,7 @@ static int dm_pp_bench_create_common(dm_pp_bench **out, size_t n, uint64_t seed,
 #undef DM_BM
     if (e == cudaSuccess) e = cudaMemcpy(b->text, h, n, cudaMemcpyHostToDevice);
     if (e == cudaSuccess && which == 1) { /* the tokens' bounds, placed on the host by the reference rule */
-        uint32_t *ts = (uint32_t *)malloc(n * 4), *te = (uint32_t *)malloc(n * 4), t = 0;
+        uint32_t *ts = (uint32_t *)dm_malloc(n * 4), *te = (uint32_t *)dm_malloc(n * 4), t = 0;
         if (!ts || !te) e = cudaErrorMemoryAllocation;
         for (size_t i = 0; e == cudaSuccess && i < n; i++) {
             uint32_t f = dm_tok_mark_one(h, n, i);
@@ -328,8 +328,8 @@ static int dm_pp_bench_create_common(dm_pp_bench **out, size_t n, uint64_t seed,
         }
         if (e == cudaSuccess) e = cudaMemcpy(b->tok_start, ts, (size_t)t * 4, cudaMemcpyHostToDevice);
         if (e == cudaSuccess) e = cudaMemcpy(b->tok_end, te, (size_t)t * 4, cudaMemcpyHostToDevice);
-        free(ts);
-        free(te);
+        dm_free(ts);
+        dm_free(te);
     }
     if (e == cudaSuccess) e = cudaMemcpy(b->w_off, hoff, nw * 4, cudaMemcpyHostToDevice);
     if (e == cudaSuccess) e = cudaMemcpy(b->w_len, hlen, nw * 4, cudaMemcpyHostToDevice);
@@ -339,9 +339,9 @@ static int dm_pp_bench_create_common(dm_pp_bench **out, size_t n, uint64_t seed,
         if (e == cudaSuccess) e = cudaMemcpy(b->d_wlen, b->stop.word_len, b->stop.cap, cudaMemcpyHostToDevice);
         if (e == cudaSuccess) e = cudaMemcpy(b->d_wbytes, b->stop.bytes, b->stop.bytes_len, cudaMemcpyHostToDevice);
     }
-    free(h);
-    free(hoff);
-    free(hlen);
+    dm_free(h);
+    dm_free(hoff);
+    dm_free(hlen);
     b->t = nw; /* stem bench: words; process bench: tokens (one per word) */
     if (rc < 0) return rc;
     if (e != cudaSuccess) return DM_ERR(DM_ERR_CUDA, "bench: %s", cudaGetErrorString(e));
@@ -527,7 +527,7 @@ static int dm_pp_ws_acquire(void)
     if (w) *pp = w->next_free;
     pthread_mutex_unlock(&g_ws_mu);
     if (!w) {
-        w = (dm_pp_ws *)calloc(1, sizeof(*w));
+        w = (dm_pp_ws *)dm_calloc(1, sizeof(*w));
         if (!w) return DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");
         w->device = dev;
     }
@@ -714,7 +714,7 @@ static void dm_pp_pinset_free(dm_pp_pinset *p)
     dm_host_free_pinned(p->stems);
     dm_host_free_pinned(p->first);
     dm_device_free(p->dhash);
-    free(p);
+    dm_free(p);
 }
 
 extern "C" int dm_pp_cuda_copy(void *dst, const void *src, size_t n)
@@ -805,7 +805,7 @@ static int dm_pp_result_init(dm_tok_result *out, size_t n_docs, size_t text_len,
         g_pin_n--;
     }
     pthread_mutex_unlock(&g_pin_mu);
-    if (!p && !(p = (dm_pp_pinset *)calloc(1, sizeof(*p)))) return DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");
+    if (!p && !(p = (dm_pp_pinset *)dm_calloc(1, sizeof(*p)))) return DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");
     p->next = NULL;
     out->pinned = p;
     out->n_docs = n_docs;
@@ -859,11 +859,11 @@ static int dm_pp_append(dm_tok_result *out, size_t need)
     }
     size_t nc = out->cap ? out->cap : 1024;
     while (nc < need) nc *= 2;
-    uint64_t *h = (uint64_t *)realloc(out->hash, nc * 8);
+    uint64_t *h = (uint64_t *)dm_realloc(out->hash, nc * 8);
     if (h) out->hash = h;
-    uint64_t *s = (uint64_t *)realloc(out->start, nc * 8);
+    uint64_t *s = (uint64_t *)dm_realloc(out->start, nc * 8);
     if (s) out->start = s;
-    uint8_t *l = (uint8_t *)realloc(out->stem_len, nc);
+    uint8_t *l = (uint8_t *)dm_realloc(out->stem_len, nc);
     if (l) out->stem_len = l;
     if (!h || !s || !l) return DM_ERR(DM_ERR_NOMEM, "tokenise: cannot hold %zu tokens", nc);
     out->cap = nc;
@@ -949,7 +949,7 @@ static int dm_pp_run_range(dm_tok_result *out, const dm_tok_batch *in, size_t d0
     DM_TRY(dm_pp_ws_reserve(n, nd));
     cudaStream_t st = w->stream;
     /* relative document offsets */
-    uint64_t *doff = (uint64_t *)malloc((nd + 1) * 8);
+    uint64_t *doff = (uint64_t *)dm_malloc((nd + 1) * 8);
     if (!doff) return DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");
     for (size_t d = 0; d <= nd; d++) doff[d] = in->doc_off[d0 + d] - base;
     int rc = DM_OK;
@@ -1043,7 +1043,7 @@ static int dm_pp_run_range(dm_tok_result *out, const dm_tok_batch *in, size_t d0
     if (cudaEventElapsedTime(&ms, w->ev[2], w->ev[3]) == cudaSuccess) g_t_d2h += ms * 1e-3;
 done:
     if (rc < 0) cudaStreamSynchronize(st); /* no copy may still read doff */
-    free(doff);
+    dm_free(doff);
     return rc;
 #undef DM_PP_CHECK
 #undef DM_PP_RUN
@@ -1200,7 +1200,7 @@ static int dm_pp_kernel_bench_run(double *seconds, double phase[4], size_t *toke
     size_t n = in->text_len, nd = in->n_docs;
     DM_CUDA_TRY(cudaMemcpy(w->text, in->text, n, cudaMemcpyHostToDevice));
     DM_CUDA_TRY(cudaMemcpy(w->doc_off, in->doc_off, (nd + 1) * 8, cudaMemcpyHostToDevice));
-    double *all = (double *)malloc((size_t)repeats * 5 * sizeof(double));
+    double *all = (double *)dm_malloc((size_t)repeats * 5 * sizeof(double));
     if (!all) return DM_ERR(DM_ERR_NOMEM, "kernel bench: out of memory");
     int rc = DM_OK;
     uint32_t t = 0, kept = 0;
@@ -1226,7 +1226,7 @@ static int dm_pp_kernel_bench_run(double *seconds, double phase[4], size_t *toke
         for (int p = 0; p < 4; p++) phase[p] = all[(size_t)repeats * (p + 1) + repeats / 2];
         *tokens = kept;
     }
-    free(all);
+    dm_free(all);
     return rc;
 }
 

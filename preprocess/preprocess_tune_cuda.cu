@@ -21,6 +21,7 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/status.h"
 #include "preprocess/preprocess_kernels.cuh"
 #include "preprocess/preprocess_tune.h"
@@ -62,9 +63,9 @@ void destroy(workload *w)
 {
     if (!w) return;
     dm_wl_free(&w->bufs);
-    free(w->cum);
-    free(w->text);
-    free(w);
+    dm_free(w->cum);
+    dm_free(w->text);
+    dm_free(w);
 }
 
 /* Tokens of the prefix [0, n) of the text, by the reference rule. */
@@ -81,7 +82,7 @@ int create_tokens(workload *w, size_t n, uint64_t seed)
                                   "données", "ελλάδα", "日本語", "running", "of", "a", "connections",
                                   "happily", "oil", "x", "u.s.", "don't", "e-mail", "3.5%", "reuters"};
     static const char *seps[] = {" ", " ", " ", " ", " ", " ", ", ", ". ", "\n", " - ", " (", ") "};
-    char *text = (char *)malloc(n);
+    char *text = (char *)dm_malloc(n);
     int rc = text ? DM_OK : DM_ERR(DM_ERR_NOMEM, "preprocess bench: %zu bytes", n);
     size_t l = 0;
     while (rc == DM_OK && l < n) {
@@ -116,10 +117,10 @@ int create_tokens(workload *w, size_t n, uint64_t seed)
 int create_docs(workload *w, size_t n, uint64_t seed)
 {
     const size_t nd = n - 1;
-    uint64_t *doc_off = (uint64_t *)malloc(8 * (nd + 1));
-    w->cum = (uint64_t *)malloc(8 * (nd + 1));
+    uint64_t *doc_off = (uint64_t *)dm_malloc(8 * (nd + 1));
+    w->cum = (uint64_t *)dm_malloc(8 * (nd + 1));
     size_t cap = 160 * nd + 1024, kept = 0;
-    uint64_t *starts = (uint64_t *)malloc(8 * cap);
+    uint64_t *starts = (uint64_t *)dm_malloc(8 * cap);
     int rc = doc_off && w->cum && starts ? DM_OK : DM_ERR(DM_ERR_NOMEM, "preprocess bench: %zu documents", nd);
     uint64_t at = 0;
     for (size_t d = 0; rc == DM_OK && d < nd; d++) {
@@ -129,7 +130,7 @@ int create_docs(workload *w, size_t n, uint64_t seed)
         for (uint64_t p = at + (r >> 32) % 3; p < end; p += 2 + rnd(&seed) % 12) {
             if (rnd(&seed) % 100 >= 55) continue;
             if (kept == cap) {
-                uint64_t *s2 = (uint64_t *)realloc(starts, 16 * cap);
+                uint64_t *s2 = (uint64_t *)dm_realloc(starts, 16 * cap);
                 if (!s2) {
                     rc = DM_ERR(DM_ERR_NOMEM, "preprocess bench: %zu tokens", 2 * cap);
                     break;
@@ -152,18 +153,18 @@ int create_docs(workload *w, size_t n, uint64_t seed)
     if (rc == DM_OK) rc = dev(w, (uint64_t **)&a->doc_off, 8 * (nd + 1), doc_off);
     if (rc == DM_OK) rc = dev(w, (uint64_t **)&a->kept_start, 8 * kept, starts);
     if (rc == DM_OK) rc = dev(w, &a->doc_tok, 8 * (nd + 1), NULL);
-    free(doc_off);
-    free(starts);
+    dm_free(doc_off);
+    dm_free(starts);
     return rc;
 }
 
 int create_first(workload *w, size_t n, uint64_t seed)
 {
     size_t nv = n / 32 + 16;
-    uint64_t *th = (uint64_t *)malloc(8 * nv), *h = (uint64_t *)malloc(8 * n), *st = (uint64_t *)malloc(8 * n);
-    uint32_t *toff = (uint32_t *)malloc(4 * nv);
-    uint8_t *tl = (uint8_t *)malloc(nv), *len = (uint8_t *)malloc(n);
-    char *tb = (char *)malloc(16 * nv), *stems = (char *)malloc(16 * n + 1);
+    uint64_t *th = (uint64_t *)dm_malloc(8 * nv), *h = (uint64_t *)dm_malloc(8 * n), *st = (uint64_t *)dm_malloc(8 * n);
+    uint32_t *toff = (uint32_t *)dm_malloc(4 * nv);
+    uint8_t *tl = (uint8_t *)dm_malloc(nv), *len = (uint8_t *)dm_malloc(n);
+    char *tb = (char *)dm_malloc(16 * nv), *stems = (char *)dm_malloc(16 * n + 1);
     int rc = th && h && st && toff && tl && len && tb && stems ? DM_OK : DM_ERR(DM_ERR_NOMEM, "preprocess bench: %zu tokens", n);
     for (size_t v = 0; rc == DM_OK && v < nv; v++) { /* term v: "t", v in hex, 0..4 filler letters */
         int l = snprintf(tb + 16 * v, 16, "t%zx%.*s", v, (int)(v % 5), "qxzvk");
@@ -200,14 +201,14 @@ int create_first(workload *w, size_t n, uint64_t seed)
                                    (uint64_t *)NULL, (uint32_t *)NULL, (int)n) != cudaSuccess)
         rc = DM_ERR(DM_ERR_CUDA, "preprocess bench: select storage");
     if (rc == DM_OK) rc = dev(w, (char **)&a->cub_tmp, a->cub_bytes, NULL);
-    free(th);
-    free(h);
-    free(st);
-    free(toff);
-    free(tl);
-    free(len);
-    free(tb);
-    free(stems);
+    dm_free(th);
+    dm_free(h);
+    dm_free(st);
+    dm_free(toff);
+    dm_free(tl);
+    dm_free(len);
+    dm_free(tb);
+    dm_free(stems);
     return rc;
 }
 
@@ -215,7 +216,7 @@ int create(void **state, size_t n, uint64_t seed, int kind)
 {
     *state = NULL;
     if (n < 2) n = 2;
-    workload *w = (workload *)calloc(1, sizeof *w);
+    workload *w = (workload *)dm_calloc(1, sizeof *w);
     if (!w) return DM_ERR(DM_ERR_NOMEM, "preprocess bench: out of memory");
     w->kind = kind;
     w->n = w->n0 = n;

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "common/alloc.h"
 #include "common/status.h"
 #include "preprocess/preprocess.h"
 
@@ -24,14 +25,6 @@ static int dm_ends_with(const char *s, const char *suf)
 {
     size_t a = strlen(s), b = strlen(suf);
     return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
-static char *dm_strdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *p = malloc(n);
-    if (p) memcpy(p, s, n);
-    return p;
 }
 
 /* A skip, or in strict mode an error with the same message. */
@@ -54,7 +47,7 @@ static int dm_sbuf_reserve(dm_sbuf *b, size_t need)
     if (need <= b->cap) return DM_OK;
     size_t nc = b->cap ? b->cap : 256;
     while (nc < need) nc *= 2;
-    char *q = realloc(b->p, nc);
+    char *q = dm_realloc(b->p, nc);
     if (!q) return DM_ERR(DM_ERR_NOMEM, "reader: out of memory (%zu bytes)", nc);
     b->p = q;
     b->cap = nc;
@@ -215,8 +208,8 @@ static int dm_read_jsonl(dm_rd *r, const char *name, const char *data, size_t le
             rc = dm_rd_emit(r, id.p, lab.p, json_string_value(text), json_string_length(text));
         json_decref(o);
     }
-    free(id.p);
-    free(lab.p);
+    dm_free(id.p);
+    dm_free(lab.p);
     return rc;
 }
 
@@ -245,8 +238,8 @@ static int dm_read_tsv(dm_rd *r, const char *name, const char *data, size_t len)
         if (rc >= 0) rc = dm_sbuf_put(&lab, t1 + 1, (size_t)(t2 - t1 - 1));
         if (rc >= 0) rc = dm_rd_emit(r, id.p, lab.p, t2 + 1, (size_t)(data + t - t2 - 1));
     }
-    free(id.p);
-    free(lab.p);
+    dm_free(id.p);
+    dm_free(lab.p);
     return rc;
 }
 
@@ -462,8 +455,8 @@ static int dm_read_reuters(dm_rd *r, const char *name, const char *data, size_t 
         }
         if (rc >= 0) rc = dm_rd_emit(r, id, labels.p, text.p, text.n);
     }
-    free(text.p);
-    free(labels.p);
+    dm_free(text.p);
+    dm_free(labels.p);
     return rc;
 }
 
@@ -477,7 +470,7 @@ static int dm_gunzip(char **out, size_t *out_len, const char *in, size_t n, char
     memset(&z, 0, sizeof(z));
     if (inflateInit2(&z, 15 + 16) != Z_OK) return DM_ERR(DM_ERR_NOMEM, "zlib: inflateInit2 failed");
     size_t cap = n * 4 + 4096, len = 0;
-    char *buf = malloc(cap);
+    char *buf = dm_malloc(cap);
     if (!buf) {
         inflateEnd(&z);
         return DM_ERR(DM_ERR_NOMEM, "gunzip: out of memory");
@@ -487,9 +480,9 @@ static int dm_gunzip(char **out, size_t *out_len, const char *in, size_t n, char
     int bad = 0;
     for (;;) {
         if (len == cap) {
-            char *q = realloc(buf, cap * 2);
+            char *q = dm_realloc(buf, cap * 2);
             if (!q) {
-                free(buf);
+                dm_free(buf);
                 inflateEnd(&z);
                 return DM_ERR(DM_ERR_NOMEM, "gunzip: out of memory");
             }
@@ -581,8 +574,8 @@ static int dm_read_archive(dm_rd *r, const char *name, const char *data, size_t 
         if (rc >= 0) rc = dm_read_any(r, mname.p, member.p ? member.p : "", member.n, depth + 1);
         if (rc < 0) break;
     }
-    free(member.p);
-    free(mname.p);
+    dm_free(member.p);
+    dm_free(mname.p);
     archive_read_free(a);
     return rc;
 }
@@ -602,7 +595,7 @@ static int dm_read_any(dm_rd *r, const char *name, const char *data, size_t len,
         int g = dm_gunzip(&raw, &rl, data, len, why, sizeof(why));
         if (g < 0) return g;
         if (g > 0) {
-            free(raw);
+            dm_free(raw);
             snprintf(msg, sizeof(msg), "%s: %s (file skipped)", name, why);
             return dm_rd_skip(r->opt, r->st, DM_PP_SKIP_CORRUPT_GZIP, DM_ERR_FORMAT, msg);
         }
@@ -621,7 +614,7 @@ static int dm_read_any(dm_rd *r, const char *name, const char *data, size_t len,
                  : fmt == DM_PP_FORMAT_TSV   ? dm_read_tsv(r, inner, raw, rl)
                                              : dm_read_text(r, inner, raw, rl);
         }
-        free(raw);
+        dm_free(raw);
         return rc;
     }
     r->st->bytes_read += len;
@@ -678,12 +671,12 @@ int dm_pp_read_file(const dm_pp_file *f, const dm_reader_options *opt, dm_pp_sta
     int err = ferror(fp);
     fclose(fp);
     if (rc >= 0 && err) {
-        free(b.p);
+        dm_free(b.p);
         snprintf(msg, sizeof(msg), "%s: read error", f->path);
         return dm_rd_skip(opt, st, DM_PP_SKIP_UNREADABLE, DM_ERR_IO, msg);
     }
     if (rc < 0) {
-        free(b.p);
+        dm_free(b.p);
         return rc;
     }
     st->files_read++;
@@ -694,7 +687,7 @@ int dm_pp_read_file(const dm_pp_file *f, const dm_reader_options *opt, dm_pp_sta
     r.user = user;
     dm_dir_label(r.dir_label, sizeof(r.dir_label), f->rel);
     rc = dm_read_any(&r, f->rel, b.p ? b.p : "", b.n, 0);
-    free(b.p);
+    dm_free(b.p);
     return rc;
 }
 
@@ -704,10 +697,10 @@ void dm_pp_file_list_free(dm_pp_file_list *l)
 {
     if (!l) return;
     for (size_t i = 0; i < l->n; i++) {
-        free(l->files[i].path);
-        free(l->files[i].rel);
+        dm_free(l->files[i].path);
+        dm_free(l->files[i].rel);
     }
-    free(l->files);
+    dm_free(l->files);
     memset(l, 0, sizeof(*l));
 }
 
@@ -715,7 +708,7 @@ static int dm_list_add(dm_pp_file_list *l, const char *path, const char *rel, ui
 {
     if (l->n == l->cap) {
         size_t nc = l->cap ? 2 * l->cap : 64;
-        dm_pp_file *q = realloc(l->files, nc * sizeof(*q));
+        dm_pp_file *q = dm_realloc(l->files, nc * sizeof(*q));
         if (!q) return DM_ERR(DM_ERR_NOMEM, "file list: out of memory");
         l->files = q;
         l->cap = nc;
@@ -725,8 +718,8 @@ static int dm_list_add(dm_pp_file_list *l, const char *path, const char *rel, ui
     f->rel = dm_strdup(rel);
     f->size = size;
     if (!f->path || !f->rel) {
-        free(f->path);
-        free(f->rel);
+        dm_free(f->path);
+        dm_free(f->rel);
         return DM_ERR(DM_ERR_NOMEM, "file list: out of memory");
     }
     l->n++;
@@ -768,7 +761,7 @@ static int dm_walk_dir(dm_walk *w, const char *path, const char *rel, int depth)
         }
     if (w->n_seen == w->cap_seen) {
         size_t nc = w->cap_seen ? 2 * w->cap_seen : 64;
-        dm_devino *q = realloc(w->seen, nc * sizeof(*q));
+        dm_devino *q = dm_realloc(w->seen, nc * sizeof(*q));
         if (!q) return DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
         w->seen = q;
         w->cap_seen = nc;
@@ -788,10 +781,10 @@ static int dm_walk_dir(dm_walk *w, const char *path, const char *rel, int depth)
         if (de->d_name[0] == '.') continue;
         size_t pl = strlen(path) + strlen(de->d_name) + 2;
         size_t rl = strlen(rel) + strlen(de->d_name) + 2;
-        char *cp = malloc(pl), *cr = malloc(rl);
+        char *cp = dm_malloc(pl), *cr = dm_malloc(rl);
         if (!cp || !cr) {
-            free(cp);
-            free(cr);
+            dm_free(cp);
+            dm_free(cr);
             rc = DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
             break;
         }
@@ -811,8 +804,8 @@ static int dm_walk_dir(dm_walk *w, const char *path, const char *rel, int depth)
             snprintf(msg, sizeof(msg), "%s: not a regular file", cp);
             rc = dm_rd_skip(w->opt, w->st, DM_PP_SKIP_NOT_REGULAR, DM_ERR_IO, msg);
         }
-        free(cp);
-        free(cr);
+        dm_free(cp);
+        dm_free(cr);
     }
     closedir(d);
     return rc;
@@ -838,8 +831,8 @@ int dm_pp_list_files(dm_pp_file_list *out, const char *root, const dm_reader_opt
         while (n > 1 && r[n - 1] == '/') r[--n] = 0;
         dm_walk w = {out, opt, st, NULL, 0, 0};
         rc = dm_walk_dir(&w, r, "", 0);
-        free(w.seen);
-        free(r);
+        dm_free(w.seen);
+        dm_free(r);
     } else if (S_ISREG(sb.st_mode)) {
         const char *base = strrchr(root, '/');
         base = base ? base + 1 : root;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/status.h"
 #include "preprocess/preprocess.h"
 #include "preprocess/token_rules.h"
@@ -13,10 +14,10 @@
 void dm_stopset_free(dm_stopset *s)
 {
     if (!s) return;
-    free(s->keys);
-    free(s->word_off);
-    free(s->word_len);
-    free(s->bytes);
+    dm_free(s->keys);
+    dm_free(s->word_off);
+    dm_free(s->word_len);
+    dm_free(s->bytes);
     memset(s, 0, sizeof(*s));
 }
 
@@ -47,7 +48,7 @@ int dm_stopset_from_text(dm_stopset *s, const char *text, size_t len)
     if (!s || (!text && len)) return DM_ERR(DM_ERR_INVALID_ARG, "dm_stopset_from_text: NULL argument");
     memset(s, 0, sizeof(*s));
     /* words: the first token of each normalised line (comments removed), '\n'-separated */
-    char *words = malloc(len + 1), *line = NULL;
+    char *words = dm_malloc(len + 1), *line = NULL;
     size_t wl = 0, wcap = len + 1, lines = 0, ll = 0, lcap = 0;
     int rc = DM_OK;
     if (!words) return DM_ERR(DM_ERR_NOMEM, "stop words: out of memory");
@@ -62,7 +63,7 @@ int dm_stopset_from_text(dm_stopset *s, const char *text, size_t len)
         while (t < ll && line[t] != ' ') t++;
         if (t > 0 && t <= 255) {
             if (wl + t + 1 > wcap) { /* NFKC may expand a line */
-                char *q = realloc(words, 2 * (wl + t + 1));
+                char *q = dm_realloc(words, 2 * (wl + t + 1));
                 if (!q) {
                     rc = DM_ERR(DM_ERR_NOMEM, "stop words: out of memory");
                     goto fail;
@@ -79,10 +80,10 @@ int dm_stopset_from_text(dm_stopset *s, const char *text, size_t len)
     }
     s->cap = 16;
     while (s->cap < 2 * lines + 2) s->cap *= 2;
-    s->keys = calloc(s->cap + DM_STOPSET_FILTER_WORDS, sizeof(*s->keys)); /* slots, then the filter */
-    s->word_off = calloc(s->cap, sizeof(*s->word_off));
-    s->word_len = calloc(s->cap, sizeof(*s->word_len));
-    s->bytes = malloc(wl + 1);
+    s->keys = dm_calloc(s->cap + DM_STOPSET_FILTER_WORDS, sizeof(*s->keys)); /* slots, then the filter */
+    s->word_off = dm_calloc(s->cap, sizeof(*s->word_off));
+    s->word_len = dm_calloc(s->cap, sizeof(*s->word_len));
+    s->bytes = dm_malloc(wl + 1);
     if (!s->keys || !s->word_off || !s->word_len || !s->bytes) {
         rc = DM_ERR(DM_ERR_NOMEM, "stop words: out of memory");
         goto fail;
@@ -93,12 +94,12 @@ int dm_stopset_from_text(dm_stopset *s, const char *text, size_t len)
         dm_stopset_insert(s, words + p, e - p);
         p = e + 1;
     }
-    free(words);
-    free(line);
+    dm_free(words);
+    dm_free(line);
     return DM_OK;
 fail:
-    free(words);
-    free(line);
+    dm_free(words);
+    dm_free(line);
     dm_stopset_free(s);
     return rc;
 }
@@ -114,9 +115,9 @@ int dm_stopset_load(dm_stopset *s, const char *path)
     for (;;) {
         if (len + 4096 > cap) {
             cap = cap ? 2 * cap : 65536;
-            char *q = realloc(buf, cap);
+            char *q = dm_realloc(buf, cap);
             if (!q) {
-                free(buf);
+                dm_free(buf);
                 fclose(f);
                 return DM_ERR(DM_ERR_NOMEM, "stop words %s: out of memory", path);
             }
@@ -129,10 +130,10 @@ int dm_stopset_load(dm_stopset *s, const char *path)
     int err = ferror(f);
     fclose(f);
     if (err) {
-        free(buf);
+        dm_free(buf);
         return DM_ERR(DM_ERR_IO, "stop words %s: read error", path);
     }
     int rc = dm_stopset_from_text(s, buf, len);
-    free(buf);
+    dm_free(buf);
     return rc;
 }

@@ -20,15 +20,15 @@
 void dm_token_stream_free(dm_token_stream *s)
 {
     if (!s) return;
-    free(s->tok_off);
-    free(s->hashes);
-    free(s->id_off);
-    free(s->ids);
-    free(s->label_off);
-    free(s->labels);
-    free(s->term_hash);
-    free(s->term_off);
-    free(s->term_bytes);
+    dm_free(s->tok_off);
+    dm_free(s->hashes);
+    dm_free(s->id_off);
+    dm_free(s->ids);
+    dm_free(s->label_off);
+    dm_free(s->labels);
+    dm_free(s->term_hash);
+    dm_free(s->term_off);
+    dm_free(s->term_bytes);
     dm_device_free(s->dev_hashes);
     memset(s, 0, sizeof(*s));
 }
@@ -51,7 +51,7 @@ static int dm_grow(void **p, size_t *cap, size_t need, size_t elem)
     if (need <= *cap) return DM_OK;
     size_t nc = *cap ? *cap : 1024;
     while (nc < need) nc *= 2;
-    void *q = realloc(*p, nc * elem);
+    void *q = dm_realloc(*p, nc * elem);
     if (!q) return DM_ERR(DM_ERR_NOMEM, "token stream: cannot grow to %zu entries", nc);
     *p = q;
     *cap = nc;
@@ -229,7 +229,7 @@ int dm_sb_prefault_start(dm_stream_builder *b)
 static void dm_sb_trim(void **p, size_t *cap, size_t need, size_t elem)
 {
     if (!*p || need >= *cap) return;
-    void *q = realloc(*p, (need ? need : 1) * elem);
+    void *q = dm_realloc(*p, (need ? need : 1) * elem);
     if (!q) return;
     *p = q;
     *cap = need ? need : 1;
@@ -256,7 +256,7 @@ int dm_sb_init(dm_stream_builder *b)
     memset(b, 0, sizeof(*b));
     if (pthread_rwlock_init(&b->grow_lock, NULL) != 0) return DM_ERR(DM_ERR_NOMEM, "token stream: cannot create a lock");
     b->map_cap = 1 << 16;
-    b->map = calloc(b->map_cap, sizeof(*b->map));
+    b->map = dm_calloc(b->map_cap, sizeof(*b->map));
     if (!b->map) return DM_ERR(DM_ERR_NOMEM, "token stream: out of memory");
     DM_TRY(dm_grow((void **)&b->s.tok_off, &b->tok_off_cap, 1, sizeof(uint64_t)));
     DM_TRY(dm_grow((void **)&b->s.id_off, &b->id_off_cap, 1, sizeof(uint64_t)));
@@ -269,11 +269,11 @@ void dm_sb_free(dm_stream_builder *b)
 {
     dm_sb_pf_join(b, NULL, NULL);
     dm_token_stream_free(&b->s);
-    free(b->map);
-    free(b->t_hash);
-    free(b->t_off);
-    free(b->t_len);
-    free(b->t_bytes);
+    dm_free(b->map);
+    dm_free(b->t_hash);
+    dm_free(b->t_off);
+    dm_free(b->t_len);
+    dm_free(b->t_bytes);
     pthread_rwlock_destroy(&b->grow_lock);
     memset(b, 0, sizeof(*b));
 }
@@ -299,7 +299,7 @@ static int dm_sb_hashes_grow(dm_stream_builder *b, size_t need)
         DM_TRY(dm_grow((void **)&h, &cap, need, sizeof(uint64_t)));
         rc = dm_pp_cuda_copy(h, s->dev_hashes, s->n_tokens * sizeof(uint64_t));
         if (rc < 0) {
-            free(h);
+            dm_free(h);
             return rc;
         }
         dm_device_free(s->dev_hashes);
@@ -354,14 +354,14 @@ int dm_sb_add_doc(dm_stream_builder *b, const char *id, const char *labels)
 static int dm_sb_map_grow(dm_stream_builder *b)
 {
     size_t nc = b->map_cap * 2;
-    uint32_t *m = calloc(nc, sizeof(*m));
+    uint32_t *m = dm_calloc(nc, sizeof(*m));
     if (!m) return DM_ERR(DM_ERR_NOMEM, "vocabulary: out of memory");
     for (size_t t = 0; t < b->n_terms; t++) {
         size_t i = (size_t)(b->t_hash[t] & (nc - 1));
         while (m[i]) i = (i + 1) & (nc - 1);
         m[i] = (uint32_t)(t + 1);
     }
-    free(b->map);
+    dm_free(b->map);
     b->map = m;
     b->map_cap = nc;
     return DM_OK;
@@ -442,15 +442,15 @@ int dm_sb_add_tokens(dm_stream_builder *b, size_t first_doc, const dm_tok_result
 void dm_sb_batch_free(dm_sb_batch *p)
 {
     if (!p) return;
-    free(p->term_hash);
-    free(p->term_off);
-    free(p->term_len);
-    free(p->term_bytes);
-    free(p->tab);
-    free(p->id_off);
-    free(p->label_off);
-    free(p->ids);
-    free(p->labels);
+    dm_free(p->term_hash);
+    dm_free(p->term_off);
+    dm_free(p->term_len);
+    dm_free(p->term_bytes);
+    dm_free(p->tab);
+    dm_free(p->id_off);
+    dm_free(p->label_off);
+    dm_free(p->ids);
+    dm_free(p->labels);
     memset(p, 0, sizeof(*p));
 }
 
@@ -467,11 +467,11 @@ static void dm_sb_tab_put(uint64_t *tab, size_t mask, uint64_t h, uint64_t v)
 
 static int dm_sb_tab_rehash(dm_sb_batch *p, size_t nc)
 {
-    uint64_t *t = calloc(2 * nc, sizeof(uint64_t));
+    uint64_t *t = dm_calloc(2 * nc, sizeof(uint64_t));
     if (!t) return DM_ERR(DM_ERR_NOMEM, "vocabulary: out of memory");
     for (size_t k = 0; k < p->n_terms; k++)
         dm_sb_tab_put(t, nc - 1, p->term_hash[k], DM_SB_SLOT(p->term_off[k], p->term_len[k]));
-    free(p->tab);
+    dm_free(p->tab);
     p->tab = t;
     p->tab_cap = nc;
     return DM_OK;
@@ -561,11 +561,11 @@ static int dm_sb_batch_terms(dm_sb_batch *p, const dm_tok_result *r)
         size_t t = p->n_terms;
         if (t + 1 > p->terms_cap) {
             size_t nc = p->terms_cap ? 2 * p->terms_cap : 4096;
-            uint64_t *th = realloc(p->term_hash, nc * sizeof(uint64_t));
+            uint64_t *th = dm_realloc(p->term_hash, nc * sizeof(uint64_t));
             if (th) p->term_hash = th;
-            uint64_t *to = realloc(p->term_off, nc * sizeof(uint64_t));
+            uint64_t *to = dm_realloc(p->term_off, nc * sizeof(uint64_t));
             if (to) p->term_off = to;
-            uint8_t *tl = realloc(p->term_len, nc);
+            uint8_t *tl = dm_realloc(p->term_len, nc);
             if (tl) p->term_len = tl;
             if (!th || !to || !tl) return DM_ERR(DM_ERR_NOMEM, "vocabulary: out of memory");
             p->terms_cap = nc;
@@ -596,9 +596,9 @@ int dm_sb_batch_prepare(dm_sb_batch *p, const dm_tok_result *r, const char *meta
     if (nd + 1 > p->docs_cap) {
         size_t nc = p->docs_cap ? p->docs_cap : 1024;
         while (nc < nd + 1) nc *= 2;
-        uint64_t *a = realloc(p->id_off, nc * sizeof(uint64_t));
+        uint64_t *a = dm_realloc(p->id_off, nc * sizeof(uint64_t));
         if (a) p->id_off = a;
-        uint64_t *c = realloc(p->label_off, nc * sizeof(uint64_t));
+        uint64_t *c = dm_realloc(p->label_off, nc * sizeof(uint64_t));
         if (c) p->label_off = c;
         if (!a || !c) return DM_ERR(DM_ERR_NOMEM, "token stream: out of memory");
         p->docs_cap = nc;
@@ -707,15 +707,15 @@ int dm_sb_finish(dm_token_stream *out, dm_stream_builder *b)
     dm_sb_prefault_stop(b, NULL, NULL);
     dm_token_stream *s = &b->s;
     size_t n = b->n_terms;
-    uint32_t *idx = malloc((n ? n : 1) * sizeof(*idx));
-    s->term_hash = malloc((n ? n : 1) * sizeof(uint64_t));
-    s->term_off = malloc((n + 1) * sizeof(uint64_t));
-    s->term_bytes = malloc(b->t_bytes_len ? b->t_bytes_len : 1);
-    if (!s->hashes && !b->dev) s->hashes = malloc(sizeof(uint64_t));
-    if (!s->ids) s->ids = calloc(1, 1);
-    if (!s->labels) s->labels = calloc(1, 1);
+    uint32_t *idx = dm_malloc((n ? n : 1) * sizeof(*idx));
+    s->term_hash = dm_malloc((n ? n : 1) * sizeof(uint64_t));
+    s->term_off = dm_malloc((n + 1) * sizeof(uint64_t));
+    s->term_bytes = dm_malloc(b->t_bytes_len ? b->t_bytes_len : 1);
+    if (!s->hashes && !b->dev) s->hashes = dm_malloc(sizeof(uint64_t));
+    if (!s->ids) s->ids = dm_calloc(1, 1);
+    if (!s->labels) s->labels = dm_calloc(1, 1);
     if (!idx || !s->term_hash || !s->term_off || !s->term_bytes || (!s->hashes && !b->dev) || !s->ids || !s->labels) {
-        free(idx);
+        dm_free(idx);
         return DM_ERR(DM_ERR_NOMEM, "vocabulary: out of memory");
     }
     for (size_t t = 0; t < n; t++) idx[t] = (uint32_t)t;
@@ -731,7 +731,7 @@ int dm_sb_finish(dm_token_stream *out, dm_stream_builder *b)
     }
     s->term_off[n] = off;
     s->n_terms = n;
-    free(idx);
+    dm_free(idx);
     *out = *s;
     memset(s, 0, sizeof(*s));
     dm_sb_free(b);
@@ -777,13 +777,13 @@ int dm_token_stream_write(const dm_token_stream *s, const char *path)
     if (!s || !path) return DM_ERR(DM_ERR_INVALID_ARG, "dm_token_stream_write: NULL argument");
     if (s->dev_hashes) return DM_ERR(DM_ERR_INVALID_ARG, "%s: the token stream's hashes are in device memory", path);
     size_t pl = strlen(path) + 8;
-    char *tmp = malloc(pl);
+    char *tmp = dm_malloc(pl);
     if (!tmp) return DM_ERR(DM_ERR_NOMEM, "out of memory");
     snprintf(tmp, pl, "%s.tmp", path);
     dm_wr w = {fopen(tmp, "wb"), crc32(0L, Z_NULL, 0), 0};
     if (!w.f) {
         int e = errno;
-        free(tmp);
+        dm_free(tmp);
         return DM_ERR(DM_ERR_IO, "%s: cannot create: %s", path, strerror(e));
     }
     dm_wr_put(&w, DM_TOKEN_STREAM_MAGIC, 8);
@@ -814,10 +814,10 @@ int dm_token_stream_write(const dm_token_stream *s, const char *path)
     if (w.err || rename(tmp, path) != 0) {
         int e = w.err ? w.err : errno;
         remove(tmp);
-        free(tmp);
+        dm_free(tmp);
         return DM_ERR(DM_ERR_IO, "%s: write failed: %s", path, strerror(e));
     }
-    free(tmp);
+    dm_free(tmp);
     return DM_OK;
 }
 
@@ -839,7 +839,7 @@ static int dm_rd_u64(dm_rdr *r, uint64_t *v)
 static int dm_rd_u64s(dm_rdr *r, uint64_t **out, uint64_t n)
 {
     if (n > (r->n - r->pos) / 8) return -1;
-    *out = malloc((size_t)(n ? n : 1) * 8);
+    *out = dm_malloc((size_t)(n ? n : 1) * 8);
     if (!*out) return -2;
     for (uint64_t i = 0; i < n; i++) dm_rd_u64(r, &(*out)[i]);
     return 0;
@@ -848,7 +848,7 @@ static int dm_rd_u64s(dm_rdr *r, uint64_t **out, uint64_t n)
 static int dm_rd_bytes(dm_rdr *r, char **out, uint64_t n)
 {
     if (n > r->n - r->pos) return -1;
-    *out = malloc((size_t)(n ? n : 1));
+    *out = dm_malloc((size_t)(n ? n : 1));
     if (!*out) return -2;
     memcpy(*out, r->p + r->pos, (size_t)n);
     r->pos += (size_t)n;
@@ -874,9 +874,9 @@ int dm_token_stream_read(dm_token_stream *s, const char *path)
     for (;;) {
         if (cap - n < 65536) {
             size_t nc = cap ? 2 * cap : 1 << 20;
-            unsigned char *q = realloc(buf, nc);
+            unsigned char *q = dm_realloc(buf, nc);
             if (!q) {
-                free(buf);
+                dm_free(buf);
                 fclose(f);
                 return DM_ERR(DM_ERR_NOMEM, "%s: out of memory", path);
             }
@@ -890,7 +890,7 @@ int dm_token_stream_read(dm_token_stream *s, const char *path)
     int ferr = ferror(f);
     fclose(f);
     if (ferr) {
-        free(buf);
+        dm_free(buf);
         return DM_ERR(DM_ERR_IO, "%s: read error", path);
     }
     const char *why = NULL;
@@ -910,7 +910,7 @@ int dm_token_stream_read(dm_token_stream *s, const char *path)
     uint32_t version = why ? 0 : (uint32_t)buf[8] | (uint32_t)buf[9] << 8 | (uint32_t)buf[10] << 16 | (uint32_t)buf[11] << 24;
     if (!why && version != DM_TOKEN_STREAM_VERSION) why = "unsupported version";
     if (why) {
-        free(buf);
+        dm_free(buf);
         return DM_ERR(DM_ERR_FORMAT, "%s: %s", path, why);
     }
     s->flags = (uint32_t)buf[12] | (uint32_t)buf[13] << 8 | (uint32_t)buf[14] << 16 | (uint32_t)buf[15] << 24;
@@ -938,7 +938,7 @@ int dm_token_stream_read(dm_token_stream *s, const char *path)
         if ((s->id_off[d + 1] > s->id_off[d] && s->ids[s->id_off[d + 1] - 1] != 0) || s->id_off[d + 1] == s->id_off[d] ||
             s->label_off[d + 1] == s->label_off[d] || s->labels[s->label_off[d + 1] - 1] != 0)
             e = -1;
-    free(buf);
+    dm_free(buf);
     if (e) {
         dm_token_stream_free(s);
         return e == -2 ? DM_ERR(DM_ERR_NOMEM, "%s: out of memory", path)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/status.h"
 #include "preprocess/preprocess.h"
 #include "preprocess/token_rules.h"
@@ -17,12 +18,12 @@ void dm_tok_result_free(dm_tok_result *r)
         memset(r, 0, sizeof(*r));
         return;
     }
-    free(r->hash);
-    free(r->start);
-    free(r->stem_len);
-    free(r->doc_tok);
-    free(r->stems);
-    free(r->first);
+    dm_free(r->hash);
+    dm_free(r->start);
+    dm_free(r->stem_len);
+    dm_free(r->doc_tok);
+    dm_free(r->stems);
+    dm_free(r->first);
     memset(r, 0, sizeof(*r));
 }
 
@@ -33,11 +34,11 @@ int dm_tok_result_reserve(dm_tok_result *r, size_t need)
     if (need <= r->cap) return DM_OK;
     size_t nc = r->cap ? r->cap : 1024;
     while (nc < need) nc *= 2;
-    uint64_t *h = realloc(r->hash, nc * sizeof(*h));
+    uint64_t *h = dm_realloc(r->hash, nc * sizeof(*h));
     if (h) r->hash = h;
-    uint64_t *s = realloc(r->start, nc * sizeof(*s));
+    uint64_t *s = dm_realloc(r->start, nc * sizeof(*s));
     if (s) r->start = s;
-    uint8_t *l = realloc(r->stem_len, nc);
+    uint8_t *l = dm_realloc(r->stem_len, nc);
     if (l) r->stem_len = l;
     if (!h || !s || !l) return DM_ERR(DM_ERR_NOMEM, "tokenise: cannot hold %zu tokens", nc);
     r->cap = nc;
@@ -54,8 +55,8 @@ int dm_tokenize_cpu(dm_tok_result *out, const dm_tok_batch *in, const dm_stopset
                       opt->min_len, opt->max_len, DM_TOKEN_MAX_LEN);
     memset(out, 0, sizeof(*out));
     out->n_docs = in->n_docs;
-    out->doc_tok = malloc((in->n_docs + 1) * sizeof(uint64_t));
-    out->stems = malloc(in->text_len ? in->text_len : 1);
+    out->doc_tok = dm_malloc((in->n_docs + 1) * sizeof(uint64_t));
+    out->stems = dm_malloc(in->text_len ? in->text_len : 1);
     if (!out->doc_tok || !out->stems) {
         dm_tok_result_free(out);
         return DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/status.h"
 #include "preprocess/preprocess.h"
 #include "preprocess/tokenize_hd.h"
@@ -14,19 +15,19 @@ int dm_tok_first_hd(dm_tok_result *r)
 {
     if (r->pinned) /* its arrays belong to the CUDA backend's pool, which gives its own list */
         return DM_ERR(DM_ERR_INVALID_ARG, "dm_tok_first_hd: a page-locked CUDA result");
-    free(r->first);
+    dm_free(r->first);
     r->first = NULL;
     r->n_first = 0;
     size_t n = r->n_tokens;
     if (n >= 0xffffffffu) return DM_ERR(DM_ERR_INVALID_ARG, "tokenise: %zu tokens in one batch", n);
     uint64_t slots = dm_tok_first_slots(n);
-    uint64_t *keys = calloc(slots, sizeof(*keys));
-    uint32_t *idx = malloc(slots * sizeof(*idx));
-    r->first = malloc((n ? n : 1) * sizeof(*r->first));
+    uint64_t *keys = dm_calloc(slots, sizeof(*keys));
+    uint32_t *idx = dm_malloc(slots * sizeof(*idx));
+    r->first = dm_malloc((n ? n : 1) * sizeof(*r->first));
     if (!keys || !idx || !r->first) {
-        free(keys);
-        free(idx);
-        free(r->first);
+        dm_free(keys);
+        dm_free(idx);
+        dm_free(r->first);
         r->first = NULL;
         return DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");
     }
@@ -35,8 +36,8 @@ int dm_tok_first_hd(dm_tok_result *r)
     for (size_t i = 0; i < n; i++)
         if (dm_tok_first_flag(keys, idx, slots - 1, r->hash, r->start, r->stem_len, r->stems, (uint32_t)i))
             r->first[r->n_first++] = i;
-    free(keys);
-    free(idx);
+    dm_free(keys);
+    dm_free(idx);
     return DM_OK;
 }
 
@@ -50,8 +51,8 @@ int dm_tokenize_hd(dm_tok_result *out, const dm_tok_batch *in, const dm_stopset 
                       opt->min_len, opt->max_len, DM_TOKEN_MAX_LEN);
     memset(out, 0, sizeof(*out));
     size_t n = in->text_len;
-    uint32_t *flag = malloc((n + 1) * sizeof(*flag));
-    uint64_t *scan = malloc((n + 1) * sizeof(*scan));
+    uint32_t *flag = dm_malloc((n + 1) * sizeof(*flag));
+    uint64_t *scan = dm_malloc((n + 1) * sizeof(*scan));
     int rc = DM_OK;
     if (!flag || !scan) {
         rc = DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");
@@ -63,11 +64,11 @@ int dm_tokenize_hd(dm_tok_result *out, const dm_tok_batch *in, const dm_stopset 
         scan[i] = t;
         t += flag[i] & 1u;
     }
-    uint64_t *ts = malloc((t + 1) * 8), *te = malloc((t + 1) * 8), *h = malloc((t + 1) * 8);
-    uint8_t *sl = malloc(t + 1);
-    int *verdict = malloc((t + 1) * sizeof(int));
-    out->stems = malloc(n ? n : 1);
-    out->doc_tok = malloc((in->n_docs + 1) * 8);
+    uint64_t *ts = dm_malloc((t + 1) * 8), *te = dm_malloc((t + 1) * 8), *h = dm_malloc((t + 1) * 8);
+    uint8_t *sl = dm_malloc(t + 1);
+    int *verdict = dm_malloc((t + 1) * sizeof(int));
+    out->stems = dm_malloc(n ? n : 1);
+    out->doc_tok = dm_malloc((in->n_docs + 1) * 8);
     out->n_docs = in->n_docs;
     if (!ts || !te || !h || !sl || !verdict || !out->stems || !out->doc_tok) {
         rc = DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");
@@ -83,9 +84,9 @@ int dm_tokenize_hd(dm_tok_result *out, const dm_tok_batch *in, const dm_stopset 
         verdict[k] = dm_tok_process_one(out->stems, in->text, ts[k], te[k], &sv, &p, &h[k], &sl[k]);
         kept += verdict[k] == DM_PP_KEEP;
     }
-    out->hash = malloc((kept + 1) * 8);
-    out->start = malloc((kept + 1) * 8);
-    out->stem_len = malloc(kept + 1);
+    out->hash = dm_malloc((kept + 1) * 8);
+    out->start = dm_malloc((kept + 1) * 8);
+    out->stem_len = dm_malloc(kept + 1);
     if (!out->hash || !out->start || !out->stem_len) {
         rc = DM_ERR(DM_ERR_NOMEM, "tokenise: out of memory");
         goto done2;
@@ -110,14 +111,14 @@ int dm_tokenize_hd(dm_tok_result *out, const dm_tok_batch *in, const dm_stopset 
         out->doc_tok[d] = dm_tok_lower_bound(out->start, kept, in->doc_off[d]);
     rc = dm_tok_first_hd(out);
 done2:
-    free(ts);
-    free(te);
-    free(h);
-    free(sl);
-    free(verdict);
+    dm_free(ts);
+    dm_free(te);
+    dm_free(h);
+    dm_free(sl);
+    dm_free(verdict);
 done:
-    free(flag);
-    free(scan);
+    dm_free(flag);
+    dm_free(scan);
     if (rc < 0) dm_tok_result_free(out);
     return rc;
 }

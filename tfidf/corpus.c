@@ -145,7 +145,7 @@ static void run_free(corpus_run *r)
 {
     dm_stopset_free(&r->stop);
     dm_termtab_free(&r->tab);
-    free(r->text); /* grown by dm_normalize with realloc */
+    dm_free(r->text); /* grown by dm_normalize (dm_realloc) */
     dm_free(r->doc_off);
     dm_free(r->id_off);
     dm_free(r->label_off);

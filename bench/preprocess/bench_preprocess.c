@@ -30,6 +30,7 @@
 
 #include "common/context.h"
 #include "common/device.h"
+#include "common/alloc.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
 #include "preprocess/preprocess.h"
@@ -273,7 +274,7 @@ static int run_kernels(kres *k, const dm_pp_file_list *fl, int format, int backe
     k->norm_bytes = (double)b.text_len;
     k->gbps = k->seconds > 0 ? (double)b.text_len / k->seconds / 1e9 : 0;
     dm_stopset_free(&stop);
-    free(a.text);
+    dm_free(a.text); /* dm_normalize's (dm_realloc) */
     free(a.off);
     return rc;
 }
@@ -387,7 +388,7 @@ static int run_build(const dm_pp_file_list *fl, int format, int nb, int prefault
     dm_tok_result_free(&r);
     dm_stopset_free(&stop);
     free(meta);
-    free(a.text);
+    dm_free(a.text); /* dm_normalize's (dm_realloc) */
     free(a.off);
     return rc;
 }

@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include "testutil.h"
+#include "common/alloc.h"
 #include "common/rng.h"
 
 const char *pp_reuters_dir(void)
@@ -108,7 +109,7 @@ size_t pp_distinct_tokens(pp_words *out, const char *corpus, int format)
     for (size_t i = 0; i < fl.n; i++) dm_pp_read_file(&fl.files[i], &ro, &st, pp_collect, &s);
     dm_pp_file_list_free(&fl);
     free(s.keys);
-    free(s.norm);
+    dm_free(s.norm);
     return s.docs;
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common/alloc.h"
 #include "common/status.h"
 #include "pp_testlib.h"
 #include "preprocess/preprocess.h"
@@ -24,7 +25,7 @@ static char *norm(const char *s, size_t n, int force, dm_pp_stats *st, size_t *o
     size_t l = 0, c = 0;
     CU_ASSERT_EQUAL(dm_normalize(&o, &l, &c, s, n, force, st), 0);
     *out_len = l;
-    if (!o) o = calloc(1, 1);
+    if (!o) o = dm_calloc(1, 1);
     return o;
 }
 
@@ -36,8 +37,8 @@ static void test_ascii_fast_path_identical(void)
     char *x = norm(all, 128, 0, NULL, &a), *y = norm(all, 128, 1, NULL, &b);
     CU_ASSERT(a == b && memcmp(x, y, a) == 0);
     CU_ASSERT(a > 0 && memcmp(x, "0123456789 abcdefghijklmnopqrstuvwxyz abcdefghijklmnopqrstuvwxyz ", a) == 0);
-    free(x);
-    free(y);
+    dm_free(x);
+    dm_free(y);
     uint64_t seed = 11;
     size_t n = 3 << 20; /* several chunks */
     char *t = malloc(n);
@@ -48,8 +49,8 @@ static void test_ascii_fast_path_identical(void)
     x = norm(t, n, 0, NULL, &a);
     y = norm(t, n, 1, NULL, &b);
     CU_ASSERT(a == b && memcmp(x, y, a) == 0);
-    free(x);
-    free(y);
+    dm_free(x);
+    dm_free(y);
     /* prose: words of letters (some capitals) and digits between single spaces, so that most
      * 16-byte blocks keep every byte, with a run of separators (". ", ",\n", "  ") now and then */
     size_t all_kept = 0;
@@ -72,8 +73,8 @@ static void test_ascii_fast_path_identical(void)
     x = norm(t, n, 0, NULL, &a);
     y = norm(t, n, 1, NULL, &b);
     CU_ASSERT(a == b && memcmp(x, y, a) == 0);
-    free(x);
-    free(y);
+    dm_free(x);
+    dm_free(y);
     free(t);
     /* mostly ASCII with non-ASCII bytes here and there (Latin-1 bytes, combining marks after a
      * space or a letter, ligatures, NUL, long runs without spaces): the ASCII runs take the fast
@@ -103,8 +104,8 @@ static void test_ascii_fast_path_identical(void)
         while (i < a && i < b && x[i] == y[i]) i++;
         printf("\n  mixed text differs at %zu: [%.40s] vs [%.40s]", i, x + i, y + i);
     }
-    free(x);
-    free(y);
+    dm_free(x);
+    dm_free(y);
     free(t);
 }
 
@@ -126,7 +127,7 @@ static void test_unicode_rules(void)
         char *o = norm(c[i].in, strlen(c[i].in), 0, NULL, &l);
         CU_ASSERT(l == strlen(c[i].want) && memcmp(o, c[i].want, l) == 0);
         if (l != strlen(c[i].want) || memcmp(o, c[i].want, l) != 0) printf("\n  [%s] -> [%.*s]", c[i].in, (int)l, o);
-        free(o);
+        dm_free(o);
     }
     /* invalid UTF-8 never fails: bytes replaced and counted; overlong and surrogates too */
     dm_pp_stats st;
@@ -136,7 +137,7 @@ static void test_unicode_rules(void)
     char *o = norm(bad, sizeof(bad) - 1, 0, &st, &l);
     CU_ASSERT(st.invalid_utf8 >= 7);
     CU_ASSERT(l == 9 && memcmp(o, "ok a b c ", 9) == 0);
-    free(o);
+    dm_free(o);
 }
 
 /* A long multibyte document normalised in chunks equals the concatenation of its pieces cut at
@@ -169,8 +170,8 @@ static void test_chunking_invariant(void)
         p = e + 1;
     }
     CU_ASSERT(a == rl && memcmp(x, ref, a) == 0);
-    free(x);
-    free(ref);
+    dm_free(x);
+    dm_free(ref);
     free(t);
 }
 
@@ -223,7 +224,7 @@ static void test_token_rules(void)
     CU_ASSERT_EQUAL(r.n_number, 3); /* 1987 12 64 */
     CU_ASSERT_EQUAL(r.n_stop, 4);   /* the of in and */
     dm_tok_result_free(&r);
-    free(n);
+    dm_free(n);
     /* numbers kept, no stemming, other bounds */
     o.keep_numbers = 1;
     o.stem = 0;
@@ -232,7 +233,7 @@ static void test_token_rules(void)
     stems_of(s, &r);
     CU_ASSERT_STRING_EQUAL(s, "1987 prices x");
     dm_tok_result_free(&r);
-    free(n);
+    dm_free(n);
     dm_stopset_free(&stop);
     /* --stopwords FILE replaces the list (normalised, comments allowed) */
     char dir[1024], path[1100];
@@ -247,7 +248,7 @@ static void test_token_rules(void)
     stems_of(s, &r);
     CU_ASSERT_STRING_EQUAL(s, "the");
     dm_tok_result_free(&r);
-    free(n);
+    dm_free(n);
     dm_stopset_free(&stop);
     remove(path);
     CU_ASSERT_EQUAL(dm_stopset_load(&stop, path), DM_ERR_IO);
@@ -433,7 +434,7 @@ static void test_stream_batches_identical(void)
     for (int k = 0; k < NB; k++) {
         dm_sb_batch_free(&sp[k]);
         dm_sb_batch_free(&sf[k]);
-        free(rf[k].first);
+        dm_free(rf[k].first);
         free(res[k].stems);
         free(res[k].start);
         free(res[k].hash);
