@@ -184,7 +184,11 @@ static int dm_read_jsonl(dm_rd *r, const char *name, const char *data, size_t le
         }
         id.n = lab.n = 0;
         json_t *jid = json_object_get(o, "id");
-        if (!jid || dm_json_scalar(&id, jid) != 0) {
+        /* dm_json_scalar: 0 stored, 1 not a scalar, negative out of memory (an error, never a
+         * fallback id or a dropped label) */
+        int k = jid ? dm_json_scalar(&id, jid) : 1;
+        if (k < 0) rc = k;
+        else if (k > 0) {
             id.n = 0;
             snprintf(msg, sizeof(msg), "%s:%zu", name, line);
             rc = dm_sbuf_put(&id, msg, strlen(msg));
@@ -197,11 +201,17 @@ static int dm_read_jsonl(dm_rd *r, const char *name, const char *data, size_t le
             json_array_foreach(jl, i, v)
             {
                 if (lab.n) rc = dm_sbuf_put(&lab, ",", 1);
-                if (rc >= 0 && dm_json_scalar(&lab, v) > 0 && lab.n && lab.p[lab.n - 1] == ',')
-                    lab.n--;
+                if (rc >= 0) rc = dm_json_scalar(&lab, v);
+                if (rc > 0) { /* not a scalar: dropped with its comma */
+                    rc = DM_OK;
+                    if (lab.n && lab.p[lab.n - 1] == ',') lab.n--;
+                }
+                if (rc < 0) break;
             }
         } else if (rc >= 0 && jl) {
-            if (dm_json_scalar(&lab, jl) > 0) lab.n = 0;
+            k = dm_json_scalar(&lab, jl);
+            if (k < 0) rc = k;
+            else if (k > 0) lab.n = 0;
         }
         if (rc >= 0) rc = dm_sbuf_put(&lab, "", 0);
         if (rc >= 0)
