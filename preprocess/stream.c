@@ -716,6 +716,8 @@ int dm_sb_finish(dm_token_stream *out, dm_stream_builder *b)
     if (!s->labels) s->labels = dm_calloc(1, 1);
     if (!idx || !s->term_hash || !s->term_off || !s->term_bytes || (!s->hashes && !b->dev) || !s->ids || !s->labels) {
         dm_free(idx);
+        dm_sb_free(b); /* spent either way: the callers free nothing after a finish */
+        memset(out, 0, sizeof(*out));
         return DM_ERR(DM_ERR_NOMEM, "vocabulary: out of memory");
     }
     for (size_t t = 0; t < n; t++) idx[t] = (uint32_t)t;

@@ -118,7 +118,8 @@ void dm_sb_prefault_stop(dm_stream_builder *b, double *seconds, uint64_t *bytes)
  * dm_tok_options.device_hashes. limit: as dev_limit. */
 void dm_sb_device_start(dm_stream_builder *b, size_t limit);
 
-/* Moves the result into *out (vocabulary sorted) and frees the builder. */
+/* Moves the result into *out (vocabulary sorted) and frees the builder; on an error
+ * (DM_ERR_NOMEM) the builder is freed too and *out is empty. */
 int dm_sb_finish(dm_token_stream *out, dm_stream_builder *b);
 
 #endif
