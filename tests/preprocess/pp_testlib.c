@@ -1,6 +1,8 @@
 /* Helpers shared by the preprocess tests. Reference: none (test support). */
 #include "pp_testlib.h"
 
+#include <archive.h>
+#include <archive_entry.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,4 +200,129 @@ const char *pp_reuters_small(char *out, size_t cap, const char *tmp, int n_files
     }
     free(buf);
     return ok;
+}
+
+static int pp_put(const char *dir, const char *rel, const void *data, size_t len)
+{
+    char p[4300];
+    snprintf(p, sizeof(p), "%.4000s/%s", dir, rel);
+    return pp_write_file(p, data, len);
+}
+
+int pp_write_mixed_corpus(const char *dir)
+{
+    char cmd[4300], p[4300];
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%.1000s/text' '%.1000s/json' '%.1000s/sgml' '%.1000s/more'", dir, dir, dir,
+             dir);
+    if (system(cmd) != 0) return -1;
+    int rc = 0;
+    /* plain text: accented words (runs around non-ASCII bytes), a NUL byte and 120 CJK characters
+     * without a space (360 bytes: one run past the normaliser's stack buffer) */
+    char big[2048];
+    size_t n = (size_t)snprintf(big, sizeof(big), "Caf\xc3\xa9 prices rose in the na\xc3\xafve market; ");
+    for (int i = 0; i < 120; i++, n += 3) memcpy(big + n, "\xe6\x97\xa5", 3);
+    big[n++] = 0;
+    n += (size_t)snprintf(big + n, sizeof(big) - n, " Stra\xc3\x9f" "e \xef\xac\x81nance running runners 1987 oil\n");
+    rc |= pp_put(dir, "text/plain.txt", big, n);
+    snprintf(p, sizeof(p), "%.4000s/text/zipped.txt.gz", dir);
+    gzFile g = gzopen(p, "wb");
+    const char *gz = "Compressed crude oil shipments increased during March; analysts expected more. ";
+    if (!g || gzwrite(g, gz, (unsigned)strlen(gz)) != (int)strlen(gz)) rc = -1;
+    if (g) gzclose(g);
+    /* inflates about 200:1: the reader's buffer grows while it inflates */
+    snprintf(p, sizeof(p), "%.4000s/text/repeat.txt.gz", dir);
+    g = gzopen(p, "wb");
+    for (int i = 0; g && i < 1500; i++)
+        if (gzwrite(g, "wheat corn ", 11) != 11) rc = -1;
+    if (!g) rc = -1;
+    else gzclose(g);
+    const char *jl = "{\"id\":\"j1\",\"text\":\"Grain exports fell sharply\",\"label\":[\"grain\",\"trade\"]}\n"
+                     "{\"id\":7,\"text\":\"Numeric ids are kept as text\",\"label\":\"earn\"}\n"
+                     "{\"text\":\"no id: the line names it\",\"labels\":[1,2.5,{\"x\":1},\"acq\"]}\n"
+                     "{broken json\n"
+                     "\n"
+                     "{\"id\":\"j5\",\"text\":\"Gold and silver \\u00e9t\\u00e9 prices\"}\n";
+    rc |= pp_put(dir, "json/docs.jsonl", jl, strlen(jl));
+    const char *tsv = "t1\tearn\tProfits rose to record levels\n"
+                      "bad line without tabs\n"
+                      "t2\t\tUnlabelled text\twith a further tab\r\n";
+    rc |= pp_put(dir, "json/docs.tsv", tsv, strlen(tsv));
+    const char *sgm =
+        "<!DOCTYPE lewis SYSTEM \"lewis.dtd\">\n"
+        "<REUTERS TOPICS=\"YES\" NEWID=\"1\"><DATE>26-FEB-1987</DATE><TOPICS><D>cocoa</D><D>grain</D></TOPICS>"
+        "<TEXT><TITLE>COCOA &amp; GRAIN PRICES</TITLE><BODY>Showers continued throughout the week "
+        "&#233;t&#xE9; &lt;tags&gt; <b>bold</b> cocoa</BODY></TEXT></REUTERS>\n"
+        "<REUTERS NEWID=\"2\"><TOPICS></TOPICS><TEXT TYPE=\"UNPROC\">Unprocessed text only</TEXT></REUTERS>\n"
+        "<REUTERS NEWID=\"3\"><TEXT><BODY>a record without its end tag\n";
+    rc |= pp_put(dir, "sgml/reut2-000.sgm", sgm, strlen(sgm));
+    /* a .tar.gz with a text and a JSONL member */
+    static const char *names[] = {"inner/a.txt", "inner/b.jsonl"};
+    static const char *texts[] = {"Archived member text about wheat and corn harvests",
+                                  "{\"id\":\"m1\",\"text\":\"Archived JSON member\",\"label\":\"wheat\"}\n"};
+    snprintf(p, sizeof(p), "%.4000s/more/pack.tar.gz", dir);
+    struct archive *a = archive_write_new();
+    if (!a) return -1;
+    archive_write_set_format_pax_restricted(a);
+    archive_write_add_filter_gzip(a);
+    if (archive_write_open_filename(a, p) != ARCHIVE_OK) rc = -1;
+    for (int i = 0; rc == 0 && i < 2; i++) {
+        struct archive_entry *e = archive_entry_new();
+        archive_entry_set_pathname(e, names[i]);
+        archive_entry_set_size(e, (la_int64_t)strlen(texts[i]));
+        archive_entry_set_filetype(e, AE_IFREG);
+        archive_entry_set_perm(e, 0644);
+        if (archive_write_header(a, e) != ARCHIVE_OK ||
+            archive_write_data(a, texts[i], strlen(texts[i])) != (la_ssize_t)strlen(texts[i]))
+            rc = -1;
+        archive_entry_free(e);
+    }
+    archive_write_close(a);
+    archive_write_free(a);
+    rc |= pp_put(dir, "more/empty.txt", "", 0);
+    /* plain files of a few hundred bytes */
+    static const char *words[] = {"market", "Prices", "rose", "the", "1987", "oil", "running", "shipments",
+                                  "exports", "grain", "caf\xc3\xa9", "of", "x", "analysts"};
+    uint64_t seed = 17;
+    for (int f = 0; f < 8; f++) {
+        char t[1024], rel[64];
+        size_t l = 0, want = 200 + pp_rand(&seed) % 600;
+        while (l < want) {
+            const char *w = words[pp_rand(&seed) % (sizeof(words) / sizeof(words[0]))];
+            l += (size_t)snprintf(t + l, sizeof(t) - l, "%s%s", w, pp_rand(&seed) % 9 ? " " : ".\n");
+        }
+        snprintf(rel, sizeof(rel), "more/f%02d.txt", f);
+        rc |= pp_put(dir, rel, t, l);
+    }
+    return rc ? -1 : 0;
+}
+
+static int pp_stats_equal(const dm_pp_stats *a, const dm_pp_stats *b)
+{
+    int eq = a->files_read == b->files_read && a->files_ignored == b->files_ignored &&
+             a->bytes_read == b->bytes_read && a->docs == b->docs && a->docs_labelled == b->docs_labelled &&
+             a->invalid_utf8 == b->invalid_utf8 && a->nul_bytes == b->nul_bytes && a->tokens == b->tokens &&
+             a->tokens_short == b->tokens_short && a->tokens_long == b->tokens_long &&
+             a->tokens_number == b->tokens_number && a->tokens_stop == b->tokens_stop &&
+             a->hash_collisions == b->hash_collisions && a->n_messages == b->n_messages;
+    for (int i = 0; eq && i < DM_PP_SKIP_COUNT; i++) eq = a->skipped[i] == b->skipped[i];
+    for (uint64_t m = 0; eq && m < a->n_messages && m < DM_PP_MAX_MESSAGES; m++)
+        eq = strcmp(a->messages[m], b->messages[m]) == 0;
+    return eq;
+}
+
+int pp_streams_equal(const dm_token_stream *a, const dm_token_stream *b)
+{
+    if (a->n_docs != b->n_docs || a->n_tokens != b->n_tokens || a->n_terms != b->n_terms || a->flags != b->flags ||
+        !pp_stats_equal(&a->stats, &b->stats) || !a->tok_off || !b->tok_off || !a->id_off || !b->id_off ||
+        !a->label_off || !b->label_off || !a->term_off || !b->term_off)
+        return 0;
+    size_t d = (a->n_docs + 1) * sizeof(uint64_t);
+    return memcmp(a->tok_off, b->tok_off, d) == 0 && memcmp(a->id_off, b->id_off, d) == 0 &&
+           memcmp(a->label_off, b->label_off, d) == 0 &&
+           memcmp(a->ids, b->ids, a->id_off[a->n_docs]) == 0 &&
+           memcmp(a->labels, b->labels, a->label_off[a->n_docs]) == 0 &&
+           (a->n_tokens == 0 || memcmp(a->hashes, b->hashes, a->n_tokens * sizeof(uint64_t)) == 0) &&
+           (a->n_terms == 0 || memcmp(a->term_hash, b->term_hash, a->n_terms * sizeof(uint64_t)) == 0) &&
+           memcmp(a->term_off, b->term_off, (a->n_terms + 1) * sizeof(uint64_t)) == 0 &&
+           memcmp(a->term_bytes, b->term_bytes, a->term_off[a->n_terms]) == 0;
 }

@@ -36,5 +36,13 @@ int pp_sanitizer(void);
 const char *pp_reuters_small(char *out, size_t cap, const char *tmp, int n_files, size_t bytes);
 /* Writes a file (creating it), returns 0 on success. */
 int pp_write_file(const char *path, const void *data, size_t len);
+/* The small corpus of the allocation-failure tests, written under dir (created): every reader
+ * once (plain text with accented words and a non-ASCII run longer than the normaliser's stack
+ * buffer, .txt.gz, one inflating 200:1, JSONL with label arrays and a bad line, TSV with a bad line, Reuters SGML with
+ * entities and topics, a .tar.gz holding a text and a JSONL member, an empty file) and a few
+ * plain files, so that several readers, batches and workers run at once. Returns 0 on success. */
+int pp_write_mixed_corpus(const char *dir);
+/* 1 when two host streams hold the same documents, tokens, vocabulary and counters. */
+int pp_streams_equal(const dm_token_stream *a, const dm_token_stream *b);
 
 #endif

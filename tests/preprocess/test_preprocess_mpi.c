@@ -1,8 +1,8 @@
 /* MPI tests of preprocess (1, 2, 4 ranks, CPU backend): the token streams of all ranks,
  * concatenated in rank order, are identical (ids, labels, hashes, order) to the one-process stream,
  * on all of Reuters and on a generated multibyte corpus; an error on one rank (a bad file seen only
- * by it in strict mode) reaches every rank without a hang. Reference: dm_preprocess_files on one
- * process. With DOCMINE_SANITIZER set (test_preprocess_mpi_gpu run under compute-sanitizer by
+ * by it in strict mode) reaches every rank without a hang, and so does every host allocation of a
+ * run failing in turn. Reference: dm_preprocess_files on one process. With DOCMINE_SANITIZER set (test_preprocess_mpi_gpu run under compute-sanitizer by
  * scripts/gpu-check.sh) the small variant runs: the same tests on the first records of three
  * Reuters files and on a smaller generated corpus, with the tuner off. */
 #include <CUnit/CUnit.h>
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/context.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
@@ -205,6 +206,73 @@ static void test_error_agreement(void)
     CU_ASSERT_EQUAL(rc, DM_ERR_FORMAT);
 }
 
+/* Every host allocation of a run on the mixed corpus (pp_write_mixed_corpus) failed in turn on every
+ * rank (each rank's k-th dm_malloc / dm_calloc / dm_realloc, so the ranks fail at different points
+ * of their work: listing, reading, the pipeline's threads, the stream): every rank returns the same
+ * status, DM_OK or DM_ERR_NOMEM, none crashes or waits forever, a run that succeeds gives each
+ * rank's reference stream, and a run afterwards is unchanged. CPU backend only (the device
+ * allocations are not these). */
+static void test_alloc_failures(void)
+{
+    if (PP_MPI_BACKEND != DM_BACKEND_CPU) return; /* test_preprocess_mpi_gpu */
+    char dir[1100];
+    snprintf(dir, sizeof(dir), "%s/mixed", g_tmp);
+    int ok = g_ctx.rank != 0 || pp_write_mixed_corpus(dir) == 0;
+    MPI_Bcast(&ok, 1, MPI_INT, 0, g_ctx.world);
+    CU_ASSERT_FATAL(ok);
+    dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
+    o.backend = DM_BACKEND_CPU;
+    o.threads = 2;
+    o.workers = 2;
+    o.batch_bytes = 1024; /* several batches in flight on every rank */
+    dm_token_stream ref, s;
+    CU_ASSERT_EQUAL_FATAL(dm_preprocess(&ref, NULL, &g_ctx, dir, &o), DM_OK);
+    dm_alloc_fail_at(UINT64_MAX); /* count them */
+    int rc = dm_preprocess(&s, NULL, &g_ctx, dir, &o);
+    uint64_t n = dm_alloc_count(), n_max = 0;
+    dm_alloc_fail_at(0);
+    CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
+    dm_token_stream_free(&s);
+    MPI_Allreduce(&n, &n_max, 1, MPI_UINT64_T, MPI_MAX, g_ctx.world);
+    CU_ASSERT_FATAL(n_max > 50);
+    /* one rank: every allocation; more: the first ones one by one, then points spread over the
+     * rest (fewer on 4 ranks, which share CI's two cores: 50 points took 3 s under ASan) */
+    const uint64_t last = n_max + n_max / 8 + 8, first = g_ctx.size == 1 ? last : g_ctx.size > 2 ? 20 : 40;
+    const uint64_t step = (last - first) / (g_ctx.size > 2 ? 30 : 120) + 1;
+    int tried = 0, failed = 0, disagreed = 0, other = 0, differ = 0;
+    for (uint64_t k = 1; k <= last; k += k < first ? 1 : step) {
+        dm_alloc_fail_at(k);
+        rc = dm_preprocess(&s, NULL, &g_ctx, dir, &o);
+        dm_alloc_fail_at(0);
+        int lo = 0, hi = 0;
+        MPI_Allreduce(&rc, &lo, 1, MPI_INT, MPI_MIN, g_ctx.world);
+        MPI_Allreduce(&rc, &hi, 1, MPI_INT, MPI_MAX, g_ctx.world);
+        disagreed += lo != hi;
+        if (rc != DM_OK && rc != DM_ERR_NOMEM) {
+            other++;
+            fprintf(stderr, "rank %d, allocation %llu: %d %s\n", g_ctx.rank, (unsigned long long)k, rc,
+                    dm_error_message());
+        }
+        if (rc == DM_OK) {
+            differ += !pp_streams_equal(&s, &ref);
+            dm_token_stream_free(&s);
+        }
+        tried++;
+        failed += rc != DM_OK;
+    }
+    CU_ASSERT_EQUAL(disagreed, 0);
+    CU_ASSERT_EQUAL(other, 0);
+    CU_ASSERT_EQUAL(differ, 0);
+    CU_ASSERT(failed > tried / 2);
+    CU_ASSERT_EQUAL_FATAL(dm_preprocess(&s, NULL, &g_ctx, dir, &o), DM_OK); /* and nothing is left broken */
+    CU_ASSERT(pp_streams_equal(&s, &ref));
+    dm_token_stream_free(&s);
+    dm_token_stream_free(&ref);
+    if (g_ctx.rank == 0)
+        printf("\n  %d rank(s): %llu allocations on the busiest rank, %d failure points tried, %d failed the run",
+               g_ctx.size, (unsigned long long)n_max, tried, failed);
+}
+
 int main(int argc, char **argv)
 {
     g_small = pp_sanitizer();
@@ -216,6 +284,7 @@ int main(int argc, char **argv)
         {"Reuters: ranks concatenated == one process", test_reuters},
         {"multibyte corpus: ranks concatenated == one process", test_multibyte_corpus},
         {"an error on one rank reaches all", test_error_agreement},
+        {"every host allocation failing in turn: all ranks agree, none hangs", test_alloc_failures},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"preprocess-mpi", setup, teardown, NULL, NULL, t}, CU_SUITE_INFO_NULL};
