@@ -250,7 +250,8 @@ void dm_tok_result_free(dm_tok_result *r);
 typedef int dm_tokenize_fn(dm_tok_result *out, const dm_tok_batch *in, const dm_stopset *stop,
                            const dm_tok_options *opt);
 /* CPU: libstemmer porter. CUDA: our kernels (DM_ERR_UNSUPPORTED in a CPU-only build,
- * DM_ERR_NO_DEVICE without a GPU). Errors: DM_ERR_INVALID_ARG, DM_ERR_NOMEM, DM_ERR_CUDA. */
+ * DM_ERR_NO_DEVICE without a GPU). Errors: DM_ERR_INVALID_ARG, DM_ERR_NOMEM (host or device
+ * memory: the CUDA workspaces come from dm_device_alloc), DM_ERR_CUDA. */
 dm_tokenize_fn dm_tokenize_cpu, dm_tokenize_cuda;
 /* The CUDA backend's algorithm (same per-element code) run on the host: tests it without a GPU. */
 dm_tokenize_fn dm_tokenize_hd;
@@ -490,8 +491,8 @@ int dm_pp_cuda_set_device(int dev);
  * placed), [1] process (length / number / stop filter, Porter stem, hash) and compaction of the
  * kept tokens, [2] per-document bounds, and after them [3] the first occurrences of the terms
  * (the stream builder's help, not part of *seconds); *tokens: tokens kept.
- * Errors: DM_ERR_INVALID_ARG, DM_ERR_NO_DEVICE, DM_ERR_CUDA (out of device memory included),
- * DM_ERR_UNSUPPORTED in a CPU-only build. */
+ * Errors: DM_ERR_INVALID_ARG, DM_ERR_NO_DEVICE, DM_ERR_NOMEM (host or device memory),
+ * DM_ERR_CUDA, DM_ERR_UNSUPPORTED in a CPU-only build. */
 int dm_pp_cuda_kernel_bench(double *seconds, double phase[4], size_t *tokens, const dm_tok_batch *in,
                             const dm_stopset *stop, const dm_tok_options *opt, int repeats);
 /* Seconds spent in H2D copies, kernels and D2H copies (CUDA events) since the last call; resets. */

@@ -222,29 +222,29 @@ static void dm_pp_bench_destroy(void *state)
 {
     dm_pp_bench *b = (dm_pp_bench *)state;
     if (!b) return;
-    cudaFree(b->text);
-    cudaFree(b->stems);
-    cudaFree(b->tok_start);
-    cudaFree(b->tok_end);
-    cudaFree(b->keep);
-    cudaFree(b->tile_cnt);
-    cudaFree(b->tile_off);
-    cudaFree(b->kept);
-    cudaFree(b->out_len);
-    cudaFree(b->out_hash);
-    cudaFree(b->out_start);
-    cudaFree(b->cub_tmp);
-    cudaFree(b->stem_len);
-    cudaFree(b->hash);
-    cudaFree(b->drops);
-    cudaFree(b->d_keys);
-    cudaFree(b->d_woff);
-    cudaFree(b->d_wlen);
-    cudaFree(b->d_wbytes);
-    cudaFree(b->words_out);
-    cudaFree(b->w_off);
-    cudaFree(b->w_len);
-    cudaFree(b->w_out_len);
+    dm_device_free(b->text);
+    dm_device_free(b->stems);
+    dm_device_free(b->tok_start);
+    dm_device_free(b->tok_end);
+    dm_device_free(b->keep);
+    dm_device_free(b->tile_cnt);
+    dm_device_free(b->tile_off);
+    dm_device_free(b->kept);
+    dm_device_free(b->out_len);
+    dm_device_free(b->out_hash);
+    dm_device_free(b->out_start);
+    dm_device_free(b->cub_tmp);
+    dm_device_free(b->stem_len);
+    dm_device_free(b->hash);
+    dm_device_free(b->drops);
+    dm_device_free(b->d_keys);
+    dm_device_free(b->d_woff);
+    dm_device_free(b->d_wlen);
+    dm_device_free(b->d_wbytes);
+    dm_device_free(b->words_out);
+    dm_device_free(b->w_off);
+    dm_device_free(b->w_len);
+    dm_device_free(b->w_out_len);
     dm_stopset_free(&b->stop);
     dm_free(b);
 }
@@ -283,7 +283,7 @@ static int dm_pp_bench_create_common(dm_pp_bench **out, size_t n, uint64_t seed,
     b->n = n;
     int rc = dm_stopset_load(&b->stop, NULL);
     cudaError_t e = cudaSuccess;
-#define DM_BM(p, sz) if (e == cudaSuccess) e = cudaMalloc((void **)&(p), (size_t)(sz) > 0 ? (size_t)(sz) : 1)
+#define DM_BM(p, sz) if (rc >= 0 && e == cudaSuccess) rc = dm_device_alloc((void **)&(p), (size_t)(sz))
     DM_BM(b->text, n);
     DM_BM(b->stems, n);
     DM_BM(b->tok_start, n * 4);
@@ -300,13 +300,13 @@ static int dm_pp_bench_create_common(dm_pp_bench **out, size_t n, uint64_t seed,
         DM_BM(b->out_len, n);
         DM_BM(b->out_hash, n * 8);
         DM_BM(b->out_start, n * 8);
-        if (e == cudaSuccess)
+        if (rc >= 0 && e == cudaSuccess)
             e = cub::DeviceScan::ExclusiveSum(NULL, b->cub_bytes, b->tile_cnt, b->tile_off, (int)tiles);
         DM_BM(b->cub_tmp, b->cub_bytes);
         /* the kept tokens fill a prefix of the outputs: the rest stays 0 for every instance */
-        if (e == cudaSuccess) e = cudaMemset(b->out_len, 0, n);
-        if (e == cudaSuccess) e = cudaMemset(b->out_hash, 0, n * 8);
-        if (e == cudaSuccess) e = cudaMemset(b->out_start, 0, n * 8);
+        if (rc >= 0 && e == cudaSuccess) e = cudaMemset(b->out_len, 0, n);
+        if (rc >= 0 && e == cudaSuccess) e = cudaMemset(b->out_hash, 0, n * 8);
+        if (rc >= 0 && e == cudaSuccess) e = cudaMemset(b->out_start, 0, n * 8);
     }
     DM_BM(b->d_keys, (b->stop.cap + DM_STOPSET_FILTER_WORDS) * 8);
     DM_BM(b->d_woff, b->stop.cap * 4);
@@ -317,22 +317,22 @@ static int dm_pp_bench_create_common(dm_pp_bench **out, size_t n, uint64_t seed,
     DM_BM(b->w_len, nw * 4);
     DM_BM(b->w_out_len, nw * 4);
 #undef DM_BM
-    if (e == cudaSuccess) e = cudaMemcpy(b->text, h, n, cudaMemcpyHostToDevice);
-    if (e == cudaSuccess && which == 1) { /* the tokens' bounds, placed on the host by the reference rule */
+    if (rc >= 0 && e == cudaSuccess) e = cudaMemcpy(b->text, h, n, cudaMemcpyHostToDevice);
+    if (rc >= 0 && e == cudaSuccess && which == 1) { /* the tokens' bounds, placed on the host by the reference rule */
         uint32_t *ts = (uint32_t *)dm_malloc(n * 4), *te = (uint32_t *)dm_malloc(n * 4), t = 0;
-        if (!ts || !te) e = cudaErrorMemoryAllocation;
-        for (size_t i = 0; e == cudaSuccess && i < n; i++) {
+        if (!ts || !te) rc = DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
+        for (size_t i = 0; rc >= 0 && e == cudaSuccess && i < n; i++) {
             uint32_t f = dm_tok_mark_one(h, n, i);
             if (f & 1u) ts[t++] = (uint32_t)i;
             if (f & 2u) te[t - 1] = (uint32_t)(i + 1);
         }
-        if (e == cudaSuccess) e = cudaMemcpy(b->tok_start, ts, (size_t)t * 4, cudaMemcpyHostToDevice);
-        if (e == cudaSuccess) e = cudaMemcpy(b->tok_end, te, (size_t)t * 4, cudaMemcpyHostToDevice);
+        if (rc >= 0 && e == cudaSuccess) e = cudaMemcpy(b->tok_start, ts, (size_t)t * 4, cudaMemcpyHostToDevice);
+        if (rc >= 0 && e == cudaSuccess) e = cudaMemcpy(b->tok_end, te, (size_t)t * 4, cudaMemcpyHostToDevice);
         dm_free(ts);
         dm_free(te);
     }
-    if (e == cudaSuccess) e = cudaMemcpy(b->w_off, hoff, nw * 4, cudaMemcpyHostToDevice);
-    if (e == cudaSuccess) e = cudaMemcpy(b->w_len, hlen, nw * 4, cudaMemcpyHostToDevice);
+    if (rc >= 0 && e == cudaSuccess) e = cudaMemcpy(b->w_off, hoff, nw * 4, cudaMemcpyHostToDevice);
+    if (rc >= 0 && e == cudaSuccess) e = cudaMemcpy(b->w_len, hlen, nw * 4, cudaMemcpyHostToDevice);
     if (e == cudaSuccess && rc >= 0) {
         e = cudaMemcpy(b->d_keys, b->stop.keys, (b->stop.cap + DM_STOPSET_FILTER_WORDS) * 8, cudaMemcpyHostToDevice);
         if (e == cudaSuccess) e = cudaMemcpy(b->d_woff, b->stop.word_off, b->stop.cap * 4, cudaMemcpyHostToDevice);
@@ -559,10 +559,10 @@ static const dm_tune_instance *dm_pp_ws_inst(const dm_pp_ws *w, int k)
 static int dm_pp_ws_grow(void **p, size_t *cap, size_t need)
 {
     if (need <= *cap && *p) return DM_OK;
-    cudaFree(*p);
+    dm_device_free(*p);
     *p = NULL;
     size_t nc = need + need / 4 + 4096;
-    DM_CUDA_TRY(cudaMalloc(p, nc));
+    DM_TRY(dm_device_alloc(p, nc));
     *cap = nc;
     return DM_OK;
 }
@@ -574,7 +574,7 @@ static int dm_pp_ws_reserve(size_t n, size_t n_docs)
         DM_CUDA_TRY(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
         for (int i = 0; i < 4; i++) DM_CUDA_TRY(cudaEventCreate(&w->ev[i]));
         for (int i = 0; i < 5; i++) DM_CUDA_TRY(cudaEventCreate(&w->kev[i]));
-        DM_CUDA_TRY(cudaMalloc((void **)&w->drops, 6 * sizeof(unsigned long long)));
+        DM_TRY(dm_device_alloc((void **)&w->drops, 6 * sizeof(unsigned long long)));
         w->total = (uint32_t *)(w->drops + 4);
         w->kept = w->total + 1;
         w->n_first = w->total + 2;
@@ -582,27 +582,31 @@ static int dm_pp_ws_reserve(size_t n, size_t n_docs)
     }
     int chosen = 0;
     if (n > w->n_cap || !w->text) {
-        cudaFree(w->text); cudaFree(w->stems); cudaFree(w->tile_cnt); cudaFree(w->tile_off);
-        cudaFree(w->tok_start); cudaFree(w->tok_end); cudaFree(w->st_start);
-        cudaFree(w->stem_len); cudaFree(w->out_len); cudaFree(w->hash); cudaFree(w->out_hash);
-        cudaFree(w->out_start);
+        dm_device_free(w->text); dm_device_free(w->stems); dm_device_free(w->tile_cnt); dm_device_free(w->tile_off);
+        dm_device_free(w->tok_start); dm_device_free(w->tok_end); dm_device_free(w->st_start);
+        dm_device_free(w->stem_len); dm_device_free(w->out_len); dm_device_free(w->hash); dm_device_free(w->out_hash);
+        dm_device_free(w->out_start);
+        /* all of them NULL: a failed allocation below must not leave a freed pointer to free again */
         w->text = w->stems = NULL;
+        w->tile_cnt = w->tile_off = w->tok_start = w->tok_end = w->st_start = NULL;
+        w->stem_len = w->out_len = NULL;
+        w->hash = w->out_hash = w->out_start = NULL;
         size_t nc = n + n / 4 + 4096, tc = nc / 2 + 1;
         w->n_cap = w->t_cap = 0;
-        DM_CUDA_TRY(cudaMalloc((void **)&w->text, nc));
-        DM_CUDA_TRY(cudaMalloc((void **)&w->stems, nc));
+        DM_TRY(dm_device_alloc((void **)&w->text, nc));
+        DM_TRY(dm_device_alloc((void **)&w->stems, nc));
         size_t tiles = dm_pp_tokens_max_tiles(nc), pt = dm_pp_process_max_tiles(tc);
         if (pt > tiles) tiles = pt;
-        DM_CUDA_TRY(cudaMalloc((void **)&w->tile_cnt, tiles * 4));
-        DM_CUDA_TRY(cudaMalloc((void **)&w->tile_off, tiles * 4));
-        DM_CUDA_TRY(cudaMalloc((void **)&w->tok_start, tc * 4));
-        DM_CUDA_TRY(cudaMalloc((void **)&w->tok_end, tc * 4));
-        DM_CUDA_TRY(cudaMalloc((void **)&w->st_start, tc * 4));
-        DM_CUDA_TRY(cudaMalloc((void **)&w->stem_len, tc));
-        DM_CUDA_TRY(cudaMalloc((void **)&w->out_len, tc));
-        DM_CUDA_TRY(cudaMalloc((void **)&w->hash, tc * 8));
-        DM_CUDA_TRY(cudaMalloc((void **)&w->out_hash, tc * 8));
-        DM_CUDA_TRY(cudaMalloc((void **)&w->out_start, tc * 8));
+        DM_TRY(dm_device_alloc((void **)&w->tile_cnt, tiles * 4));
+        DM_TRY(dm_device_alloc((void **)&w->tile_off, tiles * 4));
+        DM_TRY(dm_device_alloc((void **)&w->tok_start, tc * 4));
+        DM_TRY(dm_device_alloc((void **)&w->tok_end, tc * 4));
+        DM_TRY(dm_device_alloc((void **)&w->st_start, tc * 4));
+        DM_TRY(dm_device_alloc((void **)&w->stem_len, tc));
+        DM_TRY(dm_device_alloc((void **)&w->out_len, tc));
+        DM_TRY(dm_device_alloc((void **)&w->hash, tc * 8));
+        DM_TRY(dm_device_alloc((void **)&w->out_hash, tc * 8));
+        DM_TRY(dm_device_alloc((void **)&w->out_start, tc * 8));
         w->n_cap = nc;
         w->t_cap = tc;
         /* CUB temporary storage for the scans of the tiles (text bytes or tokens) and the
@@ -614,12 +618,12 @@ static int dm_pp_ws_reserve(size_t n, size_t n_docs)
         chosen = 1;
     }
     if (n_docs + 1 > w->d_cap || !w->doc_off) {
-        cudaFree(w->doc_off);
-        cudaFree(w->doc_tok);
+        dm_device_free(w->doc_off);
+        dm_device_free(w->doc_tok);
         w->doc_off = w->doc_tok = NULL;
         size_t dc = n_docs + 1 + (n_docs + 1) / 4 + 64;
-        DM_CUDA_TRY(cudaMalloc((void **)&w->doc_off, dc * 8));
-        DM_CUDA_TRY(cudaMalloc((void **)&w->doc_tok, dc * 8));
+        DM_TRY(dm_device_alloc((void **)&w->doc_off, dc * 8));
+        DM_TRY(dm_device_alloc((void **)&w->doc_tok, dc * 8));
         w->d_cap = dc;
         chosen = 1;
     }
@@ -640,16 +644,16 @@ static int dm_pp_ws_first_reserve(size_t kept)
 {
     dm_pp_ws *w = g_wsp;
     if (kept <= w->f_cap && w->f_keys) return DM_OK;
-    cudaFree(w->f_keys); cudaFree(w->f_list); cudaFree(w->f_idx); cudaFree(w->f_flag);
+    dm_device_free(w->f_keys); dm_device_free(w->f_list); dm_device_free(w->f_idx); dm_device_free(w->f_flag);
     w->f_keys = w->f_list = NULL;
     w->f_idx = NULL;
     w->f_flag = NULL;
     w->f_cap = 0;
     size_t fc = kept + kept / 4 + 1024, slots = dm_tok_first_slots(fc);
-    DM_CUDA_TRY(cudaMalloc((void **)&w->f_keys, slots * 8));
-    DM_CUDA_TRY(cudaMalloc((void **)&w->f_idx, slots * 4));
-    DM_CUDA_TRY(cudaMalloc((void **)&w->f_flag, fc));
-    DM_CUDA_TRY(cudaMalloc((void **)&w->f_list, fc * 8));
+    DM_TRY(dm_device_alloc((void **)&w->f_keys, slots * 8));
+    DM_TRY(dm_device_alloc((void **)&w->f_idx, slots * 4));
+    DM_TRY(dm_device_alloc((void **)&w->f_flag, fc));
+    DM_TRY(dm_device_alloc((void **)&w->f_list, fc * 8));
     w->f_cap = fc;
     return DM_OK;
 }
@@ -661,9 +665,9 @@ static int dm_pp_ws_stop(const dm_stopset *s)
     uint32_t cap = s && s->cap ? s->cap : 1;
     DM_TRY(dm_pp_ws_grow((void **)&w->keys, &w->stop_cap, ((size_t)cap + DM_STOPSET_FILTER_WORDS) * 8));
     size_t c2 = 0, c3 = 0, c4 = 0;
-    cudaFree(w->woff);
-    cudaFree(w->wlen);
-    cudaFree(w->wbytes);
+    dm_device_free(w->woff);
+    dm_device_free(w->wlen);
+    dm_device_free(w->wbytes);
     w->woff = NULL;
     w->wlen = NULL;
     w->wbytes = NULL;
@@ -1246,13 +1250,13 @@ extern "C" int dm_stem_words_cuda(char *out, uint32_t *out_off, uint32_t *out_le
         if ((size_t)off[i] + len[i] > bytes) bytes = (size_t)off[i] + len[i];
     char *dw = NULL, *dout = NULL;
     uint32_t *doff = NULL, *dlen = NULL, *dol = NULL;
-    int rc = DM_OK;
-    cudaError_t e = cudaMalloc((void **)&dw, bytes ? bytes : 1);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&dout, bytes ? bytes : 1);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&doff, n * 4);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&dlen, n * 4);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&dol, n * 4);
-    if (e == cudaSuccess) e = cudaMemcpy(dw, words, bytes, cudaMemcpyHostToDevice);
+    int rc = dm_device_alloc((void **)&dw, bytes);
+    if (rc >= 0) rc = dm_device_alloc((void **)&dout, bytes);
+    if (rc >= 0) rc = dm_device_alloc((void **)&doff, n * 4);
+    if (rc >= 0) rc = dm_device_alloc((void **)&dlen, n * 4);
+    if (rc >= 0) rc = dm_device_alloc((void **)&dol, n * 4);
+    cudaError_t e = cudaSuccess;
+    if (rc >= 0) e = cudaMemcpy(dw, words, bytes, cudaMemcpyHostToDevice);
     if (e == cudaSuccess) e = cudaMemcpy(doff, off, n * 4, cudaMemcpyHostToDevice);
     if (e == cudaSuccess) e = cudaMemcpy(dlen, len, n * 4, cudaMemcpyHostToDevice);
     if (e == cudaSuccess) e = cudaMemcpy(dout, words, bytes, cudaMemcpyHostToDevice);
@@ -1267,10 +1271,10 @@ extern "C" int dm_stem_words_cuda(char *out, uint32_t *out_off, uint32_t *out_le
         if (e != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "stem: %s", cudaGetErrorString(e));
     }
     for (size_t i = 0; i < n; i++) out_off[i] = off[i];
-    cudaFree(dw);
-    cudaFree(dout);
-    cudaFree(doff);
-    cudaFree(dlen);
-    cudaFree(dol);
+    dm_device_free(dw);
+    dm_device_free(dout);
+    dm_device_free(doff);
+    dm_device_free(dlen);
+    dm_device_free(dol);
     return rc;
 }
