@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/alloc.h"
 #include "common/status.h"
 #include "common/timer.h"
 #include "streamclust/streamclust.h"
@@ -74,12 +75,12 @@ int dm_sc_points_init(dm_sc_points *p, long cap, int dim)
     if (cap < 1 || dim < 1) return DM_ERR(DM_ERR_INVALID_ARG, "points: cap %ld dim %d", cap, dim);
     p->cap = cap;
     p->dim = dim;
-    p->coord = malloc((size_t)cap * (size_t)dim * sizeof(float));
-    p->slot = malloc((size_t)cap * sizeof(long));
-    p->weight = malloc((size_t)cap * sizeof(float));
-    p->cost = malloc((size_t)cap * sizeof(float));
-    p->assign = malloc((size_t)cap * sizeof(long));
-    p->id = malloc((size_t)cap * sizeof(long));
+    p->coord = dm_malloc((size_t)cap * (size_t)dim * sizeof(float));
+    p->slot = dm_malloc((size_t)cap * sizeof(long));
+    p->weight = dm_malloc((size_t)cap * sizeof(float));
+    p->cost = dm_malloc((size_t)cap * sizeof(float));
+    p->assign = dm_malloc((size_t)cap * sizeof(long));
+    p->id = dm_malloc((size_t)cap * sizeof(long));
     if (!p->coord || !p->slot || !p->weight || !p->cost || !p->assign || !p->id) {
         dm_sc_points_free(p);
         return DM_ERR(DM_ERR_NOMEM, "points: %ld x %d floats", cap, dim);
@@ -90,12 +91,12 @@ int dm_sc_points_init(dm_sc_points *p, long cap, int dim)
 void dm_sc_points_free(dm_sc_points *p)
 {
     if (!p) return;
-    free(p->coord);
-    free(p->slot);
-    free(p->weight);
-    free(p->cost);
-    free(p->assign);
-    free(p->id);
+    dm_free(p->coord);
+    dm_free(p->slot);
+    dm_free(p->weight);
+    dm_free(p->cost);
+    dm_free(p->assign);
+    dm_free(p->id);
     memset(p, 0, sizeof *p);
 }
 
@@ -138,17 +139,17 @@ int dm_sc_engine_create(dm_sc_engine **out, int backend, long cap, int dim)
         return DM_ERR(DM_ERR_INVALID_ARG, "streamclust: unknown backend %d", backend);
     if (backend == DM_SC_CUDA && !DM_HAVE_CUDA)
         return DM_ERR(DM_ERR_UNSUPPORTED, "streamclust: this build has no CUDA backend");
-    dm_sc_engine *e = calloc(1, sizeof *e);
+    dm_sc_engine *e = dm_calloc(1, sizeof *e);
     if (!e) return DM_ERR(DM_ERR_NOMEM, "streamclust engine");
     e->backend = backend;
     e->cap = cap;
     e->dim = dim;
     int rc = dm_sc_points_init(&e->pts, cap, dim);
     if (rc == DM_OK) {
-        e->is_center = calloc((size_t)cap, 1);
-        e->center_table = calloc((size_t)cap, sizeof(int));
-        e->sw = calloc((size_t)cap, 1);
-        e->xcost = calloc((size_t)cap, sizeof(float));
+        e->is_center = dm_calloc((size_t)cap, 1);
+        e->center_table = dm_calloc((size_t)cap, sizeof(int));
+        e->sw = dm_calloc((size_t)cap, 1);
+        e->xcost = dm_calloc((size_t)cap, sizeof(float));
         if (!e->is_center || !e->center_table || !e->sw || !e->xcost)
             rc = DM_ERR(DM_ERR_NOMEM, "streamclust engine: %ld points", cap);
     }
@@ -167,14 +168,15 @@ void dm_sc_engine_destroy(dm_sc_engine *e)
     if (!e) return;
     if (e->backend == DM_SC_CUDA) dm_sc_cuda_destroy(e);
     dm_sc_points_free(&e->pts);
-    free(e->is_center);
-    free(e->center_table);
-    free(e->sw);
-    free(e->xcost);
-    free(e->sums);
-    free(e->close);
-    free(e->centers);
-    free(e);
+    dm_free(e->is_center);
+    dm_free(e->center_table);
+    dm_free(e->sw);
+    dm_free(e->xcost);
+    dm_free(e->sums);
+    dm_free(e->close);
+    dm_free(e->centers);
+    dm_free(e->lower);
+    dm_free(e);
 }
 
 dm_sc_points *dm_sc_engine_points(dm_sc_engine *e) { return &e->pts; }
@@ -186,11 +188,11 @@ int dm_sc_engine_reserve(dm_sc_engine *e, long k)
     if (k + 1 <= e->sums_cap) return DM_OK;
     long cap = e->sums_cap ? e->sums_cap : 64;
     while (cap < k + 1) cap *= 2;
-    int64_t *s = realloc(e->sums, (size_t)cap * sizeof *s);
+    int64_t *s = dm_realloc(e->sums, (size_t)cap * sizeof *s);
     if (s) e->sums = s;
-    unsigned char *c = realloc(e->close, (size_t)cap);
+    unsigned char *c = dm_realloc(e->close, (size_t)cap);
     if (c) e->close = c;
-    long *ce = realloc(e->centers, (size_t)cap * sizeof *ce);
+    long *ce = dm_realloc(e->centers, (size_t)cap * sizeof *ce);
     if (ce) e->centers = ce;
     if (!s || !c || !ce) return DM_ERR(DM_ERR_NOMEM, "streamclust: %ld centres", k);
     e->sums_cap = cap;
@@ -213,7 +215,7 @@ int dm_sc_engine_load(dm_sc_engine *e, long num)
     p->num = num;
     const int dim = p->dim;
     double w = 0.0, diam2 = 0.0;
-    float *lo = malloc(2 * (size_t)dim * sizeof(float)), *hi = lo + dim;
+    float *lo = dm_malloc(2 * (size_t)dim * sizeof(float)), *hi = lo + dim;
     if (!lo) return DM_ERR(DM_ERR_NOMEM, "streamclust: load");
     for (int d = 0; d < dim; d++) {
         lo[d] = INFINITY;
@@ -224,7 +226,7 @@ int dm_sc_engine_load(dm_sc_engine *e, long num)
         for (int d = 0; d < dim; d++) {
             float v = row[d];
             if (!isfinite(v)) {
-                free(lo);
+                dm_free(lo);
                 return DM_ERR(DM_ERR_FORMAT, "streamclust: coordinate %d of point %ld is not finite",
                               d, p->id[i]);
             }
@@ -233,7 +235,7 @@ int dm_sc_engine_load(dm_sc_engine *e, long num)
         }
     }
     for (int d = 0; d < dim; d++) diam2 += ((double)hi[d] - lo[d]) * ((double)hi[d] - lo[d]);
-    free(lo);
+    dm_free(lo);
     for (long i = 0; i < num; i++) {
         if (!isfinite(p->weight[i]) || p->weight[i] < 0.0f)
             return DM_ERR(DM_ERR_FORMAT, "streamclust: weight of point %ld is %g", p->id[i],
@@ -318,7 +320,7 @@ int dm_sc_selectfeasible(int *feasible, int *nfeasible, const dm_sc_points *p, l
         for (int i = 0; i < numfeasible; i++) feasible[i] = i;
         return DM_OK;
     }
-    float *accum = malloc((size_t)p->num * sizeof *accum);
+    float *accum = dm_malloc((size_t)p->num * sizeof *accum);
     if (!accum) return DM_ERR(DM_ERR_NOMEM, "selectfeasible: %ld points", p->num);
     accum[0] = p->weight[0];
     for (long i = 1; i < p->num; i++) accum[i] = accum[i - 1] + p->weight[i];
@@ -337,7 +339,7 @@ int dm_sc_selectfeasible(int *feasible, int *nfeasible, const dm_sc_points *p, l
         }
         feasible[i] = (int)r;
     }
-    free(accum);
+    dm_free(accum);
     return DM_OK;
 }
 
@@ -502,7 +504,7 @@ static int sc_local_search(dm_sc_local_result *res, dm_sc_engine *e, long kmin, 
         i++;
     }
     /* feasible centres, then the binary search on z */
-    int *feasible = malloc((size_t)n * sizeof *feasible);
+    int *feasible = dm_malloc((size_t)n * sizeof *feasible);
     if (!feasible) return DM_ERR(DM_ERR_NOMEM, "local search: %ld points", n);
     int numfeasible = 0;
     dm_timer_start("streamclust.select_feasible");
@@ -540,7 +542,7 @@ static int sc_local_search(dm_sc_local_result *res, dm_sc_engine *e, long kmin, 
         /* if k is good, return the result; if we're stuck, just give up and return what we have */
         if ((k <= kmax && k >= kmin) || (loz >= 0.999 * hiz)) break;
     }
-    free(feasible);
+    dm_free(feasible);
     DM_TRY(rc);
     DM_TRY(sc_fetch(e));
     res->cost = cost;
@@ -571,13 +573,13 @@ void dm_sc_contcenters(dm_sc_points *p)
 
 int dm_sc_copycenters(dm_sc_points *centres, const dm_sc_points *p)
 {
-    unsigned char *is_median = calloc((size_t)p->num, 1);
+    unsigned char *is_median = dm_calloc((size_t)p->num, 1);
     if (!is_median) return DM_ERR(DM_ERR_NOMEM, "copycenters");
     for (long i = 0; i < p->num; i++) is_median[p->assign[i]] = 1;
     long add = 0;
     for (long i = 0; i < p->num; i++) add += is_median[i];
     if (centres->num + add > centres->cap) {
-        free(is_median);
+        dm_free(is_median);
         return DM_ERR(DM_ERR_INVALID_ARG,
                       "CLUSTERSIZE %ld too small: %ld centres kept and %ld more from this chunk",
                       centres->cap, centres->num, add);
@@ -595,7 +597,7 @@ int dm_sc_copycenters(dm_sc_points *centres, const dm_sc_points *p)
         k++;
     }
     centres->num = k;
-    free(is_median);
+    dm_free(is_median);
     return DM_OK;
 }
 
@@ -744,11 +746,11 @@ int dm_sc_points_from_vectors(dm_sc_points *out, const dm_vectors *v, int dim)
 void dm_sc_result_free(dm_sc_result *r)
 {
     if (!r) return;
-    free(r->centres);
-    free(r->weights);
-    free(r->centre_ids);
-    free(r->labels);
-    free(r->dist);
+    dm_free(r->centres);
+    dm_free(r->weights);
+    dm_free(r->centre_ids);
+    dm_free(r->labels);
+    dm_free(r->dist);
     memset(r, 0, sizeof *r);
 }
 
@@ -951,11 +953,11 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
     DM_SC_MPI_TRY(MPI_Bcast(&kept, 1, MPI_LONG, 0, comm));
     res->k = k;
     res->kept = kept;
-    res->centres = malloc((size_t)k * o->dim * sizeof(float));
-    res->weights = malloc((size_t)k * sizeof(float));
-    res->centre_ids = malloc((size_t)k * sizeof(long));
-    res->labels = malloc((size_t)(res->n_local > 0 ? res->n_local : 1) * sizeof(int));
-    res->dist = malloc((size_t)(res->n_local > 0 ? res->n_local : 1) * sizeof(float));
+    res->centres = dm_malloc((size_t)k * o->dim * sizeof(float));
+    res->weights = dm_malloc((size_t)k * sizeof(float));
+    res->centre_ids = dm_malloc((size_t)k * sizeof(long));
+    res->labels = dm_malloc((size_t)(res->n_local > 0 ? res->n_local : 1) * sizeof(int));
+    res->dist = dm_malloc((size_t)(res->n_local > 0 ? res->n_local : 1) * sizeof(float));
     if (!res->centres || !res->weights || !res->centre_ids || !res->labels || !res->dist) {
         dm_sc_points_free(&centres);
         return DM_ERR(DM_ERR_NOMEM, "streamclust: %ld centres", k);
@@ -978,7 +980,7 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
     double local_cost = 0.0;
     long cap = o->chunksize < res->n_local ? o->chunksize : res->n_local;
     if (cap > 0) {
-        float *buf = malloc((size_t)cap * o->dim * sizeof(float));
+        float *buf = dm_malloc((size_t)cap * o->dim * sizeof(float));
         if (!buf) rc = DM_ERR(DM_ERR_NOMEM, "streamclust: labelling buffer");
         for (long off = 0; off < res->n_local && rc == DM_OK; off += cap) {
             long m = res->n_local - off < cap ? res->n_local - off : cap;
@@ -991,7 +993,7 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
                 rc = dm_sc_assign_cpu(res->labels + off, dist, buf, m, res->centres, k, o->dim);
             for (long i = 0; i < m && rc == DM_OK; i++) local_cost += dist[i];
         }
-        free(buf);
+        dm_free(buf);
     }
     dm_timer_stop("streamclust.assign");
     worst = rc;

@@ -8,9 +8,9 @@
  * common/tune/tune.h. */
 #include <cuda_runtime.h>
 #include <limits.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/status.h"
 #include "streamclust/streamclust.h"
 #include "streamclust/streamclust_bench.h"
@@ -53,6 +53,8 @@ size_t units(const workload *b)
                                                                 : (size_t)b->pts;
 }
 
+/* Tuning inputs live outside the run's memory counts, as common/tune/workload_cuda.cuh's do: plain
+ * cudaMalloc, freed by dm_sc_bench_destroy. Host staging goes through dm_malloc. */
 int dev_upload(void **d, const void *h, size_t bytes, const char *what)
 {
     if (cudaMalloc(d, bytes ? bytes : 1) != cudaSuccess) {
@@ -85,7 +87,7 @@ void permutation(int *p, long m, dm_sc_rng *r)
 /* Coordinates of m points in AoS (soa = 0) or SoA (column stride m). */
 float *points(long m, int soa, dm_sc_rng *r)
 {
-    float *h = (float *)malloc((size_t)m * kDim * sizeof(float));
+    float *h = (float *)dm_malloc((size_t)m * kDim * sizeof(float));
     if (!h) return NULL;
     for (long i = 0; i < m; i++)
         for (int d = 0; d < kDim; d++) {
@@ -98,7 +100,7 @@ float *points(long m, int soa, dm_sc_rng *r)
 int create(void **state, size_t n, uint64_t seed, int kind)
 {
     *state = NULL;
-    workload *b = (workload *)calloc(1, sizeof *b);
+    workload *b = (workload *)dm_calloc(1, sizeof *b);
     if (!b) return DM_ERR(DM_ERR_NOMEM, "streamclust bench");
     b->kind = kind;
     b->pts = points_for(kind, n);
@@ -116,7 +118,7 @@ int create(void **state, size_t n, uint64_t seed, int kind)
     if (rc == DM_OK && !(p)) rc = DM_ERR(DM_ERR_NOMEM, "streamclust bench: host memory")
     switch (kind) {
     case W_REDUCE: /* m rows of kColumns values in [-2^40, 2^40): every row sum is exact */
-        hw = (int64_t *)malloc((size_t)m * kColumns * sizeof(int64_t));
+        hw = (int64_t *)dm_malloc((size_t)m * kColumns * sizeof(int64_t));
         NEED(hw);
         for (size_t i = 0; rc == DM_OK && i < (size_t)m * kColumns; i++)
             hw[i] = ((int64_t)dm_sc_rng_next(&r) << 10) - ((int64_t)1 << 40);
@@ -124,12 +126,12 @@ int create(void **state, size_t n, uint64_t seed, int kind)
         if (rc == DM_OK) rc = dev_upload((void **)&b->sums, NULL, (size_t)m * sizeof(int64_t), "sums");
         break;
     case W_APPLY: /* an accepted gain: a quarter of the points switch, a quarter of the centres close */
-        hb = (unsigned char *)malloc((size_t)m);
-        hb2 = (unsigned char *)malloc((size_t)kCentres);
-        hf = (float *)malloc((size_t)m * sizeof(float));
-        hf2 = (float *)malloc((size_t)m * sizeof(float));
-        hi = (int *)malloc((size_t)m * sizeof(int));
-        hi2 = (int *)malloc((size_t)m * sizeof(int));
+        hb = (unsigned char *)dm_malloc((size_t)m);
+        hb2 = (unsigned char *)dm_malloc((size_t)kCentres);
+        hf = (float *)dm_malloc((size_t)m * sizeof(float));
+        hf2 = (float *)dm_malloc((size_t)m * sizeof(float));
+        hi = (int *)dm_malloc((size_t)m * sizeof(int));
+        hi2 = (int *)dm_malloc((size_t)m * sizeof(int));
         NEED(hb && hb2 && hf && hf2 && hi && hi2);
         for (long i = 0; rc == DM_OK && i < m; i++) {
             hb[i] = dm_sc_rng_next(&r) % 4 == 0;
@@ -148,7 +150,7 @@ int create(void **state, size_t n, uint64_t seed, int kind)
         break;
     case W_SCATTER: /* m distinct centres among 4 m points */
         b->table = 4 * m;
-        hi = (int *)malloc((size_t)b->table * sizeof(int));
+        hi = (int *)dm_malloc((size_t)b->table * sizeof(int));
         NEED(hi);
         if (rc == DM_OK) permutation(hi, b->table, &r);
         if (rc == DM_OK) rc = dev_upload((void **)&b->centers, hi, (size_t)m * sizeof(int), "centers");
@@ -157,9 +159,9 @@ int create(void **state, size_t n, uint64_t seed, int kind)
     case W_OPEN_AOS:
     case W_OPEN_SOA: /* speedy's update for centre m/3: about half of the costs drop */
         hf = points(m, kind == W_OPEN_SOA, &r);
-        hf2 = (float *)malloc((size_t)m * sizeof(float));
-        hf3 = (float *)malloc((size_t)m * sizeof(float));
-        hi = (int *)malloc((size_t)m * sizeof(int));
+        hf2 = (float *)dm_malloc((size_t)m * sizeof(float));
+        hf3 = (float *)dm_malloc((size_t)m * sizeof(float));
+        hi = (int *)dm_malloc((size_t)m * sizeof(int));
         NEED(hf && hf2 && hf3 && hi);
         for (long i = 0; rc == DM_OK && i < m; i++) {
             hf2[i] = 1.0f + (float)(i % 3);
@@ -174,7 +176,7 @@ int create(void **state, size_t n, uint64_t seed, int kind)
     case W_PERMUTE_AOS:
     case W_PERMUTE_SOA: /* a shuffle of m loaded AoS rows into the gain layout */
         hf = points(m, 0, &r);
-        hi = (int *)malloc((size_t)m * sizeof(int));
+        hi = (int *)dm_malloc((size_t)m * sizeof(int));
         NEED(hf && hi);
         if (rc == DM_OK) permutation(hi, m, &r);
         if (rc == DM_OK) rc = dev_upload((void **)&b->coord, hf, (size_t)m * kDim * sizeof(float), "src");
@@ -194,14 +196,14 @@ int create(void **state, size_t n, uint64_t seed, int kind)
         rc = DM_ERR(DM_ERR_INVALID_ARG, "streamclust bench: workload %d", kind);
     }
 #undef NEED
-    free(hf);
-    free(hf2);
-    free(hf3);
-    free(hi);
-    free(hi2);
-    free(hb);
-    free(hb2);
-    free(hw);
+    dm_free(hf);
+    dm_free(hf2);
+    dm_free(hf3);
+    dm_free(hi);
+    dm_free(hi2);
+    dm_free(hb);
+    dm_free(hb2);
+    dm_free(hw);
     if (rc != DM_OK) {
         dm_sc_bench_destroy(b);
         return rc;
@@ -327,7 +329,7 @@ extern "C" void dm_sc_bench_destroy(void *state)
     cudaFree(b->close);
     cudaFree(b->work);
     cudaFree(b->sums);
-    free(b);
+    dm_free(b);
 }
 
 extern "C" int dm_sc_bench_resize(void *state, size_t n)

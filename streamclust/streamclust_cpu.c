@@ -3,9 +3,10 @@
  * exact integer sums). Reference: Rodinia streamcluster_cuda_cpu.cpp pspeedy and
  * streamcluster_cuda.cu pgain (kernel_compute_cost + the serial part), PARSEC pgain. */
 #include <limits.h>
-#include <stdlib.h>
+#include <omp.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/status.h"
 #include "streamclust/streamclust.h"
 #include "streamclust/streamclust_impl.h"
@@ -47,6 +48,21 @@ int dm_sc_speedy_cpu(float *cost, dm_sc_engine *e, float z, long *kcenter, dm_sc
     return DM_OK;
 }
 
+/* Room for the partial sums of `threads` threads of K+1 centres each (engine scratch, grown only
+ * when K outgrows the centre arrays or the thread count rises: not on every gain call). */
+static int sc_reserve_lower(dm_sc_engine *e, int threads)
+{
+    if (threads <= e->lower_threads && e->lower_stride >= e->sums_cap) return DM_OK;
+    int t = threads > e->lower_threads ? threads : e->lower_threads;
+    int64_t *l = dm_malloc((size_t)t * (size_t)e->sums_cap * sizeof *l);
+    if (!l) return DM_ERR(DM_ERR_NOMEM, "gain: %d threads x %ld centres", t, e->sums_cap);
+    dm_free(e->lower);
+    e->lower = l;
+    e->lower_stride = e->sums_cap;
+    e->lower_threads = t;
+    return DM_OK;
+}
+
 int dm_sc_gain_cpu(float *gain, dm_sc_engine *e, long x, float z, long *numcenters)
 {
     dm_sc_points *p = &e->pts;
@@ -59,18 +75,16 @@ int dm_sc_gain_cpu(float *gain, dm_sc_engine *e, long x, float z, long *numcente
         if (e->is_center[i]) e->center_table[i] = (int)K++;
     DM_ASSERT(K == *numcenters);
     DM_TRY(dm_sc_engine_reserve(e, K));
+    /* a parallel region has at most omp_get_max_threads() threads (no nesting here) */
+    DM_TRY(sc_reserve_lower(e, omp_get_max_threads()));
     const double scale = e->scale;
     const float *cx = dm_sc_point_coord(p, x);
     int64_t *sums = e->sums;
     memset(sums, 0, (size_t)(K + 1) * sizeof *sums);
-    int fail = 0;
 #pragma omp parallel
     {
-        int64_t *lower = calloc((size_t)K + 1, sizeof *lower);
-        if (!lower) {
-#pragma omp atomic write
-            fail = 1;
-        }
+        int64_t *lower = e->lower + (size_t)omp_get_thread_num() * (size_t)e->lower_stride;
+        memset(lower, 0, (size_t)(K + 1) * sizeof *lower);
 #pragma omp for schedule(static)
         for (long i = 0; i < n; i++) {
             float x_cost = dm_sc_dist(dm_sc_point_coord(p, i), cx, dim) * p->weight[i];
@@ -78,19 +92,15 @@ int dm_sc_gain_cpu(float *gain, dm_sc_engine *e, long x, float z, long *numcente
             e->xcost[i] = x_cost;
             if (x_cost < cur) {
                 e->sw[i] = 1;
-                if (lower) lower[K] += dm_sc_fix(x_cost - cur, scale);
+                lower[K] += dm_sc_fix(x_cost - cur, scale);
             } else {
                 e->sw[i] = 0;
-                if (lower) lower[e->center_table[p->assign[i]]] += dm_sc_fix(cur - x_cost, scale);
+                lower[e->center_table[p->assign[i]]] += dm_sc_fix(cur - x_cost, scale);
             }
         }
-        if (lower) {
 #pragma omp critical(dm_sc_gain_reduce)
-            for (long c = 0; c <= K; c++) sums[c] += lower[c];
-            free(lower);
-        }
+        for (long c = 0; c <= K; c++) sums[c] += lower[c];
     }
-    if (fail) return DM_ERR(DM_ERR_NOMEM, "gain: %ld centres", K);
     e->stats.gain_calls++;
     long nclose = 0;
     if (!dm_sc_decide(gain, &nclose, e->close, sums, K, z, scale)) return DM_OK;

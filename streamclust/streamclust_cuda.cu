@@ -8,9 +8,9 @@
 #include <cuda_runtime.h>
 #include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
 #include "streamclust/streamclust.h"
@@ -185,14 +185,14 @@ static void sc_bench_destroy(void *state)
     cudaFree(b->d_sw);
     cudaFree(b->d_work);
     cudaFree(b->d_sums);
-    free(b);
+    dm_free(b);
 }
 
 static int sc_bench_create_dim(void **state, size_t n, uint64_t seed, int dim_)
 {
     *state = NULL;
     if (n < 32) n = 32;
-    sc_bench *b = (sc_bench *)calloc(1, sizeof *b);
+    sc_bench *b = (sc_bench *)dm_calloc(1, sizeof *b);
     if (!b) return DM_ERR(DM_ERR_NOMEM, "streamclust.gain bench");
     b->n = (long)n;
     b->n0 = (long)n;
@@ -200,12 +200,12 @@ static int sc_bench_create_dim(void **state, size_t n, uint64_t seed, int dim_)
     b->K = 16;
     b->Tmax = b->n; /* rake 1 */
     const int dim = b->dim;
-    float *h = (float *)malloc((size_t)n * dim * sizeof(float));
-    float *hs = (float *)malloc((size_t)n * dim * sizeof(float));
-    float *w = (float *)malloc((size_t)n * sizeof(float));
-    float *cost = (float *)malloc((size_t)n * sizeof(float));
-    int *as = (int *)malloc((size_t)n * sizeof(int));
-    int *ct = (int *)malloc((size_t)n * sizeof(int));
+    float *h = (float *)dm_malloc((size_t)n * dim * sizeof(float));
+    float *hs = (float *)dm_malloc((size_t)n * dim * sizeof(float));
+    float *w = (float *)dm_malloc((size_t)n * sizeof(float));
+    float *cost = (float *)dm_malloc((size_t)n * sizeof(float));
+    int *as = (int *)dm_malloc((size_t)n * sizeof(int));
+    int *ct = (int *)dm_malloc((size_t)n * sizeof(int));
     int rc = (h && hs && w && cost && as && ct) ? DM_OK : DM_ERR(DM_ERR_NOMEM, "gain bench host");
     if (rc == DM_OK) {
         dm_sc_rng r;
@@ -230,6 +230,7 @@ static int sc_bench_create_dim(void **state, size_t n, uint64_t seed, int dim_)
         b->scale = dm_sc_fix_scale(wsum, (double)dim, NULL);
     }
     const size_t fb = (size_t)n * dim * sizeof(float);
+    /* device buffers of a tuning input: uncounted, as common/tune/workload_cuda.cuh's */
 #define SC_BALLOC(p, bytes) \
     if (rc == DM_OK && cudaMalloc((void **)&(p), (bytes)) != cudaSuccess) \
         rc = DM_ERR(DM_ERR_CUDA, "gain bench: cudaMalloc %zu bytes", (size_t)(bytes));
@@ -252,12 +253,12 @@ static int sc_bench_create_dim(void **state, size_t n, uint64_t seed, int dim_)
          cudaMemcpy(b->d_assign, as, n * sizeof(int), cudaMemcpyHostToDevice) != cudaSuccess ||
          cudaMemcpy(b->d_ct, ct, n * sizeof(int), cudaMemcpyHostToDevice) != cudaSuccess))
         rc = DM_ERR(DM_ERR_CUDA, "gain bench: upload");
-    free(h);
-    free(hs);
-    free(w);
-    free(cost);
-    free(as);
-    free(ct);
+    dm_free(h);
+    dm_free(hs);
+    dm_free(w);
+    dm_free(cost);
+    dm_free(as);
+    dm_free(ct);
     if (rc < 0) {
         sc_bench_destroy(b);
         return rc;
@@ -407,23 +408,23 @@ extern "C" void dm_sc_cuda_destroy(dm_sc_engine *e)
 {
     dm_sc_cuda_state *s = e->cu;
     if (!s) return;
-    cudaFree(s->d_orig);
-    cudaFree(s->d_coord);
-    cudaFree(s->d_w);
-    cudaFree(s->d_cost);
-    cudaFree(s->d_xcost);
-    cudaFree(s->d_assign);
-    cudaFree(s->d_ct);
-    cudaFree(s->d_slot);
-    cudaFree(s->d_centers);
-    cudaFree(s->d_sw);
-    cudaFree(s->d_close);
-    cudaFree(s->d_work);
-    cudaFree(s->d_sums);
-    cudaFreeHost(s->h_sums);
-    free(s->h_int);
+    dm_device_free(s->d_orig);
+    dm_device_free(s->d_coord);
+    dm_device_free(s->d_w);
+    dm_device_free(s->d_cost);
+    dm_device_free(s->d_xcost);
+    dm_device_free(s->d_assign);
+    dm_device_free(s->d_ct);
+    dm_device_free(s->d_slot);
+    dm_device_free(s->d_centers);
+    dm_device_free(s->d_sw);
+    dm_device_free(s->d_close);
+    dm_device_free(s->d_work);
+    dm_device_free(s->d_sums);
+    dm_host_free_pinned(s->h_sums);
+    dm_free(s->h_int);
     if (s->stream) cudaStreamDestroy(s->stream);
-    free(s);
+    dm_free(s);
     e->cu = NULL;
 }
 
@@ -434,28 +435,28 @@ extern "C" int dm_sc_cuda_create(dm_sc_engine *e)
         return DM_ERR(DM_ERR_NO_DEVICE, "streamclust: no CUDA device");
     if ((size_t)e->dim * sizeof(float) > 48 * 1024)
         return DM_ERR(DM_ERR_UNSUPPORTED, "streamclust CUDA: DIM %d above 12288", e->dim);
-    dm_sc_cuda_state *s = (dm_sc_cuda_state *)calloc(1, sizeof *s);
+    dm_sc_cuda_state *s = (dm_sc_cuda_state *)dm_calloc(1, sizeof *s);
     if (!s) return DM_ERR(DM_ERR_NOMEM, "streamclust CUDA state");
-    e->cu = s;
+    e->cu = s; /* what is allocated below is freed by dm_sc_cuda_destroy, also after a failure */
     s->cap = e->cap;
     s->dim = e->dim;
     const size_t cap = (size_t)e->cap, fb = cap * (size_t)e->dim * sizeof(float);
     SC_CUDA_TRY(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
-    SC_CUDA_TRY(cudaMalloc((void **)&s->d_orig, fb));
-    SC_CUDA_TRY(cudaMalloc((void **)&s->d_coord, fb));
-    SC_CUDA_TRY(cudaMalloc((void **)&s->d_w, cap * sizeof(float)));
-    SC_CUDA_TRY(cudaMalloc((void **)&s->d_cost, cap * sizeof(float)));
-    SC_CUDA_TRY(cudaMalloc((void **)&s->d_xcost, cap * sizeof(float)));
-    SC_CUDA_TRY(cudaMalloc((void **)&s->d_assign, cap * sizeof(int)));
-    SC_CUDA_TRY(cudaMalloc((void **)&s->d_ct, cap * sizeof(int)));
-    SC_CUDA_TRY(cudaMalloc((void **)&s->d_slot, cap * sizeof(int)));
-    SC_CUDA_TRY(cudaMalloc((void **)&s->d_centers, cap * sizeof(int)));
-    SC_CUDA_TRY(cudaMalloc((void **)&s->d_sw, cap));
-    SC_CUDA_TRY(cudaMalloc((void **)&s->d_close, cap + 1));
-    SC_CUDA_TRY(cudaMalloc((void **)&s->d_sums, (cap + 1) * sizeof(int64_t)));
-    SC_CUDA_TRY(cudaMallocHost((void **)&s->h_sums, (cap + 1) * sizeof(int64_t)));
+    DM_TRY(dm_device_alloc((void **)&s->d_orig, fb));
+    DM_TRY(dm_device_alloc((void **)&s->d_coord, fb));
+    DM_TRY(dm_device_alloc((void **)&s->d_w, cap * sizeof(float)));
+    DM_TRY(dm_device_alloc((void **)&s->d_cost, cap * sizeof(float)));
+    DM_TRY(dm_device_alloc((void **)&s->d_xcost, cap * sizeof(float)));
+    DM_TRY(dm_device_alloc((void **)&s->d_assign, cap * sizeof(int)));
+    DM_TRY(dm_device_alloc((void **)&s->d_ct, cap * sizeof(int)));
+    DM_TRY(dm_device_alloc((void **)&s->d_slot, cap * sizeof(int)));
+    DM_TRY(dm_device_alloc((void **)&s->d_centers, cap * sizeof(int)));
+    DM_TRY(dm_device_alloc((void **)&s->d_sw, cap));
+    DM_TRY(dm_device_alloc((void **)&s->d_close, cap + 1));
+    DM_TRY(dm_device_alloc((void **)&s->d_sums, (cap + 1) * sizeof(int64_t)));
+    DM_TRY(dm_host_alloc_pinned((void **)&s->h_sums, (cap + 1) * sizeof(int64_t)));
     s->sums_cap = (long)cap + 1;
-    s->h_int = (int *)malloc(cap * sizeof(int));
+    s->h_int = (int *)dm_malloc(cap * sizeof(int));
     if (!s->h_int) return DM_ERR(DM_ERR_NOMEM, "streamclust CUDA staging");
     SC_CUDA_TRY(cudaMemset(s->d_ct, 0, cap * sizeof(int)));
     return DM_OK;
@@ -578,10 +579,10 @@ static int sc_reserve_work(dm_sc_cuda_state *s, long K, long T)
     if (need > s->work_elems) {
         size_t cap = s->work_elems ? s->work_elems : need;
         while (cap < need) cap *= 2;
-        if (s->d_work) SC_CUDA_TRY(cudaFree(s->d_work));
+        dm_device_free(s->d_work);
         s->d_work = NULL;
         s->work_elems = 0;
-        SC_CUDA_TRY(cudaMalloc((void **)&s->d_work, cap * sizeof(int64_t)));
+        DM_TRY(dm_device_alloc((void **)&s->d_work, cap * sizeof(int64_t)));
         s->work_elems = cap;
     }
     return DM_OK;
@@ -634,16 +635,16 @@ extern "C" int dm_sc_assign_cuda(int *label, float *dist, const float *pts, long
     if (k < 1) return DM_ERR(DM_ERR_INVALID_ARG, "assign: no centres");
     float *d_pts = NULL, *d_c = NULL, *d_dist = NULL;
     int *d_label = NULL;
-    int rc = DM_OK;
-    cudaError_t err = cudaMalloc((void **)&d_pts, (size_t)n * dim * sizeof(float));
-    if (err == cudaSuccess) err = cudaMalloc((void **)&d_c, (size_t)k * dim * sizeof(float));
-    if (err == cudaSuccess) err = cudaMalloc((void **)&d_dist, (size_t)n * sizeof(float));
-    if (err == cudaSuccess) err = cudaMalloc((void **)&d_label, (size_t)n * sizeof(int));
-    if (err == cudaSuccess)
+    int rc = dm_device_alloc((void **)&d_pts, (size_t)n * dim * sizeof(float));
+    if (rc == DM_OK) rc = dm_device_alloc((void **)&d_c, (size_t)k * dim * sizeof(float));
+    if (rc == DM_OK) rc = dm_device_alloc((void **)&d_dist, (size_t)n * sizeof(float));
+    if (rc == DM_OK) rc = dm_device_alloc((void **)&d_label, (size_t)n * sizeof(int));
+    cudaError_t err = cudaSuccess;
+    if (rc == DM_OK)
         err = cudaMemcpy(d_pts, pts, (size_t)n * dim * sizeof(float), cudaMemcpyHostToDevice);
-    if (err == cudaSuccess)
+    if (rc == DM_OK && err == cudaSuccess)
         err = cudaMemcpy(d_c, centres, (size_t)k * dim * sizeof(float), cudaMemcpyHostToDevice);
-    if (err != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "assign: %s", cudaGetErrorString(err));
+    if (rc == DM_OK && err != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "assign: %s", cudaGetErrorString(err));
     if (rc == DM_OK) {
         assign_args a = {d_pts, d_c, d_label, d_dist, n, k, dim};
         rc = dm_tune_select(&k_assign, (size_t)n)->launch(&a, (size_t)n, NULL);
@@ -654,9 +655,9 @@ extern "C" int dm_sc_assign_cuda(int *label, float *dist, const float *pts, long
             err = cudaMemcpy(dist, d_dist, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost);
         if (err != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "assign: %s", cudaGetErrorString(err));
     }
-    cudaFree(d_pts);
-    cudaFree(d_c);
-    cudaFree(d_dist);
-    cudaFree(d_label);
+    dm_device_free(d_pts);
+    dm_device_free(d_c);
+    dm_device_free(d_dist);
+    dm_device_free(d_label);
     return rc;
 }

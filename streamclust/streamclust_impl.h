@@ -84,6 +84,9 @@ struct dm_sc_engine {
     unsigned char *close;    /* K close flags of the last gain */
     long *centers;           /* K points that are centres, in point order */
     long sums_cap;
+    int64_t *lower;          /* CPU gain: each thread's K+1 partial sums, lower_threads rows of */
+    long lower_stride;       /* lower_stride entries (kept, so that a gain call allocates nothing) */
+    int lower_threads;
     int host_valid;          /* 1: host cost/assign are current (CUDA keeps them on the device) */
     dm_sc_stats stats;
     struct dm_sc_cuda_state *cu;
