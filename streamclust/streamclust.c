@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 
 #include "common/alloc.h"
+#include "common/context.h"
 #include "common/status.h"
 #include "common/timer.h"
 #include "streamclust/streamclust.h"
@@ -798,24 +799,58 @@ static int sc_recluster(dm_sc_points *set, const dm_sc_options *o, dm_sc_rng *rn
     return rc;
 }
 
-static int sc_send_set(const dm_sc_points *s, int to, MPI_Comm comm)
+/* The ranks' statuses agreed over comm, dm_ctx_agree's rule for a bare communicator (a rank's own
+ * error wins over one it learnt of: dm_agree_pack), recorded as "another rank failed" on a rank
+ * that had none, so that no rank goes on into a collective that a failed one has left. */
+static int sc_agree(MPI_Comm comm, int rc)
 {
-    long hdr[1] = {s->num};
-    DM_SC_MPI_TRY(MPI_Send(hdr, 1, MPI_LONG, to, 701, comm));
-    if (s->num == 0) return DM_OK;
+    int mine[2], all[2];
+    dm_agree_pack(rc, mine);
+    DM_SC_MPI_TRY(MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MIN, comm));
+    int worst = dm_agree_unpack(all);
+    if (worst < 0 && rc == DM_OK) {
+        DM_ERR(worst, "streamclust: another rank failed (%s)", dm_status_name(worst));
+        dm_error_mark_remote();
+    }
+    return worst;
+}
+
+/* A set goes up the tree as a header {points, status}, then, once the receiver has made room for
+ * it (its reply), the coordinates, weights and ids. A sender that failed sends only its status; a
+ * receiver that failed, or cannot grow its set, replies so and the sender stops: neither is left
+ * waiting for the other. Returns the sender's own status (a receiver's failure is agreed later). */
+static int sc_send_set(const dm_sc_points *s, int status, int to, MPI_Comm comm)
+{
+    long hdr[2] = {status < 0 ? 0 : s->num, status};
+    DM_SC_MPI_TRY(MPI_Send(hdr, 2, MPI_LONG, to, 701, comm));
+    if (status < 0 || s->num == 0) return status;
+    int room = DM_OK;
+    DM_SC_MPI_TRY(MPI_Recv(&room, 1, MPI_INT, to, 705, comm, MPI_STATUS_IGNORE));
+    if (room < 0) return DM_OK;
     DM_SC_MPI_TRY(MPI_Send(s->coord, (int)(s->num * s->dim), MPI_FLOAT, to, 702, comm));
     DM_SC_MPI_TRY(MPI_Send(s->weight, (int)s->num, MPI_FLOAT, to, 703, comm));
     DM_SC_MPI_TRY(MPI_Send(s->id, (int)s->num, MPI_LONG, to, 704, comm));
     return DM_OK;
 }
 
-static int sc_recv_append(dm_sc_points *s, int from, MPI_Comm comm)
+/* The receiving side of sc_send_set: appends the sender's points to s. status: this rank's so far
+ * (a failed rank still answers its sender). Returns it, or the sender's failure, or its own. */
+static int sc_recv_append(dm_sc_points *s, int status, int from, MPI_Comm comm)
 {
-    long hdr[1];
-    DM_SC_MPI_TRY(MPI_Recv(hdr, 1, MPI_LONG, from, 701, comm, MPI_STATUS_IGNORE));
+    long hdr[2];
+    DM_SC_MPI_TRY(MPI_Recv(hdr, 2, MPI_LONG, from, 701, comm, MPI_STATUS_IGNORE));
     long m = hdr[0];
-    if (m == 0) return DM_OK;
-    DM_TRY(sc_points_grow(s, s->num + m));
+    if (hdr[1] < 0) {
+        if (status < 0) return status;
+        DM_ERR((int)hdr[1], "streamclust: rank %d failed (%s)", from, dm_status_name((int)hdr[1]));
+        dm_error_mark_remote();
+        return (int)hdr[1];
+    }
+    if (m == 0) return status;
+    int rc = status;
+    if (rc == DM_OK) rc = sc_points_grow(s, s->num + m);
+    DM_SC_MPI_TRY(MPI_Send(&rc, 1, MPI_INT, from, 705, comm));
+    if (rc < 0) return rc;
     long k = s->num;
     DM_SC_MPI_TRY(MPI_Recv(s->coord + (size_t)k * s->dim, (int)(m * s->dim), MPI_FLOAT, from, 702,
                            comm, MPI_STATUS_IGNORE));
@@ -867,10 +902,20 @@ static int sc_run_local(dm_sc_result *res, dm_sc_points *centres, const dm_sc_op
     return rc;
 }
 
+static int sc_run(dm_sc_result *res, const dm_sc_options *o, MPI_Comm comm);
+
 int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
 {
     memset(res, 0, sizeof *res);
-    MPI_Comm comm = comm_ptr ? *(MPI_Comm *)comm_ptr : MPI_COMM_WORLD;
+    int rc = sc_run(res, o, comm_ptr ? *(MPI_Comm *)comm_ptr : MPI_COMM_WORLD);
+    if (rc < 0) dm_sc_result_free(res); /* a failed run leaves nothing to free */
+    return rc;
+}
+
+/* dm_sc_run. Every failure is agreed over comm before the next collective (or, inside the tree,
+ * passed to the partner: sc_send_set), so that all ranks return the same status. */
+static int sc_run(dm_sc_result *res, const dm_sc_options *o, MPI_Comm comm)
+{
     int rank, size;
     DM_SC_MPI_TRY(MPI_Comm_rank(comm, &rank));
     DM_SC_MPI_TRY(MPI_Comm_size(comm, &size));
@@ -879,9 +924,7 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
     long first = 0, last = 0;
     if (o->points) {
         /* each rank checked its own points: agree, then the stream is their concatenation */
-        int worst = rc;
-        DM_SC_MPI_TRY(MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm));
-        if (worst < 0) return rc < 0 ? rc : DM_ERR(DM_ERR_INVALID_ARG, "streamclust: another rank's points are invalid");
+        DM_TRY(sc_agree(comm, rc));
         long mine = n_total;
         DM_SC_MPI_TRY(MPI_Allreduce(&mine, &n_total, 1, MPI_LONG, MPI_SUM, comm));
         DM_SC_MPI_TRY(MPI_Exscan(&mine, &first, 1, MPI_LONG, MPI_SUM, comm));
@@ -890,9 +933,7 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
         if (mine > 0 && o->points->id[0] != first) rc = DM_ERR(DM_ERR_INVALID_ARG,
                 "in-memory points: rank %d's ids start at %ld, expected %ld (the points of the "
                 "lower ranks)", rank, o->points->id[0], first);
-        worst = rc;
-        DM_SC_MPI_TRY(MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm));
-        if (worst < 0) return rc < 0 ? rc : DM_ERR(DM_ERR_INVALID_ARG, "streamclust: another rank's points are invalid");
+        DM_TRY(sc_agree(comm, rc));
         if (n_total < 1) return DM_ERR(DM_ERR_INVALID_ARG, "streamclust: no points on any rank");
     } else {
         if (rc < 0) return rc; /* same outcome on every rank: the check is deterministic */
@@ -909,22 +950,22 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
     rc = dm_sc_points_init(&centres, o->clustersize, o->dim);
     if (rc == DM_OK) rc = sc_run_local(res, &centres, o, first, last, &rng);
     /* agree on failure before the tree so that nobody waits for a dead partner */
-    int worst = rc;
-    DM_SC_MPI_TRY(MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm));
-    if (worst < 0) {
+    rc = sc_agree(comm, rc);
+    if (rc < 0) {
         dm_sc_points_free(&centres);
-        return rc < 0 ? rc : DM_ERR(DM_ERR_MPI, "streamclust: another rank failed");
+        return rc;
     }
 
     dm_timer_start("streamclust.merge");
-    /* binary tree: at step s, rank r with r % 2s == s sends to r - s */
-    for (int step = 1; step < size && rc == DM_OK; step *= 2) {
+    /* binary tree: at step s, rank r with r % 2s == s sends to r - s; a rank that failed on the way
+     * still meets its partners (sc_send_set) */
+    for (int step = 1; step < size; step *= 2) {
         if (rank % (2 * step) == step) {
-            rc = sc_send_set(&centres, rank - step, comm);
+            rc = sc_send_set(&centres, rc, rank - step, comm);
             break;
         }
         if (rank % (2 * step) == 0 && rank + step < size) {
-            rc = sc_recv_append(&centres, rank + step, comm);
+            rc = sc_recv_append(&centres, rc, rank + step, comm);
             /* re-cluster a union that outgrew CLUSTERSIZE, except the root's last merge, which
              * the final clustering handles */
             if (rc == DM_OK && centres.num > o->clustersize && !(rank == 0 && 2 * step >= size))
@@ -942,11 +983,10 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
             rc = sc_recluster(&centres, o, &rng, &res->gave_up, &res->stats);
         }
     }
-    worst = rc;
-    DM_SC_MPI_TRY(MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm));
-    if (worst < 0) {
+    rc = sc_agree(comm, rc);
+    if (rc < 0) {
         dm_sc_points_free(&centres);
-        return rc < 0 ? rc : DM_ERR(DM_ERR_MPI, "streamclust: another rank failed");
+        return rc;
     }
     long k = rank == 0 ? centres.num : 0;
     DM_SC_MPI_TRY(MPI_Bcast(&k, 1, MPI_LONG, 0, comm));
@@ -958,16 +998,15 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
     res->centre_ids = dm_malloc((size_t)k * sizeof(long));
     res->labels = dm_malloc((size_t)(res->n_local > 0 ? res->n_local : 1) * sizeof(int));
     res->dist = dm_malloc((size_t)(res->n_local > 0 ? res->n_local : 1) * sizeof(float));
-    if (!res->centres || !res->weights || !res->centre_ids || !res->labels || !res->dist) {
-        dm_sc_points_free(&centres);
-        return DM_ERR(DM_ERR_NOMEM, "streamclust: %ld centres", k);
-    }
-    if (rank == 0) {
+    if (!res->centres || !res->weights || !res->centre_ids || !res->labels || !res->dist)
+        rc = DM_ERR(DM_ERR_NOMEM, "streamclust: %ld centres", k);
+    if (rank == 0 && rc == DM_OK) {
         memcpy(res->centres, centres.coord, (size_t)k * o->dim * sizeof(float));
         memcpy(res->weights, centres.weight, (size_t)k * sizeof(float));
         memcpy(res->centre_ids, centres.id, (size_t)k * sizeof(long));
     }
     dm_sc_points_free(&centres);
+    DM_TRY(sc_agree(comm, rc)); /* every rank has room for the centres before the broadcasts */
     DM_SC_MPI_TRY(MPI_Bcast(res->centres, (int)(k * o->dim), MPI_FLOAT, 0, comm));
     DM_SC_MPI_TRY(MPI_Bcast(res->weights, (int)k, MPI_FLOAT, 0, comm));
     DM_SC_MPI_TRY(MPI_Bcast(res->centre_ids, (int)k, MPI_LONG, 0, comm));
@@ -996,9 +1035,7 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
         dm_free(buf);
     }
     dm_timer_stop("streamclust.assign");
-    worst = rc;
-    DM_SC_MPI_TRY(MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm));
-    if (worst < 0) return rc < 0 ? rc : DM_ERR(DM_ERR_MPI, "streamclust: another rank failed");
+    DM_TRY(sc_agree(comm, rc));
     DM_SC_MPI_TRY(MPI_Allreduce(&local_cost, &res->total_cost, 1, MPI_DOUBLE, MPI_SUM, comm));
     return DM_OK;
 }

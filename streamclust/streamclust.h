@@ -57,6 +57,7 @@ typedef struct dm_sc_points {
     long *id;       /* global id: index in the input stream (chunk points) or of the centre */
 } dm_sc_points;
 
+/* The arrays come from dm_malloc (common/alloc.h): release them with dm_sc_points_free only. */
 int dm_sc_points_init(dm_sc_points *p, long cap, int dim);
 void dm_sc_points_free(dm_sc_points *p);
 /* Resets slot[i] = i, weight 1, cost 0, assign 0 for num points (after loading coord and id). */
@@ -194,7 +195,10 @@ void dm_sc_result_free(dm_sc_result *r);
  * [n r / P, n (r+1) / P) (in-memory points: its own) chunk by chunk; the weighted centres are
  * reduced up a binary tree (a receiver re-clusters when the union exceeds clustersize) and
  * clustered again on rank 0; the final centres are broadcast and every rank labels its points.
- * Collective. */
+ * Collective. Every rank returns the same status (a failure on one rank, e.g. an allocation's
+ * DM_ERR_NOMEM, is agreed before the next collective; the ranks that only learnt of it record
+ * "another rank failed", marked remote); after a failure *res holds nothing to free. Host memory
+ * comes from dm_malloc (counted for the report): res's arrays are released by dm_sc_result_free. */
 int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm);
 
 /* Reads points [first, first + count) of the stream into out (count x dim floats): Rodinia's

@@ -1,17 +1,19 @@
 /* Unit tests of the streamclust CPU reference: the lrand48-compatible generator and stream,
  * gain on hand-checked sets, speedy and FL invariants, local search range / give-up, contcenters,
  * thread-count independence and the input errors; the signed feature hashing of document vectors
- * (against the documented hash) and the in-memory stream. Reference: Rodinia streamcluster
- * semantics. */
+ * (against the documented hash) and the in-memory stream; every host allocation of a whole run
+ * failed in turn (one rank, 1 and 4 threads). Reference: Rodinia streamcluster semantics. */
 #include <CUnit/CUnit.h>
 #include <limits.h>
 #include <math.h>
+#include <mpi.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/status.h"
 #include "streamclust/streamclust.h"
 #include "streamclust/streamclust_impl.h"
@@ -695,6 +697,114 @@ static void test_points_from_vectors(void)
     dm_sc_points_free(&q);
 }
 
+/* ---- allocation failures ------------------------------------------------------------------ */
+
+/* A whole run as the --vectors path makes it: the points of document vectors, then dm_sc_run on
+ * this process alone (three chunks and the final clustering). */
+static int sweep_run(dm_sc_result *r, const dm_vectors *v, int dim)
+{
+    dm_sc_points p;
+    memset(r, 0, sizeof *r);
+    int rc = dm_sc_points_from_vectors(&p, v, dim);
+    if (rc == DM_OK) {
+        dm_sc_options o = DM_SC_OPTIONS_INIT;
+        o.kmin = 3;
+        o.kmax = 6;
+        o.dim = dim;
+        o.n = 0;
+        o.chunksize = 400;
+        o.clustersize = 60;
+        o.points = &p;
+        MPI_Comm self = MPI_COMM_SELF;
+        rc = dm_sc_run(r, &o, &self);
+    }
+    dm_sc_points_free(&p);
+    return rc;
+}
+
+/* 1 when two results are the same, bit for bit */
+static int same_result(const dm_sc_result *a, const dm_sc_result *b)
+{
+    if (a->k != b->k || a->n_local != b->n_local || a->dim != b->dim) return 0;
+    const size_t k = (size_t)a->k, n = (size_t)a->n_local;
+    return a->total_cost == b->total_cost && a->chunk_cost_first == b->chunk_cost_first &&
+           a->kept == b->kept && a->chunks == b->chunks && a->gave_up == b->gave_up &&
+           memcmp(a->centres, b->centres, k * (size_t)a->dim * sizeof(float)) == 0 &&
+           memcmp(a->weights, b->weights, k * sizeof(float)) == 0 &&
+           memcmp(a->centre_ids, b->centre_ids, k * sizeof(long)) == 0 &&
+           memcmp(a->labels, b->labels, n * sizeof(int)) == 0 &&
+           memcmp(a->dist, b->dist, n * sizeof(float)) == 0;
+}
+
+/* Every host allocation of a whole run (dm_malloc / dm_calloc / dm_realloc, any thread), failed in
+ * turn on `threads` OpenMP threads (every `stride`-th one): each run returns DM_OK or DM_ERR_NOMEM
+ * without a crash or a hang and leaves no host memory behind, the runs that succeed give the first
+ * run's result, and a run afterwards is unchanged. Returns the allocations of a run. */
+static uint64_t alloc_sweep(int threads, uint64_t stride)
+{
+    enum { N = 1100, T = 30, DIM = 12 };
+    static uint32_t col[N * T];
+    static float val[N * T];
+    static uint64_t off[N + 1], ob[N + 1];
+    unsigned seed = 4242;
+    off[0] = 0;
+    for (int r = 0; r < N; r++) off[r + 1] = off[r] + (uint64_t)rand_row(col + off[r], val + off[r], T, &seed);
+    dm_vectors v;
+    view_rows(&v, ob, off, col, val, 0, N);
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    dm_sc_result r0, r;
+    dm_alloc_fail_at(UINT64_MAX); /* count them */
+    int rc = sweep_run(&r0, &v, DIM);
+    const uint64_t n = dm_alloc_count();
+    dm_alloc_fail_at(0);
+    if (rc != DM_OK) fprintf(stderr, "%s\n", dm_error_message());
+    CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
+    CU_ASSERT_FATAL(n > 30);
+    const size_t held = dm_mem_current(DM_MEM_HOST); /* r0's */
+    /* the first 40 one by one, then spread over the rest (every one while there are few) */
+    const uint64_t first = stride > 1 ? 0 : 40, step = stride * (n <= 200 ? 1 : n / 60 + 1);
+    const double t0 = omp_get_wtime();
+    int tried = 0, failed = 0, other = 0, differ = 0, leaked = 0;
+    for (uint64_t k = 1; k <= n + 1; k += k < first ? 1 : step) {
+        dm_alloc_fail_at(k);
+        rc = sweep_run(&r, &v, DIM);
+        dm_alloc_fail_at(0);
+        if (rc != DM_OK && rc != DM_ERR_NOMEM) {
+            other++;
+            fprintf(stderr, "allocation %llu: %d %s\n", (unsigned long long)k, rc, dm_error_message());
+        }
+        if (rc == DM_OK) differ += !same_result(&r, &r0);
+        dm_sc_result_free(&r);
+        leaked += dm_mem_current(DM_MEM_HOST) != held;
+        tried++;
+        failed += rc != DM_OK;
+    }
+    CU_ASSERT_EQUAL(other, 0);
+    CU_ASSERT_EQUAL(differ, 0);
+    CU_ASSERT_EQUAL(leaked, 0);
+    CU_ASSERT(failed > tried / 2);
+    rc = sweep_run(&r, &v, DIM); /* and nothing is left broken */
+    CU_ASSERT_EQUAL(rc, DM_OK);
+    CU_ASSERT(rc == DM_OK && same_result(&r, &r0));
+    dm_sc_result_free(&r);
+    dm_sc_result_free(&r0);
+    omp_set_num_threads(saved);
+    printf("\n  %d threads: %llu allocations, %d failure points tried, %d failed the run (%.2f s)",
+           threads, (unsigned long long)n, tried, failed, omp_get_wtime() - t0);
+    return n;
+}
+
+static uint64_t g_allocs_one_thread;
+static void test_alloc_failures(void) { g_allocs_one_thread = alloc_sweep(1, 1); }
+/* No allocation happens inside a parallel region (gain's per-thread sums are engine scratch), so a
+ * run allocates the same on any number of threads: every third failure point is enough here. */
+static void test_alloc_failures_threads(void)
+{
+    uint64_t n = alloc_sweep(4, 3);
+    if (g_allocs_one_thread) CU_ASSERT_EQUAL(n, g_allocs_one_thread);
+}
+
 static CU_TestInfo tests[] = {
     {"rng_matches_lrand48", test_rng_matches_lrand48},
     {"generator_is_rodinia", test_generator_is_rodinia},
@@ -712,8 +822,11 @@ static CU_TestInfo tests[] = {
     {"hash_single_terms", test_hash_single_terms},
     {"hash_linear", test_hash_linear},
     {"points_from_vectors", test_points_from_vectors},
+    {"alloc_failures", test_alloc_failures},
+    {"alloc_failures_threads", test_alloc_failures_threads},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"streamclust_cpu", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
 
-int main(void) { return dm_test_run(suites); }
+/* MPI for dm_sc_run on this process alone (MPI_COMM_SELF; a singleton, no mpiexec needed) */
+int main(int argc, char **argv) { return dm_test_run_mpi(argc, argv, suites); }

@@ -12,13 +12,18 @@
  * instance (with reduce, apply, scatter, open and permute of its layout) on 3 gain calls, a whole
  * run on one chunk of 300 points (local search with shuffles, assign), the labelling test and the
  * tuner hooks on 1003 points; ~1.6k launches instead of ~80k. The per-instance local search is
- * skipped there (it launches the same kernels as the whole run). */
+ * skipped there (it launches the same kernels as the whole run).
+ *
+ * alloc_failures: every host allocation of a whole CUDA run failed in turn (dm_alloc_fail_at): the
+ * run returns DM_OK or DM_ERR_NOMEM, and host, pinned and device memory go back to what they were
+ * (the engines' device buffers are released on every unwind); a run afterwards is unchanged. */
 #include <CUnit/CUnit.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
 #include "streamclust/streamclust.h"
@@ -233,11 +238,67 @@ static void test_tuner_hooks(void)
     }
 }
 
+static void test_alloc_failures(void)
+{
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.kmin = 3;
+    o.kmax = 6;
+    o.dim = 8;
+    o.n = 900;
+    o.chunksize = 300;
+    o.clustersize = 60;
+    o.backend = DM_SC_CUDA;
+    dm_sc_result r0, r;
+    dm_alloc_fail_at(UINT64_MAX); /* count them */
+    int rc = dm_sc_run(&r0, &o, NULL);
+    const uint64_t n = dm_alloc_count();
+    dm_alloc_fail_at(0);
+    if (rc != DM_OK) fprintf(stderr, "%s\n", dm_error_message());
+    CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
+    size_t held[DM_MEM_KINDS];
+    for (int m = 0; m < DM_MEM_KINDS; m++) held[m] = dm_mem_current(m);
+    /* every one while there are few, else the first 40 and a spread; every 4th under the sanitizer */
+    const uint64_t first = g_sanitizer ? 0 : 40, step = (g_sanitizer ? 4 : 1) * (n <= 150 ? 1 : n / 60 + 1);
+    int tried = 0, failed = 0, other = 0, differ = 0, leaked = 0;
+    for (uint64_t k = 1; k <= n + 1; k += k < first ? 1 : step) {
+        dm_alloc_fail_at(k);
+        rc = dm_sc_run(&r, &o, NULL);
+        dm_alloc_fail_at(0);
+        if (rc != DM_OK && rc != DM_ERR_NOMEM) {
+            other++;
+            fprintf(stderr, "allocation %llu: %d %s\n", (unsigned long long)k, rc, dm_error_message());
+        }
+        if (rc == DM_OK)
+            differ += r.k != r0.k || r.total_cost != r0.total_cost ||
+                      memcmp(r.labels, r0.labels, (size_t)r0.n_local * sizeof(int)) != 0;
+        dm_sc_result_free(&r);
+        for (int m = 0; m < DM_MEM_KINDS; m++) leaked += dm_mem_current(m) != held[m];
+        tried++;
+        failed += rc != DM_OK;
+    }
+    CU_ASSERT_EQUAL(other, 0);
+    CU_ASSERT_EQUAL(differ, 0);
+    CU_ASSERT_EQUAL(leaked, 0);
+    CU_ASSERT(failed > tried / 2);
+    rc = dm_sc_run(&r, &o, NULL);
+    CU_ASSERT_EQUAL(rc, DM_OK);
+    if (rc == DM_OK) {
+        CU_ASSERT_EQUAL(r.k, r0.k);
+        CU_ASSERT_EQUAL(r.total_cost, r0.total_cost);
+        CU_ASSERT_EQUAL(memcmp(r.labels, r0.labels, (size_t)r0.n_local * sizeof(int)), 0);
+    }
+    dm_sc_result_free(&r);
+    dm_sc_result_free(&r0);
+    printf("\n  CUDA: %llu allocations, %d failure points tried, %d failed the run", (unsigned long long)n,
+           tried, failed);
+}
+
 static CU_TestInfo tests[] = {
     {"every_gain_instance", test_every_gain_instance},
     {"assign_cpu_vs_cuda", test_assign_cpu_vs_cuda},
     {"run_cpu_vs_cuda", test_run_cpu_vs_cuda},
     {"tuner_hooks", test_tuner_hooks},
+    {"alloc_failures", test_alloc_failures},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"streamclust_gpu", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};

@@ -1,7 +1,8 @@
 /* MPI tests of streamclust (run on 1, 2 and 4 ranks, CPU backend): the distributed run gives a
  * valid clustering (kmin <= k <= kmax unless the documented give-up, labels in range, weights of
  * the final centres adding up to the number of points) whose cost is within a stated bound of the
- * single-rank cost on the same points; the in-memory stream equals the generator's run.
+ * single-rank cost on the same points; the in-memory stream equals the generator's run; every host
+ * allocation of a run failed in turn ends it with the same status on every rank, without a hang.
  * Reference: the 1-rank run (MPI_COMM_SELF) of the same options, computed on every rank. */
 #include <CUnit/CUnit.h>
 #include <math.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/status.h"
 #include "streamclust/streamclust.h"
 #include "testutil.h"
@@ -109,8 +111,8 @@ static void test_mpi_tree_recluster(void)
     if (size >= 4 && kept >= 0) CU_ASSERT(kept <= 2 * kmax);
 }
 
-/* CLUSTERSIZE too small for the centres kept: every rank fails cleanly (no hang), the ranks that
- * overflowed say so. */
+/* CLUSTERSIZE too small for the centres kept: every rank fails cleanly (no hang) with the same
+ * status, the ranks that overflowed say so and the others that another rank failed. */
 static void test_mpi_clustersize_too_small(void)
 {
     dm_sc_options o = DM_SC_OPTIONS_INIT;
@@ -123,10 +125,9 @@ static void test_mpi_clustersize_too_small(void)
     o.backend = DM_SC_CPU;
     dm_sc_result r;
     int rc = dm_sc_run(&r, &o, NULL);
-    CU_ASSERT(rc < 0);
-    CU_ASSERT(rc == DM_ERR_INVALID_ARG || rc == DM_ERR_MPI);
-    if (rc == DM_ERR_INVALID_ARG) CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "CLUSTERSIZE"));
-    int mine = rc == DM_ERR_INVALID_ARG, any = 0;
+    CU_ASSERT_EQUAL(rc, DM_ERR_INVALID_ARG);
+    int mine = !dm_error_is_remote(), any = 0;
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), mine ? "CLUSTERSIZE" : "another rank failed"));
     MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     CU_ASSERT_EQUAL(any, 1);
     dm_sc_result_free(&r);
@@ -185,12 +186,96 @@ static void test_mpi_points_equal_generator(void)
     dm_sc_points_free(&p);
 }
 
+/* Every host allocation of a run failed in turn (each rank's k-th dm_malloc / dm_calloc /
+ * dm_realloc: chunks, the tree's merges and re-clustering, rank 0's final clustering, the
+ * labelling), first on every rank at once, then on one rank only (rank k mod P), whose partners
+ * must learn of it: the run ends with the same status on every rank, DM_OK or the allocation's
+ * DM_ERR_NOMEM, no rank crashes or waits forever, no rank keeps host memory, and the runs that
+ * succeed, and a run afterwards, give the first run's result. CLUSTERSIZE as in mpi_tree_recluster,
+ * so that 4 ranks re-cluster in the tree. */
+static void test_mpi_alloc_failures(void)
+{
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.kmin = 3;
+    o.kmax = 6;
+    o.dim = 6;
+    o.n = 2400;
+    o.chunksize = 300;
+    long per_rank = (o.n + size - 1) / size, chunks = (per_rank + o.chunksize - 1) / o.chunksize;
+    o.clustersize = chunks * o.kmax;
+    o.backend = DM_SC_CPU;
+    dm_sc_result r0, r;
+    dm_alloc_fail_at(UINT64_MAX); /* count them */
+    int rc = dm_sc_run(&r0, &o, NULL);
+    uint64_t n = dm_alloc_count(), n_max = 0;
+    dm_alloc_fail_at(0);
+    if (rc != DM_OK) fprintf(stderr, "rank %d: %s\n", rank, dm_error_message());
+    CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
+    MPI_Allreduce(&n, &n_max, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    CU_ASSERT_FATAL(n_max > 30);
+    const size_t held = dm_mem_current(DM_MEM_HOST); /* r0's */
+    /* the first 40 one by one, then spread over the rest (every one while there are few); one rank
+     * failing alone: every third on 4 ranks, which share this machine's cores (3 and 4 coprime:
+     * the failing rank goes round) */
+    const uint64_t first = 40, step = n_max <= 120 ? 1 : n_max / 40 + 1;
+    const double t0 = MPI_Wtime();
+    int tried = 0, failed = 0, disagreed = 0, other = 0, differ = 0, leaked = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const int few = pass == 1 && size > 2;
+        const uint64_t one_by_one = few ? 0 : first, spread = few ? 3 * step : step;
+        for (uint64_t k = 1; k <= n_max + 1; k += k < one_by_one ? 1 : spread) {
+            dm_alloc_fail_at(pass == 0 || (uint64_t)rank == k % (uint64_t)size ? k : 0);
+            rc = dm_sc_run(&r, &o, NULL);
+            dm_alloc_fail_at(0);
+            int lo = 0, hi = 0;
+            MPI_Allreduce(&rc, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+            MPI_Allreduce(&rc, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            disagreed += lo != hi;
+            /* the allocation's error on every rank (the ranks that learnt of it too) */
+            if (rc != DM_OK && rc != DM_ERR_NOMEM) {
+                other++;
+                fprintf(stderr, "rank %d, pass %d, allocation %llu: %d %s\n", rank, pass,
+                        (unsigned long long)k, rc, dm_error_message());
+            }
+            if (rc == DM_OK)
+                differ += r.k != r0.k || r.total_cost != r0.total_cost || r.n_local != r0.n_local ||
+                          memcmp(r.centres, r0.centres, (size_t)r0.k * o.dim * sizeof(float)) != 0 ||
+                          memcmp(r.labels, r0.labels, (size_t)r0.n_local * sizeof(int)) != 0;
+            dm_sc_result_free(&r);
+            leaked += dm_mem_current(DM_MEM_HOST) != held;
+            tried++;
+            failed += rc != DM_OK;
+        }
+    }
+    CU_ASSERT_EQUAL(disagreed, 0);
+    CU_ASSERT_EQUAL(other, 0);
+    CU_ASSERT_EQUAL(differ, 0);
+    CU_ASSERT_EQUAL(leaked, 0);
+    CU_ASSERT(failed > tried / 2);
+    rc = dm_sc_run(&r, &o, NULL); /* and nothing is left broken */
+    CU_ASSERT_EQUAL(rc, DM_OK);
+    if (rc == DM_OK) {
+        CU_ASSERT_EQUAL(r.k, r0.k);
+        CU_ASSERT_EQUAL(r.total_cost, r0.total_cost);
+        CU_ASSERT_EQUAL(memcmp(r.labels, r0.labels, (size_t)r0.n_local * sizeof(int)), 0);
+    }
+    dm_sc_result_free(&r);
+    dm_sc_result_free(&r0);
+    if (rank == 0)
+        printf("\n  %d ranks: %llu allocations on the busiest rank, %d failure points tried, %d failed the "
+               "run (%.2f s)", size, (unsigned long long)n_max, tried, failed, MPI_Wtime() - t0);
+}
+
 static CU_TestInfo tests[] = {
     {"mpi_small", test_mpi_small},
     {"mpi_clustersize_too_small", test_mpi_clustersize_too_small},
     {"mpi_one_chunk_per_rank", test_mpi_one_chunk_per_rank},
     {"mpi_tree_recluster", test_mpi_tree_recluster},
     {"mpi_points_equal_generator", test_mpi_points_equal_generator},
+    {"mpi_alloc_failures", test_mpi_alloc_failures},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"streamclust_mpi", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
