@@ -899,29 +899,20 @@ int dm_preprocess(dm_token_stream *out, dm_pp_times *times, const struct dm_ctx 
     dm_pp_file_list fl;
     int rc = dm_pp_list_files(&fl, path, &opt->reader, &lst);
     /* every rank lists the same tree; agree on errors before doing work */
-    if (ctx) {
-        int g;
-        if (MPI_Allreduce(&rc, &g, 1, MPI_INT, MPI_MIN, ctx->world) != MPI_SUCCESS)
-            return DM_ERR(DM_ERR_MPI, "preprocess: MPI_Allreduce failed");
-        if (g < 0 && rc >= 0) {
-            dm_pp_file_list_free(&fl);
-            return DM_ERR(g, "preprocess: another rank failed to list %s", path);
-        }
+    if (ctx) rc = dm_ctx_agree(ctx, rc); /* the others learn it marked remote (dm_app_fail) */
+    if (rc < 0) {
+        dm_pp_file_list_free(&fl);
+        return rc;
     }
-    if (rc < 0) return rc;
     size_t b, e;
     dm_pp_split_by_bytes(&b, &e, &fl, rank, size);
     rc = dm_preprocess_files(out, times, fl.files + b, e - b, opt, backend);
     dm_pp_file_list_free(&fl);
     if (ctx) {
-        int g;
-        if (MPI_Allreduce(&rc, &g, 1, MPI_INT, MPI_MIN, ctx->world) != MPI_SUCCESS) {
+        rc = dm_ctx_agree(ctx, rc); /* one status on every rank, the root cause's */
+        if (rc < 0) {
             dm_token_stream_free(out);
-            return DM_ERR(DM_ERR_MPI, "preprocess: MPI_Allreduce failed");
-        }
-        if (g < 0) {
-            dm_token_stream_free(out);
-            return rc < 0 ? rc : DM_ERR(g, "preprocess: another rank failed on %s", path);
+            return rc;
         }
     } else if (rc < 0) {
         return rc;
