@@ -526,6 +526,17 @@ static void dm_pp_text_give(dm_pp_batch *b)
     b->text_cap = 0;
 }
 
+void dm_preprocess_release_buffers(void)
+{
+    pthread_mutex_lock(&g_tb_mu);
+    for (int i = 0; i < g_tb_n; i++) {
+        if (g_tb[i].pinned) dm_host_free_pinned(g_tb[i].p);
+        else dm_free(g_tb[i].p);
+    }
+    g_tb_n = 0;
+    pthread_mutex_unlock(&g_tb_mu);
+}
+
 /* Grows a batch's text buffer (page-locked ones are re-allocated page-locked), keeping what it
  * holds. dm_pp_assemble calls it with text_len already the batch's new total (the pieces are
  * copied after it), so at most the old capacity is kept: copying text_len bytes read past the old

@@ -432,6 +432,11 @@ double dm_pp_times_sum(const dm_pp_times *t);
 int dm_preprocess(dm_token_stream *out, dm_pp_times *times, const struct dm_ctx *ctx,
                   const char *path, const dm_preprocess_options *opt);
 
+/* Frees the batch text buffers that runs keep for the next run of the process (host or
+ * page-locked, at most DM_PP_SLOTS_MAX; otherwise held until the process exits). Not while a run
+ * is going on. A later run allocates them again. */
+void dm_preprocess_release_buffers(void);
+
 /* Backend value for dm_preprocess_files only: the CUDA algorithm emulated on the host
  * (dm_tokenize_hd), for tests without a GPU. */
 #define DM_PP_BACKEND_HD 100

@@ -103,7 +103,8 @@ static int pieces_make(vpieces *pc, const dm_vectors *v, uint64_t nnz_base, uint
         pc->tmp[k] = dm_malloc(sizeof(uint64_t) * (n ? n : 1));
         if (!pc->tmp[k]) {
             pieces_free(pc);
-            return DM_ERR_NOMEM;
+            memset(pc, 0, sizeof *pc); /* freeable again */
+            return DM_ERR(DM_ERR_NOMEM, "vectors: out of memory for the offsets");
         }
         uint64_t *t = pc->tmp[k];
         const uint64_t *o = src[k], b = base[k];
@@ -532,8 +533,17 @@ int dm_vectors_write(const dm_vectors *v, const char *path, const dm_ctx *ctx)
                                          8 * base[0], base[3]};
 
     vpieces pc;
-    rc = dm_ctx_agree(ctx, pieces_make(&pc, v, base[1], base[2], base[3], rank == size - 1));
-    if (rc < 0) return rc;
+    rc = pieces_make(&pc, v, base[1], base[2], base[3], rank == size - 1);
+    /* rank 0's room for every rank's checksums, taken before this agreement: a root without it
+     * could not take part in the gather below (MPI aborts on its NULL receive buffer) */
+    uint64_t *all = rank == 0 ? dm_malloc(sizeof(uint64_t) * 2 * DM_NSEC * (size_t)size) : NULL;
+    if (rank == 0 && !all && rc == DM_OK) rc = DM_ERR(DM_ERR_NOMEM, "vectors: out of memory for the checksums");
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc < 0) {
+        pieces_free(&pc); /* this rank's, when another one failed */
+        dm_free(all);
+        return rc;
+    }
 
     /* the temporary name is rank 0's */
     char tmp[4200];
@@ -544,6 +554,7 @@ int dm_vectors_write(const dm_vectors *v, const char *path, const dm_ctx *ctx)
     if (e != MPI_SUCCESS) {
         rc = dm_mpi_io_error(e, "MPI_File_open", tmp);
         pieces_free(&pc);
+        dm_free(all);
         return dm_ctx_agree(ctx, rc);
     }
     e = MPI_File_set_size(fh, 0); /* collective */
@@ -558,8 +569,6 @@ int dm_vectors_write(const dm_vectors *v, const char *path, const dm_ctx *ctx)
         crcs[2 * s + 1] = pc.len[s];
     }
     pieces_free(&pc);
-    uint64_t *all = rank == 0 ? dm_malloc(sizeof(uint64_t) * 2 * DM_NSEC * (size_t)size) : NULL;
-    if (rank == 0 && !all) rc = DM_ERR_NOMEM;
     if (MPI_Gather(crcs, 2 * DM_NSEC, MPI_UINT64_T, all, 2 * DM_NSEC, MPI_UINT64_T, 0, comm) != MPI_SUCCESS)
         rc = DM_ERR(DM_ERR_MPI, "vectors: MPI_Gather of checksums failed");
     if (rank == 0 && all) {
