@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "apps/commands.h"
+#include "common/alloc.h"
 #include "common/status.h"
 #include "preprocess/preprocess.h"
 
@@ -53,11 +54,11 @@ int dm_cmd_stem(dm_app *app, int argc, char **argv)
         if (len + (size_t)k + 1 > cap || n == ncap) {
             cap = 2 * (len + (size_t)k + 1);
             ncap = ncap ? 2 * ncap : 4096;
-            char *w2 = realloc(words, cap);
-            uint32_t *o2 = realloc(off, ncap * sizeof(*o2)), *l2 = NULL;
+            char *w2 = dm_realloc(words, cap);
+            uint32_t *o2 = dm_realloc(off, ncap * sizeof(*o2)), *l2 = NULL;
             if (w2) words = w2;
             if (o2) off = o2;
-            l2 = realloc(wl, ncap * sizeof(*l2));
+            l2 = dm_realloc(wl, ncap * sizeof(*l2));
             if (l2) wl = l2;
             if (!w2 || !o2 || !l2 || len + (size_t)k > UINT32_MAX) {
                 rc = DM_ERR(DM_ERR_NOMEM, "stem: input too large");
@@ -70,9 +71,9 @@ int dm_cmd_stem(dm_app *app, int argc, char **argv)
         len += (size_t)k;
         n++;
     }
-    free(line);
-    char *out = malloc(len + 1);
-    uint32_t *oo = malloc((n + 1) * sizeof(*oo)), *ol = malloc((n + 1) * sizeof(*ol));
+    free(line); /* getline's */
+    char *out = dm_malloc(len + 1);
+    uint32_t *oo = dm_malloc((n + 1) * sizeof(*oo)), *ol = dm_malloc((n + 1) * sizeof(*ol));
     if (rc >= 0 && (!out || !oo || !ol)) rc = DM_ERR(DM_ERR_NOMEM, "stem: out of memory");
     if (rc >= 0) {
         dm_stem_words_fn *fn = hd ? dm_stem_words_hd
@@ -84,12 +85,12 @@ int dm_cmd_stem(dm_app *app, int argc, char **argv)
         fwrite(out + oo[i], 1, ol[i], stdout);
         fputc('\n', stdout);
     }
-    free(words);
-    free(off);
-    free(wl);
-    free(out);
-    free(oo);
-    free(ol);
+    dm_free(words);
+    dm_free(off);
+    dm_free(wl);
+    dm_free(out);
+    dm_free(oo);
+    dm_free(ol);
     if (rc >= 0 && fflush(stdout) != 0) rc = DM_ERR(DM_ERR_IO, "stem: write error on stdout");
     return rc < 0 ? dm_app_fail(app, "stem", rc) : DM_EXIT_OK;
 }

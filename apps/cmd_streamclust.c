@@ -16,6 +16,7 @@
 #include "apps/commands.h"
 #include "common/metrics.h"
 #include "common/report.h"
+#include "common/alloc.h"
 #include "common/status.h"
 #include "common/timer.h"
 #include "streamclust/streamclust.h"
@@ -85,8 +86,8 @@ static int gather_all(void **all, long *total, const void *mine, long count, siz
     int bytes = (int)((size_t)count * elem), *counts = NULL, *displs = NULL;
     long long sum = 0;
     if (ctx->rank == 0) {
-        counts = malloc((size_t)ctx->size * sizeof(int));
-        displs = malloc((size_t)ctx->size * sizeof(int));
+        counts = dm_malloc((size_t)ctx->size * sizeof(int));
+        displs = dm_malloc((size_t)ctx->size * sizeof(int));
         if (!counts || !displs) rc = DM_ERR(DM_ERR_NOMEM, "streamclust: assignments");
     }
     rc = dm_ctx_agree(ctx, rc);
@@ -98,16 +99,16 @@ static int gather_all(void **all, long *total, const void *mine, long count, siz
                 sum += counts[i];
             }
             if (sum > INT32_MAX) rc = DM_ERR(DM_ERR_UNSUPPORTED, "streamclust: more than 2 GiB of assignments");
-            else if (!(*all = malloc((size_t)sum + 1))) rc = DM_ERR(DM_ERR_NOMEM, "streamclust: assignments");
+            else if (!(*all = dm_malloc((size_t)sum + 1))) rc = DM_ERR(DM_ERR_NOMEM, "streamclust: assignments");
         }
         rc = dm_ctx_agree(ctx, rc);
     }
     if (rc == DM_OK)
         MPI_Gatherv(mine, bytes, MPI_BYTE, *all, counts, displs, MPI_BYTE, 0, ctx->world);
-    free(counts);
-    free(displs);
+    dm_free(counts);
+    dm_free(displs);
     if (rc != DM_OK) {
-        free(*all);
+        dm_free(*all);
         *all = NULL;
     }
     *total = ctx->rank == 0 && rc == DM_OK ? (long)(sum / (long long)elem) : 0;
@@ -121,13 +122,13 @@ static char *tsv_copy(char *buf, const char *s)
     return buf;
 }
 
-/* This rank's documents as "id<TAB>labels\n" lines (malloc'd, *bytes long). */
+/* This rank's documents as "id<TAB>labels\n" lines (dm_malloc'd, *bytes long). */
 static int doc_lines(char **out, size_t *bytes, const dm_vectors *v)
 {
     size_t n = 0;
     for (uint64_t r = 0; r < v->n_rows; r++)
         n += strlen(dm_vectors_id(v, r)) + strlen(dm_vectors_labels(v, r)) + 2;
-    char *b = malloc(n + 1), *w = b;
+    char *b = dm_malloc(n + 1), *w = b;
     if (!b) return DM_ERR(DM_ERR_NOMEM, "streamclust: document ids");
     for (uint64_t r = 0; r < v->n_rows; r++) {
         w = tsv_copy(w, dm_vectors_id(v, r));
@@ -152,11 +153,11 @@ typedef struct sc_outputs {
 
 static void sc_outputs_free(sc_outputs *o)
 {
-    free(o->label);
-    free(o->dist);
-    free(o->doc);
-    free(o->labels);
-    free(o->text);
+    dm_free(o->label);
+    dm_free(o->dist);
+    dm_free(o->doc);
+    dm_free(o->labels);
+    dm_free(o->text);
     memset(o, 0, sizeof *o);
 }
 
@@ -174,10 +175,10 @@ static int gather_outputs(sc_outputs *out, const dm_sc_result *r, const dm_vecto
     long total = 0;
     rc = dm_ctx_agree(ctx, doc_lines(&mine, &bytes, v));
     if (rc == DM_OK) rc = gather_all((void **)&out->text, &total, mine, (long)bytes, 1, ctx);
-    free(mine);
+    dm_free(mine);
     if (rc != DM_OK || ctx->rank != 0) return rc;
-    out->doc = malloc((size_t)(out->n ? out->n : 1) * sizeof(char *));
-    out->labels = malloc((size_t)(out->n ? out->n : 1) * sizeof(char *));
+    out->doc = dm_malloc((size_t)(out->n ? out->n : 1) * sizeof(char *));
+    out->labels = dm_malloc((size_t)(out->n ? out->n : 1) * sizeof(char *));
     if (!out->doc || !out->labels) return DM_ERR(DM_ERR_NOMEM, "streamclust: document ids");
     char *s = out->text, *end = out->text + total;
     for (long i = 0; i < out->n; i++) { /* lines: id TAB labels NL, in document order */
@@ -216,8 +217,8 @@ static int write_assignments(const char *dir, const dm_sc_result *r, const sc_ou
 static int quality(dm_metrics *m, int *have, const sc_outputs *g)
 {
     *have = 0;
-    int32_t *truth = malloc((size_t)(g->n ? g->n : 1) * sizeof *truth);
-    int32_t *pred = malloc((size_t)(g->n ? g->n : 1) * sizeof *pred);
+    int32_t *truth = dm_malloc((size_t)(g->n ? g->n : 1) * sizeof *truth);
+    int32_t *pred = dm_malloc((size_t)(g->n ? g->n : 1) * sizeof *pred);
     int32_t n_classes = 0;
     int rc = truth && pred ? DM_OK : DM_ERR(DM_ERR_NOMEM, "streamclust: metrics");
     if (rc == DM_OK) rc = dm_metrics_classes(truth, &n_classes, (const char *const *)g->labels, (size_t)g->n);
@@ -226,8 +227,8 @@ static int quality(dm_metrics *m, int *have, const sc_outputs *g)
         rc = dm_metrics_compute(m, truth, pred, (size_t)g->n);
         *have = rc == DM_OK;
     }
-    free(truth);
-    free(pred);
+    dm_free(truth);
+    dm_free(pred);
     return rc;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "apps/app.h"
+#include "common/alloc.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
 #include "common/tune/tune_print.h"
@@ -54,17 +55,17 @@ static int is_node_tuner(const dm_ctx *ctx, int *tuner)
     memset(name, 0, sizeof name);
     memcpy(name, ctx->dev.name, sizeof name);
     name[sizeof name - 1] = '\0';
-    char *all = malloc((size_t)ctx->local_size * sizeof name);
+    char *all = dm_malloc((size_t)ctx->local_size * sizeof name);
     if (!all) return DM_ERR(DM_ERR_NOMEM, "tune: out of memory");
     if (MPI_Allgather(name, (int)sizeof name, MPI_CHAR, all, (int)sizeof name, MPI_CHAR,
                       ctx->node) != MPI_SUCCESS) {
-        free(all);
+        dm_free(all);
         return DM_ERR(DM_ERR_MPI, "tune: MPI_Allgather on the node failed");
     }
     *tuner = 1;
     for (int r = 0; r < ctx->local_rank; r++)
         if (!strcmp(all + (size_t)r * sizeof name, name)) *tuner = 0;
-    free(all);
+    dm_free(all);
     return DM_OK;
 }
 

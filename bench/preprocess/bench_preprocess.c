@@ -284,9 +284,10 @@ static int sink(void *user, const dm_raw_doc *d)
     acc *a = user;
     DM_TRY(dm_normalize(&a->text, &a->len, &a->cap, d->text, d->len, 0, NULL));
     if (a->n + 2 > a->ncap) {
+        uint64_t *o = realloc(a->off, a->ncap * 2 * 8);
+        if (!o) return DM_ERR(DM_ERR_NOMEM, "bench: out of memory"); /* a->off kept for its free */
+        a->off = o;
         a->ncap *= 2;
-        a->off = realloc(a->off, a->ncap * 8);
-        if (!a->off) return DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
     }
     a->off[++a->n] = a->len;
     return 0;
