@@ -44,11 +44,13 @@ void dm_agree_pack(int status, int pair[2])
 
 int dm_agree_unpack(const int pair[2]) { return pair[0] < 0 ? pair[0] : pair[1]; }
 
-int dm_ctx_agree(const dm_ctx *ctx, int status)
+int dm_ctx_agree(const dm_ctx *ctx, int status) { return dm_comm_agree(ctx->world, status); }
+
+int dm_comm_agree(MPI_Comm comm, int status)
 {
     int mine[2], all[2];
     dm_agree_pack(status, mine);
-    if (MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MIN, ctx->world) != MPI_SUCCESS)
+    if (MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
         return DM_ERR(DM_ERR_MPI, "MPI_Allreduce of a status failed");
     int worst = dm_agree_unpack(all);
     if (worst < 0 && status == DM_OK) {

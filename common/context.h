@@ -67,6 +67,8 @@ int dm_threads_for_masks(const unsigned char *masks, size_t mask_bytes, int n, i
  * rank N failed"): every rank returns the root cause's class (a failed allocation's DM_ERR_NOMEM,
  * not a neighbour's derived DM_ERR_MPI); the lowest of the own ones when several ranks failed. */
 int dm_ctx_agree(const dm_ctx *ctx, int status);
+/* The same over any communicator (dm_ctx_agree is this over ctx->world). */
+int dm_comm_agree(MPI_Comm comm, int status);
 /* The same rule for agreements made elsewhere (non-blocking ones): what a rank contributes,
  * reduced with MPI_MIN over the two ints elementwise, and the agreed status from the reduced pair. */
 void dm_agree_pack(int status, int pair[2]);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/context.h"
 #include "common/log.h"
 #include "common/status.h"
 
@@ -109,8 +110,14 @@ int dm_stats_reduce(dm_stat **out, int *n, MPI_Comm comm, int is_counter)
         len += (int)l;
     }
     pthread_mutex_unlock(&g_lock);
+    /* every allocation's failure is agreed before the next collective: a rank that returned
+     * alone would leave the others waiting in it */
     int *lens = dm_malloc(sizeof(int) * (size_t)size * 2);
-    if (!lens) return DM_ERR_NOMEM;
+    int rc = dm_comm_agree(comm, lens ? DM_OK : DM_ERR(DM_ERR_NOMEM, "timers: out of memory"));
+    if (rc < 0) {
+        dm_free(lens);
+        return rc;
+    }
     int *displs = lens + size;
     if (MPI_Allgather(&len, 1, MPI_INT, lens, 1, MPI_INT, comm) != MPI_SUCCESS) {
         dm_free(lens);
@@ -123,13 +130,14 @@ int dm_stats_reduce(dm_stat **out, int *n, MPI_Comm comm, int is_counter)
     }
     char *all = dm_malloc((size_t)total + 1);
     const char **names = dm_malloc(sizeof(char *) * ((size_t)total / 2 + 1));
-    if (!all || !names) {
+    rc = dm_comm_agree(comm, all && names ? DM_OK : DM_ERR(DM_ERR_NOMEM, "timers: out of memory"));
+    if (rc < 0) {
         dm_free(lens);
         dm_free(all);
         dm_free(names);
-        return DM_ERR_NOMEM;
+        return rc;
     }
-    int rc = MPI_Allgatherv(mine, len, MPI_CHAR, all, lens, displs, MPI_CHAR, comm);
+    rc = MPI_Allgatherv(mine, len, MPI_CHAR, all, lens, displs, MPI_CHAR, comm);
     dm_free(lens);
     if (rc != MPI_SUCCESS) {
         dm_free(all);
@@ -146,31 +154,33 @@ int dm_stats_reduce(dm_stat **out, int *n, MPI_Comm comm, int is_counter)
     /* 3. reduce values in union order */
     dm_stat *st = dm_calloc((size_t)(u ? u : 1), sizeof *st);
     double *v = dm_malloc(sizeof(double) * (size_t)(u ? u : 1) * 4);
-    if (!st || !v) {
+    int64_t *calls = dm_calloc((size_t)(u ? u : 1), sizeof *calls);
+    rc = dm_comm_agree(comm, st && v && calls ? DM_OK : DM_ERR(DM_ERR_NOMEM, "timers: out of memory"));
+    if (rc < 0) {
         dm_free(all);
         dm_free(names);
         dm_free(st);
         dm_free(v);
-        return DM_ERR_NOMEM;
+        dm_free(calls);
+        return rc;
     }
     double *mn = v + u, *mx = v + 2 * u, *sm = v + 3 * u;
-    int64_t *calls = dm_calloc((size_t)(u ? u : 1), sizeof *calls);
     for (int i = 0; i < u; i++) {
         entry *e = lookup(names[i], is_counter);
         v[i] = e->total;
-        if (calls) calls[i] = e->calls;
+        calls[i] = e->calls;
     }
     rc = MPI_Allreduce(v, mn, u, MPI_DOUBLE, MPI_MIN, comm);
     rc |= MPI_Allreduce(v, mx, u, MPI_DOUBLE, MPI_MAX, comm);
     rc |= MPI_Allreduce(v, sm, u, MPI_DOUBLE, MPI_SUM, comm);
-    if (calls) rc |= MPI_Allreduce(MPI_IN_PLACE, calls, u, MPI_INT64_T, MPI_SUM, comm);
+    rc |= MPI_Allreduce(MPI_IN_PLACE, calls, u, MPI_INT64_T, MPI_SUM, comm);
     for (int i = 0; i < u; i++) {
         strncpy(st[i].name, names[i], sizeof st[i].name - 1);
         st[i].min = mn[i];
         st[i].max = mx[i];
         st[i].sum = sm[i];
         st[i].avg = sm[i] / size;
-        st[i].calls = calls ? calls[i] : 0;
+        st[i].calls = calls[i];
     }
     dm_free(all);
     dm_free(names);

@@ -799,22 +799,6 @@ static int sc_recluster(dm_sc_points *set, const dm_sc_options *o, dm_sc_rng *rn
     return rc;
 }
 
-/* The ranks' statuses agreed over comm, dm_ctx_agree's rule for a bare communicator (a rank's own
- * error wins over one it learnt of: dm_agree_pack), recorded as "another rank failed" on a rank
- * that had none, so that no rank goes on into a collective that a failed one has left. */
-static int sc_agree(MPI_Comm comm, int rc)
-{
-    int mine[2], all[2];
-    dm_agree_pack(rc, mine);
-    DM_SC_MPI_TRY(MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MIN, comm));
-    int worst = dm_agree_unpack(all);
-    if (worst < 0 && rc == DM_OK) {
-        DM_ERR(worst, "streamclust: another rank failed (%s)", dm_status_name(worst));
-        dm_error_mark_remote();
-    }
-    return worst;
-}
-
 /* A set goes up the tree as a header {points, status}, then, once the receiver has made room for
  * it (its reply), the coordinates, weights and ids. A sender that failed sends only its status; a
  * receiver that failed, or cannot grow its set, replies so and the sender stops: neither is left
@@ -924,7 +908,7 @@ static int sc_run(dm_sc_result *res, const dm_sc_options *o, MPI_Comm comm)
     long first = 0, last = 0;
     if (o->points) {
         /* each rank checked its own points: agree, then the stream is their concatenation */
-        DM_TRY(sc_agree(comm, rc));
+        DM_TRY(dm_comm_agree(comm, rc));
         long mine = n_total;
         DM_SC_MPI_TRY(MPI_Allreduce(&mine, &n_total, 1, MPI_LONG, MPI_SUM, comm));
         DM_SC_MPI_TRY(MPI_Exscan(&mine, &first, 1, MPI_LONG, MPI_SUM, comm));
@@ -933,7 +917,7 @@ static int sc_run(dm_sc_result *res, const dm_sc_options *o, MPI_Comm comm)
         if (mine > 0 && o->points->id[0] != first) rc = DM_ERR(DM_ERR_INVALID_ARG,
                 "in-memory points: rank %d's ids start at %ld, expected %ld (the points of the "
                 "lower ranks)", rank, o->points->id[0], first);
-        DM_TRY(sc_agree(comm, rc));
+        DM_TRY(dm_comm_agree(comm, rc));
         if (n_total < 1) return DM_ERR(DM_ERR_INVALID_ARG, "streamclust: no points on any rank");
     } else {
         if (rc < 0) return rc; /* same outcome on every rank: the check is deterministic */
@@ -950,7 +934,7 @@ static int sc_run(dm_sc_result *res, const dm_sc_options *o, MPI_Comm comm)
     rc = dm_sc_points_init(&centres, o->clustersize, o->dim);
     if (rc == DM_OK) rc = sc_run_local(res, &centres, o, first, last, &rng);
     /* agree on failure before the tree so that nobody waits for a dead partner */
-    rc = sc_agree(comm, rc);
+    rc = dm_comm_agree(comm, rc);
     if (rc < 0) {
         dm_sc_points_free(&centres);
         return rc;
@@ -983,7 +967,7 @@ static int sc_run(dm_sc_result *res, const dm_sc_options *o, MPI_Comm comm)
             rc = sc_recluster(&centres, o, &rng, &res->gave_up, &res->stats);
         }
     }
-    rc = sc_agree(comm, rc);
+    rc = dm_comm_agree(comm, rc);
     if (rc < 0) {
         dm_sc_points_free(&centres);
         return rc;
@@ -1006,7 +990,7 @@ static int sc_run(dm_sc_result *res, const dm_sc_options *o, MPI_Comm comm)
         memcpy(res->centre_ids, centres.id, (size_t)k * sizeof(long));
     }
     dm_sc_points_free(&centres);
-    DM_TRY(sc_agree(comm, rc)); /* every rank has room for the centres before the broadcasts */
+    DM_TRY(dm_comm_agree(comm, rc)); /* every rank has room for the centres before the broadcasts */
     DM_SC_MPI_TRY(MPI_Bcast(res->centres, (int)(k * o->dim), MPI_FLOAT, 0, comm));
     DM_SC_MPI_TRY(MPI_Bcast(res->weights, (int)k, MPI_FLOAT, 0, comm));
     DM_SC_MPI_TRY(MPI_Bcast(res->centre_ids, (int)k, MPI_LONG, 0, comm));
@@ -1035,7 +1019,7 @@ static int sc_run(dm_sc_result *res, const dm_sc_options *o, MPI_Comm comm)
         dm_free(buf);
     }
     dm_timer_stop("streamclust.assign");
-    DM_TRY(sc_agree(comm, rc));
+    DM_TRY(dm_comm_agree(comm, rc));
     DM_SC_MPI_TRY(MPI_Allreduce(&local_cost, &res->total_cost, 1, MPI_DOUBLE, MPI_SUM, comm));
     return DM_OK;
 }

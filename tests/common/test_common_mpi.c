@@ -156,6 +156,39 @@ static void test_stats_reduce(void)
     CU_ASSERT_EQUAL_FATAL(n, 1);
     CU_ASSERT_DOUBLE_EQUAL(st[0].sum, 10.0 * p * (p + 1) / 2, 1e-9);
     dm_free(st);
+    /* one rank's allocations failing alone, each in turn: every rank returns the same status, none
+     * waits in a collective that the failed one left, nothing stays allocated (a rank returned
+     * alone at its first failure: the others hung in the next MPI_Allgather(v)/Allreduce) */
+    dm_alloc_fail_at(UINT64_MAX);
+    CU_ASSERT_EQUAL_FATAL(dm_stats_reduce(&st, &n, g_ctx.world, 0), DM_OK);
+    uint64_t na = dm_alloc_count(), na_max = 0;
+    dm_alloc_fail_at(0);
+    dm_free(st);
+    MPI_Allreduce(&na, &na_max, 1, MPI_UINT64_T, MPI_MAX, g_ctx.world);
+    CU_ASSERT(na_max >= 5);
+    int disagreed = 0, failed = 0, bad = 0, leaked = 0;
+    for (int q = 0; q < p; q++)
+        for (uint64_t k = 1; k <= na_max + 1; k++) {
+            const size_t before = dm_mem_current(DM_MEM_HOST);
+            dm_alloc_fail_at(r == q ? k : 0);
+            int rc = dm_stats_reduce(&st, &n, g_ctx.world, 0);
+            dm_alloc_fail_at(0);
+            if (rc == DM_OK) {
+                bad += n != 2 || st[0].calls != p;
+                dm_free(st);
+            }
+            bad += rc != DM_OK && rc != DM_ERR_NOMEM;
+            failed += rc != DM_OK;
+            leaked += dm_mem_current(DM_MEM_HOST) != before;
+            int lo = 0, hi = 0;
+            MPI_Allreduce(&rc, &lo, 1, MPI_INT, MPI_MIN, g_ctx.world);
+            MPI_Allreduce(&rc, &hi, 1, MPI_INT, MPI_MAX, g_ctx.world);
+            disagreed += lo != hi;
+        }
+    CU_ASSERT_EQUAL(disagreed, 0);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(leaked, 0);
+    CU_ASSERT(failed >= p * 5);
 }
 
 static void test_report(void)
