@@ -81,7 +81,11 @@ json_t *dm_report_devices(const dm_ctx *ctx)
         int local_rank, device, cc_major, cc_minor, sms, threads;
         double mem_gb;
     } me, *all = dm_malloc(sizeof me * (size_t)ctx->size);
-    if (!all) return NULL;
+    /* agreed before the gather: a rank without room returning alone left the others in it */
+    if (dm_ctx_agree(ctx, all ? DM_OK : DM_ERR(DM_ERR_NOMEM, "report: out of memory for the device records")) < 0) {
+        dm_free(all);
+        return NULL;
+    }
     memset(&me, 0, sizeof me);
     int hl = 0;
     char host[MPI_MAX_PROCESSOR_NAME];
@@ -97,6 +101,7 @@ json_t *dm_report_devices(const dm_ctx *ctx)
     me.mem_gb = (double)ctx->dev.mem_total / 1e9;
     if (MPI_Allgather(&me, sizeof me, MPI_BYTE, all, sizeof me, MPI_BYTE, ctx->world) != MPI_SUCCESS) {
         dm_free(all);
+        DM_ERR(DM_ERR_MPI, "report: MPI_Allgather of the device records failed");
         return NULL;
     }
     json_t *devs = json_array();
@@ -110,6 +115,7 @@ json_t *dm_report_devices(const dm_ctx *ctx)
                                               all[i].threads));
     }
     dm_free(all);
+    if (!devs) DM_ERR(DM_ERR_NOMEM, "report: out of memory for the device records");
     return devs;
 }
 
@@ -149,7 +155,12 @@ int dm_report_collect(dm_report *r, const dm_ctx *ctx)
 
     if (!json_object_get(r->root, "devices")) { /* a command may have gathered them already */
         json_t *devs = dm_report_devices(ctx);
-        if (!devs) return DM_ERR(DM_ERR_MPI, "gathering the device records failed");
+        /* (jansson's own allocations can fail on one rank alone: agreed before the next collective) */
+        int rc = dm_ctx_agree(ctx, devs ? DM_OK : dm_error_code() < 0 ? dm_error_code() : DM_ERR_MPI);
+        if (rc < 0) {
+            json_decref(devs);
+            return rc;
+        }
         json_object_set_new(r->root, "devices", devs);
     }
 

@@ -29,7 +29,8 @@ int dm_report_collect(dm_report *r, const dm_ctx *ctx);
 int dm_report_write(const dm_report *r, const dm_ctx *ctx, const char *path);
 
 /* Collective: an array with one object per rank (rank, host, local_rank, device, gpu,
- * compute_capability, sms, memory_gb), identical on every rank. NULL on failure. */
+ * compute_capability, sms, memory_gb), identical on every rank. NULL on failure (the error
+ * recorded; a failed allocation is agreed over the ranks first, so all return NULL). */
 json_t *dm_report_devices(const dm_ctx *ctx);
 /* The versions object (docmine, git, CUDA runtime/driver, MPI library, libraries). */
 json_t *dm_report_versions(void);

@@ -210,6 +210,38 @@ static void test_report(void)
     snprintf(path, sizeof path, "%s/report.json", dir);
     CU_ASSERT_EQUAL(dm_report_write(&rep, &g_ctx, path), DM_OK);
     dm_report_free(&rep);
+    /* the collection with one rank's allocations failing alone, each in turn (devices, timers,
+     * counters): the same status on every rank, none left in a collective (a rank without room
+     * for the device records returned before their gather: the others hung), nothing left */
+    dm_report sw;
+    CU_ASSERT_EQUAL_FATAL(dm_report_init(&sw, "info", 2, argv), DM_OK);
+    dm_alloc_fail_at(UINT64_MAX);
+    CU_ASSERT_EQUAL(dm_report_collect(&sw, &g_ctx), DM_OK);
+    uint64_t na = dm_alloc_count(), na_max = 0;
+    dm_alloc_fail_at(0);
+    dm_report_free(&sw);
+    MPI_Allreduce(&na, &na_max, 1, MPI_UINT64_T, MPI_MAX, g_ctx.world);
+    int disagreed = 0, failed = 0, bad = 0, leaked = 0;
+    for (int q = 0; q < g_ctx.size; q++)
+        for (uint64_t k = 1; k <= na_max + 1; k++) {
+            const size_t before = dm_mem_current(DM_MEM_HOST);
+            CU_ASSERT_EQUAL_FATAL(dm_report_init(&sw, "info", 2, argv), DM_OK);
+            dm_alloc_fail_at(g_ctx.rank == q ? k : 0);
+            int rc = dm_report_collect(&sw, &g_ctx);
+            dm_alloc_fail_at(0);
+            dm_report_free(&sw);
+            bad += rc != DM_OK && rc != DM_ERR_NOMEM;
+            failed += rc != DM_OK;
+            leaked += dm_mem_current(DM_MEM_HOST) != before;
+            int lo = 0, hi = 0;
+            MPI_Allreduce(&rc, &lo, 1, MPI_INT, MPI_MIN, g_ctx.world);
+            MPI_Allreduce(&rc, &hi, 1, MPI_INT, MPI_MAX, g_ctx.world);
+            disagreed += lo != hi;
+        }
+    CU_ASSERT_EQUAL(disagreed, 0);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(leaked, 0);
+    CU_ASSERT(failed >= g_ctx.size * 6);
     MPI_Barrier(g_ctx.world);
     if (g_ctx.rank == 0) {
         json_error_t err;
