@@ -225,8 +225,9 @@ static void test_corpus_byte_identical(void)
 }
 
 /* Every host allocation of vectorizing a corpus and writing the vectors collectively, failed in
- * turn on every rank (each rank's k-th): every rank returns the same status, none crashes or
- * waits, and a run afterwards writes the same file. */
+ * turn on every rank (each rank's k-th), then vectorizing and the write each with one rank failing
+ * alone: every rank returns the same status, none crashes or waits, a failed run leaves no counted
+ * host memory, and a run afterwards writes the same file. */
 static void test_alloc_failures(void)
 {
     if (TFIDF_TEST_GPU) return; /* (the device allocations are not these) */
@@ -282,6 +283,63 @@ static void test_alloc_failures(void)
     CU_ASSERT_EQUAL(disagreed, 0);
     CU_ASSERT_EQUAL(leaked, 0);
     CU_ASSERT(failed > tried / 2);
+    /* vectorizing with one rank failing alone (at the i-th point, rank i mod P its k-th allocation,
+     * the others none), as `docmine vectorize --vocab` and the pipeline call it (vocabulary and
+     * statistics too): every rank the same status, nothing left, a run that succeeds the
+     * reference's vectors and vocabulary. Points spread over the allocations (fewer on 4 ranks,
+     * which share CI's cores: 8 points, about 0.6 s there) */
+    dm_vectors ref;
+    dm_vocab rvoc, voc;
+    dm_tfidf_stats st;
+    dm_pp_stats ps;
+    int a_tried = 0, a_failed = 0, differ = 0;
+    dm_alloc_fail_at(UINT64_MAX); /* count them */
+    rc = dm_vectorize_corpus(&ref, &rvoc, &st, &ps, &g_ctx, dir, &pp, &o, NULL, NULL);
+    uint64_t na = dm_alloc_count(), na_max = 0;
+    dm_alloc_fail_at(0);
+    CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
+    MPI_Allreduce(&na, &na_max, 1, MPI_UINT64_T, MPI_MAX, g_ctx.world);
+    dm_preprocess_release_buffers();
+    const size_t held_ref = dm_mem_current(DM_MEM_HOST);
+    const double t_alone = MPI_Wtime();
+    const uint64_t a_step = g_ctx.size == 1 ? 0 : g_ctx.size > 2 ? na_max / 8 + 1 : na_max / 40 + 1;
+    for (uint64_t k = 1; a_step && k <= na_max + 1; k += a_step) {
+        dm_alloc_fail_at(g_ctx.rank == a_tried % g_ctx.size ? k : 0);
+        rc = dm_vectorize_corpus(&v, &voc, &st, &ps, &g_ctx, dir, &pp, &o, NULL, NULL);
+        dm_alloc_fail_at(0);
+        if (rc == DM_OK) {
+            differ += v.row_base != ref.row_base || !tl_vectors_equal(&v, &ref, 0) || voc.n_docs != rvoc.n_docs ||
+                      voc.terms.n != rvoc.terms.n ||
+                      memcmp(voc.terms.off, rvoc.terms.off, 8 * (rvoc.terms.n + 1)) != 0 ||
+                      memcmp(voc.terms.bytes, rvoc.terms.bytes, rvoc.terms.off[rvoc.terms.n]) != 0 ||
+                      memcmp(voc.terms.val, rvoc.terms.val, 8 * rvoc.terms.n) != 0;
+            dm_vectors_free(&v);
+            dm_vocab_free(&voc);
+        }
+        dm_preprocess_release_buffers();
+        if (dm_mem_current(DM_MEM_HOST) != held_ref) {
+            leaked++;
+            fprintf(stderr, "rank %d, one rank alone, allocation %llu: %lld bytes left\n", g_ctx.rank,
+                    (unsigned long long)k, (long long)dm_mem_current(DM_MEM_HOST) - (long long)held_ref);
+        }
+        int lo = 0, hi = 0;
+        MPI_Allreduce(&rc, &lo, 1, MPI_INT, MPI_MIN, g_ctx.world);
+        MPI_Allreduce(&rc, &hi, 1, MPI_INT, MPI_MAX, g_ctx.world);
+        disagreed += lo != hi;
+        CU_ASSERT(rc == DM_OK || rc == DM_ERR_NOMEM);
+        if (rc != DM_OK && rc != DM_ERR_NOMEM)
+            fprintf(stderr, "rank %d, one rank alone, allocation %llu: %s\n", g_ctx.rank, (unsigned long long)k,
+                    dm_error_message());
+        a_tried++;
+        a_failed += rc != DM_OK;
+    }
+    CU_ASSERT_EQUAL(disagreed, 0);
+    CU_ASSERT_EQUAL(leaked, 0);
+    CU_ASSERT_EQUAL(differ, 0);
+    CU_ASSERT(g_ctx.size == 1 || a_failed > 0);
+    const double s_alone = MPI_Wtime() - t_alone;
+    dm_vectors_free(&ref);
+    dm_vocab_free(&rvoc);
     CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&v, NULL, NULL, NULL, &g_ctx, dir, &pp, &o, NULL, NULL), DM_OK);
     CU_ASSERT_EQUAL(dm_vectors_write(&v, pb, &g_ctx), DM_OK);
     /* the collective write with one rank failing alone, each of its allocations in turn: the
@@ -321,8 +379,9 @@ static void test_alloc_failures(void)
     CU_ASSERT_TRUE(bcast_int(g_ctx.rank == 0 ? tl_files_equal(pa, pb) : 0));
     if (g_ctx.rank == 0)
         printf("\n  %d ranks: %llu allocations on the busiest rank, %d failure points tried, %d failed; "
-               "the write alone, one rank failing: %d tried, %d failed",
-               g_ctx.size, (unsigned long long)n_max, tried, failed, w_tried, w_failed);
+               "vectorizing, one rank failing alone: %d tried, %d failed (%.2f s); the write alone, one rank failing: "
+               "%d tried, %d failed",
+               g_ctx.size, (unsigned long long)n_max, tried, failed, a_tried, a_failed, s_alone, w_tried, w_failed);
     omp_set_num_threads(threads);
 }
 
