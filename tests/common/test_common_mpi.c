@@ -132,6 +132,51 @@ static void test_agree(void)
     dm_error_clear();
 }
 
+/* Runs run(arg) with one rank's allocations failing alone, each in turn (rank q's k-th for every
+ * q and k up to the most any rank makes): every rank must return the same status, DM_OK or
+ * DM_ERR_NOMEM, and leave no counted host memory (run releases what it made). Returns the runs
+ * that failed. */
+static int sweep_one_rank_alone(int (*run)(void *), void *arg)
+{
+    dm_alloc_fail_at(UINT64_MAX);
+    CU_ASSERT_EQUAL(run(arg), DM_OK);
+    uint64_t na = dm_alloc_count(), na_max = 0;
+    dm_alloc_fail_at(0);
+    MPI_Allreduce(&na, &na_max, 1, MPI_UINT64_T, MPI_MAX, g_ctx.world);
+    CU_ASSERT(na_max >= 5);
+    int disagreed = 0, failed = 0, bad = 0, leaked = 0;
+    for (int q = 0; q < g_ctx.size; q++)
+        for (uint64_t k = 1; k <= na_max + 1; k++) {
+            const size_t before = dm_mem_current(DM_MEM_HOST);
+            dm_alloc_fail_at(g_ctx.rank == q ? k : 0);
+            int rc = run(arg);
+            dm_alloc_fail_at(0);
+            bad += rc != DM_OK && rc != DM_ERR_NOMEM;
+            failed += rc != DM_OK;
+            leaked += dm_mem_current(DM_MEM_HOST) != before;
+            int lo = 0, hi = 0;
+            MPI_Allreduce(&rc, &lo, 1, MPI_INT, MPI_MIN, g_ctx.world);
+            MPI_Allreduce(&rc, &hi, 1, MPI_INT, MPI_MAX, g_ctx.world);
+            disagreed += lo != hi;
+        }
+    CU_ASSERT_EQUAL(disagreed, 0);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(leaked, 0);
+    return failed;
+}
+
+/* The timers reduced (test_stats_reduce's two timers), checked and released. */
+static int stats_run(void *arg)
+{
+    (void)arg;
+    dm_stat *st;
+    int n;
+    int rc = dm_stats_reduce(&st, &n, g_ctx.world, 0);
+    if (rc == DM_OK && (n != 2 || st[0].calls != g_ctx.size)) rc = DM_ERR_FORMAT; /* a wrong result */
+    dm_free(st); /* NULL after a failure */
+    return rc;
+}
+
 static void test_stats_reduce(void)
 {
     dm_timers_reset();
@@ -159,36 +204,17 @@ static void test_stats_reduce(void)
     /* one rank's allocations failing alone, each in turn: every rank returns the same status, none
      * waits in a collective that the failed one left, nothing stays allocated (a rank returned
      * alone at its first failure: the others hung in the next MPI_Allgather(v)/Allreduce) */
-    dm_alloc_fail_at(UINT64_MAX);
-    CU_ASSERT_EQUAL_FATAL(dm_stats_reduce(&st, &n, g_ctx.world, 0), DM_OK);
-    uint64_t na = dm_alloc_count(), na_max = 0;
-    dm_alloc_fail_at(0);
-    dm_free(st);
-    MPI_Allreduce(&na, &na_max, 1, MPI_UINT64_T, MPI_MAX, g_ctx.world);
-    CU_ASSERT(na_max >= 5);
-    int disagreed = 0, failed = 0, bad = 0, leaked = 0;
-    for (int q = 0; q < p; q++)
-        for (uint64_t k = 1; k <= na_max + 1; k++) {
-            const size_t before = dm_mem_current(DM_MEM_HOST);
-            dm_alloc_fail_at(r == q ? k : 0);
-            int rc = dm_stats_reduce(&st, &n, g_ctx.world, 0);
-            dm_alloc_fail_at(0);
-            if (rc == DM_OK) {
-                bad += n != 2 || st[0].calls != p;
-                dm_free(st);
-            }
-            bad += rc != DM_OK && rc != DM_ERR_NOMEM;
-            failed += rc != DM_OK;
-            leaked += dm_mem_current(DM_MEM_HOST) != before;
-            int lo = 0, hi = 0;
-            MPI_Allreduce(&rc, &lo, 1, MPI_INT, MPI_MIN, g_ctx.world);
-            MPI_Allreduce(&rc, &hi, 1, MPI_INT, MPI_MAX, g_ctx.world);
-            disagreed += lo != hi;
-        }
-    CU_ASSERT_EQUAL(disagreed, 0);
-    CU_ASSERT_EQUAL(bad, 0);
-    CU_ASSERT_EQUAL(leaked, 0);
-    CU_ASSERT(failed >= p * 5);
+    CU_ASSERT(sweep_one_rank_alone(stats_run, NULL) >= p * 5);
+}
+
+/* A whole report collection (devices, timers, counters) and its release. */
+static int report_run(void *argv)
+{
+    dm_report sw;
+    CU_ASSERT_EQUAL_FATAL(dm_report_init(&sw, "info", 2, argv), DM_OK);
+    int rc = dm_report_collect(&sw, &g_ctx);
+    dm_report_free(&sw);
+    return rc;
 }
 
 static void test_report(void)
@@ -213,35 +239,7 @@ static void test_report(void)
     /* the collection with one rank's allocations failing alone, each in turn (devices, timers,
      * counters): the same status on every rank, none left in a collective (a rank without room
      * for the device records returned before their gather: the others hung), nothing left */
-    dm_report sw;
-    CU_ASSERT_EQUAL_FATAL(dm_report_init(&sw, "info", 2, argv), DM_OK);
-    dm_alloc_fail_at(UINT64_MAX);
-    CU_ASSERT_EQUAL(dm_report_collect(&sw, &g_ctx), DM_OK);
-    uint64_t na = dm_alloc_count(), na_max = 0;
-    dm_alloc_fail_at(0);
-    dm_report_free(&sw);
-    MPI_Allreduce(&na, &na_max, 1, MPI_UINT64_T, MPI_MAX, g_ctx.world);
-    int disagreed = 0, failed = 0, bad = 0, leaked = 0;
-    for (int q = 0; q < g_ctx.size; q++)
-        for (uint64_t k = 1; k <= na_max + 1; k++) {
-            const size_t before = dm_mem_current(DM_MEM_HOST);
-            CU_ASSERT_EQUAL_FATAL(dm_report_init(&sw, "info", 2, argv), DM_OK);
-            dm_alloc_fail_at(g_ctx.rank == q ? k : 0);
-            int rc = dm_report_collect(&sw, &g_ctx);
-            dm_alloc_fail_at(0);
-            dm_report_free(&sw);
-            bad += rc != DM_OK && rc != DM_ERR_NOMEM;
-            failed += rc != DM_OK;
-            leaked += dm_mem_current(DM_MEM_HOST) != before;
-            int lo = 0, hi = 0;
-            MPI_Allreduce(&rc, &lo, 1, MPI_INT, MPI_MIN, g_ctx.world);
-            MPI_Allreduce(&rc, &hi, 1, MPI_INT, MPI_MAX, g_ctx.world);
-            disagreed += lo != hi;
-        }
-    CU_ASSERT_EQUAL(disagreed, 0);
-    CU_ASSERT_EQUAL(bad, 0);
-    CU_ASSERT_EQUAL(leaked, 0);
-    CU_ASSERT(failed >= g_ctx.size * 6);
+    CU_ASSERT(sweep_one_rank_alone(report_run, argv) >= g_ctx.size * 6);
     MPI_Barrier(g_ctx.world);
     if (g_ctx.rank == 0) {
         json_error_t err;
