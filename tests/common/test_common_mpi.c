@@ -104,6 +104,9 @@ static void test_agree(void)
         CU_ASSERT_TRUE(dm_error_is_remote());
     }
     CU_ASSERT_EQUAL(dm_ctx_agree(&g_ctx, DM_OK), DM_OK);
+    /* the sweeps' check itself */
+    CU_ASSERT_EQUAL(dm_test_ranks_differ(-g_ctx.rank, &g_ctx.world), g_ctx.size > 1);
+    CU_ASSERT_EQUAL(dm_test_ranks_differ(DM_ERR_IO, &g_ctx.world), 0);
     /* a root cause's class wins over what the other ranks derived from it: the last rank runs out
      * of memory, rank 0 reports (as a neighbour would) that the last rank failed, with a lower
      * code; everybody returns DM_ERR_NOMEM, and rank 0 keeps its own message */
@@ -154,10 +157,7 @@ static int sweep_one_rank_alone(int (*run)(void *), void *arg)
             bad += rc != DM_OK && rc != DM_ERR_NOMEM;
             failed += rc != DM_OK;
             leaked += dm_mem_current(DM_MEM_HOST) != before;
-            int lo = 0, hi = 0;
-            MPI_Allreduce(&rc, &lo, 1, MPI_INT, MPI_MIN, g_ctx.world);
-            MPI_Allreduce(&rc, &hi, 1, MPI_INT, MPI_MAX, g_ctx.world);
-            disagreed += lo != hi;
+            disagreed += dm_test_ranks_differ(rc, &g_ctx.world);
         }
     CU_ASSERT_EQUAL(disagreed, 0);
     CU_ASSERT_EQUAL(bad, 0);

@@ -861,10 +861,7 @@ static void test_alloc_failures(void)
             fprintf(stderr, "rank %d, pass %d, allocation %llu: %lld bytes left\n", g_ctx.rank, pass,
                     (unsigned long long)k, (long long)dm_mem_current(DM_MEM_HOST) - (long long)held);
         }
-        int lo = 0, hi = 0;
-        MPI_Allreduce(&rc, &lo, 1, MPI_INT, MPI_MIN, g_ctx.world);
-        MPI_Allreduce(&rc, &hi, 1, MPI_INT, MPI_MAX, g_ctx.world);
-        disagreed += lo != hi;
+        disagreed += dm_test_ranks_differ(rc, &g_ctx.world);
         /* the allocation's error on every rank: the ranks agree on the root cause's code, not on
          * a neighbour's report that this rank failed (DM_ERR_MPI) */
         if (rc != DM_OK && rc != DM_ERR_NOMEM) {

@@ -255,10 +255,7 @@ static void test_alloc_failures(void)
             dm_alloc_fail_at(pass == 0 || g_ctx.rank == tried[pass] % g_ctx.size ? k : 0);
             rc = dm_preprocess(&s, NULL, &g_ctx, dir, &o);
             dm_alloc_fail_at(0);
-            int lo = 0, hi = 0;
-            MPI_Allreduce(&rc, &lo, 1, MPI_INT, MPI_MIN, g_ctx.world);
-            MPI_Allreduce(&rc, &hi, 1, MPI_INT, MPI_MAX, g_ctx.world);
-            disagreed += lo != hi;
+            disagreed += dm_test_ranks_differ(rc, &g_ctx.world);
             /* the allocation's error on every rank (the ranks that learnt of it too) */
             if (rc != DM_OK && rc != DM_ERR_NOMEM) {
                 other++;

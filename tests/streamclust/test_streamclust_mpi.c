@@ -230,10 +230,8 @@ static void test_mpi_alloc_failures(void)
             dm_alloc_fail_at(pass == 0 || (uint64_t)rank == k % (uint64_t)size ? k : 0);
             rc = dm_sc_run(&r, &o, NULL);
             dm_alloc_fail_at(0);
-            int lo = 0, hi = 0;
-            MPI_Allreduce(&rc, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-            MPI_Allreduce(&rc, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-            disagreed += lo != hi;
+            const MPI_Comm world = MPI_COMM_WORLD;
+            disagreed += dm_test_ranks_differ(rc, &world);
             /* the allocation's error on every rank (the ranks that learnt of it too) */
             if (rc != DM_OK && rc != DM_ERR_NOMEM) {
                 other++;

@@ -77,3 +77,10 @@ const char *dm_test_tmpdir(char *buf, size_t len)
     snprintf(buf, len, "%s/docmine-test-XXXXXX", t ? t : "/tmp");
     return mkdtemp(buf);
 }
+
+int dm_test_ranks_differ(int status, const void *comm)
+{
+    int mm[2] = {status, -status}, all[2] = {0, 0}; /* the lowest status and the highest, at once */
+    MPI_Allreduce(mm, all, 2, MPI_INT, MPI_MIN, *(const MPI_Comm *)comm);
+    return all[0] != -all[1];
+}

@@ -20,6 +20,9 @@ int dm_test_run_gpu(int argc, char **argv, CU_SuiteInfo *suites);
 const char *dm_test_source_dir(void);
 /* Path of a file under ../shared/datasets, or NULL when the datasets are not present. */
 const char *dm_test_dataset(const char *rel, char *buf, size_t len);
+/* 1 when the ranks of comm (an MPI_Comm) returned different statuses: one status on every rank is
+ * what the allocation sweeps check after each run. Collective. */
+int dm_test_ranks_differ(int status, const void *comm);
 /* A fresh temporary directory (mkdtemp under $TMPDIR); the caller removes it. */
 const char *dm_test_tmpdir(char *buf, size_t len);
 

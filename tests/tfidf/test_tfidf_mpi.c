@@ -271,10 +271,7 @@ static void test_alloc_failures(void)
             fprintf(stderr, "rank %d, allocation %llu: %lld bytes left\n", g_ctx.rank, (unsigned long long)k,
                     (long long)dm_mem_current(DM_MEM_HOST) - (long long)held);
         }
-        int lo = 0, hi = 0;
-        MPI_Allreduce(&rw, &lo, 1, MPI_INT, MPI_MIN, g_ctx.world);
-        MPI_Allreduce(&rw, &hi, 1, MPI_INT, MPI_MAX, g_ctx.world);
-        disagreed += lo != hi;
+        disagreed += dm_test_ranks_differ(rw, &g_ctx.world);
         CU_ASSERT(rw == DM_OK || rw == DM_ERR_NOMEM); /* every rank the root cause's code */
         if (rw != DM_OK && rw != DM_ERR_NOMEM) fprintf(stderr, "rank %d, allocation %llu: %s\n", g_ctx.rank, (unsigned long long)k, dm_error_message());
         tried++;
@@ -322,10 +319,7 @@ static void test_alloc_failures(void)
             fprintf(stderr, "rank %d, one rank alone, allocation %llu: %lld bytes left\n", g_ctx.rank,
                     (unsigned long long)k, (long long)dm_mem_current(DM_MEM_HOST) - (long long)held_ref);
         }
-        int lo = 0, hi = 0;
-        MPI_Allreduce(&rc, &lo, 1, MPI_INT, MPI_MIN, g_ctx.world);
-        MPI_Allreduce(&rc, &hi, 1, MPI_INT, MPI_MAX, g_ctx.world);
-        disagreed += lo != hi;
+        disagreed += dm_test_ranks_differ(rc, &g_ctx.world);
         CU_ASSERT(rc == DM_OK || rc == DM_ERR_NOMEM);
         if (rc != DM_OK && rc != DM_ERR_NOMEM)
             fprintf(stderr, "rank %d, one rank alone, allocation %llu: %s\n", g_ctx.rank, (unsigned long long)k,
@@ -358,10 +352,7 @@ static void test_alloc_failures(void)
             dm_alloc_fail_at(g_ctx.rank == q ? k : 0);
             rc = dm_vectors_write(&v, pb, &g_ctx);
             dm_alloc_fail_at(0);
-            int lo = 0, hi = 0;
-            MPI_Allreduce(&rc, &lo, 1, MPI_INT, MPI_MIN, g_ctx.world);
-            MPI_Allreduce(&rc, &hi, 1, MPI_INT, MPI_MAX, g_ctx.world);
-            disagreed += lo != hi;
+            disagreed += dm_test_ranks_differ(rc, &g_ctx.world);
             CU_ASSERT(rc == DM_OK || rc == DM_ERR_NOMEM);
             if (dm_mem_current(DM_MEM_HOST) != before) {
                 leaked++;
