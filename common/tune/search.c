@@ -27,6 +27,7 @@ typedef struct search_ws {
     double check_s;       /* wall time spent in output checks */
     double check_setup_s; /* the part of check_s that setup_seconds also counts (a check creates
                              fresh tuning inputs) */
+    int n_checks;         /* output checks run */
 } search_ws;
 
 static double setup_s(const search_ws *w)
@@ -57,6 +58,7 @@ static int checked(search_ws *w, int inst, size_t n, int *ok)
     if (w->passed[inst] == n) return DM_OK;
     int same = 0;
     double s0 = setup_s(w), t0 = dm_wtime();
+    w->n_checks++;
     int rc = w->ops->check(w->ops->ctx, inst, n, &same);
     w->check_s += dm_wtime() - t0;
     w->check_setup_s += setup_s(w) - s0;
@@ -80,6 +82,12 @@ typedef struct timed_inst {
     double ms;
     int inst, pos;
 } timed_inst;
+
+size_t dm_tune_check_size(const dm_tune_options *opt, size_t n)
+{
+    size_t max = opt->check_max_n ? opt->check_max_n : (size_t)1 << 24;
+    return n < max ? n : max;
+}
 
 static int cmp_timed(const void *a, const void *b)
 {
@@ -301,6 +309,7 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
     }
     for (int i = 0; i < ni; i++) res->n_rejected += w->rejected[i];
     res->check_s = w->check_s;
+    res->n_checks = w->n_checks;
     return DM_OK;
 }
 
@@ -322,8 +331,7 @@ int dm_tune_search(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
     res->exhaustive_best = -1;
 
     int ni = k->n_instances;
-    search_ws w = {k, ops, NULL, NULL, NULL, NULL,
-                   opt->check_max_n ? opt->check_max_n : (size_t)1 << 24, 0.0, 0.0};
+    search_ws w = {k, ops, NULL, NULL, NULL, NULL, dm_tune_check_size(opt, (size_t)-1), 0.0, 0.0, 0};
     dm_tune_attr *attr = calloc((size_t)ni, sizeof *attr);
     w.cand = calloc((size_t)ni, sizeof *w.cand);
     w.order = calloc((size_t)ni, sizeof *w.order);

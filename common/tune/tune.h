@@ -166,6 +166,10 @@ typedef struct dm_tune_result {
      * exhaustive_s / (curve_s + confirm_s) bounds the search-time ratio a kernel can reach. */
     double curve_s, candidates_s, confirm_s;
     int curve_points;
+    /* the search's overheads: tuning inputs created (timed ones and the checks' fresh ones) and
+     * the seconds that took (also inside check_s for the checks' inputs); output checks run */
+    int n_inputs, n_checks;
+    double inputs_s;
 } dm_tune_result;
 
 /* Tunes kernel k for n work units on the current GPU under opt (mode off: the default only).

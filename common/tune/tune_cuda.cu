@@ -73,9 +73,11 @@ struct cuda_ctx {
     cudaEvent_t start, stop;
     void *state; /* timing input */
     size_t state_n, state_cap;
-    double setup_s; /* seconds spent creating tuning inputs */
+    double setup_s; /* seconds spent creating tuning inputs (and taking ref from one) */
+    int n_created;  /* tuning inputs created */
     unsigned char *ref; /* default instance's output on a fresh input of ref_n */
     size_t ref_n, ref_bytes;
+    size_t check_n; /* the search's check size, whose fresh timing input gives ref (0: none) */
 };
 
 double wall(void)
@@ -88,6 +90,7 @@ double wall(void)
 int create_timed(cuda_ctx *c, void **st, size_t n)
 {
     double t0 = wall();
+    c->n_created++;
     int rc = c->k->bench_create(st, n, c->opt->seed);
     /* the hooks may fill the input with asynchronous copies on any stream: finish them */
     cudaError_t e = rc == DM_OK ? cudaDeviceSynchronize() : cudaSuccess;
@@ -108,7 +111,12 @@ void destroy_timed(cuda_ctx *c, void *st)
     c->setup_s += wall() - t0;
 }
 
-/* The timing input for n units: a prefix of the existing one when the kernel can resize. */
+int output_of(cuda_ctx *c, void *st, int i, unsigned char **out, size_t *bytes);
+
+/* The timing input for n units: a prefix of the existing one when the kernel can resize. A fresh
+ * timing input of the check size also gives the checks their reference, the default's output on
+ * a fresh input, before anything else runs on it: a check then creates one fresh input (the
+ * candidate's) instead of two. */
 int ensure_state(cuda_ctx *c, size_t n)
 {
     if (c->state && c->state_n == n) return DM_OK;
@@ -121,6 +129,13 @@ int ensure_state(cuda_ctx *c, size_t n)
     c->state = NULL;
     DM_TRY(create_timed(c, &c->state, n));
     c->state_n = c->state_cap = n;
+    if (!c->ref && c->check_n == n) {
+        double t0 = wall(); /* not timing work: with the inputs' seconds */
+        int rc = output_of(c, c->state, c->k->default_instance, &c->ref, &c->ref_bytes);
+        c->setup_s += wall() - t0;
+        DM_TRY(rc);
+        c->ref_n = n;
+    }
     return DM_OK;
 }
 
@@ -157,12 +172,10 @@ int op_measure(void *ctx, int i, size_t n, double *ms)
     return rc;
 }
 
-/* Output of instance i on a fresh tuning input of n units into a malloc'ed buffer. */
-int fresh_output(cuda_ctx *c, int i, size_t n, unsigned char **out, size_t *bytes)
+/* Runs instance i once on the input st and copies its output into a malloc'ed buffer. */
+int output_of(cuda_ctx *c, void *st, int i, unsigned char **out, size_t *bytes)
 {
-    void *st = NULL;
     *out = NULL;
-    DM_TRY(create_timed(c, &st, n));
     int rc = c->k->bench_run(st, &c->k->instances[i], c->stream);
     cudaError_t e = rc == DM_OK ? cudaStreamSynchronize(c->stream) : cudaSuccess;
     if (e != cudaSuccess)
@@ -173,11 +186,21 @@ int fresh_output(cuda_ctx *c, int i, size_t n, unsigned char **out, size_t *byte
         if (!*out) rc = DM_ERR(DM_ERR_NOMEM, "tune: out of memory");
     }
     if (rc == DM_OK) rc = c->k->bench_output(st, *out, bytes);
-    destroy_timed(c, st);
     if (rc != DM_OK) {
         free(*out);
         *out = NULL;
     }
+    return rc;
+}
+
+/* Output of instance i on a fresh tuning input of n units into a malloc'ed buffer. */
+int fresh_output(cuda_ctx *c, int i, size_t n, unsigned char **out, size_t *bytes)
+{
+    void *st = NULL;
+    *out = NULL;
+    DM_TRY(create_timed(c, &st, n));
+    int rc = output_of(c, st, i, out, bytes);
+    destroy_timed(c, st);
     return rc;
 }
 
@@ -222,6 +245,7 @@ extern "C" int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t 
     memset(&c, 0, sizeof c);
     c.k = k;
     c.opt = opt;
+    if (opt->mode != DM_TUNE_OFF) c.check_n = dm_tune_check_size(opt, n);
     DM_CUDA_TRY(cudaStreamCreate(&c.stream));
     int rc = DM_OK;
     cudaError_t e;
@@ -239,6 +263,8 @@ extern "C" int dm_tune_run(dm_tune_result *res, const dm_tune_kernel *k, size_t 
         /* one input at the target size, whose prefixes serve the smaller sizes */
         if (k->bench_resize) rc = ensure_state(&c, n);
         if (rc == DM_OK) rc = dm_tune_search(res, k, n, opt, &ops);
+        res->n_inputs = c.n_created;
+        res->inputs_s = c.setup_s;
     }
     if (c.state) k->bench_destroy(c.state);
     free(c.ref);

@@ -111,6 +111,9 @@ typedef struct dm_tune_ops {
     double (*setup_seconds)(void *ctx);
 } dm_tune_ops;
 
+/* The size at which a search of n units checks outputs: min(n, opt->check_max_n or 2^24). */
+size_t dm_tune_check_size(const dm_tune_options *opt, size_t n);
+
 /* The search of DESIGN.md section 6 over ops, for every mode (see dm_tune_run). */
 int dm_tune_search(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
                    const dm_tune_options *opt, const dm_tune_ops *ops);

@@ -2,7 +2,8 @@
  * the CPU reference (memcpy) on seeded inputs of sizes that are not multiples of 32 or of the
  * block, with guard bytes; dm_copy_cuda on misaligned pointers; a real MSP tuning run (picks a
  * valid instance whose output matches the default's) and the database written by
- * dm_tune_and_store and read back by dm_tune_select. Exits 77 (skip) without a device. */
+ * dm_tune_and_store and read back by dm_tune_select; a broken instance rejected by the checks,
+ * with the count of tuning inputs a search creates. Exits 77 (skip) without a device. */
 #include <CUnit/Basic.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -179,6 +180,117 @@ static void test_store_and_select(void)
     dm_tune_configure(DM_TUNE_MSP, NULL, 0);
 }
 
+/* ---- a kernel with a broken instance: the checks' reference and the inputs they create ---- */
+
+/* Its default is a real copy instance; the other "instance" launches nothing (the fastest of
+ * all, and wrong: its destination keeps the fresh input's zeros). */
+typedef struct fake_state {
+    void *src, *dst;
+    size_t n, cap;
+} fake_state;
+static int g_fake_created;
+
+static int launch_nothing(const void *args, size_t n, void *stream)
+{
+    (void)args, (void)n, (void)stream;
+    return DM_OK;
+}
+
+static int fake_create(void **state, size_t n, uint64_t seed)
+{
+    fake_state *f = calloc(1, sizeof *f);
+    unsigned char *h = malloc(n);
+    int ok = f && h && cudaMalloc(&f->src, n) == cudaSuccess && cudaMalloc(&f->dst, n) == cudaSuccess;
+    if (ok) {
+        fill(h, n, seed);
+        ok = cudaMemcpy(f->src, h, n, cudaMemcpyHostToDevice) == cudaSuccess &&
+             cudaMemset(f->dst, 0, n) == cudaSuccess;
+    }
+    free(h);
+    if (!ok) {
+        if (f) cudaFree(f->src), cudaFree(f->dst);
+        free(f);
+        return DM_ERR(DM_ERR_CUDA, "fake kernel: create");
+    }
+    f->n = f->cap = n;
+    g_fake_created++;
+    *state = f;
+    return DM_OK;
+}
+
+static int fake_run(void *state, const dm_tune_instance *inst, void *stream)
+{
+    fake_state *f = state;
+    dm_copy_args a = {f->dst, f->src};
+    return inst->launch(&a, f->n, stream);
+}
+
+static int fake_output(void *state, void *host, size_t *nbytes)
+{
+    fake_state *f = state;
+    *nbytes = f->n;
+    if (!host) return DM_OK;
+    return cudaMemcpy(host, f->dst, f->n, cudaMemcpyDeviceToHost) == cudaSuccess ? DM_OK : DM_ERR_CUDA;
+}
+
+static int fake_resize(void *state, size_t n)
+{
+    fake_state *f = state;
+    if (n > f->cap) return DM_ERR_INVALID_ARG;
+    f->n = n;
+    return DM_OK;
+}
+
+static void fake_destroy(void *state)
+{
+    fake_state *f = state;
+    cudaFree(f->src);
+    cudaFree(f->dst);
+    free(f);
+}
+
+/* Exhaustive mode times both instances; the broken one is the fastest, so it is checked against
+ * the default on a fresh input and rejected, although the timing input's destination already
+ * holds the default's output. The reference comes from the timing input's first run (fresh),
+ * so the search creates two inputs in all: the timing one and the candidate's. With
+ * check_max_n below the size the reference needs an input of its own (three). */
+static void test_check_reference_and_inputs(void)
+{
+    const dm_tune_kernel *copy = dm_copy_tune_kernel();
+    dm_tune_instance inst[2] = {copy->instances[copy->default_instance], copy->instances[copy->default_instance]};
+    inst[1].launch = launch_nothing;
+    inst[1].func = NULL;
+    inst[1].policy.block = inst[0].policy.block == 1024 ? 512 : inst[0].policy.block * 2;
+    dm_tune_kernel k = {0};
+    k.name = "test.fake_copy";
+    k.work_unit = "bytes";
+    k.instances = inst;
+    k.n_instances = 2;
+    k.default_instance = 0;
+    k.bench_create = fake_create;
+    k.bench_run = fake_run;
+    k.bench_output = fake_output;
+    k.bench_destroy = fake_destroy;
+    k.bench_resize = fake_resize;
+    k.work_per_item = 16;
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.mode = DM_TUNE_EXHAUSTIVE;
+    opt.repeats = 3;
+    const size_t n = (size_t)16 << 20;
+    for (int cap = 0; cap < 2; cap++) {
+        opt.check_max_n = cap ? n / 2 : 0;
+        g_fake_created = 0;
+        dm_tune_result r;
+        CU_ASSERT_EQUAL_FATAL(dm_tune_run(&r, &k, n, &opt), DM_OK);
+        CU_ASSERT_EQUAL(r.chosen, 0);
+        CU_ASSERT_EQUAL(r.n_rejected, 1);
+        CU_ASSERT_EQUAL(r.n_checks, 1);
+        CU_ASSERT_EQUAL(r.n_inputs, g_fake_created);
+        CU_ASSERT_EQUAL(r.n_inputs, cap ? 3 : 2);
+        CU_ASSERT(r.inputs_s > 0.0);
+    }
+}
+
 int main(void)
 {
     dm_tune_gpu gpu;
@@ -193,6 +305,7 @@ int main(void)
     CU_add_test(s, "copy_cuda_alignment", test_copy_cuda_alignment);
     CU_add_test(s, "tune_copy_msp", test_tune_copy_msp);
     CU_add_test(s, "store_and_select", test_store_and_select);
+    CU_add_test(s, "check_reference_and_inputs", test_check_reference_and_inputs);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures();
