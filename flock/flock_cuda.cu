@@ -1072,8 +1072,15 @@ extern "C" int dm_flock_cuda_init(dm_flock_sim *sim)
     return DM_OK;
 }
 
+namespace {
+void bench_cache_release();
+}
+
+/* Also drops the tuning workloads' documents (see bench_host): a run's tuning is over when its
+ * simulation ends, and a later search builds them again. */
 extern "C" void dm_flock_cuda_free(dm_flock_sim *sim)
 {
+    bench_cache_release();
     dstate *s = static_cast<dstate *>(sim->dev);
     if (!s) return;
     if (s->sa) cudaStreamSynchronize(s->sa);
@@ -1545,27 +1552,74 @@ dm_flock_store g_bench_host;
 size_t g_bench_nb = 0;
 uint64_t g_bench_seed = 0;
 
+/* The documents of the tuning workloads (g_bench_host): nb synthetic unit vectors on a W x W
+ * plane in one block (g_bench_block) that is page-locked while it is kept (cudaHostRegister,
+ * best effort), so that every tuning input uploads them straight at the copy engines' speed.
+ * Kept for the next input of the same size (the searches of a run's kernels share them) until
+ * a simulation ends (dm_flock_cuda_free). The store's arrays point into the block: it is
+ * released here, never by dm_flock_store_free. */
+void *g_bench_block = NULL;
+bool g_bench_pinned = false;
+
+void bench_host_release(dm_flock_store *h)
+{
+    if (g_bench_pinned && cudaHostUnregister(g_bench_block) != cudaSuccess)
+        cudaGetLastError(); /* not sticky: clear it for the launches' checks */
+    g_bench_pinned = false;
+    dm_free(g_bench_block);
+    g_bench_block = NULL;
+    dm_flock_store_init(h);
+}
+
+void bench_cache_release()
+{
+    std::lock_guard<std::mutex> lock(g_bench_mutex);
+    bench_host_release(&g_bench_host);
+    g_bench_nb = 0;
+}
+
 int bench_host(dm_flock_store *h, size_t nb, uint64_t seed, double W)
 {
+    bench_host_release(h);
     dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
     so.tokens = 80;
     so.seed = seed;
     dm_vectors v;
     DM_TRY(dm_flock_synth_vectors(&v, &so, 0, nb));
-    dm_flock_store_free(h);
-    int rc = DM_OK;
-    for (size_t i = 0; i < nb && rc == DM_OK; i++) {
-        uint64_t a = v.row_off[i], e = v.row_off[i + 1];
-        double ss = 0;
-        for (uint64_t q = a; q < e; q++) ss += (double)v.val[q] * v.val[q];
-        for (uint64_t q = a; q < e; q++) v.val[q] = (float)(v.val[q] / sqrt(ss));
-        dm_philox4 r = dm_rng4(seed, i, 7);
-        rc = dm_flock_store_push(h, i, W * (r.v[0] / 4294967296.0), W * (r.v[1] / 4294967296.0),
-                                 0.2 * (r.v[2] / 4294967296.0 - 0.5), 0.2 * (r.v[3] / 4294967296.0 - 0.5),
-                                 v.col + a, v.val + a, (uint32_t)(e - a));
+    const size_t nnz = (size_t)v.row_off[nb];
+    const size_t a8 = (8 * nb + 63) & ~(size_t)63, a4 = (4 * nb + 63) & ~(size_t)63,
+                 p4 = (4 * nnz + 63) & ~(size_t)63;
+    const size_t bytes = 6 * a8 + a4 + 2 * p4 + 4 * 8 * nb + 64;
+    char *blk = static_cast<char *>(dm_malloc(bytes));
+    int rc = blk ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock bench: out of memory for %zu documents", nb);
+    if (rc == DM_OK) {
+        g_bench_block = blk;
+        h->id = reinterpret_cast<uint64_t *>(blk);
+        h->x = reinterpret_cast<double *>(blk + a8);
+        h->y = reinterpret_cast<double *>(blk + 2 * a8);
+        h->vx = reinterpret_cast<double *>(blk + 3 * a8);
+        h->vy = reinterpret_cast<double *>(blk + 4 * a8);
+        h->voff = reinterpret_cast<uint64_t *>(blk + 5 * a8);
+        h->vlen = reinterpret_cast<uint32_t *>(blk + 6 * a8);
+        h->col = reinterpret_cast<uint32_t *>(blk + 6 * a8 + a4);
+        h->val = reinterpret_cast<float *>(blk + 6 * a8 + a4 + p4);
+        h->cap = nb, h->pool_cap = nnz; /* the appending below allocates nothing */
+        double *st = reinterpret_cast<double *>(blk + 6 * a8 + a4 + 2 * p4); /* the initial states */
+        for (size_t i = 0; i < nb; i++) {
+            dm_philox4 r = dm_rng4(seed, i, 7);
+            st[i] = W * (r.v[0] / 4294967296.0);
+            st[nb + i] = W * (r.v[1] / 4294967296.0);
+            st[2 * nb + i] = 0.2 * (r.v[2] / 4294967296.0 - 0.5);
+            st[3 * nb + i] = 0.2 * (r.v[3] / 4294967296.0 - 0.5);
+        }
+        rc = dm_flock_store_append_unit_rows(h, &v, 0, st, st + nb, st + 2 * nb, st + 3 * nb);
     }
     dm_flock_vectors_release(&v);
-    if (rc != DM_OK) dm_flock_store_free(h);
+    if (rc == DM_OK) {
+        g_bench_pinned = cudaHostRegister(blk, bytes, cudaHostRegisterDefault) == cudaSuccess;
+        if (!g_bench_pinned) cudaGetLastError(); /* not sticky: clear it for the launches' checks */
+    }
+    if (rc != DM_OK) bench_host_release(h);
     return rc;
 }
 
@@ -1599,7 +1653,10 @@ int bench_problem(bench *b, size_t nb, uint64_t seed)
             g_bench_nb = nb;
             g_bench_seed = seed;
         }
-        DM_TRY(upload_set(&s->own, &g_bench_host, s->sa, 0, 0));
+        if (g_bench_pinned)
+            DM_TRY(upload_set_via(&s->own, &g_bench_host, s->sa, 0, 0, NULL, NULL));
+        else
+            DM_TRY(upload_set(&s->own, &g_bench_host, s->sa, 0, 0));
         DM_CUDA_TRY(cudaStreamSynchronize(s->sa)); /* pageable copies done before unlocking */
     }
     DM_TRY(ensure_own_buffers(s, nb));
@@ -1716,7 +1773,12 @@ int bench_create_k(void **state, size_t n, uint64_t seed, int k)
     b->k = k;
     /* work units -> boids: similarity counts pairs, cache moves count slots */
     size_t nb = n;
-    if (k == K_SIM) nb = n / 5 + 64; /* about 15 pairs per boid, half of them mirrors */
+    if (k == K_SIM) {
+        /* about 15 pairs per boid, half of them mirrors; a power of two of boids, so that the
+         * other kernels' inputs of that many boids share the documents (bench_host) */
+        nb = 64;
+        while (nb < n / 5 + 64) nb *= 2;
+    }
     if (k == K_MOVE) nb = 2 * (n / FK_CACHE) + 2;
     if (nb < 64) nb = 64;
     int rc = bench_problem(b, nb, seed);

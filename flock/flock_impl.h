@@ -95,6 +95,11 @@ int dm_flock_store_push(dm_flock_store *s, uint64_t id, double x, double y, doub
  * .. voff[k] + vlen[k]) (copied in parallel): entries of a vector cache. */
 int dm_flock_store_append_vectors(dm_flock_store *s, const dm_flock_store *src, const uint64_t *id,
                                   const uint64_t *voff, const uint32_t *vlen, size_t n);
+/* Appends rows [0, n_rows) of v as boids id0 + i with state (x, y, vx, vy)[i], each vector made
+ * unit length as dm_flock_store_push(..., val[q] / sqrt(sum of its squares)) would store it
+ * (copied in parallel): the tuning workloads' documents. */
+int dm_flock_store_append_unit_rows(dm_flock_store *s, const dm_vectors *v, uint64_t id0, const double *x,
+                                    const double *y, const double *vx, const double *vy);
 /* Whether removing boids with nnz vector entries in all would compact the pool (see
  * dm_flock_store_remove). */
 int dm_flock_store_removal_compacts(const dm_flock_store *s, size_t nnz);

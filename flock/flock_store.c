@@ -1,5 +1,6 @@
 /* The host boid store (structure of arrays plus a vector pool) and the exchange message format
  * (flock_impl.h). Reference: none (data structures). */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -246,6 +247,36 @@ int dm_flock_store_append_vectors(dm_flock_store *s, const dm_flock_store *src, 
     s->n = b + n;
     s->live += (size_t)(at - s->pool);
     s->pool = (size_t)at;
+    s->indexed = 0;
+    return DM_OK;
+}
+
+int dm_flock_store_append_unit_rows(dm_flock_store *s, const dm_vectors *v, uint64_t id0, const double *x,
+                                    const double *y, const double *vx, const double *vy)
+{
+    const size_t n = (size_t)v->n_rows, b = s->n;
+    const uint64_t nnz = v->row_off[n] - v->row_off[0];
+    DM_TRY(dm_flock_store_reserve(s, b + n, s->pool + nnz));
+    const uint64_t base = s->pool - v->row_off[0];
+    const long nl = (long)n;
+#pragma omp parallel for schedule(static) num_threads(dm_threads_upto(s->copy_threads))
+    for (long k = 0; k < nl; k++) {
+        size_t i = b + (size_t)k;
+        uint64_t a = v->row_off[k], e = v->row_off[k + 1];
+        s->id[i] = id0 + (uint64_t)k;
+        s->x[i] = x[k], s->y[i] = y[k], s->vx[i] = vx[k], s->vy[i] = vy[k];
+        s->voff[i] = base + a;
+        s->vlen[i] = (uint32_t)(e - a);
+        double ss = 0;
+        for (uint64_t q = a; q < e; q++) ss += (double)v->val[q] * v->val[q];
+        for (uint64_t q = a; q < e; q++) {
+            s->col[base + q] = v->col[q];
+            s->val[base + q] = (float)(v->val[q] / sqrt(ss));
+        }
+    }
+    s->n = b + n;
+    s->pool += (size_t)nnz;
+    s->live += (size_t)nnz;
     s->indexed = 0;
     return DM_OK;
 }

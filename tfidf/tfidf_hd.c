@@ -153,7 +153,9 @@ int dm_tf_table_grow_fit(const uint32_t *terms, uint64_t n_distinct, uint64_t le
 void dm_tf_tables_canonical(uint64_t *out, const uint32_t *key, const uint32_t *cnt, const uint64_t *tab_off,
                             const uint32_t *overflow, size_t n_docs)
 {
-    for (size_t d = 0; d < n_docs; d++) {
+    const long nd = (long)n_docs;
+#pragma omp parallel for schedule(dynamic, 256)
+    for (long d = 0; d < nd; d++) {
         uint64_t b = tab_off[d], e = tab_off[d + 1], m = b;
         if (!overflow[d]) {
             for (uint64_t s = b; s < e; s++)

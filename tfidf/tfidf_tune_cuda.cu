@@ -213,9 +213,8 @@ size_t pow2_at_least(size_t n)
     return c;
 }
 
-/* Term `id` of a seeded term space: distinct ids have distinct hashes (dm_mix64 is a
- * bijection); 3..12 letters. */
-uint64_t term_hash(uint64_t id, uint64_t seed) { return dm_mix64(id + 0x632be59bd9b4e019ull * (seed | 1)); }
+/* Term `id` of a seeded term space: its hash (dm_tfidf_bench_term_hash) and 3..12 letters. */
+uint64_t term_hash(uint64_t id, uint64_t seed) { return dm_tfidf_bench_term_hash(id, seed); }
 
 int term_letters(char *p, uint64_t id, uint64_t seed)
 {
@@ -319,14 +318,7 @@ int create_table(workload *w, size_t n, uint64_t seed)
     if (rc == DM_OK && query) {
         /* queries: terms of the vocabulary, frequent (small) ids more often; the rest unknown
          * (ids beyond the vocabulary) */
-        uint64_t s = seed ^ 0x5851f42d4c957f2dull;
-        unsigned miss = w->kind == W_VT_QUERY ? 10 : 20;
-        for (size_t q = 0; q < nq; q++) {
-            uint64_t x = rnd(&s);
-            if (x % miss == 0) ids[q] = nv + (x >> 8) % (4 * (uint64_t)nv + 1);
-            else ids[q] = ((x >> 8) % nv) * ((x >> 36) % nv) / nv;
-            hash[q] = term_hash(ids[q], seed);
-        }
+        dm_tfidf_bench_queries(ids, hash, nq, nv, seed, w->kind == W_VT_QUERY ? 10 : 20);
         a->n_q = nq;
         rc = terms_up(w, &a->q_hash, hash_only ? NULL : &a->q_off, hash_only ? NULL : &a->q_bytes, ids, hash, nq,
                       seed);
@@ -387,36 +379,6 @@ int table_output(const workload *w, uint64_t *o)
 
 /* ------------------------------------------------------------------ weights */
 
-/* The count rows of n documents (dm_tf_count_cpu's result: each row's distinct terms ascending
- * with their counts), by sorting each document's tokens in place: seconds where the reference's
- * hash tables take tens at the target size. */
-int count_rows(dm_tf_counts *c, const uint64_t *tok_off, uint32_t *tok, size_t n)
-{
-    uint64_t nt = tok_off[n];
-    c->n_rows = n;
-    c->row_off = (uint64_t *)dm_malloc(8 * (n + 1));
-    c->term = (uint32_t *)dm_malloc(4 * nt + 4);
-    c->count = (uint32_t *)dm_malloc(4 * nt + 4);
-    if (!c->row_off || !c->term || !c->count) return DM_ERR_NOMEM;
-    uint64_t m = 0;
-    for (size_t d = 0; d < n; d++) {
-        c->row_off[d] = m;
-        uint32_t *t = tok + tok_off[d];
-        size_t len = (size_t)(tok_off[d + 1] - tok_off[d]);
-        std::sort(t, t + len);
-        for (size_t i = 0; i < len; i++) {
-            if (i > 0 && t[i] == t[i - 1]) {
-                c->count[m - 1]++;
-                continue;
-            }
-            c->term[m] = t[i];
-            c->count[m++] = 1;
-        }
-    }
-    c->row_off[n] = m;
-    return DM_OK;
-}
-
 int create_weigh(workload *w, size_t n, uint64_t seed)
 {
     uint64_t *tok_off = NULL;
@@ -424,7 +386,7 @@ int create_weigh(workload *w, size_t n, uint64_t seed)
     dm_tf_counts c;
     memset(&c, 0, sizeof c);
     int rc = bench_docs(&tok_off, &tok, n, seed);
-    if (rc == DM_OK) rc = count_rows(&c, tok_off, tok, n);
+    if (rc == DM_OK) rc = dm_tfidf_bench_count_rows(&c, tok_off, tok, n);
     dm_free(tok_off);
     dm_free(tok);
     const uint64_t nnz = rc == DM_OK ? c.row_off[n] : 0;
@@ -454,31 +416,9 @@ int create_weigh(workload *w, size_t n, uint64_t seed)
     }
     /* pass 1 (weigh_len), its scan, pass 2 (weigh_fill) and the segmented sort, as defined */
     const int sublinear = 0, l2 = 1;
-    uint64_t m = 0;
-    for (size_t r = 0; rc == DM_OK && r < n; r++) {
-        row_len[r] = kept[r] = 0;
-        for (uint64_t e = c.row_off[r]; e < c.row_off[r + 1]; e++) {
-            uint32_t k = map[c.term[e]];
-            if (k == DM_TERM_NONE) continue;
-            row_len[r] += c.count[e];
-            kept[r] += col_w[k] != 0.0;
-        }
-        w->h_out_off[r] = m;
-        for (uint64_t e = c.row_off[r]; e < c.row_off[r + 1]; e++) {
-            uint32_t k = map[c.term[e]];
-            if (k == DM_TERM_NONE || col_w[k] == 0.0) continue;
-            ocol[m] = k;
-            ow[m] = dm_tf_weight(c.count[e], row_len[r], sublinear) * col_w[k];
-            opos[m] = (uint32_t)m;
-            pair[m] = (uint64_t)k << 32 | m;
-            m++;
-        }
-        std::sort(pair + w->h_out_off[r], pair + m);
-    }
-    if (rc == DM_OK) {
-        w->h_out_off[n] = m;
-        kept[n] = 0;
-    }
+    if (rc == DM_OK)
+        dm_tfidf_bench_weigh_passes(&c, map, col_w, sublinear, row_len, kept, w->h_out_off, ocol, ow, opos, pair);
+    const uint64_t m = rc == DM_OK ? w->h_out_off[n] : 0;
     dm_w_args *a = &w->wa;
     a->n_rows = n;
     a->sublinear = sublinear;

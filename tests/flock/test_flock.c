@@ -364,6 +364,60 @@ static void test_idmap_parallel(void)
 /* A message packed with the selection's states (the CUDA backend's selection: the store's states
  * are stale) is byte for byte the message packed from a store holding those states, with and
  * without vectors, on any threads. */
+/* The tuning workloads' documents: rows appended on threads, unit length, equal bit for bit to
+ * pushing them one by one with val / sqrt(sum of squares); appended after boids already there. */
+static void test_store_unit_rows(void)
+{
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.tokens = 80;
+    dm_vectors v;
+    const size_t n = 5000;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_synth_vectors(&v, &so, 0, n), DM_OK);
+    double *st = malloc(sizeof *st * 4 * n);
+    CU_ASSERT_FATAL(st != NULL);
+    for (size_t i = 0; i < 4 * n; i++) st[i] = 0.001 * (double)i - 3.0;
+    const uint32_t col0[2] = {5, 9};
+    const float val0[2] = {1.0f, 2.0f};
+    dm_flock_store ref;
+    dm_flock_store_init(&ref);
+    CU_ASSERT_EQUAL_FATAL(dm_flock_store_push(&ref, 77, 1, 2, 3, 4, col0, val0, 2), DM_OK);
+    float *u = malloc(sizeof *u * (v.row_off[n] + 1));
+    CU_ASSERT_FATAL(u != NULL);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t a = v.row_off[i], e = v.row_off[i + 1];
+        double ss = 0;
+        for (uint64_t q = a; q < e; q++) ss += (double)v.val[q] * v.val[q];
+        for (uint64_t q = a; q < e; q++) u[q] = (float)(v.val[q] / sqrt(ss));
+        CU_ASSERT_EQUAL_FATAL(dm_flock_store_push(&ref, 1000 + i, st[i], st[n + i], st[2 * n + i], st[3 * n + i],
+                                                  v.col + a, u + a, (uint32_t)(e - a)), DM_OK);
+    }
+    for (int t = 1; t <= 3; t += 2) {
+        dm_flock_store got;
+        dm_flock_store_init(&got);
+        got.copy_threads = t;
+        CU_ASSERT_EQUAL_FATAL(dm_flock_store_push(&got, 77, 1, 2, 3, 4, col0, val0, 2), DM_OK);
+        CU_ASSERT_EQUAL_FATAL(dm_flock_store_append_unit_rows(&got, &v, 1000, st, st + n, st + 2 * n, st + 3 * n),
+                              DM_OK);
+        CU_ASSERT_EQUAL_FATAL(got.n, n + 1);
+        CU_ASSERT_EQUAL_FATAL(got.pool, ref.pool);
+        CU_ASSERT_EQUAL(got.live, ref.live);
+        CU_ASSERT(memcmp(got.id, ref.id, 8 * (n + 1)) == 0);
+        CU_ASSERT(memcmp(got.x, ref.x, 8 * (n + 1)) == 0 && memcmp(got.y, ref.y, 8 * (n + 1)) == 0);
+        CU_ASSERT(memcmp(got.vx, ref.vx, 8 * (n + 1)) == 0 && memcmp(got.vy, ref.vy, 8 * (n + 1)) == 0);
+        CU_ASSERT(memcmp(got.voff, ref.voff, 8 * (n + 1)) == 0 && memcmp(got.vlen, ref.vlen, 4 * (n + 1)) == 0);
+        CU_ASSERT(memcmp(got.col, ref.col, 4 * ref.pool) == 0 && memcmp(got.val, ref.val, 4 * ref.pool) == 0);
+        /* unit length */
+        double ss = 0;
+        for (uint64_t q = got.voff[n]; q < got.voff[n] + got.vlen[n]; q++) ss += (double)got.val[q] * got.val[q];
+        CU_ASSERT(fabs(ss - 1.0) < 1e-5);
+        dm_flock_store_free(&got);
+    }
+    free(u);
+    free(st);
+    dm_flock_store_free(&ref);
+    dm_flock_vectors_release(&v);
+}
+
 static void test_msg_pack_state(void)
 {
     enum { N = 20000 };
@@ -1504,6 +1558,7 @@ int main(int argc, char **argv)
         {"halo vector cache: a halo above the parallel id map's size", test_halo_cache_large},
         {"id map: parallel and serial builds, any threads", test_idmap_parallel},
         {"message pack: the selection's states, any threads", test_msg_pack_state},
+        {"store: the tuning workloads' unit rows, any threads", test_store_unit_rows},
         {"halo vector cache: migrants' vectors kept by their sender", test_departed_cache},
         {"forces and update: hand-checked configuration", test_hand_forces},
         {"forces and update: the same across the torus corner", test_hand_forces_seam},

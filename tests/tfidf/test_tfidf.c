@@ -7,6 +7,7 @@
 #include <CUnit/CUnit.h>
 #include <inttypes.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,12 +16,14 @@
 #include "common/alloc.h"
 #include "common/context.h"
 #include "common/fileio.h"
+#include "common/rng.h"
 #include "common/status.h"
 #include "preprocess/preprocess.h"
 #include "testutil.h"
 #include "tfidf/tfidf.h"
 #include "tfidf/tfidf_internal.h"
 #include "tfidf/tfidf_tables.h"
+#include "tfidf/tfidf_tune.h"
 #include "tfidf_testlib.h"
 
 static char g_tmp[512];
@@ -1193,12 +1196,180 @@ static void test_reuters_properties(void)
     dm_vocab_free(&voc);
 }
 
+/* dm_tf_bench_docs as it was written first: one splitmix64 stream, each document's length and
+ * then its tokens. */
+static size_t bench_docs_serial(uint64_t *tok_off, uint32_t *tok, size_t n_tok, uint32_t n_terms, uint64_t seed)
+{
+    uint64_t s = seed, pos = 0;
+    size_t d = 0;
+    tok_off[0] = 0;
+    while (pos < n_tok) {
+        uint64_t r = dm_splitmix64(&s);
+        uint64_t len = (r & 127) == 0 ? 400 + (r >> 8) % 4600 : 1 + (r >> 8) % 400;
+        if (len > n_tok - pos) len = n_tok - pos;
+        for (uint64_t i = 0; i < len; i++) {
+            uint64_t x = dm_splitmix64(&s);
+            uint64_t a = (x & 0xffffffffull) % n_terms, b = (x >> 32) % n_terms;
+            tok[pos + i] = (uint32_t)(a * b / n_terms);
+        }
+        pos += len;
+        tok_off[++d] = pos;
+    }
+    return d;
+}
+
+static void test_tf_bench_docs_stream(void)
+{
+    /* the benchmark documents drawn on threads are the serial stream's, bit for bit, for sizes
+     * that cut the last document short or not, on 1 and 3 threads; so are the table lookups'
+     * queries */
+    const size_t sizes[] = {1, 399, 100003, 654321};
+    const int saved = omp_get_max_threads();
+    for (int si = 0; si < 4; si++) {
+        const size_t n = sizes[si];
+        uint64_t *o1 = dm_malloc(8 * (n + 2)), *o2 = dm_malloc(8 * (n + 2));
+        uint32_t *t1 = dm_malloc(4 * n), *t2 = dm_malloc(4 * n);
+        CU_ASSERT_FATAL(o1 && o2 && t1 && t2);
+        const size_t d1 = bench_docs_serial(o1, t1, n, 60000, 99 + si);
+        for (int th = 1; th <= 3; th += 2) {
+            omp_set_num_threads(th);
+            size_t d2 = 0;
+            memset(t2, 0, 4 * n);
+            CU_ASSERT_EQUAL(dm_tf_bench_docs(o2, t2, n, 60000, 99 + si, &d2), DM_OK);
+            CU_ASSERT_EQUAL_FATAL(d2, d1);
+            CU_ASSERT(memcmp(o1, o2, 8 * (d1 + 1)) == 0);
+            CU_ASSERT(memcmp(t1, t2, 4 * n) == 0);
+        }
+        dm_free(o1), dm_free(o2), dm_free(t1), dm_free(t2);
+    }
+    /* the lookups' queries: the serial stream's too */
+    const size_t nq = 300007, nv = 5000;
+    uint64_t *ids = dm_malloc(8 * nq), *hash = dm_malloc(8 * nq), *ids2 = dm_malloc(8 * nq), *hash2 = dm_malloc(8 * nq);
+    CU_ASSERT_FATAL(ids && hash && ids2 && hash2);
+    uint64_t st = 5 ^ 0x5851f42d4c957f2dull;
+    size_t unknown = 0;
+    for (size_t q = 0; q < nq; q++) {
+        uint64_t x = dm_splitmix64(&st);
+        if (x % 20 == 0) ids[q] = nv + (x >> 8) % (4 * (uint64_t)nv + 1);
+        else ids[q] = ((x >> 8) % nv) * ((x >> 36) % nv) / nv;
+        hash[q] = dm_tfidf_bench_term_hash(ids[q], 5);
+        unknown += ids[q] >= nv;
+    }
+    CU_ASSERT(unknown > nq / 25 && unknown < nq / 15);
+    for (int th = 1; th <= 3; th += 2) {
+        omp_set_num_threads(th);
+        dm_tfidf_bench_queries(ids2, hash2, nq, nv, 5, 20);
+        CU_ASSERT(memcmp(ids, ids2, 8 * nq) == 0);
+        CU_ASSERT(memcmp(hash, hash2, 8 * nq) == 0);
+    }
+    dm_free(ids), dm_free(hash), dm_free(ids2), dm_free(hash2);
+    omp_set_num_threads(saved);
+}
+
+/* The weights' passes as the tuning workloads define them, one row after the other (the
+ * workloads' code before it ran on threads). */
+static void weigh_passes_serial(const dm_tf_counts *c, const uint32_t *map, const double *col_w, uint64_t *row_len,
+                                uint64_t *kept, uint64_t *out_off, uint32_t *ocol, double *ow, uint32_t *opos,
+                                uint64_t *pair)
+{
+    uint64_t m = 0;
+    for (size_t r = 0; r < c->n_rows; r++) {
+        row_len[r] = kept[r] = 0;
+        for (uint64_t e = c->row_off[r]; e < c->row_off[r + 1]; e++) {
+            uint32_t k = map[c->term[e]];
+            if (k == DM_TERM_NONE) continue;
+            row_len[r] += c->count[e];
+            kept[r] += col_w[k] != 0.0;
+        }
+        out_off[r] = m;
+        for (uint64_t e = c->row_off[r]; e < c->row_off[r + 1]; e++) {
+            uint32_t k = map[c->term[e]];
+            if (k == DM_TERM_NONE || col_w[k] == 0.0) continue;
+            ocol[m] = k;
+            ow[m] = dm_tf_weight(c->count[e], row_len[r], 0) * col_w[k];
+            opos[m] = (uint32_t)m;
+            pair[m] = (uint64_t)k << 32 | m;
+            m++;
+        }
+        for (uint64_t i = out_off[r] + 1; i < m; i++) /* insertion sort of the row's pairs */
+            for (uint64_t j = i; j > out_off[r] && pair[j - 1] > pair[j]; j--) {
+                uint64_t t = pair[j];
+                pair[j] = pair[j - 1];
+                pair[j - 1] = t;
+            }
+    }
+    out_off[c->n_rows] = m;
+    kept[c->n_rows] = 0;
+}
+
+static void test_tf_tuning_host_passes(void)
+{
+    /* the tuning workloads' host parts on threads: the count rows equal dm_tf_count_cpu's, and
+     * the weights' passes equal the serial definition, bit for bit, on 1 and 3 threads */
+    const size_t n_tok = 200003;
+    const uint32_t n_terms = 3000; /* small: terms repeat within documents */
+    uint64_t *off = dm_malloc(8 * (n_tok + 2));
+    uint32_t *tok = dm_malloc(4 * n_tok), *tok2 = dm_malloc(4 * n_tok);
+    size_t n_docs = 0;
+    dm_tf_bench_docs(off, tok, n_tok, n_terms, 77, &n_docs);
+    dm_tf_counts ref;
+    dm_tf_count_options o = DM_TF_COUNT_OPTIONS_INIT;
+    CU_ASSERT_EQUAL_FATAL(dm_tf_count_cpu(&ref, off, tok, n_docs, n_terms, &o), DM_OK);
+    const uint64_t nnz = ref.row_off[n_docs];
+    /* columns: every third term unmapped, every seventh column's idf 0 */
+    uint32_t *map = dm_malloc(4 * n_terms);
+    double *col_w = dm_malloc(8 * n_terms);
+    for (uint32_t t = 0; t < n_terms; t++) {
+        map[t] = t % 3 == 2 ? DM_TERM_NONE : (t * 7919u) % n_terms;
+        col_w[t] = t % 7 == 3 ? 0.0 : 0.5 + t / 1000.0;
+    }
+    uint64_t *r_len = dm_malloc(8 * (n_docs + 1)), *r_kept = dm_malloc(8 * (n_docs + 1)),
+             *r_off = dm_malloc(8 * (n_docs + 1)), *r_pair = dm_malloc(8 * nnz + 8);
+    uint32_t *r_col = dm_malloc(4 * nnz + 4), *r_pos = dm_malloc(4 * nnz + 4);
+    double *r_w = dm_malloc(8 * nnz + 8);
+    weigh_passes_serial(&ref, map, col_w, r_len, r_kept, r_off, r_col, r_w, r_pos, r_pair);
+    const uint64_t m = r_off[n_docs];
+    CU_ASSERT(m > 0 && m < nnz); /* some entries dropped, some kept */
+    const int saved = omp_get_max_threads();
+    const int threads[] = {1, 3};
+    for (int ti = 0; ti < 2; ti++) {
+        omp_set_num_threads(threads[ti]);
+        memcpy(tok2, tok, 4 * n_tok);
+        dm_tf_counts c;
+        CU_ASSERT_EQUAL_FATAL(dm_tfidf_bench_count_rows(&c, off, tok2, n_docs), DM_OK);
+        CU_ASSERT_EQUAL(c.n_rows, n_docs);
+        CU_ASSERT(memcmp(c.row_off, ref.row_off, 8 * (n_docs + 1)) == 0);
+        CU_ASSERT(memcmp(c.term, ref.term, 4 * nnz) == 0);
+        CU_ASSERT(memcmp(c.count, ref.count, 4 * nnz) == 0);
+        uint64_t *len = dm_malloc(8 * (n_docs + 1)), *kept = dm_malloc(8 * (n_docs + 1)),
+                 *oo = dm_malloc(8 * (n_docs + 1)), *pair = dm_malloc(8 * nnz + 8);
+        uint32_t *col = dm_malloc(4 * nnz + 4), *pos = dm_malloc(4 * nnz + 4);
+        double *w = dm_malloc(8 * nnz + 8);
+        dm_tfidf_bench_weigh_passes(&c, map, col_w, 0, len, kept, oo, col, w, pos, pair);
+        CU_ASSERT(memcmp(len, r_len, 8 * n_docs) == 0);
+        CU_ASSERT(memcmp(kept, r_kept, 8 * (n_docs + 1)) == 0);
+        CU_ASSERT(memcmp(oo, r_off, 8 * (n_docs + 1)) == 0);
+        CU_ASSERT(memcmp(col, r_col, 4 * m) == 0);
+        CU_ASSERT(memcmp(w, r_w, 8 * m) == 0);
+        CU_ASSERT(memcmp(pos, r_pos, 4 * m) == 0);
+        CU_ASSERT(memcmp(pair, r_pair, 8 * m) == 0);
+        dm_free(len), dm_free(kept), dm_free(oo), dm_free(pair), dm_free(col), dm_free(pos), dm_free(w);
+        dm_tf_counts_free(&c);
+    }
+    omp_set_num_threads(saved);
+    dm_free(r_len), dm_free(r_kept), dm_free(r_off), dm_free(r_pair), dm_free(r_col), dm_free(r_pos), dm_free(r_w);
+    dm_free(map), dm_free(col_w), dm_free(off), dm_free(tok), dm_free(tok2);
+    dm_tf_counts_free(&ref);
+}
+
 int main(void)
 {
     CU_TestInfo terms[] = {{"termtab_weak_hash_tiny_capacity", test_termtab_weak_hash_tiny_capacity},
                            {"tf_count_vs_bruteforce", test_tf_count_vs_bruteforce},
                            {"tf_count_gpu_algorithm_on_host", test_tf_count_gpu_algorithm_on_host},
                            {"tf_tuning_output_canonical", test_tf_tuning_output_canonical},
+                           {"tf_tuning_host_passes", test_tf_tuning_host_passes},
+                           {"tf_bench_streams", test_tf_bench_docs_stream},
                            {"vocab_merge_and_lookup_collisions", test_vocab_merge_and_lookup_collisions},
                            {"hash_lookup_real_hash", test_hash_lookup_real_hash},
                            CU_TEST_INFO_NULL};
