@@ -932,7 +932,11 @@ int dm_preprocess(dm_token_stream *out, dm_pp_times *times, const struct dm_ctx 
     if (rank == 0) dm_pp_stats_add(&out->stats, &lst);
     if (ctx) {
         uint64_t n_msgs = out->stats.n_messages;
-        DM_TRY(dm_pp_stats_allreduce(&out->stats, &ctx->world));
+        rc = dm_pp_stats_allreduce(&out->stats, &ctx->world);
+        if (rc < 0) {
+            dm_token_stream_free(out);
+            return rc;
+        }
         out->stats.n_messages = n_msgs;
     }
     if (out->stats.docs == 0) {
