@@ -33,8 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <algorithm>
-
 #include "common/alloc.h"
 #include "common/cuda_check.h"
 #include "common/status.h"
