@@ -364,6 +364,76 @@ static void test_idmap_parallel(void)
 /* A message packed with the selection's states (the CUDA backend's selection: the store's states
  * are stale) is byte for byte the message packed from a store holding those states, with and
  * without vectors, on any threads. */
+/* The synthetic vectors by their definition (flock_synth.c's header): document gid's words
+ * drawn by a binary search of the whole Zipf CDF, sorted, counted, weighted. The generator
+ * draws through bucket tables and sorts by radix: the same bits. */
+static int cmp_word(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int synth_row_matches(const dm_vectors *v, const dm_flock_synth_options *o, uint64_t d)
+{
+    double *cdf[2];
+    int nv[2] = {o->topic_vocab, o->shared_vocab};
+    for (int k = 0; k < 2; k++) {
+        cdf[k] = malloc(sizeof(double) * (size_t)nv[k]);
+        double acc = 0;
+        for (int r = 0; r < nv[k]; r++) cdf[k][r] = acc += 1.0 / pow((double)(r + 1), o->zipf);
+        for (int r = 0; r < nv[k]; r++) cdf[k][r] /= acc;
+    }
+    const uint64_t gid = v->row_base + d;
+    const int topic = dm_flock_synth_topic(o, gid);
+    const uint32_t base = (uint32_t)o->topics * (uint32_t)o->topic_vocab;
+    uint32_t *w = malloc(sizeof *w * (size_t)o->tokens);
+    for (int t = 0; t < o->tokens; t++) {
+        dm_philox4 r = dm_rng4(o->seed ^ 0x5eed5eedULL, gid, (uint64_t)t);
+        double u0 = r.v[0] * (1.0 / 4294967296.0), u1 = (r.v[1] + 0.5) * (1.0 / 4294967296.0);
+        int k = u0 < o->overlap, lo = 0, hi = nv[k] - 1;
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (cdf[k][mid] < u1) lo = mid + 1;
+            else hi = mid;
+        }
+        w[t] = k ? base + (uint32_t)lo : (uint32_t)topic * (uint32_t)o->topic_vocab + (uint32_t)lo;
+    }
+    qsort(w, (size_t)o->tokens, sizeof *w, cmp_word);
+    int ok = 1;
+    uint64_t q = v->row_off[d];
+    for (int t = 0; t < o->tokens && ok;) {
+        int e = t;
+        while (e < o->tokens && w[e] == w[t]) e++;
+        uint32_t rank = w[t] >= base ? w[t] - base : w[t] % (uint32_t)o->topic_vocab;
+        float val = (float)((1.0 + log((double)(e - t))) * (1.0 + log(1.0 + rank)));
+        ok = q < v->row_off[d + 1] && v->col[q] == w[t] && v->val[q] == val;
+        q++;
+        t = e;
+    }
+    ok = ok && q == v->row_off[d + 1];
+    free(w);
+    free(cdf[0]);
+    free(cdf[1]);
+    return ok;
+}
+
+static void test_synth_definition(void)
+{
+    dm_flock_synth_options so[4];
+    for (int c = 0; c < 4; c++) so[c] = (dm_flock_synth_options)DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so[1].tokens = 80, so[1].seed = 7;
+    so[2].topics = 3, so[2].topic_vocab = 300, so[2].shared_vocab = 70000, so[2].overlap = 0.9, so[2].zipf = 1.3;
+    so[3].topics = 1, so[3].topic_vocab = 1, so[3].shared_vocab = 1, so[3].tokens = 5;
+    for (int c = 0; c < 4; c++) {
+        dm_vectors v;
+        CU_ASSERT_EQUAL_FATAL(dm_flock_synth_vectors(&v, &so[c], 1000 * (uint64_t)c, 400), DM_OK);
+        int bad = 0;
+        for (uint64_t d = 0; d < 400; d++) bad += !synth_row_matches(&v, &so[c], d);
+        CU_ASSERT_EQUAL(bad, 0);
+        dm_flock_vectors_release(&v);
+    }
+}
+
 /* The tuning workloads' documents: rows appended on threads, unit length, equal bit for bit to
  * pushing them one by one with val / sqrt(sum of squares); appended after boids already there. */
 static void test_store_unit_rows(void)
@@ -1559,6 +1629,7 @@ int main(int argc, char **argv)
         {"id map: parallel and serial builds, any threads", test_idmap_parallel},
         {"message pack: the selection's states, any threads", test_msg_pack_state},
         {"store: the tuning workloads' unit rows, any threads", test_store_unit_rows},
+        {"synthetic vectors: bucket draws and radix sort give the definition's rows", test_synth_definition},
         {"halo vector cache: migrants' vectors kept by their sender", test_departed_cache},
         {"forces and update: hand-checked configuration", test_hand_forces},
         {"forces and update: the same across the torus corner", test_hand_forces_seam},
