@@ -141,28 +141,13 @@ static void test_agree(void)
  * that failed. */
 static int sweep_one_rank_alone(int (*run)(void *), void *arg)
 {
-    dm_alloc_fail_at(UINT64_MAX);
-    CU_ASSERT_EQUAL(run(arg), DM_OK);
-    uint64_t na = dm_alloc_count(), na_max = 0;
-    dm_alloc_fail_at(0);
-    MPI_Allreduce(&na, &na_max, 1, MPI_UINT64_T, MPI_MAX, g_ctx.world);
+    dm_test_sweep s = {.run = run, .arg = arg, .comm = &g_ctx.world, .who = DM_TEST_SWEEP_EACH};
+    uint64_t na_max;
+    CU_ASSERT_EQUAL(dm_test_sweep_count(&s, &na_max), DM_OK);
     CU_ASSERT(na_max >= 5);
-    int disagreed = 0, failed = 0, bad = 0, leaked = 0;
-    for (int q = 0; q < g_ctx.size; q++)
-        for (uint64_t k = 1; k <= na_max + 1; k++) {
-            const size_t before = dm_mem_current(DM_MEM_HOST);
-            dm_alloc_fail_at(g_ctx.rank == q ? k : 0);
-            int rc = run(arg);
-            dm_alloc_fail_at(0);
-            bad += rc != DM_OK && rc != DM_ERR_NOMEM;
-            failed += rc != DM_OK;
-            leaked += dm_mem_current(DM_MEM_HOST) != before;
-            disagreed += dm_test_ranks_differ(rc, &g_ctx.world);
-        }
-    CU_ASSERT_EQUAL(disagreed, 0);
-    CU_ASSERT_EQUAL(bad, 0);
-    CU_ASSERT_EQUAL(leaked, 0);
-    return failed;
+    dm_test_sweep_stats st = {0};
+    dm_test_sweep_run(&s, na_max + 1, 0, 1, &st);
+    return st.failed;
 }
 
 /* The timers reduced (test_stats_reduce's two timers), checked and released. */

@@ -815,6 +815,25 @@ static void test_classes_rows(void)
     free(got);
 }
 
+/* test_alloc_failures' job: its result in r, the first job's in r0 */
+typedef struct sweep_arg {
+    const dm_vectors *v;
+    const dm_flock_options *o;
+    const dm_flock_cluster_options *co;
+    const dm_flock_job_options *jo;
+    dm_flock_job_result r0, r;
+} sweep_arg;
+static int sweep_run(void *a_)
+{
+    sweep_arg *a = a_;
+    return dm_flock_job_run(&a->r, NULL, &g_ctx, a->v, a->o, a->co, a->jo);
+}
+static int sweep_differs(void *a_)
+{
+    const sweep_arg *a = a_;
+    return a->r.clusters != a->r0.clusters;
+}
+
 /* Every host allocation of a whole job (simulation, clusters, the output files), failed in turn
  * on every rank (each rank's k-th dm_malloc / dm_calloc / dm_realloc, so the ranks fail at
  * different points of their work): the job ends with the same status on every rank, no rank
@@ -835,54 +854,36 @@ static void test_alloc_failures(void)
     dm_flock_job_options jo = DM_FLOCK_JOB_OPTIONS_INIT;
     jo.out_dir = dir;
     jo.png_size = 64;
-    dm_flock_job_result r0, r;
-    dm_alloc_fail_at(UINT64_MAX); /* count them */
-    int rc = dm_flock_job_run(&r0, NULL, &g_ctx, &v, &o, &co, &jo);
-    uint64_t n = dm_alloc_count(), n_max = 0;
-    dm_alloc_fail_at(0);
-    if (rc != DM_OK) fprintf(stderr, "rank %d: %s\n", g_ctx.rank, dm_error_message());
+    sweep_arg a = {.v = &v, .o = &o, .co = &co, .jo = &jo};
+    /* the job's status the same on every rank, and the allocation's error on every rank: the ranks
+     * agree on the root cause's code, not on a neighbour's report that this rank failed
+     * (DM_ERR_MPI); a failed job leaves no counted memory */
+    dm_test_sweep s = {.run = sweep_run, .differs = sweep_differs, .arg = &a, .comm = &g_ctx.world};
+    uint64_t n_max;
+    int rc = dm_test_sweep_count(&s, &n_max);
+    a.r0 = a.r;
     CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
-    MPI_Allreduce(&n, &n_max, 1, MPI_UINT64_T, MPI_MAX, g_ctx.world);
     CU_ASSERT_FATAL(n_max > 100);
     /* the first allocations (set-up) one by one, then points spread over the rest (fewer on 4
      * ranks, which share this machine's cores) */
     const uint64_t first = g_ctx.size > 2 ? 15 : 40, step = n_max / (g_ctx.size > 2 ? 30 : 80) + 1;
-    int tried = 0, failed = 0, disagreed = 0, other = 0, leaked = 0;
-    const size_t held = dm_mem_current(DM_MEM_HOST); /* a failed job leaves no counted memory */
+    dm_test_sweep_stats st = {0};
     /* pass 0: every rank fails its k-th allocation; pass 1 (several ranks): rank k mod P alone,
      * the others succeed where it fails (fewer points) */
-    for (int pass = 0; pass < (g_ctx.size > 1 ? 2 : 1); pass++)
-    for (uint64_t k = 1; k <= n_max + 1; k += pass ? 3 * step + (uint64_t)g_ctx.size - 1 : k < first ? 1 : step) {
-        dm_alloc_fail_at(pass == 0 || (uint64_t)g_ctx.rank == k % (uint64_t)g_ctx.size ? k : 0);
-        rc = dm_flock_job_run(&r, NULL, &g_ctx, &v, &o, &co, &jo);
-        dm_alloc_fail_at(0);
-        if (dm_mem_current(DM_MEM_HOST) != held) {
-            leaked++;
-            fprintf(stderr, "rank %d, pass %d, allocation %llu: %lld bytes left\n", g_ctx.rank, pass,
-                    (unsigned long long)k, (long long)dm_mem_current(DM_MEM_HOST) - (long long)held);
-        }
-        disagreed += dm_test_ranks_differ(rc, &g_ctx.world);
-        /* the allocation's error on every rank: the ranks agree on the root cause's code, not on
-         * a neighbour's report that this rank failed (DM_ERR_MPI) */
-        if (rc != DM_OK && rc != DM_ERR_NOMEM) {
-            other++;
-            fprintf(stderr, "rank %d, allocation %llu: %d %s\n", g_ctx.rank, (unsigned long long)k, rc,
-                    dm_error_message());
-        }
-        if (rc == DM_OK) CU_ASSERT_EQUAL(r.clusters, r0.clusters);
-        tried++;
-        failed += rc != DM_OK;
+    s.label = "pass 0";
+    dm_test_sweep_run(&s, n_max + 1, first, step, &st);
+    if (g_ctx.size > 1) {
+        s.who = DM_TEST_SWEEP_K_MOD;
+        s.label = "pass 1";
+        dm_test_sweep_run(&s, n_max + 1, 0, 3 * step + (uint64_t)g_ctx.size - 1, &st);
     }
-    CU_ASSERT_EQUAL(disagreed, 0);
-    CU_ASSERT_EQUAL(other, 0);
-    CU_ASSERT_EQUAL(leaked, 0);
-    CU_ASSERT(failed > tried / 2);
-    rc = dm_flock_job_run(&r, NULL, &g_ctx, &v, &o, &co, &jo); /* and nothing is left broken */
+    CU_ASSERT(st.failed > st.tried / 2);
+    rc = sweep_run(&a); /* and nothing is left broken */
     CU_ASSERT_EQUAL(rc, DM_OK);
-    CU_ASSERT_EQUAL(r.clusters, r0.clusters);
+    CU_ASSERT_EQUAL(a.r.clusters, a.r0.clusters);
     if (g_ctx.rank == 0)
         printf("\n  %d ranks: %llu allocations on the busiest rank, %d failure points tried, %d failed the job",
-               g_ctx.size, (unsigned long long)n_max, tried, failed);
+               g_ctx.size, (unsigned long long)n_max, st.tried, st.failed);
     dm_flock_vectors_release(&v);
 }
 

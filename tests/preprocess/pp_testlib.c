@@ -326,3 +326,15 @@ int pp_streams_equal(const dm_token_stream *a, const dm_token_stream *b)
            memcmp(a->term_off, b->term_off, (a->n_terms + 1) * sizeof(uint64_t)) == 0 &&
            memcmp(a->term_bytes, b->term_bytes, a->term_off[a->n_terms]) == 0;
 }
+
+int pp_sweep_differs(void *sweep)
+{
+    const pp_sweep *w = sweep;
+    return !pp_streams_equal(&w->s, &w->ref);
+}
+
+void pp_sweep_release(void *sweep, int rc)
+{
+    if (rc == DM_OK) dm_token_stream_free(&((pp_sweep *)sweep)->s);
+    dm_preprocess_release_buffers();
+}

@@ -45,4 +45,14 @@ int pp_write_mixed_corpus(const char *dir);
 /* 1 when two host streams hold the same documents, tokens, vocabulary and counters. */
 int pp_streams_equal(const dm_token_stream *a, const dm_token_stream *b);
 
+/* The allocation sweeps' streams (testutil.h's dm_test_sweep): a run's in s, the reference in ref.
+ * pp_sweep_differs: s is not ref (pp_streams_equal); pp_sweep_release: s freed after a run that
+ * succeeded, and the batch buffers preprocess keeps for the next run released. A test's own
+ * sweep argument starts with a pp_sweep. */
+typedef struct pp_sweep {
+    dm_token_stream ref, s;
+} pp_sweep;
+int pp_sweep_differs(void *sweep);
+void pp_sweep_release(void *sweep, int rc);
+
 #endif

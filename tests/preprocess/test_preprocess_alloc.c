@@ -76,6 +76,18 @@ static int run(dm_token_stream *s, const dm_preprocess_options *o, int backend)
     return rc;
 }
 
+/* sweep's run: its stream in w.s, the reference in w.ref */
+typedef struct sweep_arg {
+    pp_sweep w; /* first */
+    const dm_preprocess_options *o;
+    int backend;
+} sweep_arg;
+static int sweep_run(void *a_)
+{
+    sweep_arg *a = a_;
+    return run(&a->w.s, a->o, a->backend);
+}
+
 /* Fails allocation k = 1, 2, ... of the run in turn: every one (a run takes a few milliseconds),
  * or the first 40 one by one and then 400 points spread over the rest should the runs grow. */
 static void sweep(int threads, int workers, int backend)
@@ -87,63 +99,32 @@ static void sweep(int threads, int workers, int backend)
     o.window = 1;
     o.batch_bytes = 1024; /* about a batch per file: several batches in flight, commits in turn */
     if (threads == 1) o.stopwords = g_stop; /* a list read from a file (else the built-in one) */
-    dm_token_stream ref, s;
-    CU_ASSERT_EQUAL_FATAL(run(&ref, &o, backend), DM_OK);
-    CU_ASSERT_FATAL(ref.n_docs >= 20 && ref.stats.files_read >= 14 && ref.stats.invalid_utf8 == 0 &&
-                    ref.stats.nul_bytes == 1 && dm_pp_stats_skipped_total(&ref.stats) >= 4);
-    dm_alloc_fail_at(UINT64_MAX); /* count them */
-    int rc = run(&s, &o, backend);
-    uint64_t n = dm_alloc_count();
-    dm_alloc_fail_at(0);
+    sweep_arg a = {.o = &o, .backend = backend};
+    CU_ASSERT_EQUAL_FATAL(run(&a.w.ref, &o, backend), DM_OK);
+    const dm_token_stream *ref = &a.w.ref;
+    CU_ASSERT_FATAL(ref->n_docs >= 20 && ref->stats.files_read >= 14 && ref->stats.invalid_utf8 == 0 &&
+                    ref->stats.nul_bytes == 1 && dm_pp_stats_skipped_total(&ref->stats) >= 4);
+    /* counted host memory: a failed run leaves none (the batch buffers kept for the next run
+     * released before each measure), in any build (ASan's leak check only runs in its own) */
+    dm_test_sweep s = {.run = sweep_run, .differs = pp_sweep_differs, .release = pp_sweep_release, .arg = &a};
+    uint64_t n;
+    int rc = dm_test_sweep_count(&s, &n);
     CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
-    CU_ASSERT(pp_streams_equal(&s, &ref));
-    dm_token_stream_free(&s);
+    CU_ASSERT(!pp_sweep_differs(&a));
+    pp_sweep_release(&a, rc);
     CU_ASSERT_FATAL(n > 50);
     /* with several threads the order of the allocations, and so their number, may vary a little */
     const uint64_t last = n + n / 8 + 8, step = n <= 1000 ? 1 : (last - 40) / 400 + 1;
-    int tried = 0, failed = 0, other = 0, differ = 0, leaked = 0;
-    /* counted host memory: a failed run leaves none (the batch buffers kept for the next run
-     * released before each measure), in any build (ASan's leak check only runs in its own) */
-    dm_preprocess_release_buffers();
-    const size_t held = dm_mem_current(DM_MEM_HOST);
-    for (uint64_t k = 1; k <= last; k += k < 40 ? 1 : step) {
-        dm_alloc_fail_at(k);
-        rc = run(&s, &o, backend);
-        dm_alloc_fail_at(0);
-        tried++;
-        if (rc != DM_OK) {
-            dm_preprocess_release_buffers();
-            if (dm_mem_current(DM_MEM_HOST) != held) {
-                leaked++;
-                printf("\n  allocation %llu: %lld bytes left", (unsigned long long)k,
-                       (long long)dm_mem_current(DM_MEM_HOST) - (long long)held);
-            }
-        }
-        if (rc == DM_OK) {
-            if (!pp_streams_equal(&s, &ref)) {
-                differ++;
-                printf("\n  allocation %llu failed, the run succeeded with another stream",
-                       (unsigned long long)k);
-            }
-            dm_token_stream_free(&s);
-        } else if (rc == DM_ERR_NOMEM) {
-            failed++;
-        } else {
-            other++;
-            printf("\n  allocation %llu: %s (%s)", (unsigned long long)k, dm_status_name(rc), dm_error_message());
-        }
-    }
-    CU_ASSERT_EQUAL(other, 0);
-    CU_ASSERT_EQUAL(differ, 0);
-    CU_ASSERT_EQUAL(leaked, 0);
-    CU_ASSERT(failed > tried / 2);
-    CU_ASSERT_EQUAL_FATAL(run(&s, &o, backend), DM_OK); /* and nothing is left broken */
-    CU_ASSERT(pp_streams_equal(&s, &ref));
-    dm_token_stream_free(&s);
-    dm_token_stream_free(&ref);
+    dm_test_sweep_stats st = {0};
+    dm_test_sweep_run(&s, last, 40, step, &st);
+    CU_ASSERT(st.failed > st.tried / 2);
+    CU_ASSERT_EQUAL_FATAL(sweep_run(&a), DM_OK); /* and nothing is left broken */
+    CU_ASSERT(!pp_sweep_differs(&a));
+    dm_token_stream_free(&a.w.s);
+    dm_token_stream_free(&a.w.ref);
     printf("\n  %d reader(s), %d worker(s), %s: %llu allocations, %d failure points tried, %d failed the run",
            threads, workers, backend == DM_PP_BACKEND_HD ? "CUDA algorithm on the host" : "CPU",
-           (unsigned long long)n, tried, failed);
+           (unsigned long long)n, st.tried, st.failed);
 }
 
 static void test_one_thread(void) { sweep(1, 1, DM_BACKEND_CPU); }

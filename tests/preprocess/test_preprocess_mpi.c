@@ -207,6 +207,18 @@ static void test_error_agreement(void)
     CU_ASSERT_EQUAL(rc, DM_ERR_FORMAT);
 }
 
+/* test_alloc_failures' run: its stream in w.s, the reference in w.ref */
+typedef struct sweep_arg {
+    pp_sweep w; /* first */
+    const char *dir;
+    const dm_preprocess_options *o;
+} sweep_arg;
+static int sweep_run(void *a_)
+{
+    sweep_arg *a = a_;
+    return dm_preprocess(&a->w.s, NULL, &g_ctx, a->dir, a->o);
+}
+
 /* Every host allocation of a run on the mixed corpus (pp_write_mixed_corpus) failed in turn, first
  * on every rank at once (each rank's k-th dm_malloc / dm_calloc / dm_realloc, so the ranks fail at
  * different points of their work: listing, reading, the pipeline's threads, the stream), then on
@@ -229,18 +241,16 @@ static void test_alloc_failures(void)
     o.threads = 2;
     o.workers = 2;
     o.batch_bytes = 1024; /* several batches in flight on every rank */
-    dm_token_stream ref, s;
-    CU_ASSERT_EQUAL_FATAL(dm_preprocess(&ref, NULL, &g_ctx, dir, &o), DM_OK);
-    dm_alloc_fail_at(UINT64_MAX); /* count them */
-    int rc = dm_preprocess(&s, NULL, &g_ctx, dir, &o);
-    uint64_t n = dm_alloc_count(), n_max = 0;
-    dm_alloc_fail_at(0);
+    sweep_arg a = {.dir = dir, .o = &o};
+    CU_ASSERT_EQUAL_FATAL(dm_preprocess(&a.w.ref, NULL, &g_ctx, dir, &o), DM_OK);
+    /* the allocation's error on every rank (the ranks that learnt of it too) */
+    dm_test_sweep s = {.run = sweep_run, .differs = pp_sweep_differs, .release = pp_sweep_release, .arg = &a,
+                       .comm = &g_ctx.world};
+    uint64_t n_max;
+    int rc = dm_test_sweep_count(&s, &n_max);
     CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
-    dm_token_stream_free(&s);
-    MPI_Allreduce(&n, &n_max, 1, MPI_UINT64_T, MPI_MAX, g_ctx.world);
+    pp_sweep_release(&a, rc);
     CU_ASSERT_FATAL(n_max > 50);
-    dm_preprocess_release_buffers();
-    const size_t held = dm_mem_current(DM_MEM_HOST); /* ref's */
     /* all ranks at once: one rank, every allocation; more, the first ones one by one, then points
      * spread over the rest (fewer on 4 ranks, which share CI's two cores: 50 points took 3 s under
      * ASan). One rank alone (not on one rank, where it is the first pass): the same points, the
@@ -249,46 +259,24 @@ static void test_alloc_failures(void)
     const uint64_t last = n_max + n_max / 8 + 8, first = g_ctx.size == 1 ? last : g_ctx.size > 2 ? 20 : 40;
     const uint64_t step = (last - first) / (g_ctx.size > 2 ? 30 : 120) + 1;
     const double t0 = MPI_Wtime();
-    int tried[2] = {0, 0}, failed[2] = {0, 0}, disagreed = 0, other = 0, differ = 0, leaked = 0;
-    for (int pass = 0; pass < (g_ctx.size > 1 ? 2 : 1); pass++)
-        for (uint64_t k = 1; k <= last; k += k < first ? 1 : step) {
-            dm_alloc_fail_at(pass == 0 || g_ctx.rank == tried[pass] % g_ctx.size ? k : 0);
-            rc = dm_preprocess(&s, NULL, &g_ctx, dir, &o);
-            dm_alloc_fail_at(0);
-            disagreed += dm_test_ranks_differ(rc, &g_ctx.world);
-            /* the allocation's error on every rank (the ranks that learnt of it too) */
-            if (rc != DM_OK && rc != DM_ERR_NOMEM) {
-                other++;
-                fprintf(stderr, "rank %d, pass %d, allocation %llu: %d %s\n", g_ctx.rank, pass,
-                        (unsigned long long)k, rc, dm_error_message());
-            }
-            if (rc == DM_OK) {
-                differ += !pp_streams_equal(&s, &ref);
-                dm_token_stream_free(&s);
-            }
-            dm_preprocess_release_buffers();
-            if (dm_mem_current(DM_MEM_HOST) != held) {
-                leaked++;
-                fprintf(stderr, "rank %d, pass %d, allocation %llu: %lld bytes left\n", g_ctx.rank, pass,
-                        (unsigned long long)k, (long long)dm_mem_current(DM_MEM_HOST) - (long long)held);
-            }
-            tried[pass]++;
-            failed[pass] += rc != DM_OK;
-        }
-    CU_ASSERT_EQUAL(disagreed, 0);
-    CU_ASSERT_EQUAL(other, 0);
-    CU_ASSERT_EQUAL(differ, 0);
-    CU_ASSERT_EQUAL(leaked, 0);
-    CU_ASSERT(failed[0] > tried[0] / 2);
-    CU_ASSERT(g_ctx.size == 1 || failed[1] > tried[1] / 4);
-    CU_ASSERT_EQUAL_FATAL(dm_preprocess(&s, NULL, &g_ctx, dir, &o), DM_OK); /* and nothing is left broken */
-    CU_ASSERT(pp_streams_equal(&s, &ref));
-    dm_token_stream_free(&s);
-    dm_token_stream_free(&ref);
+    dm_test_sweep_stats all = {0}, alone = {0};
+    s.label = "pass 0";
+    dm_test_sweep_run(&s, last, first, step, &all);
+    CU_ASSERT(all.failed > all.tried / 2);
+    if (g_ctx.size > 1) {
+        s.who = DM_TEST_SWEEP_TURN;
+        s.label = "pass 1";
+        dm_test_sweep_run(&s, last, first, step, &alone);
+        CU_ASSERT(alone.failed > alone.tried / 4);
+    }
+    CU_ASSERT_EQUAL_FATAL(sweep_run(&a), DM_OK); /* and nothing is left broken */
+    CU_ASSERT(pp_streams_equal(&a.w.s, &a.w.ref));
+    dm_token_stream_free(&a.w.s);
+    dm_token_stream_free(&a.w.ref);
     if (g_ctx.rank == 0) {
         printf("\n  %d rank(s): %llu allocations on the busiest rank, %d failure points tried, %d failed the run",
-               g_ctx.size, (unsigned long long)n_max, tried[0], failed[0]);
-        if (g_ctx.size > 1) printf("; one rank alone: %d tried, %d failed", tried[1], failed[1]);
+               g_ctx.size, (unsigned long long)n_max, all.tried, all.failed);
+        if (g_ctx.size > 1) printf("; one rank alone: %d tried, %d failed", alone.tried, alone.failed);
         printf(" (%.2f s)", MPI_Wtime() - t0);
     }
 }

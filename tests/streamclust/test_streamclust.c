@@ -736,6 +736,28 @@ static int same_result(const dm_sc_result *a, const dm_sc_result *b)
            memcmp(a->dist, b->dist, n * sizeof(float)) == 0;
 }
 
+/* A sweep's run: its result in r, the first run's in r0 */
+typedef struct sweep_arg {
+    const dm_vectors *v;
+    int dim;
+    dm_sc_result r0, r;
+} sweep_arg;
+static int sweep_arg_run(void *a_)
+{
+    sweep_arg *a = a_;
+    return sweep_run(&a->r, a->v, a->dim);
+}
+static int sweep_arg_differs(void *a_)
+{
+    sweep_arg *a = a_;
+    return !same_result(&a->r, &a->r0);
+}
+static void sweep_arg_release(void *a_, int rc)
+{
+    (void)rc;
+    dm_sc_result_free(&((sweep_arg *)a_)->r);
+}
+
 /* Every host allocation of a whole run (dm_malloc / dm_calloc / dm_realloc, any thread), failed in
  * turn on `threads` OpenMP threads (every `stride`-th one): each run returns DM_OK or DM_ERR_NOMEM
  * without a crash or a hang and leaves no host memory behind, the runs that succeed give the first
@@ -753,45 +775,27 @@ static uint64_t alloc_sweep(int threads, uint64_t stride)
     view_rows(&v, ob, off, col, val, 0, N);
     const int saved = omp_get_max_threads();
     omp_set_num_threads(threads);
-    dm_sc_result r0, r;
-    dm_alloc_fail_at(UINT64_MAX); /* count them */
-    int rc = sweep_run(&r0, &v, DIM);
-    const uint64_t n = dm_alloc_count();
-    dm_alloc_fail_at(0);
-    if (rc != DM_OK) fprintf(stderr, "%s\n", dm_error_message());
+    sweep_arg a = {.v = &v, .dim = DIM};
+    dm_test_sweep s = {.run = sweep_arg_run, .differs = sweep_arg_differs, .release = sweep_arg_release, .arg = &a};
+    uint64_t n;
+    int rc = dm_test_sweep_count(&s, &n);
+    a.r0 = a.r; /* the reference: memory held during the sweep */
     CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
     CU_ASSERT_FATAL(n > 30);
-    const size_t held = dm_mem_current(DM_MEM_HOST); /* r0's */
     /* the first 40 one by one, then spread over the rest (every one while there are few) */
     const uint64_t first = stride > 1 ? 0 : 40, step = stride * (n <= 200 ? 1 : n / 60 + 1);
     const double t0 = omp_get_wtime();
-    int tried = 0, failed = 0, other = 0, differ = 0, leaked = 0;
-    for (uint64_t k = 1; k <= n + 1; k += k < first ? 1 : step) {
-        dm_alloc_fail_at(k);
-        rc = sweep_run(&r, &v, DIM);
-        dm_alloc_fail_at(0);
-        if (rc != DM_OK && rc != DM_ERR_NOMEM) {
-            other++;
-            fprintf(stderr, "allocation %llu: %d %s\n", (unsigned long long)k, rc, dm_error_message());
-        }
-        if (rc == DM_OK) differ += !same_result(&r, &r0);
-        dm_sc_result_free(&r);
-        leaked += dm_mem_current(DM_MEM_HOST) != held;
-        tried++;
-        failed += rc != DM_OK;
-    }
-    CU_ASSERT_EQUAL(other, 0);
-    CU_ASSERT_EQUAL(differ, 0);
-    CU_ASSERT_EQUAL(leaked, 0);
-    CU_ASSERT(failed > tried / 2);
-    rc = sweep_run(&r, &v, DIM); /* and nothing is left broken */
+    dm_test_sweep_stats st = {0};
+    dm_test_sweep_run(&s, n + 1, first, step, &st);
+    CU_ASSERT(st.failed > st.tried / 2);
+    rc = sweep_run(&a.r, &v, DIM); /* and nothing is left broken */
     CU_ASSERT_EQUAL(rc, DM_OK);
-    CU_ASSERT(rc == DM_OK && same_result(&r, &r0));
-    dm_sc_result_free(&r);
-    dm_sc_result_free(&r0);
+    CU_ASSERT(rc == DM_OK && same_result(&a.r, &a.r0));
+    dm_sc_result_free(&a.r);
+    dm_sc_result_free(&a.r0);
     omp_set_num_threads(saved);
     printf("\n  %d threads: %llu allocations, %d failure points tried, %d failed the run (%.2f s)",
-           threads, (unsigned long long)n, tried, failed, omp_get_wtime() - t0);
+           threads, (unsigned long long)n, st.tried, st.failed, omp_get_wtime() - t0);
     return n;
 }
 

@@ -28,6 +28,7 @@
 #include "common/tune/tune.h"
 #include "streamclust/streamclust.h"
 #include "streamclust/streamclust_impl.h"
+#include "sc_testlib.h"
 #include "testutil.h"
 
 #define N_PTS 1237 /* > 2 blocks of 512, not a multiple of 32 */
@@ -238,8 +239,17 @@ static void test_tuner_hooks(void)
     }
 }
 
+/* alloc_failures' comparison: the run's labels, k and cost against the reference's */
+static int sweep_differs(void *sweep)
+{
+    const dm_sc_result *r = &((sc_sweep *)sweep)->r, *r0 = &((sc_sweep *)sweep)->r0;
+    return r->k != r0->k || r->total_cost != r0->total_cost ||
+           memcmp(r->labels, r0->labels, (size_t)r0->n_local * sizeof(int)) != 0;
+}
+
 static void test_alloc_failures(void)
 {
+    sc_sweep a;
     dm_sc_options o = DM_SC_OPTIONS_INIT;
     o.kmin = 3;
     o.kmax = 6;
@@ -248,49 +258,22 @@ static void test_alloc_failures(void)
     o.chunksize = 300;
     o.clustersize = 60;
     o.backend = DM_SC_CUDA;
-    dm_sc_result r0, r;
-    dm_alloc_fail_at(UINT64_MAX); /* count them */
-    int rc = dm_sc_run(&r0, &o, NULL);
-    const uint64_t n = dm_alloc_count();
-    dm_alloc_fail_at(0);
-    if (rc != DM_OK) fprintf(stderr, "%s\n", dm_error_message());
+    a.o = o;
+    /* host, pinned and device memory */
+    dm_test_sweep s = {.run = sc_sweep_run, .differs = sweep_differs, .release = sc_sweep_release, .arg = &a,
+                       .kinds = DM_MEM_KINDS};
+    uint64_t n;
+    int rc = dm_test_sweep_count(&s, &n);
+    a.r0 = a.r;
     CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
-    size_t held[DM_MEM_KINDS];
-    for (int m = 0; m < DM_MEM_KINDS; m++) held[m] = dm_mem_current(m);
     /* every one while there are few, else the first 40 and a spread; every 4th under the sanitizer */
     const uint64_t first = g_sanitizer ? 0 : 40, step = (g_sanitizer ? 4 : 1) * (n <= 150 ? 1 : n / 60 + 1);
-    int tried = 0, failed = 0, other = 0, differ = 0, leaked = 0;
-    for (uint64_t k = 1; k <= n + 1; k += k < first ? 1 : step) {
-        dm_alloc_fail_at(k);
-        rc = dm_sc_run(&r, &o, NULL);
-        dm_alloc_fail_at(0);
-        if (rc != DM_OK && rc != DM_ERR_NOMEM) {
-            other++;
-            fprintf(stderr, "allocation %llu: %d %s\n", (unsigned long long)k, rc, dm_error_message());
-        }
-        if (rc == DM_OK)
-            differ += r.k != r0.k || r.total_cost != r0.total_cost ||
-                      memcmp(r.labels, r0.labels, (size_t)r0.n_local * sizeof(int)) != 0;
-        dm_sc_result_free(&r);
-        for (int m = 0; m < DM_MEM_KINDS; m++) leaked += dm_mem_current(m) != held[m];
-        tried++;
-        failed += rc != DM_OK;
-    }
-    CU_ASSERT_EQUAL(other, 0);
-    CU_ASSERT_EQUAL(differ, 0);
-    CU_ASSERT_EQUAL(leaked, 0);
-    CU_ASSERT(failed > tried / 2);
-    rc = dm_sc_run(&r, &o, NULL);
-    CU_ASSERT_EQUAL(rc, DM_OK);
-    if (rc == DM_OK) {
-        CU_ASSERT_EQUAL(r.k, r0.k);
-        CU_ASSERT_EQUAL(r.total_cost, r0.total_cost);
-        CU_ASSERT_EQUAL(memcmp(r.labels, r0.labels, (size_t)r0.n_local * sizeof(int)), 0);
-    }
-    dm_sc_result_free(&r);
-    dm_sc_result_free(&r0);
+    dm_test_sweep_stats st = {0};
+    dm_test_sweep_run(&s, n + 1, first, step, &st);
+    CU_ASSERT(st.failed > st.tried / 2);
+    sc_sweep_check_after(&a);
     printf("\n  CUDA: %llu allocations, %d failure points tried, %d failed the run", (unsigned long long)n,
-           tried, failed);
+           st.tried, st.failed);
 }
 
 static CU_TestInfo tests[] = {

@@ -13,6 +13,7 @@
 #include "common/alloc.h"
 #include "common/status.h"
 #include "streamclust/streamclust.h"
+#include "sc_testlib.h"
 #include "testutil.h"
 
 /* Bound on cost(P ranks) / cost(1 rank). STREAM is a constant-factor approximation whose
@@ -186,6 +187,17 @@ static void test_mpi_points_equal_generator(void)
     dm_sc_points_free(&p);
 }
 
+/* test_mpi_alloc_failures' comparison: the run's k, cost, centres and labels against the
+ * reference's */
+static int sweep_differs(void *sweep)
+{
+    const sc_sweep *w = sweep;
+    const dm_sc_result *r = &w->r, *r0 = &w->r0;
+    return r->k != r0->k || r->total_cost != r0->total_cost || r->n_local != r0->n_local ||
+           memcmp(r->centres, r0->centres, (size_t)r0->k * w->o.dim * sizeof(float)) != 0 ||
+           memcmp(r->labels, r0->labels, (size_t)r0->n_local * sizeof(int)) != 0;
+}
+
 /* Every host allocation of a run failed in turn (each rank's k-th dm_malloc / dm_calloc /
  * dm_realloc: chunks, the tree's merges and re-clustering, rank 0's final clustering, the
  * labelling), first on every rank at once, then on one rank only (rank k mod P), whose partners
@@ -198,6 +210,7 @@ static void test_mpi_alloc_failures(void)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    sc_sweep a;
     dm_sc_options o = DM_SC_OPTIONS_INIT;
     o.kmin = 3;
     o.kmax = 6;
@@ -207,64 +220,32 @@ static void test_mpi_alloc_failures(void)
     long per_rank = (o.n + size - 1) / size, chunks = (per_rank + o.chunksize - 1) / o.chunksize;
     o.clustersize = chunks * o.kmax;
     o.backend = DM_SC_CPU;
-    dm_sc_result r0, r;
-    dm_alloc_fail_at(UINT64_MAX); /* count them */
-    int rc = dm_sc_run(&r0, &o, NULL);
-    uint64_t n = dm_alloc_count(), n_max = 0;
-    dm_alloc_fail_at(0);
-    if (rc != DM_OK) fprintf(stderr, "rank %d: %s\n", rank, dm_error_message());
+    a.o = o;
+    const MPI_Comm world = MPI_COMM_WORLD;
+    dm_test_sweep s = {.run = sc_sweep_run, .differs = sweep_differs, .release = sc_sweep_release, .arg = &a,
+                       .comm = &world};
+    uint64_t n_max;
+    int rc = dm_test_sweep_count(&s, &n_max);
+    a.r0 = a.r;
     CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
-    MPI_Allreduce(&n, &n_max, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
     CU_ASSERT_FATAL(n_max > 30);
-    const size_t held = dm_mem_current(DM_MEM_HOST); /* r0's */
     /* the first 40 one by one, then spread over the rest (every one while there are few); one rank
      * failing alone: every third on 4 ranks, which share this machine's cores (3 and 4 coprime:
      * the failing rank goes round) */
     const uint64_t first = 40, step = n_max <= 120 ? 1 : n_max / 40 + 1;
     const double t0 = MPI_Wtime();
-    int tried = 0, failed = 0, disagreed = 0, other = 0, differ = 0, leaked = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        const int few = pass == 1 && size > 2;
-        const uint64_t one_by_one = few ? 0 : first, spread = few ? 3 * step : step;
-        for (uint64_t k = 1; k <= n_max + 1; k += k < one_by_one ? 1 : spread) {
-            dm_alloc_fail_at(pass == 0 || (uint64_t)rank == k % (uint64_t)size ? k : 0);
-            rc = dm_sc_run(&r, &o, NULL);
-            dm_alloc_fail_at(0);
-            const MPI_Comm world = MPI_COMM_WORLD;
-            disagreed += dm_test_ranks_differ(rc, &world);
-            /* the allocation's error on every rank (the ranks that learnt of it too) */
-            if (rc != DM_OK && rc != DM_ERR_NOMEM) {
-                other++;
-                fprintf(stderr, "rank %d, pass %d, allocation %llu: %d %s\n", rank, pass,
-                        (unsigned long long)k, rc, dm_error_message());
-            }
-            if (rc == DM_OK)
-                differ += r.k != r0.k || r.total_cost != r0.total_cost || r.n_local != r0.n_local ||
-                          memcmp(r.centres, r0.centres, (size_t)r0.k * o.dim * sizeof(float)) != 0 ||
-                          memcmp(r.labels, r0.labels, (size_t)r0.n_local * sizeof(int)) != 0;
-            dm_sc_result_free(&r);
-            leaked += dm_mem_current(DM_MEM_HOST) != held;
-            tried++;
-            failed += rc != DM_OK;
-        }
-    }
-    CU_ASSERT_EQUAL(disagreed, 0);
-    CU_ASSERT_EQUAL(other, 0);
-    CU_ASSERT_EQUAL(differ, 0);
-    CU_ASSERT_EQUAL(leaked, 0);
-    CU_ASSERT(failed > tried / 2);
-    rc = dm_sc_run(&r, &o, NULL); /* and nothing is left broken */
-    CU_ASSERT_EQUAL(rc, DM_OK);
-    if (rc == DM_OK) {
-        CU_ASSERT_EQUAL(r.k, r0.k);
-        CU_ASSERT_EQUAL(r.total_cost, r0.total_cost);
-        CU_ASSERT_EQUAL(memcmp(r.labels, r0.labels, (size_t)r0.n_local * sizeof(int)), 0);
-    }
-    dm_sc_result_free(&r);
-    dm_sc_result_free(&r0);
+    dm_test_sweep_stats st = {0};
+    s.label = "pass 0";
+    dm_test_sweep_run(&s, n_max + 1, first, step, &st);
+    const int few = size > 2;
+    s.who = DM_TEST_SWEEP_K_MOD;
+    s.label = "pass 1";
+    dm_test_sweep_run(&s, n_max + 1, few ? 0 : first, few ? 3 * step : step, &st);
+    CU_ASSERT(st.failed > st.tried / 2);
+    sc_sweep_check_after(&a); /* and nothing is left broken */
     if (rank == 0)
         printf("\n  %d ranks: %llu allocations on the busiest rank, %d failure points tried, %d failed the "
-               "run (%.2f s)", size, (unsigned long long)n_max, tried, failed, MPI_Wtime() - t0);
+               "run (%.2f s)", size, (unsigned long long)n_max, st.tried, st.failed, MPI_Wtime() - t0);
 }
 
 static CU_TestInfo tests[] = {

@@ -224,10 +224,69 @@ static void test_corpus_byte_identical(void)
     dm_vocab_free(&voc);
 }
 
+/* test_alloc_failures' runs: vectorizing dir (the vectors in v, with vocabulary and statistics in
+ * voc, st and ps where asked), writing them to path */
+typedef struct sweep_arg {
+    const char *dir, *path;
+    const dm_preprocess_options *pp;
+    const dm_tfidf_options *o;
+    int vectorized; /* v holds the last run's vectors */
+    dm_vectors v, ref;
+    dm_vocab voc, rvoc;
+    dm_tfidf_stats st;
+    dm_pp_stats ps;
+} sweep_arg;
+/* the corpus vectorized and the vectors written */
+static int sweep_vectorize_write(void *a_)
+{
+    sweep_arg *a = a_;
+    int rc = dm_vectorize_corpus(&a->v, NULL, NULL, NULL, &g_ctx, a->dir, a->pp, a->o, NULL, NULL);
+    a->vectorized = rc == DM_OK;
+    return rc == DM_OK ? dm_vectors_write(&a->v, a->path, &g_ctx) : rc;
+}
+/* the corpus vectorized with its vocabulary and statistics, as `docmine vectorize --vocab` and the
+ * pipeline call it */
+static int sweep_vectorize(void *a_)
+{
+    sweep_arg *a = a_;
+    int rc = dm_vectorize_corpus(&a->v, &a->voc, &a->st, &a->ps, &g_ctx, a->dir, a->pp, a->o, NULL, NULL);
+    a->vectorized = rc == DM_OK;
+    return rc;
+}
+static int sweep_differs(void *a_)
+{
+    const sweep_arg *a = a_;
+    const dm_vocab *voc = &a->voc, *rvoc = &a->rvoc;
+    return a->v.row_base != a->ref.row_base || !tl_vectors_equal(&a->v, &a->ref, 0) || voc->n_docs != rvoc->n_docs ||
+           voc->terms.n != rvoc->terms.n || memcmp(voc->terms.off, rvoc->terms.off, 8 * (rvoc->terms.n + 1)) != 0 ||
+           memcmp(voc->terms.bytes, rvoc->terms.bytes, rvoc->terms.off[rvoc->terms.n]) != 0 ||
+           memcmp(voc->terms.val, rvoc->terms.val, 8 * rvoc->terms.n) != 0;
+}
+/* the vectors (and the vocabulary, where made), and the batch buffers preprocess keeps for the
+ * next run */
+static void sweep_release(void *a_, int rc)
+{
+    sweep_arg *a = a_;
+    (void)rc;
+    if (a->vectorized) {
+        dm_vectors_free(&a->v);
+        dm_vocab_free(&a->voc); /* (empty after a run without one) */
+    }
+    a->vectorized = 0;
+    dm_preprocess_release_buffers();
+}
+/* the vectors written */
+static int sweep_write(void *a_)
+{
+    sweep_arg *a = a_;
+    return dm_vectors_write(&a->v, a->path, &g_ctx);
+}
+
 /* Every host allocation of vectorizing a corpus and writing the vectors collectively, failed in
  * turn on every rank (each rank's k-th), then vectorizing and the write each with one rank failing
- * alone: every rank returns the same status, none crashes or waits, a failed run leaves no counted
- * host memory, and a run afterwards writes the same file. */
+ * alone: every rank returns the same status (every rank the root cause's code), none crashes or
+ * waits, a failed run leaves no counted host memory (but the batch buffers preprocess keeps for
+ * the next run: released before each measure), and a run afterwards writes the same file. */
 static void test_alloc_failures(void)
 {
     if (TFIDF_TEST_GPU) return; /* (the device allocations are not these) */
@@ -241,138 +300,64 @@ static void test_alloc_failures(void)
     pp.batch_bytes = 4096;
     dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
     o.backend = DM_BACKEND_CPU;
-    dm_vectors v;
     const int threads = omp_get_max_threads();
     omp_set_num_threads(4); /* several threads in every parallel part, whatever the machine */
-    dm_alloc_fail_at(UINT64_MAX); /* count them */
-    int rc = dm_vectorize_corpus(&v, NULL, NULL, NULL, &g_ctx, dir, &pp, &o, NULL, NULL);
-    if (rc == DM_OK) rc = dm_vectors_write(&v, pa, &g_ctx);
-    uint64_t n = dm_alloc_count(), n_max = 0;
-    dm_alloc_fail_at(0);
+    sweep_arg a = {.dir = dir, .path = pa, .pp = &pp, .o = &o};
+    dm_test_sweep s = {.run = sweep_vectorize_write, .release = sweep_release, .arg = &a, .comm = &g_ctx.world};
+    uint64_t n_max;
+    int rc = dm_test_sweep_count(&s, &n_max);
     CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
-    dm_vectors_free(&v);
-    MPI_Allreduce(&n, &n_max, 1, MPI_UINT64_T, MPI_MAX, g_ctx.world);
+    sweep_release(&a, rc);
     CU_ASSERT_FATAL(n_max > 20);
-    uint64_t step = n_max / 80 + 1;
-    /* a failed run leaves no counted memory (but the batch buffers preprocess keeps for the next
-     * run: released before each measure) */
-    dm_preprocess_release_buffers();
-    const size_t held = dm_mem_current(DM_MEM_HOST);
-    int tried = 0, failed = 0, disagreed = 0, leaked = 0;
-    for (uint64_t k = 1; k <= n_max; k += k < 40 ? 1 : step) {
-        dm_alloc_fail_at(k);
-        rc = dm_vectorize_corpus(&v, NULL, NULL, NULL, &g_ctx, dir, &pp, &o, NULL, NULL);
-        int rw = rc == DM_OK ? dm_vectors_write(&v, pb, &g_ctx) : rc;
-        dm_alloc_fail_at(0);
-        if (rc == DM_OK) dm_vectors_free(&v);
-        dm_preprocess_release_buffers();
-        if (dm_mem_current(DM_MEM_HOST) != held) {
-            leaked++;
-            fprintf(stderr, "rank %d, allocation %llu: %lld bytes left\n", g_ctx.rank, (unsigned long long)k,
-                    (long long)dm_mem_current(DM_MEM_HOST) - (long long)held);
-        }
-        disagreed += dm_test_ranks_differ(rw, &g_ctx.world);
-        CU_ASSERT(rw == DM_OK || rw == DM_ERR_NOMEM); /* every rank the root cause's code */
-        if (rw != DM_OK && rw != DM_ERR_NOMEM) fprintf(stderr, "rank %d, allocation %llu: %s\n", g_ctx.rank, (unsigned long long)k, dm_error_message());
-        tried++;
-        failed += rw != DM_OK;
-    }
-    CU_ASSERT_EQUAL(disagreed, 0);
-    CU_ASSERT_EQUAL(leaked, 0);
-    CU_ASSERT(failed > tried / 2);
+    a.path = pb;
+    dm_test_sweep_stats st = {0};
+    dm_test_sweep_run(&s, n_max, 40, n_max / 80 + 1, &st);
+    CU_ASSERT(st.failed > st.tried / 2);
     /* vectorizing with one rank failing alone (at the i-th point, rank i mod P its k-th allocation,
-     * the others none), as `docmine vectorize --vocab` and the pipeline call it (vocabulary and
-     * statistics too): every rank the same status, nothing left, a run that succeeds the
-     * reference's vectors and vocabulary. Points spread over the allocations (fewer on 4 ranks,
-     * which share CI's cores: 8 points, about 0.6 s there) */
-    dm_vectors ref;
-    dm_vocab rvoc, voc;
-    dm_tfidf_stats st;
-    dm_pp_stats ps;
-    int a_tried = 0, a_failed = 0, differ = 0;
-    dm_alloc_fail_at(UINT64_MAX); /* count them */
-    rc = dm_vectorize_corpus(&ref, &rvoc, &st, &ps, &g_ctx, dir, &pp, &o, NULL, NULL);
-    uint64_t na = dm_alloc_count(), na_max = 0;
-    dm_alloc_fail_at(0);
+     * the others none), vocabulary and statistics too: every rank the same status, nothing left, a
+     * run that succeeds the reference's vectors and vocabulary. Points spread over the allocations
+     * (fewer on 4 ranks, which share CI's cores: 8 points, about 0.6 s there) */
+    s.run = sweep_vectorize;
+    s.differs = sweep_differs;
+    uint64_t na_max;
+    rc = dm_test_sweep_count(&s, &na_max);
     CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
-    MPI_Allreduce(&na, &na_max, 1, MPI_UINT64_T, MPI_MAX, g_ctx.world);
+    a.ref = a.v;
+    a.rvoc = a.voc;
+    a.vectorized = 0;
+    memset(&a.voc, 0, sizeof a.voc);
     dm_preprocess_release_buffers();
-    const size_t held_ref = dm_mem_current(DM_MEM_HOST);
     const double t_alone = MPI_Wtime();
-    const uint64_t a_step = g_ctx.size == 1 ? 0 : g_ctx.size > 2 ? na_max / 8 + 1 : na_max / 40 + 1;
-    for (uint64_t k = 1; a_step && k <= na_max + 1; k += a_step) {
-        dm_alloc_fail_at(g_ctx.rank == a_tried % g_ctx.size ? k : 0);
-        rc = dm_vectorize_corpus(&v, &voc, &st, &ps, &g_ctx, dir, &pp, &o, NULL, NULL);
-        dm_alloc_fail_at(0);
-        if (rc == DM_OK) {
-            differ += v.row_base != ref.row_base || !tl_vectors_equal(&v, &ref, 0) || voc.n_docs != rvoc.n_docs ||
-                      voc.terms.n != rvoc.terms.n ||
-                      memcmp(voc.terms.off, rvoc.terms.off, 8 * (rvoc.terms.n + 1)) != 0 ||
-                      memcmp(voc.terms.bytes, rvoc.terms.bytes, rvoc.terms.off[rvoc.terms.n]) != 0 ||
-                      memcmp(voc.terms.val, rvoc.terms.val, 8 * rvoc.terms.n) != 0;
-            dm_vectors_free(&v);
-            dm_vocab_free(&voc);
-        }
-        dm_preprocess_release_buffers();
-        if (dm_mem_current(DM_MEM_HOST) != held_ref) {
-            leaked++;
-            fprintf(stderr, "rank %d, one rank alone, allocation %llu: %lld bytes left\n", g_ctx.rank,
-                    (unsigned long long)k, (long long)dm_mem_current(DM_MEM_HOST) - (long long)held_ref);
-        }
-        disagreed += dm_test_ranks_differ(rc, &g_ctx.world);
-        CU_ASSERT(rc == DM_OK || rc == DM_ERR_NOMEM);
-        if (rc != DM_OK && rc != DM_ERR_NOMEM)
-            fprintf(stderr, "rank %d, one rank alone, allocation %llu: %s\n", g_ctx.rank, (unsigned long long)k,
-                    dm_error_message());
-        a_tried++;
-        a_failed += rc != DM_OK;
+    dm_test_sweep_stats alone = {0};
+    if (g_ctx.size > 1) {
+        s.who = DM_TEST_SWEEP_TURN;
+        s.label = "one rank alone";
+        dm_test_sweep_run(&s, na_max + 1, 0, g_ctx.size > 2 ? na_max / 8 + 1 : na_max / 40 + 1, &alone);
     }
-    CU_ASSERT_EQUAL(disagreed, 0);
-    CU_ASSERT_EQUAL(leaked, 0);
-    CU_ASSERT_EQUAL(differ, 0);
-    CU_ASSERT(g_ctx.size == 1 || a_failed > 0);
+    CU_ASSERT(g_ctx.size == 1 || alone.failed > 0);
     const double s_alone = MPI_Wtime() - t_alone;
-    dm_vectors_free(&ref);
-    dm_vocab_free(&rvoc);
-    CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&v, NULL, NULL, NULL, &g_ctx, dir, &pp, &o, NULL, NULL), DM_OK);
-    CU_ASSERT_EQUAL(dm_vectors_write(&v, pb, &g_ctx), DM_OK);
+    dm_vectors_free(&a.ref);
+    dm_vocab_free(&a.rvoc);
+    CU_ASSERT_EQUAL_FATAL(dm_vectorize_corpus(&a.v, NULL, NULL, NULL, &g_ctx, dir, &pp, &o, NULL, NULL), DM_OK);
+    CU_ASSERT_EQUAL(dm_vectors_write(&a.v, pb, &g_ctx), DM_OK);
     /* the collective write with one rank failing alone, each of its allocations in turn: the
      * others succeed where it fails (rank 0 without room for the checksums entered the gather with
      * a NULL buffer and MPI aborted the job; the other ranks' offsets were left allocated) */
-    dm_alloc_fail_at(UINT64_MAX);
-    rc = dm_vectors_write(&v, pb, &g_ctx);
-    uint64_t nw = dm_alloc_count(), nw_max = 0;
-    dm_alloc_fail_at(0);
-    CU_ASSERT_EQUAL(rc, DM_OK);
-    MPI_Allreduce(&nw, &nw_max, 1, MPI_UINT64_T, MPI_MAX, g_ctx.world);
-    int w_tried = 0, w_failed = 0;
-    for (int q = 0; q < g_ctx.size; q++)
-        for (uint64_t k = 1; k <= nw_max + 1; k++) {
-            const size_t before = dm_mem_current(DM_MEM_HOST);
-            dm_alloc_fail_at(g_ctx.rank == q ? k : 0);
-            rc = dm_vectors_write(&v, pb, &g_ctx);
-            dm_alloc_fail_at(0);
-            disagreed += dm_test_ranks_differ(rc, &g_ctx.world);
-            CU_ASSERT(rc == DM_OK || rc == DM_ERR_NOMEM);
-            if (dm_mem_current(DM_MEM_HOST) != before) {
-                leaked++;
-                fprintf(stderr, "rank %d, write, rank %d's allocation %llu: %lld bytes left\n", g_ctx.rank, q,
-                        (unsigned long long)k, (long long)dm_mem_current(DM_MEM_HOST) - (long long)before);
-            }
-            w_tried++;
-            w_failed += rc != DM_OK;
-        }
-    CU_ASSERT_EQUAL(disagreed, 0);
-    CU_ASSERT_EQUAL(leaked, 0);
-    CU_ASSERT(w_failed > 0);
-    CU_ASSERT_EQUAL(dm_vectors_write(&v, pb, &g_ctx), DM_OK);
-    dm_vectors_free(&v);
+    dm_test_sweep w = {.run = sweep_write, .arg = &a, .comm = &g_ctx.world, .who = DM_TEST_SWEEP_EACH, .label = "write"};
+    uint64_t nw_max;
+    CU_ASSERT_EQUAL(dm_test_sweep_count(&w, &nw_max), DM_OK);
+    dm_test_sweep_stats ws = {0};
+    dm_test_sweep_run(&w, nw_max + 1, 0, 1, &ws);
+    CU_ASSERT(ws.failed > 0);
+    CU_ASSERT_EQUAL(dm_vectors_write(&a.v, pb, &g_ctx), DM_OK);
+    dm_vectors_free(&a.v);
     CU_ASSERT_TRUE(bcast_int(g_ctx.rank == 0 ? tl_files_equal(pa, pb) : 0));
     if (g_ctx.rank == 0)
         printf("\n  %d ranks: %llu allocations on the busiest rank, %d failure points tried, %d failed; "
                "vectorizing, one rank failing alone: %d tried, %d failed (%.2f s); the write alone, one rank failing: "
                "%d tried, %d failed",
-               g_ctx.size, (unsigned long long)n_max, tried, failed, a_tried, a_failed, s_alone, w_tried, w_failed);
+               g_ctx.size, (unsigned long long)n_max, st.tried, st.failed, alone.tried, alone.failed, s_alone, ws.tried,
+               ws.failed);
     omp_set_num_threads(threads);
 }
 
