@@ -76,6 +76,16 @@ static void sort_words(uint32_t *a, uint32_t *tmp, size_t n, int passes)
     if (src != a) memcpy(a, src, sizeof *a * n);
 }
 
+/* The generator's working arrays: the CDFs, their bucket tables, the rows' lengths. */
+static void free_work(double *tc, double *sc, uint32_t *tb, uint32_t *sb, uint32_t *len)
+{
+    dm_free(tc);
+    dm_free(sc);
+    dm_free(tb);
+    dm_free(sb);
+    dm_free(len);
+}
+
 int dm_flock_synth_topic(const dm_flock_synth_options *o, uint64_t i)
 {
     return (int)(dm_rng_uniform(o->seed, i, 0) * o->topics) % o->topics;
@@ -102,11 +112,7 @@ int dm_flock_synth_vectors(dm_vectors *out, const dm_flock_synth_options *o, uin
     out->labels = dm_malloc(16 * (n ? n : 1));
     if (!tc || !sc || !tb || !sb || !out->row_off || !out->col || !out->val || !len || !out->id_off || !out->ids ||
         !out->label_off || !out->labels) {
-        dm_free(tc);
-        dm_free(sc);
-        dm_free(tb);
-        dm_free(sb);
-        dm_free(len);
+        free_work(tc, sc, tb, sb, len);
         dm_flock_vectors_release(out);
         return DM_ERR(DM_ERR_NOMEM, "synthetic vectors: out of memory for %llu documents", (unsigned long long)count);
     }
@@ -153,11 +159,7 @@ int dm_flock_synth_vectors(dm_vectors *out, const dm_flock_synth_options *o, uin
         dm_free(tmp);
     }
     if (no_room) {
-        dm_free(tc);
-        dm_free(sc);
-        dm_free(tb);
-        dm_free(sb);
-        dm_free(len);
+        free_work(tc, sc, tb, sb, len);
         dm_flock_vectors_release(out);
         return DM_ERR(DM_ERR_NOMEM, "synthetic vectors: out of memory for a document's words");
     }
@@ -188,11 +190,7 @@ int dm_flock_synth_vectors(dm_vectors *out, const dm_flock_synth_options *o, uin
     }
     out->id_off[n] = io;
     out->label_off[n] = lo;
-    dm_free(tc);
-    dm_free(sc);
-    dm_free(tb);
-    dm_free(sb);
-    dm_free(len);
+    free_work(tc, sc, tb, sb, len);
     return DM_OK;
 }
 
