@@ -72,4 +72,12 @@ DM_HD uint64_t dm_splitmix64(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+/* Draw k (from 0) of the dm_splitmix64 stream seeded with seed: the stream is a counter, so any
+ * draw can be taken without the ones before it (in parallel). */
+DM_HD uint64_t dm_splitmix64_at(uint64_t seed, uint64_t k)
+{
+    uint64_t s = seed + k * 0x9e3779b97f4a7c15ull;
+    return dm_splitmix64(&s);
+}
+
 #endif

@@ -264,14 +264,6 @@ int dm_idf_parse(const char *s, int *kind)
 
 /* ------------------------------------------------------------------ benchmark inputs */
 
-/* The k-th draw (from 0) of the splitmix64 stream seeded with seed: the stream is a counter, so
- * any draw can be taken without the ones before it. */
-static uint64_t bench_draw(uint64_t seed, uint64_t k)
-{
-    uint64_t s = seed + k * 0x9e3779b97f4a7c15ull;
-    return dm_splitmix64(&s);
-}
-
 int dm_tf_bench_docs(uint64_t *tok_off, uint32_t *tok, size_t n_tok, uint32_t n_terms, uint64_t seed, size_t *n_docs)
 {
     /* documents of 1..400 tokens, one in 128 of 400..4999; term ids skewed (product of two
@@ -282,7 +274,7 @@ int dm_tf_bench_docs(uint64_t *tok_off, uint32_t *tok, size_t n_tok, uint32_t n_
     size_t d = 0;
     tok_off[0] = 0;
     while (pos < n_tok) {
-        uint64_t r = bench_draw(seed, d + pos);
+        uint64_t r = dm_splitmix64_at(seed, d + pos);
         uint64_t len = (r & 127) == 0 ? 400 + (r >> 8) % 4600 : 1 + (r >> 8) % 400;
         if (len > n_tok - pos) len = n_tok - pos;
         pos += len;
@@ -293,7 +285,7 @@ int dm_tf_bench_docs(uint64_t *tok_off, uint32_t *tok, size_t n_tok, uint32_t n_
     for (long j = 0; j < nd; j++) {
         const uint64_t first = (uint64_t)j + tok_off[j] + 1; /* the draw of its first token */
         for (uint64_t p = tok_off[j]; p < tok_off[j + 1]; p++) {
-            uint64_t x = bench_draw(seed, first + (p - tok_off[j]));
+            uint64_t x = dm_splitmix64_at(seed, first + (p - tok_off[j]));
             uint64_t a = (x & 0xffffffffull) % n_terms, b = (x >> 32) % n_terms;
             tok[p] = (uint32_t)(a * b / n_terms);
         }

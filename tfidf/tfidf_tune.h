@@ -32,12 +32,6 @@ extern "C" {
 #define DM_TFIDF_BENCH_N_hash_query ((size_t)1 << 26)  /* tokens, vocabulary of 1/16 as many */
 #define DM_TFIDF_BENCH_N_weigh ((size_t)1 << 18)       /* rows (weigh_len, weigh_fill, weigh_norm) */
 
-/* Host parts of the workloads on OpenMP threads (tfidf_tune_host.c), the same bits as one thread:
- * dm_tf_count_cpu's rows of documents [0, n) of a token stream (each document's tokens sorted in
- * place), and the weights' passes over count rows c as the kernels define them: row_len[r] and
- * kept[r] (weigh_len; kept[n] = 0), out_off (n + 1: their scan), the stored entries' columns,
- * unnormalised weights and positions (weigh_fill, in input order) and each row's (column << 32 |
- * position) pairs sorted (weigh_norm's input); the last four have out_off[n] entries. */
 struct dm_tf_counts;
 /* The hash of term `id` of a seeded term space: distinct ids have distinct hashes (dm_mix64 is
  * a bijection). */
@@ -48,6 +42,12 @@ static inline uint64_t dm_tfidf_bench_term_hash(uint64_t id, uint64_t seed)
 /* The queries of vocab_query / hash_query against a vocabulary of ids 0 .. nv - 1: one in `miss`
  * beyond it (unknown), the others small ids more often; ids and their hashes. */
 void dm_tfidf_bench_queries(uint64_t *ids, uint64_t *hash, size_t nq, size_t nv, uint64_t seed, unsigned miss);
+/* Host parts of the workloads on OpenMP threads (tfidf_tune_host.c), the same bits as one thread:
+ * dm_tf_count_cpu's rows of documents [0, n) of a token stream (each document's tokens sorted in
+ * place), and the weights' passes over count rows c as the kernels define them: row_len[r] and
+ * kept[r] (weigh_len; kept[n] = 0), out_off (n + 1: their scan), the stored entries' columns,
+ * unnormalised weights and positions (weigh_fill, in input order) and each row's (column << 32 |
+ * position) pairs sorted (weigh_norm's input); the last four have out_off[n] entries. */
 int dm_tfidf_bench_count_rows(struct dm_tf_counts *c, const uint64_t *tok_off, uint32_t *tok, size_t n);
 void dm_tfidf_bench_weigh_passes(const struct dm_tf_counts *c, const uint32_t *map, const double *col_w,
                                  int sublinear, uint64_t *row_len, uint64_t *kept, uint64_t *out_off,

@@ -26,13 +26,11 @@ static int cmp_u64(const void *a, const void *b)
 
 void dm_tfidf_bench_queries(uint64_t *ids, uint64_t *hash, size_t nq, size_t nv, uint64_t seed, unsigned miss)
 {
-    /* draw q of the splitmix64 stream seeded with seed ^ c (a counter: every draw on its own) */
-    const uint64_t s0 = seed ^ 0x5851f42d4c957f2dull;
+    const uint64_t s0 = seed ^ 0x5851f42d4c957f2dull; /* query q: draw q of this stream */
     const long nl = (long)nq;
 #pragma omp parallel for schedule(static)
     for (long q = 0; q < nl; q++) {
-        uint64_t s = s0 + (uint64_t)q * 0x9e3779b97f4a7c15ull;
-        uint64_t x = dm_splitmix64(&s);
+        uint64_t x = dm_splitmix64_at(s0, (uint64_t)q);
         if (x % miss == 0) ids[q] = nv + (x >> 8) % (4 * (uint64_t)nv + 1);
         else ids[q] = ((x >> 8) % nv) * ((x >> 36) % nv) / nv;
         hash[q] = dm_tfidf_bench_term_hash(ids[q], seed);

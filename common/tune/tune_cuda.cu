@@ -111,7 +111,26 @@ void destroy_timed(cuda_ctx *c, void *st)
     c->setup_s += wall() - t0;
 }
 
-int output_of(cuda_ctx *c, void *st, int i, unsigned char **out, size_t *bytes);
+/* Runs instance i once on the input st and copies its output into a malloc'ed buffer. */
+int output_of(cuda_ctx *c, void *st, int i, unsigned char **out, size_t *bytes)
+{
+    *out = NULL;
+    int rc = c->k->bench_run(st, &c->k->instances[i], c->stream);
+    cudaError_t e = rc == DM_OK ? cudaStreamSynchronize(c->stream) : cudaSuccess;
+    if (e != cudaSuccess)
+        rc = DM_ERR(DM_ERR_CUDA, "tune: %s instance %d: %s", c->k->name, i, cudaGetErrorString(e));
+    if (rc == DM_OK) rc = c->k->bench_output(st, NULL, bytes);
+    if (rc == DM_OK) {
+        *out = static_cast<unsigned char *>(malloc(*bytes ? *bytes : 1));
+        if (!*out) rc = DM_ERR(DM_ERR_NOMEM, "tune: out of memory");
+    }
+    if (rc == DM_OK) rc = c->k->bench_output(st, *out, bytes);
+    if (rc != DM_OK) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
 
 /* The timing input for n units: a prefix of the existing one when the kernel can resize. A fresh
  * timing input of the check size also gives the checks their reference, the default's output on
@@ -169,27 +188,6 @@ int op_measure(void *ctx, int i, size_t n, double *ms)
     for (int r = 0; r < reps && rc == DM_OK; r++) rc = timed_batch(c, inst, batch, &v[r]);
     if (rc == DM_OK) *ms = dm_tune_median(v, reps);
     free(v);
-    return rc;
-}
-
-/* Runs instance i once on the input st and copies its output into a malloc'ed buffer. */
-int output_of(cuda_ctx *c, void *st, int i, unsigned char **out, size_t *bytes)
-{
-    *out = NULL;
-    int rc = c->k->bench_run(st, &c->k->instances[i], c->stream);
-    cudaError_t e = rc == DM_OK ? cudaStreamSynchronize(c->stream) : cudaSuccess;
-    if (e != cudaSuccess)
-        rc = DM_ERR(DM_ERR_CUDA, "tune: %s instance %d: %s", c->k->name, i, cudaGetErrorString(e));
-    if (rc == DM_OK) rc = c->k->bench_output(st, NULL, bytes);
-    if (rc == DM_OK) {
-        *out = static_cast<unsigned char *>(malloc(*bytes ? *bytes : 1));
-        if (!*out) rc = DM_ERR(DM_ERR_NOMEM, "tune: out of memory");
-    }
-    if (rc == DM_OK) rc = c->k->bench_output(st, *out, bytes);
-    if (rc != DM_OK) {
-        free(*out);
-        *out = NULL;
-    }
     return rc;
 }
 
