@@ -57,7 +57,8 @@ const char dm_flock_cli_help[] =
     "  --checkpoint-every K    write a checkpoint every K iterations (atomic; also the last)\n"
     "  --checkpoint FILE       checkpoint file (default DIR/flock.ckpt)\n"
     "  --resume                continue from the checkpoint (same options and input)\n"
-    "  --slice-weights equal|auto|W0,W1,...  slice heights per rank (auto: measured speed)\n"
+    "  --slice-weights equal|auto|W0,W1,...  slice heights per rank (auto: measured speed, equal\n"
+    "                          slices when those would be too low for the halo)\n"
     "  --migrate-every K       boids that left their rank's slice move to the next rank after\n"
     "                          every K iterations; the halo widens to R + (K - 1) VMAX (default\n"
     "                          0: the largest K up to 4 that the slices allow; results are the same)\n";

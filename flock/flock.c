@@ -55,6 +55,7 @@ int dm_flock_migrates(const dm_flock_sim *s)
 }
 
 int dm_flock_sim_migrate_every(const dm_flock_sim *s) { return s->migrate_every; }
+int dm_flock_sim_weighted(const dm_flock_sim *s) { return s->weighted; }
 
 /* The halo margin and reach of migration interval K (see dm_flock_sim). */
 static void set_migrate_every(dm_flock_sim *s, int K)
@@ -925,6 +926,43 @@ done:
     return rc;
 }
 
+/* The slices' cuts: heights proportional to w (NULL: equal); the migration interval 1 until
+ * plan_slices chooses. */
+static void cut_slices(dm_flock_sim *s, const double *w)
+{
+    double tot = 0, acc = 0;
+    for (int k = 0; k < s->size; k++) tot += w ? w[k] : 1.0;
+    s->cut[0] = 0.0;
+    for (int k = 0; k < s->size; k++) {
+        acc += w ? w[k] : 1.0;
+        s->cut[k + 1] = k == s->size - 1 ? 1.0 : acc / tot;
+    }
+    s->weighted = w != NULL;
+    set_migrate_every(s, 1);
+}
+
+/* The migration interval (as asked, or the largest that the lowest slice of the smallest plane,
+ * the last iteration's, allows, up to DM_FLOCK_MIGRATE_AUTO_MAX), then the check that every
+ * iteration's grid and slices fit (the plane is smallest at the last iteration). */
+static int plan_slices(dm_flock_sim *s)
+{
+    const dm_flock_options *opt = &s->opt;
+    if (s->size > 1 && opt->migrate_every > 0) {
+        set_migrate_every(s, opt->migrate_every);
+    } else if (s->size > 1) {
+        double W, H;
+        dm_flock_plane_at(s, opt->iterations, &W, &H);
+        double low = lowest_slice(s, H);
+        for (int K = DM_FLOCK_MIGRATE_AUTO_MAX; K >= 1; K--) {
+            set_migrate_every(s, K);
+            if (low > s->reach) break;
+        }
+    }
+    dm_flock_params p;
+    DM_TRY(dm_flock_params_at(&p, s, opt->iterations));
+    return dm_flock_params_at(&p, s, 0);
+}
+
 int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v, const dm_flock_options *opt)
 {
     *out = NULL;
@@ -965,15 +1003,7 @@ int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v
     s->cut = dm_malloc(sizeof *s->cut * (size_t)(s->size + 1));
     if (!s->cut) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     if (rc == DM_OK) {
-        double tot = 0;
-        for (int k = 0; k < s->size; k++) tot += opt->slice_weights ? opt->slice_weights[k] : 1.0;
-        double acc = 0;
-        s->cut[0] = 0.0;
-        for (int k = 0; k < s->size; k++) {
-            acc += opt->slice_weights ? opt->slice_weights[k] : 1.0;
-            s->cut[k + 1] = k == s->size - 1 ? 1.0 : acc / tot;
-        }
-        set_migrate_every(s, 1);
+        cut_slices(s, opt->slice_weights);
         /* neighbour slices */
         if (s->size == 2) {
             s->nb.n = 1;
@@ -992,23 +1022,15 @@ int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v
     if (rc == DM_OK) {
         double area = (double)s->n_global * 3.141592653589793 * opt->radius * opt->radius / opt->neighbours;
         s->W0 = s->H0 = sqrt(area);
-        /* the migration interval: as asked, or the largest that the lowest slice of the smallest
-         * plane (the last iteration's) allows, up to DM_FLOCK_MIGRATE_AUTO_MAX */
-        if (s->size > 1 && opt->migrate_every > 0) {
-            set_migrate_every(s, opt->migrate_every);
-        } else if (s->size > 1) {
-            double W, H;
-            dm_flock_plane_at(s, opt->iterations, &W, &H);
-            double low = lowest_slice(s, H);
-            for (int K = DM_FLOCK_MIGRATE_AUTO_MAX; K >= 1; K--) {
-                set_migrate_every(s, K);
-                if (low > s->reach) break;
-            }
+        rc = plan_slices(s);
+        /* measured speeds are advice: slices too low for the halo fall back to equal ones */
+        if (rc == DM_ERR_INVALID_ARG && s->weighted && opt->slice_weights_measured) {
+            if (s->rank == 0)
+                dm_log_info("%s; equal slices instead of the measured speeds", dm_error_message());
+            dm_error_clear();
+            cut_slices(s, NULL);
+            rc = plan_slices(s);
         }
-        /* the plane is smallest at the last iteration; every iteration's grid and slices must fit */
-        dm_flock_params p;
-        rc = dm_flock_params_at(&p, s, opt->iterations);
-        if (rc == DM_OK) rc = dm_flock_params_at(&p, s, 0);
     }
     rc = dm_ctx_agree(ctx, rc);
     dm_timer_start("flock.setup.distribute");

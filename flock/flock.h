@@ -55,9 +55,12 @@ typedef struct dm_flock_options {
                                 DM_FLOCK_MIGRATE_AUTO_MAX that the slices allow, 1 with one rank).
                                 Until then the owner keeps computing them, with a halo margin of
                                 r + (K - 1) v_max; results do not depend on K */
+    int slice_weights_measured; /* slice_weights are measured speeds (--slice-weights auto): when
+                                   they leave a slice too low for the halo at the last iteration,
+                                   the slices are equal instead (given weights fail the run) */
 } dm_flock_options;
 #define DM_FLOCK_OPTIONS_INIT                                                                      \
-    {500, 1.0, 15.0, 0.10, 0.02, 0.05, 0.30, 0.05, 0.5, 0.5, 0.05, 42, NULL, 0, NULL, 0, 0, NULL, NULL, 0}
+    {500, 1.0, 15.0, 0.10, 0.02, 0.05, 0.30, 0.05, 0.5, 0.5, 0.05, 42, NULL, 0, NULL, 0, 0, NULL, NULL, 0, 0}
 /* The largest migration interval the automatic choice takes (migrate_every = 0). */
 #define DM_FLOCK_MIGRATE_AUTO_MAX 4
 
@@ -108,6 +111,9 @@ uint64_t dm_flock_sim_docs(const dm_flock_sim *s);
 const dm_flock_stats *dm_flock_sim_stats(const dm_flock_sim *s);
 /* The migration interval K in use (dm_flock_options.migrate_every, or the automatic choice). */
 int dm_flock_sim_migrate_every(const dm_flock_sim *s);
+/* Whether the slices are cut by dm_flock_options.slice_weights (0: equal slices, also when
+ * measured weights could not be kept). */
+int dm_flock_sim_weighted(const dm_flock_sim *s);
 /* The plane at the current iteration. */
 void dm_flock_sim_plane(const dm_flock_sim *s, double *W, double *H);
 /* Adds this rank's counters to the run's counters (dm_counter_add "flock.*") for the report. */

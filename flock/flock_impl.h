@@ -256,6 +256,7 @@ struct dm_flock_sim {
     /* DOCMINE_FLOCK_HALO_FIRST=1 (CUDA, several ranks): the halo is fetched, packed and posted
      * before the own-own detection is queued (dm_flock_step_cuda), for comparisons */
     int halo_first;
+    int weighted;   /* the slices are cut by the options' slice weights (else equal) */
     /* tests: the step of iteration fail_at (1-based; 0: never) fails on this rank, at its start
      * (it still enters its exchanges, as after a failed device call) or, with fail_late, after
      * its exchanges (the neighbours learn nothing from them) */

@@ -246,6 +246,7 @@ int dm_flock_job_run(dm_flock_job_result *res, json_t *results, const dm_ctx *ct
     if (jo->calibrate) {
         rc = calibrate_slices(&sw, ctx);
         fo.slice_weights = sw;
+        fo.slice_weights_measured = 1;
     }
     const double *weights = fo.slice_weights;
 
@@ -269,6 +270,7 @@ int dm_flock_job_run(dm_flock_job_result *res, json_t *results, const dm_ctx *ct
         dm_timer_stop("flock.setup");
     }
     if (rc == DM_OK) res->migrate_every = dm_flock_sim_migrate_every(sim);
+    if (rc == DM_OK && !dm_flock_sim_weighted(sim)) weights = NULL; /* equal slices after all */
     if (rc == DM_OK) {
         dm_log_info("flock: %llu documents on %d rank(s), %s backend, %d iterations from %d", (unsigned long long)n_docs,
                     ctx->size, dm_backend_name(ctx->backend), fo.iterations, dm_flock_sim_iteration(sim));

@@ -635,6 +635,38 @@ static void test_error_on_one_rank(void)
     }
 }
 
+/* Slice weights that leave the last rank's slice below the halo's reach: refused when given,
+ * equal slices when measured (--slice-weights auto on a noisy host: the speeds measured once
+ * cut the plane for the whole run). */
+static void test_measured_weights_fall_back(void)
+{
+    if (g_ctx.size < 2) return;
+    dm_flock_synth_options so = corpus();
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_synth_share(&v, &so, NDOCS, g_ctx.rank, g_ctx.size), DM_OK);
+    double *w = malloc(sizeof *w * (size_t)g_ctx.size);
+    CU_ASSERT_FATAL(w != NULL);
+    for (int k = 0; k < g_ctx.size; k++) w[k] = k == g_ctx.size - 1 ? 1.0 : 1000.0;
+    dm_flock_options o = model();
+    o.iterations = 6;
+    o.slice_weights = w;
+    dm_flock_sim *s = NULL;
+    CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NULL(s);
+    o.slice_weights_measured = 1;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
+    CU_ASSERT_EQUAL(dm_flock_sim_weighted(s), 0);
+    CU_ASSERT_EQUAL(dm_flock_sim_run(s), DM_OK);
+    dm_flock_sim_free(s);
+    /* weights the slices can hold are kept, measured or not */
+    for (int k = 0; k < g_ctx.size; k++) w[k] = 1.0 + 0.2 * (k % 2);
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
+    CU_ASSERT_EQUAL(dm_flock_sim_weighted(s), 1);
+    dm_flock_sim_free(s);
+    free(w);
+    dm_flock_vectors_release(&v);
+}
+
 static void test_error_during_run(void)
 {
     dm_flock_synth_options so = corpus();
@@ -897,6 +929,7 @@ int main(int argc, char **argv)
                          {"conservation: one owner per document per iteration", test_conservation},
                          {"resume across rank counts", test_resume_across_ranks},
                          {"an error on one rank reaches all", test_error_on_one_rank},
+                         {"measured slice weights too uneven: equal slices", test_measured_weights_fall_back},
                          {"a step failing on one rank stops all (lagged agreement)", test_error_during_run},
                          {"files in rank order: MPI-IO, every rank's bytes, no temporary", test_write_ordered},
                          {"files in rank order: DOCMINE_ORDERED_WRITE=gather", test_write_ordered_gather},
