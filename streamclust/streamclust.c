@@ -670,8 +670,17 @@ int dm_sc_stream_read(float *out, const dm_sc_options *o, long first, long count
             return DM_ERR(DM_ERR_INVALID_ARG,
                           "in-memory points: points %ld..%ld requested, this rank holds %ld..%ld",
                           first, first + count - 1, base, base + p->num - 1);
+        const long at = first - base;
+        long run = 0; /* rows stored one after another from slot[at] on (points_from_vectors') */
+        while (run < count && p->slot[at + run] == p->slot[at] + run) run++;
+        if (count > 0 && run == count) {
+            /* one copy on the stage threads (the labelling copies into a staging buffer while the
+             * device uploads the other) */
+            dm_mem_copy_staged(out, dm_sc_point_coord(p, at), (size_t)count * dim * sizeof(float));
+            return DM_OK;
+        }
         for (long i = 0; i < count; i++)
-            memcpy(out + (size_t)i * dim, dm_sc_point_coord(p, first - base + i), (size_t)dim * sizeof(float));
+            memcpy(out + (size_t)i * dim, dm_sc_point_coord(p, at + i), (size_t)dim * sizeof(float));
         return DM_OK;
     }
     if (!o->input) {
@@ -886,6 +895,35 @@ static int sc_run_local(dm_sc_result *res, dm_sc_points *centres, const dm_sc_op
     return rc;
 }
 
+/* The labelling's input: this rank's points of the stream from first on (dm_sc_read_fn). */
+typedef struct sc_stream_part {
+    const dm_sc_options *o;
+    long first;
+} sc_stream_part;
+
+static int sc_read_part(float *out, void *arg, long first, long count)
+{
+    const sc_stream_part *s = arg;
+    return dm_sc_stream_read(out, s->o, s->first + first, count);
+}
+
+/* The CPU backend's labelling of res's points (res->labels, res->dist) by res->centres, chunks of
+ * cap points. */
+static int sc_label_cpu(dm_sc_result *res, const dm_sc_options *o, long cap)
+{
+    float *buf = dm_malloc((size_t)cap * o->dim * sizeof(float));
+    if (!buf) return DM_ERR(DM_ERR_NOMEM, "streamclust: labelling buffer");
+    int rc = DM_OK;
+    for (long off = 0; off < res->n_local && rc == DM_OK; off += cap) {
+        long m = res->n_local - off < cap ? res->n_local - off : cap;
+        rc = dm_sc_stream_read(buf, o, res->first_local + off, m);
+        if (rc == DM_OK)
+            rc = dm_sc_assign_cpu(res->labels + off, res->dist + off, buf, m, res->centres, res->k, o->dim);
+    }
+    dm_free(buf);
+    return rc;
+}
+
 static int sc_run(dm_sc_result *res, const dm_sc_options *o, MPI_Comm comm);
 
 int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm_ptr)
@@ -1000,24 +1038,19 @@ static int sc_run(dm_sc_result *res, const dm_sc_options *o, MPI_Comm comm)
 
     /* label this rank's points by the nearest final centre, chunk by chunk */
     dm_timer_start("streamclust.assign");
-    double local_cost = 0.0;
     long cap = o->chunksize < res->n_local ? o->chunksize : res->n_local;
     if (cap > 0) {
-        float *buf = dm_malloc((size_t)cap * o->dim * sizeof(float));
-        if (!buf) rc = DM_ERR(DM_ERR_NOMEM, "streamclust: labelling buffer");
-        for (long off = 0; off < res->n_local && rc == DM_OK; off += cap) {
-            long m = res->n_local - off < cap ? res->n_local - off : cap;
-            float *dist = res->dist + off;
-            rc = dm_sc_stream_read(buf, o, res->first_local + off, m);
-            if (rc < 0) break;
-            if (o->backend == DM_SC_CUDA)
-                rc = dm_sc_assign_cuda(res->labels + off, dist, buf, m, res->centres, k, o->dim);
-            else
-                rc = dm_sc_assign_cpu(res->labels + off, dist, buf, m, res->centres, k, o->dim);
-            for (long i = 0; i < m && rc == DM_OK; i++) local_cost += dist[i];
+        if (o->backend == DM_SC_CUDA) {
+            sc_stream_part part = {o, res->first_local};
+            rc = dm_sc_label_cuda(res->labels, res->dist, res->n_local, cap, res->centres, k, o->dim,
+                                  1, sc_read_part, &part);
+        } else {
+            rc = sc_label_cpu(res, o, cap);
         }
-        dm_free(buf);
     }
+    /* in point order, whatever the chunks: the same sum on both backends and any chunking */
+    double local_cost = 0.0;
+    for (long i = 0; i < res->n_local && rc == DM_OK; i++) local_cost += res->dist[i];
     dm_timer_stop("streamclust.assign");
     DM_TRY(dm_comm_agree(comm, rc));
     DM_SC_MPI_TRY(MPI_Allreduce(&local_cost, &res->total_cost, 1, MPI_DOUBLE, MPI_SUM, comm));
@@ -1031,6 +1064,8 @@ int dm_sc_gain_cuda(float *gain, dm_sc_engine *e, long x, float z, long *numcent
 int dm_sc_speedy_cuda(float *cost, dm_sc_engine *e, float z, long *kcenter, dm_sc_rng *rng) { DM_SC_NO_CUDA; }
 int dm_sc_assign_cuda(int *label, float *dist, const float *pts, long n, const float *centres,
                       long k, int dim) { DM_SC_NO_CUDA; }
+int dm_sc_label_cuda(int *label, float *dist, long n, long cap, const float *centres, long k,
+                     int dim, int pin, dm_sc_read_fn *read, void *arg) { DM_SC_NO_CUDA; }
 int dm_sc_cuda_create(dm_sc_engine *e) { DM_SC_NO_CUDA; }
 void dm_sc_cuda_destroy(dm_sc_engine *e) { (void)e; }
 int dm_sc_cuda_load(dm_sc_engine *e) { DM_SC_NO_CUDA; }

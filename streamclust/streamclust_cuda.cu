@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
 #include "streamclust/streamclust.h"
@@ -629,35 +630,185 @@ extern "C" int dm_sc_gain_cuda(float *gain, dm_sc_engine *e, long x, float z, lo
     return DM_OK;
 }
 
+/* ------------------------------------------------------------------ final labelling */
+/* The labelling of a rank's points by the nearest final centre (dm_sc_label_cuda), pipelined over
+ * chunks: the device buffers are made once and the centres uploaded once; the host fills one of two
+ * staging buffers (page-locked) with chunk c + 1 while the stream uploads chunk c from the other,
+ * labels it (k_assign) and downloads its labels and distances into page-locked memory. Per chunk it
+ * used to allocate and free four device buffers and copy from and to pageable memory with blocking
+ * cudaMemcpy, the host reading the next chunk only after the device had finished (0.26-0.39 s at
+ * 1M documents of DIM 256 on an H200, bench/RESULTS.md session 15). */
+/* A chunk's staging buffer holds at most this many bytes of points (as tfidf's staging buffers):
+ * page-locking is slow (a chunk of CHUNKSIZE 65536 at DIM 256 would be 64 MiB a buffer), and small
+ * chunks leave less of the first read and of the last chunk's device work outside the overlap. */
+#define SC_LABEL_CHUNK_BYTES ((size_t)16 << 20)
+
+struct sc_labeller {
+    long cap, k, m; /* m: points of the chunk in flight (valid while pending) */
+    int dim, pinned, pending;
+    cudaStream_t stream;
+    const dm_tune_instance *inst;
+    float *d_pts, *d_c, *d_dist;
+    int *d_label;
+    void *h_block;     /* the host staging below, one block: page-locked (pinned) or pageable */
+    float *h_pts[2];   /* cap x dim each: the chunk being uploaded and the one being read */
+    int *h_label;      /* cap: the labels of the chunk in flight */
+    float *h_dist;     /* cap */
+};
+
+static int sc_label_cuda_err(cudaError_t err, const char *what, long m)
+{
+    return DM_ERR(DM_ERR_CUDA, "streamclust labelling: %s (%ld points): %s (%s)", what, m,
+                  cudaGetErrorString(err), cudaGetErrorName(err));
+}
+
+static void sc_labeller_free(sc_labeller *a)
+{
+    if (!a) return;
+    /* a failed submit may have left copies from the staging in flight */
+    if (a->stream) cudaStreamSynchronize(a->stream);
+    dm_device_free(a->d_pts);
+    dm_device_free(a->d_c);
+    dm_device_free(a->d_dist);
+    dm_device_free(a->d_label);
+    if (a->pinned) dm_host_free_pinned(a->h_block);
+    else dm_free(a->h_block);
+    if (a->stream) cudaStreamDestroy(a->stream);
+    dm_free(a);
+}
+
+/* Device buffers for chunks of up to cap points, the centres on the device, and the host staging:
+ * pinned when pin (pageable memory if page-locking fails: slower, not overlapped, same result). */
+static int sc_labeller_create(sc_labeller **out, long cap, const float *centres, long k, int dim,
+                              int pin)
+{
+    *out = NULL;
+    sc_labeller *a = (sc_labeller *)dm_calloc(1, sizeof *a);
+    if (!a) return DM_ERR(DM_ERR_NOMEM, "streamclust labelling: state");
+    a->cap = cap;
+    a->k = k;
+    a->dim = dim;
+    const size_t pb = (size_t)cap * (size_t)dim * sizeof(float);
+    const size_t hb = 2 * pb + (size_t)cap * (sizeof(int) + sizeof(float));
+    int rc = DM_OK;
+    cudaError_t err = cudaStreamCreateWithFlags(&a->stream, cudaStreamNonBlocking);
+    if (err != cudaSuccess) {
+        a->stream = NULL;
+        rc = sc_label_cuda_err(err, "stream", cap);
+    }
+    if (rc == DM_OK) rc = dm_device_alloc((void **)&a->d_pts, pb);
+    if (rc == DM_OK) rc = dm_device_alloc((void **)&a->d_c, (size_t)k * (size_t)dim * sizeof(float));
+    if (rc == DM_OK) rc = dm_device_alloc((void **)&a->d_label, (size_t)cap * sizeof(int));
+    if (rc == DM_OK) rc = dm_device_alloc((void **)&a->d_dist, (size_t)cap * sizeof(float));
+    if (rc == DM_OK && pin) {
+        if (dm_host_alloc_pinned(&a->h_block, hb) == DM_OK) {
+            a->pinned = 1;
+        } else {
+            dm_log_warn("streamclust: %s; labelling from pageable memory (not overlapped)",
+                        dm_error_message());
+            dm_error_clear();
+        }
+    }
+    if (rc == DM_OK && !a->pinned) {
+        a->h_block = dm_malloc(hb);
+        if (!a->h_block) rc = DM_ERR(DM_ERR_NOMEM, "streamclust labelling: %zu bytes of staging", hb);
+    }
+    if (rc == DM_OK) {
+        a->h_pts[0] = (float *)a->h_block;
+        a->h_pts[1] = a->h_pts[0] + (size_t)cap * (size_t)dim;
+        a->h_label = (int *)(a->h_pts[1] + (size_t)cap * (size_t)dim);
+        a->h_dist = (float *)(a->h_label + cap);
+        /* from pageable memory: the copy has left centres when the call returns */
+        err = cudaMemcpyAsync(a->d_c, centres, (size_t)k * (size_t)dim * sizeof(float),
+                              cudaMemcpyHostToDevice, a->stream);
+        if (err != cudaSuccess) rc = sc_label_cuda_err(err, "centres upload", k);
+    }
+    if (rc == DM_OK) a->inst = dm_tune_select(&k_assign, (size_t)cap);
+    if (rc < 0) {
+        sc_labeller_free(a);
+        return rc;
+    }
+    *out = a;
+    return DM_OK;
+}
+
+/* Queues chunk h_pts[slot] of m points: upload, k_assign, download of labels and distances into
+ * the staging. Returns at once with pinned staging. */
+static int sc_labeller_submit(sc_labeller *a, int slot, long m)
+{
+    DM_ASSERT(!a->pending && m >= 1 && m <= a->cap && (slot == 0 || slot == 1));
+    cudaError_t err = cudaMemcpyAsync(a->d_pts, a->h_pts[slot], (size_t)m * (size_t)a->dim * sizeof(float),
+                                      cudaMemcpyHostToDevice, a->stream);
+    if (err != cudaSuccess) return sc_label_cuda_err(err, "points upload", m);
+    assign_args args = {a->d_pts, a->d_c, a->d_label, a->d_dist, m, a->k, a->dim};
+    DM_TRY(a->inst->launch(&args, (size_t)m, a->stream));
+    err = cudaMemcpyAsync(a->h_label, a->d_label, (size_t)m * sizeof(int), cudaMemcpyDeviceToHost,
+                          a->stream);
+    if (err == cudaSuccess)
+        err = cudaMemcpyAsync(a->h_dist, a->d_dist, (size_t)m * sizeof(float), cudaMemcpyDeviceToHost,
+                              a->stream);
+    if (err != cudaSuccess) return sc_label_cuda_err(err, "labels download", m);
+    a->m = m;
+    a->pending = 1;
+    return DM_OK;
+}
+
+/* Waits for the chunk in flight and copies its labels and distances to label[0, m), dist[0, m). */
+static int sc_labeller_wait(sc_labeller *a, int *label, float *dist)
+{
+    DM_ASSERT(a->pending);
+    a->pending = 0;
+    cudaError_t err = cudaStreamSynchronize(a->stream);
+    if (err != cudaSuccess) return sc_label_cuda_err(err, "labelling", a->m);
+    memcpy(label, a->h_label, (size_t)a->m * sizeof(int));
+    memcpy(dist, a->h_dist, (size_t)a->m * sizeof(float));
+    return DM_OK;
+}
+
+extern "C" int dm_sc_label_cuda(int *label, float *dist, long n, long cap, const float *centres,
+                                long k, int dim, int pin, dm_sc_read_fn *read, void *arg)
+{
+    if (k < 1) return DM_ERR(DM_ERR_INVALID_ARG, "assign: no centres");
+    if (dim < 1 || cap < 1)
+        return DM_ERR(DM_ERR_INVALID_ARG, "streamclust labelling: DIM %d, chunk %ld", dim, cap);
+    if (n <= 0) return DM_OK;
+    long lim = (long)(SC_LABEL_CHUNK_BYTES / ((size_t)dim * sizeof(float)));
+    if (cap > lim) cap = lim > 0 ? lim : 1;
+    if (cap > n) cap = n;
+    sc_labeller *a = NULL;
+    DM_TRY(sc_labeller_create(&a, cap, centres, k, dim, pin));
+    long m = cap;
+    int slot = 0, rc = read(a->h_pts[0], arg, 0, m);
+    for (long off = 0; off < n && rc == DM_OK; off += m, slot ^= 1) {
+        m = n - off < cap ? n - off : cap;
+        rc = sc_labeller_submit(a, slot, m);
+        if (rc < 0) break;
+        /* the host reads the next chunk into the other buffer while the device labels this one */
+        const long next = off + m, mn = n - next < cap ? n - next : cap;
+        int rrc = mn > 0 ? read(a->h_pts[slot ^ 1], arg, next, mn) : DM_OK;
+        int wrc = sc_labeller_wait(a, label + off, dist + off);
+        rc = wrc < 0 ? wrc : rrc;
+    }
+    sc_labeller_free(a);
+    return rc;
+}
+
+struct sc_label_array {
+    const float *pts;
+    int dim;
+};
+
+static int sc_read_array(float *out, void *arg, long first, long count)
+{
+    const sc_label_array *s = (const sc_label_array *)arg;
+    dm_mem_copy_staged(out, s->pts + (size_t)first * (size_t)s->dim,
+                       (size_t)count * (size_t)s->dim * sizeof(float));
+    return DM_OK;
+}
+
 extern "C" int dm_sc_assign_cuda(int *label, float *dist, const float *pts, long n,
                                  const float *centres, long k, int dim)
 {
-    if (k < 1) return DM_ERR(DM_ERR_INVALID_ARG, "assign: no centres");
-    float *d_pts = NULL, *d_c = NULL, *d_dist = NULL;
-    int *d_label = NULL;
-    int rc = dm_device_alloc((void **)&d_pts, (size_t)n * dim * sizeof(float));
-    if (rc == DM_OK) rc = dm_device_alloc((void **)&d_c, (size_t)k * dim * sizeof(float));
-    if (rc == DM_OK) rc = dm_device_alloc((void **)&d_dist, (size_t)n * sizeof(float));
-    if (rc == DM_OK) rc = dm_device_alloc((void **)&d_label, (size_t)n * sizeof(int));
-    cudaError_t err = cudaSuccess;
-    if (rc == DM_OK)
-        err = cudaMemcpy(d_pts, pts, (size_t)n * dim * sizeof(float), cudaMemcpyHostToDevice);
-    if (rc == DM_OK && err == cudaSuccess)
-        err = cudaMemcpy(d_c, centres, (size_t)k * dim * sizeof(float), cudaMemcpyHostToDevice);
-    if (rc == DM_OK && err != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "assign: %s", cudaGetErrorString(err));
-    if (rc == DM_OK) {
-        assign_args a = {d_pts, d_c, d_label, d_dist, n, k, dim};
-        rc = dm_tune_select(&k_assign, (size_t)n)->launch(&a, (size_t)n, NULL);
-    }
-    if (rc == DM_OK) {
-        err = cudaMemcpy(label, d_label, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost);
-        if (err == cudaSuccess)
-            err = cudaMemcpy(dist, d_dist, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost);
-        if (err != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "assign: %s", cudaGetErrorString(err));
-    }
-    dm_device_free(d_pts);
-    dm_device_free(d_c);
-    dm_device_free(d_dist);
-    dm_device_free(d_label);
-    return rc;
+    sc_label_array s = {pts, dim};
+    return dm_sc_label_cuda(label, dist, n, n > 0 ? n : 1, centres, k, dim, 1, sc_read_array, &s);
 }

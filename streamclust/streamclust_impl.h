@@ -106,6 +106,18 @@ int dm_sc_cuda_set_centers(dm_sc_engine *e);
 /* Copies cost and assign to the host arrays. */
 int dm_sc_cuda_fetch(dm_sc_engine *e);
 
+/* The final labelling on the CUDA backend (the CPU backend: dm_sc_assign_cpu chunk by chunk).
+ * read(out, arg, first, count) writes points first .. first+count-1 of the n to label (row-major,
+ * dim floats each) to out; it is called with count <= cap, in order, each call while the device
+ * labels the previous chunk. For every point, label[i] and dist[i] as dm_sc_assign_cpu gives them
+ * (the same float operations). Chunks hold at most cap points and at most 16 MiB of them; the
+ * device buffers are made once, the host staging is two chunks of page-locked memory when pin
+ * (pageable memory, not overlapped, if page-locking fails or pin is 0). Everything it allocates is
+ * freed before it returns; a failure of read is returned as it is. */
+typedef int dm_sc_read_fn(float *out, void *arg, long first, long count);
+int dm_sc_label_cuda(int *label, float *dist, long n, long cap, const float *centres, long k,
+                     int dim, int pin, dm_sc_read_fn *read, void *arg);
+
 /* Grows e->sums/close/centers to hold k+1 entries. */
 int dm_sc_engine_reserve(dm_sc_engine *e, long k);
 /* Lists the centres (is_center) in point order into e->centers; returns their number. */

@@ -179,6 +179,158 @@ static void test_assign_cpu_vs_cuda(void)
     free(dg);
 }
 
+/* dm_sc_label_cuda's input: rows of pts, read in order in chunks of at most cap points; read
+ * number fail_at (0, 1, ...; -1: none) fails */
+typedef struct label_src {
+    const float *pts;
+    int dim;
+    long cap, next;
+    int reads, fail_at, bad;
+} label_src;
+
+static int label_read(float *out, void *arg, long first, long count)
+{
+    label_src *s = arg;
+    if (first != s->next || count < 1 || count > s->cap) s->bad++;
+    s->next = first + count;
+    if (s->reads++ == s->fail_at) return DM_ERR(DM_ERR_IO, "label_read: read %d fails", s->fail_at);
+    memcpy(out, s->pts + (size_t)first * s->dim, (size_t)count * s->dim * sizeof(float));
+    return DM_OK;
+}
+
+/* k centres and n points of the generator, and the CPU reference's labels and distances */
+typedef struct label_case {
+    long n, k;
+    int dim;
+    float *pts, *cs, *dc, *dg;
+    int *lc, *lg;
+} label_case;
+
+static void label_case_init(label_case *c, long n, long k, int dim)
+{
+    c->n = n;
+    c->k = k;
+    c->dim = dim;
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.dim = dim;
+    o.n = n + k;
+    c->pts = malloc((size_t)n * dim * sizeof(float));
+    c->cs = malloc((size_t)k * dim * sizeof(float));
+    c->lc = malloc((size_t)n * sizeof(int));
+    c->lg = malloc((size_t)n * sizeof(int));
+    c->dc = malloc((size_t)n * sizeof(float));
+    c->dg = malloc((size_t)n * sizeof(float));
+    CU_ASSERT_FATAL(c->pts && c->cs && c->lc && c->lg && c->dc && c->dg);
+    CU_ASSERT_EQUAL_FATAL(dm_sc_stream_read(c->pts, &o, 0, n), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_sc_stream_read(c->cs, &o, n, k), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_sc_assign_cpu(c->lc, c->dc, c->pts, n, c->cs, k, dim), DM_OK);
+}
+
+static void label_case_free(label_case *c)
+{
+    free(c->pts);
+    free(c->cs);
+    free(c->lc);
+    free(c->lg);
+    free(c->dc);
+    free(c->dg);
+}
+
+/* one pipelined labelling of c in chunks of cap points (pin: page-locked staging); returns its
+ * status, with the reads' order checked and their number in *reads */
+static int label_run(label_case *c, long cap, int pin, int fail_at, int *reads)
+{
+    label_src s = {c->pts, c->dim, cap, 0, 0, fail_at, 0};
+    memset(c->lg, 0xff, (size_t)c->n * sizeof(int));
+    memset(c->dg, 0xff, (size_t)c->n * sizeof(float));
+    int rc = dm_sc_label_cuda(c->lg, c->dg, c->n, cap, c->cs, c->k, c->dim, pin, label_read, &s);
+    CU_ASSERT_EQUAL(s.bad, 0);
+    if (reads) *reads = s.reads;
+    return rc;
+}
+
+static int label_same(const label_case *c)
+{
+    return memcmp(c->lc, c->lg, (size_t)c->n * sizeof(int)) == 0 &&
+           memcmp(c->dc, c->dg, (size_t)c->n * sizeof(float)) == 0;
+}
+
+/* the final labelling's pipeline (dm_sc_label_cuda): in chunks of several sizes (one chunk, a
+ * partial last chunk, a cap above n), from page-locked and from pageable staging, the CPU
+ * reference's labels and distances bit for bit (so the same cost summed in point order); chunks
+ * of at most 16 MiB of points whatever the cap (DIM 4096: 1024 points); a failing read in the
+ * middle or at the start is returned as it is and leaves no host, pinned or device memory */
+static void test_label_pipeline(void)
+{
+    label_case c;
+    label_case_init(&c, 10007, 37, 29);
+    memcpy(c.cs + 5 * 29, c.cs + 3 * 29, 29 * sizeof(float)); /* a tie: the lower index wins */
+    CU_ASSERT_EQUAL_FATAL(dm_sc_assign_cpu(c.lc, c.dc, c.pts, c.n, c.cs, c.k, c.dim), DM_OK);
+    const long caps[] = {1000, 4001, 10007, 20000};
+    for (int pin = 0; pin < 2; pin++)
+        for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+            int reads = 0;
+            int rc = label_run(&c, caps[i], pin, -1, &reads);
+            if (rc != DM_OK) fprintf(stderr, "label cap %ld pin %d: %s\n", caps[i], pin, dm_error_message());
+            CU_ASSERT_EQUAL(rc, DM_OK);
+            long cap = caps[i] < c.n ? caps[i] : c.n;
+            CU_ASSERT_EQUAL(reads, (int)((c.n + cap - 1) / cap));
+            CU_ASSERT(label_same(&c));
+        }
+    size_t held[DM_MEM_KINDS];
+    for (int m = 0; m < DM_MEM_KINDS; m++) held[m] = dm_mem_current(m);
+    for (int pin = 0; pin < 2; pin++)
+        for (int fail_at = 0; fail_at < 3; fail_at += 2) {
+            int reads = 0;
+            CU_ASSERT_EQUAL(label_run(&c, 1000, pin, fail_at, &reads), DM_ERR_IO);
+            CU_ASSERT_EQUAL(reads, fail_at + 1);
+            for (int m = 0; m < DM_MEM_KINDS; m++) CU_ASSERT_EQUAL(dm_mem_current(m), held[m]);
+        }
+    label_case_free(&c);
+
+    /* 16 MiB chunks: 2500 points of DIM 4096 asked in one chunk go in chunks of 1024 */
+    label_case_init(&c, 2500, 3, 4096);
+    int reads = 0;
+    CU_ASSERT_EQUAL(label_run(&c, 2500, 1, -1, &reads), DM_OK);
+    CU_ASSERT_EQUAL(reads, 3);
+    CU_ASSERT(label_same(&c));
+    label_case_free(&c);
+}
+
+/* label_sweep: every host allocation of the pipeline failed in turn (page-locked and pageable
+ * staging) */
+typedef struct label_sweep {
+    label_case *c;
+    int pin;
+} label_sweep;
+
+static int label_sweep_run(void *arg)
+{
+    label_sweep *w = arg;
+    return label_run(w->c, 1000, w->pin, -1, NULL);
+}
+
+static int label_sweep_differs(void *arg) { return !label_same(((label_sweep *)arg)->c); }
+
+static void test_label_alloc_failures(void)
+{
+    label_case c;
+    label_case_init(&c, 3001, 7, 13);
+    for (int pin = 0; pin < 2; pin++) {
+        label_sweep w = {&c, pin};
+        dm_test_sweep s = {.run = label_sweep_run, .differs = label_sweep_differs, .arg = &w,
+                           .kinds = DM_MEM_KINDS, .label = pin ? "pinned" : "pageable"};
+        uint64_t n = 0;
+        CU_ASSERT_EQUAL_FATAL(dm_test_sweep_count(&s, &n), DM_OK);
+        CU_ASSERT(label_same(&c));
+        CU_ASSERT(n >= 1);
+        dm_test_sweep_stats st = {0};
+        dm_test_sweep_run(&s, n + 1, n + 1, 1, &st);
+        CU_ASSERT_EQUAL(st.failed, (int)n);
+    }
+    label_case_free(&c);
+}
+
 static void test_run_cpu_vs_cuda(void)
 {
     dm_sc_options o = DM_SC_OPTIONS_INIT;
@@ -204,6 +356,11 @@ static void test_run_cpu_vs_cuda(void)
     if (rc_.k == rg_.k) {
         CU_ASSERT_EQUAL(memcmp(rc_.centre_ids, rg_.centre_ids, (size_t)rc_.k * sizeof(long)), 0);
         CU_ASSERT_EQUAL(memcmp(rc_.labels, rg_.labels, (size_t)rc_.n_local * sizeof(int)), 0);
+        /* the same centres: the same distances, summed in point order */
+        if (memcmp(rc_.centres, rg_.centres, (size_t)rc_.k * o.dim * sizeof(float)) == 0) {
+            CU_ASSERT_EQUAL(memcmp(rc_.dist, rg_.dist, (size_t)rc_.n_local * sizeof(float)), 0);
+            CU_ASSERT_EQUAL(rc_.total_cost, rg_.total_cost);
+        }
     }
     dm_sc_result_free(&rc_);
     dm_sc_result_free(&rg_);
@@ -279,6 +436,8 @@ static void test_alloc_failures(void)
 static CU_TestInfo tests[] = {
     {"every_gain_instance", test_every_gain_instance},
     {"assign_cpu_vs_cuda", test_assign_cpu_vs_cuda},
+    {"label_pipeline", test_label_pipeline},
+    {"label_alloc_failures", test_label_alloc_failures},
     {"run_cpu_vs_cuda", test_run_cpu_vs_cuda},
     {"tuner_hooks", test_tuner_hooks},
     {"alloc_failures", test_alloc_failures},
