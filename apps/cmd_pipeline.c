@@ -20,6 +20,7 @@
 #include "common/status.h"
 #include "common/timer.h"
 #include "common/tune/tune.h"
+#include "common/tune/wl_cache.h"
 #include "datasets/synth.h"
 #include "flock/flock.h"
 #include "streamclust/streamclust.h"
@@ -442,6 +443,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
             if (rc == DM_OK) dm_pp_times_to_timers(&times, "preprocess", 1);
         }
         dm_timer_stop("pipeline.preprocess");
+        dm_wl_cache_clear(); /* the stage's tuning inputs' host data (common/tune/wl_cache.h) */
         if (rc == DM_OK) ps = stream.stats;
         if (rc == DM_OK)
             dm_log_info("preprocess: %" PRIu64 " documents, %" PRIu64 " tokens, %.1f MB of text in %.2f s", ps.docs,
@@ -477,6 +479,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
             }
         }
         dm_token_stream_free(&stream);
+        dm_wl_cache_clear();
         dm_timer_stop("pipeline.tfidf");
         if (rc == DM_OK)
             dm_log_info("tfidf: %" PRIu64 " terms, %" PRIu64 " non-zeros (%.1f per document) in %.2f s", ts.terms, ts.nnz,

@@ -38,6 +38,7 @@
 #include "common/status.h"
 #include "common/timer.h"
 #include "common/tune/tune.h"
+#include "common/tune/wl_cache.h"
 #include "flock/flock_impl.h"
 #include "flock/flock_kernels.cuh"
 #include "flock/flock_synth.h"
@@ -1072,15 +1073,12 @@ extern "C" int dm_flock_cuda_init(dm_flock_sim *sim)
     return DM_OK;
 }
 
-namespace {
-void bench_cache_release();
-}
-
-/* Also drops the tuning workloads' documents (see bench_host): a run's tuning is over when its
- * simulation ends, and a later search builds them again. */
+/* Also drops the tuning workloads' documents (bench_docs) and every other workload's host data
+ * kept by the tuning cache: a run's tuning is over when its simulation ends, and a later search
+ * builds them again. */
 extern "C" void dm_flock_cuda_free(dm_flock_sim *sim)
 {
-    bench_cache_release();
+    dm_wl_cache_clear();
     dstate *s = static_cast<dstate *>(sim->dev);
     if (!s) return;
     if (s->sa) cudaStreamSynchronize(s->sa);
@@ -1541,59 +1539,64 @@ struct bench {
     /* inputs kept pristine for kernels that write them */
     double *x0, *y0, *vx0, *vy0;
     uint32_t *src_map; /* cache move bench: src then dst indices */
-    int ck;            /* attachment bench: clusters and terms of its table */
-    uint64_t cterms;
+    int ck;            /* attachment bench: clusters of its table */
+    uint64_t cterms;   /* the documents' terms (1 + the largest column), the table's rows */
 };
 
-/* The host side of the last problem built: the tuner creates a fresh state for every candidate
- * it checks, so the seeded boids and vectors are generated once per (size, seed). */
-std::mutex g_bench_mutex;
-dm_flock_store g_bench_host;
-size_t g_bench_nb = 0;
-uint64_t g_bench_seed = 0;
+/* The documents of the tuning workloads: nb synthetic unit vectors on a W x W plane (W from nb,
+ * bench_plane) in one block that is page-locked while it is kept (cudaHostRegister, best
+ * effort), so that every tuning input uploads them straight at the copy engines' speed. Kept
+ * between inputs by the tuning cache (common/tune/wl_cache.h: the searches of a run's kernels
+ * share the documents of one size, and a small input in between no longer evicts them) until a
+ * simulation ends (dm_flock_cuda_free clears it). The store's arrays point into the block. */
+struct bench_docs {
+    dm_flock_store h;
+    void *block;
+    bool pinned;
+    uint64_t terms; /* 1 + the largest column */
+};
 
-/* The documents of the tuning workloads (g_bench_host): nb synthetic unit vectors on a W x W
- * plane in one block (g_bench_block) that is page-locked while it is kept (cudaHostRegister,
- * best effort), so that every tuning input uploads them straight at the copy engines' speed.
- * Kept for the next input of the same size (the searches of a run's kernels share them) until
- * a simulation ends (dm_flock_cuda_free). The store's arrays point into the block: it is
- * released here, never by dm_flock_store_free. */
-void *g_bench_block = NULL;
-bool g_bench_pinned = false;
-
-void bench_host_release(dm_flock_store *h)
+void bench_docs_drop(void *p)
 {
-    if (g_bench_pinned && cudaHostUnregister(g_bench_block) != cudaSuccess)
+    bench_docs *d = static_cast<bench_docs *>(p);
+    if (!d) return;
+    if (d->pinned && cudaHostUnregister(d->block) != cudaSuccess)
         cudaGetLastError(); /* not sticky: clear it for the launches' checks */
-    g_bench_pinned = false;
-    dm_free(g_bench_block);
-    g_bench_block = NULL;
+    dm_free(d->block);
+    dm_free(d);
+}
+
+double bench_plane(size_t nb)
+{
+    double W = sqrt((double)nb * 3.141592653589793 / 15.0);
+    return W < 3.5 ? 3.5 : W;
+}
+
+int bench_docs_build(dm_wl_host *out, size_t nb, uint64_t seed, const void *arg)
+{
+    (void)arg;
+    const double W = bench_plane(nb);
+    bench_docs *d = static_cast<bench_docs *>(dm_calloc(1, sizeof *d));
+    if (!d) return DM_ERR(DM_ERR_NOMEM, "flock bench: out of memory for %zu documents", nb);
+    dm_flock_store *h = &d->h;
     dm_flock_store_init(h);
-}
-
-void bench_cache_release()
-{
-    std::lock_guard<std::mutex> lock(g_bench_mutex);
-    bench_host_release(&g_bench_host);
-    g_bench_nb = 0;
-}
-
-int bench_host(dm_flock_store *h, size_t nb, uint64_t seed, double W)
-{
-    bench_host_release(h);
     dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
     so.tokens = 80;
     so.seed = seed;
     dm_vectors v;
-    DM_TRY(dm_flock_synth_vectors(&v, &so, 0, nb));
+    int rc = dm_flock_synth_vectors(&v, &so, 0, nb);
+    if (rc != DM_OK) {
+        dm_free(d);
+        return rc;
+    }
     const size_t nnz = (size_t)v.row_off[nb];
     const size_t a8 = (8 * nb + 63) & ~(size_t)63, a4 = (4 * nb + 63) & ~(size_t)63,
                  p4 = (4 * nnz + 63) & ~(size_t)63;
     const size_t bytes = 6 * a8 + a4 + 2 * p4 + 4 * 8 * nb + 64;
     char *blk = static_cast<char *>(dm_malloc(bytes));
-    int rc = blk ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock bench: out of memory for %zu documents", nb);
+    if (!blk) rc = DM_ERR(DM_ERR_NOMEM, "flock bench: out of memory for %zu documents", nb);
     if (rc == DM_OK) {
-        g_bench_block = blk;
+        d->block = blk;
         h->id = reinterpret_cast<uint64_t *>(blk);
         h->x = reinterpret_cast<double *>(blk + a8);
         h->y = reinterpret_cast<double *>(blk + 2 * a8);
@@ -1615,18 +1618,25 @@ int bench_host(dm_flock_store *h, size_t nb, uint64_t seed, double W)
         rc = dm_flock_store_append_unit_rows(h, &v, 0, st, st + nb, st + 2 * nb, st + 3 * nb);
     }
     dm_flock_vectors_release(&v);
+    for (size_t q = 0; rc == DM_OK && q < h->pool; q++)
+        if (h->col[q] + (uint64_t)1 > d->terms) d->terms = h->col[q] + (uint64_t)1;
     if (rc == DM_OK) {
-        g_bench_pinned = cudaHostRegister(blk, bytes, cudaHostRegisterDefault) == cudaSuccess;
-        if (!g_bench_pinned) cudaGetLastError(); /* not sticky: clear it for the launches' checks */
+        d->pinned = cudaHostRegister(blk, bytes, cudaHostRegisterDefault) == cudaSuccess;
+        if (!d->pinned) cudaGetLastError(); /* not sticky: clear it for the launches' checks */
     }
-    if (rc != DM_OK) bench_host_release(h);
-    return rc;
+    if (rc != DM_OK) {
+        bench_docs_drop(d);
+        return rc;
+    }
+    out->data = d;
+    out->bytes = bytes;
+    out->drop = bench_docs_drop;
+    return DM_OK;
 }
 
 int bench_problem(bench *b, size_t nb, uint64_t seed)
 {
-    double W = sqrt((double)nb * 3.141592653589793 / 15.0);
-    if (W < 3.5) W = 3.5;
+    const double W = bench_plane(nb);
     memset(&b->p, 0, sizeof b->p);
     b->p.r = 1;
     b->p.r2 = 1;
@@ -1646,18 +1656,16 @@ int bench_problem(bench *b, size_t nb, uint64_t seed)
     dstate *s = b->s;
     DM_TRY(dstate_open(s));
     {
-        std::lock_guard<std::mutex> lock(g_bench_mutex);
-        if (g_bench_nb != nb || g_bench_seed != seed || g_bench_host.n != nb) {
-            g_bench_nb = 0;
-            DM_TRY(bench_host(&g_bench_host, nb, seed, W));
-            g_bench_nb = nb;
-            g_bench_seed = seed;
-        }
-        if (g_bench_pinned)
-            DM_TRY(upload_set_via(&s->own, &g_bench_host, s->sa, 0, 0, NULL, NULL));
-        else
-            DM_TRY(upload_set(&s->own, &g_bench_host, s->sa, 0, 0));
-        DM_CUDA_TRY(cudaStreamSynchronize(s->sa)); /* pageable copies done before unlocking */
+        void *lent = NULL;
+        DM_TRY(dm_wl_cache_get("flock.docs", nb, seed, bench_docs_build, NULL, &lent));
+        const bench_docs *d = static_cast<const bench_docs *>(lent);
+        b->cterms = d->terms;
+        int rc = d->pinned ? upload_set_via(&s->own, &d->h, s->sa, 0, 0, NULL, NULL)
+                           : upload_set(&s->own, &d->h, s->sa, 0, 0);
+        /* the copies done before the documents are returned */
+        if (cudaStreamSynchronize(s->sa) != cudaSuccess && rc == DM_OK) rc = DM_ERR(DM_ERR_CUDA, "flock bench: upload");
+        dm_wl_cache_put(lent);
+        DM_TRY(rc);
     }
     DM_TRY(ensure_own_buffers(s, nb));
     DM_CUDA_TRY(cudaMemsetAsync(s->cache[0], 0, 8 * s->cap_cache[0], s->sa));
@@ -1727,16 +1735,9 @@ int bench_edges_input(dstate *s, size_t nb)
 int bench_attach_input(bench *b, size_t nb, uint64_t seed)
 {
     dstate *s = b->s;
-    uint64_t T = 0;
-    {
-        std::lock_guard<std::mutex> lock(g_bench_mutex);
-        const dm_flock_store *h = &g_bench_host; /* the documents bench_problem uploaded */
-        for (size_t q = 0; q < h->pool; q++)
-            if (h->col[q] + (uint64_t)1 > T) T = h->col[q] + (uint64_t)1;
-    }
+    const uint64_t T = b->cterms; /* of the documents bench_problem uploaded */
     const int k = 16;
     b->ck = k;
-    b->cterms = T;
     size_t cells = (size_t)T * k;
     double *t = static_cast<double *>(malloc(8 * (cells ? cells : 1)));
     double *norm = static_cast<double *>(calloc(k, 8));
@@ -1775,7 +1776,7 @@ int bench_create_k(void **state, size_t n, uint64_t seed, int k)
     size_t nb = n;
     if (k == K_SIM) {
         /* about 15 pairs per boid, half of them mirrors; a power of two of boids, so that the
-         * other kernels' inputs of that many boids share the documents (bench_host) */
+         * other kernels' inputs of that many boids share the documents (bench_docs) */
         nb = 64;
         while (nb < n / 5 + 64) nb *= 2;
     }

@@ -16,6 +16,7 @@
 #include "common/cuda_check.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
+#include "common/tune/wl_cache.h"
 #include "preprocess/preprocess.h"
 #include "preprocess/preprocess_kernels.cuh"
 #include "preprocess/preprocess_tune.h" /* workloads of place, compact, docs */
@@ -249,22 +250,46 @@ static void dm_pp_bench_destroy(void *state)
     dm_free(b);
 }
 
-static int dm_pp_bench_create_common(dm_pp_bench **out, size_t n, uint64_t seed, int which)
+/* The host side of the process and stem workloads, the same for every input of (n, seed): kept
+ * between inputs (common/tune/wl_cache.h). */
+typedef struct dm_pp_bench_host {
+    char *text;            /* n bytes: words of the list, one space after each */
+    uint32_t *woff, *wlen; /* nw words */
+    size_t nw;
+    uint32_t *ts, *te;     /* process: the t tokens' bounds by the reference rule */
+    uint32_t t;
+} dm_pp_bench_host;
+
+static void dm_pp_bench_host_drop(void *p)
+{
+    dm_pp_bench_host *h = (dm_pp_bench_host *)p;
+    if (!h) return;
+    dm_free(h->text);
+    dm_free(h->woff);
+    dm_free(h->wlen);
+    dm_free(h->ts);
+    dm_free(h->te);
+    dm_free(h);
+}
+
+/* arg: the workload (const int *: 1 process, 2 stem); n >= 64 */
+static int dm_pp_bench_host_build(dm_wl_host *out, size_t n, uint64_t seed, const void *arg)
 {
     static const char *words[] = {"the", "market", "prices", "rose", "1987", "generalization",
                                   "naïve", "données", "ελλάδα", "日本語", "running", "of", "ab",
                                   "connections", "happily", "oil", "x"};
-    dm_pp_bench *b = (dm_pp_bench *)dm_calloc(1, sizeof(*b));
+    const int which = *(const int *)arg;
+    dm_pp_bench_host *b = (dm_pp_bench_host *)dm_calloc(1, sizeof *b);
     if (!b) return DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
-    *out = b;
-    b->which = which;
-    if (n < 64) n = 64;
-    char *h = (char *)dm_malloc(n);
-    uint32_t *hoff = (uint32_t *)dm_malloc(n * sizeof(uint32_t)), *hlen = (uint32_t *)dm_malloc(n * sizeof(uint32_t));
-    if (!h || !hoff || !hlen) {
-        dm_free(h);
-        dm_free(hoff);
-        dm_free(hlen);
+    char *h = b->text = (char *)dm_malloc(n);
+    uint32_t *hoff = b->woff = (uint32_t *)dm_malloc(n * sizeof(uint32_t));
+    uint32_t *hlen = b->wlen = (uint32_t *)dm_malloc(n * sizeof(uint32_t));
+    if (which == 1) {
+        b->ts = (uint32_t *)dm_malloc(n * 4);
+        b->te = (uint32_t *)dm_malloc(n * 4);
+    }
+    if (!h || !hoff || !hlen || (which == 1 && (!b->ts || !b->te))) {
+        dm_pp_bench_host_drop(b);
         return DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
     }
     size_t l = 0, nw = 0;
@@ -280,8 +305,38 @@ static int dm_pp_bench_create_common(dm_pp_bench **out, size_t n, uint64_t seed,
         h[l++] = ' ';
     }
     while (l < n) h[l++] = ' ';
+    b->nw = nw;
+    if (which == 1) { /* the tokens' bounds, placed on the host by the reference rule */
+        uint32_t t = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t f = dm_tok_mark_one(h, n, i);
+            if (f & 1u) b->ts[t++] = (uint32_t)i;
+            if (f & 2u) b->te[t - 1] = (uint32_t)(i + 1);
+        }
+        b->t = t;
+    }
+    out->data = b;
+    out->bytes = n * (which == 1 ? 17 : 9);
+    out->drop = dm_pp_bench_host_drop;
+    return DM_OK;
+}
+
+static int dm_pp_bench_create_common(dm_pp_bench **out, size_t n, uint64_t seed, int which)
+{
+    dm_pp_bench *b = (dm_pp_bench *)dm_calloc(1, sizeof(*b));
+    if (!b) return DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
+    *out = b;
+    b->which = which;
+    if (n < 64) n = 64;
+    void *lent = NULL;
+    int rc = dm_wl_cache_get(which == 1 ? "preprocess.process" : "preprocess.stem", n, seed, dm_pp_bench_host_build,
+                             &which, &lent);
+    if (rc < 0) return rc;
+    const dm_pp_bench_host *hh = (const dm_pp_bench_host *)lent;
+    const char *h = hh->text;
+    const size_t nw = hh->nw;
     b->n = n;
-    int rc = dm_stopset_load(&b->stop, NULL);
+    rc = dm_stopset_load(&b->stop, NULL);
     cudaError_t e = cudaSuccess;
 #define DM_BM(p, sz) if (rc >= 0 && e == cudaSuccess) rc = dm_device_alloc((void **)&(p), (size_t)(sz))
     DM_BM(b->text, n);
@@ -318,30 +373,19 @@ static int dm_pp_bench_create_common(dm_pp_bench **out, size_t n, uint64_t seed,
     DM_BM(b->w_out_len, nw * 4);
 #undef DM_BM
     if (rc >= 0 && e == cudaSuccess) e = cudaMemcpy(b->text, h, n, cudaMemcpyHostToDevice);
-    if (rc >= 0 && e == cudaSuccess && which == 1) { /* the tokens' bounds, placed on the host by the reference rule */
-        uint32_t *ts = (uint32_t *)dm_malloc(n * 4), *te = (uint32_t *)dm_malloc(n * 4), t = 0;
-        if (!ts || !te) rc = DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
-        for (size_t i = 0; rc >= 0 && e == cudaSuccess && i < n; i++) {
-            uint32_t f = dm_tok_mark_one(h, n, i);
-            if (f & 1u) ts[t++] = (uint32_t)i;
-            if (f & 2u) te[t - 1] = (uint32_t)(i + 1);
-        }
-        if (rc >= 0 && e == cudaSuccess) e = cudaMemcpy(b->tok_start, ts, (size_t)t * 4, cudaMemcpyHostToDevice);
-        if (rc >= 0 && e == cudaSuccess) e = cudaMemcpy(b->tok_end, te, (size_t)t * 4, cudaMemcpyHostToDevice);
-        dm_free(ts);
-        dm_free(te);
+    if (rc >= 0 && e == cudaSuccess && which == 1) {
+        e = cudaMemcpy(b->tok_start, hh->ts, (size_t)hh->t * 4, cudaMemcpyHostToDevice);
+        if (e == cudaSuccess) e = cudaMemcpy(b->tok_end, hh->te, (size_t)hh->t * 4, cudaMemcpyHostToDevice);
     }
-    if (rc >= 0 && e == cudaSuccess) e = cudaMemcpy(b->w_off, hoff, nw * 4, cudaMemcpyHostToDevice);
-    if (rc >= 0 && e == cudaSuccess) e = cudaMemcpy(b->w_len, hlen, nw * 4, cudaMemcpyHostToDevice);
+    if (rc >= 0 && e == cudaSuccess) e = cudaMemcpy(b->w_off, hh->woff, nw * 4, cudaMemcpyHostToDevice);
+    if (rc >= 0 && e == cudaSuccess) e = cudaMemcpy(b->w_len, hh->wlen, nw * 4, cudaMemcpyHostToDevice);
     if (e == cudaSuccess && rc >= 0) {
         e = cudaMemcpy(b->d_keys, b->stop.keys, (b->stop.cap + DM_STOPSET_FILTER_WORDS) * 8, cudaMemcpyHostToDevice);
         if (e == cudaSuccess) e = cudaMemcpy(b->d_woff, b->stop.word_off, b->stop.cap * 4, cudaMemcpyHostToDevice);
         if (e == cudaSuccess) e = cudaMemcpy(b->d_wlen, b->stop.word_len, b->stop.cap, cudaMemcpyHostToDevice);
         if (e == cudaSuccess) e = cudaMemcpy(b->d_wbytes, b->stop.bytes, b->stop.bytes_len, cudaMemcpyHostToDevice);
     }
-    dm_free(h);
-    dm_free(hoff);
-    dm_free(hlen);
+    dm_wl_cache_put(lent);
     b->t = nw; /* stem bench: words; process bench: tokens (one per word) */
     if (rc < 0) return rc;
     if (e != cudaSuccess) return DM_ERR(DM_ERR_CUDA, "bench: %s", cudaGetErrorString(e));

@@ -26,6 +26,7 @@
 #include "preprocess/preprocess_kernels.cuh"
 #include "preprocess/preprocess_tune.h"
 #include "common/rng.h"
+#include "common/tune/wl_cache.h"
 #include "common/tune/workload_cuda.cuh"
 
 namespace {
@@ -41,6 +42,7 @@ struct workload {
     dm_pp_docs_args da;
     uint64_t *cum; /* docs: kept tokens before document d (host, n0 entries) */
     dm_pp_first_args fa;
+    void *lent; /* first: the host data (dm_wl_cache_get), returned at destroy */
 };
 
 uint64_t rnd(uint64_t *s)
@@ -63,6 +65,7 @@ void destroy(workload *w)
 {
     if (!w) return;
     dm_wl_free(&w->bufs);
+    dm_wl_cache_put(w->lent);
     dm_free(w->cum);
     dm_free(w->text);
     dm_free(w);
@@ -158,14 +161,44 @@ int create_docs(workload *w, size_t n, uint64_t seed)
     return rc;
 }
 
-int create_first(workload *w, size_t n, uint64_t seed)
+/* The host side of the first workload, the same for every input of (n, seed): kept between
+ * inputs (common/tune/wl_cache.h). */
+struct first_host {
+    uint64_t *h, *st; /* n: hashes, stem starts */
+    uint8_t *len;     /* n */
+    char *stems;      /* at + 1 bytes */
+    size_t at;
+};
+
+void first_host_drop(void *p)
 {
+    first_host *f = (first_host *)p;
+    if (!f) return;
+    dm_free(f->h);
+    dm_free(f->st);
+    dm_free(f->len);
+    dm_free(f->stems);
+    dm_free(f);
+}
+
+int first_host_build(dm_wl_host *out, size_t n, uint64_t seed, const void *arg)
+{
+    (void)arg;
     size_t nv = n / 32 + 16;
-    uint64_t *th = (uint64_t *)dm_malloc(8 * nv), *h = (uint64_t *)dm_malloc(8 * n), *st = (uint64_t *)dm_malloc(8 * n);
+    first_host *f = (first_host *)dm_calloc(1, sizeof *f);
+    uint64_t *th = (uint64_t *)dm_malloc(8 * nv);
     uint32_t *toff = (uint32_t *)dm_malloc(4 * nv);
-    uint8_t *tl = (uint8_t *)dm_malloc(nv), *len = (uint8_t *)dm_malloc(n);
-    char *tb = (char *)dm_malloc(16 * nv), *stems = (char *)dm_malloc(16 * n + 1);
-    int rc = th && h && st && toff && tl && len && tb && stems ? DM_OK : DM_ERR(DM_ERR_NOMEM, "preprocess bench: %zu tokens", n);
+    uint8_t *tl = (uint8_t *)dm_malloc(nv);
+    char *tb = (char *)dm_malloc(16 * nv);
+    if (f) {
+        f->h = (uint64_t *)dm_malloc(8 * n);
+        f->st = (uint64_t *)dm_malloc(8 * n);
+        f->len = (uint8_t *)dm_malloc(n);
+        f->stems = (char *)dm_malloc(16 * n + 1);
+    }
+    int rc = f && th && toff && tl && tb && f->h && f->st && f->len && f->stems
+                 ? DM_OK
+                 : DM_ERR(DM_ERR_NOMEM, "preprocess bench: %zu tokens", n);
     for (size_t v = 0; rc == DM_OK && v < nv; v++) { /* term v: "t", v in hex, 0..4 filler letters */
         int l = snprintf(tb + 16 * v, 16, "t%zx%.*s", v, (int)(v % 5), "qxzvk");
         toff[v] = (uint32_t)(16 * v);
@@ -177,20 +210,39 @@ int create_first(workload *w, size_t n, uint64_t seed)
     size_t at = 0;
     for (size_t i = 0; rc == DM_OK && i < n; i++) {
         uint64_t a = rnd(&seed) % nv, b = rnd(&seed) % nv, v = a < b ? a : b;
-        memcpy(stems + at, tb + toff[v], tl[v]);
-        h[i] = th[v];
-        st[i] = at;
-        len[i] = tl[v];
+        memcpy(f->stems + at, tb + toff[v], tl[v]);
+        f->h[i] = th[v];
+        f->st[i] = at;
+        f->len[i] = tl[v];
         at += tl[v];
-        stems[at++] = ' ';
+        f->stems[at++] = ' ';
     }
+    dm_free(th);
+    dm_free(toff);
+    dm_free(tl);
+    dm_free(tb);
+    if (rc != DM_OK) {
+        first_host_drop(f);
+        return rc;
+    }
+    f->at = at;
+    out->data = f;
+    out->bytes = 33 * n + 1;
+    out->drop = first_host_drop;
+    return DM_OK;
+}
+
+int create_first(workload *w, size_t n, uint64_t seed)
+{
+    DM_TRY(dm_wl_cache_get("preprocess.first", n, seed, first_host_build, NULL, &w->lent));
+    const first_host *f = (const first_host *)w->lent;
     dm_pp_first_args *a = &w->fa;
     a->n = n;
     uint64_t slots = dm_tok_first_slots(n);
-    if (rc == DM_OK) rc = dev(w, (uint64_t **)&a->hash, 8 * n, h);
-    if (rc == DM_OK) rc = dev(w, (uint64_t **)&a->start, 8 * n, st);
-    if (rc == DM_OK) rc = dev(w, (uint8_t **)&a->len, n, len);
-    if (rc == DM_OK) rc = dev(w, (char **)&a->stems, at + 1, stems);
+    int rc = dev(w, (uint64_t **)&a->hash, 8 * n, f->h);
+    if (rc == DM_OK) rc = dev(w, (uint64_t **)&a->start, 8 * n, f->st);
+    if (rc == DM_OK) rc = dev(w, (uint8_t **)&a->len, n, f->len);
+    if (rc == DM_OK) rc = dev(w, (char **)&a->stems, f->at + 1, f->stems);
     if (rc == DM_OK) rc = dev(w, &a->keys, 8 * slots, NULL);
     if (rc == DM_OK) rc = dev(w, &a->idx, 4 * slots, NULL);
     if (rc == DM_OK) rc = dev(w, &a->flag, n, NULL);
@@ -201,14 +253,6 @@ int create_first(workload *w, size_t n, uint64_t seed)
                                    (uint64_t *)NULL, (uint32_t *)NULL, (int)n) != cudaSuccess)
         rc = DM_ERR(DM_ERR_CUDA, "preprocess bench: select storage");
     if (rc == DM_OK) rc = dev(w, (char **)&a->cub_tmp, a->cub_bytes, NULL);
-    dm_free(th);
-    dm_free(h);
-    dm_free(st);
-    dm_free(toff);
-    dm_free(tl);
-    dm_free(len);
-    dm_free(tb);
-    dm_free(stems);
     return rc;
 }
 

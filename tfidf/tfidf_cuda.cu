@@ -20,6 +20,7 @@
 #include "common/status.h"
 #include "common/timer.h"
 #include "common/tune/tune.h"
+#include "common/tune/wl_cache.h"
 #include "sorting/sorting.h"
 #include "tfidf/tfidf.h"
 #include "tfidf/tfidf_internal.h"
@@ -1269,17 +1270,35 @@ struct count_bench {
     tf_run r;
     size_t n_tok;
     dbufs b;
-    uint64_t *tab_off;
-    uint64_t *tok_off;
+    const uint64_t *tab_off; /* in lent */
+    void *lent;              /* the host data (count_host), returned at destroy */
 };
+
+/* The host side of the counting workload, the same for every input of (n, seed): kept between
+ * inputs (common/tune/wl_cache.h). The reference count (dm_tf_count_cpu) only sizes the tables. */
+struct count_host {
+    uint64_t *tok_off; /* n_docs + 1 (room for n + 2) */
+    uint32_t *tok;     /* n */
+    uint64_t *tab_off; /* n_docs + 1 */
+    size_t n_docs;
+};
+
+static void count_host_drop(void *p)
+{
+    count_host *h = (count_host *)p;
+    if (!h) return;
+    dm_free(h->tok_off);
+    dm_free(h->tok);
+    dm_free(h->tab_off);
+    dm_free(h);
+}
 
 static void count_bench_destroy(void *state)
 {
     count_bench *c = (count_bench *)state;
     if (!c) return;
     dfree_all(&c->b);
-    dm_free(c->tab_off);
-    dm_free(c->tok_off);
+    dm_wl_cache_put(c->lent);
     dm_free(c);
 }
 
@@ -1288,34 +1307,56 @@ static uint64_t brand(uint64_t *s)
     return dm_splitmix64(s);
 }
 
+static const uint32_t kCountTerms = 60000;
+
+static int count_host_build(dm_wl_host *out, size_t n, uint64_t seed, const void *arg)
+{
+    (void)arg;
+    count_host *h = (count_host *)dm_calloc(1, sizeof *h);
+    if (!h) return DM_ERR_NOMEM;
+    h->tok_off = (uint64_t *)dm_malloc(8 * (n + 2));
+    h->tok = (uint32_t *)dm_malloc(4 * (n ? n : 1));
+    int rc = h->tok_off && h->tok ? DM_OK : DM_ERR_NOMEM;
+    size_t n_docs = 0;
+    if (rc == DM_OK) rc = dm_tf_bench_docs(h->tok_off, h->tok, n, kCountTerms, seed, &n_docs);
+    h->n_docs = n_docs;
+    h->tab_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
+    uint8_t *grow = (uint8_t *)dm_calloc(n_docs ? n_docs : 1, 1);
+    if (rc == DM_OK && (!h->tab_off || !grow)) rc = DM_ERR_NOMEM;
+    dm_tf_counts ref;
+    memset(&ref, 0, sizeof ref);
+    dm_tf_count_options ro = DM_TF_COUNT_OPTIONS_INIT;
+    if (rc == DM_OK) rc = dm_tf_count_cpu(&ref, h->tok_off, h->tok, n_docs, kCountTerms, &ro);
+    for (size_t d = 0; rc == DM_OK && d < n_docs; d++)
+        grow[d] = (uint8_t)dm_tf_table_grow_fit(ref.term + ref.row_off[d], ref.row_off[d + 1] - ref.row_off[d],
+                                                h->tok_off[d + 1] - h->tok_off[d], 2);
+    dm_tf_counts_free(&ref);
+    if (rc == DM_OK) rc = table_offsets(h->tab_off, h->tok_off, n_docs, 2, grow);
+    dm_free(grow);
+    if (rc != DM_OK) {
+        count_host_drop(h);
+        return rc;
+    }
+    out->data = h;
+    out->bytes = 8 * (n + 2) + 4 * n + 8 * (n_docs + 1);
+    out->drop = count_host_drop;
+    return DM_OK;
+}
+
 static int count_bench_create(void **state, size_t n, uint64_t seed)
 {
     *state = NULL;
     count_bench *c = (count_bench *)dm_calloc(1, sizeof *c);
     if (!c) return DM_ERR_NOMEM;
     c->n_tok = n;
-    c->tok_off = (uint64_t *)dm_malloc(8 * (n + 2));
-    uint32_t *tok = (uint32_t *)dm_malloc(4 * (n ? n : 1));
-    int rc = c->tok_off && tok ? DM_OK : DM_ERR_NOMEM;
-    size_t n_docs = 0;
-    const uint32_t n_terms = 60000;
-    if (rc == DM_OK) rc = dm_tf_bench_docs(c->tok_off, tok, n, n_terms, seed, &n_docs);
-    c->tab_off = (uint64_t *)dm_malloc(8 * (n_docs + 1));
-    uint8_t *grow = (uint8_t *)dm_calloc(n_docs ? n_docs : 1, 1);
-    if (rc == DM_OK && (!c->tab_off || !grow)) rc = DM_ERR_NOMEM;
-    dm_tf_counts ref;
-    memset(&ref, 0, sizeof ref);
-    dm_tf_count_options ro = DM_TF_COUNT_OPTIONS_INIT;
-    if (rc == DM_OK) rc = dm_tf_count_cpu(&ref, c->tok_off, tok, n_docs, n_terms, &ro);
-    for (size_t d = 0; rc == DM_OK && d < n_docs; d++)
-        grow[d] = (uint8_t)dm_tf_table_grow_fit(ref.term + ref.row_off[d], ref.row_off[d + 1] - ref.row_off[d],
-                                                c->tok_off[d + 1] - c->tok_off[d], 2);
-    dm_tf_counts_free(&ref);
-    if (rc == DM_OK) rc = table_offsets(c->tab_off, c->tok_off, n_docs, 2, grow);
+    int rc = dm_wl_cache_get("tfidf.count", n, seed, count_host_build, NULL, &c->lent);
+    const count_host *h = (const count_host *)c->lent;
+    const size_t n_docs = h ? h->n_docs : 0;
+    if (h) c->tab_off = h->tab_off;
     tf_run *r = &c->r;
     r->n_docs = n_docs;
-    r->n_terms = n_terms;
-    r->slots = rc == DM_OK ? c->tab_off[n_docs] : 0;
+    r->n_terms = kCountTerms;
+    r->slots = rc == DM_OK ? h->tab_off[n_docs] : 0;
     if (rc == DM_OK) rc = dalloc(&c->b, (void **)&r->d_tok_off, 8 * (n_docs + 1));
     if (rc == DM_OK) rc = dalloc(&c->b, (void **)&r->d_tok, 4 * n);
     if (rc == DM_OK) rc = dalloc(&c->b, (void **)&r->d_tab_off, 8 * (n_docs + 1));
@@ -1323,14 +1364,12 @@ static int count_bench_create(void **state, size_t n, uint64_t seed)
     if (rc == DM_OK) rc = dalloc(&c->b, (void **)&r->d_cnt, 4 * r->slots);
     if (rc == DM_OK) rc = dalloc(&c->b, (void **)&r->d_over, 4 * n_docs);
     if (rc == DM_OK) rc = dalloc(&c->b, (void **)&r->d_bad, 4);
-    if (rc == DM_OK) rc = up(r->d_tok_off, c->tok_off, 8 * (n_docs + 1), 0);
-    if (rc == DM_OK) rc = up(r->d_tok, tok, 4 * n, 0);
-    if (rc == DM_OK) rc = up(r->d_tab_off, c->tab_off, 8 * (n_docs + 1), 0);
+    if (rc == DM_OK) rc = up(r->d_tok_off, h->tok_off, 8 * (n_docs + 1), 0);
+    if (rc == DM_OK) rc = up(r->d_tok, h->tok, 4 * n, 0);
+    if (rc == DM_OK) rc = up(r->d_tab_off, h->tab_off, 8 * (n_docs + 1), 0);
     /* a fixed pattern in the output before any run */
     if (rc == DM_OK && cudaMemset(r->d_key, 0x5a, 4 * r->slots) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "memset failed");
     if (rc == DM_OK && cudaDeviceSynchronize() != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "bench upload failed");
-    dm_free(tok);
-    dm_free(grow);
     if (rc != DM_OK) {
         count_bench_destroy(c);
         return rc;

@@ -40,6 +40,7 @@
 #include "tfidf/tfidf_kernels.cuh"
 #include "tfidf/tfidf_tune.h"
 #include "common/rng.h"
+#include "common/tune/wl_cache.h"
 #include "common/tune/workload_cuda.cuh"
 
 namespace {
@@ -55,13 +56,14 @@ struct workload {
     dm_wl_bufs bufs; /* every device buffer (common/tune/workload_cuda.cuh) */
     /* documents (tf_header, tf_compact) */
     dm_tf_compact_args ca;
-    uint64_t *h_row_off; /* host: entries of the documents before d, n0 + 1 */
+    const uint64_t *h_row_off; /* host: entries of the documents before d, n0 + 1 (in lent) */
     /* tables (vocab_*, hash_*) */
     dm_vt_args va;
     size_t n_vocab;
     /* weights */
     dm_w_args wa;
-    uint64_t *h_out_off; /* host: stored entries of the rows before r, n0 + 1 */
+    const uint64_t *h_out_off; /* host: stored entries of the rows before r, n0 + 1 (in lent) */
+    void *lent; /* host data of the documents or weights (dm_wl_cache_get), returned at destroy */
 };
 
 uint64_t rnd(uint64_t *s)
@@ -85,8 +87,7 @@ void destroy(workload *w)
 {
     if (!w) return;
     dm_wl_free(&w->bufs);
-    dm_free(w->h_row_off);
-    dm_free(w->h_out_off);
+    dm_wl_cache_put(w->lent);
     dm_free(w);
 }
 
@@ -115,17 +116,40 @@ int bench_docs(uint64_t **tok_off, uint32_t **tok, size_t n, uint64_t seed)
 
 /* ------------------------------------------------------------------ per-document tables */
 
-int create_docs(workload *w, size_t n, uint64_t seed)
+/* The host side of n documents' tables, the same for every input of (n, seed): kept between
+ * inputs (common/tune/wl_cache.h). */
+struct docs_host {
+    uint64_t *tab_off; /* n + 1 */
+    uint32_t *key, *cnt; /* tab_off[n] slots */
+    uint64_t *scan;    /* the header's exclusive scan, DM_TF_BUCKETS * n */
+    uint64_t *row_off; /* entries of the documents before d, n + 1 */
+};
+
+void docs_host_drop(void *p)
 {
-    uint64_t *tok_off = NULL, *tab_off = NULL, *scan = NULL;
+    docs_host *h = (docs_host *)p;
+    if (!h) return;
+    dm_free(h->tab_off);
+    dm_free(h->key);
+    dm_free(h->cnt);
+    dm_free(h->scan);
+    dm_free(h->row_off);
+    dm_free(h);
+}
+
+int docs_host_build(dm_wl_host *out, size_t n, uint64_t seed, const void *arg)
+{
+    (void)arg;
+    uint64_t *tok_off = NULL, *tab_off = NULL, *scan = NULL, *row_off = NULL;
     uint32_t *tok = NULL, *key = NULL, *cnt = NULL, *header = NULL, *sk = NULL, *sc = NULL;
     int rc = bench_docs(&tok_off, &tok, n, seed);
     size_t cap = 0, scap = 0;
     tab_off = (uint64_t *)dm_malloc(8 * (n + 1));
     header = (uint32_t *)dm_malloc(4 * DM_TF_BUCKETS * n + 4);
     scan = (uint64_t *)dm_malloc(8 * DM_TF_BUCKETS * n + 8);
-    w->h_row_off = (uint64_t *)dm_malloc(8 * (n + 1));
-    if (rc == DM_OK && (!tab_off || !header || !scan || !w->h_row_off)) rc = DM_ERR_NOMEM;
+    row_off = (uint64_t *)dm_malloc(8 * (n + 1));
+    docs_host *h = (docs_host *)dm_calloc(1, sizeof *h);
+    if (rc == DM_OK && (!tab_off || !header || !scan || !row_off || !h)) rc = DM_ERR_NOMEM;
     if (rc == DM_OK) tab_off[0] = 0;
     /* document d's table: the smallest doubling of its buckets that holds it (the driver's
      * rebuilds), filled in token order */
@@ -172,33 +196,52 @@ int create_docs(workload *w, size_t n, uint64_t seed)
     /* the exclusive scan of the header (the compaction's input) and the row offsets */
     uint64_t p = 0;
     for (size_t i = 0; rc == DM_OK && i < DM_TF_BUCKETS * n; i++) {
-        if (i % DM_TF_BUCKETS == 0) w->h_row_off[i / DM_TF_BUCKETS] = p;
+        if (i % DM_TF_BUCKETS == 0) row_off[i / DM_TF_BUCKETS] = p;
         scan[i] = p;
         p += header[i];
     }
-    if (rc == DM_OK) w->h_row_off[n] = p;
+    if (rc == DM_OK) row_off[n] = p;
+    dm_free(tok_off);
+    dm_free(tok);
+    dm_free(header);
+    dm_free(sk);
+    dm_free(sc);
+    if (h) *h = {tab_off, key, cnt, scan, row_off};
+    if (rc != DM_OK) {
+        if (h) docs_host_drop(h);
+        else {
+            dm_free(tab_off);
+            dm_free(key);
+            dm_free(cnt);
+            dm_free(scan);
+            dm_free(row_off);
+        }
+        return rc;
+    }
+    out->data = h;
+    out->bytes = 8 * (n + 1) * 2 + 8 * (size_t)tab_off[n] + 8 * DM_TF_BUCKETS * n;
+    out->drop = docs_host_drop;
+    return DM_OK;
+}
+
+int create_docs(workload *w, size_t n, uint64_t seed)
+{
+    DM_TRY(dm_wl_cache_get("tfidf.docs", n, seed, docs_host_build, NULL, &w->lent));
+    const docs_host *h = (const docs_host *)w->lent;
+    w->h_row_off = h->row_off;
+    const uint64_t p = h->row_off[n], slots = h->tab_off[n];
     dm_tf_compact_args *a = &w->ca;
     a->n_docs = n;
-    uint64_t slots = rc == DM_OK ? tab_off[n] : 0;
-    if (rc == DM_OK) rc = dev(w, (uint64_t **)&a->tab_off, 8 * (n + 1), tab_off);
-    if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->tab_key, 4 * slots, key);
-    if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->tab_cnt, 4 * slots, cnt);
+    int rc = dev(w, (uint64_t **)&a->tab_off, 8 * (n + 1), h->tab_off);
+    if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->tab_key, 4 * slots, h->key);
+    if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->tab_cnt, 4 * slots, h->cnt);
     if (rc == DM_OK) rc = dev(w, &a->header, 4 * DM_TF_BUCKETS * n, NULL);
     if (rc == DM_OK && w->kind == W_COMPACT) {
-        rc = dev(w, (uint64_t **)&a->header_scan, 8 * DM_TF_BUCKETS * n, scan);
+        rc = dev(w, (uint64_t **)&a->header_scan, 8 * DM_TF_BUCKETS * n, h->scan);
         if (rc == DM_OK) rc = dev(w, &a->out_term, 4 * p, NULL);
         if (rc == DM_OK) rc = dev(w, &a->out_count, 4 * p, NULL);
         if (rc == DM_OK) rc = dev(w, &a->row_off, 8 * (n + 1), NULL);
     }
-    dm_free(tok_off);
-    dm_free(tok);
-    dm_free(tab_off);
-    dm_free(key);
-    dm_free(cnt);
-    dm_free(header);
-    dm_free(scan);
-    dm_free(sk);
-    dm_free(sc);
     return rc;
 }
 
@@ -377,30 +420,62 @@ int table_output(const workload *w, uint64_t *o)
 
 /* ------------------------------------------------------------------ weights */
 
-int create_weigh(workload *w, size_t n, uint64_t seed)
+/* The host side of n count rows and their weights' passes, the same for every input of (n, seed):
+ * kept between inputs (common/tune/wl_cache.h). */
+struct weigh_host {
+    dm_tf_counts c;
+    uint32_t *map;             /* kLocalTerms */
+    double *col_w;             /* kColumns */
+    uint64_t *row_len;         /* n */
+    uint64_t *out_off;         /* n + 1 */
+    double *ow;                /* out_off[n]: the unnormalised entries in input order */
+    uint32_t *scol, *spos;     /* out_off[n]: each row's (column, position) sorted */
+};
+
+void weigh_host_drop(void *p)
 {
+    weigh_host *h = (weigh_host *)p;
+    if (!h) return;
+    dm_tf_counts_free(&h->c);
+    dm_free(h->map);
+    dm_free(h->col_w);
+    dm_free(h->row_len);
+    dm_free(h->out_off);
+    dm_free(h->ow);
+    dm_free(h->scol);
+    dm_free(h->spos);
+    dm_free(h);
+}
+
+int weigh_host_build(dm_wl_host *out, size_t n, uint64_t seed, const void *arg)
+{
+    (void)arg;
+    weigh_host *h = (weigh_host *)dm_calloc(1, sizeof *h);
+    if (!h) return DM_ERR_NOMEM;
     uint64_t *tok_off = NULL;
     uint32_t *tok = NULL;
-    dm_tf_counts c;
-    memset(&c, 0, sizeof c);
     int rc = bench_docs(&tok_off, &tok, n, seed);
-    if (rc == DM_OK) rc = dm_tfidf_bench_count_rows(&c, tok_off, tok, n);
+    if (rc == DM_OK) rc = dm_tfidf_bench_count_rows(&h->c, tok_off, tok, n);
     dm_free(tok_off);
     dm_free(tok);
-    const uint64_t nnz = rc == DM_OK ? c.row_off[n] : 0;
+    const uint64_t nnz = rc == DM_OK ? h->c.row_off[n] : 0;
     /* local terms onto columns: a seeded permutation, the last 5% unmapped; idf of each column,
      * 1% of them 0 (a term in every document) */
-    uint32_t *map = (uint32_t *)dm_malloc(4 * kLocalTerms);
-    double *col_w = (double *)dm_malloc(8 * kColumns);
-    uint64_t *row_len = (uint64_t *)dm_malloc(8 * n + 8), *kept = (uint64_t *)dm_malloc(8 * (n + 1));
-    w->h_out_off = (uint64_t *)dm_malloc(8 * (n + 1));
+    h->map = (uint32_t *)dm_malloc(4 * kLocalTerms);
+    h->col_w = (double *)dm_malloc(8 * kColumns);
+    h->row_len = (uint64_t *)dm_malloc(8 * n + 8);
+    h->out_off = (uint64_t *)dm_malloc(8 * (n + 1));
+    h->ow = (double *)dm_malloc(8 * nnz + 8);
+    h->scol = (uint32_t *)dm_malloc(4 * nnz + 4);
+    h->spos = (uint32_t *)dm_malloc(4 * nnz + 4);
+    uint64_t *kept = (uint64_t *)dm_malloc(8 * (n + 1)), *pair = (uint64_t *)dm_malloc(8 * nnz + 8);
     uint32_t *ocol = (uint32_t *)dm_malloc(4 * nnz + 4), *opos = (uint32_t *)dm_malloc(4 * nnz + 4);
-    double *ow = (double *)dm_malloc(8 * nnz + 8);
-    uint64_t *pair = (uint64_t *)dm_malloc(8 * nnz + 8);
-    if (rc == DM_OK && (!map || !col_w || !row_len || !kept || !w->h_out_off || !ocol || !opos || !ow || !pair))
+    if (rc == DM_OK && (!h->map || !h->col_w || !h->row_len || !h->out_off || !h->ow || !h->scol || !h->spos ||
+                        !kept || !pair || !ocol || !opos))
         rc = DM_ERR_NOMEM;
     uint64_t s = seed ^ 0xda3e39cb94b95bdbull;
     if (rc == DM_OK) {
+        uint32_t *map = h->map;
         for (uint32_t t = 0; t < kLocalTerms; t++) map[t] = t;
         for (uint32_t t = kLocalTerms - 1; t > 0; t--) {
             uint32_t j = (uint32_t)(rnd(&s) % (t + 1)), x = map[t];
@@ -410,23 +485,48 @@ int create_weigh(workload *w, size_t n, uint64_t seed)
         for (uint32_t t = 0; t < kLocalTerms; t++)
             if (map[t] >= kColumns) map[t] = DM_TERM_NONE;
         for (uint32_t k = 0; k < kColumns; k++)
-            col_w[k] = k % 100 == 7 ? 0.0 : 0.05 + (double)(rnd(&s) >> 11) * (12.0 / 9007199254740992.0);
+            h->col_w[k] = k % 100 == 7 ? 0.0 : 0.05 + (double)(rnd(&s) >> 11) * (12.0 / 9007199254740992.0);
     }
     /* pass 1 (weigh_len), its scan, pass 2 (weigh_fill) and the segmented sort, as defined */
-    const int sublinear = 0, l2 = 1;
-    if (rc == DM_OK)
-        dm_tfidf_bench_weigh_passes(&c, map, col_w, sublinear, row_len, kept, w->h_out_off, ocol, ow, opos, pair);
-    const uint64_t m = rc == DM_OK ? w->h_out_off[n] : 0;
+    if (rc == DM_OK) {
+        dm_tfidf_bench_weigh_passes(&h->c, h->map, h->col_w, 0, h->row_len, kept, h->out_off, ocol, h->ow, opos, pair);
+        for (uint64_t e = 0; e < h->out_off[n]; e++) {
+            h->scol[e] = (uint32_t)(pair[e] >> 32);
+            h->spos[e] = (uint32_t)pair[e];
+        }
+    }
+    dm_free(kept);
+    dm_free(pair);
+    dm_free(ocol);
+    dm_free(opos);
+    if (rc != DM_OK) {
+        weigh_host_drop(h);
+        return rc;
+    }
+    out->data = h;
+    out->bytes = 8 * (size_t)(n + 1) * 3 + 8 * (size_t)nnz + 16 * (size_t)h->out_off[n] + 4 * kLocalTerms + 8 * kColumns;
+    out->drop = weigh_host_drop;
+    return DM_OK;
+}
+
+int create_weigh(workload *w, size_t n, uint64_t seed)
+{
+    DM_TRY(dm_wl_cache_get("tfidf.weigh", n, seed, weigh_host_build, NULL, &w->lent));
+    const weigh_host *h = (const weigh_host *)w->lent;
+    const dm_tf_counts *c = &h->c;
+    const uint64_t nnz = c->row_off[n], m = h->out_off[n];
+    w->h_out_off = h->out_off;
     dm_w_args *a = &w->wa;
     a->n_rows = n;
-    a->sublinear = sublinear;
-    a->l2 = l2;
-    if (rc == DM_OK && w->kind != W_NORM) {
-        rc = dev(w, (uint64_t **)&a->row_off, 8 * (n + 1), c.row_off);
-        if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->term, 4 * nnz, c.term);
-        if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->count, 4 * nnz, c.count);
-        if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->map, 4 * kLocalTerms, map);
-        if (rc == DM_OK) rc = dev(w, (double **)&a->col_w, 8 * kColumns, col_w);
+    a->sublinear = 0;
+    a->l2 = 1;
+    int rc = DM_OK;
+    if (w->kind != W_NORM) {
+        rc = dev(w, (uint64_t **)&a->row_off, 8 * (n + 1), c->row_off);
+        if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->term, 4 * nnz, c->term);
+        if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->count, 4 * nnz, c->count);
+        if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->map, 4 * kLocalTerms, h->map);
+        if (rc == DM_OK) rc = dev(w, (double **)&a->col_w, 8 * kColumns, h->col_w);
     }
     if (rc == DM_OK && w->kind == W_LEN) {
         rc = dev(w, &a->row_len, 8 * n, NULL);
@@ -435,33 +535,20 @@ int create_weigh(workload *w, size_t n, uint64_t seed)
         a->unmapped = a->zero + 1;
     }
     if (rc == DM_OK && w->kind == W_FILL) {
-        rc = dev(w, &a->row_len, 8 * n, row_len);
-        if (rc == DM_OK) rc = dev(w, (uint64_t **)&a->out_off, 8 * (n + 1), w->h_out_off);
+        rc = dev(w, &a->row_len, 8 * n, h->row_len);
+        if (rc == DM_OK) rc = dev(w, (uint64_t **)&a->out_off, 8 * (n + 1), h->out_off);
         if (rc == DM_OK) rc = dev(w, &a->out_col, 4 * m, NULL);
         if (rc == DM_OK) rc = dev(w, &a->out_w, 8 * m, NULL);
         if (rc == DM_OK) rc = dev(w, &a->out_pos, 4 * m, NULL);
     }
     if (rc == DM_OK && w->kind == W_NORM) {
-        for (uint64_t e = 0; e < m; e++) {
-            ocol[e] = (uint32_t)(pair[e] >> 32);
-            opos[e] = (uint32_t)pair[e];
-        }
-        rc = dev(w, (uint64_t **)&a->out_off, 8 * (n + 1), w->h_out_off);
-        if (rc == DM_OK) rc = dev(w, &a->out_w, 8 * m, ow);
-        if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->sorted_col, 4 * m, ocol);
-        if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->sorted_pos, 4 * m, opos);
+        rc = dev(w, (uint64_t **)&a->out_off, 8 * (n + 1), h->out_off);
+        if (rc == DM_OK) rc = dev(w, &a->out_w, 8 * m, h->ow);
+        if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->sorted_col, 4 * m, h->scol);
+        if (rc == DM_OK) rc = dev(w, (uint32_t **)&a->sorted_pos, 4 * m, h->spos);
         if (rc == DM_OK) rc = dev(w, &a->final_col, 4 * m, NULL);
         if (rc == DM_OK) rc = dev(w, &a->final_val, 4 * m, NULL);
     }
-    dm_tf_counts_free(&c);
-    dm_free(map);
-    dm_free(col_w);
-    dm_free(row_len);
-    dm_free(kept);
-    dm_free(ocol);
-    dm_free(opos);
-    dm_free(ow);
-    dm_free(pair);
     return rc;
 }
 

@@ -11,6 +11,7 @@ set(DM_TUNE_C_SOURCES
     common/tune/db.c
     common/tune/copy.c
     common/tune/print.c
+    common/tune/wl_cache.c
     common/tune/tune_nocuda.c)
 set(DM_TUNE_CUDA_SOURCES
     common/tune/tune_cuda.cu

@@ -3,7 +3,9 @@
  * sizes that are not multiples of 32 or of any block size (exactly, or within the kernel's
  * float tolerance), the default gives the same output twice (so a kernel with one instance is
  * run and checked too), and an MSP tuning run picks a valid instance that passed that check.
- * DOCMINE_TEST_KERNELS=PREFIX limits both tests to the kernels whose name starts with PREFIX
+ * Inputs whose host data comes from the tuning cache (common/tune/wl_cache.h) give the default the
+ * same output as inputs built without it.
+ * DOCMINE_TEST_KERNELS=PREFIX limits the tests to the kernels whose name starts with PREFIX
  * (a quick check of one module's kernels on the GPU machine; ctest runs them all).
  * Exits 77 (skip) without a device. */
 #include <CUnit/Basic.h>
@@ -14,6 +16,7 @@
 #include "common/status.h"
 #include "common/tune/tune.h"
 #include "common/tune/tune_gpu.h"
+#include "common/tune/wl_cache.h"
 
 static int has_bench(const dm_tune_kernel *k)
 {
@@ -57,6 +60,63 @@ static void test_every_instance_matches_default(void)
     }
 }
 
+/* The default instance's output on a fresh input of n units (malloc'ed), or NULL. */
+static unsigned char *default_output(const dm_tune_kernel *k, size_t n, uint64_t seed, size_t *bytes)
+{
+    void *st = NULL;
+    unsigned char *out = NULL;
+    int rc = k->bench_create(&st, n, seed);
+    if (rc == DM_OK) rc = k->bench_run(st, &k->instances[k->default_instance], NULL);
+    if (rc == DM_OK) rc = k->bench_output(st, NULL, bytes);
+    if (rc == DM_OK && !(out = malloc(*bytes ? *bytes : 1))) rc = DM_ERR_NOMEM;
+    if (rc == DM_OK) rc = k->bench_output(st, out, bytes);
+    if (rc != DM_OK) {
+        fprintf(stderr, "%s at %zu: %s\n", k->name, n, dm_error_message());
+        free(out);
+        out = NULL;
+    }
+    if (st) k->bench_destroy(st);
+    return out;
+}
+
+/* Every kernel's input built twice through the cache (the second from kept host data) gives the
+ * default the output of an input built with nothing kept (budget 0, the uncached builds). A
+ * workload that changed kept host data, or a builder that depended on anything but its key,
+ * fails here. */
+static void test_cached_inputs_equal_fresh(void)
+{
+    dm_wl_cache_stats s0, s1;
+    dm_wl_cache_get_stats(&s0);
+    for (int i = 0; i < dm_tune_kernel_count(); i++) {
+        const dm_tune_kernel *k = dm_tune_kernel_at(i);
+        if (!selected(k) || !has_bench(k)) continue;
+        size_t n = k->bench_default_n < ((size_t)1 << 20) ? k->bench_default_n : (size_t)1 << 20;
+        n += 37;
+        size_t fresh_bytes = 0, b1 = 0, b2 = 0;
+        size_t old = dm_wl_cache_set_budget(0);
+        unsigned char *fresh = default_output(k, n, 77, &fresh_bytes);
+        dm_wl_cache_set_budget(old);
+        unsigned char *first = default_output(k, n, 77, &b1), *second = default_output(k, n, 77, &b2);
+        CU_ASSERT_PTR_NOT_NULL(fresh);
+        CU_ASSERT_PTR_NOT_NULL(first);
+        CU_ASSERT_PTR_NOT_NULL(second);
+        if (fresh && first && second) {
+            int same = fresh_bytes == b1 && fresh_bytes == b2 && memcmp(fresh, first, b1) == 0 &&
+                       memcmp(fresh, second, b2) == 0;
+            if (!same) fprintf(stderr, "%s at %zu: a cached input differs from a fresh one\n", k->name, n);
+            CU_ASSERT(same);
+        }
+        free(fresh);
+        free(first);
+        free(second);
+        dm_wl_cache_clear();
+    }
+    dm_wl_cache_get_stats(&s1);
+    printf("\n  tuning cache: %llu builds, %llu hits", (unsigned long long)(s1.builds - s0.builds),
+           (unsigned long long)(s1.hits - s0.hits));
+    if (!getenv("DOCMINE_TEST_KERNELS")) CU_ASSERT(s1.hits - s0.hits >= 5); /* flock, tfidf (3), preprocess (3) */
+}
+
 static void test_tuning_every_kernel(void)
 {
     for (int i = 0; i < dm_tune_kernel_count(); i++) {
@@ -90,6 +150,7 @@ int main(void)
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     CU_pSuite s = CU_add_suite("tune_all_gpu", NULL, NULL);
     CU_add_test(s, "every_instance_matches_default", test_every_instance_matches_default);
+    CU_add_test(s, "cached_inputs_equal_fresh", test_cached_inputs_equal_fresh);
     CU_add_test(s, "tuning_every_kernel", test_tuning_every_kernel);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
