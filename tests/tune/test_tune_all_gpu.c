@@ -90,8 +90,7 @@ static void test_cached_inputs_equal_fresh(void)
     for (int i = 0; i < dm_tune_kernel_count(); i++) {
         const dm_tune_kernel *k = dm_tune_kernel_at(i);
         if (!selected(k) || !has_bench(k)) continue;
-        size_t n = k->bench_default_n < ((size_t)1 << 20) ? k->bench_default_n : (size_t)1 << 20;
-        n += 37;
+        size_t n = (k->bench_default_n < ((size_t)1 << 16) ? k->bench_default_n : (size_t)1 << 16) + 37;
         size_t fresh_bytes = 0, b1 = 0, b2 = 0;
         size_t old = dm_wl_cache_set_budget(0);
         unsigned char *fresh = default_output(k, n, 77, &fresh_bytes);
