@@ -3,7 +3,10 @@
  * layout of the forces kernel), neighbour counting and detection with a per-boid cache of exact
  * similarity decisions, the exact similarity of the cache misses (a warp per pair merging the two
  * term-sorted rows 32 columns at a time; of the two own-own pairs (a, b) and (b, a) one is
- * computed, the other copies its decision), the force sums and the update. With several ranks the
+ * computed, the other copies its decision), the force sums, the update, and the carry of the
+ * cache's older decisions into the new rows (a warp per boid, the most recent first: a pair that
+ * leaves and comes back within a few iterations is not computed again; its time is in
+ * flock.forces; DOCMINE_FLOCK_CACHE_CARRY=0 turns it off for comparisons). With several ranks the
  * device selects the halo and the departing boids and only their states cross to the host, which
  * packs them with the vectors it keeps (non-blocking MPI, staged through host memory); the
  * selection (stream B), the exchange and the halo's unpacking and upload run while stream A
@@ -94,6 +97,7 @@ FK_LAUNCHER(launch_edges, fk_edges, fk_edges_args)
 FK_WARP_LAUNCHER(launch_similarity, fk_similarity, fk_sim_args)
 FK_WARP_LAUNCHER(launch_attach, fk_attach, fk_attach_args)
 FK_WARP_LAUNCHER(launch_csums, fk_centroid_sums, fk_csums_args)
+FK_WARP_LAUNCHER(launch_carry, fk_cache_carry, fk_carry_args)
 
 template <int B, int R, bool S, int L>
 int launch_forces(const void *args, size_t n, void *stream)
@@ -146,6 +150,8 @@ const dm_tune_instance g_edges_inst[] = {FK_SPACE(launch_edges, fk_edges)};
 /* attachment: block x documents per warp {1, 4 consecutive, 4 strided} */
 const dm_tune_instance g_attach_inst[] = {FK_SPACE(launch_attach, fk_attach)};
 const dm_tune_instance g_csums_inst[] = {FK_SPACE(launch_csums, fk_centroid_sums)};
+/* the pair cache's carry: block x boids per warp {1, 4 consecutive, 4 strided} */
+const dm_tune_instance g_carry_inst[] = {FK_SPACE(launch_carry, fk_cache_carry)};
 
 #define FK_F(B, R, S, L)                                                                           \
     {{B, R, S, L, (L) == DM_LAYOUT_TILED ? FK_TILE : 0}, launch_forces<B, R, S, L>,                \
@@ -417,6 +423,8 @@ struct dstate {
     uint64_t *cache[2] = {0, 0};
     size_t cap_cache[2] = {0, 0};
     int cur = 0; /* cache[cur] holds the last iteration's decisions */
+    uint32_t stamp = 0; /* the iteration mod 256: this iteration's pair-cache entries */
+    bool carry = true;  /* older decisions carried into the new rows (DOCMINE_FLOCK_CACHE_CARRY=0: not) */
     int *fill = 0;
     size_t cap_fill = 0;
     unsigned long long *ctr = 0; /* [0] pairs [1] similar [2] seam [3] - [4, 5] miss counters, [6, 7] mirrors */
@@ -505,6 +513,7 @@ int dstate_open(dstate *s)
 enum {
     K_KEYS, K_BOUNDS, K_GATHER, K_COUNT, K_DETECT, K_SIM, K_FORCES, K_UPDATE, K_MOVE, K_FLAGS, K_PICK,
     K_EDGES, K_ATTACH, K_CSUMS, /* the clusters */
+    K_CARRY,                    /* the pair cache's older decisions, after the update */
     K_N
 };
 extern const dm_tune_kernel g_kernels[K_N];
@@ -822,7 +831,7 @@ int forces_pass(dstate *s, dpass *ps, const dset *t, const dset *src, const dm_f
     if (n == 0) return DM_OK;
     if (!accumulate || ps->total) {
         fk_forces_args fa = {p, n, t->sidx, t->lbuf, t->lcap, src->lbuf, src->lcap, src->sid, ps->cnt, ps->off,
-                             ps->pairs, s->acc, accumulate, s->cache[1 - s->cur], s->fill, s->ctr};
+                             ps->pairs, s->acc, accumulate, s->cache[1 - s->cur], s->fill, s->ctr, s->stamp};
         DM_TRY(fi->launch(&fa, n, st));
     }
     return DM_OK;
@@ -1053,6 +1062,11 @@ extern "C" int dm_flock_cuda_init(dm_flock_sim *sim)
     dstate *s = new (std::nothrow) dstate();
     if (!s) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     sim->dev = s;
+    if (sim->n_global >= ((uint64_t)1 << 55)) /* the pair cache's entries hold document + 1 in 55 bits */
+        return DM_ERR(DM_ERR_UNSUPPORTED, "flock: %llu documents (the CUDA backend takes fewer than 2^55)",
+                      (unsigned long long)sim->n_global);
+    const char *carry = getenv("DOCMINE_FLOCK_CACHE_CARRY");
+    s->carry = !(carry && strcmp(carry, "0") == 0);
     DM_TRY(dstate_open(s));
     /* stream B at the highest priority: the halo selection it runs while stream A's similarity
      * kernel fills the device must not wait for that kernel's blocks (the host waits for it) */
@@ -1138,6 +1152,7 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     size_t n = s->own.n;
     cudaStream_t a = s->sa, b = s->sb;
     if (rc == DM_OK) rc = ensure_own_buffers(s, n);
+    s->stamp = (uint32_t)sim->iteration & 255u;
     if (rc == DM_OK && n && cudaMemsetAsync(s->cache[1 - s->cur], 0, 8 * n * FK_CACHE, a) != cudaSuccess)
         rc = DM_ERR(DM_ERR_CUDA, "flock: cudaMemsetAsync failed");
     if (rc == DM_OK && cudaEventRecord(s->ev[8], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
@@ -1247,6 +1262,10 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     if (rc == DM_OK && n) {
         fk_update_args ua = {p, n, s->acc, s->own.x, s->own.y, s->own.vx, s->own.vy, &s->ctr[2]};
         rc = pick(K_UPDATE, n)->launch(&ua, n, s->sa);
+        /* the pair cache's older decisions into this iteration's rows, after every forces pass
+         * (own and halo) has inserted this iteration's neighbours */
+        fk_carry_args ca = {s->cache[s->cur], s->cache[1 - s->cur], s->fill, n, s->stamp};
+        if (rc == DM_OK && s->carry) rc = pick(K_CARRY, n)->launch(&ca, n, s->sa);
     }
     if (rc == DM_OK && cudaEventRecord(s->ev[11], s->sa) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
     if (rc == DM_OK) rc = read_counters(sim, s); /* synchronises stream A, after B's work */
@@ -1841,6 +1860,13 @@ int bench_create_k(void **state, size_t n, uint64_t seed, int k)
     }
     if (rc == DM_OK && k == K_EDGES) rc = bench_edges_input(s, nb);
     if (rc == DM_OK && (k == K_ATTACH || k == K_CSUMS)) rc = bench_attach_input(b, nb, seed);
+    if (rc == DM_OK && k == K_CARRY) {
+        /* this iteration's rows from a forces pass one iteration after the last (stamp 1): the
+         * last iteration's decisions not among them are carried */
+        s->stamp = 1;
+        rc = forces_pass(s, &s->pown, &s->own, &s->own, b->p, 0,
+                         &g_kernels[K_FORCES].instances[g_kernels[K_FORCES].default_instance], s->sa);
+    }
     /* the units this state can run */
     size_t units = nb;
     if (k == K_SIM) units = (size_t)s->pown.n_miss;
@@ -1904,7 +1930,7 @@ int bench_run(void *state, const dm_tune_instance *inst, void *stream)
         DM_TRY(g_kernels[K_GATHER].instances[g_kernels[K_GATHER].default_instance].launch(&g, d->n, stream));
         DM_CUDA_TRY(cudaMemsetAsync(s->cache[1 - s->cur], 0, 8 * d->n * FK_CACHE, st));
         fk_forces_args a = {b->p, n, d->sidx, d->lbuf, d->lcap, d->lbuf, d->lcap, d->sid, s->pown.cnt, s->pown.off,
-                            s->pown.pairs, s->acc, 0, s->cache[1 - s->cur], s->fill, s->ctr};
+                            s->pown.pairs, s->acc, 0, s->cache[1 - s->cur], s->fill, s->ctr, s->stamp};
         return inst->launch(&a, n, stream);
     }
     case K_UPDATE: {
@@ -1913,6 +1939,13 @@ int bench_run(void *state, const dm_tune_instance *inst, void *stream)
         DM_CUDA_TRY(cudaMemcpyAsync(d->vx, b->vx0, 8 * n, cudaMemcpyDeviceToDevice, st));
         DM_CUDA_TRY(cudaMemcpyAsync(d->vy, b->vy0, 8 * n, cudaMemcpyDeviceToDevice, st));
         fk_update_args a = {b->p, n, s->acc, d->x, d->y, d->vx, d->vy, &s->ctr[2]};
+        return inst->launch(&a, n, stream);
+    }
+    case K_CARRY: {
+        /* a timing run after the first finds the older decisions carried already: it reads and
+         * looks them up (most of the work) and inserts none; the rows and fills stay the first
+         * run's (the output) */
+        fk_carry_args a = {s->cache[s->cur], s->cache[1 - s->cur], s->fill, n, 1};
         return inst->launch(&a, n, stream);
     }
     case K_FLAGS: {
@@ -1997,6 +2030,7 @@ int bench_output(void *state, void *host, size_t *nbytes)
         break;
     }
     case K_ATTACH: parts[np++] = {s->ares, 4 * n}; break;
+    case K_CARRY: parts[np++] = {s->fill, 4 * n}; break; /* the rows' fills after the carry */
     case K_CSUMS: {
         const size_t cells = (size_t)b->cterms * (size_t)b->ck;
         parts[np++] = {s->csum, 8 * cells}, parts[np++] = {s->chas, cells};
@@ -2048,6 +2082,7 @@ FK_BENCH_CREATE(K_PICK)
 FK_BENCH_CREATE(K_EDGES)
 FK_BENCH_CREATE(K_ATTACH)
 FK_BENCH_CREATE(K_CSUMS)
+FK_BENCH_CREATE(K_CARRY)
 
 /* bench_resize is a newer field of dm_tune_kernel: set it where the tuner has it */
 template <typename K>
@@ -2110,6 +2145,8 @@ const dm_tune_kernel g_kernels[K_N] = {
                 g_attach_inst, NINST(g_attach_inst), FK_SPACE_DEFAULT, bench_create_K_ATTACH, (size_t)1 << 20),
     make_kernel("flock.centroid_sums", "clusters' fixed-point centroid sums, a warp per document", "documents",
                 g_csums_inst, NINST(g_csums_inst), FK_SPACE_DEFAULT, bench_create_K_CSUMS, (size_t)1 << 20),
+    make_kernel("flock.cache_carry", "older pair-cache decisions into this iteration's rows, a warp per boid",
+                "boids", g_carry_inst, NINST(g_carry_inst), FK_SPACE_DEFAULT, bench_create_K_CARRY, (size_t)1 << 20),
 };
 
 } // namespace

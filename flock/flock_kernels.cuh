@@ -22,14 +22,23 @@
 #define FK_DISSIMILAR 0u
 #define FK_SIMILAR 1u
 #define FK_UNKNOWN 2u
-/* Pair-cache rows: FK_CACHE slots of u64 ((document + 1) << 1 | similar), 0 = empty; filled to at
- * most three quarters (96 remembered neighbours: 3.4 times the mean of the 1M-document benchmark)
- * so that linear probes stay short. Two rows per boid (last iteration's and this one's): 2 KB per
- * document, the largest device structure after the vectors. A neighbour that finds its row full
- * is only not remembered: its similarity is computed again next time (exact either way). */
-#define FK_CACHE_BITS 7
+/* Pair-cache rows: FK_CACHE slots of u64 (stamp << FK_STAMP_SHIFT | (document + 1) << 1 | similar),
+ * 0 = empty; the stamp is the iteration (mod 256) the pair was last a neighbour pair. A row holds
+ * this iteration's neighbours (the forces insert them) and, after the update, as many of the last
+ * row's older decisions as fit, the most recent first (fk_cache_carry): a pair that leaves and
+ * comes back within a few iterations is not computed again. Filled to at most five eighths (160
+ * remembered neighbours) so that linear probes stay short. Two rows per boid (last iteration's
+ * and this one's): 4 KB per document, the largest device structure after the vectors. A
+ * neighbour that finds its row full is only not remembered: its similarity is computed again
+ * next time (exact either way: decisions never change). Documents are numbered below 2^55. */
+#define FK_CACHE_BITS 8
 #define FK_CACHE (1 << FK_CACHE_BITS)
-#define FK_CACHE_FILL (FK_CACHE * 3 / 4)
+#define FK_CACHE_FILL (FK_CACHE * 5 / 8)
+#define FK_STAMP_SHIFT 56
+#define FK_KEY_MASK ((1ull << FK_STAMP_SHIFT) - 2) /* the document bits of an entry */
+/* Age classes of carried decisions (iterations since last a neighbour pair): 1, 2, 3-4, 5-8,
+ * 9-16; older ones are dropped. */
+#define FK_AGE_CLASSES 5
 #define FK_TILE 32
 
 /* The items of a thread: RAKE of them, consecutive (t*RAKE + r) or strided by the grid. */
@@ -209,26 +218,54 @@ __device__ __forceinline__ uint32_t fk_cache_lookup(const uint64_t *__restrict__
     for (int k = 0; k < FK_CACHE; k++) {
         uint64_t e = row[h];
         if (e == 0) return FK_UNKNOWN;
-        if ((e & ~1ull) == key) return (uint32_t)(e & 1);
+        if ((e & FK_KEY_MASK) == key) return (uint32_t)(e & 1);
         h = (h + 1) & (FK_CACHE - 1);
     }
     return FK_UNKNOWN;
 }
 
-/* Inserts (document, similar) unless present or the row is at its fill limit. */
-__device__ __forceinline__ void fk_cache_insert(uint64_t *__restrict__ row, int *fill, uint64_t id, uint32_t sim)
+/* Inserts entry e (its stamp, document and state) unless its document is present or the row is
+ * at its fill limit. Returns 1 when present or inserted. */
+__device__ __forceinline__ int fk_cache_put(uint64_t *__restrict__ row, int *fill, uint64_t e)
 {
-    const uint64_t key = (id + 1) << 1;
-    unsigned h = fk_hash(id) & (FK_CACHE - 1);
+    const uint64_t key = e & FK_KEY_MASK;
+    unsigned h = fk_hash((key >> 1) - 1) & (FK_CACHE - 1);
     for (int k = 0; k < FK_CACHE; k++) {
-        uint64_t e = row[h];
-        if ((e & ~1ull) == key) return;
-        if (e == 0) {
-            if (*fill >= FK_CACHE_FILL) return;
-            row[h] = key | sim;
+        uint64_t f = row[h];
+        if ((f & FK_KEY_MASK) == key && f) return 1;
+        if (f == 0) {
+            if (*fill >= FK_CACHE_FILL) return 0;
+            row[h] = e;
             (*fill)++;
-            return;
+            return 1;
         }
+        h = (h + 1) & (FK_CACHE - 1);
+    }
+    return 0;
+}
+
+/* Inserts (document, similar) of this iteration (stamp) unless present or the row is full. */
+__device__ __forceinline__ void fk_cache_insert(uint64_t *__restrict__ row, int *fill, uint64_t id, uint32_t sim,
+                                                uint32_t stamp)
+{
+    fk_cache_put(row, fill, (uint64_t)stamp << FK_STAMP_SHIFT | (id + 1) << 1 | sim);
+}
+
+/* The age class of entry e at iteration stamp (FK_AGE_CLASSES: too old). */
+__device__ __forceinline__ int fk_age_class(uint64_t e, uint32_t stamp)
+{
+    const uint32_t g = (stamp - (uint32_t)(e >> FK_STAMP_SHIFT)) & 255u;
+    return g <= 1 ? 0 : g <= 2 ? 1 : g <= 4 ? 2 : g <= 8 ? 3 : g <= 16 ? 4 : FK_AGE_CLASSES;
+}
+
+/* Inserts entry e, known to be absent, by a compare-and-swap on the first empty slot of its
+ * probe sequence (lanes of a warp insert into one row at once; the caller keeps the row below its
+ * fill limit, so there is one). */
+__device__ __forceinline__ void fk_cache_put_atomic(uint64_t *__restrict__ row, uint64_t e)
+{
+    unsigned h = fk_hash(((e & FK_KEY_MASK) >> 1) - 1) & (FK_CACHE - 1);
+    for (int k = 0; k < FK_CACHE; k++) {
+        if (atomicCAS(reinterpret_cast<unsigned long long *>(row + h), 0ull, (unsigned long long)e) == 0ull) return;
         h = (h + 1) & (FK_CACHE - 1);
     }
 }
@@ -420,6 +457,7 @@ struct fk_forces_args {
     uint64_t *cache_new;         /* this iteration's pair cache rows (by own index) */
     int *cache_fill;
     unsigned long long *stats;   /* [0] pairs, [1] similar */
+    uint32_t stamp;              /* the iteration mod 256 (pair-cache entries) */
 };
 
 template <int BLOCK, int RAKE, bool STRIDED, int LAYOUT>
@@ -448,7 +486,7 @@ __global__ void __launch_bounds__(BLOCK) fk_forces(fk_forces_args a)
         double dx, dy;
         double d2 = dm_flock_offset(&a.p, xx, xy, ix, iy, &dx, &dy);
         dm_flock_acc_add(&acc, &a.p, dx, dy, d2, ivx, ivy, (int)sim);
-        fk_cache_insert(row, &fill, a.sid[j], sim);
+        fk_cache_insert(row, &fill, a.sid[j], sim, a.stamp);
         ns += sim;
     }
     np += c;
@@ -490,6 +528,63 @@ __global__ void __launch_bounds__(BLOCK) fk_update(fk_update_args a)
     FK_ITEMS_END
     for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
     if ((threadIdx.x & 31) == 0 && s) atomicAdd(a.seam, s);
+}
+
+/* ---- the pair cache's carry ------------------------------------------------------------------
+ * After the update (every forces pass has inserted this iteration's neighbours): a warp per boid
+ * carries the older decisions of last iteration's row (old) into this iteration's (rows), the
+ * most recent age classes first, whole classes only (the ones that fit the row's room under its
+ * fill limit together); a decision the row already holds is not counted. Which entries are carried
+ * does not depend on the mapping or on the order of the lanes' inserts (their slots may), so the
+ * cache hits of every later iteration are the same in every run. */
+
+struct fk_carry_args {
+    const uint64_t *old;
+    uint64_t *rows;
+    int *fill;
+    size_t n;
+    uint32_t stamp;
+};
+
+template <int BLOCK, int RAKE, bool STRIDED>
+__global__ void __launch_bounds__(BLOCK) fk_cache_carry(fk_carry_args a)
+{
+    FK_WARP_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.n, i, lane)
+        const int fill = a.fill[i];
+        const int room = FK_CACHE_FILL - fill;
+        if (room <= 0) continue; /* uniform over the warp */
+        const uint64_t *old = a.old + i * FK_CACHE;
+        uint64_t *row = a.rows + i * FK_CACHE;
+        uint64_t e[FK_CACHE / 32];
+        int cls[FK_CACHE / 32];
+#pragma unroll
+        for (int k = 0; k < FK_CACHE / 32; k++) {
+            e[k] = old[k * 32 + lane];
+            cls[k] = FK_AGE_CLASSES;
+            if (e[k]) {
+                const int c = fk_age_class(e[k], a.stamp);
+                if (c < FK_AGE_CLASSES && fk_cache_lookup(row, ((e[k] & FK_KEY_MASK) >> 1) - 1) == FK_UNKNOWN)
+                    cls[k] = c;
+            }
+        }
+        int whole = 0, sum = 0; /* classes [0, whole) fit the room together */
+#pragma unroll
+        for (int c = 0; c < FK_AGE_CLASSES; c++) {
+            int m = 0;
+#pragma unroll
+            for (int k = 0; k < FK_CACHE / 32; k++) m += cls[k] == c;
+            m = (int)__reduce_add_sync(0xffffffffu, (unsigned)m);
+            if (whole == c && sum + m <= room) {
+                sum += m;
+                whole++;
+            }
+        }
+        __syncwarp();
+#pragma unroll
+        for (int k = 0; k < FK_CACHE / 32; k++)
+            if (cls[k] < whole) fk_cache_put_atomic(row, e[k]);
+        if (lane == 0) a.fill[i] = fill + sum;
+    FK_WARP_ITEMS_END
 }
 
 /* ---- after a migration: boid dst[k] = boid src[k], in place -----------------------------------

@@ -3,6 +3,9 @@
  *    of 1e-12 (stated tolerance; the backends share the model arithmetic, fixed-point sums and
  *    -fmad=false, so the expected difference is 0 and the test prints it), with the same neighbour
  *    and similarity counts;
+ *  - the pair cache's carry of older decisions (DOCMINE_FLOCK_CACHE_CARRY): over 40 iterations
+ *    the same trajectory with and without it, the CPU's neighbour and similarity counts with it
+ *    (a wrong carried decision changes them), and more cache hits with it;
  *  - every compiled instance of every flock kernel, forced in turn, gives the CPU result;
  *  - the tuner's bench hooks: every instance's output equals the default instance's, exactly;
  *  - the CUDA backend on 1..P ranks (sub-communicators) gives bit-identical trajectories and the
@@ -139,11 +142,41 @@ static void test_cpu_vs_cuda(void)
     ft_state_free(&g);
 }
 
+static void test_cache_carry(void)
+{
+    dm_flock_synth_options so = corpus(g_sanitizer ? 120 : 300);
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = g_sanitizer ? 4 : 40;
+    o.threshold = 0.08;
+    const uint64_t n = g_sanitizer ? 1201 : 4999;
+    ft_state c, off, on;
+    CU_ASSERT_EQUAL_FATAL(run_on(&c, &g_cpu, 1, &so, n, &o, NULL), DM_OK);
+    setenv("DOCMINE_FLOCK_CACHE_CARRY", "0", 1);
+    int rc = run_on(&off, &g_ctx, 1, &so, n, &o, NULL);
+    unsetenv("DOCMINE_FLOCK_CACHE_CARRY");
+    CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
+    CU_ASSERT_EQUAL_FATAL(run_on(&on, &g_ctx, 1, &so, n, &o, NULL), DM_OK);
+    if (g_ctx.rank == 0) {
+        printf("\n  pair cache over %d iterations: %llu hits of %llu pairs without the carry, %llu with it\n",
+               o.iterations, (unsigned long long)off.stats.sim_cache_hits, (unsigned long long)on.stats.pairs,
+               (unsigned long long)on.stats.sim_cache_hits);
+        CU_ASSERT_TRUE(bit_identical(&off, &on));
+        CU_ASSERT_TRUE(norm_err(&c, &on) <= TOL);
+        CU_ASSERT_EQUAL(c.stats.pairs, on.stats.pairs);
+        CU_ASSERT_EQUAL(c.stats.similar, on.stats.similar);
+        CU_ASSERT_EQUAL(off.stats.similar, on.stats.similar);
+        CU_ASSERT_TRUE(on.stats.sim_cache_hits > off.stats.sim_cache_hits);
+    }
+    ft_state_free(&c);
+    ft_state_free(&off);
+    ft_state_free(&on);
+}
+
 static const char *const g_kernel_names[] = {"flock.cell_keys", "flock.cell_bounds", "flock.gather",
                                              "flock.count", "flock.detect", "flock.similarity",
                                              "flock.forces", "flock.update", "flock.cache_move", "flock.flags",
                                              "flock.pick", "flock.edges", "flock.attach",
-                                             "flock.centroid_sums"};
+                                             "flock.centroid_sums", "flock.cache_carry"};
 #define NK ((int)(sizeof g_kernel_names / sizeof g_kernel_names[0]))
 
 /* Forces instance (round mod n_k) of every kernel in only (-1: all kernels), or back to the tuner. */
@@ -391,6 +424,7 @@ static void test_error_during_run(void)
 int main(int argc, char **argv)
 {
     CU_TestInfo gpu[] = {{"CPU vs CUDA after 10 iterations", test_cpu_vs_cuda},
+                         {"pair cache: older decisions carried", test_cache_carry},
                          {"every instance of every kernel vs the CPU", test_every_instance_vs_cpu},
                          {"bench hooks: every instance equals the default", test_bench_hooks},
                          {"CUDA backend: rank independence and clusters", test_cuda_rank_independence},
