@@ -9,7 +9,8 @@
  * Entries are kept while their bytes fit the budget (least recently used dropped first, never
  * one in use); an entry larger than the budget is built, lent and dropped when returned. The
  * modules clear the cache when their GPU stage ends (the tuning of a stage is over by then).
- * Thread-safe (one mutex; a build runs under it, so two threads never build one key twice).
+ * Thread-safe (one mutex; a build runs under it, so two threads never build one key twice, and
+ * a builder must not call dm_wl_cache_get or dm_wl_cache_put itself).
  * Host code only. Reference: the builders' uncached definitions (each caller's tests). */
 #ifndef DM_TUNE_WL_CACHE_H
 #define DM_TUNE_WL_CACHE_H
