@@ -1168,23 +1168,38 @@ int dm_flock_png_write_rows(const char *path, const double *x, const double *y, 
     rc = dm_ctx_agree(ctx, rc);
     for (int b0 = 0; b0 < h && rc == DM_OK; b0 += band) {
         int nb = h - b0 < band ? h - b0 : band;
-        memset(keys, 0, 8 * (size_t)w * (size_t)nb);
-        for (size_t i = 0; i < n; i++) {
-            int32_t c = color ? color[i] : 0;
-            int px = (int)(x[i] / W * w), py = (int)((1.0 - y[i] / H) * h);
-            unsigned char rgb[3];
-            dm_flock_label_rgb(c, rgb);
-            uint64_t key = ((uint64_t)1 << 57) | ((uint64_t)(c >= 0) << 56) | ((id0 + i) & 0xFFFFFFFFu) << 24 |
-                           (uint64_t)rgb[0] << 16 | (uint64_t)rgb[1] << 8 | rgb[2];
-            for (int dy = 0; dy < dot; dy++) {
-                int qy = (py + dy) % h;
-                if (qy < 0) qy += h;
-                if (qy < b0 || qy >= b0 + nb) continue;
-                uint64_t *row = keys + (size_t)(qy - b0) * (size_t)w;
-                for (int dx = 0; dx < dot; dx++) {
-                    int qx = (px + dx) % w;
-                    if (qx < 0) qx += w;
-                    if (row[qx] < key) row[qx] = key;
+        /* each thread owns a range of the band's rows: it scans every point and draws the pixels
+         * of its rows only (no two threads write a pixel; a pixel's largest key does not depend on
+         * the order of the points) */
+#pragma omp parallel
+        {
+            const int T = omp_get_num_threads(), t = omp_get_thread_num();
+            const int r0 = b0 + (int)((long)nb * t / T), r1 = b0 + (int)((long)nb * (t + 1) / T);
+            memset(keys + (size_t)(r0 - b0) * (size_t)w, 0, 8 * (size_t)w * (size_t)(r1 - r0));
+            for (size_t i = 0; i < n && r0 < r1; i++) {
+                int py = (int)((1.0 - y[i] / H) * h) % h; /* (py + dy) mod h, as (py mod h + dy) mod h */
+                if (py < 0) py += h;
+                int any = 0;
+                for (int dy = 0; dy < dot && !any; dy++) {
+                    int qy = py + dy < h ? py + dy : py + dy - h;
+                    any = qy >= r0 && qy < r1;
+                }
+                if (!any) continue;
+                int32_t c = color ? color[i] : 0;
+                int px = (int)(x[i] / W * w) % w;
+                if (px < 0) px += w;
+                unsigned char rgb[3];
+                dm_flock_label_rgb(c, rgb);
+                uint64_t key = ((uint64_t)1 << 57) | ((uint64_t)(c >= 0) << 56) | ((id0 + i) & 0xFFFFFFFFu) << 24 |
+                               (uint64_t)rgb[0] << 16 | (uint64_t)rgb[1] << 8 | rgb[2];
+                for (int dy = 0; dy < dot; dy++) {
+                    int qy = py + dy < h ? py + dy : py + dy - h;
+                    if (qy < r0 || qy >= r1) continue;
+                    uint64_t *row = keys + (size_t)(qy - b0) * (size_t)w;
+                    for (int dx = 0; dx < dot; dx++) {
+                        int qx = px + dx < w ? px + dx : px + dx - w;
+                        if (row[qx] < key) row[qx] = key;
+                    }
                 }
             }
         }
@@ -1193,6 +1208,7 @@ int dm_flock_png_write_rows(const char *path, const double *x, const double *y, 
                 MPI_SUCCESS)
             rc = DM_ERR(DM_ERR_MPI, "png: MPI_Reduce failed");
         if (ctx->rank == 0)
+#pragma omp parallel for schedule(static)
             for (size_t p = 0; p < (size_t)w * (size_t)nb; p++) {
                 unsigned char *o = img + ((size_t)b0 * (size_t)w + p) * 3;
                 uint64_t kk = keys[p];
