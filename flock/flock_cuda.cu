@@ -1062,9 +1062,6 @@ extern "C" int dm_flock_cuda_init(dm_flock_sim *sim)
     dstate *s = new (std::nothrow) dstate();
     if (!s) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     sim->dev = s;
-    if (sim->n_global >= ((uint64_t)1 << 55)) /* the pair cache's entries hold document + 1 in 55 bits */
-        return DM_ERR(DM_ERR_UNSUPPORTED, "flock: %llu documents (the CUDA backend takes fewer than 2^55)",
-                      (unsigned long long)sim->n_global);
     const char *carry = getenv("DOCMINE_FLOCK_CACHE_CARRY");
     s->carry = !(carry && strcmp(carry, "0") == 0);
     DM_TRY(dstate_open(s));

@@ -30,7 +30,8 @@
  * remembered neighbours) so that linear probes stay short. Two rows per boid (last iteration's
  * and this one's): 4 KB per document, the largest device structure after the vectors. A
  * neighbour that finds its row full is only not remembered: its similarity is computed again
- * next time (exact either way: decisions never change). Documents are numbered below 2^55. */
+ * next time (exact either way: decisions never change). Documents are numbered below 2^32
+ * (flock.c refuses more), well within the entry's 55 bits. */
 #define FK_CACHE_BITS 8
 #define FK_CACHE (1 << FK_CACHE_BITS)
 #define FK_CACHE_FILL (FK_CACHE * 5 / 8)
@@ -224,31 +225,24 @@ __device__ __forceinline__ uint32_t fk_cache_lookup(const uint64_t *__restrict__
     return FK_UNKNOWN;
 }
 
-/* Inserts entry e (its stamp, document and state) unless its document is present or the row is
- * at its fill limit. Returns 1 when present or inserted. */
-__device__ __forceinline__ int fk_cache_put(uint64_t *__restrict__ row, int *fill, uint64_t e)
-{
-    const uint64_t key = e & FK_KEY_MASK;
-    unsigned h = fk_hash((key >> 1) - 1) & (FK_CACHE - 1);
-    for (int k = 0; k < FK_CACHE; k++) {
-        uint64_t f = row[h];
-        if ((f & FK_KEY_MASK) == key && f) return 1;
-        if (f == 0) {
-            if (*fill >= FK_CACHE_FILL) return 0;
-            row[h] = e;
-            (*fill)++;
-            return 1;
-        }
-        h = (h + 1) & (FK_CACHE - 1);
-    }
-    return 0;
-}
-
-/* Inserts (document, similar) of this iteration (stamp) unless present or the row is full. */
+/* Inserts (document, similar) of this iteration (stamp) unless present or the row is at its fill
+ * limit. */
 __device__ __forceinline__ void fk_cache_insert(uint64_t *__restrict__ row, int *fill, uint64_t id, uint32_t sim,
                                                 uint32_t stamp)
 {
-    fk_cache_put(row, fill, (uint64_t)stamp << FK_STAMP_SHIFT | (id + 1) << 1 | sim);
+    const uint64_t key = (id + 1) << 1;
+    unsigned h = fk_hash(id) & (FK_CACHE - 1);
+    for (int k = 0; k < FK_CACHE; k++) {
+        uint64_t e = row[h];
+        if ((e & FK_KEY_MASK) == key) return;
+        if (e == 0) {
+            if (*fill >= FK_CACHE_FILL) return;
+            row[h] = (uint64_t)stamp << FK_STAMP_SHIFT | key | sim;
+            (*fill)++;
+            return;
+        }
+        h = (h + 1) & (FK_CACHE - 1);
+    }
 }
 
 /* The age class of entry e at iteration stamp (FK_AGE_CLASSES: too old). */
