@@ -1118,6 +1118,52 @@ extern "C" int dm_flock_cuda_sync_host(dm_flock_sim *sim)
     return DM_OK;
 }
 
+/* Tests (flock_impl.h): the pair-cache rows the next step reads, decoded. */
+extern "C" int dm_flock_cuda_cache_entries(dm_flock_sim *sim, dm_flock_cache_entry **out, size_t *n_out,
+                                           size_t *fill_mismatch)
+{
+    dstate *s = static_cast<dstate *>(sim->dev);
+    *out = NULL;
+    *n_out = 0;
+    *fill_mismatch = 0;
+    const size_t n = s->own.n;
+    if (!n) return DM_OK;
+    uint64_t *rows = static_cast<uint64_t *>(malloc(8 * n * FK_CACHE));
+    uint64_t *id = static_cast<uint64_t *>(malloc(8 * n));
+    int *fill = static_cast<int *>(malloc(sizeof(int) * n));
+    dm_flock_cache_entry *e = static_cast<dm_flock_cache_entry *>(malloc(sizeof *e * n * FK_CACHE));
+    int rc = rows && id && fill && e ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: cache entries: out of memory");
+    if (rc == DM_OK && (cudaMemcpy(rows, s->cache[s->cur], 8 * n * FK_CACHE, cudaMemcpyDeviceToHost) != cudaSuccess ||
+                        cudaMemcpy(id, s->own.id, 8 * n, cudaMemcpyDeviceToHost) != cudaSuccess ||
+                        cudaMemcpy(fill, s->fill, sizeof(int) * n, cudaMemcpyDeviceToHost) != cudaSuccess))
+        rc = DM_ERR(DM_ERR_CUDA, "flock: cache entries: copy failed");
+    size_t m = 0;
+    for (size_t i = 0; rc == DM_OK && i < n; i++) {
+        int c = 0;
+        for (int k = 0; k < FK_CACHE; k++) {
+            const uint64_t v = rows[i * FK_CACHE + k];
+            if (!v) continue;
+            e[m].doc = id[i];
+            e[m].other = ((v & FK_KEY_MASK) >> 1) - 1;
+            e[m].similar = (int)(v & 1);
+            e[m].age = (int)((s->stamp - (uint32_t)(v >> FK_STAMP_SHIFT)) & 255u);
+            m++;
+            c++;
+        }
+        *fill_mismatch += c != fill[i];
+    }
+    free(rows);
+    free(id);
+    free(fill);
+    if (rc != DM_OK) {
+        free(e);
+        return rc;
+    }
+    *out = e;
+    *n_out = m;
+    return DM_OK;
+}
+
 /* The own-own similarity and forces on stream A, once the detection's miss counts are known
  * (pairs_similarity waits for them). */
 int queue_own(dstate *s, const dm_flock_params &p, const dm_tune_instance *fi)

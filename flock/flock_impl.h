@@ -420,6 +420,15 @@ int dm_flock_cuda_sync_host(dm_flock_sim *s);
 /* Tests: launch instance `index` of kernel `kernel` ("flock.forces", ...) instead of the tuner's
  * choice (-1: back to the tuner). */
 int dm_flock_cuda_force_instance(const char *kernel, int index);
+/* Tests: the pair-cache rows the next step reads (one per own boid), decoded into *out (malloc'd,
+ * *n entries): row doc's decision on its pair with other, and the iterations since the pair was
+ * last a neighbour pair (0: the last step's). fill_mismatch counts the rows whose fill differs
+ * from their entries (meaningful on one rank: a migration moves rows, not fills). */
+typedef struct dm_flock_cache_entry {
+    uint64_t doc, other;
+    int similar, age;
+} dm_flock_cache_entry;
+int dm_flock_cuda_cache_entries(dm_flock_sim *s, dm_flock_cache_entry **out, size_t *n, size_t *fill_mismatch);
 #endif
 
 #ifdef __cplusplus

@@ -6,6 +6,9 @@
  *  - the pair cache's carry of older decisions (DOCMINE_FLOCK_CACHE_CARRY): over 40 iterations
  *    the same trajectory with and without it, the CPU's neighbour and similarity counts with it
  *    (a wrong carried decision changes them), and more cache hits with it;
+ *  - the pair cache's rows after steps (one rank, through a test hook), with and without the
+ *    carry: no pair twice in a row, fills right, ages 0..16, every decision the exact one, the
+ *    last step's pairs all there;
  *  - every compiled instance of every flock kernel, forced in turn, gives the CPU result;
  *  - the tuner's bench hooks: every instance's output equals the default instance's, exactly;
  *  - the CUDA backend on 1..P ranks (sub-communicators) gives bit-identical trajectories and the
@@ -170,6 +173,104 @@ static void test_cache_carry(void)
     ft_state_free(&c);
     ft_state_free(&off);
     ft_state_free(&on);
+}
+
+/* Checks the pair-cache rows after a step: no pair twice in a row, the device's fill equal to
+ * the row's entries, at most the fill limit (160), ages 0..16, every decision the exact one (the
+ * CPU's fixed-point cosine of the two documents' vectors), and the last step's pairs all there
+ * (the age-0 entries, when no row reached its limit). Returns the entries older than the last
+ * step (carried). */
+static size_t check_cache_rows(dm_flock_sim *s, uint64_t step_pairs)
+{
+    dm_flock_cache_entry *e = NULL;
+    size_t m = 0, mismatch = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_cuda_cache_entries(s, &e, &m, &mismatch), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_flock_cuda_sync_host(s), DM_OK);
+    const dm_flock_store *h = &s->own;
+    const uint64_t nd = dm_flock_sim_docs(s);
+    uint32_t *boid = malloc(sizeof *boid * nd);        /* document -> host boid */
+    uint64_t *seen = calloc(nd, sizeof *seen);         /* other -> entry index + 1 of this row's doc */
+    uint32_t *count = calloc(nd, sizeof *count);       /* entries per row's document */
+    CU_ASSERT_FATAL(boid && seen && count && h->n == nd);
+    for (size_t i = 0; i < h->n; i++) boid[h->id[i]] = (uint32_t)i;
+    size_t dup = 0, bad_age = 0, wrong = 0, carried = 0, fresh = 0;
+    for (size_t k = 0; k < m; k++) {
+        const dm_flock_cache_entry *x = &e[k];
+        CU_ASSERT_FATAL(x->doc < nd && x->other < nd && x->doc != x->other);
+        if (seen[x->other] && e[seen[x->other] - 1].doc == x->doc) dup++;
+        seen[x->other] = k + 1;
+        count[x->doc]++;
+        bad_age += x->age < 0 || x->age > 16;
+        carried += x->age > 0;
+        fresh += x->age == 0;
+        const size_t a = boid[x->doc], b = boid[x->other];
+        int64_t dot = dm_flock_dot_fix(h->col + h->voff[a], h->val + h->voff[a], h->vlen[a], h->col + h->voff[b],
+                                       h->val + h->voff[b], h->vlen[b]);
+        wrong += dm_flock_is_similar(dot, s->opt.threshold) != x->similar;
+    }
+    int full = 0;
+    for (uint64_t d = 0; d < nd; d++) {
+        CU_ASSERT(count[d] <= 160);
+        full |= count[d] >= 160;
+    }
+    CU_ASSERT_EQUAL(dup, 0);
+    CU_ASSERT_EQUAL(mismatch, 0);
+    CU_ASSERT_EQUAL(bad_age, 0);
+    CU_ASSERT_EQUAL(wrong, 0);
+    if (!full) {
+        CU_ASSERT_EQUAL(fresh, step_pairs);
+    }
+    if (dup || mismatch || bad_age || wrong || (!full && fresh != step_pairs))
+        printf("\n  cache rows: %zu entries, %zu twice in a row, %zu fills differing, %zu ages out of range, %zu "
+               "wrong decisions, %zu of the last step's %llu pairs\n",
+               m, dup, mismatch, bad_age, wrong, fresh, (unsigned long long)step_pairs);
+    free(boid);
+    free(seen);
+    free(count);
+    free(e);
+    return carried;
+}
+
+/* The pair cache's rows step by step on one rank, with the carry and without it (DOCMINE_FLOCK_
+ * CACHE_CARRY=0: no entry older than the last step). Entries seen through the test hook. Note:
+ * "seen" keeps the last entry per other document, and the entries of a row are consecutive, so a
+ * repeat within a row is caught. */
+static void test_cache_rows(void)
+{
+    if (g_ctx.rank != 0) return;
+    dm_ctx c;
+    ft_ctx_sub(&c, &g_ctx, MPI_COMM_SELF);
+    dm_flock_synth_options so = corpus(g_sanitizer ? 120 : 300);
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = g_sanitizer ? 4 : 30;
+    o.threshold = 0.08;
+    const uint64_t n = g_sanitizer ? 1201 : 4999;
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_synth_share(&v, &so, n, 0, 1), DM_OK);
+    for (int carry = 1; carry >= 0; carry--) {
+        if (!carry) setenv("DOCMINE_FLOCK_CACHE_CARRY", "0", 1);
+        dm_flock_sim *s = NULL;
+        int rc = dm_flock_sim_init(&s, &c, &v, &o);
+        unsetenv("DOCMINE_FLOCK_CACHE_CARRY");
+        CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
+        size_t carried = 0;
+        for (int t = 0; t < o.iterations; t++) {
+            uint64_t before = dm_flock_sim_stats(s)->pairs;
+            CU_ASSERT_EQUAL_FATAL(dm_flock_sim_step(s), DM_OK);
+            if (t < 3 || t % 5 == 4 || t == o.iterations - 1)
+                carried += check_cache_rows(s, dm_flock_sim_stats(s)->pairs - before);
+        }
+        printf("\n  pair cache rows %s the carry: %zu older entries seen, %llu hits of %llu pairs", carry ? "with" : "without",
+               carried, (unsigned long long)dm_flock_sim_stats(s)->sim_cache_hits,
+               (unsigned long long)dm_flock_sim_stats(s)->pairs);
+        if (carry) {
+            CU_ASSERT(carried > 0);
+        } else {
+            CU_ASSERT_EQUAL(carried, 0);
+        }
+        dm_flock_sim_free(s);
+    }
+    dm_flock_vectors_release(&v);
 }
 
 static const char *const g_kernel_names[] = {"flock.cell_keys", "flock.cell_bounds", "flock.gather",
@@ -425,6 +526,7 @@ int main(int argc, char **argv)
 {
     CU_TestInfo gpu[] = {{"CPU vs CUDA after 10 iterations", test_cpu_vs_cuda},
                          {"pair cache: older decisions carried", test_cache_carry},
+                         {"pair cache: rows after each step", test_cache_rows},
                          {"every instance of every kernel vs the CPU", test_every_instance_vs_cpu},
                          {"bench hooks: every instance equals the default", test_bench_hooks},
                          {"CUDA backend: rank independence and clusters", test_cuda_rank_independence},
