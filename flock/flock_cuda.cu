@@ -3,10 +3,11 @@
  * layout of the forces kernel), neighbour counting and detection with a per-boid cache of exact
  * similarity decisions, the exact similarity of the cache misses (a warp per pair merging the two
  * term-sorted rows 32 columns at a time; of the two own-own pairs (a, b) and (b, a) one is
- * computed, the other copies its decision), the force sums, the update, and the carry of the
- * cache's older decisions into the new rows (a warp per boid, the most recent first: a pair that
- * leaves and comes back within a few iterations is not computed again; its time is in
- * flock.forces; DOCMINE_FLOCK_CACHE_CARRY=0 turns it off for comparisons). With several ranks the
+ * computed, the other copies its decision), the force sums and the update. Each iteration starts
+ * with the cache's new rows, built from the last ones (a warp per boid: their most recent
+ * decisions, so that a pair that leaves and comes back within a few iterations is not computed
+ * again; the forces restamp or insert this iteration's pairs; its time is in flock.forces;
+ * DOCMINE_FLOCK_CACHE_CARRY=0 starts every row empty, for comparisons). With several ranks the
  * device selects the halo and the departing boids and only their states cross to the host, which
  * packs them with the vectors it keeps (non-blocking MPI, staged through host memory); the
  * selection (stream B), the exchange and the halo's unpacking and upload run while stream A
@@ -97,7 +98,7 @@ FK_LAUNCHER(launch_edges, fk_edges, fk_edges_args)
 FK_WARP_LAUNCHER(launch_similarity, fk_similarity, fk_sim_args)
 FK_WARP_LAUNCHER(launch_attach, fk_attach, fk_attach_args)
 FK_WARP_LAUNCHER(launch_csums, fk_centroid_sums, fk_csums_args)
-FK_WARP_LAUNCHER(launch_carry, fk_cache_carry, fk_carry_args)
+FK_WARP_LAUNCHER(launch_build, fk_cache_build, fk_build_args)
 
 template <int B, int R, bool S, int L>
 int launch_forces(const void *args, size_t n, void *stream)
@@ -150,8 +151,8 @@ const dm_tune_instance g_edges_inst[] = {FK_SPACE(launch_edges, fk_edges)};
 /* attachment: block x documents per warp {1, 4 consecutive, 4 strided} */
 const dm_tune_instance g_attach_inst[] = {FK_SPACE(launch_attach, fk_attach)};
 const dm_tune_instance g_csums_inst[] = {FK_SPACE(launch_csums, fk_centroid_sums)};
-/* the pair cache's carry: block x boids per warp {1, 4 consecutive, 4 strided} */
-const dm_tune_instance g_carry_inst[] = {FK_SPACE(launch_carry, fk_cache_carry)};
+/* the pair cache's new rows: block x boids per warp {1, 4 consecutive, 4 strided} */
+const dm_tune_instance g_build_inst[] = {FK_SPACE(launch_build, fk_cache_build)};
 
 #define FK_F(B, R, S, L)                                                                           \
     {{B, R, S, L, (L) == DM_LAYOUT_TILED ? FK_TILE : 0}, launch_forces<B, R, S, L>,                \
@@ -415,7 +416,7 @@ struct dstate {
     dm_flock_xchg *xp = 0; /* an exchange in flight while the host waits for the device (wait_stream) */
     pstage halo_stage, mig_stage; /* uploads of the halo and of the migration arrivals */
     cudaEvent_t own_done = 0, halo_done = 0;
-    cudaEvent_t ev[16] = {0};
+    cudaEvent_t ev[17] = {0}; /* ev[16]: after the pair cache's new rows */
     dset own, halo;
     dpass pown, phalo;
     dm_flock_acc *acc = 0;
@@ -486,7 +487,7 @@ struct dstate {
         if (sb) cudaStreamDestroy(sb);
         if (own_done) cudaEventDestroy(own_done);
         if (halo_done) cudaEventDestroy(halo_done);
-        for (int i = 0; i < 16; i++)
+        for (int i = 0; i < 17; i++)
             if (ev[i]) cudaEventDestroy(ev[i]);
     }
 };
@@ -496,7 +497,7 @@ struct dstate {
 int dstate_open(dstate *s)
 {
     DM_CUDA_TRY(cudaStreamCreateWithFlags(&s->sa, cudaStreamNonBlocking));
-    for (int i = 0; i < 16; i++) DM_CUDA_TRY(cudaEventCreate(&s->ev[i]));
+    for (int i = 0; i < 17; i++) DM_CUDA_TRY(cudaEventCreate(&s->ev[i]));
     size_t cap8 = 0, cap1 = 0;
     DM_TRY(ensure(&s->ctr, &cap8, 8));
     DM_CUDA_TRY(cudaMemset(s->ctr, 0, 8 * 8));
@@ -513,7 +514,7 @@ int dstate_open(dstate *s)
 enum {
     K_KEYS, K_BOUNDS, K_GATHER, K_COUNT, K_DETECT, K_SIM, K_FORCES, K_UPDATE, K_MOVE, K_FLAGS, K_PICK,
     K_EDGES, K_ATTACH, K_CSUMS, /* the clusters */
-    K_CARRY,                    /* the pair cache's older decisions, after the update */
+    K_BUILD,                    /* the pair cache's new rows from the last ones, before the forces */
     K_N
 };
 extern const dm_tune_kernel g_kernels[K_N];
@@ -1118,11 +1119,27 @@ extern "C" int dm_flock_cuda_sync_host(dm_flock_sim *sim)
     return DM_OK;
 }
 
+/* This iteration's pair-cache rows of the n own boids, before any forces pass: built from the
+ * last ones (fk_cache_build, instance inst or the tuner's choice when NULL: their recent
+ * decisions, and the fills), or empty with the carry off (DOCMINE_FLOCK_CACHE_CARRY=0). */
+int new_rows(dstate *s, size_t n, cudaStream_t st, const dm_tune_instance *inst)
+{
+    if (!n) return DM_OK;
+    if (s->carry) {
+        fk_build_args a = {s->cache[s->cur], s->cache[1 - s->cur], s->fill, n, s->stamp};
+        return (inst ? inst : pick(K_BUILD, n))->launch(&a, n, st);
+    }
+    DM_CUDA_TRY(cudaMemsetAsync(s->cache[1 - s->cur], 0, 8 * n * FK_CACHE, st));
+    DM_CUDA_TRY(cudaMemsetAsync(s->fill, 0, sizeof(int) * n, st));
+    return DM_OK;
+}
+
 /* Tests (flock_impl.h): the pair-cache rows the next step reads, decoded. */
 extern "C" int dm_flock_cuda_cache_entries(dm_flock_sim *sim, dm_flock_cache_entry **out, size_t *n_out,
-                                           size_t *fill_mismatch)
+                                           size_t *fill_mismatch, int *limit)
 {
     dstate *s = static_cast<dstate *>(sim->dev);
+    *limit = FK_CACHE_LIMIT;
     *out = NULL;
     *n_out = 0;
     *fill_mismatch = 0;
@@ -1196,9 +1213,9 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     cudaStream_t a = s->sa, b = s->sb;
     if (rc == DM_OK) rc = ensure_own_buffers(s, n);
     s->stamp = (uint32_t)sim->iteration & 255u;
-    if (rc == DM_OK && n && cudaMemsetAsync(s->cache[1 - s->cur], 0, 8 * n * FK_CACHE, a) != cudaSuccess)
-        rc = DM_ERR(DM_ERR_CUDA, "flock: cudaMemsetAsync failed");
     if (rc == DM_OK && cudaEventRecord(s->ev[8], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
+    if (rc == DM_OK) rc = new_rows(s, n, a, NULL); /* its time is in flock.forces */
+    if (rc == DM_OK && cudaEventRecord(s->ev[16], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
     if (rc == DM_OK) rc = build_grid(s, &s->own, p, w, layout, a);
     if (rc == DM_OK && cudaEventRecord(s->ev[9], a) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
 
@@ -1305,10 +1322,6 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     if (rc == DM_OK && n) {
         fk_update_args ua = {p, n, s->acc, s->own.x, s->own.y, s->own.vx, s->own.vy, &s->ctr[2]};
         rc = pick(K_UPDATE, n)->launch(&ua, n, s->sa);
-        /* the pair cache's older decisions into this iteration's rows, after every forces pass
-         * (own and halo) has inserted this iteration's neighbours */
-        fk_carry_args ca = {s->cache[s->cur], s->cache[1 - s->cur], s->fill, n, s->stamp};
-        if (rc == DM_OK && s->carry) rc = pick(K_CARRY, n)->launch(&ca, n, s->sa);
     }
     if (rc == DM_OK && cudaEventRecord(s->ev[11], s->sa) != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "event");
     if (rc == DM_OK) rc = read_counters(sim, s); /* synchronises stream A, after B's work */
@@ -1316,7 +1329,8 @@ extern "C" int dm_flock_step_cuda(dm_flock_sim *sim)
     dm_flock_trace(sim, DM_FT_DEV_DONE);
     if (rc == DM_OK) {
         float ms = 0;
-        if (cudaEventElapsedTime(&ms, s->ev[8], s->ev[9]) == cudaSuccess) t_grid += ms / 1e3;
+        if (cudaEventElapsedTime(&ms, s->ev[16], s->ev[9]) == cudaSuccess) t_grid += ms / 1e3;
+        if (cudaEventElapsedTime(&ms, s->ev[8], s->ev[16]) == cudaSuccess) t_forces += ms / 1e3;
         if (multi && cudaEventElapsedTime(&ms, s->ev[12], s->ev[13]) == cudaSuccess) t_grid += ms / 1e3;
         if (cudaEventElapsedTime(&ms, s->ev[10], s->ev[7]) == cudaSuccess) t_forces += ms / 1e3;
         if (cudaEventElapsedTime(&ms, s->ev[3], s->ev[11]) == cudaSuccess) t_forces += ms / 1e3;
@@ -1746,14 +1760,20 @@ int bench_advance(bench *b)
         saved[k] = g_forced[k];
         g_forced[k] = g_kernels[k].default_instance + 1;
     }
-    int rc = build_grid(s, &s->own, b->p, b->w, fi->policy.layout, s->sa);
+    const dm_tune_instance *bi = &g_kernels[K_BUILD].instances[g_kernels[K_BUILD].default_instance];
+    s->stamp = 0; /* iterations 0 and 1 (the pair cache's stamps); the first from empty rows */
+    int rc = DM_OK;
+    if (cudaMemsetAsync(s->cache[1 - s->cur], 0, 8 * s->own.n * FK_CACHE, s->sa) != cudaSuccess ||
+        cudaMemsetAsync(s->fill, 0, sizeof(int) * s->own.n, s->sa) != cudaSuccess)
+        rc = DM_ERR(DM_ERR_CUDA, "memset");
+    if (rc == DM_OK) rc = build_grid(s, &s->own, b->p, b->w, fi->policy.layout, s->sa);
     if (rc == DM_OK) rc = pairs_pass(s, &s->pown, &s->own, &s->own, b->p, 1, s->sa);
     if (rc == DM_OK) rc = forces_pass(s, &s->pown, &s->own, &s->own, b->p, 0, fi, s->sa);
     if (rc == DM_OK) {
         s->cur = 1 - s->cur;
-        /* second iteration's grid and pairs (with cache hits) are the kernels' inputs */
-        if (cudaMemsetAsync(s->cache[1 - s->cur], 0, 8 * s->own.n * FK_CACHE, s->sa) != cudaSuccess)
-            rc = DM_ERR(DM_ERR_CUDA, "memset");
+        s->stamp = 1;
+        /* second iteration's rows, grid and pairs (with cache hits) are the kernels' inputs */
+        rc = new_rows(s, s->own.n, s->sa, bi);
     }
     int layout = fi->policy.layout;
     if (b->k == K_FORCES) layout = DM_LAYOUT_SOA; /* rebuilt per instance below */
@@ -1903,13 +1923,6 @@ int bench_create_k(void **state, size_t n, uint64_t seed, int k)
     }
     if (rc == DM_OK && k == K_EDGES) rc = bench_edges_input(s, nb);
     if (rc == DM_OK && (k == K_ATTACH || k == K_CSUMS)) rc = bench_attach_input(b, nb, seed);
-    if (rc == DM_OK && k == K_CARRY) {
-        /* this iteration's rows from a forces pass one iteration after the last (stamp 1): the
-         * last iteration's decisions not among them are carried */
-        s->stamp = 1;
-        rc = forces_pass(s, &s->pown, &s->own, &s->own, b->p, 0,
-                         &g_kernels[K_FORCES].instances[g_kernels[K_FORCES].default_instance], s->sa);
-    }
     /* the units this state can run */
     size_t units = nb;
     if (k == K_SIM) units = (size_t)s->pown.n_miss;
@@ -1971,7 +1984,8 @@ int bench_run(void *state, const dm_tune_instance *inst, void *stream)
         fk_gather_args g = {d->sidx, d->id, d->voff, d->vlen, d->x, d->y, d->vx, d->vy, d->n, d->sx, d->sy, d->sid,
                             d->svoff, d->svlen, d->lbuf, inst->policy.layout, d->lcap};
         DM_TRY(g_kernels[K_GATHER].instances[g_kernels[K_GATHER].default_instance].launch(&g, d->n, stream));
-        DM_CUDA_TRY(cudaMemsetAsync(s->cache[1 - s->cur], 0, 8 * d->n * FK_CACHE, st));
+        /* this iteration's rows as the step builds them, every run from the same last rows */
+        DM_TRY(new_rows(s, d->n, st, &g_kernels[K_BUILD].instances[g_kernels[K_BUILD].default_instance]));
         fk_forces_args a = {b->p, n, d->sidx, d->lbuf, d->lcap, d->lbuf, d->lcap, d->sid, s->pown.cnt, s->pown.off,
                             s->pown.pairs, s->acc, 0, s->cache[1 - s->cur], s->fill, s->ctr, s->stamp};
         return inst->launch(&a, n, stream);
@@ -1984,11 +1998,9 @@ int bench_run(void *state, const dm_tune_instance *inst, void *stream)
         fk_update_args a = {b->p, n, s->acc, d->x, d->y, d->vx, d->vy, &s->ctr[2]};
         return inst->launch(&a, n, stream);
     }
-    case K_CARRY: {
-        /* a timing run after the first finds the older decisions carried already: it reads and
-         * looks them up (most of the work) and inserts none; the rows and fills stay the first
-         * run's (the output) */
-        fk_carry_args a = {s->cache[s->cur], s->cache[1 - s->cur], s->fill, n, 1};
+    case K_BUILD: {
+        /* the second iteration's rows from the first's (stamp 1; bench_advance) */
+        fk_build_args a = {s->cache[s->cur], s->cache[1 - s->cur], s->fill, n, s->stamp};
         return inst->launch(&a, n, stream);
     }
     case K_FLAGS: {
@@ -2073,7 +2085,7 @@ int bench_output(void *state, void *host, size_t *nbytes)
         break;
     }
     case K_ATTACH: parts[np++] = {s->ares, 4 * n}; break;
-    case K_CARRY: parts[np++] = {s->fill, 4 * n}; break; /* the rows' fills after the carry */
+    case K_BUILD: parts[np++] = {s->fill, 4 * n}; break; /* the rows' fills (their slots depend on the lanes' order) */
     case K_CSUMS: {
         const size_t cells = (size_t)b->cterms * (size_t)b->ck;
         parts[np++] = {s->csum, 8 * cells}, parts[np++] = {s->chas, cells};
@@ -2125,7 +2137,7 @@ FK_BENCH_CREATE(K_PICK)
 FK_BENCH_CREATE(K_EDGES)
 FK_BENCH_CREATE(K_ATTACH)
 FK_BENCH_CREATE(K_CSUMS)
-FK_BENCH_CREATE(K_CARRY)
+FK_BENCH_CREATE(K_BUILD)
 
 /* bench_resize is a newer field of dm_tune_kernel: set it where the tuner has it */
 template <typename K>
@@ -2188,8 +2200,8 @@ const dm_tune_kernel g_kernels[K_N] = {
                 g_attach_inst, NINST(g_attach_inst), FK_SPACE_DEFAULT, bench_create_K_ATTACH, (size_t)1 << 20),
     make_kernel("flock.centroid_sums", "clusters' fixed-point centroid sums, a warp per document", "documents",
                 g_csums_inst, NINST(g_csums_inst), FK_SPACE_DEFAULT, bench_create_K_CSUMS, (size_t)1 << 20),
-    make_kernel("flock.cache_carry", "older pair-cache decisions into this iteration's rows, a warp per boid",
-                "boids", g_carry_inst, NINST(g_carry_inst), FK_SPACE_DEFAULT, bench_create_K_CARRY, (size_t)1 << 20),
+    make_kernel("flock.cache_build", "this iteration's pair-cache rows from the last ones, a warp per boid",
+                "boids", g_build_inst, NINST(g_build_inst), FK_SPACE_DEFAULT, bench_create_K_BUILD, (size_t)1 << 20),
 };
 
 } // namespace

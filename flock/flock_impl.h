@@ -423,12 +423,14 @@ int dm_flock_cuda_force_instance(const char *kernel, int index);
 /* Tests: the pair-cache rows the next step reads (one per own boid), decoded into *out (malloc'd,
  * *n entries): row doc's decision on its pair with other, and the iterations since the pair was
  * last a neighbour pair (0: the last step's). fill_mismatch counts the rows whose fill differs
- * from their entries (meaningful on one rank: a migration moves rows, not fills). */
+ * from their entries (meaningful on one rank: a migration moves rows, not fills); limit: the most
+ * entries a row takes. */
 typedef struct dm_flock_cache_entry {
     uint64_t doc, other;
     int similar, age;
 } dm_flock_cache_entry;
-int dm_flock_cuda_cache_entries(dm_flock_sim *s, dm_flock_cache_entry **out, size_t *n, size_t *fill_mismatch);
+int dm_flock_cuda_cache_entries(dm_flock_sim *s, dm_flock_cache_entry **out, size_t *n, size_t *fill_mismatch,
+                                int *limit);
 #endif
 
 #ifdef __cplusplus

@@ -23,18 +23,22 @@
 #define FK_SIMILAR 1u
 #define FK_UNKNOWN 2u
 /* Pair-cache rows: FK_CACHE slots of u64 (stamp << FK_STAMP_SHIFT | (document + 1) << 1 | similar),
- * 0 = empty; the stamp is the iteration (mod 256) the pair was last a neighbour pair. A row holds
- * this iteration's neighbours (the forces insert them) and, after the update, as many of the last
- * row's older decisions as fit, the most recent first (fk_cache_carry): a pair that leaves and
- * comes back within a few iterations is not computed again. Filled to at most five eighths (160
- * remembered neighbours) so that linear probes stay short. Two rows per boid (last iteration's
- * and this one's): 4 KB per document, the largest device structure after the vectors. A
- * neighbour that finds its row full is only not remembered: its similarity is computed again
- * next time (exact either way: decisions never change). Documents are numbered below 2^32
- * (flock.c refuses more), well within the entry's 55 bits. */
+ * 0 = empty; the stamp is the iteration (mod 256) the pair was last a neighbour pair. At the start
+ * of an iteration a warp per boid builds the boid's new row from the last one (fk_cache_build):
+ * as many of its decisions as fit FK_CACHE_CARRY, whole age classes, the most recent first. The
+ * forces then restamp the pairs they find there and insert the others, up to FK_CACHE_LIMIT
+ * entries: a pair that leaves and comes back within a few iterations is not computed again. The
+ * detection looks pairs up in the last row (a superset of the carried part). Filled to at most
+ * three quarters (192 entries) so that linear probes stay short, of which the carried decisions
+ * take at most 160 (as many as session 36's rows held; room for the iteration's new pairs). Two rows per boid (last iteration's and
+ * this one's): 4 KB per document, the largest device structure after the vectors. A neighbour
+ * that finds its row full is only not remembered: its similarity is computed again next time
+ * (exact either way: decisions never change). Documents are numbered below 2^32 (flock.c refuses
+ * more), well within the entry's 55 bits. */
 #define FK_CACHE_BITS 8
 #define FK_CACHE (1 << FK_CACHE_BITS)
-#define FK_CACHE_FILL (FK_CACHE * 5 / 8)
+#define FK_CACHE_LIMIT (FK_CACHE * 3 / 4)
+#define FK_CACHE_CARRY (FK_CACHE_LIMIT - 32)
 #define FK_STAMP_SHIFT 56
 #define FK_KEY_MASK ((1ull << FK_STAMP_SHIFT) - 2) /* the document bits of an entry */
 /* Age classes of carried decisions (iterations since last a neighbour pair): 1, 2, 3-4, 5-8,
@@ -225,19 +229,23 @@ __device__ __forceinline__ uint32_t fk_cache_lookup(const uint64_t *__restrict__
     return FK_UNKNOWN;
 }
 
-/* Inserts (document, similar) of this iteration (stamp) unless present or the row is at its fill
- * limit. */
+/* Restamps (document, similar) with this iteration (stamp) when the row holds it, else inserts it
+ * unless the row is at its limit. */
 __device__ __forceinline__ void fk_cache_insert(uint64_t *__restrict__ row, int *fill, uint64_t id, uint32_t sim,
                                                 uint32_t stamp)
 {
     const uint64_t key = (id + 1) << 1;
+    const uint64_t v = (uint64_t)stamp << FK_STAMP_SHIFT | key | sim;
     unsigned h = fk_hash(id) & (FK_CACHE - 1);
     for (int k = 0; k < FK_CACHE; k++) {
         uint64_t e = row[h];
-        if ((e & FK_KEY_MASK) == key) return;
+        if ((e & FK_KEY_MASK) == key) {
+            if (e != v) row[h] = v;
+            return;
+        }
         if (e == 0) {
-            if (*fill >= FK_CACHE_FILL) return;
-            row[h] = (uint64_t)stamp << FK_STAMP_SHIFT | key | sim;
+            if (*fill >= FK_CACHE_LIMIT) return;
+            row[h] = v;
             (*fill)++;
             return;
         }
@@ -250,18 +258,6 @@ __device__ __forceinline__ int fk_age_class(uint64_t e, uint32_t stamp)
 {
     const uint32_t g = (stamp - (uint32_t)(e >> FK_STAMP_SHIFT)) & 255u;
     return g <= 1 ? 0 : g <= 2 ? 1 : g <= 4 ? 2 : g <= 8 ? 3 : g <= 16 ? 4 : FK_AGE_CLASSES;
-}
-
-/* Inserts entry e, known to be absent, by a compare-and-swap on the first empty slot of its
- * probe sequence (lanes of a warp insert into one row at once; the caller keeps the row below its
- * fill limit, so there is one). */
-__device__ __forceinline__ void fk_cache_put_atomic(uint64_t *__restrict__ row, uint64_t e)
-{
-    unsigned h = fk_hash(((e & FK_KEY_MASK) >> 1) - 1) & (FK_CACHE - 1);
-    for (int k = 0; k < FK_CACHE; k++) {
-        if (atomicCAS(reinterpret_cast<unsigned long long *>(row + h), 0ull, (unsigned long long)e) == 0ull) return;
-        h = (h + 1) & (FK_CACHE - 1);
-    }
 }
 
 /* Visits the sources within r of target pos: body(j, dx, dy, d2). */
@@ -470,7 +466,7 @@ __global__ void __launch_bounds__(BLOCK) fk_forces(fk_forces_args a)
     if (a.accumulate) acc = a.acc[i];
     else dm_flock_acc_zero(&acc);
     uint64_t *row = a.cache_new + (size_t)i * FK_CACHE;
-    int fill = a.accumulate ? a.cache_fill[i] : 0;
+    int fill = a.cache_fill[i]; /* the carried decisions (fk_cache_build), then the passes' inserts */
     uint64_t q0 = a.off[pos];
     uint32_t c = a.cnt[pos];
     for (uint32_t k = 0; k < c; k++) {
@@ -524,15 +520,16 @@ __global__ void __launch_bounds__(BLOCK) fk_update(fk_update_args a)
     if ((threadIdx.x & 31) == 0 && s) atomicAdd(a.seam, s);
 }
 
-/* ---- the pair cache's carry ------------------------------------------------------------------
- * After the update (every forces pass has inserted this iteration's neighbours): a warp per boid
- * carries the older decisions of last iteration's row (old) into this iteration's (rows), the
- * most recent age classes first, whole classes only (the ones that fit the row's room under its
- * fill limit together); a decision the row already holds is not counted. Which entries are carried
- * does not depend on the mapping or on the order of the lanes' inserts (their slots may), so the
- * cache hits of every later iteration are the same in every run. */
+/* ---- the pair cache's new rows ----------------------------------------------------------------
+ * At the start of an iteration, before the forces: a warp per boid builds this iteration's row
+ * (rows) from the last one (old): the old decisions of whole age classes that fit FK_CACHE_CARRY
+ * together, the most recent first, hashed again in shared memory (the warp's own 2 KB) and written
+ * out whole (the empty slots too: no other clearing), and the row's fill. Which decisions are
+ * carried depends only on the old row's stamps, not on the mapping or on the lanes' order (their
+ * slots may), so the cache hits of every later iteration are the same in every run; the old row
+ * is only read, so running the kernel again gives the same rows (the tuner's timing runs). */
 
-struct fk_carry_args {
+struct fk_build_args {
     const uint64_t *old;
     uint64_t *rows;
     int *fill;
@@ -541,34 +538,28 @@ struct fk_carry_args {
 };
 
 template <int BLOCK, int RAKE, bool STRIDED>
-__global__ void __launch_bounds__(BLOCK) fk_cache_carry(fk_carry_args a)
+__global__ void __launch_bounds__(BLOCK) fk_cache_build(fk_build_args a)
 {
+    __shared__ unsigned long long sm[BLOCK / 32][FK_CACHE];
     FK_WARP_ITEMS_BEGIN(BLOCK, RAKE, STRIDED, a.n, i, lane)
-        const int fill = a.fill[i];
-        const int room = FK_CACHE_FILL - fill;
-        if (room <= 0) continue; /* uniform over the warp */
+        unsigned long long *t = sm[threadIdx.x >> 5];
         const uint64_t *old = a.old + i * FK_CACHE;
-        uint64_t *row = a.rows + i * FK_CACHE;
         uint64_t e[FK_CACHE / 32];
         int cls[FK_CACHE / 32];
 #pragma unroll
         for (int k = 0; k < FK_CACHE / 32; k++) {
             e[k] = old[k * 32 + lane];
-            cls[k] = FK_AGE_CLASSES;
-            if (e[k]) {
-                const int c = fk_age_class(e[k], a.stamp);
-                if (c < FK_AGE_CLASSES && fk_cache_lookup(row, ((e[k] & FK_KEY_MASK) >> 1) - 1) == FK_UNKNOWN)
-                    cls[k] = c;
-            }
+            cls[k] = e[k] ? fk_age_class(e[k], a.stamp) : FK_AGE_CLASSES;
+            t[k * 32 + lane] = 0;
         }
-        int whole = 0, sum = 0; /* classes [0, whole) fit the room together */
+        int whole = 0, sum = 0; /* classes [0, whole) fit together */
 #pragma unroll
         for (int c = 0; c < FK_AGE_CLASSES; c++) {
             int m = 0;
 #pragma unroll
             for (int k = 0; k < FK_CACHE / 32; k++) m += cls[k] == c;
             m = (int)__reduce_add_sync(0xffffffffu, (unsigned)m);
-            if (whole == c && sum + m <= room) {
+            if (whole == c && sum + m <= FK_CACHE_CARRY) {
                 sum += m;
                 whole++;
             }
@@ -576,8 +567,16 @@ __global__ void __launch_bounds__(BLOCK) fk_cache_carry(fk_carry_args a)
         __syncwarp();
 #pragma unroll
         for (int k = 0; k < FK_CACHE / 32; k++)
-            if (cls[k] < whole) fk_cache_put_atomic(row, e[k]);
-        if (lane == 0) a.fill[i] = fill + sum;
+            if (cls[k] < whole) {
+                unsigned h = fk_hash(((e[k] & FK_KEY_MASK) >> 1) - 1) & (FK_CACHE - 1);
+                while (atomicCAS(t + h, 0ull, (unsigned long long)e[k]) != 0ull) h = (h + 1) & (FK_CACHE - 1);
+            }
+        __syncwarp();
+        uint64_t *row = a.rows + i * FK_CACHE;
+#pragma unroll
+        for (int k = 0; k < FK_CACHE / 32; k++) row[k * 32 + lane] = t[k * 32 + lane];
+        if (lane == 0) a.fill[i] = sum;
+        __syncwarp();
     FK_WARP_ITEMS_END
 }
 

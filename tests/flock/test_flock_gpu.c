@@ -176,7 +176,7 @@ static void test_cache_carry(void)
 }
 
 /* Checks the pair-cache rows after a step: no pair twice in a row, the device's fill equal to
- * the row's entries, at most the fill limit (160), ages 0..16, every decision the exact one (the
+ * the row's entries, at most the row's limit, ages 0..16, every decision the exact one (the
  * CPU's fixed-point cosine of the two documents' vectors), and the last step's pairs all there
  * (the age-0 entries, when no row reached its limit). Returns the entries older than the last
  * step (carried). */
@@ -184,7 +184,9 @@ static size_t check_cache_rows(dm_flock_sim *s, uint64_t step_pairs)
 {
     dm_flock_cache_entry *e = NULL;
     size_t m = 0, mismatch = 0;
-    CU_ASSERT_EQUAL_FATAL(dm_flock_cuda_cache_entries(s, &e, &m, &mismatch), DM_OK);
+    int limit = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_cuda_cache_entries(s, &e, &m, &mismatch, &limit), DM_OK);
+    CU_ASSERT_FATAL(limit > 0 && limit < 256);
     CU_ASSERT_EQUAL_FATAL(dm_flock_cuda_sync_host(s), DM_OK);
     const dm_flock_store *h = &s->own;
     const uint64_t nd = dm_flock_sim_docs(s);
@@ -210,8 +212,8 @@ static size_t check_cache_rows(dm_flock_sim *s, uint64_t step_pairs)
     }
     int full = 0;
     for (uint64_t d = 0; d < nd; d++) {
-        CU_ASSERT(count[d] <= 160);
-        full |= count[d] >= 160;
+        CU_ASSERT(count[d] <= (uint32_t)limit);
+        full |= count[d] >= (uint32_t)limit;
     }
     CU_ASSERT_EQUAL(dup, 0);
     CU_ASSERT_EQUAL(mismatch, 0);
@@ -277,7 +279,7 @@ static const char *const g_kernel_names[] = {"flock.cell_keys", "flock.cell_boun
                                              "flock.count", "flock.detect", "flock.similarity",
                                              "flock.forces", "flock.update", "flock.cache_move", "flock.flags",
                                              "flock.pick", "flock.edges", "flock.attach",
-                                             "flock.centroid_sums", "flock.cache_carry"};
+                                             "flock.centroid_sums", "flock.cache_build"};
 #define NK ((int)(sizeof g_kernel_names / sizeof g_kernel_names[0]))
 
 /* Forces instance (round mod n_k) of every kernel in only (-1: all kernels), or back to the tuner. */
