@@ -97,8 +97,14 @@ static int gather_all_u64(dm_flock_sim *s, int rc, const uint64_t *mine, size_t 
 {
     *all = NULL;
     *total = 0;
-    int *counts = dm_malloc(sizeof *counts * (size_t)s->size), *displs = dm_malloc(sizeof *displs * (size_t)s->size);
-    if (rc == DM_OK && (!counts || !displs)) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    /* nothing allocated after a failure: a failed allocation would record an error of this rank's
+     * over the failure it learnt from another (the ranks then agree on the wrong root cause) */
+    int *counts = NULL, *displs = NULL;
+    if (rc == DM_OK) {
+        counts = dm_malloc(sizeof *counts * (size_t)s->size);
+        displs = dm_malloc(sizeof *displs * (size_t)s->size);
+        if (!counts || !displs) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    }
     if (rc == DM_OK && n > (size_t)INT32_MAX) rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: %zu values to gather from one rank", n);
     rc = dm_ctx_agree(s->ctx, rc);
     uint64_t tot = 0;

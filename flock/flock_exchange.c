@@ -382,6 +382,12 @@ int dm_flock_migrate_host_sel(dm_flock_sim *s, double H1, int local_status, dm_f
         else rc = select_host(s, 1, H1, &sel);
     }
     if (rc == DM_OK && s->size > 1) rc = pack_selected(s, &sel, send, size, NULL, 0);
+    /* the moves' lists before the exchange starts, which tells the neighbours this rank's status */
+    if (rc == DM_OK && s->size > 1 && info && sel.n) {
+        info->moved_dst = dm_malloc(sizeof *info->moved_dst * sel.n);
+        info->moved_src = dm_malloc(sizeof *info->moved_src * sel.n);
+        if (!info->moved_dst || !info->moved_src) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    }
     dm_timer_stop("flock.comm.mig_pack");
     if (s->size > 1) {
         s->stats.migrations++;
@@ -394,11 +400,6 @@ int dm_flock_migrate_host_sel(dm_flock_sim *s, double H1, int local_status, dm_f
          * out (see the arrivals below); then the departures leave the own store */
         dm_timer_start("flock.comm.mig_pack");
         if (rc == DM_OK && sel.n) rc = departures_keep(s, &sel);
-        if (rc == DM_OK && info && sel.n) {
-            info->moved_dst = dm_malloc(sizeof *info->moved_dst * sel.n);
-            info->moved_src = dm_malloc(sizeof *info->moved_src * sel.n);
-            if (!info->moved_dst || !info->moved_src) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
-        }
         if (rc == DM_OK)
             rc = dm_flock_store_remove_list(o, sel.idx, sel.n, info ? info->moved_dst : NULL,
                                             info ? info->moved_src : NULL, info ? &info->n_moved : NULL);
