@@ -990,6 +990,8 @@ int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v
      * flock.run at 4 GPUs took 0.5 s less with 8 of 16 threads a rank, bench/RESULTS.md session 27) */
     if (s->backend == DM_BACKEND_CUDA) s->own.copy_threads = s->halo.copy_threads = dm_stage_threads();
     s->agree_req = MPI_REQUEST_NULL;
+    const char *cc = getenv("DOCMINE_FLOCK_CPU_CACHE");
+    s->cpu_cache = !(cc && strcmp(cc, "0") == 0);
     const char *hf = getenv("DOCMINE_FLOCK_HALO_FIRST");
     s->halo_first = hf && strcmp(hf, "1") == 0;
     const char *tp = getenv("DOCMINE_FLOCK_TRACE");
@@ -1105,6 +1107,7 @@ void dm_flock_sim_free(dm_flock_sim *s)
 #if DM_FLOCK_CUDA
     if (s->dev) dm_flock_cuda_free(s);
 #endif
+    dm_free(s->cpu_rows);
     dm_flock_store_free(&s->own);
     dm_flock_store_free(&s->halo);
     dm_flock_idmap_free(&s->halo_sent[0]);

@@ -75,7 +75,7 @@ typedef struct dm_flock_stats {
     uint64_t migrated_vectors; /* migrants sent with their vector (the others' vectors were in the
                                   receiver's halo) */
     uint64_t seam_crossings; /* boids of this rank that crossed the torus seam in y */
-    uint64_t sim_cache_hits; /* similarity decisions taken from the CUDA pair cache */
+    uint64_t sim_cache_hits; /* similarity decisions taken from the pair cache */
     uint64_t device_grows;   /* CUDA device arrays replaced by larger ones during the steps */
     uint64_t migrations;     /* migration exchanges (one every migrate_every iterations) */
     uint64_t halo_returned;  /* halo boids sent without their vector because they had just migrated

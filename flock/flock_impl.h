@@ -234,6 +234,12 @@ struct dm_flock_sim {
     int host_valid;     /* CUDA: 0 when the device holds newer state than own */
     int halo_valid;     /* halo matches the current own positions (clusters) */
     void *dev;          /* CUDA backend state */
+    /* CPU backend: the pair cache (flock_cpu.c), a row per own boid (cpu_rows_cap of them
+     * allocated, NULL until the first step); cpu_cache 0: off (DOCMINE_FLOCK_CPU_CACHE=0, every
+     * pair computed) */
+    uint64_t *cpu_rows;
+    size_t cpu_rows_cap;
+    int cpu_cache;
     dm_flock_stats stats;
     int32_t *labels;    /* clusters per own boid (after dm_flock_sim_cluster) */
     int32_t centroid_skipped; /* the last dm_flock_sim_cluster: its centroid steps were skipped with this

@@ -18,7 +18,7 @@ if [ ! -x "$bin" ] || ! "$bin" --help | grep -q '^  pipeline '; then
 fi
 mkdir -p out
 if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU' || [ "$preset" = cpu ]; then
-    echo "demo: no GPU: the CPU backend takes a minute or two (a GPU takes seconds)"
+    echo "demo: no GPU: the CPU backend takes about half a minute (a GPU takes seconds)"
 fi
 # 30 expected neighbours: each topic's similar documents connect from the start (bench/RESULTS.md);
 # 100 iterations keep the CPU run short

@@ -1017,6 +1017,44 @@ static void test_determinism(void)
     ft_state_free(&c);
 }
 
+/* The CPU backend's pair cache: over 40 iterations the same trajectory, pairs and similar pairs
+ * with it and without it (DOCMINE_FLOCK_CPU_CACHE=0), a wrong remembered decision would change
+ * them; hits with it (the same with 1 and 2 threads), none without. */
+static void test_cpu_pair_cache(void)
+{
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.topics = 4;
+    so.tokens = 60;
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 40;
+    o.threshold = 0.02;
+    ft_state on, on1, off;
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(threads > 1 ? threads : 2);
+    CU_ASSERT_EQUAL_FATAL(ft_run(&on, &g_ctx, &so, 1500, &o, NULL), DM_OK);
+    omp_set_num_threads(1);
+    CU_ASSERT_EQUAL_FATAL(ft_run(&on1, &g_ctx, &so, 1500, &o, NULL), DM_OK);
+    omp_set_num_threads(threads);
+    setenv("DOCMINE_FLOCK_CPU_CACHE", "0", 1);
+    int rc = ft_run(&off, &g_ctx, &so, 1500, &o, NULL);
+    unsetenv("DOCMINE_FLOCK_CPU_CACHE");
+    CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
+    printf("\n  CPU pair cache over %d iterations: %llu hits of %llu pairs (%llu similar)\n", o.iterations,
+           (unsigned long long)on.stats.sim_cache_hits, (unsigned long long)on.stats.pairs,
+           (unsigned long long)on.stats.similar);
+    CU_ASSERT_TRUE(same_state(&on, &off));
+    CU_ASSERT_TRUE(same_state(&on, &on1));
+    CU_ASSERT_EQUAL(on.stats.pairs, off.stats.pairs);
+    CU_ASSERT_EQUAL(on.stats.similar, off.stats.similar);
+    CU_ASSERT_TRUE(on.stats.similar > 0 && on.stats.similar < on.stats.pairs);
+    CU_ASSERT_TRUE(on.stats.sim_cache_hits > on.stats.pairs / 4);
+    CU_ASSERT_EQUAL(on.stats.sim_cache_hits, on1.stats.sim_cache_hits);
+    CU_ASSERT_EQUAL(off.stats.sim_cache_hits, 0);
+    ft_state_free(&on);
+    ft_state_free(&on1);
+    ft_state_free(&off);
+}
+
 static int check_cap(dm_flock_sim *s, void *user)
 {
     int *bad = user;
@@ -1639,6 +1677,7 @@ int main(int argc, char **argv)
         {"grid search equals brute force (large term ids)", test_grid_vs_brute_terms},
         {"final-graph edges equal brute force", test_edges_vs_brute},
         {"determinism (threads, seed)", test_determinism},
+        {"pair cache: the same run without it, hits with it", test_cpu_pair_cache},
         {"speed cap and shrinking plane", test_speed_cap_and_shrink},
         {"invalid options rejected", test_options_rejected},
         {"clusters of a hand-made configuration", test_clusters_hand},
