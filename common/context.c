@@ -35,9 +35,9 @@ int dm_backend_parse(const char *s, int *backend)
 
 void dm_agree_pack(int status, int pair[2])
 {
-    /* a status is the rank's own unless the last error recorded here is that status learnt from
-     * another rank (a status from another thread is taken as own: its marks are thread-local) */
-    int learnt = status < 0 && dm_error_is_remote() && dm_error_code() == status;
+    /* a status is the rank's own unless it is one learnt from another rank (dm_error_learnt; a
+     * status from another thread is taken as own: the marks are thread-local) */
+    int learnt = dm_error_learnt(status);
     pair[0] = learnt ? DM_OK : status;
     pair[1] = status;
 }

@@ -63,8 +63,9 @@ int dm_threads_for_masks(const unsigned char *masks, size_t mask_bytes, int n, i
 
 /* Collective: returns the first negative status of any rank (or DM_OK) on every rank, so that an
  * error on one rank does not leave the others waiting in a later collective. A rank's own errors
- * win over those it only learnt of (the last error marked remote with this code, e.g. "neighbour
- * rank N failed"): every rank returns the root cause's class (a failed allocation's DM_ERR_NOMEM,
+ * win over those it only learnt of (dm_error_learnt: an error marked remote with this code, e.g.
+ * "neighbour rank N failed", even if an own error of another code came after it): every rank
+ * returns the root cause's class (a failed allocation's DM_ERR_NOMEM,
  * not a neighbour's derived DM_ERR_MPI); the lowest of the own ones when several ranks failed. */
 int dm_ctx_agree(const dm_ctx *ctx, int status);
 /* The same over any communicator (dm_ctx_agree is this over ctx->world). */

@@ -10,6 +10,8 @@
 static _Thread_local char tl_msg[1024];
 static _Thread_local int tl_code;
 static _Thread_local int tl_remote;
+/* the code of the last error marked remote (DM_OK: none), until an own error of that code */
+static _Thread_local int tl_learnt;
 static int g_rank = -1;
 
 void dm_status_set_rank(int rank) { g_rank = rank; }
@@ -31,11 +33,17 @@ int dm_error_set(int code, const char *file, int line, const char *fmt, ...)
         snprintf(tl_msg, sizeof tl_msg, "%s [%s, %s:%d]", body, dm_status_name(code), base, line);
     tl_code = code;
     tl_remote = 0;
+    if (code == tl_learnt) tl_learnt = DM_OK;
     return code;
 }
 
-void dm_error_mark_remote(void) { tl_remote = 1; }
+void dm_error_mark_remote(void)
+{
+    tl_remote = 1;
+    tl_learnt = tl_code;
+}
 int dm_error_is_remote(void) { return tl_remote; }
+int dm_error_learnt(int status) { return status < 0 && status == tl_learnt; }
 
 const char *dm_error_message(void) { return tl_msg; }
 int dm_error_code(void) { return tl_code; }
@@ -44,6 +52,7 @@ void dm_error_clear(void)
     tl_msg[0] = '\0';
     tl_code = DM_OK;
     tl_remote = 0;
+    tl_learnt = DM_OK;
 }
 
 const char *dm_status_name(int code)

@@ -42,6 +42,10 @@ void dm_error_clear(void);
  * can tell its own failures from failures it only learnt of. dm_error_set clears the mark. */
 void dm_error_mark_remote(void);
 int dm_error_is_remote(void);
+/* Whether status (< 0) is a failure this thread learnt of: the code of the last error marked
+ * remote, with no own error of that code recorded since (own errors of other codes may have been:
+ * a rank that learnt of a failure and then failed to allocate still returns the learnt status). */
+int dm_error_learnt(int status);
 /* Short name of a status code, e.g. "DM_ERR_IO". */
 const char *dm_status_name(int code);
 

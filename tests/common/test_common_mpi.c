@@ -132,6 +132,19 @@ static void test_agree(void)
     CU_ASSERT_EQUAL(dm_agree_unpack(pair), DM_ERR_IO);
     dm_agree_pack(DM_ERR_NOMEM, pair); /* not the remote error's code: own */
     CU_ASSERT_EQUAL(pair[0], DM_ERR_NOMEM);
+    /* learnt, then an own error of another code (a failed allocation after the neighbour's
+     * failure, its status kept): the status is still the learnt one */
+    DM_ERR(DM_ERR_MPI, "neighbour rank 3 failed");
+    dm_error_mark_remote();
+    DM_ERR(DM_ERR_NOMEM, "out of memory, later");
+    dm_agree_pack(DM_ERR_MPI, pair);
+    CU_ASSERT_EQUAL(pair[0], DM_OK);
+    dm_agree_pack(DM_ERR_NOMEM, pair);
+    CU_ASSERT_EQUAL(pair[0], DM_ERR_NOMEM);
+    /* an own error of the learnt code: that code is own again */
+    DM_ERR(DM_ERR_MPI, "own MPI failure");
+    dm_agree_pack(DM_ERR_MPI, pair);
+    CU_ASSERT_EQUAL(pair[0], DM_ERR_MPI);
     dm_error_clear();
 }
 
