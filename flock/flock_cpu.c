@@ -237,6 +237,7 @@ static void interact(dm_flock_acc *acc, const dm_flock_store *own, const dm_floc
             size_t cells[9];
             int nc = neighbour_cells(cells, g, p, own->x[i], own->y[i]);
             int scattered = -1; /* row_similar */
+            uint64_t *row = rows ? rows + DM_FLOCK_CPU_ROW * (size_t)i : NULL; /* i's pair cache */
             for (int c = 0; c < nc; c++)
                 for (uint32_t k = g->start[cells[c]]; k < g->start[cells[c] + 1]; k++) {
                     uint32_t j = g->order[k];
@@ -244,7 +245,6 @@ static void interact(dm_flock_acc *acc, const dm_flock_store *own, const dm_floc
                     double dx, dy;
                     double d2 = dm_flock_offset(p, own->x[i], own->y[i], src->x[j], src->y[j], &dx, &dy);
                     if (!(d2 < p->r2)) continue;
-                    uint64_t *row = rows ? rows + DM_FLOCK_CPU_ROW * (size_t)i : NULL;
                     int sim = row ? cache_get(row, src->id[j], it) : -1;
                     if (sim >= 0) {
                         nh++;

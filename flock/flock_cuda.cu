@@ -1119,6 +1119,15 @@ extern "C" int dm_flock_cuda_sync_host(dm_flock_sim *sim)
     return DM_OK;
 }
 
+/* This iteration's pair-cache rows of the n own boids empty, and their fills. */
+int empty_rows(dstate *s, size_t n, cudaStream_t st)
+{
+    if (!n) return DM_OK;
+    DM_CUDA_TRY(cudaMemsetAsync(s->cache[1 - s->cur], 0, 8 * n * FK_CACHE, st));
+    DM_CUDA_TRY(cudaMemsetAsync(s->fill, 0, sizeof(int) * n, st));
+    return DM_OK;
+}
+
 /* This iteration's pair-cache rows of the n own boids, before any forces pass: built from the
  * last ones (fk_cache_build, instance inst or the tuner's choice when NULL: their recent
  * decisions, and the fills), or empty with the carry off (DOCMINE_FLOCK_CACHE_CARRY=0). */
@@ -1129,9 +1138,7 @@ int new_rows(dstate *s, size_t n, cudaStream_t st, const dm_tune_instance *inst)
         fk_build_args a = {s->cache[s->cur], s->cache[1 - s->cur], s->fill, n, s->stamp};
         return (inst ? inst : pick(K_BUILD, n))->launch(&a, n, st);
     }
-    DM_CUDA_TRY(cudaMemsetAsync(s->cache[1 - s->cur], 0, 8 * n * FK_CACHE, st));
-    DM_CUDA_TRY(cudaMemsetAsync(s->fill, 0, sizeof(int) * n, st));
-    return DM_OK;
+    return empty_rows(s, n, st);
 }
 
 /* Tests (flock_impl.h): the pair-cache rows the next step reads, decoded. */
@@ -1762,10 +1769,7 @@ int bench_advance(bench *b)
     }
     const dm_tune_instance *bi = &g_kernels[K_BUILD].instances[g_kernels[K_BUILD].default_instance];
     s->stamp = 0; /* iterations 0 and 1 (the pair cache's stamps); the first from empty rows */
-    int rc = DM_OK;
-    if (cudaMemsetAsync(s->cache[1 - s->cur], 0, 8 * s->own.n * FK_CACHE, s->sa) != cudaSuccess ||
-        cudaMemsetAsync(s->fill, 0, sizeof(int) * s->own.n, s->sa) != cudaSuccess)
-        rc = DM_ERR(DM_ERR_CUDA, "memset");
+    int rc = empty_rows(s, s->own.n, s->sa);
     if (rc == DM_OK) rc = build_grid(s, &s->own, b->p, b->w, fi->policy.layout, s->sa);
     if (rc == DM_OK) rc = pairs_pass(s, &s->pown, &s->own, &s->own, b->p, 1, s->sa);
     if (rc == DM_OK) rc = forces_pass(s, &s->pown, &s->own, &s->own, b->p, 0, fi, s->sa);
