@@ -229,8 +229,8 @@ static int run_streamclust(dm_flock_job_result *jr, json_t *cl, const dm_ctx *ct
         json_object_set_new(cl, "total_cost", json_real(r.total_cost));
         json_object_set_new(cl, "centres_kept", json_integer(r.kept));
         json_object_set_new(cl, "gave_up", json_boolean(r.gave_up));
-        json_object_set_new(cl, "gain_calls", json_integer(r.stats.gain_calls));
-        json_object_set_new(cl, "gain_policy", json_string(r.stats.gain_policy));
+        json_object_set_new(cl, "gain_calls", json_integer(r.stats_all.gain_calls));
+        json_object_set_new(cl, "gain_policy", json_string(r.stats_all.gain_policy));
         if (jr->have_labels) json_object_set_new(cl, "quality", dm_flock_quality_json(&jr->quality));
     }
     dm_sc_result_free(&r);

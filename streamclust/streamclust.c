@@ -441,6 +441,55 @@ int dm_sc_local_search(dm_sc_local_result *res, dm_sc_engine *e, long kmin, long
     return rc;
 }
 
+/* KMAX = 1: Rodinia's search cannot end with one centre (ITER k ln k = 0 gain calls at k = 1,
+ * and closing the last far centre can cost more than hiz, z's upper bound). The cost over
+ * points as centres, sum of w_i |x_i - c|^2 = sum of w_i |x_i - m|^2 + W |m - c|^2 with m the
+ * weighted mean, is least at the point nearest m (ties: the lowest index): that point, exactly.
+ * Host arrays, in point order (the same on both backends). */
+static int sc_one_centre(dm_sc_local_result *res, dm_sc_engine *e, float z)
+{
+    dm_sc_points *p = &e->pts;
+    const long n = p->num;
+    const int dim = p->dim;
+    double *m = dm_calloc((size_t)dim, sizeof *m);
+    float *mf = dm_malloc((size_t)dim * sizeof *mf);
+    if (!m || !mf) {
+        dm_free(m);
+        dm_free(mf);
+        return DM_ERR(DM_ERR_NOMEM, "local search: a mean of %d dimensions", dim);
+    }
+    double wsum = 0.0;
+    for (long i = 0; i < n; i++) {
+        const float *x = dm_sc_point_coord(p, i);
+        for (int d = 0; d < dim; d++) m[d] += (double)p->weight[i] * x[d];
+        wsum += p->weight[i];
+    }
+    for (int d = 0; d < dim; d++) mf[d] = (float)(m[d] / wsum);
+    long best = 0;
+    float bd = dm_sc_dist(dm_sc_point_coord(p, 0), mf, dim);
+    for (long i = 1; i < n; i++) {
+        float d = dm_sc_dist(dm_sc_point_coord(p, i), mf, dim);
+        if (d < bd) bd = d, best = i;
+    }
+    dm_free(m);
+    dm_free(mf);
+    const float *c = dm_sc_point_coord(p, best);
+    float cost = 0.0f;
+    for (long i = 0; i < n; i++) {
+        p->assign[i] = best;
+        p->cost[i] = dm_sc_dist(dm_sc_point_coord(p, i), c, dim) * p->weight[i];
+        cost += p->cost[i];
+    }
+    memset(e->is_center, 0, (size_t)n);
+    e->is_center[best] = 1;
+    res->k = 1;
+    res->z = z;
+    res->cost = cost + z;
+    res->gave_up = 0;
+    e->host_valid = 1;
+    return DM_OK;
+}
+
 static int sc_local_search(dm_sc_local_result *res, dm_sc_engine *e, long kmin, long kmax,
                            dm_sc_rng *rng)
 {
@@ -478,6 +527,7 @@ static int sc_local_search(dm_sc_local_result *res, dm_sc_engine *e, long kmin, 
         e->host_valid = 1;
         return DM_OK;
     }
+    if (kmax == 1) return sc_one_centre(res, e, z);
     long k = 0;
     float cost;
     DM_TRY(sc_shuffle(e, rng));
@@ -1034,7 +1084,17 @@ static int sc_run(dm_sc_result *res, const dm_sc_options *o, MPI_Comm comm)
     DM_SC_MPI_TRY(MPI_Bcast(res->centre_ids, (int)k, MPI_LONG, 0, comm));
     int gu = res->gave_up, gu_all = 0;
     DM_SC_MPI_TRY(MPI_Allreduce(&gu, &gu_all, 1, MPI_INT, MPI_MAX, comm));
-    res->gave_up = gu_all;
+    /* fewer points than kmin in all: every one a centre, and still fewer than asked for */
+    res->gave_up = gu_all || k < o->kmin || k > o->kmax;
+    long cnt[4] = {res->stats.gain_calls, res->stats.gain_opens, res->stats.speedy_calls, res->stats.fl_rounds};
+    long cnt_all[4];
+    unsigned long long wb = res->stats.work_bytes, wb_max = 0;
+    DM_SC_MPI_TRY(MPI_Allreduce(cnt, cnt_all, 4, MPI_LONG, MPI_SUM, comm));
+    DM_SC_MPI_TRY(MPI_Allreduce(&wb, &wb_max, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm));
+    res->stats_all = res->stats;
+    res->stats_all.gain_calls = cnt_all[0], res->stats_all.gain_opens = cnt_all[1];
+    res->stats_all.speedy_calls = cnt_all[2], res->stats_all.fl_rounds = cnt_all[3];
+    res->stats_all.work_bytes = (size_t)wb_max;
 
     /* label this rank's points by the nearest final centre, chunk by chunk */
     dm_timer_start("streamclust.assign");

@@ -122,7 +122,11 @@ typedef struct dm_sc_local_result {
 } dm_sc_local_result;
 
 /* Rodinia's localSearch/pkmedian on the engine's loaded points: binary search on z between 0 and
- * hiz (total weighted distance to point 0), speedy, selectfeasible_fast, pFL rounds.
+ * hiz (total weighted distance to point 0), speedy, selectfeasible_fast, pFL rounds. Deviations:
+ *  - KMAX = 1: the point nearest the points' weighted mean, the exact best single centre (Rodinia
+ *    makes ITER k ln k = 0 gain calls at k = 1 and ends with speedy's centres);
+ *  - n <= KMAX points: every point its own centre, not a give-up even when n < KMIN (a stream's
+ *    last chunk may be short; dm_sc_run flags a final k below KMIN).
  * Give-up condition (documented, result.gave_up = 1, k may be outside [kmin, kmax]):
  *  - Rodinia's own: the z interval collapsed, loz >= 0.999 hiz, before k reached the range;
  *  - all points coincide (hiz == 0): one centre (Rodinia would loop forever);
@@ -185,8 +189,11 @@ typedef struct dm_sc_result {
     double chunk_cost_first; /* pkmedian cost of this rank's first chunk (Rodinia's figure) */
     long chunks;         /* chunks clustered on this rank */
     long kept;           /* centres kept before the final clustering (all ranks) */
-    int gave_up;         /* any local search gave up (all ranks) */
+    int gave_up;         /* any local search gave up (all ranks), or the final k is outside
+                          * [kmin, kmax] (fewer points in all than kmin) */
     dm_sc_stats stats;   /* this rank's engine statistics */
+    dm_sc_stats stats_all; /* the counts summed over the ranks, work_bytes the largest, the
+                            * policy this rank's */
 } dm_sc_result;
 void dm_sc_result_free(dm_sc_result *r);
 

@@ -246,6 +246,20 @@ static uint64_t first_unsorted_row(const uint64_t *row_off, const uint32_t *col,
     return bad;
 }
 
+/* The first row with a weight that is NaN or infinite (UINT64_MAX if none). */
+static uint64_t first_nonfinite_row(const uint64_t *row_off, const float *val, uint64_t n_rows)
+{
+    uint64_t bad = UINT64_MAX;
+#pragma omp parallel for schedule(static) reduction(min : bad)
+    for (int64_t r = 0; r < (int64_t)n_rows; r++)
+        for (uint64_t k = row_off[r]; k < row_off[r + 1]; k++)
+            if (!isfinite(val[k])) {
+                if ((uint64_t)r < bad) bad = (uint64_t)r;
+                break;
+            }
+    return bad;
+}
+
 static int check_local(const dm_vectors *v)
 {
     if (!v->row_off || !v->id_off || !v->label_off)
@@ -256,6 +270,9 @@ static int check_local(const dm_vectors *v)
     if (r != UINT64_MAX)
         return DM_ERR(DM_ERR_INVALID_ARG, "vectors: row %" PRIu64 " is not term-sorted within %" PRIu64 " columns",
                       v->row_base + r, v->n_cols);
+    r = first_nonfinite_row(v->row_off, v->val, v->n_rows);
+    if (r != UINT64_MAX)
+        return DM_ERR(DM_ERR_INVALID_ARG, "vectors: row %" PRIu64 " has a weight that is not a finite number", v->row_base + r);
     return DM_OK;
 }
 
@@ -718,6 +735,11 @@ static int validate(vfile *vf, const dm_vectors *v)
         return vf_fail(vf, "label offsets are broken");
     if (first_unsorted_row(v->row_off, v->col, v->n_rows, v->n_cols) != UINT64_MAX)
         return vf_fail(vf, "a row's columns are out of range or not increasing");
+    uint64_t r = first_nonfinite_row(v->row_off, v->val, v->n_rows);
+    if (r != UINT64_MAX)
+        return DM_ERR(DM_ERR_FORMAT, "%s: not a valid docmine vector file: row %" PRIu64 " (document '%s') has a weight "
+                      "that is not a finite number",
+                      vf->path, v->row_base + r, v->ids + v->id_off[r]);
     return DM_OK;
 }
 

@@ -61,7 +61,7 @@ static int one_run(run_row *row, int backend, long kmin, long kmax, int dim, lon
     row->total_cost = r.total_cost;
     row->chunk_cost = r.chunk_cost_first;
     row->k = r.k;
-    row->gain_calls = r.stats.gain_calls;
+    row->gain_calls = r.stats_all.gain_calls;
     row->work_bytes = r.stats.work_bytes;
     snprintf(row->policy, sizeof row->policy, "%s", r.stats.gain_policy);
     dm_sc_result_free(&r);

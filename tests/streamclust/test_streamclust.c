@@ -224,8 +224,8 @@ static void test_fl_cost_never_increases(void)
 
 static void test_local_search_range(void)
 {
-    long ranges[][2] = {{5, 10}, {10, 20}, {2, 3}};
-    for (int t = 0; t < 3; t++) {
+    long ranges[][2] = {{5, 10}, {10, 20}, {2, 3}, {1, 1}};
+    for (int t = 0; t < 4; t++) {
         dm_sc_engine *e = make_random(3000, 8, 1000 * t);
         dm_sc_rng r;
         dm_sc_rng_seed(&r, 11 + t);
@@ -233,9 +233,37 @@ static void test_local_search_range(void)
         CU_ASSERT_EQUAL_FATAL(dm_sc_local_search(&lr, e, ranges[t][0], ranges[t][1], &r), DM_OK);
         CU_ASSERT(lr.gave_up || (lr.k >= ranges[t][0] && lr.k <= ranges[t][1]));
         CU_ASSERT_EQUAL(lr.gave_up, !(lr.k >= ranges[t][0] && lr.k <= ranges[t][1]));
+        if (ranges[t][1] == 1) CU_ASSERT_EQUAL(lr.k, 1); /* 3000 distinct points: one centre is reachable */
         check_solution(e, lr.k);
         double tc = true_cost(e, lr.z, lr.k);
         CU_ASSERT(fabs(tc - lr.cost) <= 1e-3 * tc);
+        dm_sc_engine_destroy(e);
+    }
+    /* KMIN = KMAX = 1 on two and on five points, where speedy opens more than one centre: the
+     * local search must close them (ITER k ln k is 0 at k = 1: no gain call, no closing) */
+    const float c2[] = {0, 10}, c5[] = {0, 1, 2, 50, 51}, w[] = {1, 1, 1, 1, 1};
+    const long a[] = {0, 0, 0, 0, 0};
+    for (int t = 0; t < 2; t++) {
+        dm_sc_engine *e = make_1d(t ? c5 : c2, w, a, t ? 5 : 2);
+        dm_sc_rng r;
+        dm_sc_rng_seed(&r, 3 + t);
+        dm_sc_local_result lr;
+        CU_ASSERT_EQUAL_FATAL(dm_sc_local_search(&lr, e, 1, 1, &r), DM_OK);
+        CU_ASSERT_EQUAL(lr.k, 1);
+        CU_ASSERT_EQUAL(lr.gave_up, 0);
+        check_solution(e, lr.k);
+        /* the best centre among the points, by brute force: 10 or 0; 2 */
+        const float *c = t ? c5 : c2;
+        const long n = t ? 5 : 2;
+        double best = INFINITY, got = 0.0;
+        for (long j = 0; j < n; j++) {
+            double s = 0.0;
+            for (long i = 0; i < n; i++) s += (double)(c[i] - c[j]) * (c[i] - c[j]);
+            if (s < best) best = s;
+        }
+        for (long i = 0; i < n; i++) got += dm_sc_engine_points(e)->cost[i];
+        CU_ASSERT_DOUBLE_EQUAL(got, best, 1e-3);
+        CU_ASSERT_DOUBLE_EQUAL(lr.cost, best + lr.z, 1e-3 * (best + lr.z));
         dm_sc_engine_destroy(e);
     }
 }

@@ -3,7 +3,8 @@
 # assignment per point, report.json with results and per-phase timers, the same centres on 1 and
 # 2 ranks' runs are valid, binary file input equals the generator's points, and the input errors
 # exit with one line naming the file; document vectors (--vectors) of separated topics are clustered
-# by topic (NMI >= 0.9) on 1 and 2 ranks, and bad vector files or DIM <= 0 fail with one line.
+# by topic (NMI >= 0.9) on 1 and 2 ranks, and bad vector files or a DIM outside 1..65536 fail
+# with one line; KMIN = KMAX = 1 gives one centre, fewer documents than KMIN a give-up.
 # usage: test_streamclust_cli.sh <docmine> <mpiexec>
 set -u
 dm=$1
@@ -133,8 +134,26 @@ head -c $((size - 100)) "$tmp/docs.dmv" > "$tmp/short.dmv"
 check_err "vectors: truncated file" 1 "short.dmv: .*truncated" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/short.dmv" -o "$tmp/o"
 printf 'not vectors at all, just some text that is long enough for a header of 64 bytes.....\n' > "$tmp/text.dmv"
 check_err "vectors: not a vector file" 1 "text.dmv: .*bad magic" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/text.dmv" -o "$tmp/o"
-check_err "vectors: DIM 0" 2 "DIM must be >= 1 \(got 0\)" -- "$dm" --backend cpu streamclust 4 4 0 0 250 200 --vectors "$tmp/docs.dmv" -o "$tmp/o"
-check_err "vectors: DIM < 0" 2 "DIM must be >= 1 \(got -3\)" -- "$dm" --backend cpu streamclust --vectors "$tmp/docs.dmv" -o "$tmp/o" -- 4 4 -3 0 250 200
+check_err "vectors: DIM 0" 2 "DIM must be within 1..65536 \(got 0\)" -- "$dm" --backend cpu streamclust 4 4 0 0 250 200 --vectors "$tmp/docs.dmv" -o "$tmp/o"
+check_err "vectors: DIM < 0" 2 "DIM must be within 1..65536 \(got -3\)" -- "$dm" --backend cpu streamclust --vectors "$tmp/docs.dmv" -o "$tmp/o" -- 4 4 -3 0 250 200
+# 2^32 + 3 was taken as DIM 3 (an int cast)
+check_err "vectors: DIM beyond an int" 2 "DIM must be within 1..65536 \(got 4294967299\)" -- "$dm" --backend cpu streamclust 4 4 4294967299 0 250 200 --vectors "$tmp/docs.dmv" -o "$tmp/o"
+# KMIN = KMAX = 1: one centre, not a give-up (ITER k ln k = 0 at k = 1 kept all of speedy's centres)
+if OMP_NUM_THREADS=1 "$mpiexec" -n 2 "$dm" --backend cpu streamclust 1 1 64 0 250 200 --vectors "$tmp/docs.dmv" -o "$tmp/k1" > "$tmp/k1.log" 2>&1 &&
+   grep -q '"k": 1,' "$tmp/k1/report.json" && grep -q '"gave_up": false' "$tmp/k1/report.json" &&
+   ! grep -q "gave up" "$tmp/k1.log"; then
+    ok "KMIN = KMAX = 1: one centre"
+else
+    bad "KMIN = KMAX = 1: one centre"
+fi
+# fewer documents than KMIN: every one a centre, reported as a give-up
+if OMP_NUM_THREADS=1 "$dm" --backend cpu streamclust 700 800 64 0 1000 1000 --vectors "$tmp/docs.dmv" -o "$tmp/kbig" > "$tmp/kbig.log" 2>&1 &&
+   grep -q '"k": 600,' "$tmp/kbig/report.json" && grep -q '"gave_up": true' "$tmp/kbig/report.json" &&
+   grep -q "gave up" "$tmp/kbig.log"; then
+    ok "fewer documents than KMIN: a give-up"
+else
+    bad "fewer documents than KMIN: a give-up"
+fi
 check_err "vectors: N beyond the file" 1 "docs.dmv: file shorter than declared: 600 documents, N = 601" -- "$dm" --backend cpu streamclust 4 4 64 601 250 200 --vectors "$tmp/docs.dmv" -o "$tmp/o"
 check_err "vectors and input" 2 "--input and --vectors are exclusive" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/docs.dmv" --input "$tmp/x.bin" -o "$tmp/o"
 echo "$pass passed, $fail failed"

@@ -69,6 +69,13 @@ static long run_case_cs(long n, long chunk, int dim, long kmin, long kmax, long 
     }
     check_valid(&one, &o, n);
     check_valid(&all, &o, n);
+    /* the counts of the report are every rank's, not this rank's */
+    long g = all.stats.gain_calls, gsum = 0, f = all.stats.fl_rounds, fsum = 0;
+    MPI_Allreduce(&g, &gsum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&f, &fsum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    CU_ASSERT_EQUAL(all.stats_all.gain_calls, gsum);
+    CU_ASSERT_EQUAL(all.stats_all.fl_rounds, fsum);
+    CU_ASSERT_EQUAL(one.stats_all.gain_calls, one.stats.gain_calls);
     /* every rank got the same final centres */
     double c0 = all.k > 0 ? all.centres[0] : 0, c0max, c0min;
     MPI_Allreduce(&c0, &c0max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -110,6 +117,39 @@ static void test_mpi_tree_recluster(void)
     /* without re-clustering rank 0 would hold >= 4 ranks x 2 chunks x KMIN = 48 centres; with it the
      * two halves hold at most KMAX each (-1: a local search gave up, nothing to conclude) */
     if (size >= 4 && kept >= 0) CU_ASSERT(kept <= 2 * kmax);
+}
+
+/* KMIN = KMAX = 1 gives one centre (ITER k ln k is 0 at k = 1: Rodinia's local search then makes
+ * no gain call and keeps all of speedy's centres); fewer points in all than KMIN: every point is a
+ * centre, which is fewer than asked for, so the run says it gave up, on every rank. */
+static void test_mpi_k_edges(void)
+{
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.kmin = 1;
+    o.kmax = 1;
+    o.dim = 8;
+    o.n = 3000;
+    o.chunksize = 500;
+    o.backend = DM_SC_CPU;
+    dm_sc_result r;
+    CU_ASSERT_EQUAL_FATAL(dm_sc_run(&r, &o, NULL), DM_OK);
+    CU_ASSERT_EQUAL(r.k, 1);
+    CU_ASSERT_EQUAL(r.gave_up, 0);
+    check_valid(&r, &o, o.n);
+    dm_sc_result_free(&r);
+    o.kmin = 10;
+    o.kmax = 20;
+    o.n = 6;
+    CU_ASSERT_EQUAL_FATAL(dm_sc_run(&r, &o, NULL), DM_OK);
+    CU_ASSERT_EQUAL(r.k, 6);
+    CU_ASSERT_EQUAL(r.gave_up, 1);
+    CU_ASSERT_EQUAL(r.total_cost, 0.0);
+    dm_sc_result_free(&r);
+    o.n = 15; /* within [KMIN, KMAX]: every point a centre, as asked */
+    CU_ASSERT_EQUAL_FATAL(dm_sc_run(&r, &o, NULL), DM_OK);
+    CU_ASSERT_EQUAL(r.k, 15);
+    CU_ASSERT_EQUAL(r.gave_up, 0);
+    dm_sc_result_free(&r);
 }
 
 /* CLUSTERSIZE too small for the centres kept: every rank fails cleanly (no hang) with the same
@@ -255,6 +295,7 @@ static CU_TestInfo tests[] = {
     {"mpi_tree_recluster", test_mpi_tree_recluster},
     {"mpi_points_equal_generator", test_mpi_points_equal_generator},
     {"mpi_alloc_failures", test_mpi_alloc_failures},
+    {"mpi_k_edges", test_mpi_k_edges},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"streamclust_mpi", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "common/alloc.h"
 #include "common/context.h"
@@ -815,6 +816,43 @@ static void test_dmv_corruption(void)
     /* not a vector file at all */
     tl_write_file(p, "hello world, this is not a vector file at all, no, not at all....", 66);
     CU_ASSERT_EQUAL(dm_vectors_read(&r, p), DM_ERR_FORMAT);
+    /* a weight that is not a number: the writer refuses it, and a file that holds one with right
+     * checksums (written by another tool) is refused naming the file, the row and the document */
+    {
+        uint64_t row = 0;
+        while (row < 199 && v.row_off[row + 1] - v.row_off[row] < 2) row++;
+        CU_ASSERT_FATAL(v.row_off[row + 1] - v.row_off[row] >= 2);
+        const float keep = v.val[v.row_off[row] + 1];
+        v.val[v.row_off[row] + 1] = NAN;
+        char q[600];
+        tmp_path(q, sizeof q, "nan.dmv");
+        CU_ASSERT_EQUAL(dm_vectors_write(&v, q, NULL), DM_ERR_INVALID_ARG);
+        v.val[v.row_off[row] + 1] = keep;
+        const float bad[] = {NAN, INFINITY, -INFINITY};
+        for (int b = 0; b < 3; b++) {
+            char *mod = dm_malloc(len);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(mod);
+            memcpy(mod, orig, len);
+            memcpy(mod + 64 + 8 * 201 + 4 * v.row_off[200] + 4 * (v.row_off[row] + 1), &bad[b], 4);
+            uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)mod, (uInt)(len - 8));
+            memcpy(mod + len - 8, &crc, 4);
+            tl_write_file(p, mod, len);
+            dm_free(mod);
+            CU_ASSERT_EQUAL(dm_vectors_read(&r, p), DM_ERR_FORMAT);
+            CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), p));
+            CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "not a finite number"));
+            char want[64];
+            snprintf(want, sizeof want, "row %" PRIu64 " (document '%s')", row, v.ids + v.id_off[row]);
+            CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), want));
+            /* a partial read of the rows around it too, without the checksum */
+            CU_ASSERT_EQUAL(dm_vectors_read_rows(&r, p, row, 1, 0), DM_ERR_FORMAT);
+            CU_ASSERT_EQUAL_FATAL(dm_vectors_read_rows(&r, p, row + 1, 5, 0), DM_OK);
+            dm_vectors_free(&r);
+        }
+        tl_write_file(p, orig, len);
+        CU_ASSERT_EQUAL_FATAL(dm_vectors_read(&r, p), DM_OK);
+        dm_vectors_free(&r);
+    }
     /* missing */
     tmp_path(p, sizeof p, "missing.dmv");
     CU_ASSERT_EQUAL(dm_vectors_read(&r, p), DM_ERR_IO);
