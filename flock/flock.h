@@ -138,6 +138,15 @@ dm_flock_step_fn dm_flock_step_cpu, dm_flock_step_cuda;
  * dm_tune_register_all); the CUDA backend also calls it when a simulation starts. */
 int dm_flock_tune_register(void);
 
+/* Selects every kernel a simulation of n boids a rank on `ranks` ranks launches, at the sizes it
+ * launches them: the boids' kernels and the clusters' at n, the similarity at the pair cache's
+ * misses (n/8 .. 32 n pairs; from n/64 with several ranks, for the halo's), the halo's (flags,
+ * pick) with several ranks. With no database entry a selection searches, and a search builds a
+ * flock state of its own (up to 2^20 boids): the CUDA backend calls this when a simulation starts,
+ * before it allocates, so that no search runs beside it (a first run's device peak) or inside its
+ * steps. Not collective; CUDA builds only. */
+int dm_flock_cuda_select_ahead(size_t n, int ranks);
+
 /* ---- clusters -------------------------------------------------------------------------------- */
 
 /* What happens to the documents of small components (dm_flock_cluster_options.attach). */

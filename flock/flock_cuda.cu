@@ -1057,9 +1057,23 @@ extern "C" int dm_flock_cuda_force_instance(const char *kernel, int index)
     return DM_ERR(DM_ERR_INVALID_ARG, "flock: no kernel %s", kernel);
 }
 
-extern "C" int dm_flock_cuda_init(dm_flock_sim *sim)
+extern "C" int dm_flock_cuda_select_ahead(size_t n, int ranks)
 {
     DM_TRY(dm_flock_tune_register());
+    if (!n) n = 1;
+    for (int k = 0; k < K_N; k++) {
+        if (k == K_SIM || k == K_MOVE) continue; /* below; the moves' sizes are the migrations' */
+        if (ranks < 2 && (k == K_FLAGS || k == K_PICK)) continue; /* the halo's */
+        pick(k, n);
+    }
+    const int c = dm_tune_workload_class(n), lo = c - (ranks > 1 ? 6 : 3);
+    for (int q = lo > 0 ? lo : 0; q <= c + 5 && q < 40; q++) pick(K_SIM, (size_t)1 << q);
+    return DM_OK;
+}
+
+extern "C" int dm_flock_cuda_init(dm_flock_sim *sim)
+{
+    DM_TRY(dm_flock_cuda_select_ahead(sim->own.n, sim->size));
     dstate *s = new (std::nothrow) dstate();
     if (!s) return DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     sim->dev = s;

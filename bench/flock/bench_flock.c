@@ -367,6 +367,7 @@ typedef struct run_result {
     int refine_steps;
     uint64_t noise;
     dm_flock_stats stats; /* summed */
+    double steps_searches, steps_tune_s; /* the tuner's searches inside the timed steps, this rank */
 } run_result;
 
 static int run_once(run_result *out, const dm_ctx *ctx, const dm_vectors *v, const dm_flock_options *fo,
@@ -379,8 +380,11 @@ static int run_once(run_result *out, const dm_ctx *ctx, const dm_vectors *v, con
     int rc = dm_flock_sim_init(&s, ctx, v, fo);
     double t1 = dm_wtime();
     if (rc == DM_OK) {
+        const double c0 = (double)dm_counter_get("tune.searches"), s0 = dm_timer_get("tune");
         dm_timer_start("bench.run");
         rc = dm_flock_sim_run(s);
+        out->steps_searches = (double)dm_counter_get("tune.searches") - c0;
+        out->steps_tune_s = dm_timer_get("tune") - s0;
         MPI_Barrier(ctx->world);
         dm_timer_stop("bench.run");
     }
@@ -659,20 +663,7 @@ int main(int argc, char **argv)
      * kernel tunes it when the database has no entry) */
     if (ctx.backend == DM_BACKEND_CUDA) {
         double t0 = dm_wtime();
-        rc = dm_flock_tune_register();
-        static const char *const kn[] = {"flock.cell_keys", "flock.cell_bounds", "flock.gather", "flock.count",
-                                         "flock.detect", "flock.similarity", "flock.forces", "flock.update",
-                                         "flock.cache_move", "flock.flags", "flock.pick", "flock.cache_build"};
-        size_t share = (size_t)(N / (uint64_t)ctx.size) + 1;
-        for (size_t k = 0; k < sizeof kn / sizeof kn[0] && rc == DM_OK; k++) {
-            const dm_tune_kernel *kd = dm_tune_kernel_find(kn[k]);
-            if (kd) dm_tune_select(kd, share);
-        }
-        /* the similarity works on the pair cache's misses: from all of the first step's pairs
-         * (about 30 a boid) to a few percent of them later, size classes of their own */
-        const dm_tune_kernel *ks = dm_tune_kernel_find("flock.similarity");
-        const int cs = dm_tune_workload_class(share);
-        for (int q = cs > 3 ? cs - 3 : 0; ks && q <= cs + 5 && q < 40; q++) dm_tune_select(ks, (size_t)1 << q);
+        rc = dm_flock_cuda_select_ahead((size_t)(N / (uint64_t)ctx.size), ctx.size);
         if (ctx.rank == 0) printf("kernel selection (%s): %.1f s\n", dm_tune_mode_name(dm_tune_get_mode()), dm_wtime() - t0);
     }
 #endif
@@ -824,19 +815,24 @@ int main(int argc, char **argv)
             MPI_Allreduce(&hpeak, &hmax, 1, MPI_UNSIGNED_LONG, MPI_MAX, ctx.world);
             double per_doc = ctx.backend == DM_BACKEND_CUDA ? (double)dmax / ((double)N / ctx.size) : 0;
             double fit = per_doc > 0 ? 0.9 * (double)ctx.dev.mem_total / per_doc : 0;
-            /* tuning searches inside the timed run (a kernel or size class not selected before it,
-             * with no entry in the database): its time and its workloads' memory are in the run's */
-            double tin[2] = {(double)dm_counter_get("tune.searches"), dm_timer_get("tune")}, tmax[2] = {0, 0};
-            MPI_Allreduce(tin, tmax, 2, MPI_DOUBLE, MPI_MAX, ctx.world);
+            /* tuning searches in the run (a kernel or size class not selected before it, with no
+             * entry in the database): inside the timed steps their time is in the run's, and
+             * anywhere (set-up, steps, clusters) their workloads' memory is in the device peak */
+            double tin[4] = {(double)dm_counter_get("tune.searches"), dm_timer_get("tune"), rr.steps_searches,
+                             rr.steps_tune_s},
+                   tmax[4] = {0, 0, 0, 0};
+            MPI_Allreduce(tin, tmax, 4, MPI_DOUBLE, MPI_MAX, ctx.world);
             json_object_set_new(js, "tune_searches_in_run", json_integer((json_int_t)tmax[0]));
             json_object_set_new(js, "tune_seconds_in_run", json_real(tmax[1]));
+            json_object_set_new(js, "tune_searches_in_steps", json_integer((json_int_t)tmax[2]));
+            json_object_set_new(js, "tune_seconds_in_steps", json_real(tmax[3]));
             if (ctx.rank == 0) {
                 printf("run %.2f s (%.1f ms/iteration), %.3g boid-iterations/s, communication %.1f%% of a step\n", rr.wall,
                        1e3 * rr.wall / it, (double)N * it / rr.wall, 100 * comm_frac);
                 if (tmax[0] > 0)
-                    printf("of it tuning: %.0f searches, %.2f s (the slowest rank; run again with the tuning database "
-                           "to time the kernels alone)\n",
-                           tmax[0], tmax[1]);
+                    printf("tuning searches in the run: %.0f (%.2f s), of them in the timed steps %.0f (%.2f s) (the "
+                           "slowest rank; run again with the tuning database to time the kernels alone)\n",
+                           tmax[0], tmax[1], tmax[2], tmax[3]);
                 printf("pairs %.1f per boid per iteration, %.1f%% similar, pair cache hits %.1f%%, %llu migrations, "
                        "%llu halo boids (%llu with their vector, the others cached by the receiver)\n",
                        (double)rr.stats.pairs / ((double)N * it), 100.0 * (double)rr.stats.similar / (double)(rr.stats.pairs ? rr.stats.pairs : 1),

@@ -331,18 +331,20 @@ static void test_label_alloc_failures(void)
     label_case_free(&c);
 }
 
-static void test_run_cpu_vs_cuda(void)
+/* The whole run on both backends: the same centres, labels and cost; and with KMAX = 1 (the one
+ * centre nearest the weighted mean, chosen on the host from the engine's points) */
+static void run_cpu_vs_cuda(long kmin, long kmax)
 {
     dm_sc_options o = DM_SC_OPTIONS_INIT;
-    o.kmin = 5;
-    o.kmax = 10;
+    o.kmin = kmin;
+    o.kmax = kmax;
     o.dim = 23;
     o.n = 7001;
     o.chunksize = 2500;
     o.clustersize = 200;
     if (g_sanitizer) { /* one chunk, ~350 gain calls */
-        o.kmin = 3;
-        o.kmax = 5;
+        o.kmin = kmin < 3 ? kmin : 3;
+        o.kmax = kmax < 5 ? kmax : 5;
         o.n = 300;
         o.chunksize = 300;
     }
@@ -352,6 +354,7 @@ static void test_run_cpu_vs_cuda(void)
     o.backend = DM_SC_CUDA;
     CU_ASSERT_EQUAL_FATAL(dm_sc_run(&rg_, &o, NULL), DM_OK);
     CU_ASSERT_EQUAL(rc_.k, rg_.k);
+    if (kmax == 1) CU_ASSERT_EQUAL(rg_.k, 1);
     CU_ASSERT(fabs(rc_.total_cost - rg_.total_cost) <= 1e-4 * rc_.total_cost);
     if (rc_.k == rg_.k) {
         CU_ASSERT_EQUAL(memcmp(rc_.centre_ids, rg_.centre_ids, (size_t)rc_.k * sizeof(long)), 0);
@@ -364,6 +367,12 @@ static void test_run_cpu_vs_cuda(void)
     }
     dm_sc_result_free(&rc_);
     dm_sc_result_free(&rg_);
+}
+
+static void test_run_cpu_vs_cuda(void)
+{
+    run_cpu_vs_cuda(5, 10);
+    run_cpu_vs_cuda(1, 1);
 }
 
 /* the tuner's workloads (one per DIM class of the gain kernel): every instance returns the
