@@ -140,7 +140,7 @@ int dm_flock_tune_register(void);
 
 /* Selects every kernel a simulation of n boids a rank on `ranks` ranks launches, at the sizes it
  * launches them: the boids' kernels and the clusters' at n, the similarity at the pair cache's
- * misses (n/8 .. 32 n pairs; from n/64 with several ranks, for the halo's), the halo's (flags,
+ * misses (n/8 .. 64 n pairs; from n/64 with several ranks, for the halo's), the halo's (flags,
  * pick) with several ranks. With no database entry a selection searches, and a search builds a
  * flock state of its own (up to 2^20 boids): the CUDA backend calls this when a simulation starts,
  * before it allocates, so that no search runs beside it (a first run's device peak) or inside its

@@ -1066,8 +1066,9 @@ extern "C" int dm_flock_cuda_select_ahead(size_t n, int ranks)
         if (ranks < 2 && (k == K_FLAGS || k == K_PICK)) continue; /* the halo's */
         pick(k, n);
     }
-    const int c = dm_tune_workload_class(n), lo = c - (ranks > 1 ? 6 : 3);
-    for (int q = lo > 0 ? lo : 0; q <= c + 5 && q < 40; q++) pick(K_SIM, (size_t)1 << q);
+    /* the misses: a first step's are all its pairs (~30 a boid), later ones a few percent */
+    const int lo = dm_tune_workload_class(n / (ranks > 1 ? 64 : 8)), hi = dm_tune_workload_class(64 * n);
+    for (int q = lo; q <= hi && q < 40; q++) pick(K_SIM, (size_t)1 << q);
     return DM_OK;
 }
 
