@@ -70,6 +70,12 @@ void dm_sc_rng_jump(dm_sc_rng *r, uint64_t k)
 }
 
 /* ---------------------------------------------------------------- points */
+/* Host bytes of dm_sc_points_init(cap, dim), in GB: for the messages that name the option. */
+static double sc_points_gb(long cap, int dim)
+{
+    return (double)cap * ((double)dim * sizeof(float) + 2 * sizeof(float) + 3 * sizeof(long)) / 1e9;
+}
+
 int dm_sc_points_init(dm_sc_points *p, long cap, int dim)
 {
     memset(p, 0, sizeof *p);
@@ -917,7 +923,11 @@ static int sc_run_local(dm_sc_result *res, dm_sc_points *centres, const dm_sc_op
     long cap = o->chunksize < res->n_local ? o->chunksize : res->n_local;
     if (cap < 1) return DM_OK; /* more ranks than points */
     dm_sc_engine *e = NULL;
-    DM_TRY(dm_sc_engine_create(&e, o->backend, cap, o->dim));
+    int rc0 = dm_sc_engine_create(&e, o->backend, cap, o->dim);
+    if (rc0 == DM_ERR_NOMEM)
+        return DM_ERR(DM_ERR_NOMEM, "streamclust: no memory for a chunk of CHUNKSIZE (%ld) points of DIM (%d): %.3g GB",
+                      cap, o->dim, sc_points_gb(cap, o->dim));
+    DM_TRY(rc0);
     dm_sc_points *p = dm_sc_engine_points(e);
     int rc = DM_OK;
     for (long off = first; off < last && rc == DM_OK; off += o->chunksize) {
@@ -1020,6 +1030,9 @@ static int sc_run(dm_sc_result *res, const dm_sc_options *o, MPI_Comm comm)
 
     dm_sc_points centres;
     rc = dm_sc_points_init(&centres, o->clustersize, o->dim);
+    if (rc == DM_ERR_NOMEM)
+        rc = DM_ERR(DM_ERR_NOMEM, "streamclust: no memory for CLUSTERSIZE (%ld) centres of DIM (%d): %.3g GB",
+                    o->clustersize, o->dim, sc_points_gb(o->clustersize, o->dim));
     if (rc == DM_OK) rc = sc_run_local(res, &centres, o, first, last, &rng);
     /* agree on failure before the tree so that nobody waits for a dead partner */
     rc = dm_comm_agree(comm, rc);

@@ -82,6 +82,8 @@ check_err "clustersize < kmax" 2 "CLUSTERSIZE \(4\) too small" -- "$dm" --backen
 check_err "clustersize overflow" 2 "CLUSTERSIZE 12 too small" -- "$dm" --backend cpu streamclust 5 10 4 3000 200 12 -o "$tmp/o"
 check_err "missing file" 1 "/nonexistent/p.bin" -- "$dm" --backend cpu streamclust 5 10 8 0 100 200 --input /nonexistent/p.bin -o "$tmp/o"
 check_err "five numbers" 2 "expected KMIN KMAX DIM N CHUNKSIZE CLUSTERSIZE" -- "$dm" --backend cpu streamclust 5 10 8 100 100 -o "$tmp/o"
+# sizes beyond the host's memory: the error names the parameter (was "points: 1000000000 x 256 floats")
+check_err "CLUSTERSIZE beyond memory" 1 "no memory for CLUSTERSIZE \(1000000000000\) centres of DIM \(256\)" -- "$dm" --backend cpu streamclust 10 20 256 1000 1000 1000000000000 -o "$tmp/o"
 check_err "no outdir" 2 "missing -o OUTDIR" -- "$dm" --backend cpu streamclust 5 10 8 100 100 200
 
 # --vectors: documents of 4 well separated synthetic topics, hashed into 256 dimensions, clustered
