@@ -92,10 +92,10 @@ static int read_vectors(dm_vectors *v, const char *path, const dm_ctx *ctx)
     uint64_t n = 0;
     int rc = DM_OK;
     if (ctx->rank == 0) {
-        FILE *f = fopen(path, "rb");
+        FILE *f = NULL;
         unsigned char h[24];
-        if (!f) rc = DM_ERR(DM_ERR_IO, "%s: %s", path, strerror(errno));
-        else {
+        rc = dm_open_input(&f, path, NULL);
+        if (rc == DM_OK) {
             if (fread(h, 1, 24, f) != 24 || memcmp(h, DM_VECTORS_MAGIC, 8) != 0)
                 rc = DM_ERR(DM_ERR_FORMAT, "%s: not a .dmv vector file", path);
             else memcpy(&n, h + 16, 8);

@@ -142,11 +142,7 @@ static int preprocess_synthetic(dm_token_stream *out, const dm_ctx *ctx, const d
     /* the stages in the report (read = generating the documents here) */
     if (rc == DM_OK) dm_pp_times_to_timers(&times, "preprocess", 1);
     rc = dm_ctx_agree(ctx, rc);
-    if (rc == DM_OK) {
-        uint64_t n_msgs = out->stats.n_messages;
-        rc = dm_ctx_agree(ctx, dm_pp_stats_allreduce(&out->stats, &ctx->world));
-        out->stats.n_messages = n_msgs;
-    }
+    if (rc == DM_OK) rc = dm_ctx_agree(ctx, dm_pp_stats_allreduce(&out->stats, &ctx->world));
     if (rc != DM_OK) dm_token_stream_free(out);
     return rc;
 }
@@ -448,6 +444,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
         if (rc == DM_OK)
             dm_log_info("preprocess: %" PRIu64 " documents, %" PRIu64 " tokens, %.1f MB of text in %.2f s", ps.docs,
                         ps.tokens, (double)ps.bytes_read / 1e6, dm_timer_get("pipeline.preprocess"));
+        if (rc == DM_OK) dm_vectorize_print_skips(ctx, cmd, &ps);
     }
 
     /* stage 2: TF-IDF */
@@ -538,6 +535,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
         json_object_set_new(res, "documents", json_integer((json_int_t)ts.docs));
         json_t *pj = json_object();
         json_object_set_new(pj, "seconds", json_real(dm_timer_get("pipeline.preprocess")));
+        dm_vectorize_report_skips(pj, &ps);
         json_object_set_new(res, "preprocess", pj);
         json_t *tj = json_object();
         dm_vectorize_report_stats(tj, &ts, &ps);

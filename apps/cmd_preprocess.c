@@ -1,13 +1,18 @@
 /* `docmine preprocess`: reads a corpus (split across ranks by bytes), normalises, tokenises,
  * removes stop words, stems and hashes, and writes the token stream (binary format of
  * preprocess/preprocess.h) or, with --dump-tokens, readable text. Reference: dm_preprocess. */
+#include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "apps/cmd_vectorize.h"
 #include "apps/commands.h"
+#include "common/fileio.h"
+#include "common/log.h"
 #include "common/report.h"
 #include "common/status.h"
 #include "common/timer.h"
@@ -18,10 +23,14 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: docmine preprocess --corpus PATH (-o FILE | --dump-tokens) [options]\n\n"
             "Turns a corpus into the token stream (per document: id, labels, 64-bit term hashes,\n"
-            "plus the vocabulary of distinct stems). With several ranks, rank r writes FILE.rank<r>.\n\n"
-            "  --corpus PATH       file or directory tree (.gz, .tar[.gz], .jsonl, .tsv, .sgm, text)\n"
+            "plus the vocabulary of distinct stems). With several ranks, rank r writes FILE.rank<r>;\n"
+            "FILE.rank<r> files that this run did not write (an earlier run's with more ranks) are\n"
+            "removed. Skipped input is counted per reason and its first messages printed.\n\n"
+            "  --corpus PATH       file or directory tree (.jsonl, .tsv, .sgm, text; compressed .gz, .bz2,\n"
+            "                      .xz, .zst; archives .tar[.gz|.bz2|.xz|.zst], .tgz, .zip)\n"
             "  -o, --output FILE   binary token stream\n"
-            "  --dump-tokens       readable text instead: id<TAB>labels<TAB>stems (to FILE or stdout)\n\n"
+            "  --dump-tokens       readable text instead: id<TAB>labels<TAB>stems (to FILE or stdout;\n"
+            "                      tabs and line breaks in ids and labels become spaces)\n\n"
             "%s\n"
             "examples:\n"
             "  docmine preprocess --corpus ../shared/datasets/reuters21578 --format reuters -o reuters.dmtok\n"
@@ -64,6 +73,52 @@ static int dump_stdout(const dm_token_stream *s, const dm_ctx *ctx)
         }
     }
     if (fflush(stdout) != 0 && rc >= 0) rc = DM_ERR(DM_ERR_IO, "preprocess: write error on stdout");
+    return rc;
+}
+
+/* The dump to FILE (FILE.rank<r> for rank r), written under a temporary name and renamed. */
+static int dump_file(const dm_token_stream *s, const char *path)
+{
+    dm_atomic_file f;
+    DM_TRY(dm_atomic_open(&f, path));
+    int rc = dm_token_stream_dump(s, f.fp);
+    if (rc < 0) {
+        dm_atomic_abort(&f);
+        return DM_ERR(rc, "%s: cannot write the dump", path);
+    }
+    return dm_atomic_commit(&f);
+}
+
+/* Removes the OUTPUT.rank<r> files that this run did not write (r >= size; every one when one rank
+ * wrote OUTPUT itself), each named in a warning: they are an earlier run's with more ranks, and a
+ * reader of the set would mix them in (vectorize --tokens also refuses a set of different runs by
+ * the files' headers). A plain OUTPUT of an earlier one-rank run is left: several ranks never
+ * read it. Rank 0, after the files are written. */
+static int remove_stale_rank_files(const char *output, int size)
+{
+    char dir[4096], path[8192];
+    const char *slash = strrchr(output, '/'), *base = slash ? slash + 1 : output;
+    /* dir: OUTPUT's folder with its '/', or "" for the current one */
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - output) + 1 : 0, output);
+    size_t bl = strlen(base);
+    DIR *d = opendir(dir[0] ? dir : ".");
+    if (!d) return DM_ERR(DM_ERR_IO, "%s: cannot list the folder of %s: %s", dir[0] ? dir : ".", output, strerror(errno));
+    int rc = DM_OK;
+    struct dirent *e;
+    while (rc == DM_OK && (e = readdir(d)) != NULL) {
+        const char *r = e->d_name + bl;
+        if (strncmp(e->d_name, base, bl) != 0 || strncmp(r, ".rank", 5) != 0) continue;
+        r += 5; /* the rank as preprocess writes it: digits, no leading zero */
+        size_t rl = strlen(r);
+        if (rl == 0 || rl > 9 || strspn(r, "0123456789") != rl || (r[0] == '0' && rl > 1)) continue;
+        if (size > 1 && atoi(r) < size) continue;
+        snprintf(path, sizeof path, "%s%s", dir, e->d_name);
+        if (unlink(path) != 0)
+            rc = DM_ERR(DM_ERR_IO, "%s: cannot remove this leftover of an earlier run: %s", path, strerror(errno));
+        else
+            dm_log_warn("removed %s: a leftover of an earlier run with more ranks", path);
+    }
+    closedir(d);
     return rc;
 }
 
@@ -116,27 +171,20 @@ int dm_cmd_preprocess(dm_app *app, int argc, char **argv)
         if (ctx->size > 1) snprintf(path, sizeof(path), "%s.rank%d", output, ctx->rank);
         else snprintf(path, sizeof(path), "%s", output);
     }
-    if (dump) {
-        if (output) {
-            FILE *f = fopen(path, "w");
-            if (!f) rc = DM_ERR(DM_ERR_IO, "%s: cannot create", path);
-            else {
-                rc = dm_token_stream_dump(&s, f);
-                if (fclose(f) != 0 && rc >= 0) rc = DM_ERR(DM_ERR_IO, "%s: write error", path);
-            }
-        } else {
-            rc = dump_stdout(&s, ctx);
-        }
-    } else {
-        rc = dm_token_stream_write(&s, path);
-    }
+    if (dump && output) rc = dump_file(&s, path);
+    else if (dump) rc = dump_stdout(&s, ctx);
+    else rc = dm_token_stream_write(&s, path);
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc >= 0 && output && ctx->rank == 0) rc = remove_stale_rank_files(output, ctx->size);
     rc = dm_ctx_agree(ctx, rc);
     if (rc >= 0 && ctx->rank == 0) {
         const dm_pp_stats *st = &s.stats;
+        char empty[64] = "";
+        if (st->docs_empty) snprintf(empty, sizeof empty, ", %llu without tokens", (unsigned long long)st->docs_empty);
         fprintf(stderr,
-                "docmine preprocess: %llu documents (%llu labelled), %llu tokens, %llu skipped, "
+                "docmine preprocess: %llu documents (%llu labelled%s), %llu tokens, %llu skipped, "
                 "%llu invalid UTF-8 bytes, %llu hash collisions\n",
-                (unsigned long long)st->docs, (unsigned long long)st->docs_labelled,
+                (unsigned long long)st->docs, (unsigned long long)st->docs_labelled, empty,
                 (unsigned long long)st->tokens, (unsigned long long)dm_pp_stats_skipped_total(st),
                 (unsigned long long)st->invalid_utf8, (unsigned long long)st->hash_collisions);
         double sum = dm_pp_times_sum(&t);
@@ -145,12 +193,8 @@ int dm_cmd_preprocess(dm_app *app, int argc, char **argv)
                 "d2h %.3f build %.3f prefault %.3f wall %.3f overlap %.2f\n",
                 t.read, t.normalize, t.take, t.h2d, t.kernels, t.d2h, t.build, t.prefault, t.wall,
                 t.wall > 0 ? sum / t.wall : 0);
-        for (uint64_t i = 0; i < st->n_messages && i < DM_PP_MAX_MESSAGES; i++)
-            fprintf(stderr, "docmine preprocess: %s\n", st->messages[i]);
-        if (st->n_messages > DM_PP_MAX_MESSAGES)
-            fprintf(stderr, "docmine preprocess: ... %llu more messages on rank 0\n",
-                    (unsigned long long)(st->n_messages - DM_PP_MAX_MESSAGES));
     }
+    if (rc >= 0) dm_vectorize_print_skips(ctx, cmd, &s.stats);
     if (rc >= 0 && app->report_path) {
         dm_report rep;
         rc = dm_report_init(&rep, "preprocess", app->argc_all, app->argv_all);
@@ -159,25 +203,19 @@ int dm_cmd_preprocess(dm_app *app, int argc, char **argv)
             json_t *r = rep.results;
             json_object_set_new(r, "documents", json_integer((json_int_t)st->docs));
             json_object_set_new(r, "documents_labelled", json_integer((json_int_t)st->docs_labelled));
+            json_object_set_new(r, "documents_empty", json_integer((json_int_t)st->docs_empty));
             json_object_set_new(r, "tokens", json_integer((json_int_t)st->tokens));
             json_object_set_new(r, "bytes_read", json_integer((json_int_t)st->bytes_read));
             json_object_set_new(r, "invalid_utf8", json_integer((json_int_t)st->invalid_utf8));
             json_object_set_new(r, "nul_bytes", json_integer((json_int_t)st->nul_bytes));
             json_object_set_new(r, "hash_collisions", json_integer((json_int_t)st->hash_collisions));
-            json_t *sk = json_object();
-            for (int i = 0; i < DM_PP_SKIP_COUNT; i++)
-                json_object_set_new(sk, dm_pp_skip_name(i), json_integer((json_int_t)st->skipped[i]));
-            json_object_set_new(r, "skipped", sk);
+            dm_vectorize_report_skips(r, st);
             json_t *dropped = json_object();
             json_object_set_new(dropped, "short", json_integer((json_int_t)st->tokens_short));
             json_object_set_new(dropped, "long", json_integer((json_int_t)st->tokens_long));
             json_object_set_new(dropped, "number", json_integer((json_int_t)st->tokens_number));
             json_object_set_new(dropped, "stop", json_integer((json_int_t)st->tokens_stop));
             json_object_set_new(r, "tokens_dropped", dropped);
-            json_t *msgs = json_array();
-            for (uint64_t i = 0; i < st->n_messages && i < DM_PP_MAX_MESSAGES; i++)
-                json_array_append_new(msgs, json_string(st->messages[i]));
-            json_object_set_new(r, "messages_rank0", msgs);
             double sum = dm_pp_times_sum(&t);
             json_object_set_new(r, "overlap", json_real(t.wall > 0 ? sum / t.wall : 0));
             rc = dm_report_collect(&rep, ctx);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "apps/commands.h"
 #include "common/log.h"
@@ -90,7 +91,8 @@ static void usage(FILE *f)
                "weights are TF-ICF and the corpus is weighed batch by batch, without a global pass.\n\n"
                "  --corpus PATH         file or directory tree to read\n"
                "  --tokens STREAM       a token stream of docmine preprocess -o STREAM instead (written by as\n"
-               "                        many ranks as this run: STREAM, or STREAM.rank<r> for several)\n"
+               "                        many ranks as this run: STREAM, or STREAM.rank<r> for several; the\n"
+               "                        files' headers must name one run)\n"
                "  -o, --output FILE     the vectors (.dmv binary CSR with checksum)\n"
                "  --idf log|sklearn     log: ln(N/df) (default); sklearn: ln((1+N)/(1+df)) + 1\n"
                "  --sublinear           tf = 1 + ln(count) instead of count / document length\n"
@@ -155,37 +157,88 @@ void dm_vectorize_report_stats(json_t *o, const dm_tfidf_stats *st, const dm_pp_
     }
 }
 
+void dm_vectorize_print_skips(const dm_ctx *ctx, const char *cmd, const dm_pp_stats *ps)
+{
+    uint64_t total = dm_pp_stats_skipped_total(ps);
+    if (ctx->rank == 0 && ps->files_ignored)
+        fprintf(stderr, "docmine %s: %llu file%s not of the corpus format ignored\n", cmd,
+                (unsigned long long)ps->files_ignored, ps->files_ignored == 1 ? "" : "s");
+    if (ctx->rank != 0 || total == 0) return;
+    char why[512];
+    dm_pp_stats_skips_str(why, sizeof why, ps);
+    fprintf(stderr, "docmine %s: %llu skipped: %s\n", cmd, (unsigned long long)total, why);
+    for (uint64_t i = 0; i < ps->n_messages && i < DM_PP_MAX_MESSAGES; i++)
+        fprintf(stderr, "docmine %s: %s\n", cmd, ps->messages[i]);
+    if (ps->n_messages > DM_PP_MAX_MESSAGES)
+        fprintf(stderr, "docmine %s: ... %llu more skip messages\n", cmd,
+                (unsigned long long)(ps->n_messages - DM_PP_MAX_MESSAGES));
+}
+
+void dm_vectorize_report_skips(json_t *o, const dm_pp_stats *ps)
+{
+    json_t *sk = json_object();
+    for (int i = 0; i < DM_PP_SKIP_COUNT; i++)
+        json_object_set_new(sk, dm_pp_skip_name(i), json_integer((json_int_t)ps->skipped[i]));
+    json_object_set_new(o, "skipped", sk);
+    json_t *msgs = json_array();
+    for (uint64_t i = 0; i < ps->n_messages && i < DM_PP_MAX_MESSAGES; i++)
+        json_array_append_new(msgs, json_string(ps->messages[i]));
+    json_object_set_new(o, "messages", msgs);
+    json_object_set_new(o, "messages_total", json_integer((json_int_t)ps->n_messages));
+    json_object_set_new(o, "files_ignored", json_integer((json_int_t)ps->files_ignored));
+}
+
 static int file_exists(const char *p)
 {
-    FILE *f = fopen(p, "rb");
-    if (f) fclose(f);
-    return f != NULL;
+    struct stat sb;
+    return stat(p, &sb) == 0; /* not fopen: a FIFO would block it */
+}
+
+/* The files of a token stream must be one run's, of as many ranks as this one; their headers
+ * name the writer's rank and its run's ranks. Rank 0's file decides how many ranks wrote the set;
+ * when that is this run's, every file must say so and its own rank: a file left by an earlier run
+ * with more ranks is refused naming it, never mixed in. read_rc: this rank's read. Collective. */
+static int check_stream_set(const dm_ctx *ctx, const char *stream, const char *path, const dm_token_stream *s,
+                            int read_rc)
+{
+    uint32_t n0 = read_rc == DM_OK ? s->n_ranks : 0; /* 0: rank 0 could not read its file */
+    MPI_Bcast(&n0, 1, MPI_UINT32_T, 0, ctx->world);
+    int other_run = n0 != 0 && n0 != (uint32_t)ctx->size;
+    int rc = other_run ? DM_OK : read_rc; /* a missing STREAM.rank<r> is then rank 0's error, explained */
+    if (other_run && ctx->rank == 0)
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "%s was written by %u rank%s (%s): run vectorize with as many ranks", stream,
+                    n0, n0 == 1 ? "" : "s", path);
+    else if (rc == DM_OK && n0 == (uint32_t)ctx->size && (s->n_ranks != n0 || s->rank != (uint32_t)ctx->rank))
+        rc = DM_ERR(DM_ERR_FORMAT, "%s: written by rank %u of a %u-rank run, not by rank %d of the %u-rank run that "
+                    "wrote %s.rank0: the files are of different runs (a leftover?); run docmine preprocess again",
+                    path, s->rank, s->n_ranks, ctx->rank, n0, stream);
+    return dm_ctx_agree(ctx, rc);
 }
 
 /* TF-IDF of a token stream written by `docmine preprocess -o STREAM` with as many ranks. */
 static int vectorize_tokens(dm_vectors *v, dm_vocab *vocab, dm_tfidf_stats *st, dm_pp_stats *ps, dm_ctx *ctx,
                             const char *stream, const dm_tfidf_options *o)
 {
-    char path[4200], extra[4200];
+    char path[4200], rank0[4200];
     int rc = DM_OK;
     if (ctx->size == 1) snprintf(path, sizeof path, "%s", stream);
     else snprintf(path, sizeof path, "%s.rank%d", stream, ctx->rank);
-    snprintf(extra, sizeof extra, "%s.rank%d", stream, ctx->size == 1 ? 0 : ctx->size);
-    if (!file_exists(path) && ctx->size == 1 && file_exists(extra))
-        rc = DM_ERR(DM_ERR_INVALID_ARG, "%s was written by several ranks (%s): run vectorize with as many ranks", stream, extra);
-    else if (ctx->rank == 0 && ctx->size > 1 && file_exists(extra))
-        rc = DM_ERR(DM_ERR_INVALID_ARG, "%s was written by more than %d ranks (%s exists): run vectorize with as many ranks",
-                    stream, ctx->size, extra);
-    rc = dm_ctx_agree(ctx, rc);
-    if (rc < 0) return rc;
+    snprintf(rank0, sizeof rank0, "%s.rank0", stream);
+    if (ctx->size == 1 && !file_exists(path) && file_exists(rank0))
+        return DM_ERR(DM_ERR_INVALID_ARG, "%s was written by several ranks (%s): run vectorize with as many ranks",
+                      stream, rank0);
     dm_token_stream s;
     memset(&s, 0, sizeof s);
-    rc = dm_ctx_agree(ctx, dm_token_stream_read(&s, path));
-    if (rc < 0) return rc;
+    rc = check_stream_set(ctx, stream, path, &s, dm_token_stream_read(&s, path));
+    if (rc < 0) {
+        dm_token_stream_free(&s);
+        return rc;
+    }
     dm_tfidf_local local;
     memset(&local, 0, sizeof local);
     rc = dm_ctx_agree(ctx, dm_tfidf_local_from_stream(&local, &s, dm_tfidf_backend(ctx, o->backend), o));
-    *ps = s.stats; /* preprocess summed them over its ranks before writing */
+    /* docs, tokens and collisions: the file carries no skips (docmine preprocess reported them) */
+    *ps = s.stats;
     dm_token_stream_free(&s);
     if (rc == DM_OK) rc = dm_tfidf_vectors(v, vocab, st, ctx, &local, o);
     dm_tfidf_local_free(&local);
@@ -312,9 +365,11 @@ int dm_cmd_vectorize(dm_app *app, int argc, char **argv)
                 "(%.2f s, %.1f MB/s of text)",
                 st.docs, st.empty_docs, st.terms, st.nnz, out, xpath[0] ? ", " : "", xpath, wall,
                 wall > 0 ? (double)ps.bytes_read / wall / 1e6 : 0.0);
+    dm_vectorize_print_skips(ctx, cmd, &ps);
     dm_report rep;
     DM_ASSERT(dm_report_init(&rep, cmd, app->argc_all, app->argv_all) == DM_OK);
     dm_vectorize_report_stats(rep.results, &st, &ps);
+    if (corpus) dm_vectorize_report_skips(rep.results, &ps);
     json_object_set_new(rep.results, "weighting", json_string(icf_path ? "tf-icf" : o.idf == DM_IDF_SKLEARN ? "tf-idf (sklearn idf)" : "tf-idf"));
     json_object_set_new(rep.results, "output", json_string(out));
     json_object_set_new(rep.results, "seconds", json_real(wall));

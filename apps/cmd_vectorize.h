@@ -42,4 +42,13 @@ int dm_vectorize_device_tokens(void);
 /* The report's TF-IDF and preprocessing counters (ps may be NULL). */
 void dm_vectorize_report_stats(json_t *o, const dm_tfidf_stats *st, const dm_pp_stats *ps);
 
+/* What reading a corpus skipped, as every command that reads one prints it (rank 0, stderr):
+ * "docmine CMD: N skipped: 2 corrupt_gzip, 1 bad_json", then the first messages (of all ranks,
+ * in corpus order) and how many more there were; and a line for files not of --format. Nothing
+ * when nothing was skipped or ignored. */
+void dm_vectorize_print_skips(const dm_ctx *ctx, const char *cmd, const dm_pp_stats *ps);
+/* The same in a report object: "skipped" (the count per reason, every reason named), "messages"
+ * (the first ones), "messages_total" and "files_ignored" (files not of --format). */
+void dm_vectorize_report_skips(json_t *o, const dm_pp_stats *ps);
+
 #endif

@@ -2,6 +2,7 @@
 #include "common/fileio.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -62,6 +63,11 @@ int dm_write_file_atomic(const char *path, const void *data, size_t n)
     return dm_atomic_commit(&f);
 }
 
+void dm_fput_tsv_field(FILE *f, const char *s)
+{
+    for (; *s; s++) fputc(*s == '\t' || *s == '\n' || *s == '\r' ? ' ' : *s, f);
+}
+
 int dm_mkdirs(const char *path)
 {
     char buf[4096];
@@ -80,4 +86,33 @@ int dm_mkdirs(const char *path)
     if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
         return DM_ERR(DM_ERR_IO, "%s: exists and is not a directory", buf);
     return DM_OK;
+}
+
+/* What a file of this mode is, when it is not a regular file (NULL when it is). */
+static const char *dm_not_regular(mode_t m)
+{
+    if (S_ISREG(m)) return NULL;
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+    return "a socket or other special file";
+}
+
+int dm_open_input(FILE **f, const char *path, const char *what)
+{
+    const char *sep = what ? " " : "";
+    what = what ? what : "";
+    *f = NULL;
+    /* O_NONBLOCK: opening a FIFO without a writer returns at once (fstat then refuses it) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return DM_ERR(DM_ERR_IO, "%s%s%s: %s", what, sep, path, strerror(errno));
+    struct stat sb;
+    int err = fstat(fd, &sb) != 0 ? errno : 0;
+    const char *kind = err ? NULL : dm_not_regular(sb.st_mode);
+    if (!err && !kind && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) err = errno;
+    if (!err && !kind && !(*f = fdopen(fd, "rb"))) err = errno;
+    if (!err && !kind) return DM_OK;
+    close(fd);
+    if (kind) return DM_ERR(DM_ERR_IO, "%s%s%s: not a regular file (%s)", what, sep, path, kind);
+    return DM_ERR(DM_ERR_IO, "%s%s%s: %s", what, sep, path, strerror(err));
 }

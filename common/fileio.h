@@ -27,6 +27,13 @@ void dm_atomic_abort(dm_atomic_file *f);
 int dm_write_file_atomic(const char *path, const void *data, size_t n);
 /* mkdir -p. */
 int dm_mkdirs(const char *path);
+/* Opens a named input file (stop words, a token stream, vectors, a table, a checkpoint) for
+ * reading. Anything but a regular file is refused, never waited on (a FIFO without a writer would
+ * block every rank for ever): the error is DM_ERR_IO "<what> <path>: ..." (what may be NULL). */
+int dm_open_input(FILE **f, const char *path, const char *what);
+/* Writes s as one TSV field: tabs, newlines and carriage returns become spaces (the rule of
+ * assignments.tsv and clusters.tsv), so a record stays one line of its fields. */
+void dm_fput_tsv_field(FILE *f, const char *s);
 
 #ifdef __cplusplus
 }

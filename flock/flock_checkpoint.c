@@ -142,8 +142,8 @@ static int read_at(FILE *f, const char *path, long long off, void *buf, size_t n
 int dm_flock_checkpoint_read_rows(const dm_flock_sim *s, const char *path, uint64_t first, uint64_t n, double *x,
                                   double *y, double *vx, double *vy, int *iteration)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return DM_ERR(DM_ERR_IO, "%s: %s", path, strerror(errno));
+    FILE *f;
+    DM_TRY(dm_open_input(&f, path, NULL));
     ck_header h, want;
     int rc = read_at(f, path, 0, &h, HEADER);
     header_of(&want, s, 0);

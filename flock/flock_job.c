@@ -20,11 +20,6 @@
 #include "flock/flock.h"
 
 /* TSV fields: tabs and newlines in ids or labels become spaces */
-static void tsv_field(FILE *f, const char *s)
-{
-    for (; *s; s++) fputc(*s == '\t' || *s == '\n' || *s == '\r' ? ' ' : *s, f);
-}
-
 int dm_flock_clusters_tsv(const char *path, const uint64_t *size, int32_t n_clusters, const uint32_t *terms,
                           const double *tw, int top_k, const dm_flock_vocab *voc)
 {
@@ -36,7 +31,7 @@ int dm_flock_clusters_tsv(const char *path, const uint64_t *size, int32_t n_clus
         for (int t = 0; t < top_k && terms[(size_t)k * top_k + t] != UINT32_MAX; t++) {
             uint32_t id = terms[(size_t)k * top_k + t];
             if (t) fputc(' ', f.fp);
-            if (voc && id < voc->n && voc->term[id]) tsv_field(f.fp, voc->term[id]);
+            if (voc && id < voc->n && voc->term[id]) dm_fput_tsv_field(f.fp, voc->term[id]);
             else fprintf(f.fp, "%u", id);
         }
         fputc('\t', f.fp);

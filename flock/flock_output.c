@@ -26,8 +26,8 @@ int dm_flock_top_terms(uint32_t **terms, double **weights, const dm_flock_result
 int dm_flock_vocab_read(dm_flock_vocab *out, const char *path)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return DM_ERR(DM_ERR_IO, "%s: %s", path, strerror(errno));
+    FILE *f;
+    DM_TRY(dm_open_input(&f, path, NULL));
     fseeko(f, 0, SEEK_END);
     long long size = (long long)ftello(f);
     fseeko(f, 0, SEEK_SET);

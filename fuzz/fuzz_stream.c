@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!path[0]) snprintf(path, sizeof(path), "/tmp/dm_fuzz_stream_%d.dmtok", (int)getpid());
     FILE *f = fopen(path, "wb");
     if (!f) return 0;
-    if (size >= 16 + 7 * 8 + 8 && (data[0] & 1)) {
+    if (size >= 24 + 7 * 8 + 8 && (data[0] & 1)) {
         unsigned char *b = malloc(size);
         if (!b) {
             fclose(f);

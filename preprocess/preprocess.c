@@ -696,6 +696,14 @@ double dm_pp_times_sum(const dm_pp_times *t)
     return t->read + t->normalize + t->take + t->h2d + t->kernels + t->d2h + t->build + t->prefault;
 }
 
+/* Documents of the stream without any token: kept, but counted (dm_pp_stats.docs_empty). */
+static uint64_t dm_pp_docs_without_tokens(const dm_token_stream *s)
+{
+    uint64_t n = 0;
+    for (size_t d = 0; d < s->n_docs; d++) n += s->tok_off[d + 1] == s->tok_off[d];
+    return n;
+}
+
 int dm_preprocess_files(dm_token_stream *out, dm_pp_times *times, const dm_pp_file *files,
                         size_t n_files, const dm_preprocess_options *opt, int backend)
 {
@@ -866,6 +874,7 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
             dm_log_info("preprocess: the token hashes moved from the device to the host on the way (their device "
                         "array would have taken more than half of the free device memory)");
         rc = dm_sb_finish(out, &r->sb);
+        if (rc >= 0) out->stats.docs_empty = dm_pp_docs_without_tokens(out);
         times->build += dm_now() - t0;
         times->worker += dm_now() - t0;
     } else {
@@ -928,22 +937,45 @@ int dm_preprocess(dm_token_stream *out, dm_pp_times *times, const struct dm_ctx 
     } else if (rc < 0) {
         return rc;
     }
-    /* listing counters were counted on every rank: keep rank 0's */
-    if (rank == 0) dm_pp_stats_add(&out->stats, &lst);
+    /* listing counters were counted on every rank: keep rank 0's, its messages first (they come
+     * before any file's, whatever the number of ranks) */
+    if (rank == 0) {
+        dm_pp_stats st = lst;
+        dm_pp_stats_add(&st, &out->stats);
+        out->stats = st;
+    }
+    out->rank = (uint32_t)rank;
+    out->n_ranks = (uint32_t)size;
     if (ctx) {
-        uint64_t n_msgs = out->stats.n_messages;
-        rc = dm_pp_stats_allreduce(&out->stats, &ctx->world);
+        rc = dm_ctx_agree(ctx, dm_pp_stats_allreduce(&out->stats, &ctx->world));
         if (rc < 0) {
             dm_token_stream_free(out);
             return rc;
         }
-        out->stats.n_messages = n_msgs;
     }
     if (out->stats.docs == 0) {
-        uint64_t sk = dm_pp_stats_skipped_total(&out->stats);
+        dm_pp_stats st = out->stats;
         dm_token_stream_free(out);
-        return DM_ERR(DM_ERR_INVALID_ARG, "corpus %s: no documents (%llu skipped)", path,
-                      (unsigned long long)sk);
+        return dm_pp_no_documents(path, &st);
     }
     return DM_OK;
+}
+
+int dm_pp_no_documents(const char *path, const dm_pp_stats *st)
+{
+    uint64_t sk = dm_pp_stats_skipped_total(st);
+    if (sk > 0) {
+        char why[256];
+        dm_pp_stats_skips_str(why, sizeof why, st);
+        /* the first message without its "skip (reason): " (the reasons are counted before it) */
+        const char *first = st->n_messages ? st->messages[0] : "-", *c = strstr(first, "): ");
+        if (strncmp(first, "skip (", 6) == 0 && c) first = c + 3;
+        return DM_ERR(DM_ERR_FORMAT, "corpus %s: no documents, %llu skipped (%s); the first: %s", path,
+                      (unsigned long long)sk, why, first);
+    }
+    if (st->files_ignored > 0)
+        return DM_ERR(DM_ERR_FORMAT, "corpus %s: no documents: %llu files read, %llu ignored (not of the --format)",
+                      path, (unsigned long long)st->files_read, (unsigned long long)st->files_ignored);
+    return DM_ERR(DM_ERR_FORMAT, "corpus %s: no documents (%llu files read, nothing skipped)", path,
+                  (unsigned long long)st->files_read);
 }

@@ -41,18 +41,25 @@ struct dm_ctx;
 /* ---------------------------------------------------------------------------------------------
  * Statistics and counted skips. Every document that is read but not turned into a stream entry,
  * and every file that is not read, is counted here with its reason; the first messages (naming
- * file and line/record) are kept for the report. */
+ * file and line/record) are kept for the report. A record whose text is empty (JSONL "text":"",
+ * a TSV line with an empty text field) is not a skip: it stays a document, without tokens, and is
+ * counted in docs_empty with every other document left without tokens (only stop words, say). */
 enum dm_pp_skip {
     DM_PP_SKIP_EMPTY_FILE = 0,   /* file of 0 bytes */
-    DM_PP_SKIP_EMPTY_DOC,        /* record without text (e.g. JSONL "text":"") */
     DM_PP_SKIP_UNREADABLE,       /* open/read failed (permissions, vanished) */
     DM_PP_SKIP_CORRUPT_GZIP,     /* truncated or corrupt gzip stream: file skipped */
-    DM_PP_SKIP_CORRUPT_ARCHIVE,  /* libarchive error: rest of archive skipped */
+    DM_PP_SKIP_CORRUPT_ARCHIVE,  /* libarchive error: rest of archive skipped; a corrupt .bz2/.xz/
+                                    .zst file; a hard link whose target the archive does not hold
+                                    before it; archives nested more than 4 deep */
     DM_PP_SKIP_BAD_JSON,         /* malformed JSONL line or missing "text" */
     DM_PP_SKIP_BAD_TSV,          /* TSV line without 3 fields */
-    DM_PP_SKIP_BAD_SGML,         /* malformed Reuters record (no end tag, no NEWID) */
+    DM_PP_SKIP_BAD_SGML,         /* malformed Reuters record (no </REUTERS> before the next record,
+                                    no NEWID, a TOPICS/D/TITLE/BODY/TEXT element left open) */
     DM_PP_SKIP_SYMLINK_LOOP,     /* directory reached twice through links */
-    DM_PP_SKIP_NOT_REGULAR,      /* sockets, devices, fifos */
+    DM_PP_SKIP_NOT_REGULAR,      /* sockets, devices, fifos; in archives also symbolic links */
+    DM_PP_SKIP_NOT_TEXT,         /* a plain-text file that is not text: compressed or archive data
+                                    under another name, UTF-16/32, NUL bytes with malformed UTF-8 in
+                                    its first 4 KB */
     DM_PP_SKIP_COUNT
 };
 const char *dm_pp_skip_name(int reason);
@@ -63,6 +70,8 @@ typedef struct dm_pp_stats {
     uint64_t bytes_read;                /* raw bytes after decompression */
     uint64_t docs;                      /* documents in the stream */
     uint64_t docs_labelled;             /* documents with at least one label */
+    uint64_t docs_empty;                /* documents in the stream without any token (empty text,
+                                           or every token dropped); set by dm_preprocess_source */
     uint64_t skipped[DM_PP_SKIP_COUNT]; /* per reason: documents (or files, for file reasons) */
     uint64_t invalid_utf8;              /* invalid UTF-8 bytes replaced by U+FFFD */
     uint64_t nul_bytes;                 /* NUL bytes turned into separators */
@@ -75,23 +84,33 @@ typedef struct dm_pp_stats {
 
 /* Records a skip (reason) with a printf message naming file and line/record. */
 void dm_pp_stats_skip(dm_pp_stats *st, int reason, const char *fmt, ...) DM_PRINTF(3, 4);
-void dm_pp_stats_add(dm_pp_stats *into, const dm_pp_stats *from); /* counters only */
+/* Adds the counters, and appends from's messages after into's (the first DM_PP_MAX_MESSAGES kept,
+ * all counted). */
+void dm_pp_stats_add(dm_pp_stats *into, const dm_pp_stats *from);
 uint64_t dm_pp_stats_skipped_total(const dm_pp_stats *st);
-/* Sums counters over ranks (MPI_Allreduce on *(MPI_Comm *)mpi_comm).
- * Messages stay per rank. Collective. */
+/* The skips per reason as text, "2 corrupt_gzip, 1 bad_json" ("" when none), into buf[len]
+ * (cut to fit); returns its length. */
+size_t dm_pp_stats_skips_str(char *buf, size_t len, const dm_pp_stats *st);
+/* Sums counters and message counts over ranks (MPI_Allreduce on *(MPI_Comm *)mpi_comm) and gives
+ * every rank the first DM_PP_MAX_MESSAGES messages of all ranks in rank order (the corpus order:
+ * the messages one process would keep). Collective; allocates nothing, so every rank reaches the
+ * collectives. */
 int dm_pp_stats_allreduce(dm_pp_stats *st, const void *mpi_comm);
 
 /* ---------------------------------------------------------------------------------------------
  * Readers. */
 enum dm_pp_format {
-    DM_PP_FORMAT_AUTO = 0, /* by extension: .sgm -> reuters, .jsonl -> jsonl, .tsv -> tsv,
-                              .tar/.tar.gz/.tgz -> archive members by their own names,
-                              anything else -> one text document per file; a trailing .gz is
-                              decompressed first */
-    DM_PP_FORMAT_TEXT,     /* every file is one document */
+    DM_PP_FORMAT_AUTO = 0, /* by extension: .sgm -> reuters, .jsonl/.ndjson -> jsonl, .tsv -> tsv,
+                              .tar, .tar.gz/.tgz, .tar.bz2/.tbz2/.tbz, .tar.xz/.txz,
+                              .tar.zst/.tzst, .zip -> archive members by their own names,
+                              anything else -> one text document per file; a trailing .gz, .bz2,
+                              .xz or .zst is decompressed first; a leading UTF-8 BOM is dropped */
+    DM_PP_FORMAT_TEXT,     /* every file is one document (a file that is not text is skipped:
+                              DM_PP_SKIP_NOT_TEXT) */
     DM_PP_FORMAT_JSONL,    /* {"id":..,"text":..,"label":..} per line; label may be an array */
     DM_PP_FORMAT_TSV,      /* id TAB label TAB text per line (text may hold further tabs) */
-    DM_PP_FORMAT_REUTERS   /* Reuters-21578 SGML; only *.sgm and *.sgm.gz files are read */
+    DM_PP_FORMAT_REUTERS   /* Reuters-21578 SGML; only *.sgm files (compressed or not) and
+                              archives are read, in folders and in archives */
 };
 int dm_pp_format_parse(const char *s, int *format);
 
@@ -99,7 +118,8 @@ enum dm_pp_labels { DM_PP_LABELS_FORMAT = 0, DM_PP_LABELS_DIR = 1, DM_PP_LABELS_
 
 typedef struct dm_reader_options {
     int format;        /* enum dm_pp_format */
-    int labels;        /* enum dm_pp_labels: DIR = first-level folder name under the corpus root */
+    int labels;        /* enum dm_pp_labels: DIR = first-level folder name under the corpus root
+                          (an archive outside any folder: the member's first folder) */
     int strict;        /* 1: the first skip reason becomes an error (DM_ERR_FORMAT / DM_ERR_IO) */
 } dm_reader_options;
 #define DM_READER_OPTIONS_INIT {DM_PP_FORMAT_AUTO, DM_PP_LABELS_FORMAT, 0}
@@ -131,8 +151,9 @@ typedef struct dm_pp_file_list {
 /* Lists the files of a corpus path (a file or a directory tree), sorted by relative path in byte
  * order (deterministic), following symbolic links; a directory reached twice (symlink loop) is
  * skipped and counted. Hidden entries (".name") are skipped. Files not of `format` are counted
- * as ignored (Reuters: only *.sgm[.gz]). Errors: DM_ERR_IO when root does not exist or cannot be
- * read. An empty list is not an error here (the driver reports an empty corpus). */
+ * as ignored (Reuters: only *.sgm, compressed or not, and archives). Errors: DM_ERR_IO when root
+ * does not exist or cannot be read. An empty list is not an error here (the driver reports an
+ * empty corpus). */
 int dm_pp_list_files(dm_pp_file_list *out, const char *root, const dm_reader_options *opt,
                      dm_pp_stats *st);
 void dm_pp_file_list_free(dm_pp_file_list *l);
@@ -288,17 +309,20 @@ dm_stem_words_fn dm_stem_words_hd;
  *
  * Binary file (`docmine preprocess -o FILE`), little-endian, written to FILE.tmp then renamed:
  *   offset 0  char[8]  magic "DMTOKS\0\1"
- *            u32      version (1)
+ *            u32      version (2)
  *            u32      flags (bit 0: stemmed; bit 1: numbers kept)
+ *            u32      rank, ranks: the writer's rank and the number of ranks of its run
  *            u64      n_docs, n_tokens, n_terms, id_bytes, label_bytes, term_bytes
  *            u64      hash_collisions
  *   then, in order: u64 tok_off[n_docs+1]; u64 hashes[n_tokens]; u64 id_off[n_docs+1];
  *            char ids[id_bytes]; u64 label_off[n_docs+1]; char labels[label_bytes];
  *            u64 term_hash[n_terms]; u64 term_off[n_terms+1]; char term_bytes[term_bytes];
  *   trailer  u32 crc32 (zlib) of every preceding byte, then char[4] "END\n".
- * The reader checks magic, version, sizes against the file size, offsets monotone and the CRC.
+ * The reader checks magic, version, sizes against the file size, offsets monotone, rank < ranks
+ * and the CRC; it refuses version 1 (without rank and ranks) naming the file.
  * With several ranks, each rank writes its share to FILE.rank<r> (r = 0..size-1); reading the
- * files in rank order gives the corpus order. */
+ * files in rank order gives the corpus order. The header's rank and ranks let a reader refuse a
+ * set whose files come from different runs (`docmine vectorize --tokens`). */
 typedef struct dm_token_stream {
     size_t n_docs;
     uint64_t *tok_off;
@@ -313,6 +337,8 @@ typedef struct dm_token_stream {
     uint64_t *term_off;
     char *term_bytes;
     uint32_t flags;
+    uint32_t rank, n_ranks; /* the writer's rank and its run's rank count (file header; set by
+                               dm_preprocess; n_ranks 0 is written as one process: 0 of 1) */
     dm_pp_stats stats;
     uint64_t *dev_hashes; /* the token hashes in device memory instead of `hashes` (NULL then):
                              dm_preprocess_options.device_tokens on the CUDA backend, for
@@ -321,7 +347,7 @@ typedef struct dm_token_stream {
 } dm_token_stream;
 
 #define DM_TOKEN_STREAM_MAGIC "DMTOKS\0\1"
-#define DM_TOKEN_STREAM_VERSION 1u
+#define DM_TOKEN_STREAM_VERSION 2u
 
 void dm_token_stream_free(dm_token_stream *s);
 static inline const char *dm_token_stream_id(const dm_token_stream *s, size_t d)
@@ -337,10 +363,12 @@ static inline const char *dm_token_stream_labels(const dm_token_stream *s, size_
 long dm_token_stream_term_find(const dm_token_stream *s, uint64_t hash);
 
 int dm_token_stream_write(const dm_token_stream *s, const char *path);
-/* Errors: DM_ERR_IO (open/read), DM_ERR_FORMAT (magic, version, sizes, CRC) naming the file. */
+/* Errors: DM_ERR_IO (open/read, or not a regular file: a FIFO is refused, not waited on),
+ * DM_ERR_FORMAT (magic, version, sizes, CRC) naming the file. */
 int dm_token_stream_read(dm_token_stream *s, const char *path);
 /* Human-readable dump: per document "id<TAB>labels<TAB>stem stem ..." (stems from the vocabulary;
- * a colliding hash prints as stem|other). */
+ * a colliding hash prints as stem|other). Tabs and line breaks in ids and labels print as spaces
+ * (as in assignments.tsv), so that every document is one line of three fields. */
 int dm_token_stream_dump(const dm_token_stream *s, FILE *f);
 
 /* ---------------------------------------------------------------------------------------------
@@ -426,11 +454,18 @@ void dm_pp_times_to_timers(const dm_pp_times *t, const char *prefix, int wall);
 double dm_pp_times_sum(const dm_pp_times *t);
 
 /* Preprocesses the corpus at `path` on this rank's share of the files (split by bytes over
- * ctx ranks; ctx == NULL: one process, all files). out receives this rank's stream, its stats
- * summed over ranks. Errors agree across ranks (no hang): the first error of any rank is returned
- * on every rank. An empty corpus (no document on any rank) is DM_ERR_INVALID_ARG naming path. */
+ * ctx ranks; ctx == NULL: one process, all files). out receives this rank's stream (rank and
+ * n_ranks set), its stats summed over ranks with the first messages of all ranks. Errors agree
+ * across ranks (no hang): the first error of any rank is returned on every rank. An empty corpus
+ * (no document on any rank) is dm_pp_no_documents's error. */
 int dm_preprocess(dm_token_stream *out, dm_pp_times *times, const struct dm_ctx *ctx,
                   const char *path, const dm_preprocess_options *opt);
+
+/* The error of a corpus without documents: DM_ERR_FORMAT (a runtime error, exit code 1) naming
+ * path, with why: the skips per reason and the first message, or the files ignored (not of the
+ * --format), or that no file was found. st: the stats summed over ranks. Returns the status. */
+int dm_pp_no_documents(const char *path, const dm_pp_stats *st);
+
 
 /* Frees the batch text buffers that runs keep for the next run of the process (host or
  * page-locked, at most DM_PP_SLOTS_MAX; otherwise held until the process exits). Not while a run

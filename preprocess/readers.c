@@ -1,8 +1,13 @@
-/* Corpus readers: directory trees (sorted, symlink loops detected), .gz (zlib), .tar/.tar.gz
- * (libarchive), JSON Lines (jansson), TSV and Reuters-21578 SGML; the split of files across ranks
- * by bytes. Reference: none (I/O); each format follows DESIGN.md section 8 and issue 3.
+/* Corpus readers: directory trees (sorted, symlink loops detected), .gz (zlib), .bz2/.xz/.zst and
+ * archives (libarchive: tar in any of its compressions, zip), JSON Lines (jansson), TSV, plain text
+ * and Reuters-21578 SGML; the split of files across ranks by bytes. Reference: none (I/O); each
+ * format follows DESIGN.md section 8 and issue 3.
  * Bad input never crashes: it is skipped and counted in dm_pp_stats with a message naming the file
- * and line/record, or, with strict = 1, returned as DM_ERR_FORMAT / DM_ERR_IO. */
+ * (and member, line or record), or, with strict = 1, returned as DM_ERR_FORMAT / DM_ERR_IO. Among
+ * the skips: a plain-text file that is not text (dm_binary_kind; counted as unreadable), archive
+ * members that are symbolic links, FIFOs or devices (not_regular), a Reuters record without its
+ * </REUTERS> or with a <TOPICS>, <D>, <TITLE>, <BODY> or <TEXT> left open (bad_sgml). A UTF-8
+ * byte-order mark at the start of a file is dropped. Every reader is linear in its input. */
 #include <archive.h>
 #include <archive_entry.h>
 #include <dirent.h>
@@ -21,17 +26,32 @@
 
 /* ------------------------------------------------------------------ helpers */
 
-static int dm_ends_with(const char *s, const char *suf)
+/* s[0..n) ends with suf? */
+static int dm_ends_with_n(const char *s, size_t n, const char *suf)
 {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
+    size_t b = strlen(suf);
+    return n >= b && memcmp(s + n - b, suf, b) == 0;
 }
+
+static int dm_ends_with(const char *s, const char *suf) { return dm_ends_with_n(s, strlen(s), suf); }
 
 /* A skip, or in strict mode an error with the same message. */
 static int dm_rd_skip(const dm_reader_options *opt, dm_pp_stats *st, int reason, int code,
                       const char *msg)
 {
-    if (opt->strict) return DM_ERR(code, "%s", msg);
+    if (opt->strict) {
+        /* nothing is skipped under --strict: the message's "what was skipped" goes */
+        static const char *const tails[] = {" (file skipped)", " (rest skipped)", ": file skipped"};
+        size_t n = strlen(msg);
+        for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+            size_t t = strlen(tails[i]);
+            if (n >= t && strcmp(msg + n - t, tails[i]) == 0) {
+                n -= t;
+                break;
+            }
+        }
+        return DM_ERR(code, "%.*s (--strict)", (int)n, msg);
+    }
     dm_pp_stats_skip(st, reason, "%s", msg);
     return DM_OK;
 }
@@ -95,15 +115,26 @@ static int dm_rd_emit(dm_rd *r, const char *id, const char *labels, const char *
 
 /* ------------------------------------------------------------------ formats */
 
+/* Single-file compression, looked through by name: .gz by zlib, the others by libarchive. */
+static const char *const dm_zsuffix[] = {".gz", ".bz2", ".xz", ".zst"};
+
+/* Length of name's compression suffix (".gz", ".bz2", ...), 0 if it has none. */
+static size_t dm_zsuffix_len(const char *name)
+{
+    for (size_t i = 0; i < sizeof(dm_zsuffix) / sizeof(dm_zsuffix[0]); i++)
+        if (dm_ends_with(name, dm_zsuffix[i])) return strlen(dm_zsuffix[i]);
+    return 0;
+}
+
+/* The format of a file by its name without a compression suffix (names of any length: archive
+ * members may have paths of several KB). */
 static int dm_format_of(const char *name, int forced)
 {
     if (forced != DM_PP_FORMAT_AUTO) return forced;
-    char buf[4096];
-    snprintf(buf, sizeof(buf), "%s", name);
-    if (dm_ends_with(buf, ".gz")) buf[strlen(buf) - 3] = 0;
-    if (dm_ends_with(buf, ".sgm")) return DM_PP_FORMAT_REUTERS;
-    if (dm_ends_with(buf, ".jsonl") || dm_ends_with(buf, ".ndjson")) return DM_PP_FORMAT_JSONL;
-    if (dm_ends_with(buf, ".tsv")) return DM_PP_FORMAT_TSV;
+    size_t n = strlen(name) - dm_zsuffix_len(name);
+    if (dm_ends_with_n(name, n, ".sgm")) return DM_PP_FORMAT_REUTERS;
+    if (dm_ends_with_n(name, n, ".jsonl") || dm_ends_with_n(name, n, ".ndjson")) return DM_PP_FORMAT_JSONL;
+    if (dm_ends_with_n(name, n, ".tsv")) return DM_PP_FORMAT_TSV;
     return DM_PP_FORMAT_TEXT;
 }
 
@@ -119,14 +150,79 @@ int dm_pp_format_parse(const char *s, int *format)
                   s ? s : "(null)");
 }
 
+/* Archives libarchive reads (tar with any of its compressions, zip). */
 static int dm_is_archive_name(const char *name)
 {
-    return dm_ends_with(name, ".tar") || dm_ends_with(name, ".tar.gz") || dm_ends_with(name, ".tgz");
+    static const char *const suf[] = {".tar",  ".tar.gz", ".tgz",     ".tar.bz2", ".tbz2", ".tbz",
+                                      ".tar.xz", ".txz",  ".tar.zst", ".tzst",    ".zip"};
+    for (size_t i = 0; i < sizeof(suf) / sizeof(suf[0]); i++)
+        if (dm_ends_with(name, suf[i])) return 1;
+    return 0;
 }
 
-/* One document per file. */
+/* Files that the directory walk and an archive take under the format (the others are counted as
+ * ignored): Reuters reads *.sgm, compressed or not, and archives. */
+static int dm_accept(const dm_reader_options *opt, const char *name)
+{
+    if (opt->format != DM_PP_FORMAT_REUTERS) return 1;
+    return dm_ends_with_n(name, strlen(name) - dm_zsuffix_len(name), ".sgm") || dm_is_archive_name(name);
+}
+
+/* Does s[0..n) hold a malformed UTF-8 sequence? (one cut by the end of s is not counted) */
+static int dm_utf8_bad(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        size_t k = c < 0x80 ? 0 : c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2
+                                 : c >= 0xF0 && c <= 0xF4                   ? 3
+                                                                            : 9;
+        if (k == 9) return 1;
+        for (size_t j = 1; j <= k && i + j < n; j++)
+            if ((s[i + j] & 0xC0) != 0x80) return 1;
+        i += k + 1;
+    }
+    return 0;
+}
+
+/* What the start of a file says it is when it is not text, or NULL: compressed or archive data by
+ * its magic number, UTF-16/32 by its byte-order mark, else NUL bytes together with malformed UTF-8
+ * in the first 4 KB. Either alone is still text: a stray NUL, or Latin-1 text, is read and the
+ * normaliser counts and replaces the bytes. */
+static const char *dm_binary_kind(const char *data, size_t len)
+{
+    static const struct {
+        const char *magic;
+        size_t len, off;
+        const char *kind;
+    } m[] = {{"\x1f\x8b", 2, 0, "gzip data"},
+             {"BZh", 3, 0, "bzip2 data"},
+             {"\xfd" "7zXZ\0", 6, 0, "xz data"},
+             {"\x28\xb5\x2f\xfd", 4, 0, "zstd data"},
+             {"PK\x03\x04", 4, 0, "zip data"},
+             {"PK\x05\x06", 4, 0, "zip data"},
+             {"7z\xbc\xaf\x27\x1c", 6, 0, "7-zip data"},
+             {"ustar", 5, 257, "tar data"},
+             {"\xff\xfe", 2, 0, "UTF-16 or UTF-32 text (only UTF-8 is read)"},
+             {"\xfe\xff", 2, 0, "UTF-16 text (only UTF-8 is read)"}};
+    for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
+        if (len >= m[i].off + m[i].len && memcmp(data + m[i].off, m[i].magic, m[i].len) == 0 &&
+            (i != 1 || (len > 3 && data[3] >= '1' && data[3] <= '9'))) /* BZh1..BZh9 */
+            return m[i].kind;
+    size_t n = len < 4096 ? len : 4096;
+    if (memchr(data, 0, n) && dm_utf8_bad((const unsigned char *)data, n))
+        return "binary data (NUL bytes and malformed UTF-8 in its first 4 KB)";
+    return NULL;
+}
+
+/* One document per file; a file that is not text is skipped (counted as not_text). */
 static int dm_read_text(dm_rd *r, const char *name, const char *data, size_t len)
 {
+    const char *kind = dm_binary_kind(data, len);
+    if (kind) {
+        char msg[1024];
+        snprintf(msg, sizeof(msg), "%s: %s, not text: file skipped", name, kind);
+        return dm_rd_skip(r->opt, r->st, DM_PP_SKIP_NOT_TEXT, DM_ERR_FORMAT, msg);
+    }
     return dm_rd_emit(r, name, "", data, len);
 }
 
@@ -268,12 +364,13 @@ static const char *dm_memfind(const char *h, size_t hn, const char *needle)
     return NULL;
 }
 
-/* Content between <tag...> and </tag> inside [s, s+n); NULL if absent. */
-static const char *dm_sgml_elem(const char *s, size_t n, const char *tag, size_t *out_len)
+/* Element <tag...>..</tag> inside [s, s+n): 1 with *out, *out_len its content, 0 when absent, -1
+ * when its start tag has no end (a malformed record: said, not dropped in silence). */
+static int dm_sgml_elem(const char *s, size_t n, const char *tag, const char **out, size_t *out_len)
 {
     char open[64], close[64];
     size_t tl = strlen(tag);
-    if (tl + 4 > sizeof(open)) return NULL;
+    if (tl + 4 > sizeof(open)) return 0;
     open[0] = close[0] = '<';
     close[1] = '/';
     memcpy(open + 1, tag, tl);
@@ -284,17 +381,18 @@ static const char *dm_sgml_elem(const char *s, size_t n, const char *tag, size_t
     const char *p = s;
     for (;;) {
         p = dm_memfind(p, (size_t)(s + n - p), open);
-        if (!p) return NULL;
+        if (!p) return 0;
         char c = p + tl + 1 < s + n ? p[tl + 1] : 0;
         if (c == '>' || c == ' ') break; /* <TITLE> not <TITLEX> */
         p++;
     }
     const char *gt = memchr(p, '>', (size_t)(s + n - p));
-    if (!gt) return NULL;
+    if (!gt) return -1;
     const char *c = dm_memfind(gt + 1, (size_t)(s + n - gt - 1), close);
-    if (!c) return NULL;
+    if (!c) return -1;
+    *out = gt + 1;
     *out_len = (size_t)(c - gt - 1);
-    return gt + 1;
+    return 1;
 }
 
 static void dm_utf8_put(dm_sbuf *b, unsigned long cp, int *rc)
@@ -346,6 +444,7 @@ static size_t dm_sgml_special(const char *s, size_t i, size_t n)
 static int dm_sgml_text(dm_sbuf *b, const char *s, size_t n)
 {
     int rc = DM_OK;
+    int no_gt = 0; /* no '>' after here: every later '<' is a plain byte (found once, not per '<') */
     for (size_t i = 0; i < n && rc >= 0;) {
         size_t j = dm_sgml_special(s, i, n);
         if (j > i) {
@@ -354,7 +453,8 @@ static int dm_sgml_text(dm_sbuf *b, const char *s, size_t n)
             continue;
         }
         if (s[i] == '<') { /* a tag inside text: drop it, keep a separator */
-            const char *gt = memchr(s + i, '>', n - i);
+            const char *gt = no_gt ? NULL : memchr(s + i, '>', n - i);
+            no_gt = !gt;
             if (gt) {
                 rc = dm_sbuf_put(b, " ", 1);
                 i = (size_t)(gt - s) + 1;
@@ -398,6 +498,40 @@ static int dm_sgml_text(dm_sbuf *b, const char *s, size_t n)
     return rc;
 }
 
+/* Labels (<D>x</D> inside <TOPICS>) and text (TITLE + BODY; records without either, such as
+ * TYPE="UNPROC", use all of <TEXT>) of one record's content [s, s+n). Returns 1 with *bad naming
+ * an element that is not closed (the record is skipped), 0, or negative on NOMEM. */
+static int dm_reuters_record(dm_sbuf *labels, dm_sbuf *text, const char *s, size_t n, const char **bad)
+{
+    labels->n = text->n = 0;
+    int rc = dm_sbuf_put(labels, "", 0);
+    if (rc >= 0) rc = dm_sbuf_put(text, "", 0);
+    const char *topics = NULL, *title = NULL, *bd = NULL, *tx = NULL, *dv;
+    size_t tl = 0, ttl = 0, bl = 0, xl = 0, dl;
+    int k = dm_sgml_elem(s, n, "TOPICS", &topics, &tl), kt = 0, kb = 0, kx = 0;
+    for (const char *q = topics; k > 0 && rc >= 0;) {
+        k = dm_sgml_elem(q, (size_t)(topics + tl - q), "D", &dv, &dl);
+        if (k <= 0) break;
+        if (labels->n) rc = dm_sbuf_put(labels, ",", 1);
+        if (rc >= 0) rc = dm_sgml_text(labels, dv, dl);
+        q = dv + dl + 4;
+    }
+    if (k >= 0) kt = dm_sgml_elem(s, n, "TITLE", &title, &ttl);
+    if (k >= 0 && kt >= 0) kb = dm_sgml_elem(s, n, "BODY", &bd, &bl);
+    if (k >= 0 && kt >= 0 && kb >= 0 && !title && !bd) kx = dm_sgml_elem(s, n, "TEXT", &tx, &xl);
+    *bad = k < 0    ? (topics ? "<D>" : "<TOPICS>")
+           : kt < 0 ? "<TITLE>"
+           : kb < 0 ? "<BODY>"
+           : kx < 0 ? "<TEXT>"
+                    : NULL;
+    if (rc < 0 || *bad) return rc < 0 ? rc : 1;
+    if (title) rc = dm_sgml_text(text, title, ttl);
+    if (rc >= 0 && title && bd) rc = dm_sbuf_put(text, "\n", 1);
+    if (rc >= 0 && bd) rc = dm_sgml_text(text, bd, bl);
+    if (rc >= 0 && tx) rc = dm_sgml_text(text, tx, xl);
+    return rc < 0 ? rc : 0;
+}
+
 static int dm_read_reuters(dm_rd *r, const char *name, const char *data, size_t len)
 {
     dm_sbuf text = {0}, labels = {0};
@@ -409,10 +543,13 @@ static int dm_read_reuters(dm_rd *r, const char *name, const char *data, size_t 
         const char *o = dm_memfind(p, (size_t)(end - p), "<REUTERS");
         if (!o) break;
         rec++;
-        const char *gt = memchr(o, '>', (size_t)(end - o));
-        const char *c = dm_memfind(o, (size_t)(end - o), "</REUTERS>");
+        /* a record ends before the next one starts: searching the rest of the file for an end tag
+         * that is missing (or written </reuters>) made a file of such records quadratic */
         const char *next = dm_memfind(o + 8, (size_t)(end - o - 8), "<REUTERS");
-        if (!gt || !c || (next && next < c)) {
+        const char *lim = next ? next : end;
+        const char *gt = memchr(o, '>', (size_t)(lim - o));
+        const char *c = gt ? dm_memfind(gt + 1, (size_t)(lim - gt - 1), "</REUTERS>") : NULL;
+        if (!c) {
             snprintf(msg, sizeof(msg), "%s: record %zu (byte %zu): no </REUTERS> end tag", name, rec,
                      (size_t)(o - data));
             rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_BAD_SGML, DM_ERR_FORMAT, msg);
@@ -420,6 +557,7 @@ static int dm_read_reuters(dm_rd *r, const char *name, const char *data, size_t 
             p = next;
             continue;
         }
+        p = c + 10;
         /* NEWID="n" in the start tag */
         const char *nid = dm_memfind(o, (size_t)(gt - o), "NEWID=\"");
         char id[64] = {0};
@@ -428,40 +566,19 @@ static int dm_read_reuters(dm_rd *r, const char *name, const char *data, size_t 
             const char *q = memchr(nid, '"', (size_t)(gt - nid));
             if (q && q > nid && (size_t)(q - nid) < sizeof(id)) memcpy(id, nid, (size_t)(q - nid));
         }
-        p = c + 10;
         if (!id[0]) {
             snprintf(msg, sizeof(msg), "%s: record %zu (byte %zu): no NEWID attribute", name, rec,
                      (size_t)(o - data));
             rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_BAD_SGML, DM_ERR_FORMAT, msg);
             continue;
         }
-        const char *body = gt + 1;
-        size_t blen = (size_t)(c - body);
-        /* labels: <D>x</D> inside <TOPICS> */
-        labels.n = 0;
-        rc = dm_sbuf_put(&labels, "", 0);
-        size_t tl;
-        const char *topics = dm_sgml_elem(body, blen, "TOPICS", &tl);
-        for (const char *q = topics; q && rc >= 0;) {
-            size_t dl;
-            const char *dv = dm_sgml_elem(q, (size_t)(topics + tl - q), "D", &dl);
-            if (!dv) break;
-            if (labels.n) rc = dm_sbuf_put(&labels, ",", 1);
-            if (rc >= 0) rc = dm_sgml_text(&labels, dv, dl);
-            q = dv + dl + 4;
-        }
-        /* text: TITLE + BODY; records without either (TYPE="UNPROC") use all of <TEXT> */
-        text.n = 0;
-        if (rc >= 0) rc = dm_sbuf_put(&text, "", 0);
-        size_t ttl = 0, bl = 0, xl = 0;
-        const char *title = dm_sgml_elem(body, blen, "TITLE", &ttl);
-        const char *bd = dm_sgml_elem(body, blen, "BODY", &bl);
-        if (rc >= 0 && title) rc = dm_sgml_text(&text, title, ttl);
-        if (rc >= 0 && title && bd) rc = dm_sbuf_put(&text, "\n", 1);
-        if (rc >= 0 && bd) rc = dm_sgml_text(&text, bd, bl);
-        if (rc >= 0 && !title && !bd) {
-            const char *tx = dm_sgml_elem(body, blen, "TEXT", &xl);
-            if (tx) rc = dm_sgml_text(&text, tx, xl);
+        const char *bad = NULL;
+        rc = dm_reuters_record(&labels, &text, gt + 1, (size_t)(c - gt - 1), &bad);
+        if (rc > 0) {
+            snprintf(msg, sizeof(msg), "%s: record %zu (NEWID %s): %s without its end tag", name, rec, id,
+                     bad);
+            rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_BAD_SGML, DM_ERR_FORMAT, msg);
+            continue;
         }
         if (rc >= 0) rc = dm_rd_emit(r, id, labels.p, text.p, text.n);
     }
@@ -533,60 +650,359 @@ static int dm_gunzip(char **out, size_t *out_len, const char *in, size_t n, char
     return bad;
 }
 
-static int dm_read_any(dm_rd *r, const char *name, const char *data, size_t len, int depth);
+/* A single .bz2/.xz/.zst file through libarchive's raw format. Returns 1 with why set when the data
+ * is not such a stream or is corrupt, 0 on success, negative on NOMEM; *out (dm_malloc'ed or NULL)
+ * is the caller's in every case. */
+static int dm_unpack_raw(char **out, size_t *out_len, const char *in, size_t n, char *why, size_t wn);
 
-static int dm_read_archive(dm_rd *r, const char *name, const char *data, size_t len, int depth)
+static const char *dm_la_err(struct archive *a)
 {
+    const char *s = archive_error_string(a);
+    return s ? s : "unknown error";
+}
+
+/* A reader for an archive: tar in any compression libarchive has, or zip. */
+static struct archive *dm_archive_new(void)
+{
+    struct archive *a = archive_read_new();
+    if (!a) return NULL;
+    archive_read_support_filter_all(a);
+    archive_read_support_format_tar(a);
+    archive_read_support_format_zip(a);
+    return a;
+}
+
+/* Appends the data of the current entry to b: 0, 1 on an archive error, negative on NOMEM. */
+static int dm_archive_data(struct archive *a, dm_sbuf *b)
+{
+    char blk[65536];
+    la_ssize_t k;
+    while ((k = archive_read_data(a, blk, sizeof(blk))) > 0) DM_TRY(dm_sbuf_put(b, blk, (size_t)k));
+    return k < 0 ? 1 : DM_OK;
+}
+
+static int dm_unpack_raw(char **out, size_t *out_len, const char *in, size_t n, char *why, size_t wn)
+{
+    dm_sbuf b = {0};
+    int rc = 1;
+    struct archive_entry *e;
     struct archive *a = archive_read_new();
     if (!a) return DM_ERR(DM_ERR_NOMEM, "libarchive: archive_read_new failed");
     archive_read_support_filter_all(a);
-    archive_read_support_format_tar(a);
-    archive_read_support_format_gnutar(a);
+    archive_read_support_format_raw(a);
+    if (archive_read_open_memory(a, in, n) != ARCHIVE_OK || archive_read_next_header(a, &e) < ARCHIVE_WARN)
+        snprintf(why, wn, "not readable: %s", dm_la_err(a));
+    else if (archive_filter_code(a, 0) == ARCHIVE_FILTER_NONE) /* raw takes any bytes as they are */
+        snprintf(why, wn, "not compressed data (bzip2, xz or zstd)");
+    else if ((rc = dm_archive_data(a, &b)) > 0)
+        snprintf(why, wn, "corrupt %s data after %zu bytes: %s", archive_filter_name(a, 0), b.n,
+                 dm_la_err(a));
+    archive_read_free(a);
+    *out = b.p;
+    *out_len = b.n;
+    return rc;
+}
+
+/* Hard links in an archive. tar stores a file's data once, under its first name, and each other
+ * name as a link to it without data; the directory walk reads every name, so the archive reader
+ * keeps the data of link targets (theirs only) for the links after them. The table is built when
+ * the first link without data is met, by two more passes over the archive: the targets of all its
+ * links, then their data up to that link; the main pass keeps the data of later targets. */
+typedef struct dm_link {
+    char *name; /* target path as the links give it */
+    char *data; /* its data, once seen (have) */
+    size_t len;
+    int have;
+} dm_link;
+
+typedef struct dm_links {
+    dm_link *v; /* sorted by name */
+    size_t n, cap;
+    int built;
+} dm_links;
+
+static int dm_link_cmp(const void *a, const void *b)
+{
+    return strcmp(((const dm_link *)a)->name, ((const dm_link *)b)->name);
+}
+
+static dm_link *dm_links_find(const dm_links *l, const char *name)
+{
+    dm_link key = {(char *)name, NULL, 0, 0};
+    return l->n ? bsearch(&key, l->v, l->n, sizeof(*l->v), dm_link_cmp) : NULL;
+}
+
+static void dm_links_free(dm_links *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        dm_free(l->v[i].name);
+        dm_free(l->v[i].data);
+    }
+    dm_free(l->v);
+    memset(l, 0, sizeof(*l));
+}
+
+/* t's data becomes a copy of data[0..len) (the latest entry of a name wins, as in tar). */
+static int dm_link_keep(dm_link *t, const char *data, size_t len)
+{
+    char *q = dm_malloc(len + 1);
+    if (!q) return DM_ERR(DM_ERR_NOMEM, "archive: out of memory (%zu bytes)", len + 1);
+    if (len) memcpy(q, data, len);
+    dm_free(t->data);
+    t->data = q;
+    t->len = len;
+    t->have = 1;
+    return DM_OK;
+}
+
+static int dm_links_add(dm_links *l, const char *name)
+{
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? 2 * l->cap : 16;
+        dm_link *q = dm_realloc(l->v, nc * sizeof(*q));
+        if (!q) return DM_ERR(DM_ERR_NOMEM, "archive: out of memory");
+        l->v = q;
+        l->cap = nc;
+    }
+    dm_link *t = &l->v[l->n];
+    memset(t, 0, sizeof(*t));
+    t->name = dm_strdup(name);
+    if (!t->name) return DM_ERR(DM_ERR_NOMEM, "archive: out of memory");
+    l->n++;
+    return DM_OK;
+}
+
+/* The targets of every link of the archive data[0..len), sorted, each once. */
+static int dm_links_targets(dm_links *l, const char *data, size_t len)
+{
+    struct archive *a = dm_archive_new();
+    if (!a) return DM_ERR(DM_ERR_NOMEM, "libarchive: archive_read_new failed");
+    int rc = DM_OK;
+    struct archive_entry *e;
+    if (archive_read_open_memory(a, data, len) == ARCHIVE_OK)
+        while (rc >= 0 && archive_read_next_header(a, &e) >= ARCHIVE_WARN) /* damage: the main pass says */
+            if (archive_entry_hardlink(e)) rc = dm_links_add(l, archive_entry_hardlink(e));
+    archive_read_free(a);
+    if (rc < 0) return rc;
+    if (l->n > 1) qsort(l->v, l->n, sizeof(*l->v), dm_link_cmp);
+    size_t w = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        if (w && strcmp(l->v[w - 1].name, l->v[i].name) == 0) dm_free(l->v[i].name);
+        else l->v[w++] = l->v[i];
+    }
+    l->n = w;
+    return DM_OK;
+}
+
+/* Builds l (see dm_links) when the main pass is at entry `upto`. */
+static int dm_links_build(dm_links *l, const char *data, size_t len, size_t upto)
+{
+    l->built = 1;
+    DM_TRY(dm_links_targets(l, data, len));
+    struct archive *a = dm_archive_new();
+    if (!a) return DM_ERR(DM_ERR_NOMEM, "libarchive: archive_read_new failed");
+    int rc = DM_OK;
+    dm_sbuf b = {0};
+    struct archive_entry *e;
+    if (archive_read_open_memory(a, data, len) == ARCHIVE_OK)
+        for (size_t i = 0; rc >= 0 && i < upto && archive_read_next_header(a, &e) >= ARCHIVE_WARN; i++) {
+            dm_link *t = dm_links_find(l, archive_entry_pathname(e) ? archive_entry_pathname(e) : "");
+            const char *hl = archive_entry_hardlink(e);
+            if (!t || (!hl && archive_entry_filetype(e) != AE_IFREG)) continue;
+            b.n = 0;
+            rc = dm_archive_data(a, &b);
+            if (rc > 0) break;
+            dm_link *s = hl && b.n == 0 ? dm_links_find(l, hl) : NULL; /* a link to a link */
+            if (rc >= 0 && s && s->have) rc = dm_link_keep(t, s->data, s->len);
+            else if (rc >= 0 && !s) rc = dm_link_keep(t, b.p ? b.p : "", b.n);
+        }
+    dm_free(b.p);
+    archive_read_free(a);
+    return rc < 0 ? rc : DM_OK;
+}
+
+/* The data that a hard link without data of its own reads: its target's, from l (built at the
+ * archive's first such link, entry `index`). Returns 1 when the archive does not hold the target
+ * before the link. */
+static int dm_link_data(dm_links *l, const char *data, size_t len, size_t index, const char *hl,
+                        const char **src, size_t *n)
+{
+    if (!l->built) DM_TRY(dm_links_build(l, data, len, index));
+    const dm_link *t = dm_links_find(l, hl);
+    if (!t || !t->have) return 1;
+    *src = t->data;
+    *n = t->len;
+    return DM_OK;
+}
+
+/* The part of a member path that --labels dir reads: without leading "./" and "/". */
+static const char *dm_member_rel(const char *pn)
+{
+    for (;;) {
+        if (pn[0] == '/') pn++;
+        else if (pn[0] == '.' && pn[1] == '/') pn += 2;
+        else return pn;
+    }
+}
+
+static const char *dm_entry_kind(unsigned type)
+{
+    switch (type) {
+    case AE_IFLNK: return "symbolic link";
+    case AE_IFIFO: return "FIFO";
+    case AE_IFCHR: return "character device";
+    case AE_IFBLK: return "block device";
+    case AE_IFSOCK: return "socket";
+    default: return "special file";
+    }
+}
+
+static int dm_read_any(dm_rd *r, const char *name, const char *data, size_t len, int depth);
+
+/* The members of an archive, each read as a file named archive/member. Directories are passed
+ * over; hard links read their target's data (dm_links); symbolic links, FIFOs and devices are
+ * skipped (not_regular). With --labels dir, an archive outside any folder of the corpus takes each
+ * member's first folder as its label, as if the archive were the corpus root. */
+static int dm_read_archive(dm_rd *r, const char *name, const char *data, size_t len, int depth)
+{
+    struct archive *a = dm_archive_new();
+    if (!a) return DM_ERR(DM_ERR_NOMEM, "libarchive: archive_read_new failed");
     int rc = DM_OK;
     char msg[1024];
     if (archive_read_open_memory(a, data, len) != ARCHIVE_OK) {
-        snprintf(msg, sizeof(msg), "%s: not a readable archive: %s", name, archive_error_string(a));
+        snprintf(msg, sizeof(msg), "%s: not a readable archive: %s", name, dm_la_err(a));
         archive_read_free(a);
         return dm_rd_skip(r->opt, r->st, DM_PP_SKIP_CORRUPT_ARCHIVE, DM_ERR_FORMAT, msg);
     }
     dm_sbuf member = {0}, mname = {0};
+    dm_links links = {0};
+    char label[sizeof(r->dir_label)];
+    memcpy(label, r->dir_label, sizeof(label));
+    int member_labels = r->opt->labels == DM_PP_LABELS_DIR && label[0] == 0;
     struct archive_entry *e;
-    for (;;) {
+    for (size_t index = 0; rc >= 0; index++) {
         int ar = archive_read_next_header(a, &e);
         if (ar == ARCHIVE_EOF) break;
         if (ar < ARCHIVE_WARN) {
             snprintf(msg, sizeof(msg), "%s: corrupt archive: %s (rest of the archive skipped)", name,
-                     archive_error_string(a));
+                     dm_la_err(a));
             rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_CORRUPT_ARCHIVE, DM_ERR_FORMAT, msg);
             break;
         }
-        if (archive_entry_filetype(e) != AE_IFREG) continue;
         const char *pn = archive_entry_pathname(e);
         if (!pn) pn = "?";
-        member.n = 0;
-        char blk[65536];
-        la_ssize_t k;
-        while ((k = archive_read_data(a, blk, sizeof(blk))) > 0) {
-            rc = dm_sbuf_put(&member, blk, (size_t)k);
-            if (rc < 0) break;
+        const char *hl = archive_entry_hardlink(e); /* filetype 0 */
+        unsigned type = archive_entry_filetype(e);
+        if (type == AE_IFDIR) continue;
+        if (!hl && type != AE_IFREG) {
+            const char *to = type == AE_IFLNK ? archive_entry_symlink(e) : NULL;
+            snprintf(msg, sizeof(msg), "%s: member %s: %s%s%s, not read", name, pn, dm_entry_kind(type),
+                     to ? " to " : "", to ? to : "");
+            rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_NOT_REGULAR, DM_ERR_FORMAT, msg);
+            continue;
         }
-        if (rc < 0) break;
-        if (k < 0) {
+        int want = dm_accept(r->opt, pn);
+        dm_link *keep = dm_links_find(&links, pn);
+        if (!want && !keep) {
+            r->st->files_ignored++;
+            continue;
+        }
+        member.n = 0;
+        rc = dm_archive_data(a, &member);
+        if (rc > 0) {
             snprintf(msg, sizeof(msg), "%s: member %s: corrupt archive data: %s (rest skipped)", name, pn,
-                     archive_error_string(a));
+                     dm_la_err(a));
             rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_CORRUPT_ARCHIVE, DM_ERR_FORMAT, msg);
             break;
+        }
+        if (rc < 0) break;
+        const char *src = member.p ? member.p : "";
+        size_t n = member.n;
+        if (hl && n == 0) {
+            rc = dm_link_data(&links, data, len, index, hl, &src, &n);
+            if (rc > 0) {
+                snprintf(msg, sizeof(msg), "%s: member %s: hard link to %s, which the archive does not hold "
+                         "before it: not read", name, pn, hl);
+                rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_CORRUPT_ARCHIVE, DM_ERR_FORMAT, msg);
+                continue;
+            }
+            keep = dm_links_find(&links, pn); /* the table may be new */
+        }
+        if (rc >= 0 && keep) rc = dm_link_keep(keep, src, n);
+        if (rc >= 0 && keep) src = keep->data; /* the old copy may have been src */
+        if (rc < 0) break;
+        if (!want) {
+            r->st->files_ignored++;
+            continue;
         }
         mname.n = 0;
         rc = dm_sbuf_put(&mname, name, strlen(name));
         if (rc >= 0) rc = dm_sbuf_put(&mname, "/", 1);
         if (rc >= 0) rc = dm_sbuf_put(&mname, pn, strlen(pn));
-        if (rc >= 0) rc = dm_read_any(r, mname.p, member.p ? member.p : "", member.n, depth + 1);
-        if (rc < 0) break;
+        if (member_labels) dm_dir_label(r->dir_label, sizeof(r->dir_label), dm_member_rel(pn));
+        if (rc >= 0) rc = dm_read_any(r, mname.p, src, n, depth + 1);
     }
+    memcpy(r->dir_label, label, sizeof(label));
+    dm_links_free(&links);
     dm_free(member.p);
     dm_free(mname.p);
     archive_read_free(a);
+    return rc;
+}
+
+/* One file's bytes in the format of its name; a UTF-8 byte-order mark at the start is not text. */
+static int dm_read_format(dm_rd *r, const char *name, const char *data, size_t len)
+{
+    if (len >= 3 && memcmp(data, "\xef\xbb\xbf", 3) == 0) {
+        data += 3;
+        len -= 3;
+        if (len == 0) {
+            char msg[1024];
+            snprintf(msg, sizeof(msg), "%s: empty file (a byte-order mark only)", name);
+            return dm_rd_skip(r->opt, r->st, DM_PP_SKIP_EMPTY_FILE, DM_ERR_FORMAT, msg);
+        }
+    }
+    switch (dm_format_of(name, r->opt->format)) {
+    case DM_PP_FORMAT_REUTERS: return dm_read_reuters(r, name, data, len);
+    case DM_PP_FORMAT_JSONL: return dm_read_jsonl(r, name, data, len);
+    case DM_PP_FORMAT_TSV: return dm_read_tsv(r, name, data, len);
+    default: return dm_read_text(r, name, data, len);
+    }
+}
+
+/* A .gz (zlib) or .bz2/.xz/.zst (libarchive) file: its data read as the file named without the
+ * suffix. Corrupt data skips the file. */
+static int dm_read_unpacked(dm_rd *r, const char *name, const char *data, size_t len)
+{
+    char msg[1024], why[256] = "";
+    char *raw = NULL;
+    size_t rl = 0;
+    int gz = dm_ends_with(name, ".gz");
+    int g = gz ? dm_gunzip(&raw, &rl, data, len, why, sizeof(why))
+               : dm_unpack_raw(&raw, &rl, data, len, why, sizeof(why));
+    if (g != 0) {
+        dm_free(raw);
+        if (g < 0) return g;
+        snprintf(msg, sizeof(msg), "%s: %s (file skipped)", name, why);
+        return dm_rd_skip(r->opt, r->st, gz ? DM_PP_SKIP_CORRUPT_GZIP : DM_PP_SKIP_CORRUPT_ARCHIVE,
+                          DM_ERR_FORMAT, msg);
+    }
+    char *inner = dm_strdup(name);
+    if (!inner) {
+        dm_free(raw);
+        return DM_ERR(DM_ERR_NOMEM, "reader: out of memory");
+    }
+    inner[strlen(inner) - dm_zsuffix_len(inner)] = 0;
+    r->st->bytes_read += rl;
+    int rc;
+    if (rl == 0) {
+        snprintf(msg, sizeof(msg), "%s: empty file", name);
+        rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_EMPTY_FILE, DM_ERR_FORMAT, msg);
+    } else {
+        rc = dm_read_format(r, inner, raw, rl);
+    }
+    dm_free(inner);
+    dm_free(raw);
     return rc;
 }
 
@@ -597,44 +1013,14 @@ static int dm_read_any(dm_rd *r, const char *name, const char *data, size_t len,
         snprintf(msg, sizeof(msg), "%s: empty file", name);
         return dm_rd_skip(r->opt, r->st, DM_PP_SKIP_EMPTY_FILE, DM_ERR_FORMAT, msg);
     }
-    if (dm_is_archive_name(name) && depth < 4) return dm_read_archive(r, name, data, len, depth);
-    if (dm_ends_with(name, ".gz")) {
-        char *raw = NULL;
-        size_t rl = 0;
-        char why[256] = "";
-        int g = dm_gunzip(&raw, &rl, data, len, why, sizeof(why));
-        if (g < 0) return g;
-        if (g > 0) {
-            dm_free(raw);
-            snprintf(msg, sizeof(msg), "%s: %s (file skipped)", name, why);
-            return dm_rd_skip(r->opt, r->st, DM_PP_SKIP_CORRUPT_GZIP, DM_ERR_FORMAT, msg);
-        }
-        char inner[4096];
-        snprintf(inner, sizeof(inner), "%s", name);
-        inner[strlen(inner) - 3] = 0;
-        r->st->bytes_read += rl;
-        int rc;
-        if (rl == 0) {
-            snprintf(msg, sizeof(msg), "%s: empty file", name);
-            rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_EMPTY_FILE, DM_ERR_FORMAT, msg);
-        } else {
-            int fmt = dm_format_of(inner, r->opt->format);
-            rc = fmt == DM_PP_FORMAT_REUTERS ? dm_read_reuters(r, inner, raw, rl)
-                 : fmt == DM_PP_FORMAT_JSONL ? dm_read_jsonl(r, inner, raw, rl)
-                 : fmt == DM_PP_FORMAT_TSV   ? dm_read_tsv(r, inner, raw, rl)
-                                             : dm_read_text(r, inner, raw, rl);
-        }
-        dm_free(raw);
-        return rc;
+    if (dm_is_archive_name(name)) {
+        if (depth < 4) return dm_read_archive(r, name, data, len, depth);
+        snprintf(msg, sizeof(msg), "%s: archive inside 4 others: not read", name);
+        return dm_rd_skip(r->opt, r->st, DM_PP_SKIP_CORRUPT_ARCHIVE, DM_ERR_FORMAT, msg);
     }
+    if (dm_zsuffix_len(name)) return dm_read_unpacked(r, name, data, len);
     r->st->bytes_read += len;
-    int fmt = dm_format_of(name, r->opt->format);
-    switch (fmt) {
-    case DM_PP_FORMAT_REUTERS: return dm_read_reuters(r, name, data, len);
-    case DM_PP_FORMAT_JSONL: return dm_read_jsonl(r, name, data, len);
-    case DM_PP_FORMAT_TSV: return dm_read_tsv(r, name, data, len);
-    default: return dm_read_text(r, name, data, len);
-    }
+    return dm_read_format(r, name, data, len);
 }
 
 int dm_pp_read_buffer(const char *name, const void *data, size_t len, const dm_reader_options *opt,
@@ -748,13 +1134,6 @@ typedef struct dm_walk {
     dm_devino *seen;
     size_t n_seen, cap_seen;
 } dm_walk;
-
-static int dm_accept(const dm_reader_options *opt, const char *name)
-{
-    if (opt->format == DM_PP_FORMAT_REUTERS)
-        return dm_ends_with(name, ".sgm") || dm_ends_with(name, ".sgm.gz");
-    return 1;
-}
 
 static int dm_walk_dir(dm_walk *w, const char *path, const char *rel, int depth)
 {

@@ -1,5 +1,5 @@
-/* Counted skips and counters of the preprocess stage (dm_pp_stats), their names and their sum
- * over ranks. Reference: none (bookkeeping). */
+/* Counted skips and counters of the preprocess stage (dm_pp_stats), their names, their sum over
+ * ranks and the first skip messages of all ranks. Reference: none (bookkeeping). */
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,8 +11,8 @@
 const char *dm_pp_skip_name(int reason)
 {
     static const char *names[DM_PP_SKIP_COUNT] = {
-        "empty_file", "empty_doc", "unreadable", "corrupt_gzip", "corrupt_archive",
-        "bad_json", "bad_tsv", "bad_sgml", "symlink_loop", "not_regular"};
+        "empty_file", "unreadable", "corrupt_gzip", "corrupt_archive",
+        "bad_json", "bad_tsv", "bad_sgml", "symlink_loop", "not_regular", "not_text"};
     return reason >= 0 && reason < DM_PP_SKIP_COUNT ? names[reason] : "unknown";
 }
 
@@ -32,7 +32,7 @@ void dm_pp_stats_skip(dm_pp_stats *st, int reason, const char *fmt, ...)
 }
 
 /* The counters as an array, in a fixed order (for sums). */
-#define DM_PP_NCOUNTERS (13 + DM_PP_SKIP_COUNT)
+#define DM_PP_NCOUNTERS (14 + DM_PP_SKIP_COUNT)
 static void dm_pp_stats_pack(uint64_t *v, const dm_pp_stats *s)
 {
     int k = 0;
@@ -41,6 +41,7 @@ static void dm_pp_stats_pack(uint64_t *v, const dm_pp_stats *s)
     v[k++] = s->bytes_read;
     v[k++] = s->docs;
     v[k++] = s->docs_labelled;
+    v[k++] = s->docs_empty;
     v[k++] = s->invalid_utf8;
     v[k++] = s->nul_bytes;
     v[k++] = s->tokens;
@@ -60,6 +61,7 @@ static void dm_pp_stats_unpack(dm_pp_stats *s, const uint64_t *v)
     s->bytes_read = v[k++];
     s->docs = v[k++];
     s->docs_labelled = v[k++];
+    s->docs_empty = v[k++];
     s->invalid_utf8 = v[k++];
     s->nul_bytes = v[k++];
     s->tokens = v[k++];
@@ -93,13 +95,53 @@ uint64_t dm_pp_stats_skipped_total(const dm_pp_stats *st)
     return t;
 }
 
+size_t dm_pp_stats_skips_str(char *buf, size_t len, const dm_pp_stats *st)
+{
+    size_t n = 0;
+    if (len) buf[0] = '\0';
+    for (int i = 0; i < DM_PP_SKIP_COUNT; i++) {
+        if (!st->skipped[i]) continue;
+        int k = snprintf(buf + n, len - n, "%s%llu %s", n ? ", " : "", (unsigned long long)st->skipped[i],
+                         dm_pp_skip_name(i));
+        if (k < 0 || (size_t)k >= len - n) return len ? len - 1 : 0; /* cut: buf stays terminated */
+        n += (size_t)k;
+    }
+    return n;
+}
+
+/* The first DM_PP_MAX_MESSAGES messages of all ranks in rank order (files are split across ranks
+ * in consecutive ranges, so this is the corpus order: the messages of one process), on every
+ * rank. Each rank puts those of its messages that are among the first into their slots of a
+ * zeroed block (ranks below it kept `before` messages) and the blocks are OR-ed together: no slot
+ * has two writers, and nothing is allocated, so no rank can fail before the collective. */
+static int dm_pp_messages_allgather(dm_pp_stats *st, MPI_Comm comm)
+{
+    char block[DM_PP_MAX_MESSAGES][256];
+    uint64_t kept = st->n_messages < DM_PP_MAX_MESSAGES ? st->n_messages : DM_PP_MAX_MESSAGES, before = 0;
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    if (MPI_Exscan(&kept, &before, 1, MPI_UINT64_T, MPI_SUM, comm) != MPI_SUCCESS)
+        return DM_ERR(DM_ERR_MPI, "preprocess: MPI_Exscan of the message counts failed");
+    if (rank == 0) before = 0; /* MPI_Exscan leaves rank 0's result undefined */
+    memset(block, 0, sizeof block);
+    for (uint64_t m = 0; m < kept && before + m < DM_PP_MAX_MESSAGES; m++)
+        memcpy(block[before + m], st->messages[m], 256);
+    if (MPI_Allreduce(MPI_IN_PLACE, block, (int)sizeof block, MPI_BYTE, MPI_BOR, comm) != MPI_SUCCESS)
+        return DM_ERR(DM_ERR_MPI, "preprocess: MPI_Allreduce of the messages failed");
+    memcpy(st->messages, block, sizeof block);
+    return DM_OK;
+}
+
 int dm_pp_stats_allreduce(dm_pp_stats *st, const void *mpi_comm)
 {
     MPI_Comm comm = *(const MPI_Comm *)mpi_comm;
-    uint64_t a[DM_PP_NCOUNTERS], b[DM_PP_NCOUNTERS];
+    uint64_t a[DM_PP_NCOUNTERS + 1], b[DM_PP_NCOUNTERS + 1];
     dm_pp_stats_pack(a, st);
-    int rc = MPI_Allreduce(a, b, DM_PP_NCOUNTERS, MPI_UINT64_T, MPI_SUM, comm);
+    a[DM_PP_NCOUNTERS] = st->n_messages; /* not a counter of dm_pp_stats_add: summed here only */
+    int rc = MPI_Allreduce(a, b, DM_PP_NCOUNTERS + 1, MPI_UINT64_T, MPI_SUM, comm);
     if (rc != MPI_SUCCESS) return DM_ERR(DM_ERR_MPI, "preprocess: MPI_Allreduce of the counters failed");
+    DM_TRY(dm_pp_messages_allgather(st, comm));
     dm_pp_stats_unpack(st, b);
+    st->n_messages = b[DM_PP_NCOUNTERS];
     return DM_OK;
 }

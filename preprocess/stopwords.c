@@ -1,12 +1,12 @@
 /* The stop-word set: an exact set of normalised words in flat arrays (open addressing on
  * dm_term_hash, bytes compared) so that the same table serves the CPU backend and, copied as is,
  * the device. Reference: none (data structure); the probe is dm_stopset_probe in token_rules.h. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/fileio.h"
 #include "common/status.h"
 #include "preprocess/preprocess.h"
 #include "preprocess/token_rules.h"
@@ -108,8 +108,8 @@ int dm_stopset_load(dm_stopset *s, const char *path)
 {
     if (!s) return DM_ERR(DM_ERR_INVALID_ARG, "dm_stopset_load: NULL set");
     if (!path) return dm_stopset_from_text(s, dm_stopwords_en, strlen(dm_stopwords_en));
-    FILE *f = fopen(path, "rb");
-    if (!f) return DM_ERR(DM_ERR_IO, "stop words %s: %s", path, strerror(errno));
+    FILE *f;
+    DM_TRY(dm_open_input(&f, path, "stop words"));
     char *buf = NULL;
     size_t len = 0, cap = 0;
     for (;;) {

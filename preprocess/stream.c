@@ -1,18 +1,21 @@
 /* The token stream: building it from tokenised batches (with the vocabulary of distinct stems and
- * collision detection), its binary file format (write/read with CRC), the text dump and the
- * gather to rank 0. Reference: the format described in preprocess.h. */
+ * collision detection), its binary file format (write/read with CRC; named inputs opened only when
+ * they are regular files) and the text dump. Reference: the format described in preprocess.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "common/alloc.h"
+#include "common/fileio.h"
 #include "common/status.h"
 #include "preprocess/preprocess.h"
 #include "preprocess/stream_build.h"
@@ -789,9 +792,10 @@ int dm_token_stream_write(const dm_token_stream *s, const char *path)
         return DM_ERR(DM_ERR_IO, "%s: cannot create: %s", path, strerror(e));
     }
     dm_wr_put(&w, DM_TOKEN_STREAM_MAGIC, 8);
-    unsigned char v[8] = {DM_TOKEN_STREAM_VERSION & 0xff, 0, 0, 0, 0, 0, 0, 0};
-    for (int i = 0; i < 4; i++) v[4 + i] = (unsigned char)(s->flags >> (8 * i));
-    dm_wr_put(&w, v, 8);
+    uint32_t head[4] = {DM_TOKEN_STREAM_VERSION, s->flags, s->n_ranks ? s->rank : 0, s->n_ranks ? s->n_ranks : 1};
+    unsigned char v[16];
+    for (int k = 0; k < 16; k++) v[k] = (unsigned char)(head[k / 4] >> (8 * (k % 4)));
+    dm_wr_put(&w, v, 16);
     dm_wr_u64(&w, s->n_docs);
     dm_wr_u64(&w, s->n_tokens);
     dm_wr_u64(&w, s->n_terms);
@@ -865,12 +869,17 @@ static int dm_monotone(const uint64_t *o, uint64_t n, uint64_t last)
     return o[n] == last;
 }
 
+static uint32_t dm_le32(const unsigned char *b)
+{
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
 int dm_token_stream_read(dm_token_stream *s, const char *path)
 {
     if (!s || !path) return DM_ERR(DM_ERR_INVALID_ARG, "dm_token_stream_read: NULL argument");
     memset(s, 0, sizeof(*s));
-    FILE *f = fopen(path, "rb");
-    if (!f) return DM_ERR(DM_ERR_IO, "%s: %s", path, strerror(errno));
+    FILE *f;
+    DM_TRY(dm_open_input(&f, path, NULL));
     unsigned char *buf = NULL;
     size_t n = 0, cap = 0, k;
     for (;;) {
@@ -896,7 +905,7 @@ int dm_token_stream_read(dm_token_stream *s, const char *path)
         return DM_ERR(DM_ERR_IO, "%s: read error", path);
     }
     const char *why = NULL;
-    if (n < 16 + 7 * 8 + 8 || memcmp(buf, DM_TOKEN_STREAM_MAGIC, 8) != 0) why = "not a docmine token stream (bad magic)";
+    if (n < 24 + 7 * 8 + 8 || memcmp(buf, DM_TOKEN_STREAM_MAGIC, 8) != 0) why = "not a docmine token stream (bad magic)";
     else if (memcmp(buf + n - 4, "END\n", 4) != 0) why = "truncated (no end marker)";
     else {
         uint32_t want = (uint32_t)buf[n - 8] | (uint32_t)buf[n - 7] << 8 | (uint32_t)buf[n - 6] << 16 |
@@ -909,18 +918,23 @@ int dm_token_stream_read(dm_token_stream *s, const char *path)
         }
         if ((uint32_t)crc != want) why = "checksum mismatch (corrupt file)";
     }
-    uint32_t version = why ? 0 : (uint32_t)buf[8] | (uint32_t)buf[9] << 8 | (uint32_t)buf[10] << 16 | (uint32_t)buf[11] << 24;
-    if (!why && version != DM_TOKEN_STREAM_VERSION) why = "unsupported version";
+    uint32_t version = why ? 0 : dm_le32(buf + 8);
+    if (!why && version == 1)
+        why = "token stream of format version 1 (an older docmine, without the writer's rank): run docmine "
+              "preprocess again";
+    else if (!why && version != DM_TOKEN_STREAM_VERSION) why = "unsupported version";
     if (why) {
         dm_free(buf);
         return DM_ERR(DM_ERR_FORMAT, "%s: %s", path, why);
     }
-    s->flags = (uint32_t)buf[12] | (uint32_t)buf[13] << 8 | (uint32_t)buf[14] << 16 | (uint32_t)buf[15] << 24;
-    dm_rdr r = {buf, n - 8, 16};
+    s->flags = dm_le32(buf + 12);
+    s->rank = dm_le32(buf + 16);
+    s->n_ranks = dm_le32(buf + 20);
+    dm_rdr r = {buf, n - 8, 24};
     uint64_t nd, nt, nv, ib, lb, tb, coll;
     int e = dm_rd_u64(&r, &nd) | dm_rd_u64(&r, &nt) | dm_rd_u64(&r, &nv) | dm_rd_u64(&r, &ib) |
             dm_rd_u64(&r, &lb) | dm_rd_u64(&r, &tb) | dm_rd_u64(&r, &coll);
-    if (!e && nd >= n) e = -1;
+    if (!e && (nd >= n || s->rank >= s->n_ranks)) e = -1;
     if (!e) e = dm_rd_u64s(&r, &s->tok_off, nd + 1);
     if (!e) e = dm_rd_u64s(&r, &s->hashes, nt);
     if (!e) e = dm_rd_u64s(&r, &s->id_off, nd + 1);
@@ -959,7 +973,10 @@ int dm_token_stream_dump(const dm_token_stream *s, FILE *f)
 {
     if (s->dev_hashes) return DM_ERR(DM_ERR_INVALID_ARG, "token stream dump: its hashes are in device memory");
     for (size_t d = 0; d < s->n_docs; d++) {
-        fprintf(f, "%s\t%s\t", dm_token_stream_id(s, d), dm_token_stream_labels(s, d));
+        dm_fput_tsv_field(f, dm_token_stream_id(s, d));
+        fputc('\t', f);
+        dm_fput_tsv_field(f, dm_token_stream_labels(s, d));
+        fputc('\t', f);
         for (uint64_t i = s->tok_off[d]; i < s->tok_off[d + 1]; i++) {
             long t = dm_token_stream_term_find(s, s->hashes[i]);
             if (i > s->tok_off[d]) fputc(' ', f);

@@ -28,6 +28,7 @@
 
 #include "common/alloc.h"
 #include "common/context.h"
+#include "common/fileio.h"
 #include "common/status.h"
 #include "common/timer.h"
 #include "streamclust/streamclust.h"
@@ -699,8 +700,11 @@ int dm_sc_options_check(long *n_total, const dm_sc_options *o)
         return DM_OK;
     }
     struct stat st;
-    if (stat(o->input, &st) != 0)
-        return DM_ERR(DM_ERR_IO, "%s: %s", o->input, strerror(errno));
+    FILE *f;
+    DM_TRY(dm_open_input(&f, o->input, NULL)); /* a regular file, or a clear error (never waits on a FIFO) */
+    int serr = fstat(fileno(f), &st) != 0 ? errno : 0;
+    fclose(f);
+    if (serr) return DM_ERR(DM_ERR_IO, "%s: %s", o->input, strerror(serr));
     const long long rec = (long long)o->dim * (long long)sizeof(float);
     if (st.st_size % rec != 0)
         return DM_ERR(DM_ERR_FORMAT,
@@ -754,8 +758,8 @@ int dm_sc_stream_read(float *out, const dm_sc_options *o, long first, long count
         }
         return DM_OK;
     }
-    FILE *f = fopen(o->input, "rb");
-    if (!f) return DM_ERR(DM_ERR_IO, "%s: %s", o->input, strerror(errno));
+    FILE *f;
+    DM_TRY(dm_open_input(&f, o->input, NULL));
     int rc = DM_OK;
     if (fseeko(f, (off_t)first * dim * (off_t)sizeof(float), SEEK_SET) != 0) {
         rc = DM_ERR(DM_ERR_IO, "%s: seek to point %ld: %s", o->input, first, strerror(errno));

@@ -190,11 +190,8 @@ static int run_corpus(corpus_run *r, dm_pp_stats *pp_stats, const dm_ctx *ctx, c
     dm_pp_stats all = r->st;
     if (ctx) rc = dm_ctx_agree(ctx, dm_pp_stats_allreduce(&all, &ctx->world));
     if (rc < 0) return rc;
-    all.n_messages = r->st.n_messages;
     if (pp_stats) *pp_stats = all;
-    if (all.docs == 0)
-        return DM_ERR(DM_ERR_INVALID_ARG, "corpus %s: no documents (%" PRIu64 " skipped)", path,
-                      dm_pp_stats_skipped_total(&all));
+    if (all.docs == 0) return dm_pp_no_documents(path, &all);
     return DM_OK;
 }
 

@@ -144,8 +144,8 @@ int dm_icf_table_read(dm_icf_table *t, const char *path)
 {
     if (!t || !path) return DM_ERR(DM_ERR_INVALID_ARG, "dm_icf_table_read: NULL argument");
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "rb");
-    if (!f) return DM_ERR(DM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f;
+    DM_TRY(dm_open_input(&f, path, NULL));
     struct stat st;
     if (fstat(fileno(f), &st) != 0) {
         fclose(f);

@@ -627,8 +627,7 @@ static int vf_open(vfile *vf, const char *path)
 {
     memset(vf, 0, sizeof *vf);
     vf->path = path;
-    vf->f = fopen(path, "rb");
-    if (!vf->f) return DM_ERR(DM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    DM_TRY(dm_open_input(&vf->f, path, NULL));
     struct stat st;
     if (fstat(fileno(vf->f), &st) != 0) return DM_ERR(DM_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
     vf->file_size = (uint64_t)st.st_size;

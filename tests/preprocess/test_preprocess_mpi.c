@@ -2,7 +2,9 @@
  * concatenated in rank order, are identical (ids, labels, hashes, order) to the one-process stream,
  * on all of Reuters and on a generated multibyte corpus; an error on one rank (a bad file seen only
  * by it in strict mode) reaches every rank without a hang, and so does every host allocation of a
- * run failing in turn, on every rank at once and on one rank alone. Reference: dm_preprocess_files
+ * run failing in turn, on every rank at once and on one rank alone; the skip messages of every rank
+ * reach every rank in corpus order (those of one process), also in the error of a corpus without
+ * documents. Reference: dm_preprocess_files
  * on one process. With DOCMINE_SANITIZER set (test_preprocess_mpi_gpu run under compute-sanitizer
  * by scripts/gpu-check.sh) the small variant runs: the same tests on the first records of three
  * Reuters files and on a smaller generated corpus, with the tuner off. */
@@ -207,6 +209,77 @@ static void test_error_agreement(void)
     CU_ASSERT_EQUAL(rc, DM_ERR_FORMAT);
 }
 
+/* Writes dir/f<i>.jsonl, i < n: what(i) gives each file's text. Rank 0; the others wait. */
+static void write_jsonl_files(const char *dir, int n, const char *(*what)(int i, char *buf, size_t cap))
+{
+    if (g_ctx.rank == 0) {
+        char cmd[1200], p[1200], buf[4096];
+        snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
+        CU_ASSERT_EQUAL(system(cmd), 0);
+        for (int f = 0; f < n; f++) {
+            snprintf(p, sizeof(p), "%s/f%d.jsonl", dir, f);
+            const char *t = what(f, buf, sizeof(buf));
+            CU_ASSERT_EQUAL(pp_write_file(p, t, strlen(t)), 0);
+        }
+    }
+    MPI_Barrier(g_ctx.world);
+}
+
+/* even files: 20 good records; odd files: 6 malformed lines each */
+static const char *good_and_bad(int i, char *buf, size_t cap)
+{
+    size_t l = 0;
+    for (int k = 0; k < (i % 2 ? 6 : 20); k++)
+        l += (size_t)snprintf(buf + l, cap - l, i % 2 ? "{bad %d %d\n" : "{\"id\":\"d%d-%d\",\"text\":\"oil wheat grain\"}\n",
+                              i, k);
+    return buf;
+}
+
+/* Skip messages of every rank reach every rank: the first DM_PP_MAX_MESSAGES in corpus order and
+ * the total, the counts per reason summed: what one process keeps of the same corpus, whatever
+ * the ranks (the malformed lines lie in files of every rank's share; 24 messages, 16 kept). */
+static void test_skip_messages_all_ranks(void)
+{
+    char dir[1100];
+    snprintf(dir, sizeof(dir), "%s/skips", g_tmp);
+    write_jsonl_files(dir, 8, good_and_bad);
+    dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
+    o.backend = PP_MPI_BACKEND;
+    dm_token_stream s, one;
+    CU_ASSERT_EQUAL_FATAL(dm_preprocess(&s, NULL, &g_ctx, dir, &o), 0);
+    CU_ASSERT_EQUAL_FATAL(dm_preprocess(&one, NULL, NULL, dir, &o), 0); /* one process, every file */
+    const dm_pp_stats *a = &s.stats, *b = &one.stats;
+    CU_ASSERT_EQUAL(b->n_messages, 24);
+    CU_ASSERT_EQUAL(a->n_messages, b->n_messages);
+    CU_ASSERT_EQUAL(a->skipped[DM_PP_SKIP_BAD_JSON], 24);
+    CU_ASSERT_EQUAL(a->docs, 80);
+    for (int m = 0; m < DM_PP_MAX_MESSAGES; m++) CU_ASSERT_STRING_EQUAL(a->messages[m], b->messages[m]);
+    CU_ASSERT_PTR_NOT_NULL(strstr(a->messages[DM_PP_MAX_MESSAGES - 1], "f5.jsonl:4:"));
+    dm_token_stream_free(&s);
+    dm_token_stream_free(&one);
+}
+
+/* blank files (no document, nothing skipped), the last one malformed: read by the last rank */
+static const char *blank_then_bad(int i, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s", i == 7 ? "{broken\n" : "\n\n\n");
+    return buf;
+}
+
+/* A corpus without documents is a runtime error (not a usage error) on every rank, whose message
+ * gives the skips per reason and the first message, though another rank met it. */
+static void test_no_documents_reason(void)
+{
+    char dir[1100];
+    snprintf(dir, sizeof(dir), "%s/nodocs", g_tmp);
+    write_jsonl_files(dir, 8, blank_then_bad);
+    dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
+    o.backend = PP_MPI_BACKEND;
+    dm_token_stream s;
+    CU_ASSERT_EQUAL(dm_preprocess(&s, NULL, &g_ctx, dir, &o), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "no documents, 1 skipped (1 bad_json); the first: f7.jsonl:1:"));
+}
+
 /* test_alloc_failures' run: its stream in w.s, the reference in w.ref */
 typedef struct sweep_arg {
     pp_sweep w; /* first */
@@ -292,6 +365,8 @@ int main(int argc, char **argv)
         {"Reuters: ranks concatenated == one process", test_reuters},
         {"multibyte corpus: ranks concatenated == one process", test_multibyte_corpus},
         {"an error on one rank reaches all", test_error_agreement},
+        {"skip messages of every rank, in corpus order, on every rank", test_skip_messages_all_ranks},
+        {"no documents: the reason, though another rank met it", test_no_documents_reason},
         {"every host allocation failing in turn: all ranks agree, none hangs", test_alloc_failures},
         CU_TEST_INFO_NULL,
     };

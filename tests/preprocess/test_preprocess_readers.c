@@ -257,6 +257,14 @@ static void test_jsonl_tsv(void)
     o.backend = 1;
     CU_ASSERT_EQUAL(dm_preprocess(&s, NULL, NULL, tpath(p, "js/a.jsonl"), &o), DM_ERR_FORMAT);
     CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "a.jsonl:4"));
+    /* nothing is skipped under --strict, and the error does not say so (a truncated .gz) */
+    mkdirs("strictgz");
+    put("strictgz/t.txt.gz", "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x4b\x4c", 12);
+    CU_ASSERT_NOT_EQUAL(dm_preprocess(&s, NULL, NULL, tpath(p, "strictgz"), &o), DM_OK);
+    printf("\n    strict: %s", dm_error_message());
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "t.txt.gz"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "(--strict)"));
+    CU_ASSERT_PTR_NULL(strstr(dm_error_message(), "skipped"));
 }
 
 static void write_tar(const char *rel, int gz, const char **names, const char **texts, int n)
@@ -341,6 +349,341 @@ static void test_archives(void)
         CU_ASSERT_STRING_EQUAL(dm_token_stream_id(&s, 1), "j1");
         CU_ASSERT_STRING_EQUAL(dm_token_stream_id(&s, 2), "x.tar.gz/docs/two.txt");
     }
+    dm_token_stream_free(&s);
+}
+
+/* ---------------------------------------------------------------- archives of every kind */
+
+/* One member of a test archive: a regular file (data, len 0: strlen), a directory, a hard link to
+ * an earlier member, a symbolic link or a FIFO. */
+typedef struct ar_member {
+    const char *name;
+    const char *data;
+    size_t len;
+    unsigned type;        /* 0: regular (or hard link when hardlink is set), else AE_IF* */
+    const char *hardlink; /* target of a hard link */
+    const char *symlink;  /* target of a symbolic link */
+} ar_member;
+
+/* Writes rel with libarchive in format (by name: "paxr", "zip", "raw") through filter (NULL or a
+ * name: "gzip", "bzip2", "xz", "zstd"). Returns 0, or -1 when this libarchive cannot write it. */
+static int write_archive(const char *rel, const char *format, const char *filter, const ar_member *m, int n)
+{
+    char p[4096];
+    struct archive *a = archive_write_new();
+    if (archive_write_set_format_by_name(a, format) != ARCHIVE_OK ||
+        (filter && archive_write_add_filter_by_name(a, filter) != ARCHIVE_OK)) {
+        archive_write_free(a);
+        return -1;
+    }
+    CU_ASSERT_EQUAL_FATAL(archive_write_open_filename(a, tpath(p, rel)), ARCHIVE_OK);
+    for (int i = 0; i < n; i++) {
+        struct archive_entry *e = archive_entry_new();
+        size_t len = m[i].data ? (m[i].len ? m[i].len : strlen(m[i].data)) : 0;
+        archive_entry_set_pathname(e, m[i].name);
+        archive_entry_set_filetype(e, m[i].type ? m[i].type : AE_IFREG);
+        archive_entry_set_perm(e, 0644);
+        archive_entry_set_size(e, (la_int64_t)len);
+        if (m[i].hardlink) archive_entry_set_hardlink(e, m[i].hardlink);
+        if (m[i].symlink) archive_entry_set_symlink(e, m[i].symlink);
+        CU_ASSERT(archive_write_header(a, e) >= ARCHIVE_WARN);
+        if (len) CU_ASSERT_EQUAL(archive_write_data(a, m[i].data, len), (la_ssize_t)len);
+        archive_entry_free(e);
+    }
+    CU_ASSERT_EQUAL(archive_write_close(a), ARCHIVE_OK);
+    archive_write_free(a);
+    return 0;
+}
+
+/* The bytes of a file (malloc'ed). */
+static char *read_back(const char *rel, size_t *len)
+{
+    char p[4096];
+    FILE *f = fopen(tpath(p, rel), "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    *len = fread(b, 1, (size_t)n, f);
+    fclose(f);
+    return b;
+}
+
+/* Hard links give the same documents as the directory walk gives for the same tree (tar stores
+ * the data once; the link names its target, before it or after the first link); symbolic links
+ * and FIFOs are skipped and counted naming archive and member; a link to a member the archive does
+ * not hold is counted too. */
+static void test_archive_links(void)
+{
+    mkdirs("links/dir/d");
+    put("links/dir/d/a.txt", "oil crude barrel opec", 21);
+    put("links/dir/d/b.txt", "wheat grain corn crop", 21);
+    char p[4096], q[4096];
+    CU_ASSERT_EQUAL_FATAL(link(tpath(p, "links/dir/d/a.txt"), tpath(q, "links/dir/d/hard.txt")), 0);
+    CU_ASSERT_EQUAL_FATAL(link(tpath(p, "links/dir/d/b.txt"), tpath(q, "links/dir/d/hard2.txt")), 0);
+    dm_token_stream dir;
+    CU_ASSERT_EQUAL_FATAL(run_pp(&dir, "links/dir", DM_PP_FORMAT_AUTO, DM_PP_LABELS_NONE), 0);
+    CU_ASSERT_EQUAL(dir.n_docs, 4);
+    const ar_member m[] = {
+        {"d", NULL, 0, AE_IFDIR, NULL, NULL},
+        {"d/a.txt", "oil crude barrel opec", 0, 0, NULL, NULL},
+        {"d/hard.txt", NULL, 0, 0, "d/a.txt", NULL}, /* the first link: its target is behind it */
+        {"d/sym.txt", NULL, 0, AE_IFLNK, NULL, "b.txt"},
+        {"d/b.txt", "wheat grain corn crop", 0, 0, NULL, NULL},
+        {"d/fifo", NULL, 0, AE_IFIFO, NULL, NULL},
+        {"d/hard2.txt", NULL, 0, 0, "d/b.txt", NULL}, /* a target after the first link */
+        {"d/orphan.txt", NULL, 0, 0, "d/none.txt", NULL},
+    };
+    static const char *names[] = {"links/x.tar", "links/x.tar.gz"};
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL_FATAL(write_archive(names[k], "paxr", k ? "gzip" : NULL, m, 8), 0);
+        dm_token_stream s;
+        CU_ASSERT_EQUAL_FATAL(run_pp(&s, names[k], DM_PP_FORMAT_AUTO, DM_PP_LABELS_NONE), 0);
+        for (uint64_t i = 0; i < s.stats.n_messages && i < DM_PP_MAX_MESSAGES; i++)
+            printf("\n    %s", s.stats.messages[i]);
+        CU_ASSERT_EQUAL(s.n_docs, 4);
+        static const char *files[] = {"a.txt", "hard.txt", "b.txt", "hard2.txt"};
+        for (int f = 0; f < 4; f++) {
+            char id[64], want[256], got[256];
+            snprintf(id, sizeof(id), "%s/d/%s", names[k] + 6, files[f]);
+            size_t d = find_doc(&s, id), dd = find_doc(&dir, id + strlen(names[k]) - 5);
+            CU_ASSERT_FATAL(d != (size_t)-1 && dd != (size_t)-1);
+            doc_stems(got, sizeof(got), &s, d);
+            doc_stems(want, sizeof(want), &dir, dd);
+            CU_ASSERT_STRING_EQUAL(got, want);
+        }
+        CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_NOT_REGULAR], 2);
+        snprintf(q, sizeof(q), "%s: member d/sym.txt: symbolic link to b.txt", names[k] + 6);
+        CU_ASSERT(has_message(&s.stats, q));
+        snprintf(q, sizeof(q), "%s: member d/fifo: FIFO", names[k] + 6);
+        CU_ASSERT(has_message(&s.stats, q));
+        CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_CORRUPT_ARCHIVE], 1);
+        CU_ASSERT(has_message(&s.stats, "member d/orphan.txt: hard link to d/none.txt"));
+        dm_token_stream_free(&s);
+    }
+    dm_token_stream_free(&dir);
+}
+
+/* Compressed tar (.tar.bz2, .tbz2, .tar.xz, .txz, .tar.zst), zip and single compressed files
+ * (.bz2, .xz, .zst) are read through libarchive (a kind this libarchive cannot write is left out);
+ * files that are not text (compressed data under a text name, UTF-16, binary bytes) are skipped
+ * and counted, and so is a .bz2 that holds no bzip2 data. */
+static void test_compressed_and_binary(void)
+{
+    mkdirs("cz/bin");
+    static const struct {
+        const char *rel, *format, *filter;
+    } kinds[] = {{"cz/t1.tar.bz2", "paxr", "bzip2"}, {"cz/t2.tbz2", "paxr", "bzip2"},
+                 {"cz/t3.tar.xz", "paxr", "xz"},     {"cz/t4.txz", "paxr", "xz"},
+                 {"cz/t5.tar.zst", "paxr", "zstd"},  {"cz/z6.zip", "zip", NULL},
+                 {"cz/s7.jsonl.bz2", "raw", "bzip2"}, {"cz/s8.jsonl.xz", "raw", "xz"},
+                 {"cz/s9.jsonl.zst", "raw", "zstd"}};
+    int written[9], n_written = 0;
+    for (int k = 0; k < 9; k++) {
+        char j[256];
+        snprintf(j, sizeof(j),
+                 "{\"id\":\"k%d-1\",\"text\":\"oil crude\"}\n"
+                 "{\"id\":\"k%d-2\",\"text\":\"wheat grain\"}\n", k, k);
+        ar_member m = {"m.jsonl", j, 0, 0, NULL, NULL};
+        written[k] = write_archive(kinds[k].rel, kinds[k].format, kinds[k].filter, &m, 1) == 0;
+        if (!written[k]) printf("(%s: not written by this libarchive) ", kinds[k].rel);
+        n_written += written[k];
+    }
+    CU_ASSERT(n_written >= 3); /* bzip2, xz: Debian's libarchive writes them */
+    /* not text */
+    put_gz("cz/bin/gz.txt", "compressed words", 16);
+    put("cz/bin/u16.txt", "\xff\xfeo\0i\0l\0 \0w\0h\0e\0a\0t\0", 20);
+    char blob[8192];
+    uint64_t seed = 3;
+    for (size_t i = 0; i < sizeof(blob); i++) blob[i] = (char)pp_rand(&seed);
+    put("cz/bin/blob.dat", blob, sizeof(blob));
+    put("cz/bin/notbz.txt.bz2", "plain text, not bzip2", 21);
+    put("cz/bin/ok.txt", "a stray\0NUL is still text", 26);
+    dm_token_stream s;
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "cz", DM_PP_FORMAT_AUTO, DM_PP_LABELS_FORMAT), 0);
+    for (uint64_t i = 0; i < s.stats.n_messages && i < DM_PP_MAX_MESSAGES; i++)
+        printf("\n    %s", s.stats.messages[i]);
+    CU_ASSERT_EQUAL(s.n_docs, 2 * (size_t)n_written + 1);
+    for (int k = 0; k < 9; k++) {
+        if (!written[k]) continue;
+        char id[16];
+        snprintf(id, sizeof(id), "k%d-1", k);
+        size_t d = find_doc(&s, id);
+        CU_ASSERT_FATAL(d != (size_t)-1);
+        char st[256];
+        doc_stems(st, sizeof(st), &s, d);
+        CU_ASSERT_STRING_EQUAL(st, "oil crude");
+        snprintf(id, sizeof(id), "k%d-2", k);
+        CU_ASSERT(find_doc(&s, id) != (size_t)-1);
+    }
+    CU_ASSERT(find_doc(&s, "bin/ok.txt") != (size_t)-1);
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_NOT_TEXT], 3);
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_UNREADABLE], 0);
+    CU_ASSERT(has_message(&s.stats, "skip (not_text): "));
+    CU_ASSERT(has_message(&s.stats, "bin/gz.txt: gzip data, not text"));
+    CU_ASSERT(has_message(&s.stats, "bin/u16.txt: UTF-16"));
+    CU_ASSERT(has_message(&s.stats, "bin/blob.dat: binary data"));
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_CORRUPT_ARCHIVE], 1);
+    CU_ASSERT(has_message(&s.stats, "bin/notbz.txt.bz2: not compressed data"));
+    CU_ASSERT_EQUAL(s.stats.invalid_utf8, 0);
+    dm_token_stream_free(&s);
+}
+
+/* Member paths longer than 4096 bytes keep their whole name: the format comes from its end and the
+ * id is the full path. */
+static void test_long_member_name(void)
+{
+    mkdirs("long");
+    const char *j = "{\"id\":\"j0\",\"text\":\"oil wheat\"}\n{\"id\":\"j1\",\"text\":\"grain corn\"}\n";
+    put_gz("long/tmp.gz", j, strlen(j));
+    size_t gzlen;
+    char *gz = read_back("long/tmp.gz", &gzlen);
+    char p[4096];
+    remove(tpath(p, "long/tmp.gz"));
+    char dirs[4500] = "";
+    for (int i = 0; i < 22; i++) {
+        size_t l = strlen(dirs);
+        memset(dirs + l, 'd', 200);
+        dirs[l + 200] = '/';
+        dirs[l + 201] = 0;
+    }
+    char jname[4600], tname[4600];
+    snprintf(jname, sizeof(jname), "%sdocs.jsonl.gz", dirs);
+    snprintf(tname, sizeof(tname), "%sdoc.txt", dirs);
+    CU_ASSERT(strlen(jname) > 4096);
+    const ar_member m[] = {{jname, gz, gzlen, 0, NULL, NULL}, {tname, "price market", 0, 0, NULL, NULL}};
+    CU_ASSERT_EQUAL_FATAL(write_archive("long/l.tar", "paxr", NULL, m, 2), 0);
+    free(gz);
+    dm_token_stream s;
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "long/l.tar", DM_PP_FORMAT_AUTO, DM_PP_LABELS_FORMAT), 0);
+    CU_ASSERT_EQUAL(s.n_docs, 3);
+    CU_ASSERT(find_doc(&s, "j0") != (size_t)-1);
+    CU_ASSERT(find_doc(&s, "j1") != (size_t)-1);
+    char id[4700];
+    snprintf(id, sizeof(id), "l.tar/%s", tname);
+    CU_ASSERT(find_doc(&s, id) != (size_t)-1);
+    CU_ASSERT_EQUAL(dm_pp_stats_skipped_total(&s.stats), 0);
+    dm_token_stream_free(&s);
+}
+
+/* --format reuters reads archives in a corpus folder (their *.sgm members) and counts the files
+ * and members it does not read as ignored. */
+static void test_reuters_archive_in_dir(void)
+{
+    mkdirs("ra/sub");
+    put("ra/lewis.dtd", "<!ELEMENT REUTERS>", 18);
+    const char *sg = "<REUTERS NEWID=\"7\"><TOPICS><D>grain</D></TOPICS><TEXT><BODY>Wheat crop</BODY></TEXT>"
+                     "</REUTERS>\n<REUTERS NEWID=\"8\"><TEXT><TITLE>Oil prices</TITLE></TEXT></REUTERS>\n";
+    const ar_member m[] = {{"reut/a.sgm", sg, 0, 0, NULL, NULL},
+                           {"reut/README.txt", "about", 0, 0, NULL, NULL}};
+    CU_ASSERT_EQUAL_FATAL(write_archive("ra/sub/r.tar.gz", "paxr", "gzip", m, 2), 0);
+    dm_token_stream s;
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "ra", DM_PP_FORMAT_REUTERS, DM_PP_LABELS_FORMAT), 0);
+    CU_ASSERT_EQUAL(s.n_docs, 2);
+    size_t d7 = find_doc(&s, "7");
+    CU_ASSERT_FATAL(d7 != (size_t)-1);
+    CU_ASSERT_STRING_EQUAL(dm_token_stream_labels(&s, d7), "grain");
+    CU_ASSERT_EQUAL(s.stats.files_ignored, 2); /* lewis.dtd, README.txt */
+    CU_ASSERT_EQUAL(dm_pp_stats_skipped_total(&s.stats), 0);
+    dm_token_stream_free(&s);
+}
+
+/* A UTF-8 byte-order mark is not part of a JSONL, TSV or text file; a Reuters record whose <BODY>,
+ * <TITLE> or <D> is not closed is a counted skip naming it; --labels dir labels the members of an
+ * archive at the top of the corpus by their first folder, and those of an archive in a folder by
+ * that folder, as the directory walk does. */
+static void test_bom_sgml_dir_labels(void)
+{
+    mkdirs("bom");
+    const char *j = "\xef\xbb\xbf{\"id\":\"a\",\"text\":\"oil crude\"}\n{\"id\":\"b\",\"text\":\"wheat\"}\n";
+    put("bom/a.jsonl", j, strlen(j));
+    const char *t = "\xef\xbb\xbft1\tL\tgrain corn\n", *x = "\xef\xbb\xbfplain words";
+    put("bom/b.tsv", t, strlen(t));
+    put("bom/c.txt", x, strlen(x));
+    const char *sg = "<REUTERS NEWID=\"1\"><TEXT><TITLE>kept</TITLE><BODY>lost body</TEXT></REUTERS>\n"
+                     "<REUTERS NEWID=\"2\"><TEXT><TITLE>lost title<BODY>kept</BODY></TEXT></REUTERS>\n"
+                     "<REUTERS NEWID=\"3\"><TOPICS><D>grain</TOPICS><TEXT><BODY>x</BODY></TEXT></REUTERS>\n"
+                     "<REUTERS NEWID=\"4\"><TEXT><BODY>fine record</BODY></TEXT></REUTERS>\n";
+    put("bom/d.sgm", sg, strlen(sg));
+    dm_token_stream s;
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "bom", DM_PP_FORMAT_AUTO, DM_PP_LABELS_FORMAT), 0);
+    for (uint64_t i = 0; i < s.stats.n_messages && i < DM_PP_MAX_MESSAGES; i++)
+        printf("\n    %s", s.stats.messages[i]);
+    CU_ASSERT_EQUAL(s.n_docs, 5);
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_BAD_JSON], 0);
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_BAD_TSV], 0);
+    char st[256];
+    size_t da = find_doc(&s, "a"), dt = find_doc(&s, "t1"), dc = find_doc(&s, "c.txt");
+    CU_ASSERT_FATAL(da != (size_t)-1 && dt != (size_t)-1 && dc != (size_t)-1); /* first lines read */
+    doc_stems(st, sizeof(st), &s, da);
+    CU_ASSERT_STRING_EQUAL(st, "oil crude");
+    CU_ASSERT_STRING_EQUAL(dm_token_stream_labels(&s, dt), "L");
+    doc_stems(st, sizeof(st), &s, dc);
+    CU_ASSERT_STRING_EQUAL(st, "plain word");
+    CU_ASSERT(find_doc(&s, "4") != (size_t)-1);
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_BAD_SGML], 3);
+    CU_ASSERT(has_message(&s.stats, "d.sgm: record 1 (NEWID 1): <BODY> without its end tag"));
+    CU_ASSERT(has_message(&s.stats, "d.sgm: record 2 (NEWID 2): <TITLE> without its end tag"));
+    CU_ASSERT(has_message(&s.stats, "d.sgm: record 3 (NEWID 3): <D> without its end tag"));
+    dm_token_stream_free(&s);
+
+    mkdirs("ld/sports");
+    const ar_member top[] = {{"./topicA/a.txt", "oil crude", 0, 0, NULL, NULL},
+                             {"/topicB/b.txt", "wheat grain", 0, 0, NULL, NULL},
+                             {"loose.txt", "no folder", 0, 0, NULL, NULL}};
+    CU_ASSERT_EQUAL_FATAL(write_archive("ld/all.tar.gz", "paxr", "gzip", top, 3), 0);
+    const ar_member in[] = {{"topicC/c.txt", "corn crop", 0, 0, NULL, NULL}};
+    CU_ASSERT_EQUAL_FATAL(write_archive("ld/sports/s.tar", "paxr", NULL, in, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "ld", DM_PP_FORMAT_AUTO, DM_PP_LABELS_DIR), 0);
+    CU_ASSERT_EQUAL(s.n_docs, 4);
+    static const char *ids[] = {"all.tar.gz/./topicA/a.txt", "all.tar.gz//topicB/b.txt",
+                                "all.tar.gz/loose.txt", "sports/s.tar/topicC/c.txt"};
+    static const char *labels[] = {"topicA", "topicB", "", "sports"};
+    for (int d = 0; d < 4; d++) {
+        size_t k = find_doc(&s, ids[d]);
+        CU_ASSERT_FATAL(k != (size_t)-1);
+        CU_ASSERT_STRING_EQUAL(dm_token_stream_labels(&s, k), labels[d]);
+    }
+    dm_token_stream_free(&s);
+    /* the archive given as the corpus */
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "ld/all.tar.gz", DM_PP_FORMAT_AUTO, DM_PP_LABELS_DIR), 0);
+    size_t da2 = find_doc(&s, "all.tar.gz/./topicA/a.txt");
+    CU_ASSERT_FATAL(da2 != (size_t)-1);
+    CU_ASSERT_STRING_EQUAL(dm_token_stream_labels(&s, da2), "topicA");
+    dm_token_stream_free(&s);
+}
+
+/* Reuters files that once took quadratic time read in linear time: 40000 records whose end tag is
+ * written </reuters> (each skipped and counted, the reader searching for </REUTERS> up to the next
+ * record only), then records with end tags; and a body of a million '<' with no '>' after them. A
+ * quadratic reader takes about 14 s on each (0.1 s linear, on the 2-core build host); the counts are
+ * checked here, not the time. */
+static void test_reuters_linear(void)
+{
+    mkdirs("lin");
+    const size_t n_bad = 40000, n_lt = 1000000;
+    char *b = malloc(n_bad * 64 + 3 * n_lt + 1024);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    size_t l = 0;
+    for (size_t i = 0; i < n_bad; i++)
+        l += (size_t)sprintf(b + l, "<REUTERS NEWID=\"%zu\"><BODY>oil wheat</BODY></reuters>\n", i + 100);
+    l += (size_t)sprintf(b + l, "<REUTERS NEWID=\"1\"><TEXT><BODY>grain corn</BODY></TEXT></REUTERS>\n");
+    l += (size_t)sprintf(b + l, "<REUTERS NEWID=\"2\"><TEXT><BODY>");
+    for (size_t i = 0; i < n_lt; i++) memcpy(b + l + 3 * i, "ab<", 3);
+    l += 3 * n_lt;
+    l += (size_t)sprintf(b + l, "</BODY></TEXT></REUTERS>\n");
+    put("lin/q.sgm", b, l);
+    free(b);
+    dm_token_stream s;
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "lin", DM_PP_FORMAT_AUTO, DM_PP_LABELS_FORMAT), 0);
+    CU_ASSERT_EQUAL(s.n_docs, 2);
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_BAD_SGML], n_bad);
+    CU_ASSERT(has_message(&s.stats, "q.sgm: record 1 (byte 0): no </REUTERS> end tag"));
+    size_t d = find_doc(&s, "2");
+    CU_ASSERT_FATAL(d != (size_t)-1);
+    CU_ASSERT_EQUAL(s.tok_off[d + 1] - s.tok_off[d], n_lt); /* "ab" n_lt times: '<' is a plain byte */
     dm_token_stream_free(&s);
 }
 
@@ -453,11 +796,13 @@ static void test_empty_corpus(void)
     put("nothing/empty.txt", "", 0);
     dm_token_stream s;
     char p[4096];
-    CU_ASSERT_EQUAL(run_pp(&s, "nothing", DM_PP_FORMAT_AUTO, DM_PP_LABELS_FORMAT), DM_ERR_INVALID_ARG);
+    /* a corpus without documents is bad data (exit 1), not a usage error, and says why */
+    CU_ASSERT_EQUAL(run_pp(&s, "nothing", DM_PP_FORMAT_AUTO, DM_PP_LABELS_FORMAT), DM_ERR_FORMAT);
     CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), tpath(p, "nothing")));
     CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "no documents"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "empty_file"));
     mkdirs("void");
-    CU_ASSERT_EQUAL(run_pp(&s, "void", DM_PP_FORMAT_AUTO, DM_PP_LABELS_FORMAT), DM_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(run_pp(&s, "void", DM_PP_FORMAT_AUTO, DM_PP_LABELS_FORMAT), DM_ERR_FORMAT);
     CU_ASSERT_EQUAL(run_pp(&s, "does-not-exist", DM_PP_FORMAT_AUTO, DM_PP_LABELS_FORMAT), DM_ERR_IO);
     CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "does-not-exist"));
 }
@@ -667,6 +1012,12 @@ int main(void)
         {"JSONL and TSV, bad lines counted, strict", test_jsonl_tsv},
         {"gzip: concatenated members, padding, 1000:1, empty", test_gzip_members},
         {"tar.gz members", test_archives},
+        {"archive hard links as the directory walk, symlinks and FIFOs counted", test_archive_links},
+        {"tar.bz2/xz/zst, zip, .bz2/.xz/.zst; binary files counted", test_compressed_and_binary},
+        {"archive member names over 4096 bytes", test_long_member_name},
+        {"--format reuters: archives in a folder, ignored files counted", test_reuters_archive_in_dir},
+        {"BOM, unclosed SGML elements, dir labels inside archives", test_bom_sgml_dir_labels},
+        {"Reuters: records without end tag, '<' without '>': linear", test_reuters_linear},
         {"bad inputs: counted skips naming the file", test_bad_inputs},
         {"empty corpus and missing path", test_empty_corpus},
         {"100 MB single document", test_huge_document},

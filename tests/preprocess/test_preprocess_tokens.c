@@ -2,12 +2,15 @@
  * byte and on random text; NFKC / case fold / mark stripping; chunked normalisation of long
  * documents equals unchunked; token rules (lengths, numbers, stop words, --stopwords FILE);
  * hashes = dm_term_hash(stem); the binary file round trip, corruption detection and collision
- * detection in the vocabulary. Reference: dm_normalize(force_unicode = 1), dm_tokenize_cpu. */
+ * detection in the vocabulary; the header's writer rank, version 1 refused; the dump's lines with
+ * tabs and line breaks in ids and labels; a FIFO or directory named as an input refused.
+ * Reference: dm_normalize(force_unicode = 1), dm_tokenize_cpu. */
 #include <CUnit/CUnit.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -585,6 +588,106 @@ static void test_stream_file_and_collisions(void)
     dm_token_stream_free(&s);
 }
 
+/* A small stream of two documents, the first with this id and labels (the vocabulary built
+ * serially). */
+static void small_stream(dm_token_stream *s, const char *id0, const char *labels0)
+{
+    dm_stream_builder b;
+    CU_ASSERT_EQUAL_FATAL(dm_sb_init(&b), 0);
+    dm_sb_add_doc(&b, id0, labels0);
+    dm_sb_add_doc(&b, "d1", "");
+    char stems[] = "alpha beta";
+    uint64_t start[] = {0, 6}, hash[2], doc_tok[] = {0, 1, 2};
+    uint8_t len[] = {5, 4};
+    for (int i = 0; i < 2; i++) hash[i] = dm_term_hash(stems + start[i], len[i]);
+    dm_tok_result r = {2, 2, hash, start, len, doc_tok, stems, 2, 0, 0, 0, 0, NULL, NULL, 0, NULL};
+    CU_ASSERT_EQUAL_FATAL(dm_sb_add_tokens(&b, 0, &r), 0);
+    CU_ASSERT_EQUAL_FATAL(dm_sb_finish(s, &b), 0);
+}
+
+/* The header names the writer's rank and its run's ranks (a reader refuses a set of files of
+ * different runs by them); a stream of one process is rank 0 of 1; a file of format version 1
+ * (without them) is refused naming the file and the version. */
+static void test_stream_header_ranks(void)
+{
+    char dir[1024], path[1100];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dm_test_tmpdir(dir, sizeof(dir)));
+    snprintf(path, sizeof(path), "%s/r.dmtok", dir);
+    dm_token_stream s, u;
+    small_stream(&s, "d0", "x");
+    CU_ASSERT_EQUAL(dm_token_stream_write(&s, path), 0);
+    CU_ASSERT_EQUAL_FATAL(dm_token_stream_read(&u, path), 0);
+    CU_ASSERT(u.rank == 0 && u.n_ranks == 1);
+    dm_token_stream_free(&u);
+    s.rank = 2;
+    s.n_ranks = 3;
+    CU_ASSERT_EQUAL(dm_token_stream_write(&s, path), 0);
+    CU_ASSERT_EQUAL_FATAL(dm_token_stream_read(&u, path), 0);
+    CU_ASSERT(u.rank == 2 && u.n_ranks == 3 && u.n_docs == 2);
+    dm_token_stream_free(&u);
+    /* the same file as version 1 wrote it: no rank and ranks after the flags */
+    static unsigned char buf[1 << 12];
+    FILE *in = fopen(path, "rb");
+    size_t n = fread(buf, 1, sizeof(buf), in);
+    fclose(in);
+    memmove(buf + 16, buf + 24, n - 24);
+    n -= 8;
+    buf[8] = 1;
+    fix_crc(buf, n);
+    pp_write_file(path, buf, n);
+    CU_ASSERT_EQUAL(dm_token_stream_read(&u, path), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "r.dmtok: token stream of format version 1"));
+    remove(path);
+    rmdir(dir);
+    dm_token_stream_free(&s);
+}
+
+/* The dump is one line of three tab-separated fields a document: tabs and line breaks in ids and
+ * labels print as spaces (as in assignments.tsv). */
+static void test_dump_fields(void)
+{
+    dm_token_stream s;
+    small_stream(&s, "a\tb\rc", "x\ny,z");
+    char *p = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&p, &len);
+    CU_ASSERT_EQUAL(dm_token_stream_dump(&s, f), 0);
+    fclose(f);
+    CU_ASSERT_STRING_EQUAL(p, "a b c\tx y,z\talpha\nd1\t\tbeta\n");
+    free(p);
+    dm_token_stream_free(&s);
+}
+
+/* --stopwords FILE and a token stream name a file: a FIFO (which would block for ever without a
+ * writer) and a directory are refused at once, naming the file. The alarm fails the test rather
+ * than hanging it. */
+static void test_named_inputs_regular(void)
+{
+    char dir[1024], fifo[1100], sub[1100];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dm_test_tmpdir(dir, sizeof(dir)));
+    snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+    snprintf(sub, sizeof(sub), "%s/sub", dir);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+    CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0700), 0);
+    alarm(30);
+    const char *paths[] = {fifo, sub};
+    for (int i = 0; i < 2; i++) {
+        dm_stopset set;
+        dm_token_stream u;
+        CU_ASSERT_EQUAL(dm_stopset_load(&set, paths[i]), DM_ERR_IO);
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "stop words "));
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), paths[i]));
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "not a regular file"));
+        CU_ASSERT_EQUAL(dm_token_stream_read(&u, paths[i]), DM_ERR_IO);
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), paths[i]));
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), i == 0 ? "(a FIFO)" : "(a directory)"));
+    }
+    alarm(0);
+    remove(fifo);
+    rmdir(sub);
+    rmdir(dir);
+}
+
 int main(void)
 {
     CU_TestInfo t[] = {
@@ -594,6 +697,9 @@ int main(void)
         {"token rules and stop words", test_token_rules},
         {"stream file, corruption, collisions", test_stream_file_and_collisions},
         {"stream: per-batch prepare/commit/fill == serial build", test_stream_batches_identical},
+        {"stream file: the writer's rank and ranks; version 1 refused", test_stream_header_ranks},
+        {"dump: tabs and line breaks in ids and labels", test_dump_fields},
+        {"named inputs: a FIFO or a directory refused, not waited on", test_named_inputs_regular},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"preprocess-tokens", NULL, NULL, NULL, NULL, t}, CU_SUITE_INFO_NULL};
