@@ -796,11 +796,12 @@ int pairs_similarity(dstate *s, dpass *ps, const dset *t, const dset *src, const
     /* the misses, then their mirrors (listed from the end of miss[]) from the decided pairs */
     fk_sim_args sa = {ps->miss, (size_t)nm[0], t->sidx, s->own.voff, s->own.vlen, s->own.col, s->own.val,
                       src->svoff, src->svlen, src->col, src->val, ps->pairs, p.threshold, 0, ps->off, ps->cnt};
-    DM_TRY(pick(K_SIM, (size_t)nm[0])->launch(&sa, (size_t)nm[0], st));
+    /* no launch for none: a selection at size class 0 would search (a first run) for nothing */
+    if (nm[0]) DM_TRY(pick(K_SIM, (size_t)nm[0])->launch(&sa, (size_t)nm[0], st));
     sa.miss = ps->miss + (total - nm[1]);
     sa.n_miss = (size_t)nm[1];
     sa.mirror = 1;
-    DM_TRY(pick(K_SIM, (size_t)nm[1])->launch(&sa, (size_t)nm[1], st));
+    if (nm[1]) DM_TRY(pick(K_SIM, (size_t)nm[1])->launch(&sa, (size_t)nm[1], st));
     DM_CUDA_TRY(cudaEventRecord(e2, st));
     ps->timed = true; /* pass_times reads the events once the stream is synchronised */
     return DM_OK;
@@ -1066,8 +1067,9 @@ extern "C" int dm_flock_cuda_select_ahead(size_t n, int ranks)
         if (ranks < 2 && (k == K_FLAGS || k == K_PICK)) continue; /* the halo's */
         pick(k, n);
     }
-    /* the misses: a first step's are all its pairs (~30 a boid), later ones a few percent */
-    const int lo = dm_tune_workload_class(n / (ranks > 1 ? 64 : 8)), hi = dm_tune_workload_class(64 * n);
+    /* the misses and their mirrors: a first step's are all its pairs (~30 a boid), later ones a
+     * few percent, the halo's fewer */
+    const int lo = dm_tune_workload_class(n / 64), hi = dm_tune_workload_class(64 * n);
     for (int q = lo; q <= hi && q < 40; q++) pick(K_SIM, (size_t)1 << q);
     return DM_OK;
 }
