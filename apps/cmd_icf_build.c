@@ -93,6 +93,7 @@ int dm_cmd_icf_build(dm_app *app, int argc, char **argv)
     dm_icf_table_free(&t);
     double wall = dm_wtime() - t0;
     if (rc != DM_OK) return dm_app_fail(app, cmd, rc);
+    dm_vectorize_print_skips(ctx, cmd, &ps);
     dm_log_info("ICF table of %" PRIu64 " terms from %" PRIu64 " reference documents -> %s (%.2f s)", n_terms, n_ref, out,
                 wall);
     dm_report rep;
@@ -102,6 +103,7 @@ int dm_cmd_icf_build(dm_app *app, int argc, char **argv)
     json_object_set_new(rep.results, "tokens", json_integer((json_int_t)st.tokens));
     json_object_set_new(rep.results, "hash_collisions", json_integer((json_int_t)st.hash_collisions));
     json_object_set_new(rep.results, "bytes_read", json_integer((json_int_t)ps.bytes_read));
+    dm_vectorize_report_skips(rep.results, &ps);
     json_object_set_new(rep.results, "output", json_string(out));
     json_object_set_new(rep.results, "seconds", json_real(wall));
     rc = dm_report_collect(&rep, ctx);

@@ -401,7 +401,7 @@ int dm_tfidf_vocab_build(dm_vocab *vocab, uint32_t *local_to_id, dm_tfidf_stats 
     vocab->n_docs = n_docs;
     if (rc == DM_OK && vocab->terms.n == 0) {
         if (tot[0] == 0)
-            rc = DM_ERR(DM_ERR_INVALID_ARG, "no terms in any of the %" PRIu64 " documents (every token was dropped "
+            rc = DM_ERR(DM_ERR_FORMAT, "no terms in any of the %" PRIu64 " documents (every token was dropped "
                                             "by preprocessing, e.g. only stop words, numbers or short tokens)", n_docs);
         else
             rc = DM_ERR(DM_ERR_INVALID_ARG, "all %" PRIu64 " terms were pruned (%" PRIu64 " by min_df, %" PRIu64 " by max_df)",

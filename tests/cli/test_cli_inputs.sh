@@ -2,10 +2,11 @@
 # What the commands make of their inputs, end to end (CPU backend, 1-3 ranks): a token stream's
 # files are one run's (preprocess removes the FILE.rank<r> an earlier run with more ranks left;
 # vectorize --tokens refuses files of different runs, naming one); a FIFO named as an input file
-# (--stopwords, --tokens, --vectors, --icf, --input) fails at once, never waits; preprocess, vectorize and pipeline print the skips per reason
-# with the first messages of every rank, and put both in report.json; a corpus without documents
-# is a runtime error (exit 1) that says why; the token dump keeps one line a document whatever its
-# id and labels hold, and replaces FILE atomically; a record with empty text is kept and counted.
+# (--stopwords, --tokens, --vectors, --icf, --input) fails at once, never waits; preprocess,
+# vectorize, pipeline and icf-build print the skips per reason with the first messages of every
+# rank, and put both in report.json; a corpus without documents is a runtime error (exit 1) that
+# says why; the token dump keeps one line a document whatever its id and labels hold, and replaces
+# FILE atomically; a record with empty text is kept and counted.
 # usage: test_cli_inputs.sh <docmine> <mpiexec>
 set -u
 dm=$1
@@ -120,6 +121,8 @@ done
 "${dm1[@]}" icf-build --quiet --corpus c -o c.icf 2>/dev/null
 e=$("${dm1[@]}" vectorize --quiet --corpus k --icf c.icf -o i.dmv --report i.json 2>&1 >/dev/null)
 skips "vectorize --icf" vectorize "$e" i.json r
+e=$(dmn 2 icf-build --quiet --corpus k -o k.icf --report b.json 2>&1 >/dev/null)
+skips "icf-build, 2 ranks" icf-build "$e" b.json r
 
 # ---- 5. a corpus without documents: why, and exit 1 ----------------------------------------------
 mkdir nd empty

@@ -586,7 +586,7 @@ static void test_no_terms_is_an_error(void)
     CU_ASSERT_EQUAL_FATAL(tl_local_build(&l, docs, 3, tl_real_hash, 0, "d", 0, NULL), DM_OK);
     dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
     dm_vectors v;
-    CU_ASSERT_EQUAL(dm_tfidf_vectors(&v, NULL, NULL, NULL, &l, &o), DM_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(dm_tfidf_vectors(&v, NULL, NULL, NULL, &l, &o), DM_ERR_FORMAT); /* bad data, not a usage error */
     CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "no terms"));
     dm_tfidf_local_free(&l);
 }
@@ -1189,7 +1189,7 @@ static void test_all_stop_words_corpus(void)
     dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
     dm_vectors v;
     dm_pp_stats ps;
-    CU_ASSERT_EQUAL(dm_vectorize_corpus(&v, NULL, NULL, &ps, NULL, dir, NULL, &o, NULL, NULL), DM_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(dm_vectorize_corpus(&v, NULL, NULL, &ps, NULL, dir, NULL, &o, NULL, NULL), DM_ERR_FORMAT);
     CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "no terms"));
     CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "stop words"));
 }
