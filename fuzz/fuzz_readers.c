@@ -1,6 +1,6 @@
-/* libFuzzer target: every corpus reader (text, .gz, .tar/.tar.gz, JSONL, TSV, Reuters SGML) on
- * arbitrary bytes, followed by normalisation and CPU tokenising of what it yields. The first input
- * byte picks the file name (and so the format). Reference: none; the property is "no crash, no
+/* libFuzzer target: every corpus reader (text; .gz, .bz2, .xz, .zst; .tar[.gz|.bz2|.xz], .zip;
+ * JSONL, TSV, Reuters SGML) on arbitrary bytes, followed by normalisation and CPU tokenising of
+ * what it yields. The first input byte picks the file name (and so the format). Reference: none; the property is "no crash, no
  * leak, no hang; counters consistent". */
 #include <stdint.h>
 #include <stdlib.h>
@@ -37,10 +37,11 @@ static int sink(void *user, const dm_raw_doc *d)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const char *names[] = {"doc.txt", "doc.txt.gz", "a.jsonl", "a.jsonl.gz", "a.tsv",
-                                  "r.sgm", "r.sgm.gz", "x.tar", "x.tar.gz", "x.tgz"};
+    static const char *names[] = {"doc.txt",   "doc.txt.gz", "a.jsonl",   "a.jsonl.gz", "a.tsv",     "r.sgm",
+                                  "r.sgm.gz",  "x.tar",      "x.tar.gz",  "x.tgz",      "x.tar.bz2", "x.tar.xz",
+                                  "x.zip",     "a.jsonl.bz2", "r.sgm.xz", "doc.txt.zst"};
     if (size < 1) return 0;
-    const char *name = names[data[0] % 10];
+    const char *name = names[data[0] % 16];
     dm_reader_options o = DM_READER_OPTIONS_INIT;
     o.strict = data[0] >= 128;
     dm_pp_stats st;
