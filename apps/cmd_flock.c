@@ -28,12 +28,15 @@ const char dm_flock_cli_help[] =
     "  --snapshot-every K      also write DIR/snapshots/flock-<iteration>.png every K iterations\n"
     "model:\n"
     "  --iterations N          (default 500)\n"
-    "  --radius R              interaction radius (default 1)\n"
+    "  --radius R              interaction radius (default 1; N x R at most 2^30, the force\n"
+    "                          sums' fixed point)\n"
     "  --neighbours K          expected neighbours at the initial density; sets the plane\n"
-    "                          area N pi R^2 / K (default 15)\n"
+    "                          area N pi R^2 / K, N pi / K grid cells: at most 16 a document,\n"
+    "                          so K >= 0.2 (default 15)\n"
     "  --threshold T           similar when cosine >= T (default 0.10)\n"
     "  --weights S,D,A,C       separation from similar, separation from dissimilar,\n"
-    "                          alignment, cohesion (default 0.02,0.05,0.30,0.05)\n"
+    "                          alignment, cohesion (default 0.02,0.05,0.30,0.05; each\n"
+    "                          at most 1e6)\n"
     "  --vmax V                speed cap, < R (default 0.5)\n"
     "  --shrink F              the plane's side shrinks by this fraction over the run (0.5)\n"
     "clusters:\n"
@@ -130,33 +133,47 @@ void dm_flock_cli_free(dm_flock_cli *f)
     f->slice_weights = NULL;
 }
 
+/* A number of option name in [lo, hi] (whole: a whole number, written without a fraction);
+ * 0, or the usage error's exit code. */
+static int opt_num(dm_app *app, const char *cmd, const char *arg, const char *name, double lo, double hi, int whole,
+                   double *v)
+{
+    if (dm_app_parse_num(arg, lo, hi, v)) return dm_app_usage_error(app, cmd, "invalid value '%s' for %s", arg, name);
+    if (whole && *v != floor(*v))
+        return dm_app_usage_error(app, cmd, "%s takes a whole number, not '%s'", name, arg);
+    return 0;
+}
+/* a real or a whole number of the option being parsed, or return its usage error */
+#define OPT_NUM(lo, hi, whole)                                                                     \
+    do {                                                                                           \
+        int e_ = opt_num(app, cmd, arg, name, (lo), (hi), (whole), &v);                            \
+        if (e_) return e_;                                                                         \
+    } while (0)
+#define NUM(lo, hi) OPT_NUM(lo, hi, 0)
+#define INT(lo, hi) OPT_NUM(lo, hi, 1)
+
 int dm_flock_cli_option(dm_app *app, const char *cmd, int c, const char *arg, const char *name, dm_flock_cli *f)
 {
     double v = 0;
-#define NUM(lo, hi)                                                                                \
-    do {                                                                                           \
-        if (dm_app_parse_num(arg, (lo), (hi), &v))                                                       \
-            return dm_app_usage_error(app, cmd, "invalid value '%s' for %s", arg, name);           \
-    } while (0)
     switch (c) {
-    case DM_FO_TOP: NUM(1, 1000); f->jo.top_k = (int)v; break;
-    case DM_FO_PNG: NUM(16, 16384); f->jo.png_size = (int)v; break;
-    case DM_FO_SNAP: NUM(1, 1e9); f->jo.snapshot_every = (int)v; break;
-    case DM_FO_ITER: NUM(1, 1e9); f->fo.iterations = (int)v; break;
-    case DM_FO_RADIUS: NUM(1e-6, 1e9); f->fo.radius = v; break;
+    case DM_FO_TOP: INT(1, 1000); f->jo.top_k = (int)v; break;
+    case DM_FO_PNG: INT(16, 16384); f->jo.png_size = (int)v; break;
+    case DM_FO_SNAP: INT(1, 1e9); f->jo.snapshot_every = (int)v; break;
+    case DM_FO_ITER: INT(1, 1e9); f->fo.iterations = (int)v; break;
+    case DM_FO_RADIUS: NUM(1e-6, 1e6); f->fo.radius = v; break;
     case DM_FO_NB: NUM(1e-6, 1e9); f->fo.neighbours = v; break;
     case DM_FO_THRESH: NUM(-1, 1); f->fo.threshold = v; break;
     case DM_FO_CTHR: NUM(-1, 1); f->co.threshold = v; break;
     case DM_FO_MERGE: NUM(0, 1); f->co.merge = v; break;
-    case DM_FO_REFINE: NUM(0, 1e6); f->co.refine = (int)v; break;
-    case DM_FO_VMAX: NUM(1e-12, 1e9); f->fo.v_max = v; break;
+    case DM_FO_REFINE: INT(0, 1e6); f->co.refine = (int)v; break;
+    case DM_FO_VMAX: NUM(1e-12, 1e6); f->fo.v_max = v; break;
     case DM_FO_SHRINK: NUM(0, 0.999999); f->fo.shrink = v; break;
-    case DM_FO_MINC: NUM(1, 1e9); f->co.min_size = (int)v; break;
-    case DM_FO_CKE: NUM(0, 1e9); f->fo.checkpoint_every = (int)v; break;
+    case DM_FO_MINC: INT(1, 1e9); f->co.min_size = (int)v; break;
+    case DM_FO_CKE: INT(0, 1e9); f->fo.checkpoint_every = (int)v; break;
     case DM_FO_CK: f->fo.checkpoint = arg; break;
     case DM_FO_RESUME: f->fo.resume = 1; break;
     case DM_FO_SLICES: f->slices = arg; break;
-    case DM_FO_MIGRATE: NUM(0, 1000); f->fo.migrate_every = (int)v; break;
+    case DM_FO_MIGRATE: INT(0, 1000); f->fo.migrate_every = (int)v; break;
     case DM_FO_SMALL:
         if (dm_flock_small_parse(arg, &f->co.attach) != DM_OK)
             return dm_app_usage_error(app, cmd, "--small must be noise, neighbour or centroid, not '%s'", arg);
@@ -168,14 +185,16 @@ int dm_flock_cli_option(dm_app *app, const char *cmd, int c, const char *arg, co
         for (; k < 4; k++) {
             errno = 0;
             w[k] = strtod(p, &end);
-            if (end == p || errno || !(w[k] >= 0) || !isfinite(w[k])) break;
+            if (end == p || errno || !(w[k] >= 0 && w[k] <= DM_FLOCK_WEIGHT_MAX)) break;
             p = end;
             if (k < 3) {
                 if (*p != ',') break;
                 p++;
             }
         }
-        if (k != 4 || *p) return dm_app_usage_error(app, cmd, "--weights expects S,D,A,C (four numbers >= 0), not '%s'", arg);
+        if (k != 4 || *p)
+            return dm_app_usage_error(app, cmd, "--weights expects S,D,A,C (four numbers in [0, %g]), not '%s'",
+                                      DM_FLOCK_WEIGHT_MAX, arg);
         f->fo.w_separation = w[0];
         f->fo.w_dissimilar = w[1];
         f->fo.w_alignment = w[2];
@@ -184,7 +203,6 @@ int dm_flock_cli_option(dm_app *app, const char *cmd, int c, const char *arg, co
     }
     default: return dm_app_usage_error(app, cmd, "internal: unknown flock option %d", c);
     }
-#undef NUM
     return 0;
 }
 
@@ -254,26 +272,22 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
     optind = 1;
     opterr = 0;
     int c, li = -1;
+    const char *cmd = "flock";
     while ((c = getopt_long(argc, argv, "o:h", opts, &li)) != -1) {
         double v = 0;
         char nb[64];
-        const char *name = dm_app_opt_name(nb, opts, li, c);
+        const char *name = dm_app_opt_name(nb, opts, li, c), *arg = optarg;
         li = -1;
         if (c >= DM_FO_TOP && c < DM_FO_SHARED_END) {
-            int rc = dm_flock_cli_option(app, "flock", c, optarg, name, &fl);
+            int rc = dm_flock_cli_option(app, cmd, c, arg, name, &fl);
             if (rc) return rc;
             continue;
         }
-#define NUM(lo, hi)                                                                                \
-    do {                                                                                           \
-        if (dm_app_parse_num(optarg, (lo), (hi), &v))                                                    \
-            return dm_app_usage_error(app, "flock", "invalid value '%s' for %s", optarg, name);   \
-    } while (0)
         switch (c) {
         case O_VECTORS: vectors = optarg; break;
-        case O_SYNTH: NUM(1, 4e9); synth_n = (uint64_t)v; break;
-        case O_STOPICS: NUM(1, 1e6); so.topics = (int)v; break;
-        case O_STOKENS: NUM(1, 1e6); so.tokens = (int)v; break;
+        case O_SYNTH: INT(1, 4e9); synth_n = (uint64_t)v; break;
+        case O_STOPICS: INT(1, 1e6); so.topics = (int)v; break;
+        case O_STOKENS: INT(1, 1e6); so.tokens = (int)v; break;
         case O_VOCAB: vocab_path = optarg; break;
         case 'o': out = optarg; break;
         case 'h':
@@ -281,7 +295,6 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
             return DM_EXIT_OK;
         default: return dm_app_usage_error(app, "flock", "unknown or incomplete option '%s'", name);
         }
-#undef NUM
     }
     if (optind < argc) return dm_app_usage_error(app, "flock", "unexpected argument '%s'", argv[optind]);
     if (!out) return dm_app_usage_error(app, "flock", "missing -o DIR");
@@ -307,7 +320,7 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
     }
     dm_flock_vocab voc;
     memset(&voc, 0, sizeof voc);
-    if (rc == DM_OK && vocab_path && ctx->rank == 0) rc = dm_flock_vocab_read(&voc, vocab_path);
+    if (rc == DM_OK && vocab_path && ctx->rank == 0) rc = dm_flock_vocab_read(&voc, vocab_path, vec.n_cols);
     rc = dm_ctx_agree(ctx, rc);
     fl.jo.vocab = vocab_path ? &voc : NULL;
 

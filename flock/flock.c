@@ -22,6 +22,9 @@
 /* Cells are a hair larger than r so that rounding in x / cw can never put two boids closer
  * than r in cells two apart. */
 #define CELL_SLACK 1e-9
+/* The grid cells a document may cost (see dm_flock_params_at): a plane of N pi / neighbours
+ * cells, so --neighbours must be at least pi / 16. */
+#define CELLS_PER_DOC 16
 /* The halo margin: boids within this distance of a slice edge are sent to the neighbour. A
  * superset of "within r" is harmless (the receiver decides with the exact model arithmetic). */
 #define MARGIN_SLACK 1e-3
@@ -101,13 +104,23 @@ int dm_flock_params_at(dm_flock_params *p, const dm_flock_sim *s, int t)
     p->ratio_y = p->H1 / p->H;
     double cmin = o->radius * (1.0 + CELL_SLACK);
     double c = floor(p->W / cmin), r = floor(p->H / cmin);
+    /* the plane's side is sqrt(N pi / neighbours) radii (less the shrink), whatever the radius:
+     * the number of cells depends on the documents, --neighbours and --shrink only */
     if (c < 3 || r < 3)
         return DM_ERR(DM_ERR_INVALID_ARG,
                       "flock: the plane (%.4g x %.4g at iteration %d) is smaller than 3 x 3 cells of "
-                      "radius %.4g: use more documents, a smaller --radius or less --shrink",
+                      "radius %.4g: use more documents, a smaller --neighbours or less --shrink",
                       p->W, p->H, t, o->radius);
-    if (c * r > 4.0e9)
-        return DM_ERR(DM_ERR_INVALID_ARG, "flock: the plane has too many grid cells (%.3g); use a larger radius", c * r);
+    /* both backends' grids hold a counter per cell of the plane, rebuilt every step: bounded by
+     * the documents (about 0.2 cells a document at the default --neighbours), and by the 32-bit
+     * cell keys */
+    double most = fmin(CELLS_PER_DOC * (double)s->n_global + 4096.0, 4.0e9);
+    if (c * r > most)
+        return DM_ERR(DM_ERR_INVALID_ARG,
+                      "flock: --neighbours %g makes a plane of %.3g grid cells for %llu documents (at most "
+                      "%d a document): use --neighbours %.3g or more",
+                      o->neighbours, c * r, (unsigned long long)s->n_global, CELLS_PER_DOC,
+                      o->neighbours * (c * r) / most * 1.01);
     p->C = (int)c;
     p->R = (int)r;
     p->cw = p->W / c;
@@ -165,7 +178,8 @@ static int validate(const dm_flock_options *o, int size)
     if (!(o->min_dist > 0 && o->min_dist <= 1)) return DM_ERR(DM_ERR_INVALID_ARG, "flock: min_dist must be in (0, 1]");
     const double w[4] = {o->w_separation, o->w_dissimilar, o->w_alignment, o->w_cohesion};
     for (int i = 0; i < 4; i++)
-        if (!isfinite(w[i]) || w[i] < 0) return DM_ERR(DM_ERR_INVALID_ARG, "flock: weights must be finite and >= 0");
+        if (!(w[i] >= 0 && w[i] <= DM_FLOCK_WEIGHT_MAX))
+            return DM_ERR(DM_ERR_INVALID_ARG, "flock: --weights must be in [0, %g]", DM_FLOCK_WEIGHT_MAX);
     if ((o->checkpoint_every > 0 || o->resume) && (!o->checkpoint || !*o->checkpoint))
         return DM_ERR(DM_ERR_INVALID_ARG, "flock: checkpoints need a checkpoint file");
     if (o->checkpoint_every < 0) return DM_ERR(DM_ERR_INVALID_ARG, "flock: --checkpoint-every must be >= 0");
@@ -174,6 +188,18 @@ static int validate(const dm_flock_options *o, int size)
             if (!(o->slice_weights[k] > 0) || !isfinite(o->slice_weights[k]))
                 return DM_ERR(DM_ERR_INVALID_ARG, "flock: slice weights must be > 0");
     return DM_OK;
+}
+
+/* The neighbours' sums of the model are exact below 2^31 plane units (flock_model.h): those of
+ * cohesion and alignment add an offset (< r) or a velocity (<= v_max < r) per neighbour, of which
+ * a boid has at most n - 1, so n r must stay below DM_FLOCK_DOCS_RADIUS_MAX. */
+static int check_scale(const dm_flock_options *o, uint64_t n)
+{
+    if ((double)n * o->radius <= DM_FLOCK_DOCS_RADIUS_MAX) return DM_OK;
+    return DM_ERR(DM_ERR_INVALID_ARG,
+                  "flock: --radius %g is too large for %llu documents: documents x radius must be at most "
+                  "2^30 (the force sums' fixed point); use --radius %.4g or less",
+                  o->radius, (unsigned long long)n, DM_FLOCK_DOCS_RADIUS_MAX / (double)n);
 }
 
 /* Checks that the ranks' shares tile 0..N-1 in rank order; sets n_global. */
@@ -943,7 +969,8 @@ static void cut_slices(dm_flock_sim *s, const double *w)
 
 /* The migration interval (as asked, or the largest that the lowest slice of the smallest plane,
  * the last iteration's, allows, up to DM_FLOCK_MIGRATE_AUTO_MAX), then the check that every
- * iteration's grid and slices fit (the plane is smallest at the last iteration). */
+ * iteration's grid and slices fit (the plane is largest at the first iteration and smallest at
+ * the last). */
 static int plan_slices(dm_flock_sim *s)
 {
     const dm_flock_options *opt = &s->opt;
@@ -958,9 +985,11 @@ static int plan_slices(dm_flock_sim *s)
             if (low > s->reach) break;
         }
     }
+    /* the largest plane (the most grid cells) first, then the smallest (the fewest, the lowest
+     * slices) */
     dm_flock_params p;
-    DM_TRY(dm_flock_params_at(&p, s, opt->iterations));
-    return dm_flock_params_at(&p, s, 0);
+    DM_TRY(dm_flock_params_at(&p, s, 0));
+    return dm_flock_params_at(&p, s, opt->iterations);
 }
 
 int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v, const dm_flock_options *opt)
@@ -1021,6 +1050,15 @@ int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v
     }
     rc = dm_ctx_agree(ctx, rc);
     if (rc == DM_OK) rc = check_shares(s, v);
+    if (rc == DM_OK) rc = check_scale(opt, s->n_global);
+    if (rc == DM_OK && opt->checkpoint_every > 0 && s->rank == 0) rc = dm_flock_checkpoint_target(opt->checkpoint);
+    rc = dm_ctx_agree(ctx, rc);
+    /* a checkpoint records the input it was written for, which a resume must match */
+    if (rc == DM_OK && (opt->checkpoint_every > 0 || opt->resume)) {
+        dm_timer_start("flock.setup.fingerprint");
+        rc = dm_flock_input_fingerprint(&s->input_fingerprint, v, s->comm);
+        dm_timer_stop("flock.setup.fingerprint");
+    }
     if (rc == DM_OK) {
         double area = (double)s->n_global * 3.141592653589793 * opt->radius * opt->radius / opt->neighbours;
         s->W0 = s->H0 = sqrt(area);
@@ -1245,13 +1283,12 @@ int dm_flock_sim_run(dm_flock_sim *s)
     while (rc == DM_OK && s->iteration < s->opt.iterations) {
         rc = dm_flock_sim_step(s);
         if (rc != DM_OK) break;
-        int ckpt = s->opt.checkpoint_every > 0 && s->iteration % s->opt.checkpoint_every == 0;
+        int ckpt = dm_flock_checkpoint_due(&s->opt, s->iteration);
         if (ckpt || s->opt.on_iteration || s->iteration >= s->opt.iterations ||
             (s->opt.stop_after > 0 && s->iteration >= s->opt.stop_after)) {
             rc = dm_flock_agree_finish(s);
             if (rc != DM_OK) break;
         }
-        /* the last iteration too: --resume then only re-clusters (other cluster options) */
         if (ckpt) {
             dm_timer_start("flock.checkpoint");
             rc = dm_flock_checkpoint_write(s, s->opt.checkpoint);

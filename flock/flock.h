@@ -27,9 +27,11 @@ typedef struct dm_flock_sim dm_flock_sim;
 
 typedef struct dm_flock_options {
     int iterations;          /* total iterations of the run */
-    double radius;           /* interaction radius r (plane units) */
+    double radius;           /* interaction radius r (plane units); documents x radius at most
+                                DM_FLOCK_DOCS_RADIUS_MAX = 2^30 (flock_model.h) */
     double neighbours;       /* expected neighbours within r at the initial uniform density: the
-                                plane is square with area N * pi r^2 / neighbours */
+                                plane is square with area N * pi r^2 / neighbours (N pi /
+                                neighbours grid cells: at most 16 a document, so >= pi / 16) */
     double threshold;        /* T: neighbours with cosine >= T are similar */
     double w_separation;     /* separation from similar neighbours */
     double w_dissimilar;     /* separation from dissimilar neighbours (stronger) */
@@ -61,6 +63,10 @@ typedef struct dm_flock_options {
 } dm_flock_options;
 #define DM_FLOCK_OPTIONS_INIT                                                                      \
     {500, 1.0, 15.0, 0.10, 0.02, 0.05, 0.30, 0.05, 0.5, 0.5, 0.05, 42, NULL, 0, NULL, 0, 0, NULL, NULL, 0, 0}
+/* The largest weight (w_separation .. w_cohesion): far beyond any useful value (the defaults are
+ * 0.02 to 0.3; much larger ones leave every boid at the speed cap every step), and it keeps every
+ * force finite (dm_flock_update). */
+#define DM_FLOCK_WEIGHT_MAX 1.0e6
 /* The largest migration interval the automatic choice takes (migrate_every = 0). */
 #define DM_FLOCK_MIGRATE_AUTO_MAX 4
 
@@ -126,8 +132,13 @@ int dm_flock_sim_view(dm_flock_sim *s, dm_flock_view *out);
  * collective. */
 int dm_flock_calibrate(double *speed, const dm_ctx *ctx);
 
-/* Writes the checkpoint now (collective; atomic; rank 0 writes). */
+/* Writes the checkpoint now (collective; atomic; rank 0 writes). The simulation must have been
+ * created with checkpoint_every > 0 or resume (its input's fingerprint is computed then), else
+ * DM_ERR_INVALID_ARG. */
 int dm_flock_checkpoint_write(dm_flock_sim *s, const char *path);
+/* Whether a run with these options writes a checkpoint after `iteration`: after every
+ * checkpoint_every-th and after the last (0: never). */
+int dm_flock_checkpoint_due(const dm_flock_options *o, int iteration);
 
 /* The backend step: one iteration on this rank, including its halo and migration exchanges. */
 typedef int dm_flock_step_fn(dm_flock_sim *s);
@@ -140,7 +151,7 @@ int dm_flock_tune_register(void);
 
 /* Selects every kernel a simulation of n boids a rank on `ranks` ranks launches, at the sizes it
  * launches them: the boids' kernels and the clusters' at n, the similarity at the pair cache's
- * misses (n/8 .. 64 n pairs; from n/64 with several ranks, for the halo's), the halo's (flags,
+ * misses and mirrors (n/64 .. 64 n pairs), the halo's (flags,
  * pick) with several ranks. With no database entry a selection searches, and a search builds a
  * flock state of its own (up to 2^20 boids): the CUDA backend calls this when a simulation starts,
  * before it allocates, so that no search runs beside it (a first run's device peak) or inside its
@@ -255,13 +266,14 @@ void dm_flock_result_free(dm_flock_result *r);
 int dm_flock_top_terms(uint32_t **terms, double **weights, const dm_flock_result *r, const dm_vectors *v,
                        int k, const dm_ctx *ctx);
 
-/* A vocabulary: term names by id, from "id<TAB>term<TAB>df" lines. */
+/* A vocabulary: term names by id, from "id<TAB>term<TAB>df" lines (dm_flock_vocab_read: ids
+ * below n_terms, the vectors' terms; another is a DM_ERR_FORMAT naming the file and line). */
 typedef struct dm_flock_vocab {
     uint64_t n;
     char **term;   /* n entries, NULL where an id is not listed */
     char *blob;
 } dm_flock_vocab;
-int dm_flock_vocab_read(dm_flock_vocab *out, const char *path);
+int dm_flock_vocab_read(dm_flock_vocab *out, const char *path, uint64_t n_terms);
 /* The same from n terms in memory: term i is bytes[off[i] .. off[i+1]) (a vocabulary's terms). */
 int dm_flock_vocab_from_terms(dm_flock_vocab *out, const char *bytes, const uint64_t *off, uint64_t n);
 void dm_flock_vocab_free(dm_flock_vocab *v);
@@ -354,6 +366,8 @@ typedef struct dm_flock_job_result {
     uint64_t refine_moved;      /* every rank: documents they moved (summed over the steps) */
     int have_labels;            /* every rank */
     int migrate_every;          /* every rank: the migration interval used */
+    int start_iteration;        /* every rank: the iteration the simulation started from (the
+                                   checkpoint's with --resume, else 0) */
     uint64_t noise;             /* rank 0 */
     dm_metrics quality;   /* rank 0, when have_labels */
     double seconds;             /* wall time of the job on this rank */
@@ -361,9 +375,12 @@ typedef struct dm_flock_job_result {
 
 /* Collective: runs the simulation on this rank's rows v (with fo's checkpoints and resume),
  * clusters, and writes assignments.tsv, clusters.tsv, positions.csv, flock.png and, with labels,
- * flock-labels.png into jo->out_dir (rank 0). results (may be NULL): a JSON object that receives
+ * flock-labels.png into jo->out_dir (rank 0). An earlier run's files of these names that this run
+ * does not write are removed before the run: flock-labels.png without labels, and
+ * snapshots/flock-<iteration>.png beyond the iteration the run starts from (no other file). results (may be NULL): a JSON object that receives
  * the run's report section (documents, iterations, model, plane, similarity, clusters, noise,
- * quality, tuning, run_seconds, boid_iterations_per_second). Timers flock.setup, flock.run,
+ * quality, tuning, run_seconds, iterations_run, boid_iterations_per_second over the iterations
+ * run, and resumed_from_iteration with --resume). Timers flock.setup, flock.run,
  * flock.output. Errors agree on every rank. */
 int dm_flock_job_run(dm_flock_job_result *res, struct json_t *results, const dm_ctx *ctx, const dm_vectors *v,
                      const dm_flock_options *fo, const dm_flock_cluster_options *co, const dm_flock_job_options *jo);

@@ -1,19 +1,21 @@
 /* Checkpoints of a flock run: the state (x, y, vx, vy) of every document by global index at an
- * iteration, with the options that shape trajectories, so that --resume continues with the exact
- * same bits as an uninterrupted run (DESIGN.md section 7, "Checkpoints"). Rank 0 writes the file
- * atomically (temporary name + rename); every rank reads the records of its input rows, whatever
- * the number of ranks that wrote it. Reference: none (tests/flock/test_flock_mpi.c resumes and
- * compares with an uninterrupted run).
+ * iteration, with the options that shape trajectories and a fingerprint of the input, so that
+ * --resume continues with the exact same bits as an uninterrupted run (DESIGN.md section 7,
+ * "Checkpoints"). Rank 0 writes the file atomically (temporary name + rename); every rank reads
+ * the records of its input rows, whatever the number of ranks that wrote it. Reference: none
+ * (tests/flock/test_flock_mpi.c resumes and compares with an uninterrupted run).
  *
- * File (little-endian, 128-byte header):
- *   char magic[8] = "DMFLOCK\1"; u32 version = 1; u32 zero; u64 documents; u64 seed;
+ * File (little-endian, 136-byte header):
+ *   char magic[8] = "DMFLOCK\1"; u32 version = 2; u32 zero; u64 documents; u64 seed;
  *   i64 iteration; i64 iterations; f64 radius, neighbours, threshold, w_separation, w_dissimilar,
- *   w_alignment, w_cohesion, v_max, shrink, min_dist;
+ *   w_alignment, w_cohesion, v_max, shrink, min_dist; u64 input (dm_flock_input_fingerprint);
  *   then per document (global index order) f64 x, y, vx, vy; then u32 CRC-32 (zlib) of all
- *   preceding bytes and u32 zero. */
+ *   preceding bytes and u32 zero. Version 1 (128 bytes, no fingerprint) is refused: nothing tells
+ *   which input it was written for. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "common/alloc.h"
@@ -21,7 +23,8 @@
 #include "common/status.h"
 #include "flock/flock_impl.h"
 
-#define HEADER 128
+#define HEADER 136
+#define VERSION 2
 static const char MAGIC[8] = {'D', 'M', 'F', 'L', 'O', 'C', 'K', 1};
 
 typedef struct ck_header {
@@ -30,14 +33,78 @@ typedef struct ck_header {
     uint64_t docs, seed;
     int64_t iteration, iterations;
     double p[10];
+    uint64_t input;
 } ck_header;
+
+/* ---- the input's fingerprint ---------------------------------------------------------------- */
+
+/* One round of a 64-bit multiply-rotate hash (xxHash64's round) and its final avalanche. */
+static uint64_t fp_round(uint64_t h, uint64_t w)
+{
+    h += w * 0xC2B2AE3D27D4EB4Full;
+    h = (h << 31) | (h >> 33);
+    return h * 0x9E3779B185EBCA87ull;
+}
+
+static uint64_t fp_final(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDull;
+    h ^= h >> 33;
+    h *= 0xC4CEB9FE1A85EC53ull;
+    return h ^ (h >> 33);
+}
+
+/* Row r of v as document row_base + r: its id's bytes, then its (term, weight bits) pairs. */
+static uint64_t fp_row(const dm_vectors *v, uint64_t r)
+{
+    uint64_t h = fp_round(0x27D4EB2F165667C5ull, v->row_base + r);
+    if (v->ids && v->id_off) {
+        const char *id = dm_vectors_id(v, r);
+        size_t len = strlen(id);
+        h = fp_round(h, len);
+        for (size_t k = 0; k < len; k += 8) {
+            uint64_t w = 0;
+            memcpy(&w, id + k, len - k < 8 ? len - k : 8);
+            h = fp_round(h, w);
+        }
+    }
+    for (uint64_t k = v->row_off[r]; k < v->row_off[r + 1]; k++) {
+        uint32_t bits;
+        memcpy(&bits, &v->val[k], 4);
+        h = fp_round(h, (uint64_t)v->col[k] << 32 | bits);
+    }
+    return fp_final(h);
+}
+
+uint64_t dm_flock_rows_fingerprint(const dm_vectors *v)
+{
+    /* each row's hash is keyed by its global index, and the sum modulo 2^64 does not depend on
+     * how the documents are cut into ranks or threads */
+    uint64_t sum = 0;
+    const long n = (long)v->n_rows;
+#pragma omp parallel for schedule(static) reduction(+ : sum)
+    for (long r = 0; r < n; r++) sum += fp_row(v, (uint64_t)r);
+    return sum;
+}
+
+int dm_flock_input_fingerprint(uint64_t *out, const dm_vectors *v, MPI_Comm comm)
+{
+    *out = dm_flock_rows_fingerprint(v);
+    if (MPI_Allreduce(MPI_IN_PLACE, out, 1, MPI_UINT64_T, MPI_SUM, comm) != MPI_SUCCESS)
+        return DM_ERR(DM_ERR_MPI, "flock: MPI_Allreduce of the input's fingerprint failed");
+    return DM_OK;
+}
+
+/* ---- writing ---------------------------------------------------------------------------------- */
 
 static void header_of(ck_header *h, const dm_flock_sim *s, int iteration)
 {
     memset(h, 0, sizeof *h);
     memcpy(h->magic, MAGIC, 8);
-    h->version = 1;
+    h->version = VERSION;
     h->docs = s->n_global;
+    h->input = s->input_fingerprint;
     h->seed = s->opt.seed;
     h->iteration = iteration;
     h->iterations = s->opt.iterations;
@@ -61,9 +128,12 @@ static uLong crc_update(uLong crc, const void *data, size_t n)
 
 int dm_flock_checkpoint_write(dm_flock_sim *s, const char *path)
 {
-    _Static_assert(sizeof(ck_header) == HEADER, "checkpoint header is 128 bytes");
+    _Static_assert(sizeof(ck_header) == HEADER, "checkpoint header is 136 bytes");
     dm_flock_view v;
     int rc = dm_flock_sim_view(s, &v);
+    /* the input's fingerprint is computed when the simulation is created for checkpoints */
+    if (rc == DM_OK && !(s->opt.checkpoint_every > 0 || s->opt.resume))
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: a checkpoint of a simulation created without checkpoint_every or resume");
     size_t n = v.n;
     double *rec = dm_malloc(sizeof *rec * 5 * (n ? n : 1));
     if (!rec && rc == DM_OK) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for a checkpoint");
@@ -132,10 +202,82 @@ int dm_flock_checkpoint_write(dm_flock_sim *s, const char *path)
     return dm_ctx_agree(s->ctx, rc);
 }
 
+int dm_flock_checkpoint_target(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return DM_ERR(DM_ERR_INVALID_ARG, "%s: the checkpoint file is a directory; name a file", path);
+    return DM_OK;
+}
+
+int dm_flock_checkpoint_due(const dm_flock_options *o, int iteration)
+{
+    /* the last one too: a --resume of it then only redoes the clustering (other cluster options) */
+    return o->checkpoint_every > 0 && (iteration % o->checkpoint_every == 0 || iteration >= o->iterations);
+}
+
+/* ---- reading ---------------------------------------------------------------------------------- */
+
 static int read_at(FILE *f, const char *path, long long off, void *buf, size_t n)
 {
     if (fseeko(f, (off_t)off, SEEK_SET) != 0 || fread(buf, 1, n, f) != n)
         return DM_ERR(DM_ERR_FORMAT, "%s: truncated checkpoint", path);
+    return DM_OK;
+}
+
+/* Checks the CRC of the whole file (every byte but the 8 of the tail) before anything in the
+ * header is believed, so that a corrupt header says so instead of "other options"; *size gets
+ * the file's size. */
+static int check_crc(FILE *f, const char *path, long long *size)
+{
+    if (fseeko(f, 0, SEEK_END) != 0) return DM_ERR(DM_ERR_IO, "%s: seek failed", path);
+    *size = (long long)ftello(f);
+    long long body = *size - 8, at = 0;
+    if (body < HEADER) return DM_ERR(DM_ERR_FORMAT, "%s: truncated checkpoint", path);
+    if (fseeko(f, 0, SEEK_SET) != 0) return DM_ERR(DM_ERR_IO, "%s: seek failed", path);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    char buf[1 << 16];
+    while (at < body) {
+        size_t m = (size_t)(body - at < (long long)sizeof buf ? body - at : (long long)sizeof buf);
+        if (fread(buf, 1, m, f) != m) return DM_ERR(DM_ERR_IO, "%s: read failed", path);
+        crc = crc32(crc, (const Bytef *)buf, (uInt)m);
+        at += (long long)m;
+    }
+    uint32_t tail[2];
+    if (fread(tail, 1, 8, f) != 8) return DM_ERR(DM_ERR_IO, "%s: read failed", path);
+    if (tail[0] != (uint32_t)crc)
+        return DM_ERR(DM_ERR_FORMAT, "%s: checkpoint checksum mismatch (a truncated or corrupt file)", path);
+    return DM_OK;
+}
+
+/* The header h of path against want (this run's): the same documents, input and options; size:
+ * the file's (-1: not known here). */
+static int check_header(const ck_header *h, const ck_header *want, const char *path, long long size)
+{
+    if (h->version != VERSION)
+        return DM_ERR(DM_ERR_FORMAT,
+                      "%s: checkpoint format version %u, this docmine reads version %u%s", path,
+                      (unsigned)h->version, VERSION,
+                      h->version == 1 ? " (version 1 does not record its input: run again without --resume)" : "");
+    /* (a count of documents beyond 2^40 matches no file of this size) */
+    if (size >= 0 && (h->docs >= ((uint64_t)1 << 40) || size != HEADER + 32 * (long long)h->docs + 8))
+        return DM_ERR(DM_ERR_FORMAT, "%s: checkpoint of %lld bytes, not the size of its %llu documents", path, size,
+                      (unsigned long long)h->docs);
+    if (h->docs != want->docs)
+        return DM_ERR(DM_ERR_INVALID_ARG, "%s: checkpoint of %llu documents, the input has %llu", path,
+                      (unsigned long long)h->docs, (unsigned long long)want->docs);
+    if (h->input != want->input)
+        return DM_ERR(DM_ERR_INVALID_ARG,
+                      "%s: the checkpoint was written for another input (its documents' ids or vectors "
+                      "differ); resume with the input of the interrupted run",
+                      path);
+    if (h->seed != want->seed || h->iterations != want->iterations || memcmp(h->p, want->p, sizeof h->p) != 0)
+        return DM_ERR(DM_ERR_INVALID_ARG,
+                      "%s: the checkpoint was written with other options (seed, iterations or model "
+                      "parameters); resume with the options of the interrupted run",
+                      path);
+    if (h->iteration < 0 || h->iteration > h->iterations)
+        return DM_ERR(DM_ERR_FORMAT, "%s: bad iteration %lld", path, (long long)h->iteration);
     return DM_OK;
 }
 
@@ -147,34 +289,12 @@ int dm_flock_checkpoint_read_rows(const dm_flock_sim *s, const char *path, uint6
     ck_header h, want;
     int rc = read_at(f, path, 0, &h, HEADER);
     header_of(&want, s, 0);
-    if (rc == DM_OK && (memcmp(h.magic, MAGIC, 8) != 0 || h.version != 1))
+    if (rc == DM_OK && memcmp(h.magic, MAGIC, 8) != 0)
         rc = DM_ERR(DM_ERR_FORMAT, "%s: not a docmine flock checkpoint", path);
-    if (rc == DM_OK && h.docs != want.docs)
-        rc = DM_ERR(DM_ERR_INVALID_ARG, "%s: checkpoint of %llu documents, the input has %llu", path,
-                    (unsigned long long)h.docs, (unsigned long long)want.docs);
-    if (rc == DM_OK && (h.seed != want.seed || h.iterations != want.iterations || memcmp(h.p, want.p, sizeof h.p) != 0))
-        rc = DM_ERR(DM_ERR_INVALID_ARG,
-                    "%s: the checkpoint was written with other options (seed, iterations or model "
-                    "parameters); resume with the options of the interrupted run",
-                    path);
-    if (rc == DM_OK && (h.iteration < 0 || h.iteration > h.iterations))
-        rc = DM_ERR(DM_ERR_FORMAT, "%s: bad iteration %lld", path, (long long)h.iteration);
-    if (rc == DM_OK && first == 0) {
-        /* one reader (the rank with the first documents) checks the CRC of the whole file */
-        uLong crc = crc32(0L, Z_NULL, 0);
-        char buf[1 << 16];
-        long long body = HEADER + 32LL * (long long)h.docs, at = 0;
-        if (fseeko(f, 0, SEEK_SET) != 0) rc = DM_ERR(DM_ERR_IO, "%s: seek failed", path);
-        while (rc == DM_OK && at < body) {
-            size_t want_n = (size_t)(body - at < (long long)sizeof buf ? body - at : (long long)sizeof buf);
-            if (fread(buf, 1, want_n, f) != want_n) rc = DM_ERR(DM_ERR_FORMAT, "%s: truncated checkpoint", path);
-            crc = crc32(crc, (const Bytef *)buf, (uInt)want_n);
-            at += (long long)want_n;
-        }
-        uint32_t tail[2];
-        if (rc == DM_OK && fread(tail, 1, 8, f) != 8) rc = DM_ERR(DM_ERR_FORMAT, "%s: truncated checkpoint", path);
-        if (rc == DM_OK && tail[0] != (uint32_t)crc) rc = DM_ERR(DM_ERR_FORMAT, "%s: checkpoint checksum mismatch", path);
-    }
+    /* one reader (the rank with the first documents) checks the CRC of the whole file */
+    long long size = -1;
+    if (rc == DM_OK && first == 0) rc = check_crc(f, path, &size);
+    if (rc == DM_OK) rc = check_header(&h, &want, path, size);
     double rec[4 * 1024];
     for (uint64_t k = 0; k < n && rc == DM_OK; k += 1024) {
         size_t m = (size_t)(n - k < 1024 ? n - k : 1024);

@@ -5,11 +5,14 @@
  * rank's rows (flock_rows.c: nothing of size N is gathered to one rank), plus the run's section of
  * report.json.
  * Reference: none (a driver over flock.h). */
+#include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/fileio.h"
@@ -84,6 +87,38 @@ static int calibrate_slices(double **sw, const dm_ctx *ctx)
     return DM_OK;
 }
 
+/* An output folder used again: a run removes the files of its own names that it will not write
+ * this time, so that DIR never mixes two runs' outputs - flock-labels.png when the input has no
+ * labels, and snapshots/flock-<iteration>.png beyond the iteration it starts from (every one
+ * without --resume; those up to a checkpoint's iteration are the interrupted run's, this run's
+ * first part). Other files are never touched, nor a checkpoint (a resume checks that it was
+ * written for the same input and options). Rank 0, before the run; the status is agreed. */
+static int remove_stale_outputs(const char *dir, int have_labels, int start, const dm_ctx *ctx)
+{
+    int rc = DM_OK;
+    char p[4300];
+    if (ctx->rank == 0 && !have_labels) {
+        snprintf(p, sizeof p, "%s/flock-labels.png", dir);
+        if (unlink(p) == 0) dm_log_info("removed %s: an earlier run's (this input has no labels)", p);
+        else if (errno != ENOENT) rc = DM_ERR(DM_ERR_IO, "%s: cannot remove an earlier run's file: %s", p, strerror(errno));
+    }
+    snprintf(p, sizeof p, "%s/snapshots", dir);
+    DIR *d = ctx->rank == 0 && rc == DM_OK ? opendir(p) : NULL; /* (none: nothing to remove) */
+    int removed = 0;
+    for (struct dirent *e; d && rc == DM_OK && (e = readdir(d)) != NULL;) {
+        const char *n = e->d_name;
+        size_t digits = strncmp(n, "flock-", 6) == 0 ? strspn(n + 6, "0123456789") : 0;
+        if (digits == 0 || digits > 9 || strcmp(n + 6 + digits, ".png") != 0 || atoi(n + 6) <= start) continue;
+        char f[4600];
+        snprintf(f, sizeof f, "%s/%s", p, n);
+        if (unlink(f) != 0) rc = DM_ERR(DM_ERR_IO, "%s: cannot remove an earlier run's snapshot: %s", f, strerror(errno));
+        else removed++;
+    }
+    if (d) closedir(d);
+    if (removed) dm_log_info("removed %d snapshots of an earlier run from %s", removed, p);
+    return dm_ctx_agree(ctx, rc);
+}
+
 /* Iterates step by step to write the PNG series between steps (and checkpoints); each snapshot
  * fetches the positions to the rows and draws them coloured by class (truth: the rows' classes,
  * NULL without labels). */
@@ -96,7 +131,7 @@ static int run_with_snapshots(dm_flock_sim *sim, const dm_flock_options *fo, con
     while (rc == DM_OK && dm_flock_sim_iteration(sim) < fo->iterations) {
         rc = dm_flock_sim_step(sim);
         int it = dm_flock_sim_iteration(sim);
-        if (rc == DM_OK && fo->checkpoint_every > 0 && it % fo->checkpoint_every == 0)
+        if (rc == DM_OK && dm_flock_checkpoint_due(fo, it))
             rc = dm_flock_checkpoint_write(sim, fo->checkpoint);
         if (rc == DM_OK && (it % jo->snapshot_every == 0 || it == fo->iterations)) {
             dm_timer_start("flock.snapshots");
@@ -224,10 +259,14 @@ static void fill_results(json_t *r, const dm_flock_job_result *res, const dm_flo
         }
         json_object_set_new(r, "tuning", tj);
     }
+    /* after --resume the run's time covers the iterations from the checkpoint's on */
     double t_run = dm_timer_get("flock.run");
+    int run = fo->iterations - res->start_iteration;
+    if (fo->resume) json_object_set_new(r, "resumed_from_iteration", json_integer(res->start_iteration));
+    json_object_set_new(r, "iterations_run", json_integer(run));
     json_object_set_new(r, "run_seconds", json_real(t_run));
     json_object_set_new(r, "boid_iterations_per_second",
-                        json_real(t_run > 0 ? (double)res->docs * fo->iterations / t_run : 0));
+                        json_real(t_run > 0 ? (double)res->docs * run / t_run : 0));
 }
 
 int dm_flock_job_run(dm_flock_job_result *res, json_t *results, const dm_ctx *ctx, const dm_vectors *v,
@@ -265,6 +304,8 @@ int dm_flock_job_run(dm_flock_job_result *res, json_t *results, const dm_ctx *ct
         dm_timer_stop("flock.setup");
     }
     if (rc == DM_OK) res->migrate_every = dm_flock_sim_migrate_every(sim);
+    if (rc == DM_OK) res->start_iteration = dm_flock_sim_iteration(sim);
+    if (rc == DM_OK) rc = remove_stale_outputs(jo->out_dir, res->have_labels, res->start_iteration, ctx);
     if (rc == DM_OK && !dm_flock_sim_weighted(sim)) weights = NULL; /* equal slices after all */
     if (rc == DM_OK) {
         dm_log_info("flock: %llu documents on %d rank(s), %s backend, %d iterations from %d", (unsigned long long)n_docs,

@@ -32,6 +32,10 @@ extern "C" {
 #define DM_FLOCK_FIX_SCALE 4294967296.0           /* 2^32 */
 #define DM_FLOCK_FIX_INV (1.0 / 4294967296.0)
 #define DM_FLOCK_FIX_MAX 1073741824.0             /* a single contribution is clamped to 2^30 */
+/* The largest documents x radius (checked when a simulation starts): a boid's cohesion and
+ * alignment sums add at most one offset (< r) or velocity (<= v_max < r) per other document, so
+ * they stay below 2^30 plane units, half the fixed point's range (see dm_flock_acc_add). */
+#define DM_FLOCK_DOCS_RADIUS_MAX 1073741824.0     /* 2^30 */
 /* Fixed point of dot products of unit vectors: |partial sums| <= 1 (Cauchy-Schwarz). */
 #define DM_FLOCK_DOT_BITS 61
 #define DM_FLOCK_DOT_SCALE 2305843009213693952.0  /* 2^61 */
@@ -188,24 +192,36 @@ DM_HD double dm_flock_offset(const dm_flock_params *p, double xx, double xy, dou
     return *dx * *dx + *dy * *dy;
 }
 
+/* a + b modulo 2^64: a sum of contributions in any order, whose partial sums may leave the range
+ * of int64 (defined behaviour, where signed overflow is not); the result is the exact sum
+ * whenever that lies in the range. */
+DM_HD int64_t dm_flock_sum(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+
 /* Adds neighbour i (offset dx, dy = p_i - p_x, squared distance d2 < r^2, velocity vix, viy) to
- * boid x's sums. */
+ * boid x's sums.
+ * Range: an offset is below r and a velocity at most v_max < r, so with at most N - 1 neighbours
+ * the cohesion and alignment sums stay below N r <= DM_FLOCK_DOCS_RADIUS_MAX = 2^30 plane units
+ * (checked when the simulation starts). A separation term is at most 1 / (min_dist r) (closer
+ * neighbours count as at min_dist r), so its sums could only reach 2^31 with more than
+ * 2^31 min_dist r neighbours (10^8 at the defaults) within min_dist r of one boid, which the
+ * separation itself prevents; should it happen the sums wrap (dm_flock_sum) instead of
+ * overflowing, identically on every backend. */
 DM_HD void dm_flock_acc_add(dm_flock_acc *a, const dm_flock_params *p, double dx, double dy, double d2,
                             double vix, double viy, int similar)
 {
     double d2c = d2 > p->dmin2 ? d2 : p->dmin2;
     int64_t sx = dm_flock_fix(-dx / d2c), sy = dm_flock_fix(-dy / d2c);
     if (similar) {
-        a->sep_s[0] += sx;
-        a->sep_s[1] += sy;
-        a->vel[0] += dm_flock_fix(vix);
-        a->vel[1] += dm_flock_fix(viy);
-        a->off[0] += dm_flock_fix(dx);
-        a->off[1] += dm_flock_fix(dy);
+        a->sep_s[0] = dm_flock_sum(a->sep_s[0], sx);
+        a->sep_s[1] = dm_flock_sum(a->sep_s[1], sy);
+        a->vel[0] = dm_flock_sum(a->vel[0], dm_flock_fix(vix));
+        a->vel[1] = dm_flock_sum(a->vel[1], dm_flock_fix(viy));
+        a->off[0] = dm_flock_sum(a->off[0], dm_flock_fix(dx));
+        a->off[1] = dm_flock_sum(a->off[1], dm_flock_fix(dy));
         a->n_sim++;
     } else {
-        a->sep_d[0] += sx;
-        a->sep_d[1] += sy;
+        a->sep_d[0] = dm_flock_sum(a->sep_d[0], sx);
+        a->sep_d[1] = dm_flock_sum(a->sep_d[1], sy);
         a->n_dis++;
     }
 }
@@ -213,6 +229,9 @@ DM_HD void dm_flock_acc_add(dm_flock_acc *a, const dm_flock_params *p, double dx
 /* The update of one boid from its sums:
  *   F  = w_sep sep_S + w_dis sep_D + [n_S > 0] (w_ali (mean_S v - v) + w_coh mean_S (p_i - p))
  *   v' = v + F, clamped to |v'| <= vmax;  p' = wrap((p + v') * ratio) on the next plane.
+ * Finite: every sum is below 2^31 in magnitude (an int64 at 2^-32) and every weight at most DM_FLOCK_WEIGHT_MAX =
+ * 10^6 (checked when the simulation starts), so |F| < 10^17 and |v'|^2 < 10^35, far from the
+ * double range: the clamp never meets inf (whose inf * 0 would make the position NaN).
  * Returns 1 when the boid crossed the torus seam in y (for the tests' statistics), else 0. */
 DM_HD int dm_flock_update(const dm_flock_params *p, const dm_flock_acc *a, double *x, double *y,
                           double *vx, double *vy)

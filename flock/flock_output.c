@@ -23,7 +23,7 @@ int dm_flock_top_terms(uint32_t **terms, double **weights, const dm_flock_result
 
 /* ---- vocabulary ----------------------------------------------------------------------------- */
 
-int dm_flock_vocab_read(dm_flock_vocab *out, const char *path)
+int dm_flock_vocab_read(dm_flock_vocab *out, const char *path, uint64_t n_terms)
 {
     memset(out, 0, sizeof *out);
     FILE *f;
@@ -76,6 +76,12 @@ int dm_flock_vocab_read(dm_flock_vocab *out, const char *path)
                 rc = DM_ERR(DM_ERR_FORMAT, "%s:%ld: expected id<TAB>term<TAB>df", path, line);
                 break;
             }
+            /* the table is indexed by id: an id no vector has names nothing */
+            if (id >= n_terms) {
+                rc = DM_ERR(DM_ERR_FORMAT, "%s:%ld: term id %llu, but the vectors have %llu terms (ids 0 .. %llu)", path,
+                            line, id, (unsigned long long)n_terms, (unsigned long long)(n_terms ? n_terms - 1 : 0));
+                break;
+            }
             char *term = tab + 1, *tab2 = memchr(term, '\t', (size_t)(le - term));
             if (pass == 0) {
                 if (!any || id > maxid) maxid = id;
@@ -88,8 +94,7 @@ int dm_flock_vocab_read(dm_flock_vocab *out, const char *path)
         }
         if (pass == 0 && rc == DM_OK) {
             out->n = any ? maxid + 1 : 0;
-            if (out->n > ((uint64_t)1 << 32)) rc = DM_ERR(DM_ERR_FORMAT, "%s: term id too large", path);
-            else if (!(out->term = dm_calloc((size_t)(out->n ? out->n : 1), sizeof *out->term)))
+            if (!(out->term = dm_calloc((size_t)(out->n ? out->n : 1), sizeof *out->term)))
                 rc = DM_ERR(DM_ERR_NOMEM, "%s: out of memory", path);
         }
     }

@@ -172,14 +172,16 @@ void ft_check_error_during_run(const dm_ctx *ctx, const dm_flock_synth_options *
     dm_flock_vectors_release(&v);
 }
 
-int ft_write_checkpoint(const char *path, const dm_flock_options *o, uint64_t n, int iteration, const double *x,
-                        const double *y, const double *vx, const double *vy)
+int ft_write_checkpoint(const char *path, const dm_flock_options *o, const dm_vectors *v, int iteration,
+                        const double *x, const double *y, const double *vx, const double *vy)
 {
-    size_t size = 128 + 32 * n + 8;
+    const uint64_t n = v->n_rows;
+    const size_t H = 136;
+    size_t size = H + 32 * n + 8;
     unsigned char *b = calloc(1, size);
     const char magic[8] = {'D', 'M', 'F', 'L', 'O', 'C', 'K', 1};
     memcpy(b, magic, 8);
-    uint32_t ver[2] = {1, 0};
+    uint32_t ver[2] = {2, 0};
     memcpy(b + 8, ver, 8);
     uint64_t u[2] = {n, o->seed};
     memcpy(b + 16, u, 16);
@@ -188,12 +190,14 @@ int ft_write_checkpoint(const char *path, const dm_flock_options *o, uint64_t n,
     double p[10] = {o->radius, o->neighbours, o->threshold, o->w_separation, o->w_dissimilar,
                     o->w_alignment, o->w_cohesion, o->v_max, o->shrink, o->min_dist};
     memcpy(b + 48, p, 80);
+    uint64_t input = dm_flock_rows_fingerprint(v); /* all the documents: the sum over every rank's */
+    memcpy(b + 128, &input, 8);
     for (uint64_t i = 0; i < n; i++) {
         double r[4] = {x[i], y[i], vx[i], vy[i]};
-        memcpy(b + 128 + 32 * i, r, 32);
+        memcpy(b + H + 32 * i, r, 32);
     }
-    uint32_t crc[2] = {(uint32_t)crc32(crc32(0L, Z_NULL, 0), b, (uInt)(128 + 32 * n)), 0};
-    memcpy(b + 128 + 32 * n, crc, 8);
+    uint32_t crc[2] = {(uint32_t)crc32(crc32(0L, Z_NULL, 0), b, (uInt)(H + 32 * n)), 0};
+    memcpy(b + H + 32 * n, crc, 8);
     FILE *f = fopen(path, "wb");
     int rc = f && fwrite(b, 1, size, f) == size ? DM_OK : DM_ERR(DM_ERR_IO, "cannot write %s", path);
     if (f) fclose(f);

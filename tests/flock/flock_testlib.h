@@ -43,8 +43,9 @@ int ft_run(ft_state *st, const dm_ctx *ctx, const dm_flock_synth_options *so, ui
  * step late, returns an error on every rank, stops within a step of the failure and never hangs. */
 void ft_check_error_during_run(const dm_ctx *ctx, const dm_flock_synth_options *so, uint64_t n, int iterations);
 
-/* Writes a checkpoint for opt / n documents at iteration `iteration` with the given state. */
-int ft_write_checkpoint(const char *path, const dm_flock_options *opt, uint64_t n, int iteration,
+/* Writes a checkpoint for opt and the documents v (all of them: row_base 0) at iteration
+ * `iteration` with the given state. */
+int ft_write_checkpoint(const char *path, const dm_flock_options *opt, const dm_vectors *v, int iteration,
                         const double *x, const double *y, const double *vx, const double *vy);
 
 /* Builds vectors from explicit rows: row r has terms col[off[r]..off[r+1]) with weights val. */

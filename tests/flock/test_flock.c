@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "common/alloc.h"
 #include "common/context.h"
@@ -730,7 +731,7 @@ static void run_hand(double shift_x, double shift_y)
     }
     char path[4200];
     snprintf(path, sizeof path, "%s/hand.ck", g_tmp);
-    CU_ASSERT_EQUAL_FATAL(ft_write_checkpoint(path, &o, 4, 0, x, y, vx, vy), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(ft_write_checkpoint(path, &o, &v, 0, x, y, vx, vy), DM_OK);
     o.resume = 1;
     o.checkpoint = path;
     dm_flock_sim *s;
@@ -1141,6 +1142,103 @@ static void test_options_rejected(void)
     dm_flock_vectors_release(&v);
 }
 
+/* Whether the last error's message contains `what` (printed when not). */
+static int message_has(const char *what)
+{
+    int ok = strstr(dm_error_message(), what) != NULL;
+    if (!ok) fprintf(stderr, "expected '%s' in: %s\n", what, dm_error_message());
+    return ok;
+}
+
+/* Options whose arithmetic would break, refused before anything runs, with a message naming the
+ * option: weights that make the force infinite (the speed clamp then made every position NaN),
+ * documents x radius beyond the fixed-point sums' range, and a --neighbours so small that the grid
+ * would hold gigabytes of cells for a few documents; the plane too small for 3 x 3 cells advises
+ * what changes the cell count (not --radius). */
+static void test_options_bounds(void)
+{
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.tokens = 10;
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_synth_share(&v, &so, 400, 0, 1), DM_OK);
+    dm_flock_sim *s = NULL;
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 3;
+    o.w_dissimilar = 1e308;
+    CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_INVALID_ARG);
+    CU_ASSERT_TRUE(message_has("--weights"));
+    /* at the bound: runs, every state finite */
+    o.w_separation = o.w_dissimilar = o.w_alignment = o.w_cohesion = DM_FLOCK_WEIGHT_MAX;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
+    CU_ASSERT_EQUAL(dm_flock_sim_run(s), DM_OK);
+    int finite = 1;
+    for (size_t i = 0; i < s->own.n; i++)
+        finite &= isfinite(s->own.x[i]) && isfinite(s->own.y[i]) && isfinite(s->own.vx[i]) && isfinite(s->own.vy[i]);
+    CU_ASSERT_TRUE(finite);
+    dm_flock_sim_free(s);
+    s = NULL;
+    /* 400 documents x 6e8 > 2^30; 400 x 2^30 / 400 is the largest radius */
+    o = (dm_flock_options)DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 3;
+    o.radius = 6e8;
+    CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_INVALID_ARG);
+    CU_ASSERT_TRUE(message_has("--radius 6e+08 is too large for 400 documents"));
+    o.radius = DM_FLOCK_DOCS_RADIUS_MAX / 400;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
+    CU_ASSERT_EQUAL(dm_flock_sim_run(s), DM_OK);
+    dm_flock_sim_free(s);
+    s = NULL;
+    /* 400 pi / 1e-6 cells (1.3e9) for 400 documents */
+    o = (dm_flock_options)DM_FLOCK_OPTIONS_INIT;
+    o.neighbours = 1e-6;
+    CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_INVALID_ARG);
+    CU_ASSERT_TRUE(message_has("--neighbours 1e-06 makes a plane of"));
+    /* too small a plane: its cells do not depend on the radius */
+    o.neighbours = 200;
+    CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_INVALID_ARG);
+    CU_ASSERT_TRUE(message_has("smaller than 3 x 3 cells"));
+    CU_ASSERT_TRUE(message_has("--neighbours"));
+    CU_ASSERT_PTR_NULL(strstr(dm_error_message(), "--radius"));
+    CU_ASSERT_PTR_NULL(s);
+    dm_flock_vectors_release(&v);
+}
+
+/* The update at the weights' bound and the most extreme sums an int64 holds stays finite, under
+ * the speed cap; sums whose partial sums leave the int64 range (contributions of 2^30 each) wrap
+ * instead of overflowing, and give the exact total in any order. */
+static void test_update_extremes(void)
+{
+    dm_flock_params p;
+    memset(&p, 0, sizeof p);
+    p.r = 1, p.r2 = 1, p.dmin2 = 0.0025;
+    p.w_sep = p.w_dis = p.w_ali = p.w_coh = DM_FLOCK_WEIGHT_MAX;
+    p.vmax = 0.5, p.vmax2 = 0.25;
+    p.W = p.H = p.W1 = p.H1 = 10, p.half_W = p.half_H = 5, p.ratio_x = p.ratio_y = 1;
+    dm_flock_acc a;
+    a.sep_s[0] = a.sep_d[0] = a.vel[0] = a.off[0] = INT64_MAX;
+    a.sep_s[1] = a.sep_d[1] = a.vel[1] = a.off[1] = INT64_MIN;
+    a.n_sim = 1, a.n_dis = 1;
+    double x = 3, y = 4, vx = 0.5, vy = 0;
+    dm_flock_update(&p, &a, &x, &y, &vx, &vy);
+    CU_ASSERT_TRUE(isfinite(x) && isfinite(y) && isfinite(vx) && isfinite(vy));
+    CU_ASSERT_TRUE(x >= 0 && x < 10 && y >= 0 && y < 10);
+    CU_ASSERT_TRUE(vx * vx + vy * vy <= 0.25 * (1 + 1e-12));
+    /* three offsets of +2^30 and three of -2^30, the positive ones first (partial sums up to
+     * 3 x 2^62 in fixed point) or alternating (at most 2^62) */
+    dm_flock_acc first, alternating;
+    dm_flock_acc_zero(&first);
+    dm_flock_acc_zero(&alternating);
+    p.r2 = 1e30, p.dmin2 = 1e-30;
+    const double g = 1073741824.0;
+    for (int i = 0; i < 6; i++) {
+        double a1 = i < 3 ? g : -g, a2 = i % 2 ? -g : g;
+        dm_flock_acc_add(&first, &p, a1, 0, g * g, 0, 0, 1);
+        dm_flock_acc_add(&alternating, &p, a2, 0, g * g, 0, 0, 1);
+    }
+    CU_ASSERT_EQUAL(first.off[0], 0);
+    CU_ASSERT_EQUAL(memcmp(&first, &alternating, sizeof first), 0);
+}
+
 /* ---- clusters ----------------------------------------------------------------------------------- */
 
 /* 10 documents placed by hand (no iteration): a chain A = {0, 2, 4, 6} of similar documents each
@@ -1161,7 +1259,7 @@ static void clusters_hand(int attach, int32_t *cl_out, int32_t *k_out)
     double z[10] = {0};
     char path[4200];
     snprintf(path, sizeof path, "%s/clusters.ck", g_tmp);
-    CU_ASSERT_EQUAL_FATAL(ft_write_checkpoint(path, &o, 10, 5, x, y, z, z), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(ft_write_checkpoint(path, &o, &v, 5, x, y, z, z), DM_OK);
     o.resume = 1;
     o.checkpoint = path;
     dm_flock_sim *s;
@@ -1206,7 +1304,7 @@ static dm_flock_sim *hand_sim(dm_flock_options o, const dm_vectors *v, uint64_t 
     CU_ASSERT_PTR_NOT_NULL_FATAL(z);
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", g_tmp, name);
-    CU_ASSERT_EQUAL_FATAL(ft_write_checkpoint(path, &o, n, o.iterations, x, y, z, z), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(ft_write_checkpoint(path, &o, v, o.iterations, x, y, z, z), DM_OK);
     free(z);
     o.resume = 1;
     o.checkpoint = path;
@@ -1465,6 +1563,105 @@ static void test_resume_identical(void)
     ft_state_free(&resumed);
 }
 
+/* The iteration a checkpoint file holds (header bytes 32..39). */
+static long long checkpoint_iteration(const char *path)
+{
+    long long it = -1;
+    FILE *f = fopen(path, "rb");
+    if (f && (fseek(f, 32, SEEK_SET) != 0 || fread(&it, 8, 1, f) != 1)) it = -1;
+    if (f) fclose(f);
+    return it;
+}
+
+/* Rewrites path's 4 bytes at `at` with `value` and, when fix_crc, its CRC to match. */
+static void checkpoint_patch(const char *path, long at, uint32_t value, int fix_crc)
+{
+    FILE *f = fopen(path, "r+b");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    unsigned char *b = malloc((size_t)size);
+    fseek(f, 0, SEEK_SET);
+    CU_ASSERT_EQUAL_FATAL(fread(b, 1, (size_t)size, f), (size_t)size);
+    memcpy(b + at, &value, 4);
+    uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), b, (uInt)(size - 8));
+    if (fix_crc) memcpy(b + size - 8, &crc, 4);
+    fseek(f, 0, SEEK_SET);
+    CU_ASSERT_EQUAL(fwrite(b, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    free(b);
+}
+
+/* Resumes path with o on v: the status, and the message checked to contain `what`. */
+static void resume_refused(const char *path, dm_flock_options o, const dm_vectors *v, int want, const char *what)
+{
+    o.resume = 1;
+    o.checkpoint = path;
+    dm_flock_sim *s = NULL;
+    CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, v, &o), want);
+    CU_ASSERT_TRUE(message_has(what));
+    CU_ASSERT_PTR_NULL(s);
+}
+
+/* The last iteration's checkpoint is written also when K does not divide the iterations (or
+ * exceeds them). A checkpoint is refused, saying why: written for another input of as many
+ * documents (other vectors, one weight or one id changed), a corrupt header (the checksum, not
+ * "other options"), the old format that does not record its input. */
+static void test_checkpoint_last_and_refused(void)
+{
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.topics = 3;
+    so.tokens = 40;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/refused.ck", g_tmp);
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_synth_share(&v, &so, 300, 0, 1), DM_OK);
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 20;
+    o.checkpoint = path;
+    const int every[2] = {7, 100};
+    for (int k = 0; k < 2; k++) {
+        remove(path);
+        o.checkpoint_every = every[k];
+        dm_flock_sim *s = NULL;
+        CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
+        CU_ASSERT_EQUAL(dm_flock_sim_run(s), DM_OK);
+        dm_flock_sim_free(s);
+        CU_ASSERT_EQUAL(checkpoint_iteration(path), 20);
+    }
+    /* it resumes (the clustering only) on its own input */
+    o.resume = 1;
+    dm_flock_sim *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
+    CU_ASSERT_EQUAL(dm_flock_sim_iteration(s), 20);
+    dm_flock_sim_free(s);
+    o.resume = 0;
+    /* other documents, as many */
+    dm_flock_synth_options so2 = so;
+    so2.seed = so.seed + 1;
+    dm_vectors w;
+    CU_ASSERT_EQUAL_FATAL(ft_synth_share(&w, &so2, 300, 0, 1), DM_OK);
+    resume_refused(path, o, &w, DM_ERR_INVALID_ARG, "refused.ck: the checkpoint was written for another input");
+    dm_flock_vectors_release(&w);
+    /* one weight of one document */
+    float keep = v.val[v.row_off[123]];
+    v.val[v.row_off[123]] = keep * 1.5f;
+    resume_refused(path, o, &v, DM_ERR_INVALID_ARG, "written for another input");
+    v.val[v.row_off[123]] = keep;
+    /* one document's id */
+    char *id = v.ids + v.id_off[7];
+    id[0] ^= 1;
+    resume_refused(path, o, &v, DM_ERR_INVALID_ARG, "written for another input");
+    id[0] ^= 1;
+    /* a corrupt option in the header (radius): the checksum says so */
+    checkpoint_patch(path, 50, 0x12345678u, 0);
+    resume_refused(path, o, &v, DM_ERR_FORMAT, "refused.ck: checkpoint checksum mismatch");
+    /* version 1 (no fingerprint), with a valid checksum */
+    checkpoint_patch(path, 8, 1, 1);
+    resume_refused(path, o, &v, DM_ERR_FORMAT, "version 1 does not record its input");
+    dm_flock_vectors_release(&v);
+}
+
 /* ---- outputs ------------------------------------------------------------------------------------- */
 
 static void test_top_terms(void)
@@ -1607,7 +1804,7 @@ static void test_vocab(void)
     fprintf(f, "id\tterm\tdf\n0\tmarket\t12\n3\tbank\t4\r\n2\toil\t7\n");
     fclose(f);
     dm_flock_vocab voc;
-    CU_ASSERT_EQUAL_FATAL(dm_flock_vocab_read(&voc, path), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_flock_vocab_read(&voc, path, 10), DM_OK);
     CU_ASSERT_EQUAL(voc.n, 4);
     CU_ASSERT_STRING_EQUAL(voc.term[0], "market");
     CU_ASSERT_PTR_NULL(voc.term[1]);
@@ -1617,7 +1814,13 @@ static void test_vocab(void)
     f = fopen(path, "w");
     fprintf(f, "0\tmarket\t1\nxyz\n");
     fclose(f);
-    CU_ASSERT_EQUAL(dm_flock_vocab_read(&voc, path), DM_ERR_FORMAT);
+    CU_ASSERT_EQUAL(dm_flock_vocab_read(&voc, path, 10), DM_ERR_FORMAT);
+    /* an id beyond the vectors' terms names the file and line (was a 32 GiB table for 2^32 - 1) */
+    f = fopen(path, "w");
+    fprintf(f, "0\tmarket\t1\n4294967295\tbank\t1\n");
+    fclose(f);
+    CU_ASSERT_EQUAL(dm_flock_vocab_read(&voc, path, 10), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "vocab.tsv:2: term id 4294967295"));
 }
 
 static void test_png(void)
@@ -1680,11 +1883,15 @@ int main(int argc, char **argv)
         {"pair cache: the same run without it, hits with it", test_cpu_pair_cache},
         {"speed cap and shrinking plane", test_speed_cap_and_shrink},
         {"invalid options rejected", test_options_rejected},
+        {"options beyond the arithmetic's range rejected, naming the option", test_options_bounds},
+        {"update finite at the weights' bound; sums wrap, in any order", test_update_extremes},
         {"clusters of a hand-made configuration", test_clusters_hand},
         {"small components attached by centroid similarity", test_clusters_centroid},
         {"clusters refined by centroid steps (hand-checked)", test_clusters_refine},
         {"the centroid steps of too many clusters are skipped", test_centroid_skipped},
         {"resume gives the uninterrupted result", test_resume_identical},
+        {"checkpoint: the last one written; another input, a corrupt or old file refused",
+         test_checkpoint_last_and_refused},
         {"top terms by summed weight", test_top_terms},
         {"top terms: any cut into parts, any threads", test_top_terms_parts},
         {"vocabulary reader", test_vocab},

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `docmine flock` end to end (CPU backend): outputs exist and are well-formed, 1 and 3 ranks write
 # identical assignments, positions and clusters (top terms), an interrupted run resumed from its
-# checkpoint writes the same outputs, --snapshot-every writes a PNG series, and bad options exit
-# with 2.
+# checkpoint writes the same outputs (and says so in its report), the last iteration's checkpoint is
+# written, --snapshot-every writes a PNG series, a folder used again keeps no earlier run's outputs
+# of flock's names, and bad options exit with 2.
 set -euo pipefail
 dm=$1; mpiexec=$2
 t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
@@ -68,6 +69,27 @@ wait "$pid" 2>/dev/null || true
 "$dm" flock "${long[@]}" -o "$t/kill" --checkpoint-every 10 --resume > /dev/null
 cmp "$t/full/positions.csv" "$t/kill/positions.csv" || fail "positions differ after kill and resume"
 cmp "$t/full/assignments.tsv" "$t/kill/assignments.tsv" || fail "assignments differ after kill and resume"
+# its report: the iteration it resumed from, and the throughput of the iterations it ran (not of
+# all 120 in the time of the last ones)
+python3 - "$t/kill/report.json" <<'PY' || fail "report after resume"
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+start, run = r["resumed_from_iteration"], r["iterations_run"]
+assert 0 < start <= 120 and run == 120 - start, (start, run)
+want = r["documents"] * run / r["run_seconds"] if r["run_seconds"] > 0 else 0
+assert abs(r["boid_iterations_per_second"] - want) <= 1e-6 * max(want, 1), (r["boid_iterations_per_second"], want)
+PY
+grep -q '"resumed_from_iteration"' "$t/full/report.json" && fail "resumed_from_iteration without --resume"
+
+# the last iteration's checkpoint also when K does not divide --iterations, with and without a
+# PNG series (a --resume of it then only re-clusters)
+ck_iteration() { od -An -t d8 -j 32 -N 8 "$1" | tr -d ' '; }
+"$dm" flock "${common[@]}" -o "$t/last" --checkpoint-every 15 > /dev/null
+[ "$(ck_iteration "$t/last/flock.ckpt")" = 40 ] || fail "no checkpoint of the last iteration (15 does not divide 40)"
+"$dm" flock "${common[@]}" -o "$t/lasts" --checkpoint-every 15 --snapshot-every 10 > /dev/null
+[ "$(ck_iteration "$t/lasts/flock.ckpt")" = 40 ] || fail "no checkpoint of the last iteration with --snapshot-every"
+"$dm" flock "${common[@]}" -o "$t/last" --checkpoint-every 15 --resume > /dev/null
+grep -q '"iterations_run": 0,' "$t/last/report.json" || fail "the resume of the last checkpoint ran iterations"
 
 # uneven slices, given or measured: the same outputs
 "$mpiexec" -n 2 "$dm" flock "${common[@]}" -o "$t/w" --slice-weights 1,2.5 > /dev/null
@@ -98,6 +120,17 @@ grep -q 'then up to 20 refinement steps' "$t/r1/report.json" || fail "extraction
 "$dm" flock "${common[@]}" -o "$t/snap" --snapshot-every 10 > /dev/null
 [ "$(ls "$t/snap/snapshots" | wc -l)" -eq 4 ] || fail "expected 4 snapshots"
 
+# a folder used again: an unlabelled run removes the labelled run's flock-labels.png and the
+# earlier PNG series, and nothing else
+"$dm" synth -n 300 -k 3 -o "$t/c.tsv" > /dev/null 2>&1
+"$dm" vectorize --quiet --corpus "$t/c.tsv" --labels none -o "$t/nolab.dmv" > /dev/null
+touch "$t/snap/snapshots/notes.txt" "$t/snap/snapshots/flock-final.png" "$t/snap/mine.txt"
+"$dm" flock --backend cpu --vectors "$t/nolab.dmv" --iterations 20 --snapshot-every 7 --quiet -o "$t/snap" > /dev/null
+[ -e "$t/snap/flock-labels.png" ] && fail "an earlier run's flock-labels.png left beside an unlabelled run's outputs"
+[ "$(ls "$t/snap/snapshots" | tr '\n' ' ')" = "flock-000007.png flock-000014.png flock-000020.png flock-final.png notes.txt " ] \
+  || fail "snapshots mix two runs' series: $(ls "$t/snap/snapshots" | tr '\n' ' ')"
+[ -e "$t/snap/mine.txt" ] || fail "another file removed"
+
 set +e
 "$dm" flock --synth 10 -o "$t/x" --vmax 2 --quiet 2>/dev/null; [ $? -eq 2 ] || fail "--vmax above radius accepted"
 "$dm" flock -o "$t/x" --quiet 2>/dev/null; [ $? -eq 2 ] || fail "missing input accepted"
@@ -105,5 +138,25 @@ set +e
 "$dm" flock --synth 10 -o "$t/x" --merge 1.5 --quiet 2>/dev/null; [ $? -eq 2 ] || fail "--merge 1.5 accepted"
 "$dm" flock --synth 10 -o "$t/x" --refine -1 --quiet 2>/dev/null; [ $? -eq 2 ] || fail "--refine -1 accepted"
 "$dm" flock --vectors "$t/none.dmv" -o "$t/x" --quiet 2>/dev/null; [ $? -eq 1 ] || fail "missing file not a runtime error"
+# whole numbers: a fraction is refused, naming the option (was: --iterations 2.5 ran 2)
+for o in "--iterations 2.5" "--checkpoint-every 1.5" "--min-cluster 4.9" "--synth-topics 2.5"; do
+  "$dm" flock --synth 10 -o "$t/x" $o --quiet 2> "$t/err"; [ $? -eq 2 ] || fail "$o accepted"
+  grep -q -- "${o% *} takes a whole number" "$t/err" || fail "$o: $(cat "$t/err")"
+done
+"$dm" flock --synth 100 -o "$t/x" --iterations 1e1 --quiet --neighbours 1 > /dev/null || fail "--iterations 1e1 refused"
+# weights that made every position NaN; a radius beyond the fixed-point sums (was UB)
+"$dm" flock --synth 10 -o "$t/x" --weights 1e308,1e308,1e308,1e308 --quiet 2> "$t/err"; [ $? -eq 2 ] || fail "--weights 1e308 accepted"
+grep -q -- "--weights expects S,D,A,C (four numbers in \[0, 1e+06\])" "$t/err" || fail "weights: $(cat "$t/err")"
+"$dm" flock --synth 400 -o "$t/x" --radius 6e8 --vmax 1 --quiet 2>/dev/null; [ $? -eq 2 ] || fail "--radius 6e8 accepted"
+"$dm" flock --synth 3000 -o "$t/x" --radius 1e6 --vmax 1 --quiet 2> "$t/err"; [ $? -eq 2 ] || fail "3000 x 1e6 accepted"
+grep -q "too large for 3000 documents" "$t/err" || fail "radius: $(cat "$t/err")"
+# a tiny --neighbours: refused at once (was a 5 GB grid for 400 documents)
+"$dm" flock --synth 400 -o "$t/x" --neighbours 1e-6 --quiet 2> "$t/err"; [ $? -eq 2 ] || fail "--neighbours 1e-6 accepted"
+grep -q "neighbours 1e-06 makes a plane of" "$t/err" || fail "neighbours: $(cat "$t/err")"
+# a checkpoint file that is a directory: said before the run
+mkdir -p "$t/ckdir"
+"$dm" flock --synth 400 -o "$t/x" --checkpoint-every 5 --checkpoint "$t/ckdir" --quiet 2> "$t/err"; [ $? -eq 2 ] \
+  || fail "a directory as the checkpoint accepted"
+grep -q "ckdir: the checkpoint file is a directory" "$t/err" || fail "checkpoint directory: $(cat "$t/err")"
 set -e
 echo "1 passed, 0 failed"
