@@ -4,7 +4,7 @@
  * format follows DESIGN.md section 8 and issue 3.
  * Bad input never crashes: it is skipped and counted in dm_pp_stats with a message naming the file
  * (and member, line or record), or, with strict = 1, returned as DM_ERR_FORMAT / DM_ERR_IO. Among
- * the skips: a plain-text file that is not text (dm_binary_kind; counted as unreadable), archive
+ * the skips: a plain-text file that is not text (dm_binary_kind; counted as not_text), archive
  * members that are symbolic links, FIFOs or devices (not_regular), a Reuters record without its
  * </REUTERS> or with a <TOPICS>, <D>, <TITLE>, <BODY> or <TEXT> left open (bad_sgml). A UTF-8
  * byte-order mark at the start of a file is dropped. Every reader is linear in its input. */
