@@ -555,10 +555,12 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
                             json_real(wall > 0 ? (double)ts.docs / wall / ctx->size : 0));
         json_object_set_new(res, "throughput", th);
         json_object_set_new(res, "tuning", tuning_json(ctx));
+        /* the files this run wrote (method and labels), not whatever an earlier run left in OUTDIR */
         json_t *files = json_array();
         static const char *const names_out[] = {"assignments.tsv", "clusters.tsv", "positions.csv", "flock.png",
                                                 "flock-labels.png"};
-        for (size_t k = 0; k < sizeof names_out / sizeof names_out[0]; k++)
+        const size_t n_out = method != DM_PIPE_FLOCK ? 2 : jr.have_labels ? 5 : 4;
+        for (size_t k = 0; k < n_out; k++)
             if (ctx->rank == 0 && file_nonempty(out, names_out[k])) json_array_append_new(files, json_string(names_out[k]));
         json_array_append_new(files, json_string("report.json"));
         json_object_set_new(res, "outputs", files);

@@ -44,6 +44,12 @@ for f in assignments.tsv positions.csv clusters.tsv; do same flock1 flock2 $f; d
 # NMI was >= 0.99 for seeds 1-10 on 1 and 2 ranks
 run sc1 1 "${synth[@]}" --method streamclust --k 4,4 && { "$check" "$t/sc1" streamclust 600 1 0.9 || fails=$((fails + 1)); }
 run sc2 2 "${synth[@]}" --method streamclust --k 4,4 && { "$check" "$t/sc2" streamclust 600 2 0.9 || fails=$((fails + 1)); }
+# streamclust into a flock run's folder: its report lists the files it wrote, not flock's pictures
+if run flock1 1 "${synth[@]}" --method streamclust --k 4,4; then
+    python3 -c 'import json, sys; o = json.load(open(sys.argv[1]))["results"]["outputs"]
+sys.exit(o != ["assignments.tsv", "clusters.tsv", "report.json"])' "$t/flock1/report.json" ||
+        fail "streamclust into a flock folder lists: $(grep -A6 '"outputs"' "$t/flock1/report.json" | tr -d ' \n')"
+fi
 
 # Reuters subset
 data=${DOCMINE_DATASETS:-${DOCMINE_SOURCE_DIR:-.}/../shared/datasets}/reuters21578
