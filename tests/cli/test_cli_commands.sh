@@ -7,21 +7,9 @@
 set -u
 dm=$1
 mpiexec=${2:-mpiexec}
-pass=0
-fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+. "$(dirname "$0")/../testutil/cli_lib.sh"
 same() { # same <name> <got> <expected>
     if [ "$2" = "$3" ]; then ok "$1"; else bad "$1: got"; printf '%s\n' "$2" | sed 's/^/    /'; echo "  expected"; printf '%s\n' "$3" | sed 's/^/    /'; fi
-}
-exits() { # exits <name> <expected rc> <stderr regex> -- command...
-    local name=$1 want=$2 re=$3 err rc
-    shift 4
-    err=$("$@" 2>&1 >/dev/null)
-    rc=$?
-    if [ "$rc" -ne "$want" ]; then bad "$name: exit $rc, expected $want; stderr: $err"
-    elif ! printf '%s' "$err" | grep -Eq -- "$re"; then bad "$name: stderr does not match /$re/: $err"
-    else ok "$name"; fi
 }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -115,5 +103,4 @@ same "preprocess: --stopwords none is --no-stopwords (as for vectorize)" \
     "$(pp --dump-tokens --stopwords none 2>/dev/null)" "$(pp --dump-tokens --no-stopwords 2>/dev/null)"
 exits "preprocess: missing corpus" 1 "corpus $tmp/none.tsv: No such file" -- "$dm" "${cpu[@]}" preprocess --corpus "$tmp/none.tsv" --dump-tokens
 exits "preprocess: missing stop list" 1 "$tmp/nostop.txt" -- pp --dump-tokens --stopwords "$tmp/nostop.txt"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -13,23 +13,8 @@ dm=$1
 mpiexec=${2:-mpiexec}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/docmine-inputs-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+. "$(dirname "$0")/../testutil/cli_lib.sh"
 check() { if eval "$2"; then ok "$1"; else bad "$1${3:+: $3}"; fi; } # check <name> <condition> [detail]
-# expect <name> <rc> <stderr regex> -- command...: the exit code and one line of stderr matching
-expect() {
-    local name=$1 want=$2 re=$3
-    shift 4
-    local err rc
-    err=$("$@" 2>&1 >/dev/null)
-    rc=$?
-    if [ "$rc" -ne "$want" ]; then bad "$name: exit $rc, expected $want: $err"; return; fi
-    if ! printf '%s' "$err" | grep -Eq -- "$re"; then bad "$name: stderr does not match /$re/: $err"; return; fi
-    if [ "$(printf '%s' "$err" | grep -c .)" -ne 1 ]; then bad "$name: not one line: $err"; return; fi
-    ok "$name"
-}
 # json <file> <python expression on r = the report's results>: true when it holds
 json() { python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["results"]; sys.exit(not eval(sys.argv[2]))' "$1" "$2"; }
 mkcorpus() { # mkcorpus <file> <documents> <id prefix>: JSON Lines of three topics
@@ -150,5 +135,4 @@ echo old >kept.txt && ln kept.txt dump.txt
 check "dump -o FILE: replaced, never written in place" '[ "$(cat kept.txt)" = old ] && [ "$(cat dump.txt)" = "$got" ] &&
     ! ls dump.txt.tmp* >/dev/null 2>&1'
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

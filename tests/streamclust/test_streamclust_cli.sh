@@ -11,21 +11,7 @@ dm=$1
 mpiexec=${2:-mpiexec}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-check_err() { # check_err <name> <rc> <regex> -- command...
-    local name=$1 want=$2 re=$3
-    shift 4
-    local err rc
-    err=$("$@" 2>&1 >/dev/null)
-    rc=$?
-    if [ "$rc" -ne "$want" ]; then bad "$name: exit $rc, expected $want: $err"; return; fi
-    if ! printf '%s' "$err" | grep -Eq -- "$re"; then bad "$name: stderr /$re/: $err"; return; fi
-    if [ "$(printf '%s\n' "$err" | grep -c .)" -ne 1 ]; then bad "$name: not one line: $err"; return; fi
-    ok "$name"
-}
+. "$(dirname "$0")/../testutil/cli_lib.sh"
 # centres file: blocks of id, weight, coordinates, blank line
 centres_ok() { # centres_ok <file> <dim> <kmin> <kmax> <n>
     awk -v dim="$2" -v kmin="$3" -v kmax="$4" -v n="$5" '
@@ -73,18 +59,18 @@ PY
     else
         bad "file input equals generator"
     fi
-    check_err "short file" 1 "pts.bin: file shorter than declared" -- "$dm" --backend cpu streamclust 5 10 8 4000 1000 200 --input "$tmp/pts.bin" -o "$tmp/o"
-    check_err "dim mismatch" 1 "pts.bin: DIM mismatch" -- "$dm" --backend cpu streamclust 5 10 7 0 1000 200 --input "$tmp/pts.bin" -o "$tmp/o"
+    expect "short file" 1 "pts.bin: file shorter than declared" -- "$dm" --backend cpu streamclust 5 10 8 4000 1000 200 --input "$tmp/pts.bin" -o "$tmp/o"
+    expect "dim mismatch" 1 "pts.bin: DIM mismatch" -- "$dm" --backend cpu streamclust 5 10 7 0 1000 200 --input "$tmp/pts.bin" -o "$tmp/o"
 fi
-check_err "kmin > kmax" 2 "KMIN \(11\) > KMAX \(10\)" -- "$dm" --backend cpu streamclust 11 10 8 100 100 200 -o "$tmp/o"
-check_err "n = 0 without input" 2 "N = 0 needs an input file" -- "$dm" --backend cpu streamclust 5 10 8 0 100 200 -o "$tmp/o"
-check_err "clustersize < kmax" 2 "CLUSTERSIZE \(4\) too small" -- "$dm" --backend cpu streamclust 5 10 8 100 100 4 -o "$tmp/o"
-check_err "clustersize overflow" 2 "CLUSTERSIZE 12 too small" -- "$dm" --backend cpu streamclust 5 10 4 3000 200 12 -o "$tmp/o"
-check_err "missing file" 1 "/nonexistent/p.bin" -- "$dm" --backend cpu streamclust 5 10 8 0 100 200 --input /nonexistent/p.bin -o "$tmp/o"
-check_err "five numbers" 2 "expected KMIN KMAX DIM N CHUNKSIZE CLUSTERSIZE" -- "$dm" --backend cpu streamclust 5 10 8 100 100 -o "$tmp/o"
+expect "kmin > kmax" 2 "KMIN \(11\) > KMAX \(10\)" -- "$dm" --backend cpu streamclust 11 10 8 100 100 200 -o "$tmp/o"
+expect "n = 0 without input" 2 "N = 0 needs an input file" -- "$dm" --backend cpu streamclust 5 10 8 0 100 200 -o "$tmp/o"
+expect "clustersize < kmax" 2 "CLUSTERSIZE \(4\) too small" -- "$dm" --backend cpu streamclust 5 10 8 100 100 4 -o "$tmp/o"
+expect "clustersize overflow" 2 "CLUSTERSIZE 12 too small" -- "$dm" --backend cpu streamclust 5 10 4 3000 200 12 -o "$tmp/o"
+expect "missing file" 1 "/nonexistent/p.bin" -- "$dm" --backend cpu streamclust 5 10 8 0 100 200 --input /nonexistent/p.bin -o "$tmp/o"
+expect "five numbers" 2 "expected KMIN KMAX DIM N CHUNKSIZE CLUSTERSIZE" -- "$dm" --backend cpu streamclust 5 10 8 100 100 -o "$tmp/o"
 # sizes beyond the host's memory: the error names the parameter (was "points: 1000000000 x 256 floats")
-check_err "CLUSTERSIZE beyond memory" 1 "no memory for CLUSTERSIZE \(1000000000000\) centres of DIM \(256\)" -- "$dm" --backend cpu streamclust 10 20 256 1000 1000 1000000000000 -o "$tmp/o"
-check_err "no outdir" 2 "missing -o OUTDIR" -- "$dm" --backend cpu streamclust 5 10 8 100 100 200
+expect "CLUSTERSIZE beyond memory" 1 "no memory for CLUSTERSIZE \(1000000000000\) centres of DIM \(256\)" -- "$dm" --backend cpu streamclust 10 20 256 1000 1000 1000000000000 -o "$tmp/o"
+expect "no outdir" 2 "missing -o OUTDIR" -- "$dm" --backend cpu streamclust 5 10 8 100 100 200
 
 # --vectors: documents of 4 well separated synthetic topics, hashed into 256 dimensions, clustered
 # into 4 centres in chunks of 250 documents: the centres recover the topics (NMI >= 0.9) on 1 and
@@ -124,22 +110,22 @@ for np in 1 2; do
 done
 if centres_ok "$tmp/vec1/centers.txt" 256 4 4 600; then ok "vectors centers.txt"; else bad "vectors centers.txt"; fi
 # bad vector inputs: one line naming the file or the parameter
-check_err "vectors: missing file" 1 "/nonexistent/v.dmv" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors /nonexistent/v.dmv -o "$tmp/o"
+expect "vectors: missing file" 1 "/nonexistent/v.dmv" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors /nonexistent/v.dmv -o "$tmp/o"
 cp "$tmp/docs.dmv" "$tmp/corrupt.dmv"
 size=$(wc -c < "$tmp/corrupt.dmv")
 printf 'XXXX' | dd of="$tmp/corrupt.dmv" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
 if ! cmp -s "$tmp/docs.dmv" "$tmp/corrupt.dmv"; then
-    check_err "vectors: corrupt file" 1 "corrupt.dmv: .*checksum mismatch" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/corrupt.dmv" -o "$tmp/o"
-    check_err "vectors: corrupt file, 2 ranks" 1 "corrupt.dmv: .*checksum mismatch" -- "$mpiexec" -n 2 "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/corrupt.dmv" -o "$tmp/o"
+    expect "vectors: corrupt file" 1 "corrupt.dmv: .*checksum mismatch" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/corrupt.dmv" -o "$tmp/o"
+    expect "vectors: corrupt file, 2 ranks" 1 "corrupt.dmv: .*checksum mismatch" -- "$mpiexec" -n 2 "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/corrupt.dmv" -o "$tmp/o"
 fi
 head -c $((size - 100)) "$tmp/docs.dmv" > "$tmp/short.dmv"
-check_err "vectors: truncated file" 1 "short.dmv: .*truncated" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/short.dmv" -o "$tmp/o"
+expect "vectors: truncated file" 1 "short.dmv: .*truncated" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/short.dmv" -o "$tmp/o"
 printf 'not vectors at all, just some text that is long enough for a header of 64 bytes.....\n' > "$tmp/text.dmv"
-check_err "vectors: not a vector file" 1 "text.dmv: .*bad magic" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/text.dmv" -o "$tmp/o"
-check_err "vectors: DIM 0" 2 "DIM must be within 1..65536 \(got 0\)" -- "$dm" --backend cpu streamclust 4 4 0 0 250 200 --vectors "$tmp/docs.dmv" -o "$tmp/o"
-check_err "vectors: DIM < 0" 2 "DIM must be within 1..65536 \(got -3\)" -- "$dm" --backend cpu streamclust --vectors "$tmp/docs.dmv" -o "$tmp/o" -- 4 4 -3 0 250 200
+expect "vectors: not a vector file" 1 "text.dmv: .*bad magic" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/text.dmv" -o "$tmp/o"
+expect "vectors: DIM 0" 2 "DIM must be within 1..65536 \(got 0\)" -- "$dm" --backend cpu streamclust 4 4 0 0 250 200 --vectors "$tmp/docs.dmv" -o "$tmp/o"
+expect "vectors: DIM < 0" 2 "DIM must be within 1..65536 \(got -3\)" -- "$dm" --backend cpu streamclust --vectors "$tmp/docs.dmv" -o "$tmp/o" -- 4 4 -3 0 250 200
 # 2^32 + 3 was taken as DIM 3 (an int cast)
-check_err "vectors: DIM beyond an int" 2 "DIM must be within 1..65536 \(got 4294967299\)" -- "$dm" --backend cpu streamclust 4 4 4294967299 0 250 200 --vectors "$tmp/docs.dmv" -o "$tmp/o"
+expect "vectors: DIM beyond an int" 2 "DIM must be within 1..65536 \(got 4294967299\)" -- "$dm" --backend cpu streamclust 4 4 4294967299 0 250 200 --vectors "$tmp/docs.dmv" -o "$tmp/o"
 # KMIN = KMAX = 1: one centre, not a give-up (ITER k ln k = 0 at k = 1 kept all of speedy's centres)
 if OMP_NUM_THREADS=1 "$mpiexec" -n 2 "$dm" --backend cpu streamclust 1 1 64 0 250 200 --vectors "$tmp/docs.dmv" -o "$tmp/k1" > "$tmp/k1.log" 2>&1 &&
    grep -q '"k": 1,' "$tmp/k1/report.json" && grep -q '"gave_up": false' "$tmp/k1/report.json" &&
@@ -156,7 +142,6 @@ if OMP_NUM_THREADS=1 "$dm" --backend cpu streamclust 700 800 64 0 1000 1000 --ve
 else
     bad "fewer documents than KMIN: a give-up"
 fi
-check_err "vectors: N beyond the file" 1 "docs.dmv: file shorter than declared: 600 documents, N = 601" -- "$dm" --backend cpu streamclust 4 4 64 601 250 200 --vectors "$tmp/docs.dmv" -o "$tmp/o"
-check_err "vectors and input" 2 "--input and --vectors are exclusive" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/docs.dmv" --input "$tmp/x.bin" -o "$tmp/o"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+expect "vectors: N beyond the file" 1 "docs.dmv: file shorter than declared: 600 documents, N = 601" -- "$dm" --backend cpu streamclust 4 4 64 601 250 200 --vectors "$tmp/docs.dmv" -o "$tmp/o"
+expect "vectors and input" 2 "--input and --vectors are exclusive" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/docs.dmv" --input "$tmp/x.bin" -o "$tmp/o"
+finish

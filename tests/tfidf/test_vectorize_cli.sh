@@ -8,22 +8,7 @@ dm=$1
 mpiexec=${2:-mpiexec}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/docmine-vec-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-# expect <name> <rc> <stderr regex> -- command...
-expect() {
-    local name=$1 want=$2 re=$3
-    shift 4
-    local err rc
-    err=$("$@" 2>&1 >/dev/null)
-    rc=$?
-    if [ "$rc" -ne "$want" ]; then bad "$name: exit $rc, expected $want: $err"; return; fi
-    if [ -n "$re" ] && ! printf '%s' "$err" | grep -Eq -- "$re"; then bad "$name: stderr does not match /$re/: $err"; return; fi
-    if [ -n "$re" ] && [ "$(printf '%s' "$err" | grep -c .)" -ne 1 ]; then bad "$name: not one line: $err"; return; fi
-    ok "$name"
-}
+. "$(dirname "$0")/../testutil/cli_lib.sh"
 
 # a corpus of three TSV files of different sizes (4 ranks: one rank reads none)
 mkdir -p "$tmp/corpus" "$tmp/stops"
@@ -103,5 +88,4 @@ expect "contradictory df" 2 "max_df corresponds to fewer documents" -- \
     "$dm" vectorize --backend cpu --corpus "$tmp/corpus" --min-df 100 --max-df 10 -o "$tmp/x.dmv"
 [ ! -e "$tmp/x.dmv" ] && ok "no output after errors" || bad "no output after errors"
 ls "$tmp"/*.tmp.* >/dev/null 2>&1 && bad "temporary files left" || ok "no temporary files left"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish
