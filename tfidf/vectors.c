@@ -232,32 +232,25 @@ static int pieces_write_crc(uLong crc[DM_NSEC], const vpieces *pc, piece_write_f
     return rc;
 }
 
-/* Rows that are not term-sorted within n_cols: the first such row (UINT64_MAX if none). */
-static uint64_t first_unsorted_row(const uint64_t *row_off, const uint32_t *col, uint64_t n_rows, uint64_t n_cols)
+/* One pass over the rows (the writer and the reader check every entry): the first row that is not
+ * term-sorted within n_cols (*unsorted) and the first with a weight that is NaN or infinite
+ * (*nonfinite), UINT64_MAX where none. */
+static void first_bad_rows(uint64_t *unsorted, uint64_t *nonfinite, const uint64_t *row_off, const uint32_t *col,
+                           const float *val, uint64_t n_rows, uint64_t n_cols)
 {
-    uint64_t bad = UINT64_MAX;
-#pragma omp parallel for schedule(static) reduction(min : bad)
-    for (int64_t r = 0; r < (int64_t)n_rows; r++)
-        for (uint64_t k = row_off[r]; k < row_off[r + 1]; k++)
-            if (col[k] >= n_cols || (k > row_off[r] && col[k] <= col[k - 1])) {
-                if ((uint64_t)r < bad) bad = (uint64_t)r;
-                break;
-            }
-    return bad;
-}
-
-/* The first row with a weight that is NaN or infinite (UINT64_MAX if none). */
-static uint64_t first_nonfinite_row(const uint64_t *row_off, const float *val, uint64_t n_rows)
-{
-    uint64_t bad = UINT64_MAX;
-#pragma omp parallel for schedule(static) reduction(min : bad)
-    for (int64_t r = 0; r < (int64_t)n_rows; r++)
-        for (uint64_t k = row_off[r]; k < row_off[r + 1]; k++)
-            if (!isfinite(val[k])) {
-                if ((uint64_t)r < bad) bad = (uint64_t)r;
-                break;
-            }
-    return bad;
+    uint64_t bs = UINT64_MAX, bf = UINT64_MAX;
+#pragma omp parallel for schedule(static) reduction(min : bs, bf)
+    for (int64_t r = 0; r < (int64_t)n_rows; r++) {
+        int s_ok = 1, f_ok = 1;
+        for (uint64_t k = row_off[r]; k < row_off[r + 1] && (s_ok || f_ok); k++) {
+            if (s_ok && (col[k] >= n_cols || (k > row_off[r] && col[k] <= col[k - 1]))) s_ok = 0;
+            if (f_ok && !isfinite(val[k])) f_ok = 0;
+        }
+        if (!s_ok && (uint64_t)r < bs) bs = (uint64_t)r;
+        if (!f_ok && (uint64_t)r < bf) bf = (uint64_t)r;
+    }
+    *unsorted = bs;
+    *nonfinite = bf;
 }
 
 static int check_local(const dm_vectors *v)
@@ -266,11 +259,11 @@ static int check_local(const dm_vectors *v)
         return DM_ERR(DM_ERR_INVALID_ARG, "vectors: missing offset arrays");
     if (v->row_off[0] != 0 || v->id_off[0] != 0 || v->label_off[0] != 0)
         return DM_ERR(DM_ERR_INVALID_ARG, "vectors: local offsets must start at 0");
-    uint64_t r = first_unsorted_row(v->row_off, v->col, v->n_rows, v->n_cols);
-    if (r != UINT64_MAX)
+    uint64_t u, r;
+    first_bad_rows(&u, &r, v->row_off, v->col, v->val, v->n_rows, v->n_cols);
+    if (u != UINT64_MAX)
         return DM_ERR(DM_ERR_INVALID_ARG, "vectors: row %" PRIu64 " is not term-sorted within %" PRIu64 " columns",
-                      v->row_base + r, v->n_cols);
-    r = first_nonfinite_row(v->row_off, v->val, v->n_rows);
+                      v->row_base + u, v->n_cols);
     if (r != UINT64_MAX)
         return DM_ERR(DM_ERR_INVALID_ARG, "vectors: row %" PRIu64 " has a weight that is not a finite number", v->row_base + r);
     return DM_OK;
@@ -732,9 +725,9 @@ static int validate(vfile *vf, const dm_vectors *v)
     if (!offsets_ok(v->label_off, v->n_rows, v->label_off[v->n_rows]) ||
         !strings_ok(v->label_off, v->n_rows, v->labels))
         return vf_fail(vf, "label offsets are broken");
-    if (first_unsorted_row(v->row_off, v->col, v->n_rows, v->n_cols) != UINT64_MAX)
-        return vf_fail(vf, "a row's columns are out of range or not increasing");
-    uint64_t r = first_nonfinite_row(v->row_off, v->val, v->n_rows);
+    uint64_t u, r;
+    first_bad_rows(&u, &r, v->row_off, v->col, v->val, v->n_rows, v->n_cols);
+    if (u != UINT64_MAX) return vf_fail(vf, "a row's columns are out of range or not increasing");
     if (r != UINT64_MAX)
         return DM_ERR(DM_ERR_FORMAT, "%s: not a valid docmine vector file: row %" PRIu64 " (document '%s') has a weight "
                       "that is not a finite number",
