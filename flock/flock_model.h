@@ -140,9 +140,14 @@ DM_HD int64_t dm_flock_dot_fix(const uint32_t *ca, const float *va, uint32_t na,
 /* Cosine similarity of two unit vectors from their fixed-point dot product. */
 DM_HD double dm_flock_cos_from_fix(int64_t dot) { return (double)dot * DM_FLOCK_DOT_INV; }
 
+/* Cosines come from single-precision unit vectors (each weight within 2^-24 of its exact value), so
+ * a vector's cosine with itself is 1 only within about 2^-23. A pair is similar when its cosine is
+ * at least T less this slack: T = 1 groups documents whose vectors are identical. */
+#define DM_FLOCK_COS_SLACK (1.0 / 1048576.0) /* 2^-20 */
+
 DM_HD int dm_flock_is_similar(int64_t dot, double threshold)
 {
-    return dm_flock_cos_from_fix(dot) >= threshold;
+    return dm_flock_cos_from_fix(dot) >= threshold - DM_FLOCK_COS_SLACK;
 }
 
 /* ---- slices (shared by the host exchange and the device selection kernels) ------------------ */

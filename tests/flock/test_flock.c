@@ -76,6 +76,36 @@ static void test_dot_exact(void)
     CU_ASSERT_FALSE(dm_flock_is_similar(dm_flock_dot_fix(ca, va, 2, cb, vb, 2), 0.4801));
 }
 
+/* --threshold 1 joins documents with identical vectors: single-precision unit vectors (normalised
+ * in double and rounded, as the store does) have self-cosines on both sides of 1. */
+static void test_threshold_one(void)
+{
+    uint32_t col[400];
+    float val[400];
+    int below = 0;
+    uint64_t st = 12345;
+    for (int t = 0; t < 200; t++) {
+        uint32_t n = 1 + (uint32_t)(t * 2 % 400);
+        double w[400], ss = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            w[i] = 0.01 + (double)(st >> 11) * 0x1p-53;
+            ss += w[i] * w[i];
+            col[i] = 5 * i;
+        }
+        for (uint32_t i = 0; i < n; i++) val[i] = (float)(w[i] / sqrt(ss));
+        int64_t self = dm_flock_dot_fix(col, val, n, col, val, n);
+        below += dm_flock_cos_from_fix(self) < 1.0;
+        CU_ASSERT_TRUE(dm_flock_is_similar(self, 1.0));
+        CU_ASSERT_TRUE(fabs(dm_flock_cos_from_fix(self) - 1.0) < 0x1p-22); /* the slack (2^-20) covers it */
+    }
+    CU_ASSERT_TRUE(below > 0); /* without the slack these would not be similar at T = 1 */
+    /* the slack is small: a cosine of 1 - 2^-19 is not similar at T = 1, nor 0.5 - 2^-19 at 0.5 */
+    CU_ASSERT_FALSE(dm_flock_is_similar((int64_t)(DM_FLOCK_DOT_SCALE * (1.0 - 0x1p-19)), 1.0));
+    CU_ASSERT_FALSE(dm_flock_is_similar((int64_t)(DM_FLOCK_DOT_SCALE * (0.5 - 0x1p-19)), 0.5));
+    CU_ASSERT_TRUE(dm_flock_is_similar((int64_t)(DM_FLOCK_DOT_SCALE * (0.5 - 0x1p-21)), 0.5));
+}
+
 /* The CUDA similarity kernel's tile merge (fk_dot_warp in flock_kernels.cuh), emulated lane by
  * lane: 32 columns of each row per step, each lane's A column looked up among the B lanes by the
  * same five-step search over shuffled values, the tile with the smaller last column advancing. */
@@ -1861,6 +1891,7 @@ int main(int argc, char **argv)
 {
     CU_TestInfo unit[] = {
         {"dot product exact and order independent", test_dot_exact},
+        {"threshold 1 joins identical vectors (single-precision slack)", test_threshold_one},
         {"tile merge of the CUDA similarity kernel (emulated) equals the merge", test_dot_tile_merge},
         {"pair contribution and torus helpers", test_pair_contribution},
         {"halo directions, also outside the slice and across the seam", test_halo_dirs},
