@@ -264,6 +264,20 @@ static json_t *tuning_json(const dm_ctx *ctx)
     return t;
 }
 
+/* A stage's memory peaks (dm_mem_phase: the most bytes of each kind in use at once during the
+ * stage), the largest over the ranks, into o's "peak_memory_bytes_max_over_ranks". Collective. */
+static int stage_memory(json_t *o, const dm_ctx *ctx, const dm_mem_phase *ph)
+{
+    double mine[DM_MEM_KINDS], most[DM_MEM_KINDS];
+    for (int k = 0; k < DM_MEM_KINDS; k++) mine[k] = (double)ph->peak[k];
+    if (MPI_Allreduce(mine, most, DM_MEM_KINDS, MPI_DOUBLE, MPI_MAX, ctx->world) != MPI_SUCCESS)
+        return DM_ERR(DM_ERR_MPI, "MPI_Allreduce of a stage's memory peaks failed");
+    json_t *m = json_object();
+    for (int k = 0; k < DM_MEM_KINDS; k++) json_object_set_new(m, dm_mem_kind_name(k), json_integer((json_int_t)most[k]));
+    json_object_set_new(o, "peak_memory_bytes_max_over_ranks", m);
+    return DM_OK;
+}
+
 static int file_nonempty(const char *dir, const char *name)
 {
     char p[4300];
@@ -429,7 +443,12 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
     memset(&stream, 0, sizeof stream);
     dm_pp_stats ps;
     memset(&ps, 0, sizeof ps);
+    dm_mem_phase mem_pp, mem_tf, mem_cl; /* each stage's memory peaks, for the report */
+    memset(&mem_pp, 0, sizeof mem_pp);
+    memset(&mem_tf, 0, sizeof mem_tf);
+    memset(&mem_cl, 0, sizeof mem_cl);
     if (rc == DM_OK) {
+        dm_mem_phase_begin(&mem_pp);
         dm_timer_start("pipeline.preprocess");
         if (synthetic) rc = preprocess_synthetic(&stream, ctx, &so, &pp, share, share_of);
         else {
@@ -440,6 +459,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
         }
         dm_timer_stop("pipeline.preprocess");
         dm_wl_cache_clear(); /* the stage's tuning inputs' host data (common/tune/wl_cache.h) */
+        dm_mem_phase_end(&mem_pp);
         if (rc == DM_OK) ps = stream.stats;
         if (rc == DM_OK)
             dm_log_info("preprocess: %" PRIu64 " documents, %" PRIu64 " tokens, %.1f MB of text in %.2f s", ps.docs,
@@ -455,6 +475,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
     memset(&vocab, 0, sizeof vocab);
     memset(&ts, 0, sizeof ts);
     if (rc == DM_OK) {
+        dm_mem_phase_begin(&mem_tf);
         dm_timer_start("pipeline.tfidf");
         if (ps.hash_collisions > 0 && !synthetic) {
             /* two stems share a 64-bit hash somewhere: read again resolving terms by bytes */
@@ -478,6 +499,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
         dm_token_stream_free(&stream);
         dm_wl_cache_clear();
         dm_timer_stop("pipeline.tfidf");
+        dm_mem_phase_end(&mem_tf);
         if (rc == DM_OK)
             dm_log_info("tfidf: %" PRIu64 " terms, %" PRIu64 " non-zeros (%.1f per document) in %.2f s", ts.terms, ts.nnz,
                         ts.docs ? (double)ts.nnz / (double)ts.docs : 0.0, dm_timer_get("pipeline.tfidf"));
@@ -497,6 +519,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
     rc = dm_ctx_agree(ctx, rc);
     fl.jo.vocab = &names;
     if (rc == DM_OK) {
+        dm_mem_phase_begin(&mem_cl);
         dm_timer_start("pipeline.cluster");
         if (method == DM_PIPE_FLOCK) {
             rc = dm_flock_job_run(&jr, cl, ctx, &vec, &fl.fo, &fl.co, &fl.jo);
@@ -504,6 +527,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
             rc = run_streamclust(&jr, cl, ctx, &vec, &sp, out, &names, fl.jo.top_k);
         }
         dm_timer_stop("pipeline.cluster");
+        dm_mem_phase_end(&mem_cl);
     }
     dm_timer_stop("pipeline.total");
     double wall = dm_wtime() - t0;
@@ -536,13 +560,16 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
         json_t *pj = json_object();
         json_object_set_new(pj, "seconds", json_real(dm_timer_get("pipeline.preprocess")));
         dm_vectorize_report_skips(pj, &ps);
+        rc = stage_memory(pj, ctx, &mem_pp);
         json_object_set_new(res, "preprocess", pj);
         json_t *tj = json_object();
         dm_vectorize_report_stats(tj, &ts, &ps);
         json_object_set_new(tj, "weighting", json_string(to.idf == DM_IDF_SKLEARN ? "tf-idf (sklearn idf)" : "tf-idf"));
         json_object_set_new(tj, "seconds", json_real(dm_timer_get("pipeline.tfidf")));
+        if (rc == DM_OK) rc = stage_memory(tj, ctx, &mem_tf);
         json_object_set_new(res, "tfidf", tj);
         json_object_set_new(cl, "seconds", json_real(dm_timer_get("pipeline.cluster")));
+        if (rc == DM_OK) rc = stage_memory(cl, ctx, &mem_cl);
         json_t *q = json_object_get(cl, "quality");
         if (q) json_object_set(res, "quality", q);
         json_object_set_new(res, "cluster", cl);
@@ -564,7 +591,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
             if (ctx->rank == 0 && file_nonempty(out, names_out[k])) json_array_append_new(files, json_string(names_out[k]));
         json_array_append_new(files, json_string("report.json"));
         json_object_set_new(res, "outputs", files);
-        rc = dm_app_report_write(app, &rep, out);
+        if (rc == DM_OK) rc = dm_app_report_write(app, &rep, out);
     }
     json_decref(cl);
     dm_report_free(&rep);

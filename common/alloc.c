@@ -107,6 +107,26 @@ size_t dm_mem_untrack(int kind, const void *p)
 size_t dm_mem_current(int kind) { return (size_t)atomic_load(&g_cur[kind]); }
 size_t dm_mem_peak(int kind) { return (size_t)atomic_load(&g_peak[kind]); }
 void dm_mem_reset_peak(int kind) { atomic_store(&g_peak[kind], atomic_load(&g_cur[kind])); }
+
+void dm_mem_phase_begin(dm_mem_phase *ph)
+{
+    for (int k = 0; k < DM_MEM_KINDS; k++) {
+        ph->before[k] = dm_mem_peak(k);
+        ph->start[k] = dm_mem_current(k);
+        ph->peak[k] = 0;
+        dm_mem_reset_peak(k);
+    }
+}
+
+void dm_mem_phase_end(dm_mem_phase *ph)
+{
+    for (int k = 0; k < DM_MEM_KINDS; k++) {
+        ph->peak[k] = dm_mem_peak(k);
+        long long want = (long long)ph->before[k], peak = atomic_load(&g_peak[k]);
+        while (want > peak && !atomic_compare_exchange_weak(&g_peak[k], &peak, want)) {
+        }
+    }
+}
 const char *dm_mem_kind_name(int kind)
 {
     static const char *names[] = {"host", "pinned", "device"};

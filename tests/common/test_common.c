@@ -50,6 +50,38 @@ static void test_status_message(void)
     CU_ASSERT_STRING_EQUAL(dm_status_name(-999), "DM_ERR_UNKNOWN");
 }
 
+/* Phases' peaks nest: an inner phase sees only its own peak, the outer one includes the inner's,
+ * and the run's peak is put back (the largest of all). Sizes far above the test's other blocks. */
+static void test_mem_phases(void)
+{
+    const size_t MB = 1u << 20;
+    char *big = dm_malloc(64 * MB); /* the run's peak, before the phases */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+    dm_free(big);
+    size_t base = dm_mem_current(DM_MEM_HOST), run_peak = dm_mem_peak(DM_MEM_HOST);
+    CU_ASSERT_TRUE(run_peak >= base + 64 * MB);
+    dm_mem_phase outer, inner;
+    dm_mem_phase_begin(&outer);
+    CU_ASSERT_EQUAL(outer.start[DM_MEM_HOST], base);
+    char *b = dm_malloc(16 * MB);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    dm_free(b);
+    char *keep = dm_malloc(2 * MB);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(keep);
+    dm_mem_phase_begin(&inner);
+    char *c = dm_malloc(4 * MB);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    dm_free(c);
+    dm_mem_phase_end(&inner);
+    CU_ASSERT_EQUAL(inner.start[DM_MEM_HOST], base + 2 * MB);
+    CU_ASSERT_EQUAL(inner.peak[DM_MEM_HOST], base + 6 * MB); /* not the outer phase's 16 MB */
+    dm_free(keep);
+    dm_mem_phase_end(&outer);
+    CU_ASSERT_EQUAL(outer.peak[DM_MEM_HOST], base + 16 * MB); /* not the run's 64 MB */
+    CU_ASSERT_EQUAL(dm_mem_peak(DM_MEM_HOST), run_peak);      /* put back */
+    CU_ASSERT_EQUAL(dm_mem_current(DM_MEM_HOST), base);
+}
+
 static void test_alloc_counts(void)
 {
     size_t base = dm_mem_current(DM_MEM_HOST), peak0 = dm_mem_peak(DM_MEM_HOST);
@@ -539,6 +571,7 @@ int main(void)
     CU_TestInfo t_common[] = {
         {"status messages and DM_TRY", test_status_message},
         {"host allocation counting", test_alloc_counts},
+        {"memory peaks of nested phases", test_mem_phases},
         {"pinned/device size tracking", test_alloc_tracking},
         {"prefault keeps bytes and populates pages", test_mem_prefault},
         {"thread caps of the staged copies", test_thread_caps},

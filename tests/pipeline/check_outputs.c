@@ -116,6 +116,28 @@ int main(int argc, char **argv)
     CHECK(json_string_value(json_object_get(tun, "mode")) && json_is_array(json_object_get(tun, "selections")),
           "report.json: no tuning choices");
     json_t *cl = json_object_get(res, "cluster");
+    /* every stage's memory peaks: none above the run's, the run's reached in one of them (the
+     * stages hold all of the run's big allocations), and every stage used host memory */
+    static const char *const kinds[] = {"host", "pinned", "device"};
+    static const char *const parts[] = {"preprocess", "tfidf", "cluster"};
+    json_t *run_peak = json_object_get(rep, "peak_memory_bytes_max_over_ranks");
+    for (int k = 0; k < 3; k++) {
+        json_t *rv = json_object_get(run_peak, kinds[k]);
+        CHECK(json_is_integer(rv), "report.json: no run peak of %s memory", kinds[k]);
+        json_int_t most = 0;
+        for (int s = 0; s < 3; s++) {
+            json_t *sv = json_object_get(json_object_get(json_object_get(res, parts[s]), "peak_memory_bytes_max_over_ranks"),
+                                         kinds[k]);
+            CHECK(json_is_integer(sv), "report.json: no %s peak of %s memory", parts[s], kinds[k]);
+            json_int_t v = json_integer_value(sv);
+            CHECK(v <= json_integer_value(rv), "report.json: %s's %s peak %lld above the run's %lld", parts[s], kinds[k],
+                  (long long)v, (long long)json_integer_value(rv));
+            CHECK(k != 0 || v > 0, "report.json: %s used no host memory", parts[s]);
+            if (v > most) most = v;
+        }
+        CHECK(most >= json_integer_value(rv) * 9 / 10, "report.json: the stages' %s peaks (at most %lld) far below the run's %lld",
+              kinds[k], (long long)most, (long long)json_integer_value(rv));
+    }
     json_int_t n_clusters = json_integer_value(json_object_get(cl, "clusters"));
     CHECK(n_clusters >= 1, "report.json: %lld clusters", (long long)n_clusters);
     json_t *outs = json_object_get(res, "outputs");
