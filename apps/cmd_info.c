@@ -1,7 +1,9 @@
 /* `docmine info`: ranks, node-local ranks, the GPU of each rank, library versions and the tuning
  * database; `--bandwidth` times pinned H2D, D2H and device-to-device copies on every rank's GPU.
  * Reference: none. */
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include "common/report.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
+#include "common/tune/tune_db.h"
 
 static void usage(FILE *f)
 {
@@ -24,6 +27,36 @@ static void usage(FILE *f)
                "  --bytes N     bytes per copy (default 1073741824 = 1 GiB)\n"
                "  --repeats N   timed repeats, the median is reported (default 10)\n\n"
                "examples:\n  docmine info\n  mpiexec -n 2 docmine info --bandwidth --report info.json\n");
+}
+
+/* The tuning database's path into db and what it holds into state: "not yet written", "N rows",
+ * "N rows, M lines rejected: see the warnings", or why it cannot be used (a directory, unreadable,
+ * another format version, no path at all). */
+static void describe_db(char *db, size_t len, char *state, size_t slen)
+{
+    struct stat st;
+    dm_tune_db t;
+    if (dm_tune_db_current_path(db, len) != DM_OK) {
+        snprintf(state, slen, "%s: tuning results are not kept", dm_error_message());
+        snprintf(db, len, "none");
+        dm_error_clear();
+        return;
+    }
+    if (stat(db, &st) != 0 && errno == ENOENT) {
+        snprintf(state, slen, "not yet written");
+        return;
+    }
+    dm_tune_db_init(&t);
+    if (dm_tune_db_load(&t, db) != DM_OK) {
+        snprintf(state, slen, "unusable: %s", dm_error_message());
+        dm_error_clear();
+    } else if (t.rejected) {
+        snprintf(state, slen, "%d row%s, %d line%s rejected: see the warnings", t.n,
+                 t.n == 1 ? "" : "s", t.rejected, t.rejected == 1 ? "" : "s");
+    } else {
+        snprintf(state, slen, "%d row%s", t.n, t.n == 1 ? "" : "s");
+    }
+    dm_tune_db_free(&t);
 }
 
 int dm_cmd_info(dm_app *app, int argc, char **argv)
@@ -72,8 +105,8 @@ int dm_cmd_info(dm_app *app, int argc, char **argv)
     MPI_Allreduce(&nodes, &total_nodes, 1, MPI_INT, MPI_SUM, ctx->world);
     json_t *ver = dm_report_versions();
     if (ctx->rank == 0 && devs) {
-        struct stat st;
-        const char *db = dm_tune_db_path();
+        char db[PATH_MAX], dbstate[1200];
+        describe_db(db, sizeof db, dbstate, sizeof dbstate);
         printf("docmine %s (git %s)\n", json_string_value(json_object_get(ver, "docmine")),
                json_string_value(json_object_get(ver, "git")));
         printf("MPI      %s\n", json_string_value(json_object_get(ver, "mpi")));
@@ -84,7 +117,7 @@ int dm_cmd_info(dm_app *app, int argc, char **argv)
                json_string_value(json_object_get(ver, "zlib")), json_string_value(json_object_get(ver, "libarchive")),
                json_string_value(json_object_get(ver, "libpng")));
         printf("tuning   mode %s, database %s (%s)\n", dm_tune_mode_name(dm_tune_get_mode()), db,
-               stat(db, &st) == 0 ? "present" : "not yet written");
+               dbstate);
         const char *tun = dm_mem_hugetlb_tunable();
         printf("memory   large blocks in huge pages: %s (glibc.malloc.hugetlb=%s; DOCMINE_HUGEPAGES=0 turns it off), "
                "transparent huge pages %s\n",

@@ -3,7 +3,9 @@
  * tuned time, the speedup, the chosen policy, the MSP size, the search time and, with
  * --compare-exhaustive, the exhaustive search time and its best. Under MPI the lowest node-local
  * rank of each GPU model tunes, the other ranks wait. Reference: mode off (the defaults). */
+#include <errno.h>
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +27,8 @@ static const char *const usage =
     "  --compare-exhaustive  also run the exhaustive search at the target size\n"
     "  --size N              target size in work units (default: each kernel's own)\n"
     "  --prior               start each search from common.copy's best policy (memory-bound prior)\n"
-    "  --db PATH             tuning database (default: DOCMINE_TUNING_DB, else\n"
-    "                        $XDG_CACHE_HOME/docmine/tuning.tsv)\n"
+    "  --db PATH             tuning database (default: --tuning-db, else DOCMINE_TUNING_DB, else\n"
+    "                        $XDG_CACHE_HOME/docmine/tuning.tsv, else ~/.cache/docmine/tuning.tsv)\n"
     "  --no-store            do not write the database\n"
     "  --json FILE           write the results as JSON\n"
     "  --repeats N           timed repeats per measurement (median; default 7)\n";
@@ -79,6 +81,9 @@ int dm_cmd_tune(dm_app *app, int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
+        if (!more && (!strcmp(a, "--kernels") || !strcmp(a, "--db") || !strcmp(a, "--json") ||
+                      !strcmp(a, "--mode") || !strcmp(a, "--size") || !strcmp(a, "--repeats")))
+            return dm_app_usage_error(app, cmd, "option '%s' needs a value", a);
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             if (!app || !app->ctx || app->ctx->rank == 0) fputs(usage, stdout);
             return DM_EXIT_OK;
@@ -101,13 +106,17 @@ int dm_cmd_tune(dm_app *app, int argc, char **argv)
                 return dm_app_usage_error(app, cmd, "unknown mode '%s'", argv[i]);
         } else if (!strcmp(a, "--size") && more) {
             char *end;
+            errno = 0;
             unsigned long long v = strtoull(argv[++i], &end, 10);
-            if (*end || v == 0 || argv[i][0] == '-')
+            if (*end || v == 0 || !(argv[i][0] >= '0' && argv[i][0] <= '9') || errno ||
+                v > (unsigned long long)SIZE_MAX)
                 return dm_app_usage_error(app, cmd, "bad --size '%s'", argv[i]);
             size = (size_t)v;
         } else if (!strcmp(a, "--repeats") && more) {
-            repeats = atoi(argv[++i]);
-            if (repeats < 1 || repeats > 1000)
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            repeats = *end || !argv[i][0] || v < 1 || v > 1000 ? 0 : (int)v;
+            if (repeats < 1)
                 return dm_app_usage_error(app, cmd, "bad --repeats '%s'", argv[i]);
         } else {
             return dm_app_usage_error(app, cmd, "unknown option '%s'", a);
@@ -141,7 +150,12 @@ int dm_cmd_tune(dm_app *app, int argc, char **argv)
     FILE *jf = NULL;
     if (json && tuner && rank == 0) {
         jf = fopen(json, "w");
-        if (!jf) return dm_app_fail(app, cmd, DM_ERR(DM_ERR_IO, "%s: cannot write", json));
+        if (!jf) rc = DM_ERR(DM_ERR_IO, "%s: cannot write (%s)", json, strerror(errno));
+    }
+    /* dm_app_fail is collective: every rank learns that rank 0 cannot write the JSON */
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc != DM_OK) return dm_app_fail(app, cmd, rc);
+    if (jf) {
         fprintf(jf, "{\"gpu\": ");
         dm_tune_json_string(jf, ctx->dev.name);
         fprintf(jf, ", \"cc\": \"%d.%d\", \"mode\": \"%s\", \"results\": [", ctx->dev.cc_major,
@@ -168,7 +182,11 @@ int dm_cmd_tune(dm_app *app, int argc, char **argv)
                 char buf[128];
                 printf("memory-bound prior (common.copy): %s\n", dm_tune_policy_str(&prior, buf, sizeof buf));
             } else {
-                dm_app_fail(app, cmd, DM_ERR(DM_ERR_UNSUPPORTED, "no prior: common.copy could not be tuned"));
+                /* a warning of this rank alone: dm_app_fail is collective and the other ranks
+                 * are not here (only the node's tuners are) */
+                fprintf(stderr, "docmine tune: warning: no prior: common.copy could not be tuned "
+                        "(%s); searching without it\n",
+                        ck ? dm_error_message() : "not registered");
             }
         }
         dm_tune_result_header(stdout, compare || mode == DM_TUNE_EXHAUSTIVE);

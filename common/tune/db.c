@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,10 +60,12 @@ static int split_tabs(char *line, char **f, int max)
     return n;
 }
 
+/* Numbers are plain decimal digits (a '-' first for signed fields): strtoll/strtoull alone would
+ * take leading blanks and a sign, and strtoull turns " -5" into 2^64 - 5. */
 static int parse_ll(const char *s, long long lo, long long hi, long long *out)
 {
     char *end;
-    if (!s[0]) return 0;
+    if (!(s[0] >= '0' && s[0] <= '9') && !(s[0] == '-' && s[1] >= '0' && s[1] <= '9')) return 0;
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (errno || *end || v < lo || v > hi) return 0;
@@ -73,7 +76,7 @@ static int parse_ll(const char *s, long long lo, long long hi, long long *out)
 static int parse_ull(const char *s, unsigned long long *out)
 {
     char *end;
-    if (!s[0] || s[0] == '-') return 0;
+    if (!(s[0] >= '0' && s[0] <= '9')) return 0;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || *end) return 0;
@@ -148,6 +151,10 @@ int dm_tune_db_parse_line(dm_tune_db_row *row, const char *line, const char **wh
     row->policy.tile = (int)v[5];
     if (row->policy.block % 32) {
         *why = "block not a multiple of 32";
+        return DM_ERR_FORMAT;
+    }
+    if ((row->policy.layout == DM_LAYOUT_TILED) != (row->policy.tile > 0)) {
+        *why = "tile size without the tiled layout or tiled layout without a tile size";
         return DM_ERR_FORMAT;
     }
     if (!parse_ms(f[9], &row->default_ms) || !parse_ms(f[10], &row->tuned_ms)) {
@@ -231,6 +238,7 @@ int dm_tune_db_load(dm_tune_db *db, const char *path)
     if (!db || !path) return DM_ERR(DM_ERR_INVALID_ARG, "tuning db: bad arguments");
     db->n = 0;
     db->rejected = 0;
+    db->header = 0;
     FILE *f = fopen(path, "r");
     if (!f) {
         if (errno == ENOENT) return DM_OK;
@@ -238,9 +246,23 @@ int dm_tune_db_load(dm_tune_db *db, const char *path)
     }
     char line[2048];
     int lineno = 0, rc = DM_OK;
+    errno = 0;
     while (fgets(line, sizeof line, f)) {
         lineno++;
         size_t len = strlen(line);
+        if (lineno == 1 && !strncmp(line, DM_TUNE_DB_MAGIC, strlen(DM_TUNE_DB_MAGIC))) {
+            /* the format's header: another version is neither read nor rewritten */
+            const char *v = line + strlen(DM_TUNE_DB_MAGIC);
+            size_t vl = strcspn(v, " \t\r\n");
+            if (vl != 1 || v[0] != '0' + DM_TUNE_DB_VERSION) {
+                rc = DM_ERR(DM_ERR_FORMAT, "tuning db %s: format v%.*s, this build reads v%d only "
+                            "(use another --tuning-db)", path, (int)(vl < 32 ? vl : 32), v,
+                            DM_TUNE_DB_VERSION);
+                break;
+            }
+            db->header = 1;
+            continue;
+        }
         if (len == sizeof line - 1 && line[len - 1] != '\n') {
             /* overlong line: skip the rest of it */
             int c;
@@ -260,8 +282,11 @@ int dm_tune_db_load(dm_tune_db *db, const char *path)
         rc = dm_tune_db_put(db, &row);
         if (rc != DM_OK) break;
     }
-    if (ferror(f) && rc == DM_OK) rc = DM_ERR(DM_ERR_IO, "tuning db %s: read error", path);
+    if (ferror(f) && rc == DM_OK)
+        rc = DM_ERR(DM_ERR_IO, "tuning db %s: read error (%s)", path,
+                    errno ? strerror(errno) : "unknown");
     fclose(f);
+    if (rc != DM_OK) db->n = 0;
     return rc;
 }
 
@@ -299,9 +324,24 @@ static int write_all(int fd, const char *s, size_t n)
     return 0;
 }
 
+/* The fcntl lock belongs to the process, not to a thread: two threads storing at once would
+ * both hold it and write the same PATH.tmp.<pid>. This mutex serialises the process's writers. */
+static pthread_mutex_t g_store_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int store_locked(const char *path, const dm_tune_db_row *rows, int n);
+
 int dm_tune_db_store(const char *path, const dm_tune_db_row *rows, int n)
 {
-    if (!path || (!rows && n > 0) || n < 0) return DM_ERR(DM_ERR_INVALID_ARG, "tuning db: bad arguments");
+    if (!path || !path[0] || (!rows && n > 0) || n < 0)
+        return DM_ERR(DM_ERR_INVALID_ARG, "tuning db: bad arguments");
+    pthread_mutex_lock(&g_store_lock);
+    int rc = store_locked(path, rows, n);
+    pthread_mutex_unlock(&g_store_lock);
+    return rc;
+}
+
+static int store_locked(const char *path, const dm_tune_db_row *rows, int n)
+{
     DM_TRY(dm_tune_db_mkdirs(path));
     char lockpath[PATH_MAX], tmppath[PATH_MAX];
     if (snprintf(lockpath, sizeof lockpath, "%s.lock", path) >= (int)sizeof lockpath ||
@@ -325,6 +365,10 @@ int dm_tune_db_store(const char *path, const dm_tune_db_row *rows, int n)
     dm_tune_db db;
     dm_tune_db_init(&db);
     int rc = dm_tune_db_load(&db, path);
+    if (rc == DM_OK && !db.header && db.n == 0 && db.rejected > 0)
+        /* no header and not one row: some other file (a mistyped --tuning-db), not ours to replace */
+        rc = DM_ERR(DM_ERR_FORMAT, "tuning db %s: not a docmine tuning database (no header line, "
+                    "no valid row); not overwriting it", path);
     for (int i = 0; i < n && rc == DM_OK; i++) {
         dm_tune_db_row r = rows[i];
         dm_tune_db_set_name(r.kernel, sizeof r.kernel, rows[i].kernel);

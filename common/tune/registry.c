@@ -273,6 +273,8 @@ static int db_path_into(char *buf, size_t len)
     return dm_tune_db_resolve_path(buf, len, over);
 }
 
+int dm_tune_db_current_path(char *buf, size_t len) { return db_path_into(buf, len); }
+
 const char *dm_tune_db_path(void)
 {
     static char buf[PATH_MAX];
@@ -292,6 +294,7 @@ static cache_entry g_cache[DM_TUNE_MAX_CACHE];
 static int g_n_cache;
 static dm_tune_db g_db;
 static int g_db_loaded;
+static int g_db_bad; /* the last load failed (unreadable, a directory, another format version) */
 static struct stat g_db_stat;
 static char g_db_loaded_path[PATH_MAX];
 static int g_gpu_known; /* 0 unknown, 1 known, -1 none */
@@ -343,9 +346,11 @@ static void db_refresh(const char *path)
             st.st_size == g_db_stat.st_size)
             return;
     }
+    g_db_bad = 0;
     if (dm_tune_db_load(&g_db, path) != DM_OK) {
-        dm_tune_warn("%s", dm_error_message());
+        dm_tune_warn("%s; the kernels' defaults are used, nothing is tuned", dm_error_message());
         g_db.n = 0;
+        g_db_bad = 1;
     }
     g_db_loaded = 1;
     snprintf(g_db_loaded_path, sizeof g_db_loaded_path, "%s", path);
@@ -544,8 +549,11 @@ const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n)
          * unless the kernel cannot be tuned here (no bench hooks) */
         int weak = row ? row_instance(k, row) : def;
         inst = row && row->mode >= mode ? weak : -1;
+        /* a database that cannot be read cannot be written either: tuning would be lost (and
+         * repeated by every process) */
+        int unusable = g_db_bad;
         pthread_mutex_unlock(&g_lock);
-        if (inst < 0 && !has_bench(k)) inst = weak;
+        if (inst < 0 && (!has_bench(k) || unusable)) inst = weak;
         if (inst < 0) {
             /* tune at the lower bound of the class (never above n), capped at the kernel's own
              * target size: beyond the saturation point the choice carries over, and the

@@ -3,6 +3,8 @@
  * selection without a GPU and `docmine tune --list`'s printer. */
 #include <CUnit/Basic.h>
 #include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +169,14 @@ static void test_corrupted_lines(void)
     fputs("k\tGPU\t9.0\t3\t256\t1\t0\t0\t0\t1.0\t1.0\t10\t20\tmsp\t1\textra\n", f), bad++;
     fputs("k\tGPU\t9.0\t3\t256\t1\t0\t0\t0\tnan\t1.0\t10\t20\tmsp\t1\n", f), bad++;
     fputs("\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", f), bad++;
+    /* numbers are plain digits: strtoull would read " -5" as 2^64 - 5 */
+    fputs("k\tGPU\t9.0\t3\t256\t1\t0\t0\t0\t1.0\t1.0\t -5\t20\tmsp\t1\n", f), bad++;
+    fputs("k\tGPU\t9.0\t3\t256\t1\t0\t0\t0\t1.0\t1.0\t10\t-20\tmsp\t1\n", f), bad++;
+    fputs("k\tGPU\t9.0\t3\t256\t1\t0\t0\t0\t1.0\t1.0\t10\t20\tmsp\t -1\n", f), bad++;
+    fputs("k\tGPU\t9.0\t3\t256\t1\t0\t0\t0\t1.0\t1.0\t10\t99999999999999999999\tmsp\t1\n", f), bad++;
+    /* a policy no kernel can have: a tile without the tiled layout, the tiled layout without one */
+    fputs("k\tGPU\t9.0\t3\t256\t1\t0\t0\t8\t1.0\t1.0\t10\t20\tmsp\t1\n", f), bad++;
+    fputs("k\tGPU\t9.0\t3\t256\t1\t0\t3\t0\t1.0\t1.0\t10\t20\tmsp\t1\n", f), bad++;
     for (int i = 0; i < 5000; i++) fputc('x', f); /* overlong line */
     fputc('\n', f), bad++;
     fputs(lines[1], f);
@@ -240,6 +250,210 @@ static void test_concurrent_writers(void)
     while ((e = readdir(d)))
         if (!strncmp(e->d_name, "concurrent.tsv.tmp", 18)) CU_FAIL("temporary file left behind");
     closedir(d);
+}
+
+/* Threads of one process storing at once (dm_tune_select is thread-safe, so two threads may tune
+ * and store two kernels together): the fcntl lock is the process's, so without the store's own
+ * mutex both threads wrote the same PATH.tmp.<pid> and rows were lost. */
+enum { THREADS = 4, THREAD_ROWS = 30 };
+static char g_thread_path[512];
+
+static void *store_thread(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    uint64_t s = 300 + (uint64_t)t;
+    intptr_t failed = 0;
+    for (int i = 0; i < THREAD_ROWS; i++) {
+        dm_tune_db_row r = random_row(&s, i);
+        snprintf(r.kernel, sizeof r.kernel, "thread%d.k%d", t, i);
+        if (dm_tune_db_store(g_thread_path, &r, 1) != DM_OK) failed++;
+    }
+    return (void *)failed;
+}
+
+static void test_concurrent_threads(void)
+{
+    path_in_dir(g_thread_path, sizeof g_thread_path, "threads/tuning.tsv");
+    pthread_t th[THREADS];
+    for (int t = 0; t < THREADS; t++)
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&th[t], NULL, store_thread, (void *)(intptr_t)t), 0);
+    for (int t = 0; t < THREADS; t++) {
+        void *failed = NULL;
+        pthread_join(th[t], &failed);
+        CU_ASSERT_EQUAL(failed, NULL); /* every store succeeded */
+    }
+    dm_tune_db db;
+    dm_tune_db_init(&db);
+    CU_ASSERT_EQUAL_FATAL(dm_tune_db_load(&db, g_thread_path), DM_OK);
+    CU_ASSERT_EQUAL(db.rejected, 0);
+    CU_ASSERT_EQUAL(db.n, THREADS * THREAD_ROWS);
+    for (int t = 0; t < THREADS; t++) {
+        uint64_t s = 300 + (uint64_t)t;
+        for (int i = 0; i < THREAD_ROWS; i++) {
+            dm_tune_db_row r = random_row(&s, i);
+            snprintf(r.kernel, sizeof r.kernel, "thread%d.k%d", t, i);
+            const dm_tune_db_row *f = dm_tune_db_find(&db, r.kernel, r.gpu, r.cc, r.wclass);
+            CU_ASSERT(f && rows_equal(f, &r));
+        }
+    }
+    dm_tune_db_free(&db);
+}
+
+/* The whole file, NUL-terminated (malloc'd), or NULL. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = malloc(1 << 16);
+    size_t n = buf ? fread(buf, 1, (1 << 16) - 1, f) : 0;
+    fclose(f);
+    if (buf) buf[n] = '\0';
+    return buf;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    CU_ASSERT_FATAL(f != NULL);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Files that are not this format's: another version's database is neither read nor rewritten
+ * (its rows were rejected and dropped by the next store, its header replaced), a file that is no
+ * tuning database at all (a mistyped --tuning-db) is not replaced; a header-less table with valid
+ * rows and a CRLF database stay usable. */
+static void test_foreign_files(void)
+{
+    char path[512];
+    uint64_t s = 77;
+    dm_tune_db_row r = random_row(&s, 1), more = random_row(&s, 2);
+    char line[1024];
+    CU_ASSERT_EQUAL_FATAL(dm_tune_db_format_row(line, sizeof line, &r), DM_OK);
+    dm_tune_db db;
+    dm_tune_db_init(&db);
+
+    /* v2: a line of 16 fields, and one that would parse as v1 */
+    path_in_dir(path, sizeof path, "v2.tsv");
+    char text[4096];
+    snprintf(text, sizeof text, "# docmine tuning database v2\n#kernel\t...\textra\n%.*s\tnew\n%s",
+             (int)strlen(line) - 1, line, line);
+    write_text(path, text);
+    CU_ASSERT_EQUAL(dm_tune_db_load(&db, path), DM_ERR_FORMAT);
+    CU_ASSERT_EQUAL(db.n, 0);
+    CU_ASSERT(strstr(dm_error_message(), path) != NULL);
+    CU_ASSERT(strstr(dm_error_message(), "v2") != NULL);
+    CU_ASSERT_EQUAL(dm_tune_db_store(path, &more, 1), DM_ERR_FORMAT);
+    char *now = slurp(path);
+    CU_ASSERT(now && !strcmp(now, text)); /* untouched */
+    free(now);
+    /* v10 is not v1 either */
+    snprintf(text, sizeof text, "# docmine tuning database v10\n%s", line);
+    write_text(path, text);
+    CU_ASSERT_EQUAL(dm_tune_db_load(&db, path), DM_ERR_FORMAT);
+
+    /* not a tuning database: left as it is */
+    path_in_dir(path, sizeof path, "notes.txt");
+    write_text(path, "my notes\nsecond line\n");
+    CU_ASSERT_EQUAL(dm_tune_db_store(path, &more, 1), DM_ERR_FORMAT);
+    CU_ASSERT(strstr(dm_error_message(), "not a docmine tuning database") != NULL);
+    now = slurp(path);
+    CU_ASSERT(now && !strcmp(now, "my notes\nsecond line\n"));
+    free(now);
+
+    /* no header but a valid row: a hand-written table, merged and rewritten with the header */
+    path_in_dir(path, sizeof path, "handwritten.tsv");
+    write_text(path, line);
+    CU_ASSERT_EQUAL(dm_tune_db_store(path, &more, 1), DM_OK);
+    CU_ASSERT_EQUAL(dm_tune_db_load(&db, path), DM_OK);
+    CU_ASSERT_EQUAL(db.n, 2);
+    CU_ASSERT_EQUAL(db.header, 1);
+
+    /* CRLF line ends (header included): read, then rewritten with LF */
+    path_in_dir(path, sizeof path, "crlf.tsv");
+    snprintf(text, sizeof text, "# docmine tuning database v1\r\n#kernel\tgpu\r\n%.*s\r\n",
+             (int)strlen(line) - 1, line);
+    write_text(path, text);
+    CU_ASSERT_EQUAL(dm_tune_db_load(&db, path), DM_OK);
+    CU_ASSERT_EQUAL(db.rejected, 0);
+    CU_ASSERT_EQUAL(db.n, 1);
+    CU_ASSERT(db.n == 1 && rows_equal(&db.rows[0], &r));
+    CU_ASSERT_EQUAL(dm_tune_db_store(path, &more, 1), DM_OK);
+    now = slurp(path);
+    CU_ASSERT(now && !strchr(now, '\r'));
+    free(now);
+    CU_ASSERT_EQUAL(dm_tune_db_load(&db, path), DM_OK);
+    CU_ASSERT_EQUAL(db.n, 2);
+    dm_tune_db_free(&db);
+}
+
+/* A directory where the database should be, an unreadable file, a read-only directory, a path
+ * with spaces: errors that name the file and say why, never a crash, never a silent success. */
+static void test_unusable_paths(void)
+{
+    char path[512];
+    uint64_t s = 91;
+    dm_tune_db_row r = random_row(&s, 1);
+    dm_tune_db db;
+    dm_tune_db_init(&db);
+
+    path_in_dir(path, sizeof path, "a dir.tsv");
+    CU_ASSERT_EQUAL_FATAL(mkdir(path, 0777), 0);
+    CU_ASSERT_EQUAL(dm_tune_db_load(&db, path), DM_ERR_IO);
+    CU_ASSERT(strstr(dm_error_message(), path) != NULL);
+    CU_ASSERT(strstr(dm_error_message(), strerror(EISDIR)) != NULL); /* why, not "read error" */
+    CU_ASSERT_EQUAL(dm_tune_db_store(path, &r, 1), DM_ERR_IO);
+    CU_ASSERT(strstr(dm_error_message(), strerror(EISDIR)) != NULL);
+
+    /* spaces in the path */
+    path_in_dir(path, sizeof path, "with space/my tuning.tsv");
+    CU_ASSERT_EQUAL(dm_tune_db_store(path, &r, 1), DM_OK);
+    CU_ASSERT_EQUAL(dm_tune_db_load(&db, path), DM_OK);
+    CU_ASSERT_EQUAL(db.n, 1);
+    dm_tune_db_free(&db);
+
+    /* unreadable file and read-only directory: as another user when root (root reads anything) */
+    char ro[512], unread[512];
+    path_in_dir(ro, sizeof ro, "ro");
+    CU_ASSERT_EQUAL_FATAL(mkdir(ro, 0777), 0);
+    path_in_dir(path, sizeof path, "ro/tuning.tsv");
+    CU_ASSERT_EQUAL_FATAL(dm_tune_db_store(path, &r, 1), DM_OK);
+    char *before = slurp(path);
+    CU_ASSERT_EQUAL(chmod(ro, 0555), 0);
+    CU_ASSERT_EQUAL(chmod(path, 0444), 0);
+    path_in_dir(unread, sizeof unread, "unreadable.tsv");
+    write_text(unread, DM_TUNE_DB_HEADER);
+    CU_ASSERT_EQUAL(chmod(unread, 0), 0);
+    chmod(g_dir, 0755);
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) {
+            fprintf(stderr, "(cannot drop root: permissions not checked) ");
+            _exit(0);
+        }
+        int code = 0;
+        dm_tune_db d;
+        dm_tune_db_init(&d);
+        if (dm_tune_db_load(&d, unread) != DM_ERR_IO) code |= 1;
+        if (!strstr(dm_error_message(), unread) || !strstr(dm_error_message(), strerror(EACCES))) code |= 2;
+        dm_tune_db_row more = r;
+        more.wclass = (r.wclass + 1) % 40;
+        if (dm_tune_db_store(path, &more, 1) != DM_ERR_IO) code |= 4;  /* says it cannot write */
+        if (!strstr(dm_error_message(), path) || !strstr(dm_error_message(), strerror(EACCES))) code |= 8;
+        if (dm_tune_db_load(&d, path) != DM_OK || d.n != 1) code |= 16; /* still readable */
+        _exit(code);
+    }
+    int st = 0;
+    CU_ASSERT_EQUAL(waitpid(pid, &st, 0), pid);
+    CU_ASSERT(WIFEXITED(st));
+    CU_ASSERT_EQUAL(WEXITSTATUS(st), 0);
+    char *after = slurp(path);
+    CU_ASSERT(before && after && !strcmp(before, after));
+    free(before);
+    free(after);
+    chmod(ro, 0755);
+    chmod(unread, 0644);
 }
 
 static void test_path_resolution(void)
@@ -638,6 +852,38 @@ static void test_select_mode_strength(void)
     dm_tune_set_db_path(NULL);
 }
 
+/* A database that cannot be read (another format version, a directory) cannot be written either:
+ * select keeps the default and does not tune (tuning would be lost, and repeated by every process
+ * of the job in turn); a missing key is tuned as soon as the database is usable again. */
+static void test_select_unusable_db(void)
+{
+    char path[512], lock[1024];
+    struct stat st;
+    dm_tune_register(&g_fake_bench);
+    path_in_dir(path, sizeof path, "unusable/tuning.tsv");
+    dm_tune_db_key_lock_path(lock, sizeof lock, path, g_fake_bench.name, g_test_gpu.name,
+                             g_test_gpu.cc, 15);
+    CU_ASSERT_EQUAL_FATAL(dm_tune_db_mkdirs(path), DM_OK);
+    write_text(path, "# docmine tuning database v2\n");
+    CU_ASSERT_EQUAL(dm_tune_configure(DM_TUNE_MSP, path, 0), DM_OK);
+    dm_tune_override_gpu(&g_test_gpu);
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake_bench, (size_t)1 << 15), &g_fake_inst[1]);
+    CU_ASSERT(stat(lock, &st) != 0); /* no tuning was started: its key lock was never made */
+    /* the same with a directory in its place */
+    CU_ASSERT_EQUAL(unlink(path), 0);
+    CU_ASSERT_EQUAL(mkdir(path, 0777), 0);
+    dm_tune_cache_clear();
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake_bench, (size_t)1 << 15), &g_fake_inst[1]);
+    CU_ASSERT(stat(lock, &st) != 0);
+    /* usable again (missing: an empty database): the key is tuned (which fails without a GPU) */
+    CU_ASSERT_EQUAL(rmdir(path), 0);
+    dm_tune_cache_clear();
+    CU_ASSERT_PTR_EQUAL(dm_tune_select(&g_fake_bench, (size_t)1 << 15), &g_fake_inst[1]);
+    CU_ASSERT(stat(lock, &st) == 0);
+    dm_tune_override_gpu(NULL);
+    dm_tune_set_db_path(NULL);
+}
+
 static void test_list(void)
 {
     dm_tune_register(&g_fake);
@@ -674,6 +920,9 @@ int main(void)
     CU_add_test(s, "store_load", test_store_load);
     CU_add_test(s, "corrupted_lines", test_corrupted_lines);
     CU_add_test(s, "concurrent_writers", test_concurrent_writers);
+    CU_add_test(s, "concurrent_threads", test_concurrent_threads);
+    CU_add_test(s, "foreign_files", test_foreign_files);
+    CU_add_test(s, "unusable_paths", test_unusable_paths);
     CU_add_test(s, "path_resolution", test_path_resolution);
     CU_add_test(s, "modes", test_modes);
     CU_add_test(s, "local_rank", test_local_rank);
@@ -682,6 +931,7 @@ int main(void)
     CU_add_test(s, "select_from_db", test_select_from_db);
     CU_add_test(s, "select_waits", test_select_waits);
     CU_add_test(s, "select_mode_strength", test_select_mode_strength);
+    CU_add_test(s, "select_unusable_db", test_select_unusable_db);
     CU_add_test(s, "list", test_list);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();

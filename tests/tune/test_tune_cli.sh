@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The tuning database and the tuner's options from the command line (CPU build enough): what
+# `docmine info` says about the database (rows, rejected lines, or why it cannot be used: a
+# directory, another format version, no path at all), which path wins (--tuning-db over
+# DOCMINE_TUNING_DB over XDG_CACHE_HOME over HOME, as docs/ENVIRONMENT.md says), `docmine tune`'s
+# option errors, and, with a GPU, `docmine tune` on 2 ranks failing (not hanging) when rank 0
+# cannot write its --json file.
+# usage: test_tune_cli.sh <docmine> <mpiexec>
+set -u
+dm=$1
+mpiexec=${2:-mpiexec}
+. "$(dirname "$0")/../testutil/cli_lib.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cpu=(--backend cpu)
+# tuning_line <env...> -- <args...>: the "tuning" line of docmine info
+tuning_line() {
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    env "${envs[@]}" "$dm" "${cpu[@]}" "$@" info 2>/dev/null | grep '^tuning '
+}
+has() { # has <name> <text> <regex>
+    if printf '%s' "$2" | grep -Eq -- "$3"; then ok "$1"; else bad "$1: '$2' does not match /$3/"; fi
+}
+
+hdr=$'# docmine tuning database v1\n#kernel\tgpu\tcc\tclass\tblock\trake\tstrided\tlayout\ttile\tdefault_ms\ttuned_ms\tmsp_n\ttarget_n\tmode\tunix_time'
+row=$'common.copy\tNVIDIA H200\t9.0\t30\t256\t4\t1\t0\t0\t0.43\t0.41\t134217728\t1073741824\tmsp\t1763690000'
+row2=$'common.copy\tNVIDIA H200\t9.0\t29\t128\t2\t0\t0\t0\t0.2\t0.2\t1000\t536870912\tmsp\t1763690000'
+printf '%s\n%s\n%s\n' "$hdr" "$row" "$row2" > "$tmp/good.tsv"
+printf '%s\n%s\n%s\n' "$hdr" "$row" "garbage line" > "$tmp/onebad.tsv"
+printf '# docmine tuning database v2\n%s\textra\n' "$row" > "$tmp/v2.tsv"
+mkdir "$tmp/dir.tsv"
+mkdir -p "$tmp/with space"
+cp "$tmp/good.tsv" "$tmp/with space/db.tsv"
+
+# ---- docmine info: what the database holds --------------------------------------------------
+has "info: rows counted" "$(tuning_line DOCMINE_TUNING_DB="$tmp/good.tsv" --)" "database $tmp/good.tsv \(2 rows\)"
+has "info: rejected lines said" "$(tuning_line DOCMINE_TUNING_DB="$tmp/onebad.tsv" --)" "\(1 row, 1 line rejected"
+has "info: missing file" "$(tuning_line DOCMINE_TUNING_DB="$tmp/none/db.tsv" --)" "not yet written"
+has "info: a directory is not a database" "$(tuning_line DOCMINE_TUNING_DB="$tmp/dir.tsv" --)" "unusable: .*Is a directory"
+has "info: another format version" "$(tuning_line DOCMINE_TUNING_DB="$tmp/v2.tsv" --)" "unusable: .*format v2"
+has "info: path with spaces" "$(tuning_line -- --tuning-db "$tmp/with space/db.tsv")" "database $tmp/with space/db.tsv \(2 rows\)"
+has "info: no path known" "$(tuning_line -u HOME -u XDG_CACHE_HOME -u DOCMINE_TUNING_DB --)" "database none \(.*not kept"
+# docmine info prints once on 2 ranks
+n=$(DOCMINE_TUNING_DB="$tmp/good.tsv" "$mpiexec" -n 2 "$dm" "${cpu[@]}" info 2>/dev/null | grep -c '^tuning ')
+[ "$n" = 1 ] && ok "info: one tuning line on 2 ranks" || bad "info: $n tuning lines on 2 ranks"
+
+# ---- which path: option, environment, XDG_CACHE_HOME, HOME ----------------------------------
+mkdir -p "$tmp/xdg/docmine" "$tmp/home/.cache/docmine"
+has "path: --tuning-db wins over DOCMINE_TUNING_DB" \
+    "$(tuning_line DOCMINE_TUNING_DB="$tmp/v2.tsv" -- --tuning-db "$tmp/good.tsv")" "database $tmp/good.tsv "
+has "path: DOCMINE_TUNING_DB wins over XDG_CACHE_HOME" \
+    "$(tuning_line DOCMINE_TUNING_DB="$tmp/good.tsv" XDG_CACHE_HOME="$tmp/xdg" --)" "database $tmp/good.tsv "
+has "path: XDG_CACHE_HOME wins over HOME" \
+    "$(tuning_line -u DOCMINE_TUNING_DB XDG_CACHE_HOME="$tmp/xdg" HOME="$tmp/home" --)" "database $tmp/xdg/docmine/tuning.tsv "
+has "path: HOME last" \
+    "$(tuning_line -u DOCMINE_TUNING_DB -u XDG_CACHE_HOME HOME="$tmp/home" --)" "database $tmp/home/.cache/docmine/tuning.tsv "
+
+# ---- docmine tune: option errors (before any GPU is needed) ---------------------------------
+expect "tune: --db without a value" 2 "option '--db' needs a value" -- "$dm" "${cpu[@]}" tune --db
+expect "tune: --mode without a value" 2 "option '--mode' needs a value" -- "$dm" "${cpu[@]}" tune --list --mode
+expect "tune: unknown mode" 2 "unknown mode 'fast'" -- "$dm" "${cpu[@]}" tune --mode fast
+expect "tune: --size overflowing" 2 "bad --size '99999999999999999999999'" -- "$dm" "${cpu[@]}" tune --list --size 99999999999999999999999
+expect "tune: --size negative" 2 "bad --size '-1'" -- "$dm" "${cpu[@]}" tune --list --size -1
+expect "tune: --repeats with junk" 2 "bad --repeats '5x'" -- "$dm" "${cpu[@]}" tune --list --repeats 5x
+exits "tune: --list with good options" 0 "" -- "$dm" "${cpu[@]}" tune --list --size 4096 --repeats 3
+
+# ---- with a GPU: a --json rank 0 cannot write fails every rank, no hang ----------------------
+if "$dm" info 2>/dev/null | grep -q '^ranks .*backend cuda'; then
+    exits "tune: unwritable --json on 2 ranks" 1 "nonexistent-dir/t.json" -- \
+        timeout 120 "$mpiexec" -n 2 "$dm" tune --no-store --kernels common.copy --json /nonexistent-dir/t.json
+else
+    echo "skip tune --json on 2 ranks: no GPU"
+fi
+finish
