@@ -20,6 +20,7 @@
 #include "common/status.h"
 #include "common/timer.h"
 #include "common/tune/tune.h"
+#include "common/tune/tune_db.h"
 #include "common/tune/wl_cache.h"
 #include "datasets/synth.h"
 #include "flock/flock.h"
@@ -239,14 +240,32 @@ static int run_streamclust(dm_flock_job_result *jr, json_t *cl, const dm_ctx *ct
 
 /* ---- report helpers -------------------------------------------------------------------------- */
 
-/* The tuner's mode, database and the instances this rank's kernels ran (rank 0's list). */
+/* Bytes of each memory kind (host, pinned, device), the largest over the ranks, as a JSON object
+ * (NULL when the reduction fails). Collective. */
+static json_t *memory_max_json(const dm_ctx *ctx, const size_t bytes[DM_MEM_KINDS])
+{
+    double mine[DM_MEM_KINDS], most[DM_MEM_KINDS];
+    for (int k = 0; k < DM_MEM_KINDS; k++) mine[k] = (double)bytes[k];
+    if (MPI_Allreduce(mine, most, DM_MEM_KINDS, MPI_DOUBLE, MPI_MAX, ctx->world) != MPI_SUCCESS) return NULL;
+    json_t *m = json_object();
+    for (int k = 0; k < DM_MEM_KINDS; k++) json_object_set_new(m, dm_mem_kind_name(k), json_integer((json_int_t)most[k]));
+    return m;
+}
+
+/* The tuner's mode, database and the instances this rank's kernels ran (rank 0's list), and the
+ * most memory a search added. Collective. */
 static json_t *tuning_json(const dm_ctx *ctx)
 {
     json_t *t = json_object();
     int mode = dm_tune_get_mode();
     json_object_set_new(t, "backend", json_string(dm_backend_name(ctx->backend)));
     json_object_set_new(t, "mode", json_string(dm_tune_mode_name(mode)));
-    json_object_set_new(t, "database", json_string(dm_tune_db_path()));
+    char db[4096];
+    if (dm_tune_db_current_path(db, sizeof db) != DM_OK) {
+        snprintf(db, sizeof db, "none (%s)", dm_error_message()); /* no path known: nothing is kept */
+        dm_error_clear();
+    }
+    json_object_set_new(t, "database", json_string(db));
     json_t *sel = json_array();
     dm_tune_selection s[256];
     int n = dm_tune_selections(s, 256);
@@ -257,6 +276,12 @@ static json_t *tuning_json(const dm_ctx *ctx)
                                              dm_tune_policy_str(&s[i].instance->policy, pol, sizeof pol)));
     }
     json_object_set_new(t, "selections", sel);
+    /* what a search added to the memory in use (the largest over this run's searches and ranks):
+     * a first run's peaks include it, a run with the database filled does not */
+    size_t own[DM_MEM_KINDS];
+    dm_tune_search_memory(own);
+    json_t *m = memory_max_json(ctx, own);
+    if (m) json_object_set_new(t, "search_memory_bytes_max", m);
     json_object_set_new(t, "note", json_string(ctx->backend == DM_BACKEND_CUDA
                                                    ? (mode == DM_TUNE_OFF ? "tuning off: every kernel ran its default instance"
                                                                           : "instances chosen on rank 0, per kernel and workload class")
@@ -268,12 +293,8 @@ static json_t *tuning_json(const dm_ctx *ctx)
  * stage), the largest over the ranks, into o's "peak_memory_bytes_max_over_ranks". Collective. */
 static int stage_memory(json_t *o, const dm_ctx *ctx, const dm_mem_phase *ph)
 {
-    double mine[DM_MEM_KINDS], most[DM_MEM_KINDS];
-    for (int k = 0; k < DM_MEM_KINDS; k++) mine[k] = (double)ph->peak[k];
-    if (MPI_Allreduce(mine, most, DM_MEM_KINDS, MPI_DOUBLE, MPI_MAX, ctx->world) != MPI_SUCCESS)
-        return DM_ERR(DM_ERR_MPI, "MPI_Allreduce of a stage's memory peaks failed");
-    json_t *m = json_object();
-    for (int k = 0; k < DM_MEM_KINDS; k++) json_object_set_new(m, dm_mem_kind_name(k), json_integer((json_int_t)most[k]));
+    json_t *m = memory_max_json(ctx, ph->peak);
+    if (!m) return DM_ERR(DM_ERR_MPI, "MPI_Allreduce of a stage's memory peaks failed");
     json_object_set_new(o, "peak_memory_bytes_max_over_ranks", m);
     return DM_OK;
 }

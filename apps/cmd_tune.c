@@ -14,6 +14,7 @@
 #include "common/alloc.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
+#include "common/tune/tune_db.h"
 #include "common/tune/tune_print.h"
 
 static const char *const usage =
@@ -165,7 +166,11 @@ int dm_cmd_tune(dm_app *app, int argc, char **argv)
     dm_tune_policy prior;
     int have_prior = 0;
     if (tuner) {
-        const char *path = dm_tune_db_path();
+        char path[4096];
+        if (dm_tune_db_current_path(path, sizeof path) != DM_OK) {
+            snprintf(path, sizeof path, "none (no DOCMINE_TUNING_DB, XDG_CACHE_HOME or HOME: nothing is stored)");
+            dm_error_clear();
+        }
         if (ctx->size > 1) printf("rank %d: ", rank);
         printf("tuning on %s (cc %d.%d), mode %s%s%s\n", ctx->dev.name, ctx->dev.cc_major,
                ctx->dev.cc_minor, dm_tune_mode_name(mode), store ? ", database " : "",

@@ -19,6 +19,7 @@
 
 static atomic_llong g_cur[DM_MEM_KINDS];
 static atomic_llong g_peak[DM_MEM_KINDS];
+static void phase_slots_raise(int kind, long long now);
 
 void dm_mem_account(int kind, long long delta)
 {
@@ -26,6 +27,7 @@ void dm_mem_account(int kind, long long delta)
     long long peak = atomic_load(&g_peak[kind]);
     while (now > peak && !atomic_compare_exchange_weak(&g_peak[kind], &peak, now)) {
     }
+    if (delta > 0) phase_slots_raise(kind, now);
 }
 
 /* Address -> size map for blocks that cannot carry a header (pinned and device memory).
@@ -108,25 +110,53 @@ size_t dm_mem_current(int kind) { return (size_t)atomic_load(&g_cur[kind]); }
 size_t dm_mem_peak(int kind) { return (size_t)atomic_load(&g_peak[kind]); }
 void dm_mem_reset_peak(int kind) { atomic_store(&g_peak[kind], atomic_load(&g_cur[kind])); }
 
+/* Phases' peaks: slots that every count update raises while a phase holds them, so that phases
+ * may nest and overlap (threads) without touching the run's peaks. */
+#define DM_MEM_PHASE_SLOTS 16
+static atomic_int g_slot_used[DM_MEM_PHASE_SLOTS];
+static atomic_llong g_slot_peak[DM_MEM_PHASE_SLOTS][DM_MEM_KINDS];
+static atomic_int g_slots_active;
+
+static void phase_slots_raise(int kind, long long now)
+{
+    if (!atomic_load(&g_slots_active)) return;
+    for (int i = 0; i < DM_MEM_PHASE_SLOTS; i++) {
+        if (!atomic_load(&g_slot_used[i])) continue;
+        long long peak = atomic_load(&g_slot_peak[i][kind]);
+        while (now > peak && !atomic_compare_exchange_weak(&g_slot_peak[i][kind], &peak, now)) {
+        }
+    }
+}
+
 void dm_mem_phase_begin(dm_mem_phase *ph)
 {
+    ph->slot = -1;
+    for (int k = 0; k < DM_MEM_KINDS; k++) ph->peak[k] = 0;
+    for (int i = 0; i < DM_MEM_PHASE_SLOTS && ph->slot < 0; i++) {
+        int free_slot = 0;
+        if (atomic_compare_exchange_strong(&g_slot_used[i], &free_slot, -1)) ph->slot = i; /* claimed, not live */
+    }
     for (int k = 0; k < DM_MEM_KINDS; k++) {
-        ph->before[k] = dm_mem_peak(k);
         ph->start[k] = dm_mem_current(k);
-        ph->peak[k] = 0;
-        dm_mem_reset_peak(k);
+        if (ph->slot >= 0) atomic_store(&g_slot_peak[ph->slot][k], (long long)ph->start[k]);
+    }
+    if (ph->slot >= 0) {
+        atomic_fetch_add(&g_slots_active, 1);
+        atomic_store(&g_slot_used[ph->slot], 1);
+    } else {
+        dm_log_debug("memory: more than %d phases at once; one phase's peaks are not measured", DM_MEM_PHASE_SLOTS);
     }
 }
 
 void dm_mem_phase_end(dm_mem_phase *ph)
 {
-    for (int k = 0; k < DM_MEM_KINDS; k++) {
-        ph->peak[k] = dm_mem_peak(k);
-        long long want = (long long)ph->before[k], peak = atomic_load(&g_peak[k]);
-        while (want > peak && !atomic_compare_exchange_weak(&g_peak[k], &peak, want)) {
-        }
-    }
+    if (ph->slot < 0) return; /* no slot: peaks stay 0 */
+    for (int k = 0; k < DM_MEM_KINDS; k++) ph->peak[k] = (size_t)atomic_load(&g_slot_peak[ph->slot][k]);
+    atomic_store(&g_slot_used[ph->slot], 0);
+    atomic_fetch_sub(&g_slots_active, 1);
+    ph->slot = -1;
 }
+
 const char *dm_mem_kind_name(int kind)
 {
     static const char *names[] = {"host", "pinned", "device"};

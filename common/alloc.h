@@ -78,15 +78,15 @@ size_t dm_mem_peak(int kind);
 /* Starts a new peak at the current count (a benchmark measures one phase, e.g. after tuning). */
 void dm_mem_reset_peak(int kind);
 const char *dm_mem_kind_name(int kind);
-/* The peaks of one phase of a run (a pipeline stage, a tuning search): begin remembers the peaks
- * so far and restarts them at the current counts; end gives the phase's peaks (the most bytes of
- * each kind in use at once during the phase, what was allocated before it included) and its
- * counts at the start, and puts back the overall peaks (the larger of the two). Phases nest (a
- * search inside a stage); allocations of other threads during a phase count in it. */
+/* The peaks of one phase of a run (a pipeline stage, a tuning search): the most bytes of each kind
+ * in use at once between begin and end (what was allocated before included), and the counts at
+ * begin. Phases may nest (a search inside a stage) and overlap (threads), up to 16 at once (more:
+ * their peaks read 0); allocations of other threads during a phase count in it. The run's peaks
+ * (dm_mem_peak) are not touched. */
 typedef struct {
-    size_t before[DM_MEM_KINDS]; /* the overall peaks when the phase began */
-    size_t start[DM_MEM_KINDS];  /* the counts when the phase began */
-    size_t peak[DM_MEM_KINDS];   /* set by dm_mem_phase_end: the phase's peaks */
+    size_t start[DM_MEM_KINDS]; /* the counts when the phase began */
+    size_t peak[DM_MEM_KINDS];  /* set by dm_mem_phase_end: the phase's peaks */
+    int slot;                   /* internal */
 } dm_mem_phase;
 void dm_mem_phase_begin(dm_mem_phase *ph);
 void dm_mem_phase_end(dm_mem_phase *ph);

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/timer.h"
@@ -379,7 +380,7 @@ static int row_instance(const dm_tune_kernel *k, const dm_tune_db_row *row)
 }
 
 static int tune_store_class(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
-                            const dm_tune_options *opt, int wc);
+                            const dm_tune_options *opt, int wc, int *ran);
 
 static int has_bench(const dm_tune_kernel *k)
 {
@@ -485,8 +486,15 @@ static int tune_or_wait(const dm_tune_kernel *k, size_t n, int wc, int mode, con
             dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
             opt.mode = mode;
             dm_tune_result res;
-            int rc = tune_store_class(&res, k, n, &opt, wc);
+            int ran = 0;
+            int rc = tune_store_class(&res, k, n, &opt, wc, &ran);
             key_lock_release(lock_fd);
+            if (rc != DM_OK && ran) {
+                /* the choice is this process's; the other processes cannot read it and tune again */
+                dm_tune_warn("tuned %s but could not store the choice (%s); this process uses it", k->name,
+                             dm_error_message());
+                return res.chosen >= 0 && res.chosen < k->n_instances ? res.chosen : k->default_instance;
+            }
             if (rc != DM_OK) {
                 dm_tune_warn("tuning %s failed (%s); using the default", k->name, dm_error_message());
                 return k->default_instance;
@@ -573,10 +581,23 @@ const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n)
     return &k->instances[inst];
 }
 
-/* Tunes k at n and stores the row under workload class wc. */
-static int tune_store_class(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
-                            const dm_tune_options *opt, int wc)
+/* The most memory (host, pinned, device) one search used beyond what was allocated when it began,
+ * over this process's searches. */
+static size_t g_search_own[DM_MEM_KINDS];
+
+void dm_tune_search_memory(size_t own[DM_MEM_KINDS])
 {
+    pthread_mutex_lock(&g_lock);
+    for (int k = 0; k < DM_MEM_KINDS; k++) own[k] = g_search_own[k];
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* Tunes k at n and stores the row under workload class wc; *ran (when not NULL) says whether the
+ * tuning itself succeeded (res holds its choice even when storing it failed). */
+static int tune_store_class(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
+                            const dm_tune_options *opt, int wc, int *ran)
+{
+    if (ran) *ran = 0;
     dm_tune_result local;
     if (!res) res = &local;
     if (!k || !opt || n == 0) return DM_ERR(DM_ERR_INVALID_ARG, "tune: bad arguments");
@@ -587,9 +608,18 @@ static int tune_store_class(dm_tune_result *res, const dm_tune_kernel *k, size_t
     int was = t_tuning;
     t_tuning = 1;
     double t0 = dm_wtime();
+    dm_mem_phase mem;
+    dm_mem_phase_begin(&mem);
     int rc = dm_tune_run(res, k, n, opt);
+    dm_mem_phase_end(&mem);
     t_tuning = was;
+    pthread_mutex_lock(&g_lock);
+    for (int m = 0; m < DM_MEM_KINDS; m++)
+        if (mem.peak[m] > mem.start[m] && mem.peak[m] - mem.start[m] > g_search_own[m])
+            g_search_own[m] = mem.peak[m] - mem.start[m];
+    pthread_mutex_unlock(&g_lock);
     DM_TRY(rc);
+    if (ran) *ran = 1;
     /* what tuning cost this run (the report's timers): the whole, its timed search, its output
      * checks and the tuning inputs it created (the checks' own inputs are in both) */
     double total = dm_wtime() - t0;
@@ -627,5 +657,5 @@ static int tune_store_class(dm_tune_result *res, const dm_tune_kernel *k, size_t
 int dm_tune_and_store(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
                       const dm_tune_options *opt)
 {
-    return tune_store_class(res, k, n, opt, dm_tune_workload_class(n));
+    return tune_store_class(res, k, n, opt, dm_tune_workload_class(n), NULL);
 }

@@ -202,6 +202,9 @@ int dm_tune_and_store(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
                       const dm_tune_options *opt);
 /* Forgets the cached selections (after the database changed). */
 void dm_tune_cache_clear(void);
+/* The most memory one search of this process used beyond what was allocated when it began, per
+ * kind (own[DM_MEM_KINDS] of common/alloc.h: host, pinned, device); 0 before any search. */
+void dm_tune_search_memory(size_t own[3]);
 
 /* The selections this process has made (in modes other than off, where every launch runs the
  * kernel's default instance): up to max entries, oldest first; returns how many there are in

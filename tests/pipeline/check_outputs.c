@@ -115,6 +115,11 @@ int main(int argc, char **argv)
     json_t *tun = json_object_get(res, "tuning");
     CHECK(json_string_value(json_object_get(tun, "mode")) && json_is_array(json_object_get(tun, "selections")),
           "report.json: no tuning choices");
+    for (int k = 0; k < 3; k++) {
+        static const char *const kk[] = {"host", "pinned", "device"};
+        CHECK(json_is_integer(json_object_get(json_object_get(tun, "search_memory_bytes_max"), kk[k])),
+              "report.json: tuning has no search_memory_bytes_max.%s", kk[k]);
+    }
     json_t *cl = json_object_get(res, "cluster");
     /* every stage's memory peaks: none above the run's, the run's reached in one of them (the
      * stages hold all of the run's big allocations), and every stage used host memory */

@@ -70,7 +70,17 @@ exits "tune: --list with good options" 0 "" -- "$dm" "${cpu[@]}" tune --list --s
 if "$dm" info 2>/dev/null | grep -q '^ranks .*backend cuda'; then
     exits "tune: unwritable --json on 2 ranks" 1 "nonexistent-dir/t.json" -- \
         timeout 120 "$mpiexec" -n 2 "$dm" tune --no-store --kernels common.copy --json /nonexistent-dir/t.json
+    # a database that cannot take the choices (not a tuning database: never overwritten): the
+    # choices of this run's searches are used, not thrown away for the defaults
+    printf 'my notes\n' > "$tmp/notes.txt"
+    err=$(DOCMINE_TUNING_DB="$tmp/notes.txt" "$dm" pipeline --synthetic 2000 --method streamclust -o "$tmp/pl" 2>&1 >/dev/null)
+    rc=$?
+    [ "$rc" = 0 ] && ok "tune: a database that cannot be written: the run works" || bad "tune: unwritable database: exit $rc: $err"
+    has "tune: the choice not stored is said" "$err" "could not store the choice"
+    printf '%s' "$err" | grep -q "failed .*using the default" && bad "tune: a search's choice thrown away: $err" ||
+        ok "tune: the searches' choices kept"
+    [ "$(cat "$tmp/notes.txt")" = "my notes" ] && ok "tune: the notes left as they were" || bad "tune: the notes changed"
 else
-    echo "skip tune --json on 2 ranks: no GPU"
+    echo "skip tune --json on 2 ranks and an unwritable database: no GPU"
 fi
 finish
