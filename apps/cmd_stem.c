@@ -1,6 +1,7 @@
 /* `docmine stem`: reads words, one per line, from stdin and writes their Porter stems, one per
  * line, with the selected backend (--backend cpu: libstemmer's porter; cuda: our kernel). The way
  * the two stemmers are compared by hand. Reference: dm_stem_words_cpu. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,7 @@ int dm_cmd_stem(dm_app *app, int argc, char **argv)
     size_t lcap = 0;
     ssize_t k;
     int rc = DM_OK;
+    errno = 0;
     while ((k = getline(&line, &lcap, stdin)) >= 0) {
         while (k > 0 && (line[k - 1] == '\n' || line[k - 1] == '\r')) k--;
         if (len + (size_t)k + 1 > cap || n == ncap) {
@@ -71,6 +73,9 @@ int dm_cmd_stem(dm_app *app, int argc, char **argv)
         len += (size_t)k;
         n++;
     }
+    /* getline says -1 at the end and on a read error alike: an error must not pass for the end */
+    if (rc >= 0 && ferror(stdin))
+        rc = DM_ERR(DM_ERR_IO, "stdin: read error: %s", errno ? strerror(errno) : "unknown error");
     free(line); /* getline's */
     char *out = dm_malloc(len + 1);
     uint32_t *oo = dm_malloc((n + 1) * sizeof(*oo)), *ol = dm_malloc((n + 1) * sizeof(*ol));

@@ -1,9 +1,13 @@
 /* `docmine synth`: writes the synthetic labelled corpus (datasets/synth.h) as TSV, generated in
  * parallel by rank. Reference: none. */
+#include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "apps/commands.h"
 #include "common/fileio.h"
@@ -20,7 +24,8 @@ static void usage(FILE *f)
                "background vocabulary for topic overlap). Document i depends only on (--seed, i):\n"
                "any number of ranks writes the same corpus. One rank and PATH ending in .tsv: one\n"
                "file; otherwise PATH is a directory with one part-<rank>.tsv per rank.\n"
-               "Lines are: id<TAB>label<TAB>text.\n\n"
+               "Lines are: id<TAB>label<TAB>text. part-<r>.tsv files of PATH that this run did not\n"
+               "write (an earlier run's with more ranks) are removed.\n\n"
                "  -n, --docs N          documents (default 20000)\n"
                "  -k, --topics K        topics (default 10)\n"
                "  -o, --output PATH     output file or directory\n"
@@ -33,6 +38,34 @@ static void usage(FILE *f)
                "  (the global --seed N picks the corpus; default 42)\n\n"
                "examples:\n  docmine synth -n 20000 -k 10 --seed 7 -o corpus.tsv\n"
                "  mpiexec -n 4 docmine synth -n 1000000 -k 20 -o corpus/\n");
+}
+
+/* Removes the DIR/part-<r>.tsv files (r as "%05d" writes it) with r >= size, each named in a
+ * warning: they are an earlier run's with more ranks, and a reader of DIR (`docmine preprocess
+ * --corpus DIR`, or cat DIR/part-*.tsv) would mix their documents, ids repeated, into this run's
+ * corpus. Rank 0, after the parts are written. */
+static int remove_stale_parts(const char *dir, int size)
+{
+    DIR *d = opendir(dir);
+    if (!d) return DM_ERR(DM_ERR_IO, "%s: cannot list the folder: %s", dir, strerror(errno));
+    int rc = DM_OK;
+    struct dirent *e;
+    char path[8192];
+    while (rc == DM_OK && (e = readdir(d)) != NULL) {
+        const char *r = e->d_name;
+        if (strncmp(r, "part-", 5) != 0) continue;
+        r += 5;
+        size_t rl = strspn(r, "0123456789");
+        if (rl < 5 || rl > 9 || strcmp(r + rl, ".tsv") != 0 || (rl > 5 && r[0] == '0')) continue;
+        if (atoi(r) < size) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) != 0)
+            rc = DM_ERR(DM_ERR_IO, "%s: cannot remove this leftover of an earlier run: %s", path, strerror(errno));
+        else
+            dm_log_warn("removed %s: a leftover of an earlier run with more ranks", path);
+    }
+    closedir(d);
+    return rc;
 }
 
 int dm_cmd_synth(dm_app *app, int argc, char **argv)
@@ -59,11 +92,11 @@ int dm_cmd_synth(dm_app *app, int argc, char **argv)
         li = -1;
         switch (c) {
         case 'n':
-            if (dm_app_parse_num(optarg, 1, 1e12, &v)) return dm_app_usage_error(app, "synth", "invalid --docs '%s'", optarg);
+            if (dm_app_parse_num(optarg, 1, 1e12, &v) || v != floor(v)) return dm_app_usage_error(app, "synth", "invalid --docs '%s'", optarg);
             so.docs = (uint64_t)v;
             break;
         case 'k':
-            if (dm_app_parse_num(optarg, 1, 100000, &v)) return dm_app_usage_error(app, "synth", "invalid --topics '%s'", optarg);
+            if (dm_app_parse_num(optarg, 1, 100000, &v) || v != floor(v)) return dm_app_usage_error(app, "synth", "invalid --topics '%s'", optarg);
             so.topics = (int)v;
             break;
         case 'o': out = optarg; break;
@@ -71,7 +104,7 @@ int dm_cmd_synth(dm_app *app, int argc, char **argv)
         case O_MAX:
         case O_TV:
         case O_SV:
-            if (dm_app_parse_num(optarg, 1, 1e7, &v))
+            if (dm_app_parse_num(optarg, 1, 1e7, &v) || v != floor(v))
                 return dm_app_usage_error(app, "synth", "invalid value '%s' for %s", optarg, name);
             if (c == O_MIN) so.min_words = (int)v;
             else if (c == O_MAX) so.max_words = (int)v;
@@ -115,6 +148,10 @@ int dm_cmd_synth(dm_app *app, int argc, char **argv)
         if (single) snprintf(path, sizeof path, "%s", out);
         else snprintf(path, sizeof path, "%s/part-%05d.tsv", out, ctx->rank);
         rc = dm_synth_write_tsv(&s, path, first, last);
+    }
+    if (!single) { /* after every part is written: a failed run removes nothing */
+        rc = dm_ctx_agree(ctx, rc);
+        if (rc == DM_OK && ctx->rank == 0) rc = remove_stale_parts(out, ctx->size);
     }
     dm_timer_stop("synth");
     dm_counter_add("synth.docs", (int64_t)(last - first));

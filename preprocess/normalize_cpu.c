@@ -5,7 +5,8 @@
  * loop); only the runs around non-ASCII bytes go to utf8proc.
  * Reference: dm_normalize with force_unicode = 1 (utf8proc on everything).
  * Long documents are normalised in chunks cut just before an ASCII space that is followed by an
- * ASCII byte: no normalisation form interacts across such a point, so chunking changes nothing. */
+ * ASCII byte: no normalisation form interacts across such a point, so chunking changes nothing
+ * (text without such points is cut before a code point that composes with nothing before it). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -279,9 +280,21 @@ static int dm_norm_runs(char **out, size_t *len, size_t *cap, size_t doc_start, 
     return DM_OK;
 }
 
+/* 1 when s[0..n) starts with a Hangul vowel or final-consonant jamo that NFKC composes with the
+ * code point before it (L + V -> LV, LV + T -> LVT): U+1161..U+1175, U+11A8..U+11C2. Of the
+ * other code points that compose with the one before, all are marks, which UTF8PROC_STRIPMARK
+ * removes before composing: a cut before them changes nothing. */
+static int dm_norm_hangul_vt(const char *s, size_t n)
+{
+    if (n < 3 || (unsigned char)s[0] != 0xE1) return 0;
+    unsigned cp = 0x1000u | ((unsigned)((unsigned char)s[1] & 0x3F) << 6) | ((unsigned char)s[2] & 0x3Fu);
+    return (cp >= 0x1161 && cp <= 0x1175) || (cp >= 0x11A8 && cp <= 0x11C2);
+}
+
 /* End of the chunk starting at s[0]: just before an ASCII space followed by an ASCII byte, at or
- * after DM_NORM_CHUNK bytes; the whole rest if none within 4 x DM_NORM_CHUNK (then cut at a byte
- * that starts a UTF-8 sequence, the only safe fallback). */
+ * after DM_NORM_CHUNK bytes; the whole rest if none within 4 x DM_NORM_CHUNK (text without ASCII
+ * between its words: CJK, Korean, Thai). Then the fallback cut: before a code point that composes
+ * with nothing before it (not inside a UTF-8 sequence, not before a Hangul V or T jamo). */
 static size_t dm_norm_chunk_end(const char *s, size_t n)
 {
     if (n <= DM_NORM_CHUNK) return n;
@@ -292,7 +305,7 @@ static size_t dm_norm_chunk_end(const char *s, size_t n)
     }
     if (limit == n) return n;
     size_t i = limit;
-    while (i > DM_NORM_CHUNK && ((unsigned char)s[i] & 0xC0) == 0x80) i--;
+    while (i > DM_NORM_CHUNK && (((unsigned char)s[i] & 0xC0) == 0x80 || dm_norm_hangul_vt(s + i, n - i))) i--;
     return i;
 }
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `docmine synth` on 1, 2 and 3 ranks writes the same documents (concatenated parts).
+# `docmine synth` on 1, 2 and 3 ranks writes the same documents (concatenated parts); a run into
+# a folder where an earlier run with more ranks wrote leaves only its own parts there.
 set -euo pipefail
 dm=$1; mpiexec=$2
 t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
@@ -11,6 +12,13 @@ cat "$t"/three/part-*.tsv > "$t/three.tsv"
 n=$(wc -l < "$t/one.tsv")
 [ "$n" -eq 1234 ] || { echo "FAIL: $n lines, expected 1234"; exit 1; }
 cmp "$t/one.tsv" "$t/two.tsv" && cmp "$t/one.tsv" "$t/three.tsv" || { echo "FAIL: corpora differ"; exit 1; }
+# 1 and 2 ranks into the folder of the 3-rank run: the third (and second) part were removed
+"$mpiexec" -n 2 "$dm" synth -n 1234 -k 5 --seed 9 -o "$t/three" --quiet
+[ ! -e "$t/three/part-00002.tsv" ] || { echo "FAIL: part-00002.tsv of the 3-rank run left beside 2 parts"; exit 1; }
+cat "$t"/three/part-*.tsv | cmp - "$t/one.tsv" || { echo "FAIL: 2 ranks into the 3-rank folder: corpus differs"; exit 1; }
+"$dm" synth -n 1234 -k 5 --seed 9 -o "$t/three" --quiet
+[ "$(ls "$t/three")" = part-00000.tsv ] || { echo "FAIL: 1 rank into the 3-rank folder left: $(ls "$t/three")"; exit 1; }
+cmp "$t/three/part-00000.tsv" "$t/one.tsv" || { echo "FAIL: 1 rank into a folder: corpus differs"; exit 1; }
 "$dm" synth -n 10 -k 5 --seed 10 -o "$t/other.tsv" --quiet
 ! cmp -s <(head -10 "$t/one.tsv") "$t/other.tsv" || { echo "FAIL: seed ignored"; exit 1; }
 echo "1 passed, 0 failed"

@@ -178,6 +178,50 @@ static void test_chunking_invariant(void)
     free(t);
 }
 
+/* Korean written with conjoining jamo (L V T, composed by NFKC into one syllable) between spaces
+ * followed by non-ASCII bytes: no cut point of the usual kind, so a document of more than 4 MiB is
+ * cut where the fallback says. Shifted by 0..9 bytes, the 4 MiB point falls on every byte of the
+ * 10-byte unit, before a V and before a T jamo among them: the output must still equal the words
+ * normalised one by one (a cut between L and V gave the two jamo instead of the syllable). */
+static void test_chunking_hangul(void)
+{
+    static const char unit[] = "\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8 "; /* U+1100 U+1161 U+11A8 ' ' */
+    const size_t ul = sizeof(unit) - 1, n0 = (4u << 20) + 4096;
+    char *t = malloc(n0 + 64);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    size_t bad = 0;
+    for (size_t pad = 0; pad < ul; pad++) {
+        size_t n = 0;
+        for (; n < pad; n++) t[n] = 'a';
+        while (n < n0) {
+            memcpy(t + n, unit, ul);
+            n += ul;
+        }
+        size_t a;
+        char *x = norm(t, n, 0, NULL, &a);
+        char *ref = NULL;
+        size_t rl = 0, rc = 0;
+        for (size_t p = 0; p < n;) {
+            size_t e = p;
+            while (e < n && t[e] != ' ') e++;
+            CU_ASSERT_EQUAL_FATAL(dm_normalize(&ref, &rl, &rc, t + p, e - p, 1, NULL), 0);
+            p = e + 1;
+        }
+        /* every syllable composed: U+AC01 (3 bytes) and a space per unit */
+        CU_ASSERT(rl == pad + (n - pad) / ul * 4);
+        if (a != rl || memcmp(x, ref, a) != 0) {
+            size_t i = 0;
+            while (i < a && i < rl && x[i] == ref[i]) i++;
+            printf("\n  pad %zu: %zu bytes vs %zu, first difference at %zu", pad, a, rl, i);
+            bad++;
+        }
+        dm_free(x);
+        dm_free(ref);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    free(t);
+}
+
 /* Tokenises one text with the CPU backend. */
 static void tok1(dm_tok_result *r, const char *text, const dm_stopset *stop, const dm_tok_options *o,
                  char **normed)
@@ -694,6 +738,7 @@ int main(void)
         {"ASCII fast path == utf8proc", test_ascii_fast_path_identical},
         {"NFKC, case fold, marks, invalid UTF-8", test_unicode_rules},
         {"chunked normalisation == unchunked", test_chunking_invariant},
+        {"chunked normalisation: no ASCII between words (Hangul jamo)", test_chunking_hangul},
         {"token rules and stop words", test_token_rules},
         {"stream file, corruption, collisions", test_stream_file_and_collisions},
         {"stream: per-batch prepare/commit/fill == serial build", test_stream_batches_identical},
