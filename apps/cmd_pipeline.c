@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,10 +359,16 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
         }
         if (code) return code;
         if ((c >= DM_VO_FORMAT && c < DM_VO_SHARED_END) || (c >= DM_FO_TOP && c < DM_FO_SHARED_END)) continue;
+/* NUM: a number in [lo, hi]; COUNT: a whole one (10.5 documents must not run as 10) */
 #define NUM(lo, hi)                                                                                \
     do {                                                                                           \
-        if (dm_app_parse_num(optarg, (lo), (hi), &v))                                                    \
+        if (dm_app_parse_num(optarg, (lo), (hi), &v))                                              \
             return dm_app_usage_error(app, cmd, "invalid value '%s' for %s", optarg, name);        \
+    } while (0)
+#define COUNT(lo, hi)                                                                              \
+    do {                                                                                           \
+        if (dm_app_parse_num(optarg, (lo), (hi), &v) || v != floor(v))                             \
+            return dm_app_usage_error(app, cmd, "invalid value '%s' for %s (a whole number)", optarg, name); \
     } while (0)
         switch (c) {
         case O_CORPUS: corpus = optarg; break;
@@ -369,11 +376,11 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
             synthetic = 1;
             if (strcmp(optarg, "default") == 0) so.docs = DM_PIPELINE_DEFAULT_DOCS;
             else {
-                NUM(1, 1e12);
+                COUNT(1, 1e12);
                 so.docs = (uint64_t)v;
             }
             break;
-        case O_DPR: NUM(1, 1e12); per_rank = (uint64_t)v; break;
+        case O_DPR: COUNT(1, 1e12); per_rank = (uint64_t)v; break;
         case O_SSHARE: {
             char tail = 0;
             if (sscanf(optarg, "%d/%d%c", &share, &share_of, &tail) != 2 || share_of < 1 || share_of > 1000000 ||
@@ -381,7 +388,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
                 return dm_app_usage_error(app, cmd, "--synth-share expects I/G with 0 <= I < G, not '%s'", optarg);
             break;
         }
-        case O_STOPICS: NUM(1, 100000); so.topics = (int)v; break;
+        case O_STOPICS: COUNT(1, 100000); so.topics = (int)v; break;
         case O_SOVERLAP: NUM(0, 1); so.overlap = v; break;
         case O_SWORDS:
             if (parse_pair(optarg, 1, 10000000, &a, &b))
@@ -413,9 +420,9 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
             sp.kmax = b;
             sc_opts = 1;
             break;
-        case O_DIM: NUM(1, 65536); sp.dim = (int)v; sc_opts = 1; break;
-        case O_CHUNK: NUM(1, 1e9); sp.chunksize = (long)v; sc_opts = 1; break;
-        case O_CSIZE: NUM(1, 1e9); sp.clustersize = (long)v; sc_opts = 1; break;
+        case O_DIM: COUNT(1, 65536); sp.dim = (int)v; sc_opts = 1; break;
+        case O_CHUNK: COUNT(1, 1e9); sp.chunksize = (long)v; sc_opts = 1; break;
+        case O_CSIZE: COUNT(1, 1e9); sp.clustersize = (long)v; sc_opts = 1; break;
         case 'o': out = optarg; break;
         case 'h':
             if (ctx->rank == 0) usage(stdout);
@@ -423,6 +430,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
         default: return dm_app_usage_error(app, cmd, "unknown or incomplete option '%s'", name);
         }
 #undef NUM
+#undef COUNT
     }
     if (optind < argc) return dm_app_usage_error(app, cmd, "unexpected argument '%s'", argv[optind]);
     if (!out) return dm_app_usage_error(app, cmd, "missing -o DIR");
