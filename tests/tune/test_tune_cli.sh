@@ -73,7 +73,7 @@ if "$dm" info 2>/dev/null | grep -q '^ranks .*backend cuda'; then
     # a database that cannot take the choices (not a tuning database: never overwritten): the
     # choices of this run's searches are used, not thrown away for the defaults
     printf 'my notes\n' > "$tmp/notes.txt"
-    err=$(DOCMINE_TUNING_DB="$tmp/notes.txt" "$dm" pipeline --synthetic 2000 --method streamclust -o "$tmp/pl" 2>&1 >/dev/null)
+    err=$(DOCMINE_TUNE=msp DOCMINE_TUNING_DB="$tmp/notes.txt" "$dm" pipeline --synthetic 2000 --method streamclust -o "$tmp/pl" 2>&1 >/dev/null)
     rc=$?
     [ "$rc" = 0 ] && ok "tune: a database that cannot be written: the run works" || bad "tune: unwritable database: exit $rc: $err"
     has "tune: the choice not stored is said" "$err" "could not store the choice"
