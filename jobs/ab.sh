@@ -31,6 +31,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 variants=(); gpus=4; method=flock; dpg=1000000; rounds=2; timers=""; out=out/ab; docmine=build/apps/docmine
 pass=(); touch=""; extra=()
 while [ $# -gt 0 ]; do
+    case $1 in --variant|--gpus|--method|--docs-per-gpu|--rounds|--timers|--out|--docmine|--touch-memory|--cores-per-rank|--bind-order)
+        [ $# -ge 2 ] || { echo "ab.sh: $1 needs a value (see --help)" >&2; exit 2; } ;;
+    esac
     case $1 in
     --variant) variants+=("$2"); shift 2 ;;
     --gpus) gpus=$2; shift 2 ;;
@@ -53,12 +56,14 @@ bad() { echo "ab.sh: $*" >&2; exit 2; }
 [[ $gpus =~ ^[0-9]+$ ]] && [ "$gpus" -gt 0 ] || bad "--gpus must be a positive integer"
 [[ $rounds =~ ^[0-9]+$ ]] && [ "$rounds" -gt 0 ] || bad "--rounds must be a positive integer"
 case $method in flock|streamclust) ;; *) bad "--method must be flock or streamclust" ;; esac
+[ -n "$out" ] || bad "--out must not be empty"
 for v in "${variants[@]}"; do
     read -r -a words <<< "$v"
     for w in "${words[@]}"; do
         [[ $w =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || bad "variant '$v': '$w' is not NAME=VALUE"
     done
 done
+[ -x "$docmine" ] || bad "$docmine not found (build first or pass --docmine)"
 if [ -z "$timers" ]; then
     timers=pipeline.total,pipeline.preprocess,pipeline.tfidf,tfidf.weigh.d2h
     if [ "$method" = flock ]; then

@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """Turns the report.json files of a weak-scaling series into a CSV table and a PNG plot.
 
-    jobs/scaling-table.py DIR [--csv FILE] [--png FILE]
+    jobs/scaling-table.py DIR [--points LIST] [--csv FILE] [--png FILE] [--builtin-plot]
 
 Reads every DIR/*/report.json of `docmine pipeline` (one per point: jobs/weak-scaling.sh writes
-DIR/<method>-<gpus>/), and writes (defaults) DIR/weak-scaling.csv and DIR/weak-scaling.png:
-time of the whole pipeline (the slowest rank's pipeline.total timer) and weak-scaling efficiency
-E(n) = T(n0) / T(n) against the smallest point n0 of each method, per number of GPUs (ranks),
-with the 90% target line. Also prints the table.
+DIR/<method>-<gpus>/), or with --points only the points named (comma-separated <method>-<gpus>,
+as the driver passes them: a series run into a DIR that holds an older one then reads only its
+own), and writes (defaults) DIR/weak-scaling.csv and DIR/weak-scaling.png: time of the whole
+pipeline (the slowest rank's pipeline.total timer) and weak-scaling efficiency E(n) = T(n0) / T(n)
+against the smallest point n0 of the same method and documents per GPU (normally 1 GPU), per
+number of GPUs (ranks), with the 90% target line. Also prints the table. A point without a
+readable report (a failed run), or whose report lacks pipeline.total, is a row of its own with
+its reason in the status column; when that point is n0, its series has no efficiency (it is not
+taken against another point).
 
 When DIR/.shared/ holds the concurrent 1-rank runs of `weak-scaling.sh --shared-baseline` (the
 1-GPU point on every GPU of the host at once, run i on rank i's share of the largest point's
@@ -17,63 +22,118 @@ largest point, and the efficiency against each baseline, stage by stage.
 
 The plot uses matplotlib when it is installed, else a built-in PNG writer (zlib + a 5x7 bitmap
 font, standard library only), so it works on machines without matplotlib. Exit 1 when DIR holds
-no report, 2 on bad arguments.
+no report or a point of the table failed (the table and plot are still written), 2 on bad
+arguments.
 """
 import argparse
 import csv
 import glob
 import json
+import math
 import os
+import re
 import struct
 import sys
 import zlib
 
 COLUMNS = ["method", "gpus", "documents", "documents_per_gpu", "total_s", "preprocess_s", "tfidf_s",
-           "cluster_s", "documents_per_s", "efficiency", "nmi", "backend", "gpu", "report"]
+           "cluster_s", "documents_per_s", "efficiency", "nmi", "backend", "gpu", "report", "status"]
+NUMBERS = ["documents", "documents_per_gpu", "total_s", "preprocess_s", "tfidf_s", "cluster_s",
+           "documents_per_s", "efficiency", "nmi"]
+POINT = re.compile(r"^(flock|streamclust)-([0-9]+)$")
+NAN = float("nan")
+
+
+def ok(v):
+    return isinstance(v, (int, float)) and not math.isnan(v)
 
 
 def timer_max(rep, name):
     t = rep.get("timers_s", {}).get(name)
-    return float(t["max"]) if t else float("nan")
+    try:
+        return float(t["max"])
+    except (TypeError, KeyError, ValueError):
+        return NAN
 
 
-def load(directory):
+def failed(method, gpus, path, status):
+    row = {c: NAN for c in NUMBERS}
+    row.update(method=method, gpus=gpus, backend="?", gpu="?", report=path, status=status)
+    return row
+
+
+def read(path, name):
+    """The row of one point's report; a failed row (status says why) when the report is missing
+    or unreadable and the point's name (<method>-<gpus>) says which point it is, else None."""
+    m = POINT.match(name)
+    try:
+        with open(path) as f:
+            rep = json.load(f)
+        if not isinstance(rep, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as e:
+        why = "no report.json" if isinstance(e, FileNotFoundError) else f"unreadable report.json ({e})"
+        print(f"scaling-table: {path}: {why}", file=sys.stderr)
+        return failed(m.group(1), int(m.group(2)), path, why) if m else None
+    if rep.get("command") != "pipeline":
+        print(f"scaling-table: skipping {path}: not a docmine pipeline report", file=sys.stderr)
+        return failed(m.group(1), int(m.group(2)), path, "not a pipeline report") if m else None
+    res = rep.get("results", {})
+    ranks = int(rep.get("ranks", 0))
+    docs = int(res.get("documents", 0))
+    devs = rep.get("devices", [])
+    row = {
+        "method": res.get("method", "?"),
+        "gpus": ranks,
+        "documents": docs,
+        "documents_per_gpu": docs // ranks if ranks else 0,
+        "total_s": timer_max(rep, "pipeline.total"),
+        "preprocess_s": timer_max(rep, "pipeline.preprocess"),
+        "tfidf_s": timer_max(rep, "pipeline.tfidf"),
+        "cluster_s": timer_max(rep, "pipeline.cluster"),
+        "documents_per_s": res.get("throughput", {}).get("documents_per_second", NAN),
+        "efficiency": NAN,
+        "nmi": res.get("quality", {}).get("nmi", NAN),
+        "backend": rep.get("backend", "?"),
+        "gpu": devs[0].get("gpu", "?") if devs else "?",
+        "report": path,
+        "status": "ok" if ok(timer_max(rep, "pipeline.total")) else "no pipeline.total timer",
+    }
+    if m and (row["method"], row["gpus"]) != (m.group(1), int(m.group(2))):
+        row["status"] = f"report of {row['method']}-{row['gpus']}, not of {name}"
+    return row
+
+
+def load(directory, points=None):
+    """Rows of the points named (all of DIR/*/report.json without points), sorted by method,
+    documents per GPU and GPUs, with the efficiency of each against its series' smallest point."""
     rows = []
-    for path in sorted(glob.glob(os.path.join(directory, "*", "report.json"))):
-        try:
-            with open(path) as f:
-                rep = json.load(f)
-        except (OSError, ValueError) as e:
-            print(f"scaling-table: skipping {path}: {e}", file=sys.stderr)
+    if points is None:
+        for path in sorted(glob.glob(os.path.join(directory, "*", "report.json"))):
+            r = read(path, os.path.basename(os.path.dirname(path)))
+            if r:
+                rows.append(r)
+    else:
+        rows = [read(os.path.join(directory, p, "report.json"), p) for p in points]
+    rows.sort(key=lambda r: (r["method"], r["gpus"], r["documents_per_gpu"] if ok(r["documents_per_gpu"]) else -1))
+    # a series: one method at one number of documents per GPU; its baseline n0 is its smallest
+    # point, counting the method's points that have no report (whose documents are unknown)
+    lost = [r for r in rows if not ok(r["documents_per_gpu"])]
+    for (m, dpg), pts in series(rows).items():
+        if not ok(dpg):
             continue
-        if rep.get("command") != "pipeline":
-            print(f"scaling-table: skipping {path}: not a docmine pipeline report", file=sys.stderr)
+        n0 = min(r["gpus"] for r in pts + [r for r in lost if r["method"] == m])
+        base = next((r for r in pts if r["gpus"] == n0 and r["status"] == "ok"), None)
+        if base is None:
+            print(f"scaling-table: {m}, {dpg} documents per GPU: the {n0}-GPU point failed; "
+                  f"no efficiency for this series", file=sys.stderr)
             continue
-        res = rep.get("results", {})
-        ranks = int(rep.get("ranks", 0))
-        docs = int(res.get("documents", 0))
-        devs = rep.get("devices", [])
-        rows.append({
-            "method": res.get("method", "?"),
-            "gpus": ranks,
-            "documents": docs,
-            "documents_per_gpu": docs // ranks if ranks else 0,
-            "total_s": timer_max(rep, "pipeline.total"),
-            "preprocess_s": timer_max(rep, "pipeline.preprocess"),
-            "tfidf_s": timer_max(rep, "pipeline.tfidf"),
-            "cluster_s": timer_max(rep, "pipeline.cluster"),
-            "documents_per_s": res.get("throughput", {}).get("documents_per_second", float("nan")),
-            "nmi": res.get("quality", {}).get("nmi", float("nan")),
-            "backend": rep.get("backend", "?"),
-            "gpu": devs[0].get("gpu", "?") if devs else "?",
-            "report": path,
-        })
-    rows.sort(key=lambda r: (r["method"], r["gpus"]))
-    for m in {r["method"] for r in rows}:
-        pts = [r for r in rows if r["method"] == m]
-        base = pts[0]["total_s"]
+        if n0 != 1:
+            print(f"scaling-table: {m}, {dpg} documents per GPU: efficiency against the {n0}-GPU point "
+                  f"(no 1-GPU point)", file=sys.stderr)
         for r in pts:
-            r["efficiency"] = base / r["total_s"] if r["total_s"] > 0 else float("nan")
+            if r["status"] == "ok" and r["total_s"] > 0:
+                r["efficiency"] = base["total_s"] / r["total_s"]
     return rows
 
 
@@ -83,7 +143,7 @@ def write_csv(rows, path, columns=COLUMNS):
         w = csv.DictWriter(f, fieldnames=columns, lineterminator="\n")
         w.writeheader()
         for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items() if k in columns})
     os.replace(tmp, path)
 
 
@@ -91,9 +151,13 @@ def print_table(rows):
     print(f"{'method':<12} {'gpus':>4} {'docs':>10} {'docs/gpu':>9} {'total s':>8} {'prep s':>7} {'tfidf s':>7} "
           f"{'clust s':>7} {'docs/s':>10} {'eff':>6} {'NMI':>6}")
     for r in rows:
+        if not ok(r["documents"]):
+            print(f"{r['method']:<12} {r['gpus']:>4} FAILED: {r['status']}")
+            continue
         print(f"{r['method']:<12} {r['gpus']:>4} {r['documents']:>10} {r['documents_per_gpu']:>9} "
               f"{r['total_s']:>8.2f} {r['preprocess_s']:>7.2f} {r['tfidf_s']:>7.2f} {r['cluster_s']:>7.2f} "
-              f"{r['documents_per_s']:>10.0f} {100 * r['efficiency']:>5.1f}% {r['nmi']:>6.3f}")
+              f"{r['documents_per_s']:>10.0f} {100 * r['efficiency']:>5.1f}% {r['nmi']:>6.3f}"
+              + ("" if r["status"] == "ok" else f"  FAILED: {r['status']}"))
 
 
 SHARED_COLUMNS = ["method", "stage", "gpus", "alone_s", "shared_s", "largest_s", "efficiency",
@@ -102,13 +166,15 @@ SHARED_COLUMNS = ["method", "stage", "gpus", "alone_s", "shared_s", "largest_s",
 
 def shared_host(rows, directory):
     """Rows of the shared-host table, or [] when DIR/.shared holds no report."""
-    conc = load(os.path.join(directory, ".shared"))
+    conc = [r for r in load(os.path.join(directory, ".shared")) if r["status"] == "ok"]
     out = []
-    for m, pts in series(rows).items():
-        runs = [r for r in conc if r["method"] == m]
-        if not runs or len(pts) < 2:
+    for (m, dpg), pts in series(rows).items():
+        runs = [r for r in conc if r["method"] == m and r["documents_per_gpu"] == dpg]
+        pts = [r for r in pts if r["status"] == "ok"]
+        one = next((r for r in pts if r["gpus"] == 1), None)
+        if not runs or one is None or pts[-1]["gpus"] < 2:
             continue
-        one, big = pts[0], pts[-1]
+        big = pts[-1]
         for stage in ("total_s", "preprocess_s", "tfidf_s", "cluster_s"):
             sh = max(r[stage] for r in runs)
             out.append({"method": m, "stage": stage[:-2], "gpus": big["gpus"], "alone_s": one[stage],
@@ -129,9 +195,21 @@ def print_shared(rows):
 
 
 def series(rows):
+    """Rows by (method, documents per GPU), in the order of rows."""
     out = {}
     for r in rows:
-        out.setdefault(r["method"], []).append(r)
+        out.setdefault((r["method"], r["documents_per_gpu"]), []).append(r)
+    return out
+
+
+def plot_series(rows):
+    """(label, points) per series with reports, sorted; the label names the documents per GPU
+    when a method has more than one series."""
+    ser = {k: [r for r in pts if ok(r["documents"])] for k, pts in series(rows).items() if ok(k[1])}
+    out = []
+    for (m, dpg), pts in sorted(ser.items()):
+        several = sum(1 for k in ser if k[0] == m) > 1
+        out.append((f"{m} {dpg}/gpu" if several else m, pts))
     return out
 
 
@@ -142,7 +220,7 @@ def plot_matplotlib(rows, path, title):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    for m, pts in series(rows).items():
+    for m, pts in plot_series(rows):
         g = [p["gpus"] for p in pts]
         a.plot(g, [p["total_s"] for p in pts], "o-", label=m)
         b.plot(g, [100 * p["efficiency"] for p in pts], "o-", label=m)
@@ -263,7 +341,7 @@ def plot_builtin(rows, path, title):
     lo, hi = min(lx), max(lx)
     if hi == lo:
         lo, hi = lo - 1, hi + 1
-    ser = series(rows)
+    ser = plot_series(rows)
     tmax = nice_max(max((r["total_s"] for r in rows if r["total_s"] == r["total_s"]), default=1.0))
     panels = [("TIME (S)", lambda r: r["total_s"], tmax, 60), ("EFFICIENCY (%)", lambda r: 100 * r["efficiency"], 120.0, 560)]
     for name, val, ymax, x0 in panels:
@@ -286,7 +364,7 @@ def plot_builtin(rows, path, title):
             y90 = top + h - h * 90 / ymax
             cv.line(left, y90, left + w, y90, (128, 128, 128), dash=6)
             cv.text(left + w - 4, y90 - 12, "90% TARGET", c=(128, 128, 128), scale=1, anchor="right")
-        for i, (m, pts) in enumerate(sorted(ser.items())):
+        for i, (m, pts) in enumerate(ser):
             c = COLOURS[i % len(COLOURS)]
             xy = [(px[p["gpus"]], top + h - h * min(max(val(p), 0), ymax) / ymax) for p in pts if val(p) == val(p)]
             for a, b in zip(xy, xy[1:]):
@@ -300,6 +378,7 @@ def plot_builtin(rows, path, title):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir")
+    ap.add_argument("--points", help="comma-separated points <method>-<gpus> (default: every DIR/*/report.json)")
     ap.add_argument("--csv")
     ap.add_argument("--png")
     ap.add_argument("--builtin-plot", action="store_true", help="do not use matplotlib even when it is installed")
@@ -307,17 +386,26 @@ def main():
     if not os.path.isdir(a.dir):
         print(f"scaling-table: {a.dir}: not a directory", file=sys.stderr)
         return 2
-    rows = load(a.dir)
-    if not rows:
+    points = None
+    if a.points is not None:
+        points = a.points.split(",")
+        bad = [p for p in points if not POINT.match(p)]
+        if bad or len(set(points)) != len(points):
+            print(f"scaling-table: --points: '{a.points}' is not a list of distinct <method>-<gpus>", file=sys.stderr)
+            return 2
+    rows = load(a.dir, points)
+    good = [r for r in rows if r["status"] == "ok"]
+    if not good and points is None:
         print(f"scaling-table: no docmine pipeline report.json under {a.dir}/*/", file=sys.stderr)
         return 1
     csv_path = a.csv or os.path.join(a.dir, "weak-scaling.csv")
     png_path = a.png or os.path.join(a.dir, "weak-scaling.png")
     write_csv(rows, csv_path)
     print_table(rows)
-    r0 = rows[0]
+    r0 = (good or rows)[0]
     where = r0["gpu"] if r0["backend"] == "cuda" else "CPU backend"
-    title = f"docmine pipeline weak scaling, {r0['documents_per_gpu']} docs per GPU, {where}"
+    dpgs = sorted({r["documents_per_gpu"] for r in good})
+    title = f"docmine pipeline weak scaling, {dpgs[0] if len(dpgs) == 1 else 'mixed'} docs per GPU, {where}"
     how = "built-in writer"
     if not a.builtin_plot:
         try:
@@ -337,6 +425,10 @@ def main():
         sh_path = os.path.join(a.dir, "shared-host.csv")
         write_csv(sh, sh_path, SHARED_COLUMNS)
         print(f"shared-host table: {sh_path}")
+    lost = [f"{r['method']}-{r['gpus']} ({r['status']})" for r in rows if r["status"] != "ok"]
+    if lost:
+        print(f"scaling-table: failed points: {', '.join(lost)}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -12,6 +12,9 @@
 #     --methods LIST             flock,streamclust (default both)
 #     --docs-per-gpu N           documents per rank (default 100000)
 #     --out DIR                  series directory (default out/weak); point = DIR/<method>-<gpus>
+#                                (a point's directory is emptied before it runs or is submitted;
+#                                the table covers this series' points only, even where DIR holds
+#                                points of an older one)
 #     --docmine PATH             the binary (default build/apps/docmine)
 #     --flock-args "ARGS"        pipeline options for the flock points only (e.g. "--neighbours 30")
 #     --streamclust-args "ARGS"  pipeline options for the streamclust points only (e.g. "--k 10,20")
@@ -49,6 +52,8 @@
 #                                seconds of it: bench/RESULTS.md, session 14); bare-metal nodes
 #                                need none
 #     --dry-run                  print the commands only
+#   A point that fails (no report.json) does not stop the series: the table marks it FAILED and
+#   the driver exits 1; 2 on bad options.
 #   Environment: DOCMINE_HUGEPAGES=0 keeps glibc's default pages (otherwise docmine gives its
 #   large blocks transparent huge pages: jobs/README.md).
 # Example (one 4-GPU machine, both methods, under 4 minutes on H200s):
@@ -59,6 +64,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 launcher=""; gpus=1,2,4; gpn=4; methods=flock,streamclust; dpg=100000; out=out/weak
 docmine=build/apps/docmine; dry=0; extra=(); fargs=""; sargs=""; repeats=1; cpr=""; bind=1; border=physical; shared=0; touch=0
 while [ $# -gt 0 ]; do
+    case $1 in --launcher|--gpus|--gpus-per-node|--methods|--docs-per-gpu|--out|--docmine|--flock-args|--streamclust-args|\
+               --repeats|--cores-per-rank|--bind-order|--touch-memory)
+        [ $# -ge 2 ] || { echo "weak-scaling.sh: $1 needs a value (see --help)" >&2; exit 2; } ;;
+    esac
     case $1 in
     --launcher) launcher=$2; shift 2 ;;
     --gpus) gpus=$2; shift 2 ;;
@@ -77,7 +86,7 @@ while [ $# -gt 0 ]; do
     --touch-memory) touch=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,61p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "weak-scaling.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -87,9 +96,34 @@ case $launcher in mpiexec|slurm) ;; *) echo "weak-scaling.sh: --launcher must be
 [[ $repeats =~ ^[0-9]+$ ]] && [ "$repeats" -gt 0 ] || { echo "weak-scaling.sh: --repeats must be a positive integer" >&2; exit 2; }
 [[ $touch =~ ^[0-9]+$ ]] || { echo "weak-scaling.sh: --touch-memory must be a whole number of GiB" >&2; exit 2; }
 [ $dry -eq 1 ] || [ -x "$docmine" ] || { echo "weak-scaling.sh: $docmine not found (build first or pass --docmine)" >&2; exit 2; }
+[ -n "$out" ] || { echo "weak-scaling.sh: --out must not be empty" >&2; exit 2; }
+# the whole series is checked before any point runs or is submitted
+IFS=, read -r -a glist <<< "$gpus"
+[ ${#glist[@]} -gt 0 ] || { echo "weak-scaling.sh: --gpus is empty" >&2; exit 2; }
+for i in "${!glist[@]}"; do
+    g=${glist[$i]}
+    [[ $g =~ ^[0-9]+$ ]] && [ $((10#$g)) -gt 0 ] || { echo "weak-scaling.sh: bad GPU count '$g'" >&2; exit 2; }
+    glist[$i]=$((10#$g))
+    for ((j = 0; j < i; j++)); do
+        [ "${glist[$j]}" -ne "${glist[$i]}" ] || { echo "weak-scaling.sh: --gpus names $g twice" >&2; exit 2; }
+    done
+    if [ "$launcher" = slurm ]; then
+        [[ $gpn =~ ^[0-9]+$ ]] && [ "$gpn" -gt 0 ] || { echo "weak-scaling.sh: --gpus-per-node must be a positive integer" >&2; exit 2; }
+        g=${glist[$i]}; per=$(( g < gpn ? g : gpn ))
+        [ $(( (g + gpn - 1) / gpn * per )) -eq "$g" ] || { echo "weak-scaling.sh: $g GPUs do not fill nodes of $gpn" >&2; exit 2; }
+    fi
+done
+IFS=, read -r -a mlist <<< "$methods"
+[ ${#mlist[@]} -gt 0 ] || { echo "weak-scaling.sh: --methods is empty" >&2; exit 2; }
+for i in "${!mlist[@]}"; do
+    case ${mlist[$i]} in flock|streamclust) ;; *) echo "weak-scaling.sh: unknown method '${mlist[$i]}'" >&2; exit 2 ;; esac
+    for ((j = 0; j < i; j++)); do
+        [ "${mlist[$j]}" != "${mlist[$i]}" ] || { echo "weak-scaling.sh: --methods names ${mlist[$i]} twice" >&2; exit 2; }
+    done
+done
 mkdir -p "$out"
 [ -z "${GLIBC_TUNABLES:-}" ] || echo "GLIBC_TUNABLES=$GLIBC_TUNABLES"
-IFS=, read -r -a glist <<< "$gpus"
+status=0; points=()
 if [ "$launcher" = mpiexec ]; then
     ncores=$(env -u OMP_NUM_THREADS nproc) # this process's cores (nproc alone obeys OMP_NUM_THREADS)
     # the cores of one GPU: OMP_NUM_THREADS, else the host's cores over its GPUs (or over the
@@ -132,13 +166,13 @@ if [ "$launcher" = mpiexec ] && [ "$touch" -gt 0 ]; then
         echo "  ($(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s)"
     fi
 fi
-IFS=, read -r -a mlist <<< "$methods"
 for m in "${mlist[@]}"; do
-    case $m in flock|streamclust) ;; *) echo "weak-scaling.sh: unknown method '$m'" >&2; exit 2 ;; esac
     # the method's own options (word-split on purpose), then those after --
     if [ "$m" = flock ]; then read -r -a margs <<< "$fargs"; else read -r -a margs <<< "$sargs"; fi
     for g in "${glist[@]}"; do
-        [[ $g =~ ^[0-9]+$ ]] && [ "$g" -gt 0 ] || { echo "weak-scaling.sh: bad GPU count '$g'" >&2; exit 2; }
+        points+=("$m-$g")
+        # an older series' outputs of this point must not stand in for a run of this one that fails
+        [ $dry -eq 1 ] || rm -rf "${out:?}/$m-$g" "$out/$m-$g.log" "$out"/."$m-$g".run*
         if [ "$launcher" = mpiexec ]; then
             # each rank gets its share of the cores as OpenMP threads (oversubscribed OpenMP
             # threads cost flock 2.2x and 4.7x on 2 and 4 GPUs, bench/RESULTS.md), bound to those
@@ -162,7 +196,9 @@ for m in "${mlist[@]}"; do
                 echo "+ ${cmd[*]}"
                 [ $dry -eq 0 ] || continue
                 start=$(date +%s.%N)
-                "${cmd[@]}" | tee "$dir.log"
+                if ! "${cmd[@]}" 2>&1 | tee "$dir.log"; then  # the log holds the run's errors too
+                    echo "weak-scaling.sh: $m-$g failed (log: $dir.log)" >&2
+                fi
                 echo "  ($(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s including start-up)"
             done
             if [ "$repeats" -gt 1 ] && [ $dry -eq 0 ]; then
@@ -177,22 +213,34 @@ def total(r):
     except (OSError, ValueError, KeyError):
         return float("inf")
 times = [total(r) for r in range(1, n + 1)]
-print(min(range(1, n + 1), key=lambda r: times[r - 1]))
+best = min(range(1, n + 1), key=lambda r: times[r - 1])
+print(best if times[best - 1] != float("inf") else 0)  # 0: no run wrote a report
 print(" ".join(f"{t:.3f}" for t in times), file=sys.stderr)
 PY
 )
-                echo "  kept run $best of $repeats for $m-$g"
-                rm -rf "${out:?}/$m-$g" && mv "$out/.$m-$g.run$best" "$out/$m-$g" && mv "$out/.$m-$g.run$best.log" "$out/$m-$g.log"
+                if [ "$best" -eq 0 ]; then
+                    echo "  no run of $m-$g wrote a report (log of the last: $out/$m-$g.log)"
+                    best=$repeats
+                else
+                    echo "  kept run $best of $repeats for $m-$g"
+                fi
+                rm -rf "${out:?}/$m-$g"
+                [ ! -d "$out/.$m-$g.run$best" ] || mv "$out/.$m-$g.run$best" "$out/$m-$g"
+                mv "$out/.$m-$g.run$best.log" "$out/$m-$g.log"
                 rm -rf "$out"/."$m-$g".run*
             fi
         else
             nodes=$(( (g + gpn - 1) / gpn )); per=$(( g < gpn ? g : gpn ))
-            [ $((nodes * per)) -eq "$g" ] || { echo "weak-scaling.sh: $g GPUs do not fill nodes of $gpn" >&2; exit 2; }
-            cmd=(sbatch --parsable --nodes="$nodes" --ntasks-per-node="$per" --gpus-per-task=1
-                 --export=ALL,DOCMINE="$docmine",METHOD="$m",DOCS_PER_GPU="$dpg",OUT="$out",ARGS="${margs[*]} ${extra[*]}"
+            # the parameters travel in the environment (--export=ALL): sbatch --export=ALL,NAME=VALUE
+            # splits at every comma, which would cut ARGS such as "--k 10,20"
+            cmd=(env DOCMINE="$docmine" METHOD="$m" DOCS_PER_GPU="$dpg" OUT="$out" ARGS="${margs[*]} ${extra[*]}"
+                 sbatch --parsable --nodes="$nodes" --ntasks-per-node="$per" --gpus-per-task=1 --export=ALL
                  "$here/weak-scaling.sbatch")
             echo "+ ${cmd[*]}"
-            [ $dry -eq 1 ] || echo "  job $("${cmd[@]}")"
+            if [ $dry -eq 0 ]; then
+                job=$("${cmd[@]}") || { echo "weak-scaling.sh: sbatch failed for $m-$g" >&2; status=1; continue; }
+                echo "  job $job"
+            fi
         fi
     done
     if [ "$launcher" = mpiexec ] && [ $shared -eq 1 ]; then
@@ -219,8 +267,11 @@ PY
         done
     fi
 done
+plist=$(IFS=,; echo "${points[*]}")
 if [ "$launcher" = mpiexec ] && [ $dry -eq 0 ]; then
-    "$here/scaling-table.py" "$out"
+    # exit 1 when a point has no report (the table marks it)
+    "$here/scaling-table.py" "$out" --points "$plist" || status=1
 else
-    echo "when the jobs have finished: $here/scaling-table.py $out"
+    echo "when the jobs have finished: $here/scaling-table.py '$out' --points $plist"
 fi
+exit $status

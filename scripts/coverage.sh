@@ -9,8 +9,9 @@
 # Environment: OMP_NUM_THREADS (default 2), DOCMINE_COVERAGE_JOBS (ctest -j, default the CPUs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-build-coverage/report}
-[ $# -gt 0 ] && shift
+out=build-coverage/report
+# OUTDIR may be left out: a first argument that starts with '-' is ctest's
+if [ $# -gt 0 ] && [[ $1 != -* ]]; then out=$1; shift; fi
 command -v gcovr >/dev/null || { echo "coverage: gcovr not found (apt-get install gcovr)" >&2; exit 2; }
 jobs=${DOCMINE_COVERAGE_JOBS:-$(nproc 2>/dev/null || echo 2)}
 cmake --preset coverage >/dev/null

@@ -25,5 +25,14 @@ if [ "$preset" = cpu ]; then
     echo "demo: CPU build (no GPU here, or no CUDA toolkit): about half a minute (a GPU takes seconds)"
 fi
 # 30 expected neighbours: each topic's similar documents connect from the start (bench/RESULTS.md);
-# 100 iterations keep the CPU run short
-exec "$bin" pipeline --synthetic default --method flock --neighbours 30 --iterations 100 -o out/demo --progress "$@"
+# 100 iterations keep the CPU run short. Not with --method streamclust among the extra arguments:
+# docmine refuses flock's options there.
+method=flock; prev=""
+for a in "$@"; do
+    [ "$prev" != --method ] || method=$a
+    case $a in --method=*) method=${a#--method=} ;; esac
+    prev=$a
+done
+model=(--method flock --neighbours 30 --iterations 100)
+[ "$method" = flock ] || model=()
+exec "$bin" pipeline --synthetic default "${model[@]}" -o out/demo --progress "$@"

@@ -9,7 +9,8 @@
 # Limits: DOCMINE_SANITIZER_TIMEOUT (s per program and tool, default 240), DOCMINE_BENCH_TIMEOUT
 # (s per benchmark, default 300); DOCMINE_BENCH_ONLY: a regex selecting benchmarks by name.
 set -uo pipefail
-out=${1:?usage: scripts/gpu-check.sh OUTDIR [--quick]}
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [--quick | --no-bench | --bench-only]}
+case "$out" in -*) echo "gpu-check: the first argument is OUTDIR, not an option ($out)" >&2; exit 2 ;; esac
 mode=${2:-}
 tests=1; sanitize=1; bench=1
 case "$mode" in
@@ -19,14 +20,15 @@ case "$mode" in
     "") ;;
     *) echo "gpu-check: unknown option $mode"; exit 2 ;;
 esac
-cd "$(dirname "$0")/.."
-mkdir -p "$out"
+cd "$(dirname "$0")/.." || exit 2
+mkdir -p "$out" || exit 2
 logs=$(mktemp -d)
 summary=$out/summary.txt  # written as we go: it survives a time-out
 : > "$summary"
 exec > >(tee "$out/gpu-check.log") 2>&1
 row() { printf '%-44s %s\n' "$1" "$2" | tee -a "$summary" >/dev/null; }
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || echo 0)
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)  # grep -c prints 0 itself
+ngpu=${ngpu:-0}
 echo "== $(date -u +%FT%TZ) on $(hostname): $ngpu GPU(s)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>/dev/null
 arch=${DOCMINE_CUDA_ARCH:-90}

@@ -23,6 +23,12 @@ read -r -a extra <<< "${FLOCK_WEAK_ARGS:-}"
 cores=$(nproc)
 status=0
 for p in $ranks; do
+    [[ $p =~ ^[0-9]+$ ]] && [ "$p" -gt 0 ] || { echo "weak_scaling: bad rank count '$p'"; exit 2; }
+done
+for p in $ranks; do
+    # an earlier invocation's files of this rank count must not stand in for this one's (a
+    # failed or skipped run): the table reads them and the one-rank JSON is the baseline
+    rm -f "$out/flock_weak_$p.json" "$out/flock_weak_$p.txt"
     if [ "$p" -gt "$ngpu" ]; then
         echo "== $p ranks: skipped ($ngpu GPU(s) on this host)"
         continue

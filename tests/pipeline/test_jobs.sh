@@ -6,6 +6,11 @@
 # ab.sh runs a point under variants of the environment and tabulates them; the SLURM launcher's
 # dry run sizes nodes and tasks from the GPU counts; tune.sbatch runs `docmine
 # tune` and, with JOB_ARGS, a job's pipeline on one rank (srun stood in for); bad options exit 2.
+# Then: a series into a directory holding an older one with a point that fails (the table holds
+# the new points only, the failed one marked; exit 1); scaling-table.py on mixed series, broken
+# reports and a failed baseline; the SLURM launcher end to end under stand-ins for sbatch and
+# srun; bench/flock/weak_scaling.sh, datasets/fetch.sh, scripts/demo.sh, coverage.sh and
+# gpu-check.sh under stand-ins (no network, no GPU).
 # usage: test_jobs.sh <docmine>
 set -uo pipefail
 dm=$1
@@ -94,6 +99,195 @@ rm -f "$t/srun.log"
 [ "$(wc -l < "$t/srun.log")" -eq 2 ] && sed -n 2p "$t/srun.log" |
     grep -q -- "^--ntasks=1 /x/docmine pipeline --tune msp --tuning-db $t/db.tsv --synthetic default --docs-per-rank 1000 --method flock -o .*/run --quiet\$" ||
     fail "tune.sbatch with JOB_ARGS: $(cat "$t/srun.log")"
+
+# --- a series into a directory that holds an older one, with a point that fails ---------------
+# (a path with spaces; the older series: 150 documents per GPU on 1, 2 and 4 GPUs; the new one:
+# 100 per GPU on 1 and 2 GPUs, whose 2-rank run fails). The table holds the new series' points
+# only, the failed one marked, and the driver says so with exit 1.
+st="$t/stale dir"; mkdir -p "$st"
+for g in 1 2; do cp -r "$t/weak/streamclust-$g" "$st/"; done; cp -r "$t/weak/streamclust-2" "$st/streamclust-4"
+printf '#!/bin/sh\n[ "${PMI_SIZE:-1}" -eq 2 ] && { echo "stand-in failure" >&2; exit 3; }\nexec "%s" "$@"\n' "$dm" > "$t/flaky"
+chmod +x "$t/flaky"
+sargs=(--backend cpu --quiet --synth-words "50,100" --synth-topics 3 --k "3,6" --dim 32)
+"$src/jobs/weak-scaling.sh" --launcher mpiexec --gpus 1,2 --methods streamclust --docs-per-gpu 100 --out "$st" --docmine "$t/flaky" -- \
+    "${sargs[@]}" > "$t/stlog" 2>&1
+rc=$?; [ $rc -eq 1 ] || fail "series with a failed point: exit $rc, expected 1: $(tail -3 "$t/stlog")"
+grep -q "streamclust-2 failed" "$t/stlog" || fail "no message for the failed point: $(tail -5 "$t/stlog")"
+grep -q "stand-in failure" "$st/streamclust-2.log" || fail "the failed point's log lacks its error: $(cat "$st/streamclust-2.log")"
+[ ! -e "$st/streamclust-2/report.json" ] || fail "the older series' 2-GPU report survived the failed point"
+stcsv=$st/weak-scaling.csv
+[ "$(wc -l < "$stcsv" 2>/dev/null)" = 3 ] || fail "stale series: expected the 2 points of the new series: $(cat "$stcsv" 2>&1)"
+awk -F, 'NR == 2 && !($2 == 1 && $3 == 100 && $10 == 1 && $15 == "ok") { exit 1 }
+         NR == 3 && !($2 == 2 && $10 == "nan" && $15 == "no report.json") { exit 1 }' "$stcsv" ||
+    fail "stale series rows: $(cat "$stcsv")"
+grep -q "FAILED: no report.json" "$t/stlog" || fail "the printed table does not mark the failed point: $(tail -6 "$t/stlog")"
+# --repeats: every run of a point failing leaves no report, and the series goes on
+"$src/jobs/weak-scaling.sh" --launcher mpiexec --gpus 2,1 --repeats 2 --methods streamclust --docs-per-gpu 100 --out "$t/rep" \
+    --docmine "$t/flaky" -- "${sargs[@]}" > "$t/replog" 2>&1
+rc=$?; [ $rc -eq 1 ] || fail "--repeats 2 with a failing point: exit $rc: $(tail -3 "$t/replog")"
+[ -s "$t/rep/streamclust-1/report.json" ] && grep -q "stand-in failure" "$t/rep/streamclust-2.log" &&
+    [ -z "$(find "$t/rep" -name '.*')" ] || fail "--repeats 2 with a failing point: $(ls -A "$t/rep")"
+
+# --- scaling-table.py on its own ---------------------------------------------------------------
+# a series of another number of documents per GPU (a 1-GPU point at 100 per GPU, in 'a-1') is
+# not the baseline of the 150-per-GPU series; a truncated report is a FAILED row (exit 1); a
+# report without timers is a row without time
+mx=$t/mixed; mkdir -p "$mx"
+cp -r "$t/weak/streamclust-1" "$t/weak/streamclust-2" "$mx/"; cp -r "$st/streamclust-1" "$mx/a-1"
+python3 "$src/jobs/scaling-table.py" "$mx" --csv "$t/mx.csv" --png "$t/mx.png" > "$t/mxlog" 2>&1 || fail "mixed series: $(tail -3 "$t/mxlog")"
+want=$(python3 -c 'import json, sys; t = [json.load(open(f))["timers_s"]["pipeline.total"]["max"] for f in sys.argv[1:]]; print(t[0] / t[1])' \
+    "$mx/streamclust-1/report.json" "$mx/streamclust-2/report.json")
+awk -F, -v w="$want" '$2 == 2 { n++; if ($10 / w < 0.999 || $10 / w > 1.001) bad = 1 } $2 == 1 && $10 != 1 { bad = 1 }
+                      END { exit (n == 1 && !bad) ? 0 : 1 }' "$t/mx.csv" ||
+    fail "mixed series: the 2-GPU efficiency is not against the 1-GPU point of 150 per GPU ($want): $(cat "$t/mx.csv")"
+mkdir -p "$mx/streamclust-4"; head -c 200 "$mx/streamclust-2/report.json" > "$mx/streamclust-4/report.json"
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); del r["timers_s"]; json.dump(r, open(sys.argv[2], "w"))' \
+    "$mx/a-1/report.json" "$mx/a-1/r.json" && mv "$mx/a-1/r.json" "$mx/a-1/report.json"
+python3 "$src/jobs/scaling-table.py" "$mx" --csv "$t/mx.csv" --png "$t/mx.png" > "$t/mxlog" 2>&1
+rc=$?; [ $rc -eq 1 ] || fail "scaling-table.py with a truncated report: exit $rc, expected 1"
+grep -q '^streamclust,4,.*,unreadable report.json' "$t/mx.csv" || fail "truncated report: no FAILED row: $(cat "$t/mx.csv")"
+grep -q '^streamclust,1,100,100,nan,.*,no pipeline.total timer$' "$t/mx.csv" || fail "report without timers: $(cat "$t/mx.csv")"
+# --points: a point named without a report is a FAILED row (exit 1); when it is the series'
+# smallest point, the series has no efficiency (it is not taken against the next point)
+rm -rf "$t/nobase"; mkdir -p "$t/nobase"; cp -r "$t/weak/streamclust-2" "$t/nobase/"
+python3 "$src/jobs/scaling-table.py" "$t/nobase" --points streamclust-1,streamclust-2 --csv "$t/nb.csv" --png "$t/nb.png" > /dev/null 2>&1
+rc=$?; [ $rc -eq 1 ] || fail "--points with a missing point: exit $rc, expected 1"
+awk -F, 'NR == 2 && !($2 == 1 && $15 == "no report.json") { exit 1 } NR == 3 && !($2 == 2 && $10 == "nan") { exit 1 }
+         END { exit NR == 3 ? 0 : 1 }' "$t/nb.csv" 2>/dev/null || fail "failed baseline: $(cat "$t/nb.csv" 2>&1)"
+python3 "$src/jobs/scaling-table.py" "$t/weak" --points flock-x > /dev/null 2>&1; [ $? -eq 2 ] || fail "--points flock-x accepted"
+
+# --- bad driver options exit 2 before anything runs ---------------------------------------------
+for o in "--gpus 1,1" "--gpus 0" "--gpus 1,x" "--gpus ," "--methods flock,flock" "--methods flock,bogus" "--repeats 0" \
+         "--docs-per-gpu 0" "--out" "--gpus" "--docmine $t/no-such-docmine"; do
+    # shellcheck disable=SC2086 # o is a list of options
+    rm -rf "$t/bad"
+    timeout 120 "$src/jobs/weak-scaling.sh" --launcher mpiexec --docmine "$dm" --out "$t/bad" --gpus 1 --docs-per-gpu 100 $o > "$t/badlog" 2>&1
+    rc=$?; [ $rc -eq 2 ] || fail "weak-scaling.sh $o: exit $rc, expected 2: $(tail -2 "$t/badlog")"
+    [ -z "$(ls -A "$t/bad" 2>/dev/null)" ] || fail "weak-scaling.sh $o: a point ran"
+done
+"$src/jobs/weak-scaling.sh" --launcher mpiexec --gpus > "$t/badlog" 2>&1
+grep -q "^weak-scaling.sh: --gpus needs a value" "$t/badlog" || fail "--gpus without a value: $(cat "$t/badlog")"
+"$src/jobs/ab.sh" --variant "" --variant > "$t/badlog" 2>&1
+[ $? -eq 2 ] && grep -q "needs a value" "$t/badlog" || fail "ab.sh --variant without a value: $(cat "$t/badlog")"
+
+# --- the SLURM launcher under stand-ins: sbatch splits --export=ALL,NAME=VALUE,... at every
+# comma (as SLURM does) and runs the job at once; srun is mpiexec -------------------------------
+mkdir -p "$t/slurm"
+cat > "$t/slurm/sbatch" <<'SBATCH'
+#!/usr/bin/env bash
+n=1; per=1; exp=ALL; script=""
+for a in "$@"; do
+    case $a in
+    --nodes=*) n=${a#*=} ;; --ntasks-per-node=*) per=${a#*=} ;; --export=*) exp=${a#*=} ;; -*) ;;
+    *) [ -n "$script" ] || script=$a ;;
+    esac
+done
+IFS=, read -r -a kv <<< "$exp"
+for x in "${kv[@]:1}"; do [[ $x == *=* ]] && export "${x?}"; done
+echo "ARGS=${ARGS:-}" >> "$SLURM_STUB_LOG"
+id=$RANDOM
+SLURM_NTASKS=$((n * per)) SLURM_NTASKS_PER_NODE=$per SLURM_JOB_ID=$id bash "$script" > "$(dirname "$SLURM_STUB_LOG")/job-$id.out" 2>&1
+echo "$id"
+SBATCH
+printf '#!/bin/sh\nexec mpiexec -n "$SLURM_NTASKS" "$@"\n' > "$t/slurm/srun"; chmod +x "$t/slurm/sbatch" "$t/slurm/srun"
+mkdir -p "$t/sl"; cp -r "$t/weak/streamclust-2" "$t/sl/streamclust-4"   # an older series' point
+PATH="$t/slurm:$PATH" SLURM_STUB_LOG="$t/sbatch.log" "$src/jobs/weak-scaling.sh" --launcher slurm --gpus 1,2 --gpus-per-node 2 \
+    --methods streamclust --docs-per-gpu 120 --out "$t/sl" --docmine "$dm" --streamclust-args "--k 3,6" -- \
+    --backend cpu --quiet --synth-words 50,100 --synth-topics 3 --dim 32 > "$t/sllog" 2>&1 || fail "SLURM launcher: $(tail -3 "$t/sllog")"
+[ "$(grep -c -- '--k 3,6 --backend cpu --quiet --synth-words 50,100 --synth-topics 3 --dim 32$' "$t/sbatch.log")" = 2 ] ||
+    fail "SLURM launcher: the jobs' ARGS: $(cat "$t/sbatch.log")"
+for g in 1 2; do [ -s "$t/sl/streamclust-$g/report.json" ] || fail "SLURM launcher: no report of point $g: $(cat "$t"/job-*.out)"; done
+hint=$(sed -n 's/^when the jobs have finished: //p' "$t/sllog")
+[ -n "$hint" ] && eval "python3 $hint --csv '$t/sl.csv' --png '$t/sl.png'" > /dev/null 2>&1 || fail "SLURM launcher: the table command: '$hint'"
+[ "$(cut -d, -f2,4 "$t/sl.csv" 2>&1 | tail -n +2 | paste -sd' ')" = "1,120 2,120" ] || fail "SLURM series table: $(cat "$t/sl.csv" 2>&1)"
+
+# --- bench/flock/weak_scaling.sh: a failed or skipped run leaves no older files behind ----------
+mkdir -p "$t/bw/bench/flock"
+cat > "$t/bw/bench/flock/bench_flock" <<'BENCH'
+#!/usr/bin/env bash
+# stand-in: rank 0 logs its arguments, writes --json and prints the lines weak_scaling.sh reads
+[ "${PMI_RANK:-0}" = 0 ] || exit 0
+echo "$*" >> "$BW_LOG"
+[ "${PMI_SIZE:-1}" != "${BW_FAIL:-x}" ] || exit 3
+json=""; prev=""; for a in "$@"; do [ "$prev" != --json ] || json=$a; prev=$a; done
+echo '{}' > "$json"
+echo "flock benchmark: 10 documents"; echo "run 1.0 s (${BW_MS:-5.0} ms/iteration)"
+BENCH
+chmod +x "$t/bw/bench/flock/bench_flock"
+BW_LOG=$t/bw.log FLOCK_WEAK_GPUS=2 "$src/bench/flock/weak_scaling.sh" "$t/bw" "$t/bwout" 10 2 "1 2" > /dev/null 2>&1 || fail "bench weak_scaling.sh"
+echo "old" > "$t/bwout/flock_weak_4.txt"
+rm -f "$t/bw.log"
+BW_LOG=$t/bw.log BW_FAIL=1 BW_MS=7.0 FLOCK_WEAK_GPUS=2 "$src/bench/flock/weak_scaling.sh" "$t/bw" "$t/bwout" 10 2 "1 2 4" > "$t/bwlog" 2>&1
+grep -q -- "--baseline" "$t/bw.log" && fail "bench weak_scaling.sh: the failed 1-rank run's older JSON was the baseline: $(cat "$t/bw.log")"
+grep -q '^1 .*5\.0' "$t/bwout/weak_scaling.txt" && fail "bench weak_scaling.sh: the failed 1-rank run's older time in the table"
+grep -q '^4 ' "$t/bwout/weak_scaling.txt" && fail "bench weak_scaling.sh: a skipped rank count's older file in the table: $(cat "$t/bwout/weak_scaling.txt")"
+
+# --- datasets/fetch.sh under a stand-in curl: no network, a wrong checksum, a corrupt Reuters
+# archive, an unknown name -----------------------------------------------------------------------
+mkdir -p "$t/net/bin" "$t/net/srv" "$t/net/bad"
+cat > "$t/net/bin/curl" <<'CURL'
+#!/bin/sh
+# stand-in curl: FETCH_SRV/<the URL's file name>; FETCH_FAIL: no network, after writing a part
+out=""; url=""
+while [ $# -gt 0 ]; do case $1 in -o) out=$2; shift 2 ;; -*) shift ;; *) url=$1; shift ;; esac; done
+[ -z "${FETCH_FAIL:-}" ] || { printf 'part' > "$out"; echo "curl: (6) Could not resolve host" >&2; exit 6; }
+cp "$FETCH_SRV/${url##*/}" "$out"
+CURL
+chmod +x "$t/net/bin/curl"
+fetch() { PATH="$t/net/bin:$PATH" "$src/datasets/fetch.sh" "$@"; }
+FETCH_FAIL=1 fetch bbc "$t/net/d s" > "$t/flog" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "^fetch: downloading .* failed" "$t/flog" || fail "fetch.sh without network: exit $rc: $(cat "$t/flog")"
+[ -z "$(ls -A "$t/net/d s/bbc")" ] || fail "fetch.sh without network left: $(ls -A "$t/net/d s/bbc")"
+printf 'not the archive' > "$t/net/bad/bbc-fulltext.zip"
+for i in 1 2; do   # twice: a rerun downloads again rather than stopping at the bad file
+    FETCH_SRV=$t/net/bad fetch bbc "$t/net/d s" > "$t/flog" 2>&1; rc=$?
+    [ $rc -eq 1 ] && grep -q "sha256 mismatch" "$t/flog" || fail "fetch.sh, wrong checksum (run $i): exit $rc: $(cat "$t/flog")"
+done
+[ -z "$(ls -A "$t/net/d s/bbc")" ] || fail "fetch.sh, wrong checksum, left: $(ls -A "$t/net/d s/bbc")"
+fetch nosuch "$t/net/d s" > /dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] && [ ! -e "$t/net/d s/nosuch" ] || fail "fetch.sh nosuch: exit $rc, or it made its folder"
+reuters=${DOCMINE_DATASETS:-$src/../shared/datasets}/reuters21578
+if [ -f "$reuters/reut2-000.sgm.gz" ] || [ -f "$reuters/reut2-000.sgm" ]; then
+    for f in "$reuters"/reut2-*.sgm*; do
+        b=$(basename "$f" .gz)
+        if [ "$b" != "$(basename "$f")" ]; then gzip -dc "$f" > "$t/net/srv/$b"; else cp "$f" "$t/net/srv/"; fi
+    done
+    (cd "$t/net/srv" && tar -czf reuters21578.tar.gz reut2-*.sgm)
+    cp "$t"/net/srv/reut2-*.sgm "$t/net/bad/"; echo "changed" >> "$t/net/bad/reut2-007.sgm"
+    (cd "$t/net/bad" && tar -czf reuters21578.tar.gz reut2-*.sgm)
+    FETCH_SRV=$t/net/bad fetch reuters21578 "$t/net/d s" > "$t/flog" 2>&1; rc=$?
+    [ $rc -eq 1 ] && grep -q "extracted files do not match" "$t/flog" || fail "fetch.sh, corrupt Reuters: exit $rc: $(tail -2 "$t/flog")"
+    [ -z "$(ls -A "$t/net/d s/reuters21578")" ] || fail "fetch.sh, corrupt Reuters, left: $(ls -A "$t/net/d s/reuters21578" | head -3)"
+    FETCH_SRV=$t/net/srv fetch reuters21578 "$t/net/d s" > "$t/flog" 2>&1 || fail "fetch.sh Reuters after a failed fetch: $(tail -2 "$t/flog")"
+    grep -q "^$t/net/d s/reuters21578   (docmine ... --corpus" "$t/flog" || fail "fetch.sh Reuters: $(cat "$t/flog")"
+    FETCH_FAIL=1 fetch reuters21578 "$t/net/d s" > "$t/flog" 2>&1 || fail "fetch.sh Reuters in place: it downloaded again"
+else
+    echo "(no Reuters copy under $reuters: fetch.sh's Reuters cases skipped)"
+fi
+
+# --- scripts/ under stand-ins (cmake, ctest, gcovr, mpiexec; nvidia-smi that finds no GPU):
+# demo.sh with --method streamclust, coverage.sh with ctest arguments only, gpu-check.sh ---------
+sc=$t/sc; mkdir -p "$sc/bin" "$sc/repo/scripts" "$sc/repo/build-cpu/apps" "$sc/repo/build/apps"
+cp "$src/scripts/demo.sh" "$src/scripts/coverage.sh" "$src/scripts/gpu-check.sh" "$sc/repo/scripts/"
+ln -s "$dm" "$sc/repo/build-cpu/apps/docmine"; ln -s "$dm" "$sc/repo/build/apps/docmine"
+printf '#!/bin/sh\nexit 9\n' > "$sc/bin/nvidia-smi"
+for c in cmake ctest gcovr mpiexec; do
+    printf '#!/bin/sh\necho "%s $*" >> "%s/calls"\n[ %s != ctest ] || echo "100%% tests passed"\n' "$c" "$sc" "$c" > "$sc/bin/$c"
+done
+chmod +x "$sc"/bin/*
+PATH="$sc/bin:$PATH" "$sc/repo/scripts/demo.sh" --method streamclust --synthetic 300 --backend cpu --quiet --k 3,6 > "$t/demolog" 2>&1 ||
+    fail "demo.sh --method streamclust: $(tail -3 "$t/demolog")"
+[ "$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["results"]["method"])' "$sc/repo/out/demo/report.json" 2>&1)" = streamclust ] ||
+    fail "demo.sh --method streamclust: no streamclust report"
+rm -f "$sc/calls"; mkdir -p "$sc/repo/build-coverage"   # what the stand-in cmake does not make
+PATH="$sc/bin:$PATH" "$sc/repo/scripts/coverage.sh" -R flock > "$t/covlog" 2>&1 || fail "coverage.sh -R flock: $(tail -3 "$t/covlog")"
+grep -q "^ctest --preset coverage -j [0-9]* -R flock$" "$sc/calls" && [ -d "$sc/repo/build-coverage/report" ] ||
+    fail "coverage.sh -R flock: $(cat "$sc/calls" 2>&1)"
+PATH="$sc/bin:$PATH" "$sc/repo/scripts/gpu-check.sh" "$sc/gc" --quick > "$t/gclog" 2>&1 || fail "gpu-check.sh without a GPU: exit $?"
+grep -q "^info --bandwidth (ranks=2)" "$sc/gc/summary.txt" 2>/dev/null && [ -s "$sc/gc/logs.tar.gz" ] ||
+    fail "gpu-check.sh without a GPU: $(tail -3 "$t/gclog")"
+(cd "$sc" && PATH="$sc/bin:$PATH" "$sc/repo/scripts/gpu-check.sh" --quick > /dev/null 2>&1); rc=$?
+[ $rc -eq 2 ] && [ ! -e "$sc/repo/--quick" ] || fail "gpu-check.sh --quick (no OUTDIR): exit $rc"
 
 if [ $fails -ne 0 ]; then echo "$fails failure(s)"; exit 1; fi
 echo "1 passed, 0 failed"
