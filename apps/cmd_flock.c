@@ -294,7 +294,7 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
         case 'h':
             if (ctx->rank == 0) usage(stdout);
             return DM_EXIT_OK;
-        default: return dm_app_usage_error(app, "flock", "unknown or incomplete option '%s'", name);
+        default: return dm_app_usage_error(app, "flock", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
     }
     if (optind < argc) return dm_app_usage_error(app, "flock", "unexpected argument '%s'", argv[optind]);

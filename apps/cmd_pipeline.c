@@ -427,7 +427,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
         case 'h':
             if (ctx->rank == 0) usage(stdout);
             return DM_EXIT_OK;
-        default: return dm_app_usage_error(app, cmd, "unknown or incomplete option '%s'", name);
+        default: return dm_app_usage_error(app, cmd, "unknown or incomplete option '%s'", argv[optind - 1]);
         }
 #undef NUM
 #undef COUNT
