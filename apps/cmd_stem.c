@@ -53,6 +53,10 @@ int dm_cmd_stem(dm_app *app, int argc, char **argv)
     errno = 0;
     while ((k = getline(&line, &lcap, stdin)) >= 0) {
         while (k > 0 && (line[k - 1] == '\n' || line[k - 1] == '\r')) k--;
+        if (len + (size_t)k > UINT32_MAX || n >= UINT32_MAX) { /* offsets are 32-bit: checked on every line */
+            rc = DM_ERR(DM_ERR_INVALID_ARG, "stem: input too large (more than 4 GiB of words)");
+            break;
+        }
         if (len + (size_t)k + 1 > cap || n == ncap) {
             cap = 2 * (len + (size_t)k + 1);
             ncap = ncap ? 2 * ncap : 4096;
@@ -62,8 +66,8 @@ int dm_cmd_stem(dm_app *app, int argc, char **argv)
             if (o2) off = o2;
             l2 = dm_realloc(wl, ncap * sizeof(*l2));
             if (l2) wl = l2;
-            if (!w2 || !o2 || !l2 || len + (size_t)k > UINT32_MAX) {
-                rc = DM_ERR(DM_ERR_NOMEM, "stem: input too large");
+            if (!w2 || !o2 || !l2) {
+                rc = DM_ERR(DM_ERR_NOMEM, "stem: out of memory for the words");
                 break;
             }
         }

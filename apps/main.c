@@ -205,7 +205,14 @@ int main(int argc, char **argv)
         } else if (getenv("DOCMINE_TUNE")) {
             int m;
             if (dm_tune_mode_parse(getenv("DOCMINE_TUNE"), &m) == DM_OK) dm_tune_set_mode(m);
-            else if (rank == 0) fprintf(stderr, "docmine: ignoring DOCMINE_TUNE='%s': %s\n", getenv("DOCMINE_TUNE"), dm_error_message());
+            else {
+                /* said once (rank 0), and the mode set, so that the tuner does not say it again per rank */
+                if (rank == 0)
+                    fprintf(stderr, "docmine: ignoring DOCMINE_TUNE='%s' (off, model, msp or exhaustive); using msp\n",
+                            getenv("DOCMINE_TUNE"));
+                dm_error_clear();
+                dm_tune_set_mode(DM_TUNE_MSP);
+            }
         }
         if (g.tuning_db) dm_tune_set_db_path(g.tuning_db);
         /* help needs no GPU: do not let --backend cuda stop it */

@@ -46,6 +46,12 @@ has "info: no path known" "$(tuning_line -u HOME -u XDG_CACHE_HOME -u DOCMINE_TU
 n=$(DOCMINE_TUNING_DB="$tmp/good.tsv" "$mpiexec" -n 2 "$dm" "${cpu[@]}" info 2>/dev/null | grep -c '^tuning ')
 [ "$n" = 1 ] && ok "info: one tuning line on 2 ranks" || bad "info: $n tuning lines on 2 ranks"
 
+# a DOCMINE_TUNE that is no mode: said once on 2 ranks, and msp used
+err=$(DOCMINE_TUNE=fast "$mpiexec" -n 2 "$dm" "${cpu[@]}" info 2>&1 >/dev/null)
+n=$(printf '%s\n' "$err" | grep -c "DOCMINE_TUNE='fast'")
+[ "$n" = 1 ] && ok "DOCMINE_TUNE=fast said once on 2 ranks" || bad "DOCMINE_TUNE=fast said $n times: $err"
+has "DOCMINE_TUNE=fast: msp" "$(DOCMINE_TUNE=fast "$dm" "${cpu[@]}" info 2>/dev/null | grep '^tuning ')" "mode msp"
+
 # ---- which path: option, environment, XDG_CACHE_HOME, HOME ----------------------------------
 mkdir -p "$tmp/xdg/docmine" "$tmp/home/.cache/docmine"
 has "path: --tuning-db wins over DOCMINE_TUNING_DB" \
