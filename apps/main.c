@@ -106,9 +106,9 @@ static int take_globals(int *argc, char **argv, global_opts *g, int rank)
         case 0: bad = dm_backend_parse(val, &g->ctx.backend) != DM_OK; break;
         case 1: bad = parse_u64(val, &v) != 0 || v < 1 || v > 4096; g->ctx.threads = (int)v; break;
         case 2: bad = parse_u64(val, &v) != 0; g->ctx.seed = v; break;
-        case 3: g->report = val; break;
+        case 3: bad = !val[0]; g->report = val; break;
         case 4: { int m; bad = dm_tune_mode_parse(val, &m) != DM_OK; g->tune = val; } break;
-        case 5: g->tuning_db = val; break;
+        case 5: bad = !val[0]; g->tuning_db = val; break; /* "" would quietly mean the default */
         }
         if (bad) {
             if (rank == 0) fprintf(stderr, "docmine: invalid value '%s' for %s (see docmine --help)\n", val, names[which]);

@@ -30,6 +30,8 @@ check "unknown option" 2 "unknown or incomplete option '--bogus'" -- "$dm" info 
 check "bad global value" 2 "invalid value 'x' for --threads" -- "$dm" info --threads x
 check "bad backend" 2 "invalid value 'gpu' for --backend" -- "$dm" info --backend gpu
 check "missing value" 2 "option --report needs a value" -- "$dm" info --report
+check "empty --tuning-db" 2 "invalid value '' for --tuning-db" -- "$dm" info --tuning-db ''
+check "empty --report" 2 "invalid value '' for --report" -- "$dm" info --report ''
 # a command's bad value names its option, written with the value as the next word or after '='
 check "bad pipeline value" 2 "invalid value '0' for --synthetic" -- "$dm" pipeline --synthetic 0 -o "$(mktemp -u)"
 check "bad pipeline value, =" 2 "invalid value '0' for --synthetic" -- "$dm" pipeline --synthetic=0 -o "$(mktemp -u)"
