@@ -56,11 +56,14 @@ int dm_flock_vocab_read(dm_flock_vocab *out, const char *path, uint64_t n_terms)
         line = 0;
         while (p < end && rc == DM_OK) {
             char *nl = memchr(p, '\n', (size_t)(end - p));
+            char *next = nl ? nl + 1 : end; /* the next line (past a CR LF's LF too) */
             char *le = nl ? nl : end;
             line++;
-            if (le > p && le[-1] == '\r') le[-1] = '\0', le--;
+            /* a CR LF's CR ends the line's text; the blob is not written here (both passes see the
+             * same lines, and the line numbers count the file's lines) */
+            if (le > p && le[-1] == '\r') le--;
             if (le == p || *p == '#') {
-                p = le + 1;
+                p = next;
                 continue;
             }
             char *tab = memchr(p, '\t', (size_t)(le - p));
@@ -70,7 +73,7 @@ int dm_flock_vocab_read(dm_flock_vocab *out, const char *path, uint64_t n_terms)
             if (!tab || num_end != tab || errno || p == tab) {
                 /* a header line "id<TAB>term<TAB>df" is allowed as the first line */
                 if (line == 1 && tab) {
-                    p = le + 1;
+                    p = next;
                     continue;
                 }
                 rc = DM_ERR(DM_ERR_FORMAT, "%s:%ld: expected id<TAB>term<TAB>df", path, line);
@@ -90,7 +93,7 @@ int dm_flock_vocab_read(dm_flock_vocab *out, const char *path, uint64_t n_terms)
                 *(tab2 ? tab2 : le) = '\0';
                 out->term[id] = term;
             }
-            p = le + 1;
+            p = next;
         }
         if (pass == 0 && rc == DM_OK) {
             out->n = any ? maxid + 1 : 0;

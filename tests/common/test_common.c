@@ -533,6 +533,55 @@ static void test_metrics_hand(void)
     CU_ASSERT_EQUAL(dm_metrics_compute(&m, t5, p4, 2), DM_ERR_INVALID_ARG);
 }
 
+/* degenerate labelings (scikit-learn's conventions) and counts beyond 2^32, by hand */
+static void test_metrics_edges(void)
+{
+    dm_metrics m;
+    /* one document: one class, one cluster: 1, 1, 1 */
+    int32_t t1[] = {3}, p1[] = {-1};
+    CU_ASSERT_EQUAL_FATAL(dm_metrics_compute(&m, t1, p1, 1), DM_OK);
+    CU_ASSERT_DOUBLE_EQUAL(m.nmi, 1.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(m.ari, 1.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(m.purity, 1.0, 0);
+    /* one class, every document its own cluster: MI 0 (NMI 0, not 0/0); ARI: no pair together in
+     * a cluster, expected 0, max C(3,2)/2: 0; purity 1 */
+    int32_t t2[] = {0, 0, 0}, p2[] = {0, 1, 2};
+    CU_ASSERT_EQUAL_FATAL(dm_metrics_compute(&m, t2, p2, 3), DM_OK);
+    CU_ASSERT_DOUBLE_EQUAL(m.nmi, 0.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(m.ari, 0.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(m.purity, 1.0, 0);
+    /* two classes of two, singletons: MI = H(U) = ln 2, H(V) = ln 4: NMI = ln 2 / (3 ln 2 / 2) = 2/3;
+     * ARI 0; purity 1 */
+    int32_t t3[] = {0, 0, 1, 1}, p3[] = {0, 1, 2, 3};
+    CU_ASSERT_EQUAL_FATAL(dm_metrics_compute(&m, t3, p3, 4), DM_OK);
+    CU_ASSERT_DOUBLE_EQUAL(m.nmi, 2.0 / 3.0, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(m.ari, 0.0, 1e-15);
+    CU_ASSERT_EQUAL(m.clusters, 4);
+    /* every document noise: one cluster (-1) against two classes: 0, 0, 1/2 */
+    int32_t p4[] = {-1, -1, -1, -1};
+    CU_ASSERT_EQUAL_FATAL(dm_metrics_compute(&m, t3, p4, 4), DM_OK);
+    CU_ASSERT_DOUBLE_EQUAL(m.nmi, 0.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(m.ari, 0.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(m.purity, 0.5, 0);
+    CU_ASSERT_EQUAL(m.clusters, 1);
+    /* 2^33 documents, classes independent of clusters, a = 2^31 in each cell: NMI 0, purity 1/2,
+     * ARI = (4 C(a,2) - E) / (2 C(2a,2) - E), E = (2 C(2a,2))^2 / C(4a,2), which is -1 / (4a - 2) */
+    const uint64_t a = (uint64_t)1 << 31, cnt[] = {a, a, a, a};
+    const int32_t cc[] = {0, 0, 1, 1}, cp[] = {0, 1, 0, 1};
+    CU_ASSERT_EQUAL_FATAL(dm_metrics_from_table(&m, cc, cp, cnt, 4), DM_OK);
+    CU_ASSERT_EQUAL(m.n, (uint64_t)1 << 33);
+    CU_ASSERT_DOUBLE_EQUAL(m.nmi, 0.0, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(m.purity, 0.5, 0);
+    CU_ASSERT_DOUBLE_EQUAL(m.ari, -1.0 / (4.0 * (double)a - 2.0), 1e-18);
+    /* the same size, each class split in two equal clusters: MI = H(U) = ln 2, H(V) = ln 4:
+     * NMI 2/3, purity 1 */
+    const int32_t dp[] = {0, 1, 2, 3};
+    const int32_t dc[] = {0, 0, 1, 1};
+    CU_ASSERT_EQUAL_FATAL(dm_metrics_from_table(&m, dc, dp, cnt, 4), DM_OK);
+    CU_ASSERT_DOUBLE_EQUAL(m.purity, 1.0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(m.nmi, 2.0 / 3.0, 1e-12);
+}
+
 /* classes from label strings: the first label, numbered in byte order of the names (a prefix
  * first); "" / NULL / an empty first label: -1 */
 static void test_metrics_classes(void)
@@ -586,6 +635,7 @@ int main(void)
         {"progress lines in a log file", test_progress_log_file},
         {"tuner registry and modes", test_tune_registry},
         {"clustering metrics against hand-computed values", test_metrics_hand},
+        {"clustering metrics: degenerate labelings, 2^33 documents", test_metrics_edges},
         {"classes from label strings", test_metrics_classes},
         CU_TEST_INFO_NULL,
     };
