@@ -17,6 +17,7 @@
 #include "common/metrics.h"
 #include "common/report.h"
 #include "common/alloc.h"
+#include "common/fileio.h"
 #include "common/status.h"
 #include "common/timer.h"
 #include "streamclust/streamclust.h"
@@ -58,19 +59,16 @@ static int parse_long(long *out, const char *s)
 /* Rodinia's outcenterIDs layout, written atomically. */
 static int write_centres(const char *dir, const dm_sc_result *r)
 {
-    char path[4096], tmp[4200];
+    char path[4096];
     snprintf(path, sizeof path, "%s/centers.txt", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return DM_ERR(DM_ERR_IO, "%s: %s", tmp, strerror(errno));
+    dm_atomic_file f; /* a temporary name of this process, fsync, rename; removed on failure */
+    DM_TRY(dm_atomic_open(&f, path));
     for (long c = 0; c < r->k; c++) {
-        fprintf(f, "%ld\n%lf\n", r->centre_ids[c], (double)r->weights[c]);
-        for (int d = 0; d < r->dim; d++) fprintf(f, "%lf ", (double)r->centres[(size_t)c * r->dim + d]);
-        fprintf(f, "\n\n");
+        fprintf(f.fp, "%ld\n%lf\n", r->centre_ids[c], (double)r->weights[c]);
+        for (int d = 0; d < r->dim; d++) fprintf(f.fp, "%lf ", (double)r->centres[(size_t)c * r->dim + d]);
+        fprintf(f.fp, "\n\n");
     }
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        return DM_ERR(DM_ERR_IO, "%s: %s", path, strerror(errno));
-    return DM_OK;
+    return dm_atomic_commit(&f);
 }
 
 /* Gathers count elements of elem bytes from every rank to rank 0 (rank order) into *all (rank 0:
@@ -195,21 +193,18 @@ static int gather_outputs(sc_outputs *out, const dm_sc_result *r, const dm_vecto
 /* Rank 0: assignments.tsv, one row per input point in stream order, written atomically. */
 static int write_assignments(const char *dir, const dm_sc_result *r, const sc_outputs *g)
 {
-    char path[4096], tmp[4200];
+    char path[4096];
     snprintf(path, sizeof path, "%s/assignments.tsv", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return DM_ERR(DM_ERR_IO, "%s: %s", tmp, strerror(errno));
-    fprintf(f, g->doc ? "doc\tlabel\tcentre\tcentre_id\tsq_dist\n" : "point\tcentre\tcentre_id\tsq_dist\n");
+    dm_atomic_file f;
+    DM_TRY(dm_atomic_open(&f, path));
+    fprintf(f.fp, g->doc ? "doc\tlabel\tcentre\tcentre_id\tsq_dist\n" : "point\tcentre\tcentre_id\tsq_dist\n");
     for (long i = 0; i < g->n; i++) {
         int c = g->label[i];
-        if (g->doc) fprintf(f, "%s\t%s\t", g->doc[i], g->labels[i]);
-        else fprintf(f, "%ld\t", i);
-        fprintf(f, "%d\t%ld\t%.9g\n", c, r->centre_ids[c], (double)g->dist[i]);
+        if (g->doc) fprintf(f.fp, "%s\t%s\t", g->doc[i], g->labels[i]);
+        else fprintf(f.fp, "%ld\t", i);
+        fprintf(f.fp, "%d\t%ld\t%.9g\n", c, r->centre_ids[c], (double)g->dist[i]);
     }
-    if (ferror(f) | (fclose(f) != 0)) return DM_ERR(DM_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-    if (rename(tmp, path) != 0) return DM_ERR(DM_ERR_IO, "%s: %s", path, strerror(errno));
-    return DM_OK;
+    return dm_atomic_commit(&f);
 }
 
 /* Rank 0: NMI / ARI / purity of the centres against the first label of every labelled document.

@@ -343,7 +343,7 @@ struct json_t;
  * then the line "-1 <noise documents>". size[n_clusters] is the number of noise documents. */
 int dm_flock_clusters_tsv(const char *path, const uint64_t *size, int32_t n_clusters, const uint32_t *terms,
                           const double *weights, int top_k, const dm_flock_vocab *voc);
-/* The report's "quality" object (nmi, ari, purity, labelled_documents, classes). */
+/* The report's "quality" object: dm_metrics_json (nmi, ari, purity, labelled_documents, classes, clusters). */
 struct json_t *dm_flock_quality_json(const dm_metrics *m);
 
 typedef struct dm_flock_job_options {

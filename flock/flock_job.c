@@ -48,13 +48,7 @@ int dm_flock_clusters_tsv(const char *path, const uint64_t *size, int32_t n_clus
 
 json_t *dm_flock_quality_json(const dm_metrics *m)
 {
-    json_t *q = json_object();
-    json_object_set_new(q, "nmi", json_real(m->nmi));
-    json_object_set_new(q, "ari", json_real(m->ari));
-    json_object_set_new(q, "purity", json_real(m->purity));
-    json_object_set_new(q, "labelled_documents", json_integer((json_int_t)m->n));
-    json_object_set_new(q, "classes", json_integer(m->classes));
-    return q;
+    return dm_metrics_json(m); /* the same object as streamclust's reports */
 }
 
 /* Each rank's measured speed; NULL (*sw) when they are within 10% (equal slices). */

@@ -228,6 +228,9 @@ int main(int argc, char **argv)
         double nmi = json_number_value(json_object_get(q, "nmi"));
         CHECK(fabs(met.nmi - nmi) < 1e-9, "NMI from assignments.tsv %.6f, report %.6f", met.nmi, nmi);
         CHECK(fabs(met.ari - json_number_value(json_object_get(q, "ari"))) < 1e-9, "ARI differs from the report");
+        CHECK(json_integer_value(json_object_get(q, "clusters")) == met.clusters &&
+                  json_integer_value(json_object_get(q, "classes")) == met.classes,
+              "report.json: quality's clusters/classes differ from assignments.tsv's (%d, %d)", met.clusters, met.classes);
         if (want_nmi) CHECK(met.nmi >= min_nmi, "NMI %.4f below %.2f (ARI %.4f purity %.4f, %lld clusters)", met.nmi,
                             min_nmi, met.ari, met.purity, (long long)n_clusters);
         printf("%s: NMI %.4f ARI %.4f purity %.4f, %lld clusters\n", g_dir, met.nmi, met.ari, met.purity,

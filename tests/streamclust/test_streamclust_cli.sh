@@ -71,6 +71,14 @@ expect "five numbers" 2 "expected KMIN KMAX DIM N CHUNKSIZE CLUSTERSIZE" -- "$dm
 # sizes beyond the host's memory: the error names the parameter (was "points: 1000000000 x 256 floats")
 expect "CLUSTERSIZE beyond memory" 1 "no memory for CLUSTERSIZE \(1000000000000\) centres of DIM \(256\)" -- "$dm" --backend cpu streamclust 10 20 256 1000 1000 1000000000000 -o "$tmp/o"
 expect "no outdir" 2 "missing -o OUTDIR" -- "$dm" --backend cpu streamclust 5 10 8 100 100 200
+# outputs under temporary names of their own: an old run's temporary name in the way is no
+# obstacle, and a file that cannot be put in place leaves no temporary behind
+mkdir -p "$tmp/ob/centers.txt.tmp" "$tmp/oc/assignments.tsv"
+exits "a stale temporary name" 0 "" -- "$dm" --backend cpu streamclust 5 10 8 400 100 200 -o "$tmp/ob"
+[ -s "$tmp/ob/centers.txt" ] && ok "centres written beside a stale temporary name" || bad "no centers.txt beside a stale temporary name"
+exits "assignments.tsv cannot be replaced" 1 "assignments.tsv" -- "$dm" --backend cpu streamclust 5 10 8 400 100 200 -o "$tmp/oc"
+left=$(find "$tmp/oc" -name '*.tmp*' | wc -l)
+[ "$left" -eq 0 ] && ok "no temporary left by a failed output" || bad "$left temporary files left by a failed output"
 
 # --vectors: documents of 4 well separated synthetic topics, hashed into 256 dimensions, clustered
 # into 4 centres in chunks of 250 documents: the centres recover the topics (NMI >= 0.9) on 1 and
