@@ -1,5 +1,6 @@
-/* Unicode normalisation of document text on the CPU: invalid UTF-8 -> U+FFFD (counted), NUL ->
- * separator (counted), NFKC + case fold + strip marks with utf8proc, then every code point that is
+/* Unicode normalisation of document text on the CPU: invalid UTF-8 -> U+FFFD (counted), NUL and
+ * U+200B -> separator (NUL counted), NFKC + case fold + strip marks + strip the other default
+ * ignorables (soft hyphen, ZWJ/ZWNJ, ...) with utf8proc, then every code point that is
  * not a letter (L*) or number (N*) -> ' ' (runs collapsed). ASCII runs (cut like chunks, below)
  * take a fast path with identical output (16 bytes per step with SSSE3 on x86-64, else a scalar
  * loop); only the runs around non-ASCII bytes go to utf8proc.
@@ -186,17 +187,24 @@ static int dm_norm_unicode(char **out, size_t *len, size_t *cap, size_t doc_star
             if (st) st->nul_bytes++;
             clean[cl++] = ' ';
             i++;
+        } else if (cp == 0x200B) {
+            /* the zero-width space marks word breaks (Thai, Khmer): a separator, though utf8proc
+             * counts it among the ignorables it strips */
+            clean[cl++] = ' ';
+            i += (size_t)k;
         } else {
             memcpy(clean + cl, s + i, (size_t)k);
             cl += (size_t)k;
             i += (size_t)k;
         }
     }
-    /* 2. NFKC + case fold + strip marks (utf8proc allocates `mapped` with malloc: free()) */
+    /* 2. NFKC + case fold + strip marks + strip default ignorables (soft hyphen, zero-width
+     * joiners, bidi marks, variation selectors: invisible inside words, which they must not cut,
+     * as Unicode's word boundaries (UAX #29) do not) (utf8proc allocates `mapped` with malloc) */
     utf8proc_uint8_t *mapped = NULL;
     utf8proc_ssize_t ml = utf8proc_map((const utf8proc_uint8_t *)clean, (utf8proc_ssize_t)cl, &mapped,
                                        UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT |
-                                           UTF8PROC_CASEFOLD | UTF8PROC_STRIPMARK);
+                                           UTF8PROC_CASEFOLD | UTF8PROC_STRIPMARK | UTF8PROC_IGNORE);
     if (clean != small) dm_free(clean);
     if (ml < 0) {
         /* only UTF8PROC_ERROR_NOMEM/OVERFLOW remain possible on sanitised input */

@@ -11,8 +11,10 @@
  *
  * Token rules (identical on both backends; DM_HD code in preprocess/token_rules.h):
  *  - Normalisation: invalid UTF-8 bytes -> U+FFFD (counted), NUL -> separator (counted), then
- *    NFKC + case fold + strip marks (utf8proc). Every code point that is not a letter (L*) or a
- *    number (N*) becomes one ASCII space. Pure-ASCII documents take a fast path with identical
+ *    NFKC + case fold + strip marks + strip default-ignorable code points (utf8proc: soft hyphen,
+ *    zero-width joiner and non-joiner, word joiner, bidi marks, variation selectors, BOM: they do
+ *    not cut a word; the zero-width space U+200B alone is a separator). Every code point that is
+ *    not a letter (L*) or a number (N*) becomes one ASCII space. Pure-ASCII documents take a fast path with identical
  *    output (letters lower-cased, digits kept, all else -> ' ').
  *  - A token is a maximal run of non-space bytes of the normalised text, i.e. a run of L/N code
  *    points. Tokens of fewer than min_len or more than max_len bytes are dropped (counted).

@@ -122,6 +122,13 @@ static void test_unicode_rules(void)
         {"x\xc2\xb2 \xe2\x91\xa0", "x2 1 "},                          /* superscript, circled */
         {"\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e, text!", "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e text "},
         {"a\xe2\x80\x94" "b\xe2\x80\x83" "c", "a b c "},              /* dash, em space */
+        /* default ignorables do not cut words: soft hyphen, ZWNJ (Persian), word joiner, ZWJ, BOM,
+         * bidi mark, variation selector; the zero-width space separates */
+        {"infor\xc2\xadmation", "information "},
+        {"\xd9\x85\xdb\x8c\xe2\x80\x8c\xd8\xae\xd9\x88\xd8\xa7\xd9\x87\xd9\x85",
+         "\xd9\x85\xdb\x8c\xd8\xae\xd9\x88\xd8\xa7\xd9\x87\xd9\x85 "},
+        {"wo\xe2\x81\xa0rd j\xe2\x80\x8d" "oin \xef\xbb\xbf" "bom ma\xe2\x80\x8f" "rk v\xef\xb8\x8f" "s", "word join bom mark vs "},
+        {"foo\xe2\x80\x8b" "bar", "foo bar "},
         {"", ""},
         {"  ...  ", ""},
     };
