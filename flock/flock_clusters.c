@@ -1144,11 +1144,15 @@ int dm_flock_gather(dm_flock_result *out, dm_flock_sim *s, const dm_vectors *vec
             rec[4 * i + 2] = v.y[i];
             rec[4 * i + 3] = s->labels ? (double)s->labels[i] : -1.0;
         }
-    int cnt = (int)(4 * n), *counts = NULL, *displs = NULL;
+    /* counts in records of 4 doubles (MPI's int counts of doubles would overflow past 2^29 documents) */
+    if (rc == DM_OK && s->n_global > (uint64_t)INT32_MAX)
+        rc = DM_ERR(DM_ERR_UNSUPPORTED, "flock: gathering %llu documents on one rank (at most 2^31 - 1)",
+                    (unsigned long long)s->n_global);
+    int cnt = (int)n, *counts = NULL, *displs = NULL;
     double *all = NULL;
     uint64_t *rows = NULL;
     int32_t *scat = NULL;
-    if (s->rank == 0) {
+    if (s->rank == 0 && rc == DM_OK) {
         counts = dm_malloc(sizeof *counts * (size_t)s->size);
         displs = dm_malloc(sizeof *displs * (size_t)s->size);
         all = dm_malloc(sizeof *all * 4 * (size_t)s->n_global);
@@ -1165,14 +1169,18 @@ int dm_flock_gather(dm_flock_result *out, dm_flock_sim *s, const dm_vectors *vec
     if (rc == DM_OK) {
         MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, s->comm);
         if (s->rank == 0) {
-            int tot = 0;
+            int64_t tot = 0;
             for (int k = 0; k < s->size; k++) {
-                displs[k] = tot;
+                displs[k] = (int)tot;
                 tot += counts[k];
             }
-            DM_ASSERT((uint64_t)tot == 4 * s->n_global);
+            DM_ASSERT((uint64_t)tot == s->n_global);
         }
-        MPI_Gatherv(rec, cnt, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, s->comm);
+        MPI_Datatype rt;
+        MPI_Type_contiguous(4, MPI_DOUBLE, &rt);
+        MPI_Type_commit(&rt);
+        MPI_Gatherv(rec, cnt, rt, all, counts, displs, rt, 0, s->comm);
+        MPI_Type_free(&rt);
         uint64_t mine[2] = {vec->row_base, vec->n_rows};
         MPI_Gather(mine, 2, MPI_UINT64_T, rows, 2, MPI_UINT64_T, 0, s->comm);
         if (s->rank == 0) {
