@@ -26,7 +26,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: docmine streamclust KMIN KMAX DIM N CHUNKSIZE CLUSTERSIZE [--input FILE] -o OUTDIR\n\n"
+            "usage: docmine streamclust KMIN KMAX DIM N CHUNKSIZE CLUSTERSIZE [--input FILE | --vectors V] -o OUTDIR\n\n"
             "STREAM k-median, Rodinia/PARSEC streamcluster semantics.\n"
             "  KMIN KMAX     minimum and maximum number of centres\n"
             "  DIM           dimensions of a point (1..65536)\n"

@@ -23,7 +23,7 @@ static void usage(FILE *f)
                "Generates labelled news-like documents from K topics (Zipf vocabularies, a shared\n"
                "background vocabulary for topic overlap). Document i depends only on (--seed, i):\n"
                "any number of ranks writes the same corpus. One rank and PATH ending in .tsv: one\n"
-               "file; otherwise PATH is a directory with one part-<rank>.tsv per rank.\n"
+               "file; otherwise PATH is a directory with one part-<rank>.tsv per rank (part-00000.tsv, ...).\n"
                "Lines are: id<TAB>label<TAB>text. part-<r>.tsv files of PATH that this run did not\n"
                "write (an earlier run's with more ranks) are removed.\n\n"
                "  -n, --docs N          documents (default 20000)\n"

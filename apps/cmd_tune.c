@@ -21,10 +21,11 @@ static const char *const usage =
     "usage: docmine tune [--list] [--kernels LIST] [--mode off|model|msp|exhaustive]\n"
     "                    [--compare-exhaustive] [--size N] [--prior] [--db PATH] [--no-store]\n"
     "                    [--json FILE] [--repeats N]\n"
-    "  --list                print every tunable kernel with its space and default (no GPU)\n"
+    "  --list                print every tunable kernel with its space and default (no GPU needed;\n"
+    "                        a CPU-only build has none)\n"
     "  --kernels LIST        comma-separated kernel names or module prefixes ending in '.'\n"
     "                        (default: all)\n"
-    "  --mode M              search mode (default: DOCMINE_TUNE, else msp)\n"
+    "  --mode M              search mode (default: the global --tune, else DOCMINE_TUNE, else msp)\n"
     "  --compare-exhaustive  also run the exhaustive search at the target size\n"
     "  --size N              target size in work units (default: each kernel's own)\n"
     "  --prior               start each search from common.copy's best policy (memory-bound prior)\n"
@@ -32,7 +33,10 @@ static const char *const usage =
     "                        $XDG_CACHE_HOME/docmine/tuning.tsv, else ~/.cache/docmine/tuning.tsv)\n"
     "  --no-store            do not write the database\n"
     "  --json FILE           write the results as JSON\n"
-    "  --repeats N           timed repeats per measurement (median; default 7)\n";
+    "  --repeats N           timed repeats per measurement (median; default 7)\n\n"
+    "examples:\n"
+    "  docmine tune --list\n"
+    "  docmine tune --kernels common.copy,flock. --json tune.json      (needs a GPU)\n";
 
 static int selected(const char *list, const char *name)
 {

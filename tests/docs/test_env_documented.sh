@@ -8,13 +8,16 @@ doc=$src/docs/ENVIRONMENT.md
 [ -f "$doc" ] || { echo "FAIL: $doc missing"; exit 1; }
 cd "$src"
 # read by the code (a quoted name: getenv or a helper given the name), by the tests (getenv: their
-# other quoted names are fixtures), or by shell scripts as ${DOCMINE_...}
+# other quoted names are fixtures), by shell scripts as ${DOCMINE_...} or $DOCMINE_..., or by CMake
+# when it configures ($ENV{DOCMINE_...})
 c=(--include='*.c' --include='*.cu' --include='*.h' --include='*.cuh')
 read_vars=$( { grep -rhoE '"DOCMINE_[A-Z0-9_]+"' "${c[@]}" apps common preprocess tfidf flock streamclust sorting datasets bench |
                    tr -d '"';
                grep -rhoE 'getenv\("DOCMINE_[A-Z0-9_]+"' "${c[@]}" tests | sed 's/getenv("//; s/"//';
-               grep -rhoE '\$\{DOCMINE_[A-Z0-9_]+' --include='*.sh' --include='*.sbatch' scripts jobs bench datasets .ci |
-                   tr -d '${'; } | sort -u)
+               grep -rhoE '\$\{?DOCMINE_[A-Z0-9_]+' --include='*.sh' --include='*.sbatch' scripts jobs bench datasets .ci tests |
+                   tr -d '${';
+               grep -rhoE '\$ENV\{DOCMINE_[A-Z0-9_]+' --include='CMakeLists.txt' --include='*.cmake' \
+                   --exclude-dir='build*' --exclude-dir=out . | sed 's/^\$ENV{//'; } | sort -u)
 doc_vars=$(grep -oE 'DOCMINE_[A-Z0-9_]+' "$doc" | sort -u)
 bad=0
 for v in $read_vars; do
