@@ -633,7 +633,10 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
                    jr.quality.purity);
         else
             printf("no labels: no quality metrics\n");
-        printf("outputs: %s/assignments.tsv %s/clusters.tsv %s/report.json\n", out, out, out);
+        if (method == DM_PIPE_FLOCK)
+            printf("outputs: %s/assignments.tsv %s/clusters.tsv %s/positions.csv %s/report.json\n", out, out, out, out);
+        else
+            printf("outputs: %s/assignments.tsv %s/clusters.tsv %s/report.json\n", out, out, out);
         if (method == DM_PIPE_FLOCK)
             printf("picture: %s/flock.png (by cluster)%s%s%s\n", out, jr.have_labels ? ", " : "",
                    jr.have_labels ? out : "", jr.have_labels ? "/flock-labels.png (by label)" : "");

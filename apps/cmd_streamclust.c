@@ -313,10 +313,7 @@ int dm_cmd_streamclust(dm_app *app, int argc, char **argv)
         rc = dm_sc_options_check(&n_total, &o);
     }
     if (rc < 0) return dm_app_fail(app, "streamclust", rc);
-    if (ctx->rank == 0 && mkdir(out, 0777) != 0 && errno != EEXIST) {
-        dm_error_set(DM_ERR_IO, __FILE__, __LINE__, "%s: %s", out, strerror(errno));
-        rc = DM_ERR_IO;
-    }
+    if (ctx->rank == 0) rc = dm_mkdirs(out); /* mkdir -p, as flock and pipeline */
     rc = dm_ctx_agree(ctx, rc);
     if (rc < 0) return dm_app_fail(app, "streamclust", rc);
 

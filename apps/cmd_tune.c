@@ -138,6 +138,7 @@ int dm_cmd_tune(dm_app *app, int argc, char **argv)
     const dm_ctx *ctx = app ? app->ctx : NULL;
     int rank = ctx ? ctx->rank : 0;
     if (list) {
+        dm_tune_set_mode(mode); /* the list's header names this command's mode (--mode, else the global) */
         if (rank == 0) {
             rc = dm_tune_list_print(stdout);
             if (rc != DM_OK) return dm_app_fail(app, cmd, rc);

@@ -10,7 +10,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 usage="usage: datasets/fetch.sh reuters21578|20newsgroups|bbc [DEST]"
-name=${1:?$usage}
+[ $# -ge 1 ] && [ $# -le 2 ] || { echo "$usage" >&2; exit 2; }
+name=$1
 case "$name" in
 reuters21578|20newsgroups|bbc) ;;
 *) echo "fetch: unknown corpus '$name' (reuters21578, 20newsgroups, bbc)" >&2; exit 2 ;;

@@ -246,6 +246,8 @@ done
 [ -z "$(ls -A "$t/net/d s/bbc")" ] || fail "fetch.sh, wrong checksum, left: $(ls -A "$t/net/d s/bbc")"
 fetch nosuch "$t/net/d s" > /dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] && [ ! -e "$t/net/d s/nosuch" ] || fail "fetch.sh nosuch: exit $rc, or it made its folder"
+fetch > /dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "fetch.sh without a corpus name: exit $rc, not 2 (usage)"
 reuters=${DOCMINE_DATASETS:-$src/../shared/datasets}/reuters21578
 if [ -f "$reuters/reut2-000.sgm.gz" ] || [ -f "$reuters/reut2-000.sgm" ]; then
     for f in "$reuters"/reut2-*.sgm*; do

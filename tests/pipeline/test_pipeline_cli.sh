@@ -35,6 +35,7 @@ flock=(--neighbours 30 --iterations 60)
 run flock1 1 "${synth[@]}" --method flock "${flock[@]}" && { "$check" "$t/flock1" flock 600 1 0.9 || fails=$((fails + 1)); }
 grep -q "^quality against the labels: NMI" "$t/flock1.out" || fail "no NMI line in the summary"
 grep -q "^picture: $t/flock1/flock.png" "$t/flock1.out" || fail "no picture line in the summary"
+grep -q "^outputs: .*$t/flock1/positions.csv" "$t/flock1.out" || fail "the summary's outputs leave out positions.csv"
 run flock2 2 "${synth[@]}" --method flock "${flock[@]}" && { "$check" "$t/flock2" flock 600 2 0.9 || fails=$((fails + 1)); }
 for f in assignments.tsv positions.csv clusters.tsv; do same flock1 flock2 $f; done
 

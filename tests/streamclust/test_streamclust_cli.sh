@@ -74,6 +74,7 @@ expect "no outdir" 2 "missing -o OUTDIR" -- "$dm" --backend cpu streamclust 5 10
 # outputs under temporary names of their own: an old run's temporary name in the way is no
 # obstacle, and a file that cannot be put in place leaves no temporary behind
 mkdir -p "$tmp/ob/centers.txt.tmp" "$tmp/oc/assignments.tsv"
+exits "a nested output folder made" 0 "" -- "$dm" --backend cpu streamclust 5 10 8 400 100 200 -o "$tmp/deep/a/b"
 exits "a stale temporary name" 0 "" -- "$dm" --backend cpu streamclust 5 10 8 400 100 200 -o "$tmp/ob"
 [ -s "$tmp/ob/centers.txt" ] && ok "centres written beside a stale temporary name" || bad "no centers.txt beside a stale temporary name"
 exits "assignments.tsv cannot be replaced" 1 "assignments.tsv" -- "$dm" --backend cpu streamclust 5 10 8 400 100 200 -o "$tmp/oc"

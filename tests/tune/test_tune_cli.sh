@@ -71,6 +71,8 @@ expect "tune: --size overflowing" 2 "bad --size '99999999999999999999999'" -- "$
 expect "tune: --size negative" 2 "bad --size '-1'" -- "$dm" "${cpu[@]}" tune --list --size -1
 expect "tune: --repeats with junk" 2 "bad --repeats '5x'" -- "$dm" "${cpu[@]}" tune --list --repeats 5x
 exits "tune: --list with good options" 0 "" -- "$dm" "${cpu[@]}" tune --list --size 4096 --repeats 3
+has "tune: --list names --mode" "$("$dm" "${cpu[@]}" tune --list --mode model 2>/dev/null | head -1)" "\(mode model\)"
+has "tune: --list names the global --tune" "$("$dm" "${cpu[@]}" --tune exhaustive tune --list 2>/dev/null | head -1)" "\(mode exhaustive\)"
 
 # ---- with a GPU: a --json rank 0 cannot write fails every rank, no hang ----------------------
 if "$dm" info 2>/dev/null | grep -q '^ranks .*backend cuda'; then
