@@ -830,6 +830,22 @@ void dm_sc_result_free(dm_sc_result *r)
         if (mpi_rc_ != MPI_SUCCESS) return DM_ERR(DM_ERR_MPI, "%s failed (%d)", #call, mpi_rc_);   \
     } while (0)
 
+/* Sends (to peer), receives (from peer) or broadcasts (from rank 0) count points of dim floats
+ * as count records of one MPI type: MPI's int counts of floats would overflow at count x dim >=
+ * 2^31, counts of points stay below 2^31. */
+enum { SC_SEND, SC_RECV, SC_BCAST };
+static int sc_points_mpi(float *coord, long count, int dim, int op, int peer, int tag, MPI_Comm comm)
+{
+    MPI_Datatype pt;
+    if (MPI_Type_contiguous(dim, MPI_FLOAT, &pt) != MPI_SUCCESS || MPI_Type_commit(&pt) != MPI_SUCCESS)
+        return DM_ERR(DM_ERR_MPI, "streamclust: MPI point type of %d floats failed", dim);
+    int mrc = op == SC_SEND   ? MPI_Send(coord, (int)count, pt, peer, tag, comm)
+              : op == SC_RECV ? MPI_Recv(coord, (int)count, pt, peer, tag, comm, MPI_STATUS_IGNORE)
+                              : MPI_Bcast(coord, (int)count, pt, 0, comm);
+    MPI_Type_free(&pt);
+    return mrc == MPI_SUCCESS ? DM_OK : DM_ERR(DM_ERR_MPI, "streamclust: MPI transfer of %ld points failed (%d)", count, mrc);
+}
+
 /* Clusters the weighted point set `set` (compacted, slot = index) into kmin..kmax centres with a
  * fresh engine and replaces it by its centres (after contcenters). */
 static int sc_recluster(dm_sc_points *set, const dm_sc_options *o, dm_sc_rng *rng,
@@ -874,13 +890,15 @@ static int sc_recluster(dm_sc_points *set, const dm_sc_options *o, dm_sc_rng *rn
  * waiting for the other. Returns the sender's own status (a receiver's failure is agreed later). */
 static int sc_send_set(const dm_sc_points *s, int status, int to, MPI_Comm comm)
 {
+    if (status == DM_OK && s->num > INT_MAX) /* the receiver learns it from the header */
+        status = DM_ERR(DM_ERR_UNSUPPORTED, "streamclust: %ld centres on one rank (at most 2^31 - 1)", s->num);
     long hdr[2] = {status < 0 ? 0 : s->num, status};
     DM_SC_MPI_TRY(MPI_Send(hdr, 2, MPI_LONG, to, 701, comm));
     if (status < 0 || s->num == 0) return status;
     int room = DM_OK;
     DM_SC_MPI_TRY(MPI_Recv(&room, 1, MPI_INT, to, 705, comm, MPI_STATUS_IGNORE));
     if (room < 0) return DM_OK;
-    DM_SC_MPI_TRY(MPI_Send(s->coord, (int)(s->num * s->dim), MPI_FLOAT, to, 702, comm));
+    DM_TRY(sc_points_mpi(s->coord, s->num, s->dim, SC_SEND, to, 702, comm));
     DM_SC_MPI_TRY(MPI_Send(s->weight, (int)s->num, MPI_FLOAT, to, 703, comm));
     DM_SC_MPI_TRY(MPI_Send(s->id, (int)s->num, MPI_LONG, to, 704, comm));
     return DM_OK;
@@ -901,12 +919,13 @@ static int sc_recv_append(dm_sc_points *s, int status, int from, MPI_Comm comm)
     }
     if (m == 0) return status;
     int rc = status;
+    if (rc == DM_OK && s->num + m > INT_MAX)
+        rc = DM_ERR(DM_ERR_UNSUPPORTED, "streamclust: %ld centres merged on one rank (at most 2^31 - 1)", s->num + m);
     if (rc == DM_OK) rc = sc_points_grow(s, s->num + m);
     DM_SC_MPI_TRY(MPI_Send(&rc, 1, MPI_INT, from, 705, comm));
     if (rc < 0) return rc;
     long k = s->num;
-    DM_SC_MPI_TRY(MPI_Recv(s->coord + (size_t)k * s->dim, (int)(m * s->dim), MPI_FLOAT, from, 702,
-                           comm, MPI_STATUS_IGNORE));
+    DM_TRY(sc_points_mpi(s->coord + (size_t)k * s->dim, m, s->dim, SC_RECV, from, 702, comm));
     DM_SC_MPI_TRY(MPI_Recv(s->weight + k, (int)m, MPI_FLOAT, from, 703, comm, MPI_STATUS_IGNORE));
     DM_SC_MPI_TRY(MPI_Recv(s->id + k, (int)m, MPI_LONG, from, 704, comm, MPI_STATUS_IGNORE));
     for (long i = k; i < k + m; i++) {
@@ -1096,7 +1115,7 @@ static int sc_run(dm_sc_result *res, const dm_sc_options *o, MPI_Comm comm)
     }
     dm_sc_points_free(&centres);
     DM_TRY(dm_comm_agree(comm, rc)); /* every rank has room for the centres before the broadcasts */
-    DM_SC_MPI_TRY(MPI_Bcast(res->centres, (int)(k * o->dim), MPI_FLOAT, 0, comm));
+    DM_TRY(sc_points_mpi(res->centres, k, o->dim, SC_BCAST, 0, 0, comm));
     DM_SC_MPI_TRY(MPI_Bcast(res->weights, (int)k, MPI_FLOAT, 0, comm));
     DM_SC_MPI_TRY(MPI_Bcast(res->centre_ids, (int)k, MPI_LONG, 0, comm));
     int gu = res->gave_up, gu_all = 0;
