@@ -197,7 +197,8 @@ int dm_cmd_preprocess(dm_app *app, int argc, char **argv)
     if (rc >= 0) dm_vectorize_print_skips(ctx, cmd, &s.stats);
     if (rc >= 0 && app->report_path) {
         dm_report rep;
-        rc = dm_report_init(&rep, "preprocess", app->argc_all, app->argv_all);
+        /* agreed: a rank whose report could not be made must not leave the others in the collection */
+        rc = dm_ctx_agree(ctx, dm_report_init(&rep, "preprocess", app->argc_all, app->argv_all));
         if (rc >= 0) {
             const dm_pp_stats *st = &s.stats;
             json_t *r = rep.results;
@@ -220,8 +221,9 @@ int dm_cmd_preprocess(dm_app *app, int argc, char **argv)
             json_object_set_new(r, "overlap", json_real(t.wall > 0 ? sum / t.wall : 0));
             rc = dm_report_collect(&rep, ctx);
             if (rc >= 0) rc = dm_report_write(&rep, ctx, app->report_path);
-            dm_report_free(&rep);
+            rc = dm_ctx_agree(ctx, rc); /* rank 0 writes: the others learn whether it could */
         }
+        dm_report_free(&rep);
     }
     dm_token_stream_free(&s);
     return rc < 0 ? dm_app_fail(app, "preprocess", rc) : DM_EXIT_OK;

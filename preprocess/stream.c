@@ -781,10 +781,13 @@ int dm_token_stream_write(const dm_token_stream *s, const char *path)
 {
     if (!s || !path) return DM_ERR(DM_ERR_INVALID_ARG, "dm_token_stream_write: NULL argument");
     if (s->dev_hashes) return DM_ERR(DM_ERR_INVALID_ARG, "%s: the token stream's hashes are in device memory", path);
-    size_t pl = strlen(path) + 8;
+    /* the temporary name is this process's (as dm_atomic_open's): a fixed PATH.tmp could be
+     * another run's file, or a FIFO that fopen would wait on forever while the other ranks wait
+     * for this one */
+    size_t pl = strlen(path) + 32;
     char *tmp = dm_malloc(pl);
     if (!tmp) return DM_ERR(DM_ERR_NOMEM, "out of memory");
-    snprintf(tmp, pl, "%s.tmp", path);
+    snprintf(tmp, pl, "%s.tmp.%ld", path, (long)getpid());
     dm_wr w = {fopen(tmp, "wb"), crc32(0L, Z_NULL, 0), 0};
     if (!w.f) {
         int e = errno;

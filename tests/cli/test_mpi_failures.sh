@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# A failure on one rank, not all (CPU backend, 2-3 ranks): every rank learns it, the job exits
+# non-zero with one message naming the file, and nothing hangs (every run is under timeout, so a
+# hang shows as exit 124). The input of only one rank is bad: the last rank's file of a corpus
+# (a malformed JSON line or a corrupt .gz with --strict), STREAM.rank1 of a token stream (missing,
+# truncated), a FIFO where rank 1 writes its temporary token stream; or only rank 0's write fails:
+# --report FILE, or an output of DIR, that is a directory; a missing or corrupt --resume
+# checkpoint; a corpus or vectors with fewer documents than ranks still run.
+# usage: test_mpi_failures.sh <docmine> <mpiexec>
+set -u
+dm=$1
+mpiexec=${2:-mpiexec}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/docmine-mpifail-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/../testutil/cli_lib.sh"
+export OMP_NUM_THREADS=1
+# dmn <ranks> <args...>: docmine on the CPU backend under mpiexec, stopped after 120 s (exit 124)
+dmn() { local n=$1; shift; timeout 120 "$mpiexec" -n "$n" "$dm" --backend cpu "$@"; }
+mkcorpus() { # mkcorpus <file> <documents> <id prefix>: JSON Lines of three topics
+    python3 - "$@" <<'PY'
+import json, random, sys
+f, n, p = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+random.seed(len(p))
+T = [["oil", "crude", "barrel", "opec"], ["wheat", "grain", "corn", "harvest"], ["bank", "rate", "loan", "credit"]]
+with open(f, "w") as o:
+    for i in range(n):
+        o.write(json.dumps({"id": "%s%d" % (p, i), "label": "t%d" % (i % 3),
+                            "text": " ".join(random.choice(T[i % 3]) for _ in range(20))}) + "\n")
+PY
+}
+cd "$tmp" || exit 1
+mkdir good rdir
+for i in 0 1 2 3; do mkcorpus "good/p$i.jsonl" 60 "p${i}_"; done
+
+# ---- 1. only rank 0 fails to write the report -------------------------------------------------
+# (preprocess did not agree on the report's status: rank 0 waited in the error's collective
+# while the other ranks had finished)
+exits "preprocess --report DIR, 2 ranks: rank 0's write fails, every rank exits 1" 1 \
+    "docmine preprocess: rdir: rename from temporary failed: Is a directory" -- \
+    dmn 2 preprocess --corpus good -o s.tok --report rdir
+for c in "vectorize -o r.dmv" "icf-build -o r.icf" "pipeline -o rp --iterations 5"; do
+    exits "${c%% *} --report DIR, 2 ranks" 1 "rdir: rename from temporary failed: Is a directory" -- \
+        dmn 2 $c --corpus good --report rdir
+done
+exits "synth --report DIR, 2 ranks" 1 "rdir: rename from temporary failed" -- dmn 2 synth -n 50 -o syn --report rdir
+
+# ---- 2. rank 1's temporary token stream is a FIFO ---------------------------------------------
+# (the temporary name was a fixed FILE.tmp: rank 1 waited in fopen for a reader forever)
+mkdir fifo && mkfifo fifo/s.tok.rank1.tmp
+exits "preprocess -o: a FIFO named FILE.rank1.tmp does not stop rank 1" 0 "" -- \
+    dmn 2 preprocess --quiet --corpus good -o fifo/s.tok
+dmn 2 vectorize --quiet --tokens fifo/s.tok -o fifo.dmv >/dev/null 2>&1
+if [ -s fifo/s.tok.rank0 ] && [ -s fifo/s.tok.rank1 ] && [ -s fifo.dmv ]; then ok "preprocess -o: both ranks' files written and read"
+else bad "preprocess -o: both ranks' files written and read"; fi
+
+# ---- 3. the last rank's share of the corpus is bad (--strict) --------------------------------
+mkdir json gz
+cp good/p0.jsonl good/p1.jsonl good/p2.jsonl json/ && cp good/p3.jsonl json/p3.jsonl && echo '{"id": broken' >>json/p3.jsonl
+cp good/p0.jsonl good/p1.jsonl good/p2.jsonl gz/
+head -c 2000 good/p3.jsonl | gzip >gz/p3.jsonl.gz && printf 'garbage' | dd of=gz/p3.jsonl.gz bs=1 seek=60 conv=notrunc 2>/dev/null
+for n in 2 3; do
+    expect "preprocess --strict, $n ranks: a bad line in the last rank's file" 1 \
+        "docmine preprocess: p3.jsonl:61: .*\(--strict\) \[DM_ERR_FORMAT, rank $((n - 1))," -- \
+        dmn "$n" preprocess --strict --corpus json -o j.tok
+    expect "vectorize --strict, $n ranks: a corrupt .gz in the last rank's share" 1 \
+        "docmine vectorize: p3.jsonl.gz: corrupt gzip data.*rank $((n - 1))," -- \
+        dmn "$n" vectorize --strict --corpus gz -o g.dmv
+done
+exits "pipeline --strict, 2 ranks: a bad line in rank 1's file" 1 "docmine pipeline: p3.jsonl:61: " -- \
+    dmn 2 pipeline --strict --corpus json -o jp --iterations 5
+exits "pipeline, 2 ranks: the bad line counted and skipped" 0 "1 skipped: 1 bad_json" -- \
+    dmn 2 pipeline --corpus json -o jp --iterations 5
+
+# ---- 4. vectorize --tokens: only STREAM.rank1 is bad ---------------------------------------
+dmn 2 preprocess --quiet --corpus good -o t.tok 2>/dev/null
+cp t.tok.rank1 keep.rank1 && rm t.tok.rank1
+expect "vectorize --tokens, 2 ranks: STREAM.rank1 missing" 1 "docmine vectorize: t.tok.rank1: No such file" -- \
+    dmn 2 vectorize --tokens t.tok -o t.dmv
+head -c 1000 keep.rank1 >t.tok.rank1
+expect "vectorize --tokens, 2 ranks: STREAM.rank1 truncated" 1 "docmine vectorize: t.tok.rank1: truncated" -- \
+    dmn 2 vectorize --tokens t.tok -o t.dmv
+
+# ---- 5. flock: rank 0's outputs fail, the checkpoint is missing or corrupt -------------------
+dmn 1 vectorize --quiet --corpus good -o v.dmv 2>/dev/null
+mkdir -p fo/positions.csv
+expect "flock, 2 ranks: positions.csv is a directory" 1 "fo/positions.csv: rename from temporary failed" -- \
+    dmn 2 flock --quiet --vectors v.dmv -o fo --iterations 5
+rm -rf fo
+expect "flock --resume, 2 ranks: no checkpoint" 1 "fo/flock.ckpt: No such file" -- \
+    dmn 2 flock --vectors v.dmv -o fo --iterations 10 --checkpoint-every 5 --resume
+dmn 2 flock --quiet --vectors v.dmv -o fo --iterations 10 --checkpoint-every 5 >/dev/null 2>&1
+head -c 3000 fo/flock.ckpt >ck && mv ck fo/flock.ckpt
+expect "flock --resume, 3 ranks: a truncated checkpoint" 1 "fo/flock.ckpt: checkpoint checksum mismatch" -- \
+    dmn 3 flock --vectors v.dmv -o fo --iterations 10 --checkpoint-every 5 --resume
+
+# ---- 6. fewer documents than ranks: ranks without any take part ------------------------------
+mkdir few && head -n 2 good/p0.jsonl >few/a.jsonl
+dmn 1 vectorize --quiet --corpus few -o few.dmv 2>/dev/null
+exits "vectorize, 3 ranks on 2 documents" 0 "" -- dmn 3 vectorize --quiet --corpus few -o few3.dmv
+if cmp -s few.dmv few3.dmv; then ok "vectorize, 3 ranks on 2 documents: the 1-rank file"; else bad "vectorize, 3 ranks on 2 documents: the 1-rank file"; fi
+exits "streamclust --vectors, 3 ranks on 2 rows" 0 "" -- dmn 3 streamclust --quiet 1 2 8 0 100 20 --vectors few.dmv -o fsc
+
+finish
