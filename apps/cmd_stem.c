@@ -42,7 +42,10 @@ int dm_cmd_stem(dm_app *app, int argc, char **argv)
         }
     }
     if (optind < argc) return dm_app_usage_error(app, "stem", "unexpected argument '%s'", argv[optind]);
-    if (ctx->rank != 0) return DM_EXIT_OK; /* stdin belongs to rank 0 */
+    if (ctx->rank != 0) { /* stdin belongs to rank 0; the others learn whether it failed */
+        int rc = dm_ctx_agree(ctx, DM_OK);
+        return rc < 0 ? dm_app_fail(app, "stem", rc) : DM_EXIT_OK;
+    }
     char *words = NULL;
     size_t len = 0, cap = 0, n = 0, ncap = 0;
     uint32_t *off = NULL, *wl = NULL;
@@ -101,5 +104,6 @@ int dm_cmd_stem(dm_app *app, int argc, char **argv)
     dm_free(oo);
     dm_free(ol);
     if (rc >= 0 && fflush(stdout) != 0) rc = DM_ERR(DM_ERR_IO, "stem: write error on stdout");
+    rc = dm_ctx_agree(ctx, rc);
     return rc < 0 ? dm_app_fail(app, "stem", rc) : DM_EXIT_OK;
 }

@@ -360,7 +360,8 @@ int dm_cmd_streamclust(dm_app *app, int argc, char **argv)
     sc_outputs_free(&g);
 
     dm_report rep;
-    int rrc = dm_report_init(&rep, "streamclust", app->argc_all, app->argv_all);
+    /* agreed: a rank without a report must not leave the others in its collection */
+    int rrc = dm_ctx_agree(ctx, dm_report_init(&rep, "streamclust", app->argc_all, app->argv_all));
     if (rrc == DM_OK) {
         json_t *cfg = json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:s?,s:s?,s:s}", "kmin", (json_int_t)o.kmin,
                                 "kmax", (json_int_t)o.kmax, "dim", o.dim, "n", (json_int_t)n_total,
@@ -394,6 +395,7 @@ int dm_cmd_streamclust(dm_app *app, int argc, char **argv)
         if (rrc == DM_OK && app->report_path) rrc = dm_report_write(&rep, ctx, app->report_path);
         dm_report_free(&rep);
     }
+    rrc = dm_ctx_agree(ctx, rrc); /* rank 0 writes: every rank learns whether it could */
     if (rc == DM_OK) rc = rrc;
     if (ctx->rank == 0 && rc == DM_OK)
         printf("streamclust: %ld centres (kmin %ld kmax %ld), total cost %.6g, first chunk cost %.6g, "

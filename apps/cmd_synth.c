@@ -134,6 +134,7 @@ int dm_cmd_synth(dm_app *app, int argc, char **argv)
         if (ctx->rank == 0) fprintf(stderr, "docmine synth: %s (see 'docmine synth --help')\n", dm_error_message());
         return DM_EXIT_USAGE;
     }
+    rc = dm_ctx_agree(ctx, rc); /* another failure (memory) of one rank: every rank stops here */
     size_t ol = strlen(out);
     int single = ctx->size == 1 && ol > 4 && strcmp(out + ol - 4, ".tsv") == 0;
     char path[4096];

@@ -100,4 +100,10 @@ exits "vectorize, 3 ranks on 2 documents" 0 "" -- dmn 3 vectorize --quiet --corp
 if cmp -s few.dmv few3.dmv; then ok "vectorize, 3 ranks on 2 documents: the 1-rank file"; else bad "vectorize, 3 ranks on 2 documents: the 1-rank file"; fi
 exits "streamclust --vectors, 3 ranks on 2 rows" 0 "" -- dmn 3 streamclust --quiet 1 2 8 0 100 20 --vectors few.dmv -o fsc
 
+# ---- 7. rank 0 alone fails at the end: streamclust's report, stem's stdin ------------------------
+mkdir -p rdir_sc
+exits "streamclust --report DIR, 2 ranks" 1 "rdir_sc: rename from temporary failed" -- dmn 2 streamclust 2 4 16 100 100 50 -o sco --report rdir_sc
+expect "stem, 2 ranks: rank 0's stdin fails" 1 "stdin: read error" -- timeout 120 "$mpiexec" -n 1 sh -c "exec \"$dm\" --backend cpu stem < /" : -n 1 "$dm" --backend cpu stem
+exits "stem, 2 ranks" 0 "" -- sh -c "printf 'running\n' | timeout 120 \"$mpiexec\" -n 2 \"$dm\" --backend cpu stem"
+
 finish
