@@ -195,6 +195,10 @@ static int validate(const dm_flock_options *o, int size)
  * a boid has at most n - 1, so n r must stay below DM_FLOCK_DOCS_RADIUS_MAX. */
 static int check_scale(const dm_flock_options *o, uint64_t n)
 {
+    /* before the run, not at its first checkpoint: rank 0 gathers a checkpoint in int counts */
+    if ((o->checkpoint_every > 0 || o->resume) && n > (uint64_t)INT32_MAX)
+        return DM_ERR(DM_ERR_UNSUPPORTED, "flock: checkpoints of %llu documents are not supported (at most 2^31 - 1)",
+                      (unsigned long long)n);
     if ((double)n * o->radius <= DM_FLOCK_DOCS_RADIUS_MAX) return DM_OK;
     return DM_ERR(DM_ERR_INVALID_ARG,
                   "flock: --radius %g is too large for %llu documents: documents x radius must be at most "

@@ -134,8 +134,13 @@ int dm_flock_checkpoint_write(dm_flock_sim *s, const char *path)
     /* the input's fingerprint is computed when the simulation is created for checkpoints */
     if (rc == DM_OK && !(s->opt.checkpoint_every > 0 || s->opt.resume))
         rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: a checkpoint of a simulation created without checkpoint_every or resume");
+    /* rank 0 gathers records of 5 doubles, counted in records (in doubles, MPI's int counts and
+     * displacements overflowed past 429M documents) */
+    if (rc == DM_OK && s->n_global > (uint64_t)INT32_MAX)
+        rc = DM_ERR(DM_ERR_UNSUPPORTED, "flock: a checkpoint of %llu documents (at most 2^31 - 1)",
+                    (unsigned long long)s->n_global);
     size_t n = v.n;
-    double *rec = dm_malloc(sizeof *rec * 5 * (n ? n : 1));
+    double *rec = rc == DM_OK ? dm_malloc(sizeof *rec * 5 * (n ? n : 1)) : NULL;
     if (!rec && rc == DM_OK) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for a checkpoint");
     if (rc == DM_OK)
         for (size_t i = 0; i < n; i++) {
@@ -151,7 +156,7 @@ int dm_flock_checkpoint_write(dm_flock_sim *s, const char *path)
         dm_free(rec);
         return rc;
     }
-    int cnt = (int)(5 * n), *counts = NULL, *displs = NULL;
+    int cnt = (int)n, *counts = NULL, *displs = NULL;
     double *all = NULL, *out = NULL;
     if (s->rank == 0) {
         counts = dm_malloc(sizeof *counts * (size_t)s->size);
@@ -170,11 +175,16 @@ int dm_flock_checkpoint_write(dm_flock_sim *s, const char *path)
             tot += counts[k];
         }
         /* conservation: every document is owned by exactly one rank */
-        DM_ASSERT(tot == 5 * (long long)s->n_global);
+        DM_ASSERT(tot == (long long)s->n_global);
     }
-    if (rc == DM_OK &&
-        MPI_Gatherv(rec, cnt, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, s->comm) != MPI_SUCCESS)
-        rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Gatherv failed");
+    if (rc == DM_OK) {
+        MPI_Datatype rt;
+        MPI_Type_contiguous(5, MPI_DOUBLE, &rt);
+        MPI_Type_commit(&rt);
+        if (MPI_Gatherv(rec, cnt, rt, all, counts, displs, rt, 0, s->comm) != MPI_SUCCESS)
+            rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Gatherv failed");
+        MPI_Type_free(&rt);
+    }
     if (rc == DM_OK && s->rank == 0) {
         ck_header h;
         header_of(&h, s, s->iteration);
