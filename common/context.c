@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/fileio.h"
 #include "common/log.h"
 #include "common/status.h"
 
@@ -80,8 +81,7 @@ int dm_mpi_file_commit(MPI_File *fh, const char *tmp, const char *path, int rc, 
     if (rc == DM_OK && e != MPI_SUCCESS) rc = dm_mpi_io_error(e, "MPI_File_close", path);
     rc = dm_ctx_agree(ctx, rc);
     if (ctx->rank == 0) {
-        if (rc == DM_OK && rename(tmp, path) != 0)
-            rc = DM_ERR(DM_ERR_IO, "%s: rename from temporary failed: %s", path, strerror(errno));
+        if (rc == DM_OK) rc = dm_rename_output(tmp, path);
         if (rc != DM_OK) unlink(tmp);
     }
     return dm_ctx_agree(ctx, rc);

@@ -36,11 +36,18 @@ int dm_atomic_commit(dm_atomic_file *f)
         unlink(f->tmp);
         return DM_ERR(DM_ERR_IO, "%s: write failed: %s", f->path, strerror(err));
     }
-    if (rename(f->tmp, f->path) != 0) {
-        err = errno;
-        unlink(f->tmp);
-        return DM_ERR(DM_ERR_IO, "%s: rename from temporary failed: %s", f->path, strerror(err));
-    }
+    int rc = dm_rename_output(f->tmp, f->path);
+    if (rc != DM_OK) unlink(f->tmp);
+    return rc;
+}
+
+int dm_rename_output(const char *tmp, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+        return DM_ERR(DM_ERR_IO, "%s: rename from temporary failed: not a regular file (a device, FIFO or socket, which "
+                      "the rename would replace): name a regular file", path);
+    if (rename(tmp, path) != 0) return DM_ERR(DM_ERR_IO, "%s: rename from temporary failed: %s", path, strerror(errno));
     return DM_OK;
 }
 

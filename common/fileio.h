@@ -27,6 +27,10 @@ void dm_atomic_abort(dm_atomic_file *f);
 int dm_write_file_atomic(const char *path, const void *data, size_t n);
 /* mkdir -p. */
 int dm_mkdirs(const char *path);
+/* Puts a finished temporary file in place: rename(tmp, path), refused (tmp left for the caller to
+ * remove) when path is a device, FIFO or socket, which a rename would replace (as root, /dev/null
+ * or /dev/stdout itself). DM_ERR_IO naming path: "rename from temporary failed: <why>". */
+int dm_rename_output(const char *tmp, const char *path);
 /* Opens a named input file (stop words, a token stream, vectors, a table, a checkpoint) for
  * reading. Anything but a regular file is refused, never waited on (a FIFO without a writer would
  * block every rank for ever): the error is DM_ERR_IO "<what> <path>: ..." (what may be NULL). */

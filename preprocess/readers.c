@@ -1042,6 +1042,13 @@ int dm_pp_read_file(const dm_pp_file *f, const dm_reader_options *opt, dm_pp_sta
 {
     if (!f || !opt || !st || !sink) return DM_ERR(DM_ERR_INVALID_ARG, "dm_pp_read_file: NULL argument");
     char msg[1024];
+    /* a file the listing saw regular but replaced since by a FIFO is skipped, not waited on
+     * (this rank would block, and every other one with it) */
+    struct stat now;
+    if (stat(f->path, &now) == 0 && !S_ISREG(now.st_mode)) {
+        snprintf(msg, sizeof(msg), "%s: not a regular file any more", f->path);
+        return dm_rd_skip(opt, st, DM_PP_SKIP_NOT_REGULAR, DM_ERR_IO, msg);
+    }
     FILE *fp = fopen(f->path, "rb");
     if (!fp) {
         int e = errno;

@@ -820,11 +820,16 @@ int dm_token_stream_write(const dm_token_stream *s, const char *path)
                           (unsigned char)(crc >> 24), 'E', 'N', 'D', '\n'};
     if (!w.err && fwrite(t, 1, 8, w.f) != 8) w.err = EIO;
     if (fclose(w.f) != 0 && !w.err) w.err = errno ? errno : EIO;
-    if (w.err || rename(tmp, path) != 0) {
-        int e = w.err ? w.err : errno;
+    if (w.err) {
         remove(tmp);
         dm_free(tmp);
-        return DM_ERR(DM_ERR_IO, "%s: write failed: %s", path, strerror(e));
+        return DM_ERR(DM_ERR_IO, "%s: write failed: %s", path, strerror(w.err));
+    }
+    int rc = dm_rename_output(tmp, path);
+    if (rc != DM_OK) {
+        remove(tmp);
+        dm_free(tmp);
+        return rc;
     }
     dm_free(tmp);
     return DM_OK;

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fileio.h"
 #include "common/status.h"
 #include "common/tune/tune_db.h"
 #include "common/tune/tune_internal.h"
@@ -239,6 +240,9 @@ int dm_tune_db_load(dm_tune_db *db, const char *path)
     db->n = 0;
     db->rejected = 0;
     db->header = 0;
+    struct stat st; /* a FIFO would block the read (every rank), a device is no database */
+    if (stat(path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode)))
+        return DM_ERR(DM_ERR_IO, "tuning db %s: not a regular file (a device, FIFO or socket)", path);
     FILE *f = fopen(path, "r");
     if (!f) {
         if (errno == ENOENT) return DM_OK;
@@ -389,8 +393,8 @@ static int store_locked(const char *path, const dm_tune_db_row *rows, int n)
             if (!bad) bad = fsync(fd);
             if (close(fd) != 0) bad = 1;
             if (bad) rc = DM_ERR(DM_ERR_IO, "tuning db: writing %s: %s", tmppath, strerror(errno));
-            else if (rename(tmppath, path) != 0)
-                rc = DM_ERR(DM_ERR_IO, "tuning db: rename to %s: %s", path, strerror(errno));
+            else
+                rc = dm_rename_output(tmppath, path);
             if (rc != DM_OK) unlink(tmppath);
         }
     }

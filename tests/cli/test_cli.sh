@@ -83,5 +83,11 @@ hp "huge pages off" unset -- DOCMINE_HUGEPAGES=0 "$dm" info --backend cpu
 hp "huge pages: the user's setting kept" 0 -- GLIBC_TUNABLES=glibc.malloc.hugetlb=0 "$dm" info --backend cpu
 hp "huge pages next to other tunables" 1 -- GLIBC_TUNABLES=glibc.malloc.arena_max=4 "$dm" info --backend cpu
 hp "huge pages on 2 ranks" 1 -- "$mpiexec" -n 2 "$dm" info --backend cpu
+# an output named by a FIFO (or a device) is refused, not replaced by the rename of the
+# temporary (as root, --report /dev/null replaced /dev/null itself)
+mkfifo "$tmp/fifo"
+check "report into a FIFO refused" 1 "fifo: rename from temporary failed: not a regular file" -- "$dm" info --backend cpu --report "$tmp/fifo"
+check "tuning database a FIFO: not replaced" 0 "" -- "$dm" info --backend cpu --tuning-db "$tmp/fifo"
+if [ -p "$tmp/fifo" ]; then echo "ok   the FIFO is still a FIFO"; pass=$((pass + 1)); else echo "FAIL the FIFO was replaced"; fail=$((fail + 1)); fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

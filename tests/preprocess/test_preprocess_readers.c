@@ -74,6 +74,37 @@ static int run_pp(dm_token_stream *s, const char *rel, int format, int labels)
     return dm_preprocess(s, NULL, NULL, tpath(p, rel), &o);
 }
 
+static int count_docs(void *user, const dm_raw_doc *d)
+{
+    (void)d;
+    (*(int *)user)++;
+    return 0;
+}
+
+/* A file listed as regular and replaced by a FIFO before it is read is skipped (not_regular),
+ * never waited on (the read would block this rank, and every other one with it). */
+static void test_fifo_after_listing(void)
+{
+    char p[4096], q[4096];
+    mkdirs("swap");
+    put("swap/a.txt", "alpha beta", 10);
+    put("swap/b.txt", "gamma delta", 11);
+    dm_reader_options ro = DM_READER_OPTIONS_INIT;
+    dm_pp_stats st;
+    memset(&st, 0, sizeof st);
+    dm_pp_file_list fl;
+    CU_ASSERT_EQUAL_FATAL(dm_pp_list_files(&fl, tpath(p, "swap"), &ro, &st), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(fl.n, 2);
+    CU_ASSERT_EQUAL(unlink(tpath(q, "swap/b.txt")), 0);
+    CU_ASSERT_EQUAL(mkfifo(q, 0600), 0);
+    int docs = 0;
+    for (size_t i = 0; i < fl.n; i++) CU_ASSERT(dm_pp_read_file(&fl.files[i], &ro, &st, count_docs, &docs) >= 0);
+    CU_ASSERT_EQUAL(docs, 1);
+    CU_ASSERT_EQUAL(st.skipped[DM_PP_SKIP_NOT_REGULAR], 1);
+    CU_ASSERT_TRUE(has_message(&st, "b.txt: not a regular file any more"));
+    dm_pp_file_list_free(&fl);
+}
+
 static size_t find_doc(const dm_token_stream *s, const char *id)
 {
     for (size_t d = 0; d < s->n_docs; d++)
@@ -1024,6 +1055,7 @@ int main(void)
         {"reader threads: output independent of thread count", test_reader_threads},
         {"a failing batch ends the run with its error, any workers", test_worker_failure},
         {"all of Reuters-21578", test_reuters_all},
+        {"a file replaced by a FIFO after the listing is skipped", test_fifo_after_listing},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"preprocess-readers", setup, teardown, NULL, NULL, t}, CU_SUITE_INFO_NULL};
