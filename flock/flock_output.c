@@ -161,9 +161,24 @@ void dm_flock_label_rgb(int32_t label, unsigned char rgb[3])
     rgb[2] = (unsigned char)(255 * b);
 }
 
-static int png_emit(FILE *f, const unsigned char *img, int w, int h)
+/* libpng's errors and warnings kept for our one error line (its default handlers print their own
+ * line to stderr) */
+static void png_error_kept(png_structp png, png_const_charp msg)
 {
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    char *why = png_get_error_ptr(png);
+    snprintf(why, 128, "%s", msg ? msg : "error");
+    png_longjmp(png, 1);
+}
+static void png_warning_dropped(png_structp png, png_const_charp msg)
+{
+    (void)png;
+    (void)msg;
+}
+
+static int png_emit(FILE *f, const char *path, const unsigned char *img, int w, int h)
+{
+    char why[128] = "error";
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, why, png_error_kept, png_warning_dropped);
     if (!png) return DM_ERR(DM_ERR_NOMEM, "libpng: cannot create a writer");
     png_infop info = png_create_info_struct(png);
     if (!info) {
@@ -172,7 +187,7 @@ static int png_emit(FILE *f, const unsigned char *img, int w, int h)
     }
     if (setjmp(png_jmpbuf(png))) {
         png_destroy_write_struct(&png, &info);
-        return DM_ERR(DM_ERR_IO, "libpng: write failed");
+        return DM_ERR(DM_ERR_IO, "%s: libpng: write failed: %s", path, why);
     }
     png_init_io(png, f);
     /* zlib level 1 (lossless like any level): a 1024 x 1024 scatter of 200k points compresses
@@ -227,7 +242,7 @@ int dm_flock_png_emit_file(const char *path, const unsigned char *img, int w, in
     dm_atomic_file af;
     int rc = dm_atomic_open(&af, path);
     if (rc == DM_OK) {
-        rc = png_emit(af.fp, img, w, h);
+        rc = png_emit(af.fp, path, img, w, h);
         if (rc == DM_OK) rc = dm_atomic_commit(&af);
         else dm_atomic_abort(&af);
     }

@@ -12,6 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/resource.h>
+#include <signal.h>
+#include <fcntl.h>
 
 #include "common/alloc.h"
 #include "common/context.h"
@@ -1853,6 +1858,41 @@ static void test_vocab(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "vocab.tsv:2: term id 4294967295"));
 }
 
+/* A picture that cannot be written: one error naming it, and nothing printed by libpng itself
+ * (its default handler wrote "libpng error: Write Error" beside our message). The write fails on
+ * a file size limit (EFBIG, SIGXFSZ ignored). */
+static void test_png_write_error(void)
+{
+    char path[4200], errpath[4200];
+    snprintf(path, sizeof path, "%s/big.png", g_tmp);
+    snprintf(errpath, sizeof errpath, "%s/stderr.txt", g_tmp);
+    double x[3] = {0.5, 5, 9.9}, y[3] = {0.5, 2.5, 4.9};
+    int32_t c[3] = {0, 1, -1};
+    struct rlimit old, lim;
+    CU_ASSERT_EQUAL_FATAL(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 4096;
+    void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
+    fflush(stderr);
+    int saved = dup(2), fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CU_ASSERT_FATAL(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    CU_ASSERT_EQUAL(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    int rc = dm_flock_png_write(path, x, y, c, 3, 10, 10, 4096);
+    setrlimit(RLIMIT_FSIZE, &old);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(fd);
+    signal(SIGXFSZ, was);
+    CU_ASSERT_EQUAL(rc, DM_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "big.png: libpng: write failed"));
+    struct stat st;
+    CU_ASSERT_TRUE(stat(errpath, &st) == 0 && st.st_size == 0); /* libpng printed nothing */
+    CU_ASSERT_NOT_EQUAL(stat(path, &st), 0);                     /* no picture left behind */
+    dm_error_clear();
+}
+
 static void test_png(void)
 {
     char path[4200];
@@ -1891,6 +1931,7 @@ int main(int argc, char **argv)
 {
     CU_TestInfo unit[] = {
         {"dot product exact and order independent", test_dot_exact},
+        {"a picture that cannot be written: one error, libpng silent", test_png_write_error},
         {"threshold 1 joins identical vectors (single-precision slack)", test_threshold_one},
         {"tile merge of the CUDA similarity kernel (emulated) equals the merge", test_dot_tile_merge},
         {"pair contribution and torus helpers", test_pair_contribution},
