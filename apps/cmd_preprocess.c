@@ -113,10 +113,7 @@ static int remove_stale_rank_files(const char *output, int size)
         if (rl == 0 || rl > 9 || strspn(r, "0123456789") != rl || (r[0] == '0' && rl > 1)) continue;
         if (size > 1 && atoi(r) < size) continue;
         snprintf(path, sizeof path, "%s%s", dir, e->d_name);
-        if (unlink(path) != 0)
-            rc = DM_ERR(DM_ERR_IO, "%s: cannot remove this leftover of an earlier run: %s", path, strerror(errno));
-        else
-            dm_log_warn("removed %s: a leftover of an earlier run with more ranks", path);
+        rc = dm_remove_leftover(path);
     }
     closedir(d);
     return rc;

@@ -59,10 +59,7 @@ static int remove_stale_parts(const char *dir, int size)
         if (rl < 5 || rl > 9 || strcmp(r + rl, ".tsv") != 0 || (rl > 5 && r[0] == '0')) continue;
         if (atoi(r) < size) continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (unlink(path) != 0)
-            rc = DM_ERR(DM_ERR_IO, "%s: cannot remove this leftover of an earlier run: %s", path, strerror(errno));
-        else
-            dm_log_warn("removed %s: a leftover of an earlier run with more ranks", path);
+        rc = dm_remove_leftover(path);
     }
     closedir(d);
     return rc;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/status.h"
 
 static atomic_int g_seq;
@@ -39,6 +40,14 @@ int dm_atomic_commit(dm_atomic_file *f)
     int rc = dm_rename_output(f->tmp, f->path);
     if (rc != DM_OK) unlink(f->tmp);
     return rc;
+}
+
+int dm_remove_leftover(const char *path)
+{
+    if (unlink(path) != 0)
+        return DM_ERR(DM_ERR_IO, "%s: cannot remove this leftover of an earlier run: %s", path, strerror(errno));
+    dm_log_warn("removed %s: a leftover of an earlier run with more ranks", path);
+    return DM_OK;
 }
 
 int dm_rename_output(const char *tmp, const char *path)

@@ -27,6 +27,9 @@ void dm_atomic_abort(dm_atomic_file *f);
 int dm_write_file_atomic(const char *path, const void *data, size_t n);
 /* mkdir -p. */
 int dm_mkdirs(const char *path);
+/* Removes path, an earlier run's output with more ranks than this one, with a warning naming it
+ * (DM_ERR_IO when it cannot be removed). */
+int dm_remove_leftover(const char *path);
 /* Puts a finished temporary file in place: rename(tmp, path), refused (tmp left for the caller to
  * remove) when path is a device, FIFO or socket, which a rename would replace (as root, /dev/null
  * or /dev/stdout itself). DM_ERR_IO naming path: "rename from temporary failed: <why>". */

@@ -203,6 +203,28 @@ static void test_corrupted_lines(void)
     dm_tune_db_free(&db);
 }
 
+
+/* The database at path holds exactly the rows writers 0..n-1 stored: writer w's `rows` rows, drawn
+ * from seed0 + w and named <who><w>.k<i> (the concurrent stores' tests). */
+static void expect_writers_rows(const char *path, const char *who, int writers, int rows, uint64_t seed0)
+{
+    dm_tune_db db;
+    dm_tune_db_init(&db);
+    CU_ASSERT_EQUAL_FATAL(dm_tune_db_load(&db, path), DM_OK);
+    CU_ASSERT_EQUAL(db.rejected, 0);
+    CU_ASSERT_EQUAL(db.n, writers * rows);
+    for (int w = 0; w < writers; w++) {
+        uint64_t s = seed0 + (uint64_t)w;
+        for (int i = 0; i < rows; i++) {
+            dm_tune_db_row r = random_row(&s, i);
+            snprintf(r.kernel, sizeof r.kernel, "%s%d.k%d", who, w, i);
+            const dm_tune_db_row *f = dm_tune_db_find(&db, r.kernel, r.gpu, r.cc, r.wclass);
+            CU_ASSERT(f && rows_equal(f, &r));
+        }
+    }
+    dm_tune_db_free(&db);
+}
+
 static void test_concurrent_writers(void)
 {
     char path[512];
@@ -228,21 +250,7 @@ static void test_concurrent_writers(void)
         CU_ASSERT_EQUAL(waitpid(pids[p], &st, 0), pids[p]);
         CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
-    dm_tune_db db;
-    dm_tune_db_init(&db);
-    CU_ASSERT_EQUAL_FATAL(dm_tune_db_load(&db, path), DM_OK);
-    CU_ASSERT_EQUAL(db.rejected, 0);
-    CU_ASSERT_EQUAL(db.n, PROCS * ROWS);
-    for (int p = 0; p < PROCS; p++) {
-        uint64_t s = 100 + (uint64_t)p;
-        for (int i = 0; i < ROWS; i++) {
-            dm_tune_db_row r = random_row(&s, i);
-            snprintf(r.kernel, sizeof r.kernel, "proc%d.k%d", p, i);
-            const dm_tune_db_row *f = dm_tune_db_find(&db, r.kernel, r.gpu, r.cc, r.wclass);
-            CU_ASSERT(f && rows_equal(f, &r));
-        }
-    }
-    dm_tune_db_free(&db);
+    expect_writers_rows(path, "proc", PROCS, ROWS, 100);
     /* no temporary file is left behind */
     DIR *d = opendir(g_dir);
     CU_ASSERT_FATAL(d != NULL);
@@ -282,21 +290,7 @@ static void test_concurrent_threads(void)
         pthread_join(th[t], &failed);
         CU_ASSERT_EQUAL(failed, NULL); /* every store succeeded */
     }
-    dm_tune_db db;
-    dm_tune_db_init(&db);
-    CU_ASSERT_EQUAL_FATAL(dm_tune_db_load(&db, g_thread_path), DM_OK);
-    CU_ASSERT_EQUAL(db.rejected, 0);
-    CU_ASSERT_EQUAL(db.n, THREADS * THREAD_ROWS);
-    for (int t = 0; t < THREADS; t++) {
-        uint64_t s = 300 + (uint64_t)t;
-        for (int i = 0; i < THREAD_ROWS; i++) {
-            dm_tune_db_row r = random_row(&s, i);
-            snprintf(r.kernel, sizeof r.kernel, "thread%d.k%d", t, i);
-            const dm_tune_db_row *f = dm_tune_db_find(&db, r.kernel, r.gpu, r.cc, r.wclass);
-            CU_ASSERT(f && rows_equal(f, &r));
-        }
-    }
-    dm_tune_db_free(&db);
+    expect_writers_rows(g_thread_path, "thread", THREADS, THREAD_ROWS, 300);
 }
 
 /* The whole file, NUL-terminated (malloc'd), or NULL. */
