@@ -31,14 +31,22 @@ int dm_flock_xchg_begin(dm_flock_xchg *x, MPI_Comm comm, const dm_flock_nbrs *nb
     x->active = 1;
     int rc = local_status;
     for (int k = 0; k < nb->n; k++) {
-        x->send_size[k] = local_status < 0 ? ERR_FLAG : send_size[k];
+        uint64_t sz = local_status < 0 ? ERR_FLAG : send_size[k];
+        if (sz != ERR_FLAG && (sz % UNIT || sz / UNIT > (uint64_t)2147483647)) {
+            /* MPI counts are ints: the neighbour learns the failure from the handshake, as for a
+             * local one (was an assertion that stopped this rank alone) */
+            if (rc == DM_OK)
+                rc = DM_ERR(DM_ERR_UNSUPPORTED, "flock: a %llu-byte exchange message to rank %d (at most 16 GiB: use "
+                            "more ranks)", (unsigned long long)sz, nb->rank[k]);
+            sz = ERR_FLAG;
+        }
+        x->send_size[k] = sz;
         x->send_buf[k] = send[k];
         if (MPI_Irecv(&x->recv_size[k], 1, MPI_UINT64_T, nb->rank[k], tag, comm, &x->hs_recv[k]) != MPI_SUCCESS ||
             MPI_Isend(&x->send_size[k], 1, MPI_UINT64_T, nb->rank[k], tag, comm, &x->hs_send[k]) != MPI_SUCCESS)
             return DM_ERR(DM_ERR_MPI, "flock: posting the exchange handshake failed");
         /* the data goes out at once: the receiver matches it once it knows the size */
         if (x->send_size[k] == ERR_FLAG || x->send_size[k] == 0) continue;
-        DM_ASSERT(x->send_size[k] % UNIT == 0 && x->send_size[k] / UNIT <= (uint64_t)2147483647);
         if (MPI_Isend(send[k], (int)(x->send_size[k] / UNIT), MPI_UINT64_T, nb->rank[k], tag + 1, comm,
                       &x->data_send[k]) != MPI_SUCCESS)
             return DM_ERR(DM_ERR_MPI, "flock: MPI_Isend failed");

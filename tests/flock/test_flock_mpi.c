@@ -598,6 +598,41 @@ static void test_resume_across_ranks(void)
     ft_state_free(&part);
 }
 
+/* A neighbour message beyond MPI's int count (over 16 GiB; only its size is declared here, nothing
+ * is sent): the sender fails with a message and its neighbours learn it from the handshake (an
+ * assertion stopped the sender alone before). Ranks exchange with rank +- 1 on a ring. */
+static void test_exchange_too_large(void)
+{
+    if (g_ctx.size < 2) return;
+    dm_flock_nbrs nb;
+    memset(&nb, 0, sizeof nb);
+    int up = (g_ctx.rank + 1) % g_ctx.size, down = (g_ctx.rank + g_ctx.size - 1) % g_ctx.size;
+    nb.n = up == down ? 1 : 2;
+    nb.rank[0] = up;
+    nb.rank[1] = down;
+    static char small[8];
+    const char *send[2] = {small, small};
+    uint64_t size[2] = {8, 8};
+    if (g_ctx.rank == 0) size[0] = (uint64_t)17 << 30; /* 17 GiB to rank 1 */
+    dm_flock_buf bufs[2];
+    memset(bufs, 0, sizeof bufs);
+    dm_flock_xchg x;
+    int rc = dm_flock_xchg_begin(&x, g_ctx.world, &nb, 9000, send, size, bufs, DM_OK);
+    if (g_ctx.rank == 0) {
+        CU_ASSERT_EQUAL(rc, DM_ERR_UNSUPPORTED);
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "exchange message to rank 1"));
+    } else {
+        CU_ASSERT_EQUAL(rc, DM_OK);
+    }
+    char *recv[2];
+    uint64_t rsize[2];
+    int erc = dm_flock_xchg_end(&x, recv, rsize);
+    if (g_ctx.rank == 1) CU_ASSERT_NOT_EQUAL(erc, DM_OK); /* rank 0 failed: learnt, not waited on */
+    dm_error_clear();
+    dm_flock_buf_free(&bufs[0]);
+    dm_flock_buf_free(&bufs[1]);
+}
+
 static void test_error_on_one_rank(void)
 {
     /* the last rank's vectors are not term-sorted: every rank gets the error, none hangs */
@@ -929,6 +964,7 @@ int main(int argc, char **argv)
                          {"conservation: one owner per document per iteration", test_conservation},
                          {"resume across rank counts", test_resume_across_ranks},
                          {"an error on one rank reaches all", test_error_on_one_rank},
+                         {"an exchange message beyond 16 GiB: an error on both sides", test_exchange_too_large},
                          {"measured slice weights too uneven: equal slices", test_measured_weights_fall_back},
                          {"a step failing on one rank stops all (lagged agreement)", test_error_during_run},
                          {"files in rank order: MPI-IO, every rank's bytes, no temporary", test_write_ordered},
