@@ -119,11 +119,13 @@ int dm_vectorize_parse_df(const char *s, uint64_t *count, double *frac, int is_m
         double v = strtod(s, &end);
         if (*end || !(v >= 0.0 && v <= 1.0)) return -1;
         *frac = v;
+        *count = is_max ? UINT64_MAX : 1; /* the last --min-df / --max-df given decides alone */
         return 0;
     }
     unsigned long long v;
     if (parse_uint(s, is_max ? 0 : 1, UINT64_MAX, &v)) return -1;
     *count = v;
+    *frac = is_max ? 1.0 : 0.0;
     return 0;
 }
 

@@ -32,7 +32,8 @@ extern const char dm_vectorize_pp_help[];
 int dm_vectorize_pp_option(dm_app *app, const char *cmd, int c, const char *arg, dm_preprocess_options *pp);
 
 /* --min-df / --max-df values: an integer is a document count, a number with '.' or an exponent a
- * fraction (of N, in [0, 1]). Returns 0, or -1 for an invalid value. */
+ * fraction (of N, in [0, 1]); either resets the other to its default, so the last one given applies.
+ * Returns 0, or -1 for an invalid value. */
 int dm_vectorize_parse_df(const char *s, uint64_t *count, double *frac, int is_max);
 
 /* dm_preprocess_options.device_tokens for commands that vectorize what they preprocess: 1 (the

@@ -312,6 +312,30 @@ static int check_options(const dm_tfidf_options *o)
     return DM_OK;
 }
 
+/* The document-count bounds of min_df / max_df fractions among n documents: the fewest documents
+ * k with k / n >= frac, and the most with k / n <= frac. Decided on k / n (one correctly rounded
+ * division, as the fraction was parsed) rather than on frac x n, whose rounding error put
+ * --max-df 0.29 of 100 documents below 29 (28.999999999999996) and --min-df 0.07 above 7. */
+static uint64_t df_frac_min(double frac, uint64_t n)
+{
+    if (n == 0 || !(frac > 0.0)) return 0; /* NaN too (refused by check_options) */
+    double x = ceil(frac * (double)n);
+    uint64_t k = x >= (double)n ? n : (uint64_t)x;
+    while (k > 0 && (double)(k - 1) / (double)n >= frac) k--;
+    while (k <= n && (double)k / (double)n < frac) k++;
+    return k; /* n + 1: none */
+}
+
+static uint64_t df_frac_max(double frac, uint64_t n)
+{
+    if (n == 0 || !(frac < 1.0)) return UINT64_MAX;
+    double x = floor(frac * (double)n);
+    uint64_t k = x <= 0.0 ? 0 : x >= (double)n ? n : (uint64_t)x;
+    while (k < n && (double)(k + 1) / (double)n <= frac) k++;
+    while (k > 0 && (double)k / (double)n > frac) k--;
+    return k;
+}
+
 int dm_tfidf_vocab_build(dm_vocab *vocab, uint32_t *local_to_id, dm_tfidf_stats *stats, const dm_ctx *ctx,
                          const dm_termlist *terms, uint64_t local_docs, const dm_tfidf_options *opt)
 {
@@ -352,12 +376,12 @@ int dm_tfidf_vocab_build(dm_vocab *vocab, uint32_t *local_to_id, dm_tfidf_stats 
     uint64_t n_docs = local_docs;
     if (rc == DM_OK && ctx && MPI_Allreduce(&local_docs, &n_docs, 1, MPI_UINT64_T, MPI_SUM, ctx->world) != MPI_SUCCESS)
         rc = DM_ERR(DM_ERR_MPI, "tfidf: MPI_Allreduce of the document count failed");
-    double lo = (double)opt->min_df_count, hi = (double)opt->max_df_count;
-    if (opt->min_df_frac * (double)n_docs > lo) lo = opt->min_df_frac * (double)n_docs;
-    if (opt->max_df_frac * (double)n_docs < hi) hi = opt->max_df_frac * (double)n_docs;
+    uint64_t lo = df_frac_min(opt->min_df_frac, n_docs), hi = df_frac_max(opt->max_df_frac, n_docs);
+    if (opt->min_df_count > lo) lo = opt->min_df_count;
+    if (opt->max_df_count < hi) hi = opt->max_df_count;
     if (rc == DM_OK && hi < lo)
-        rc = DM_ERR(DM_ERR_INVALID_ARG, "max_df corresponds to fewer documents (%.1f) than min_df (%.1f) among %" PRIu64,
-                    hi, lo, n_docs);
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "max_df corresponds to fewer documents (%" PRIu64 ") than min_df (%" PRIu64
+                    ") among %" PRIu64, hi, lo, n_docs);
     uint64_t sums[5] = {0, 0, 0, 0, 0}; /* terms seen, pruned min, pruned max, collisions, rebuilds */
     size_t *keep = NULL;
     size_t nk = 0;
@@ -367,7 +391,7 @@ int dm_tfidf_vocab_build(dm_vocab *vocab, uint32_t *local_to_id, dm_tfidf_stats 
     }
     if (rc == DM_OK) {
         for (size_t i = 0; i < mine.n; i++) {
-            double df = (double)mine.val[i];
+            uint64_t df = mine.val[i];
             if (df < lo) sums[1]++;
             else if (df > hi) sums[2]++;
             else keep[nk++] = i;

@@ -279,9 +279,9 @@ typedef struct dm_tfidf_options {
     int sublinear;
     int l2;                     /* default 1 */
     uint64_t min_df_count;      /* keep terms with df >= min_df_count (default 1) */
-    double min_df_frac;         /* ... and df >= min_df_frac x N (default 0) */
+    double min_df_frac;         /* ... and df / N >= min_df_frac (default 0; decided on df / N, not frac x N) */
     uint64_t max_df_count;      /* keep terms with df <= max_df_count (default UINT64_MAX) */
-    double max_df_frac;         /* ... and df <= max_df_frac x N (default 1) */
+    double max_df_frac;         /* ... and df / N <= max_df_frac (default 1) */
     int tf_variant;             /* enum dm_tf_variant (CUDA backend) */
     size_t table_initial_cap;   /* vocabulary tables' first capacity (0 = automatic; tests) */
     int by_bytes;               /* corpus input: resolve every token by its bytes as it is read

@@ -625,6 +625,48 @@ static void test_min_max_df(void)
     dm_tfidf_local_free(&l);
 }
 
+/* Fractions are of N exactly: among 100 documents, --max-df 0.29 keeps a term in 29 of them
+ * (0.29 x 100 is 28.999999999999996 in doubles) and --min-df 0.07 one in 7 (7.000000000000001). */
+static void test_df_fractions_exact(void)
+{
+    const char *docs[100];
+    for (int i = 0; i < 100; i++) docs[i] = i < 7 ? "fill seven twentynin" : i < 29 ? "fill twentynin" : "fill";
+    dm_tfidf_local l;
+    CU_ASSERT_EQUAL_FATAL(tl_local_build(&l, docs, 100, tl_real_hash, 0, "d", 0, NULL), DM_OK);
+    dm_tfidf_options o = DM_TFIDF_OPTIONS_INIT;
+    dm_vectors v;
+    dm_vocab voc;
+    dm_tfidf_stats st;
+    o.max_df_frac = 0.29; /* keeps seven (7) and twentynin (29), drops fill (100) */
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&v, &voc, &st, NULL, &l, &o), DM_OK);
+    CU_ASSERT_EQUAL(voc.terms.n, 2);
+    CU_ASSERT_NOT_EQUAL(vocab_id(&voc, "twentynin"), -1);
+    CU_ASSERT_EQUAL(st.pruned_max_df, 1);
+    dm_vectors_free(&v);
+    dm_vocab_free(&voc);
+    o.max_df_frac = 1.0;
+    o.min_df_frac = 0.07; /* keeps all three */
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&v, &voc, &st, NULL, &l, &o), DM_OK);
+    CU_ASSERT_EQUAL(voc.terms.n, 3);
+    CU_ASSERT_EQUAL(st.pruned_min_df, 0);
+    dm_vectors_free(&v);
+    dm_vocab_free(&voc);
+    o.min_df_frac = 0.071; /* 7.1 documents: drops seven */
+    o.max_df_frac = 0.29;  /* and fill: only twentynin is left */
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&v, &voc, &st, NULL, &l, &o), DM_OK);
+    CU_ASSERT_EQUAL(voc.terms.n, 1);
+    CU_ASSERT_EQUAL(vocab_id(&voc, "twentynin"), 0);
+    dm_vectors_free(&v);
+    dm_vocab_free(&voc);
+    /* the same bound for min and max: the terms in exactly that many documents */
+    o.min_df_frac = o.max_df_frac = 0.29;
+    CU_ASSERT_EQUAL_FATAL(dm_tfidf_vectors(&v, &voc, &st, NULL, &l, &o), DM_OK);
+    CU_ASSERT_EQUAL(voc.terms.n, 1);
+    dm_vectors_free(&v);
+    dm_vocab_free(&voc);
+    dm_tfidf_local_free(&l);
+}
+
 static void test_collisions_get_distinct_ids(void)
 {
     /* the same corpus under the real and the weak hash: identical vocabularies and weights
@@ -1416,6 +1458,7 @@ int main(void)
                              {"zero_idf_and_empty_rows", test_zero_idf_and_empty_rows},
                              {"no_terms_is_an_error", test_no_terms_is_an_error},
                              {"min_max_df", test_min_max_df},
+                             {"df_fractions_exact", test_df_fractions_exact},
                              {"collisions_get_distinct_ids", test_collisions_get_distinct_ids},
                              CU_TEST_INFO_NULL};
     CU_TestInfo files[] = {{"dmv_round_trip_and_rows", test_dmv_round_trip_and_rows},

@@ -44,6 +44,20 @@ done
     --max-df 0.9 --export mtx && head -1 "$tmp/s.mtx" | grep -q '^%%MatrixMarket matrix coordinate real general' \
     && ok "options and MatrixMarket" || bad "options and MatrixMarket"
 
+# --min-df / --max-df given twice: the last one decides (a count after a fraction and back)
+"$dm" vectorize --backend cpu --quiet --corpus "$tmp/corpus" -o "$tmp/df1.dmv" --min-df 0.01 --max-df 240 \
+    && "$dm" vectorize --backend cpu --quiet --corpus "$tmp/corpus" -o "$tmp/df2.dmv" --min-df 1000 --min-df 0.01 \
+        --max-df 0.001 --max-df 240 && cmp -s "$tmp/df1.dmv" "$tmp/df2.dmv" \
+    && ok "repeated --min-df / --max-df: the last one applies" || bad "repeated --min-df / --max-df: the last one applies"
+# a fraction is of N exactly: 0.29 of 100 documents keeps a term in 29 (0.29 x 100 < 29 in doubles)
+mkdir -p "$tmp/frac"
+for ((i = 0; i < 100; i++)); do
+    printf 'f%d	x	filler %s\n' $i "$([ $i -lt 29 ] && echo wheat)"
+done >"$tmp/frac/f.tsv"
+"$dm" vectorize --backend cpu --quiet --corpus "$tmp/frac" -o "$tmp/frac.dmv" --max-df 0.29 --vocab "$tmp/frac.tsv" \
+    && [ "$(tail -n +2 "$tmp/frac.tsv")" = "$(printf '0\twheat\t29')" ] \
+    && ok "--max-df 0.29 of 100 documents keeps a term in 29" || bad "--max-df 0.29 of 100 documents keeps a term in 29"
+
 # from token streams of docmine preprocess (1 and 2 ranks): the same vectors as from the corpus
 "$dm" preprocess --backend cpu --quiet --corpus "$tmp/corpus" -o "$tmp/tok1" >/dev/null 2>&1 \
     && "$dm" vectorize --backend cpu --quiet --tokens "$tmp/tok1" -o "$tmp/t1.dmv" && cmp -s "$tmp/v1.dmv" "$tmp/t1.dmv" \
