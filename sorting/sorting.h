@@ -6,7 +6,10 @@
  * Two-call scratch protocol (as CUB's): call with temp == NULL to get *temp_bytes, allocate,
  * call again with temp. The CPU backend needs no scratch (*temp_bytes = 0) and ignores stream.
  * Pointers are device pointers for the CUDA backend and host pointers for the CPU backend.
- * All sorts are stable; inputs are not modified. */
+ * A call with temp == NULL only sizes (even where the size is 0): the second call must pass a
+ * buffer (any non-NULL pointer when the size is 0).
+ * All sorts are stable; inputs are not modified. Outputs must not overlap the inputs (no sort in
+ * place), and the segmented sorts' output values need input values. */
 #ifndef DM_SORTING_H
 #define DM_SORTING_H
 
