@@ -50,12 +50,28 @@ int dm_remove_leftover(const char *path)
     return DM_OK;
 }
 
-int dm_rename_output(const char *tmp, const char *path)
+/* What a file of this mode is, when it is not a regular file (NULL when it is). */
+static const char *dm_not_regular(mode_t m)
+{
+    if (S_ISREG(m)) return NULL;
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+    return "a socket or other special file";
+}
+
+const char *dm_special_file(const char *path)
 {
     struct stat st;
-    if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
-        return DM_ERR(DM_ERR_IO, "%s: rename from temporary failed: not a regular file (a device, FIFO or socket, which "
-                      "the rename would replace): name a regular file", path);
+    return stat(path, &st) == 0 && !S_ISDIR(st.st_mode) ? dm_not_regular(st.st_mode) : NULL;
+}
+
+int dm_rename_output(const char *tmp, const char *path)
+{
+    const char *kind = dm_special_file(path);
+    if (kind)
+        return DM_ERR(DM_ERR_IO, "%s: rename from temporary failed: not a regular file (%s, which the rename would "
+                      "replace): name a regular file", path, kind);
     if (rename(tmp, path) != 0) return DM_ERR(DM_ERR_IO, "%s: rename from temporary failed: %s", path, strerror(errno));
     return DM_OK;
 }
@@ -102,16 +118,6 @@ int dm_mkdirs(const char *path)
     if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
         return DM_ERR(DM_ERR_IO, "%s: exists and is not a directory", buf);
     return DM_OK;
-}
-
-/* What a file of this mode is, when it is not a regular file (NULL when it is). */
-static const char *dm_not_regular(mode_t m)
-{
-    if (S_ISREG(m)) return NULL;
-    if (S_ISDIR(m)) return "a directory";
-    if (S_ISFIFO(m)) return "a FIFO";
-    if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
-    return "a socket or other special file";
 }
 
 int dm_open_input(FILE **f, const char *path, const char *what)

@@ -30,6 +30,9 @@ int dm_mkdirs(const char *path);
 /* Removes path, an earlier run's output with more ranks than this one, with a warning naming it
  * (DM_ERR_IO when it cannot be removed). */
 int dm_remove_leftover(const char *path);
+/* What path is when it exists as a device, FIFO or socket ("a FIFO", ...); NULL for a regular
+ * file, a directory or no file. */
+const char *dm_special_file(const char *path);
 /* Puts a finished temporary file in place: rename(tmp, path), refused (tmp left for the caller to
  * remove) when path is a device, FIFO or socket, which a rename would replace (as root, /dev/null
  * or /dev/stdout itself). DM_ERR_IO naming path: "rename from temporary failed: <why>". */

@@ -156,35 +156,14 @@ int dm_flock_checkpoint_write(dm_flock_sim *s, const char *path)
         dm_free(rec);
         return rc;
     }
-    int cnt = (int)n, *counts = NULL, *displs = NULL;
     double *all = NULL, *out = NULL;
     if (s->rank == 0) {
-        counts = dm_malloc(sizeof *counts * (size_t)s->size);
-        displs = dm_malloc(sizeof *displs * (size_t)s->size);
         all = dm_malloc(sizeof *all * 5 * (size_t)s->n_global);
         out = dm_malloc(sizeof *out * 4 * (size_t)s->n_global + HEADER + 8);
-        if (!counts || !displs || !all || !out) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for a checkpoint");
+        if (!all || !out) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory for a checkpoint");
     }
     rc = dm_ctx_agree(s->ctx, rc);
-    if (rc == DM_OK && MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, s->comm) != MPI_SUCCESS)
-        rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Gather failed");
-    if (rc == DM_OK && s->rank == 0) {
-        long long tot = 0;
-        for (int k = 0; k < s->size; k++) {
-            displs[k] = (int)tot;
-            tot += counts[k];
-        }
-        /* conservation: every document is owned by exactly one rank */
-        DM_ASSERT(tot == (long long)s->n_global);
-    }
-    if (rc == DM_OK) {
-        MPI_Datatype rt;
-        MPI_Type_contiguous(5, MPI_DOUBLE, &rt);
-        MPI_Type_commit(&rt);
-        if (MPI_Gatherv(rec, cnt, rt, all, counts, displs, rt, 0, s->comm) != MPI_SUCCESS)
-            rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Gatherv failed");
-        MPI_Type_free(&rt);
-    }
+    if (rc == DM_OK) rc = dm_flock_gather_records(s, rec, n, 5, all);
     if (rc == DM_OK && s->rank == 0) {
         ck_header h;
         header_of(&h, s, s->iteration);
@@ -205,8 +184,6 @@ int dm_flock_checkpoint_write(dm_flock_sim *s, const char *path)
         if (rc == DM_OK) rc = dm_write_file_atomic(path, out, body + 8);
     }
     dm_free(rec);
-    dm_free(counts);
-    dm_free(displs);
     dm_free(all);
     dm_free(out);
     return dm_ctx_agree(s->ctx, rc);

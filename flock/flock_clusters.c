@@ -1120,6 +1120,39 @@ int dm_flock_sim_cluster(dm_flock_sim *s, const dm_flock_cluster_options *opt, i
 
 /* ---- gathering the result ----------------------------------------------------------------------- */
 
+int dm_flock_gather_records(const dm_flock_sim *s, const double *rec, size_t n, int width, double *all)
+{
+    DM_ASSERT(s->n_global <= (uint64_t)INT32_MAX);
+    int cnt = (int)n, *counts = NULL, *displs = NULL, rc = DM_OK;
+    if (s->rank == 0) {
+        counts = dm_malloc(sizeof *counts * (size_t)s->size);
+        displs = dm_malloc(sizeof *displs * (size_t)s->size);
+        if (!counts || !displs) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory gathering records");
+    }
+    rc = dm_ctx_agree(s->ctx, rc);
+    if (rc == DM_OK && MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, s->comm) != MPI_SUCCESS)
+        rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Gather failed");
+    if (rc == DM_OK && s->rank == 0) {
+        int64_t tot = 0;
+        for (int k = 0; k < s->size; k++) {
+            displs[k] = (int)tot;
+            tot += counts[k];
+        }
+        DM_ASSERT((uint64_t)tot == s->n_global); /* conservation: every document has one owner */
+    }
+    if (rc == DM_OK) {
+        MPI_Datatype rt;
+        MPI_Type_contiguous(width, MPI_DOUBLE, &rt);
+        MPI_Type_commit(&rt);
+        if (MPI_Gatherv(rec, cnt, rt, all, counts, displs, rt, 0, s->comm) != MPI_SUCCESS)
+            rc = DM_ERR(DM_ERR_MPI, "flock: MPI_Gatherv failed");
+        MPI_Type_free(&rt);
+    }
+    dm_free(counts);
+    dm_free(displs);
+    return dm_ctx_agree(s->ctx, rc);
+}
+
 int dm_flock_gather(dm_flock_result *out, dm_flock_sim *s, const dm_vectors *vec)
 {
     memset(out, 0, sizeof *out);
@@ -1144,11 +1177,11 @@ int dm_flock_gather(dm_flock_result *out, dm_flock_sim *s, const dm_vectors *vec
             rec[4 * i + 2] = v.y[i];
             rec[4 * i + 3] = s->labels ? (double)s->labels[i] : -1.0;
         }
-    /* counts in records of 4 doubles (MPI's int counts of doubles would overflow past 2^29 documents) */
+    /* dm_flock_gather_records counts records in an int */
     if (rc == DM_OK && s->n_global > (uint64_t)INT32_MAX)
         rc = DM_ERR(DM_ERR_UNSUPPORTED, "flock: gathering %llu documents on one rank (at most 2^31 - 1)",
                     (unsigned long long)s->n_global);
-    int cnt = (int)n, *counts = NULL, *displs = NULL;
+    int *counts = NULL, *displs = NULL;
     double *all = NULL;
     uint64_t *rows = NULL;
     int32_t *scat = NULL;
@@ -1166,21 +1199,8 @@ int dm_flock_gather(dm_flock_result *out, dm_flock_sim *s, const dm_vectors *vec
     out->row_cluster = dm_malloc(sizeof *out->row_cluster * (size_t)(vec->n_rows ? vec->n_rows : 1));
     if (!out->row_cluster && rc == DM_OK) rc = DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     rc = dm_ctx_agree(s->ctx, rc);
+    if (rc == DM_OK) rc = dm_flock_gather_records(s, rec, n, 4, all);
     if (rc == DM_OK) {
-        MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, s->comm);
-        if (s->rank == 0) {
-            int64_t tot = 0;
-            for (int k = 0; k < s->size; k++) {
-                displs[k] = (int)tot;
-                tot += counts[k];
-            }
-            DM_ASSERT((uint64_t)tot == s->n_global);
-        }
-        MPI_Datatype rt;
-        MPI_Type_contiguous(4, MPI_DOUBLE, &rt);
-        MPI_Type_commit(&rt);
-        MPI_Gatherv(rec, cnt, rt, all, counts, displs, rt, 0, s->comm);
-        MPI_Type_free(&rt);
         uint64_t mine[2] = {vec->row_base, vec->n_rows};
         MPI_Gather(mine, 2, MPI_UINT64_T, rows, 2, MPI_UINT64_T, 0, s->comm);
         if (s->rank == 0) {

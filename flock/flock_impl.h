@@ -392,6 +392,11 @@ uint64_t dm_flock_rows_fingerprint(const dm_vectors *v);
 /* DM_ERR_INVALID_ARG when the checkpoint file to write is a directory (said when the run starts,
  * not when its first checkpoint fails to replace it). */
 int dm_flock_checkpoint_target(const char *path);
+/* Gathers every rank's n records of width doubles into rank 0's all (room for n_global records),
+ * in rank order, counted in records (counts of doubles overflow MPI's int past 2^31 / width
+ * documents; n_global <= 2^31 - 1 is the caller's check). Checks conservation (the records of all
+ * ranks are n_global). Collective; the status is agreed. */
+int dm_flock_gather_records(const dm_flock_sim *s, const double *rec, size_t n, int width, double *all);
 int dm_flock_input_fingerprint(uint64_t *out, const dm_vectors *v, MPI_Comm comm);
 
 /* A centroid sum (flock_clusters.c): the sum over a cluster's documents of their unit vectors'

@@ -240,9 +240,8 @@ int dm_tune_db_load(dm_tune_db *db, const char *path)
     db->n = 0;
     db->rejected = 0;
     db->header = 0;
-    struct stat st; /* a FIFO would block the read (every rank), a device is no database */
-    if (stat(path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode)))
-        return DM_ERR(DM_ERR_IO, "tuning db %s: not a regular file (a device, FIFO or socket)", path);
+    const char *kind = dm_special_file(path); /* a FIFO would block the read (every rank) */
+    if (kind) return DM_ERR(DM_ERR_IO, "tuning db %s: not a regular file (%s)", path, kind);
     FILE *f = fopen(path, "r");
     if (!f) {
         if (errno == ENOENT) return DM_OK;

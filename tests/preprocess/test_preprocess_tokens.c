@@ -150,6 +150,22 @@ static void test_unicode_rules(void)
     dm_free(o);
 }
 
+/* The reference of the chunking tests: t[0..n) normalised word by word (words end at any byte of
+ * seps), concatenated; *len its length. */
+static char *norm_by_words(const char *t, size_t n, const char *seps, size_t *len)
+{
+    char *ref = NULL;
+    size_t rc = 0;
+    *len = 0;
+    for (size_t p = 0; p < n;) {
+        size_t e = p;
+        while (e < n && !(t[e] && strchr(seps, t[e]))) e++; /* (strchr finds the NUL of seps) */
+        CU_ASSERT_EQUAL_FATAL(dm_normalize(&ref, len, &rc, t + p, e - p, 1, NULL), 0);
+        p = e + 1;
+    }
+    return ref;
+}
+
 /* A long multibyte document normalised in chunks equals the concatenation of its pieces cut at
  * spaces (each normalised alone). */
 static void test_chunking_invariant(void)
@@ -168,17 +184,8 @@ static void test_chunking_invariant(void)
     }
     size_t a;
     char *x = norm(t, n, 0, NULL, &a);
-    /* reference: normalise piece by piece */
-    char *ref = NULL;
-    size_t rl = 0, rc = 0;
-    for (size_t p = 0; p < n;) {
-        size_t e = p;
-        while (e < n && t[e] != ' ' && t[e] != '\n') e++;
-        size_t before = rl;
-        dm_normalize(&ref, &rl, &rc, t + p, e - p, 1, NULL);
-        (void)before;
-        p = e + 1;
-    }
+    size_t rl;
+    char *ref = norm_by_words(t, n, " \n", &rl); /* reference: piece by piece */
     CU_ASSERT(a == rl && memcmp(x, ref, a) == 0);
     dm_free(x);
     dm_free(ref);
@@ -206,14 +213,8 @@ static void test_chunking_hangul(void)
         }
         size_t a;
         char *x = norm(t, n, 0, NULL, &a);
-        char *ref = NULL;
-        size_t rl = 0, rc = 0;
-        for (size_t p = 0; p < n;) {
-            size_t e = p;
-            while (e < n && t[e] != ' ') e++;
-            CU_ASSERT_EQUAL_FATAL(dm_normalize(&ref, &rl, &rc, t + p, e - p, 1, NULL), 0);
-            p = e + 1;
-        }
+        size_t rl;
+        char *ref = norm_by_words(t, n, " ", &rl);
         /* every syllable composed: U+AC01 (3 bytes) and a space per unit */
         CU_ASSERT(rl == pad + (n - pad) / ul * 4);
         if (a != rl || memcmp(x, ref, a) != 0) {
