@@ -241,18 +241,6 @@ static int run_streamclust(dm_flock_job_result *jr, json_t *cl, const dm_ctx *ct
 
 /* ---- report helpers -------------------------------------------------------------------------- */
 
-/* Bytes of each memory kind (host, pinned, device), the largest over the ranks, as a JSON object
- * (NULL when the reduction fails). Collective. */
-static json_t *memory_max_json(const dm_ctx *ctx, const size_t bytes[DM_MEM_KINDS])
-{
-    double mine[DM_MEM_KINDS], most[DM_MEM_KINDS];
-    for (int k = 0; k < DM_MEM_KINDS; k++) mine[k] = (double)bytes[k];
-    if (MPI_Allreduce(mine, most, DM_MEM_KINDS, MPI_DOUBLE, MPI_MAX, ctx->world) != MPI_SUCCESS) return NULL;
-    json_t *m = json_object();
-    for (int k = 0; k < DM_MEM_KINDS; k++) json_object_set_new(m, dm_mem_kind_name(k), json_integer((json_int_t)most[k]));
-    return m;
-}
-
 /* The tuner's mode, database and the instances this rank's kernels ran (rank 0's list), and the
  * most memory a search added. Collective. */
 static json_t *tuning_json(const dm_ctx *ctx)
@@ -281,7 +269,7 @@ static json_t *tuning_json(const dm_ctx *ctx)
      * a first run's peaks include it, a run with the database filled does not */
     size_t own[DM_MEM_KINDS];
     dm_tune_search_memory(own);
-    json_t *m = memory_max_json(ctx, own);
+    json_t *m = dm_report_memory_max(ctx, own);
     if (m) json_object_set_new(t, "search_memory_bytes_max", m);
     json_object_set_new(t, "note", json_string(ctx->backend == DM_BACKEND_CUDA
                                                    ? (mode == DM_TUNE_OFF ? "tuning off: every kernel ran its default instance"
@@ -294,7 +282,7 @@ static json_t *tuning_json(const dm_ctx *ctx)
  * stage), the largest over the ranks, into o's "peak_memory_bytes_max_over_ranks". Collective. */
 static int stage_memory(json_t *o, const dm_ctx *ctx, const dm_mem_phase *ph)
 {
-    json_t *m = memory_max_json(ctx, ph->peak);
+    json_t *m = dm_report_memory_max(ctx, ph->peak);
     if (!m) return DM_ERR(DM_ERR_MPI, "MPI_Allreduce of a stage's memory peaks failed");
     json_object_set_new(o, "peak_memory_bytes_max_over_ranks", m);
     return DM_OK;

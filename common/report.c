@@ -44,6 +44,16 @@ void dm_report_free(dm_report *r)
     r->root = r->results = NULL;
 }
 
+json_t *dm_report_memory_max(const dm_ctx *ctx, const size_t *bytes)
+{
+    double mine[DM_MEM_KINDS], most[DM_MEM_KINDS];
+    for (int k = 0; k < DM_MEM_KINDS; k++) mine[k] = (double)bytes[k];
+    if (MPI_Allreduce(mine, most, DM_MEM_KINDS, MPI_DOUBLE, MPI_MAX, ctx->world) != MPI_SUCCESS) return NULL;
+    json_t *m = json_object();
+    for (int k = 0; k < DM_MEM_KINDS; k++) json_object_set_new(m, dm_mem_kind_name(k), json_integer((json_int_t)most[k]));
+    return m;
+}
+
 json_t *dm_report_versions(void)
 {
     char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -173,13 +183,10 @@ int dm_report_collect(dm_report *r, const dm_ctx *ctx)
     json_object_set_new(r->root, "counters", stats_json(st, n, 1));
     dm_free(st);
 
-    double peak[DM_MEM_KINDS], maxpeak[DM_MEM_KINDS];
-    for (int k = 0; k < DM_MEM_KINDS; k++) peak[k] = (double)dm_mem_peak(k);
-    if (MPI_Allreduce(peak, maxpeak, DM_MEM_KINDS, MPI_DOUBLE, MPI_MAX, ctx->world) != MPI_SUCCESS)
-        return DM_ERR(DM_ERR_MPI, "MPI_Allreduce of memory peaks failed");
-    json_t *mem = json_object();
-    for (int k = 0; k < DM_MEM_KINDS; k++)
-        json_object_set_new(mem, dm_mem_kind_name(k), json_integer((json_int_t)maxpeak[k]));
+    size_t peak[DM_MEM_KINDS];
+    for (int k = 0; k < DM_MEM_KINDS; k++) peak[k] = dm_mem_peak(k);
+    json_t *mem = dm_report_memory_max(ctx, peak);
+    if (!mem) return DM_ERR(DM_ERR_MPI, "MPI_Allreduce of memory peaks failed");
     json_object_set_new(r->root, "peak_memory_bytes_max_over_ranks", mem);
 
     /* huge pages (docmine's main asks glibc for them): the setting, the kernel's mode, and the

@@ -32,6 +32,10 @@ int dm_report_write(const dm_report *r, const dm_ctx *ctx, const char *path);
  * compute_capability, sms, memory_gb), identical on every rank. NULL on failure (the error
  * recorded; a failed allocation is agreed over the ranks first, so all return NULL). */
 json_t *dm_report_devices(const dm_ctx *ctx);
+/* Collective: bytes of each memory kind (host, pinned, device: bytes[DM_MEM_KINDS] of
+ * common/alloc.h), the largest over the ranks, as an object of kind -> bytes (the form of
+ * "peak_memory_bytes_max_over_ranks"). NULL when the reduction fails. */
+json_t *dm_report_memory_max(const dm_ctx *ctx, const size_t *bytes);
 /* The versions object (docmine, git, CUDA runtime/driver, MPI library, libraries). */
 json_t *dm_report_versions(void);
 /* The settings a run's speed or results depend on that come from the environment, as an object
