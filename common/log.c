@@ -49,16 +49,23 @@ void dm_progress_begin(dm_progress *p, const char *label, const char *unit, uint
     p->unit = unit;
     p->total = total;
     p->t_start = p->t_last = dm_wtime();
+    p->shown = UINT64_MAX;
     p->in_place = isatty(STDERR_FILENO);
     p->interval = p->in_place ? 0.2 : DM_PROGRESS_LOG_S;
     p->enabled = g_rank == 0 && g_level >= DM_LOG_INFO && (g_force_progress || p->in_place);
 }
 
 void dm_progress_format(char *buf, int len, const char *label, const char *unit, uint64_t done,
-                        uint64_t total, double elapsed)
+                        uint64_t total, double elapsed, int final)
 {
     double rate = elapsed > 0 ? (double)done / elapsed : 0.0;
-    if (total > 0 && done <= total && rate > 0) {
+    if (final && total > 0) {
+        snprintf(buf, (size_t)len, "%s %llu/%llu (%.1f%%) %.3g %s/s in %.0fs", label, (unsigned long long)done,
+                 (unsigned long long)total, 100.0 * (double)done / (double)total, rate, unit, elapsed);
+    } else if (final) {
+        snprintf(buf, (size_t)len, "%s %llu %.3g %s/s in %.0fs", label, (unsigned long long)done, rate, unit,
+                 elapsed);
+    } else if (total > 0 && done <= total && rate > 0) {
         double eta = (double)(total - done) / rate;
         snprintf(buf, (size_t)len, "%s %llu/%llu (%.1f%%) %.3g %s/s ETA %.0fs", label,
                  (unsigned long long)done, (unsigned long long)total, 100.0 * (double)done / (double)total,
@@ -71,7 +78,8 @@ void dm_progress_format(char *buf, int len, const char *label, const char *unit,
 static void progress_print(dm_progress *p, uint64_t done, double now, int last)
 {
     char line[256];
-    dm_progress_format(line, sizeof line, p->label, p->unit, done, p->total, now - p->t_start);
+    dm_progress_format(line, sizeof line, p->label, p->unit, done, p->total, now - p->t_start, last);
+    p->shown = done;
     if (p->in_place) fprintf(stderr, "\r%-78s%s", line, last ? "\n" : "");
     else fprintf(stderr, "docmine: %s\n", line);
     fflush(stderr);
@@ -89,6 +97,7 @@ void dm_progress_update(dm_progress *p, uint64_t done)
 void dm_progress_end(dm_progress *p, uint64_t done)
 {
     if (!p->enabled) return;
-    progress_print(p, done, dm_wtime(), 1);
+    /* a log file already holding this count gets no second line; a terminal's line ends here */
+    if (p->in_place || p->shown != done) progress_print(p, done, dm_wtime(), 1);
     p->enabled = 0;
 }

@@ -397,13 +397,17 @@ static void test_atomic_files(void)
 static void test_progress_format(void)
 {
     char line[256];
-    dm_progress_format(line, sizeof line, "read", "docs", 250, 1000, 5.0);
+    dm_progress_format(line, sizeof line, "read", "docs", 250, 1000, 5.0, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(line, "250/1000"));
     CU_ASSERT_PTR_NOT_NULL(strstr(line, "25.0%"));
     CU_ASSERT_PTR_NOT_NULL(strstr(line, "50 docs/s"));
     CU_ASSERT_PTR_NOT_NULL(strstr(line, "ETA 15s"));
-    dm_progress_format(line, sizeof line, "read", "docs", 10, 0, 2.0); /* unknown total */
+    dm_progress_format(line, sizeof line, "read", "docs", 10, 0, 2.0, 0); /* unknown total */
     CU_ASSERT_PTR_NOT_NULL(strstr(line, "5 docs/s"));
+    CU_ASSERT_PTR_NULL(strstr(line, "ETA"));
+    /* the end's line: elapsed time, no ETA */
+    dm_progress_format(line, sizeof line, "read", "docs", 1000, 1000, 20.0, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "1000/1000 (100.0%) 50 docs/s in 20s"));
     CU_ASSERT_PTR_NULL(strstr(line, "ETA"));
     /* not a terminal and not forced: the progress line stays off */
     dm_progress p;
@@ -457,6 +461,48 @@ static void test_progress_log_file(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "docmine: flock 5/10 (50.0%)"));
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "docmine: flock 10/10 (100.0%)"));
     CU_ASSERT_PTR_NULL(strstr(buf, "11/10"));
+    const char *end = strstr(buf, "flock 10/10");
+    CU_ASSERT_TRUE(end && !strstr(end, "ETA") && strstr(end, " in "));
+}
+
+/* A periodic line that already showed the final count is not followed by a second, equal one (the
+ * demo's log ended with "flock 100/100" twice). */
+static void test_progress_log_no_repeat(void)
+{
+    FILE *tmp = tmpfile();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tmp);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    CU_ASSERT_TRUE_FATAL(saved >= 0);
+    CU_ASSERT_TRUE_FATAL(dup2(fileno(tmp), STDERR_FILENO) >= 0);
+    int level = dm_log_get_level();
+    dm_log_set_level(DM_LOG_INFO);
+    dm_progress_force(1);
+    dm_progress p;
+    dm_progress_begin(&p, "flock", "it", 4);
+    int in_place = p.in_place;
+    p.interval = 0.0;
+    dm_progress_update(&p, 2);
+    dm_progress_update(&p, 4);
+    dm_progress_end(&p, 4);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    dm_progress_force(0);
+    dm_log_set_level(level);
+    char buf[1024] = "";
+    rewind(tmp);
+    size_t n = fread(buf, 1, sizeof buf - 1, tmp);
+    buf[n] = 0;
+    fclose(tmp);
+    CU_ASSERT_FALSE(in_place);
+    int lines = 0;
+    for (size_t i = 0; i < n; i++) lines += buf[i] == '\n';
+    CU_ASSERT_EQUAL(lines, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "docmine: flock 2/4 (50.0%)"));
+    const char *last = strstr(buf, "docmine: flock 4/4 (100.0%)");
+    CU_ASSERT_PTR_NOT_NULL(last);
+    if (last) CU_ASSERT_PTR_NULL(strstr(last + 1, "docmine: flock 4/4"));
 }
 
 static int fake_launch(const void *args, size_t n, void *stream) { return DM_OK; }
@@ -633,6 +679,7 @@ int main(void)
         {"atomic files and mkdirs", test_atomic_files},
         {"progress line", test_progress_format},
         {"progress lines in a log file", test_progress_log_file},
+        {"progress: no repeated end line in a log file", test_progress_log_no_repeat},
         {"tuner registry and modes", test_tune_registry},
         {"clustering metrics against hand-computed values", test_metrics_hand},
         {"clustering metrics: degenerate labelings, 2^33 documents", test_metrics_edges},
