@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "apps/cmd_vectorize.h"
@@ -25,7 +26,9 @@ static void usage(FILE *f)
             "Turns a corpus into the token stream (per document: id, labels, 64-bit term hashes,\n"
             "plus the vocabulary of distinct stems). With several ranks, rank r writes FILE.rank<r>;\n"
             "FILE.rank<r> files that this run did not write (an earlier run's with more ranks) are\n"
-            "removed. Skipped input is counted per reason and its first messages printed.\n\n"
+            "removed, and with several ranks a token stream FILE of an earlier one-rank run. Every\n"
+            "file carries the run's id: vectorize --tokens refuses a set of files of different runs.\n"
+            "Skipped input is counted per reason and its first messages printed.\n\n"
             "  --corpus PATH       file or directory tree (.jsonl, .tsv, .sgm, text; compressed .gz, .bz2,\n"
             "                      .xz, .zst; archives .tar[.gz|.bz2|.xz|.zst], .tgz, .zip)\n"
             "  -o, --output FILE   binary token stream\n"
@@ -89,15 +92,36 @@ static int dump_file(const dm_token_stream *s, const char *path)
     return dm_atomic_commit(&f);
 }
 
+/* Whether path is a regular file that starts as a docmine token stream (any version). */
+static int is_token_stream(const char *path)
+{
+    struct stat sb;
+    char magic[8];
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0; /* not fopen on a FIFO: it would block */
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    int yes = fread(magic, 1, 8, f) == 8 && memcmp(magic, DM_TOKEN_STREAM_MAGIC, 8) == 0;
+    fclose(f);
+    return yes;
+}
+
 /* Removes the OUTPUT.rank<r> files that this run did not write (r >= size; every one when one rank
  * wrote OUTPUT itself), each named in a warning: they are an earlier run's with more ranks, and a
  * reader of the set would mix them in (vectorize --tokens also refuses a set of different runs by
- * the files' headers). A plain OUTPUT of an earlier one-rank run is left: several ranks never
- * read it. Rank 0, after the files are written. */
-static int remove_stale_rank_files(const char *output, int size)
+ * the files' headers: ranks and run id). With several ranks, a plain OUTPUT that is a token stream
+ * (an earlier one-rank run's) is removed too, with a warning: one rank reading OUTPUT would
+ * otherwise take that older corpus for this run's (several ranks never read it; a plain OUTPUT
+ * that is not a token stream, a dump say, is left). Rank 0, after the files are written. */
+static int remove_stale_rank_files(const char *output, int size, int stream)
 {
     char dir[4096], path[8192];
     const char *slash = strrchr(output, '/'), *base = slash ? slash + 1 : output;
+    if (size > 1 && stream && is_token_stream(output)) {
+        if (unlink(output) != 0)
+            return DM_ERR(DM_ERR_IO, "%s: cannot remove this one-rank token stream of an earlier run: %s", output,
+                          strerror(errno));
+        dm_log_warn("removed %s: an earlier one-rank run's token stream (this run's are %s.rank<r>)", output, output);
+    }
     /* dir: OUTPUT's folder with its '/', or "" for the current one */
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - output) + 1 : 0, output);
     size_t bl = strlen(base);
@@ -160,6 +184,8 @@ int dm_cmd_preprocess(dm_app *app, int argc, char **argv)
     dm_pp_times t;
     int rc = dm_preprocess(&s, &t, ctx, corpus, &o);
     if (rc < 0) return dm_app_fail(app, "preprocess", rc);
+    /* one id for every rank's file of this run: vectorize --tokens refuses a set of mixed runs */
+    s.run_id = dm_token_stream_new_run_id(&ctx->world);
     dm_pp_times_to_timers(&t, "preprocess", 1);
 
     /* output: one file per rank when several ranks */
@@ -172,7 +198,7 @@ int dm_cmd_preprocess(dm_app *app, int argc, char **argv)
     else if (dump) rc = dump_stdout(&s, ctx);
     else rc = dm_token_stream_write(&s, path);
     rc = dm_ctx_agree(ctx, rc);
-    if (rc >= 0 && output && ctx->rank == 0) rc = remove_stale_rank_files(output, ctx->size);
+    if (rc >= 0 && output && ctx->rank == 0) rc = remove_stale_rank_files(output, ctx->size, !dump);
     rc = dm_ctx_agree(ctx, rc);
     if (rc >= 0 && ctx->rank == 0) {
         const dm_pp_stats *st = &s.stats;

@@ -22,7 +22,9 @@ const char dm_vectorize_pp_help[] =
     "reading and preprocessing (the same for every command that reads a corpus):\n"
     "  --format auto|text|jsonl|tsv|reuters   input format (default auto: by extension)\n"
     "  --labels format|dir|none  where labels come from (dir: first-level folder name)\n"
-    "  --stopwords FILE          stop-word list (default: built-in English list); --no-stopwords: none\n"
+    "  --stopwords FILE          stop-word list (default: built-in English list); --no-stopwords: none.\n"
+    "                            One word a line, '#' comments; a line of several words is an error\n"
+    "                            (no phrases); a word split by the tokeniser (don't) drops each part\n"
     "  --no-stem                 do not Porter-stem\n"
     "  --keep-numbers            keep tokens made only of digits\n"
     "  --min-len N, --max-len N  token length limits in bytes (default 2, 64)\n"
@@ -197,24 +199,64 @@ static int file_exists(const char *p)
     return stat(p, &sb) == 0; /* not fopen: a FIFO would block it */
 }
 
+/* The ranks of the run that wrote a token stream file, from its header (0: not a readable token
+ * stream of a version that records them). Sets no error: the caller's read error stands. */
+static uint32_t peek_ranks(const char *p)
+{
+    struct stat sb;
+    unsigned char h[24];
+    if (stat(p, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0; /* not fopen on a FIFO: it would block */
+    FILE *f = fopen(p, "rb");
+    if (!f) return 0;
+    size_t n = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (n < sizeof h || memcmp(h, DM_TOKEN_STREAM_MAGIC, 8) != 0 || (h[8] | h[9] << 8) < 2) return 0;
+    return (uint32_t)h[20] | (uint32_t)h[21] << 8 | (uint32_t)h[22] << 16 | (uint32_t)h[23] << 24;
+}
+
 /* The files of a token stream must be one run's, of as many ranks as this one; their headers
- * name the writer's rank and its run's ranks. Rank 0's file decides how many ranks wrote the set;
- * when that is this run's, every file must say so and its own rank: a file left by an earlier run
- * with more ranks is refused naming it, never mixed in. read_rc: this rank's read. Collective. */
+ * name the writer's rank, its run's ranks and the run's id. Rank 0's file decides how many ranks
+ * wrote the set (when rank 0 has no file, the header of the set of another rank count: STREAM.rank0
+ * for one rank, STREAM for several); when that is this run's, every file must say so and its own
+ * rank, and carry rank 0's run id: a file left by an earlier run, with more ranks or with as many,
+ * is refused naming it, never mixed in. read_rc: this rank's read. Collective: every rank returns
+ * the same status. */
 static int check_stream_set(const dm_ctx *ctx, const char *stream, const char *path, const dm_token_stream *s,
                             int read_rc)
 {
-    uint32_t n0 = read_rc == DM_OK ? s->n_ranks : 0; /* 0: rank 0 could not read its file */
-    MPI_Bcast(&n0, 1, MPI_UINT32_T, 0, ctx->world);
+    char rank0[4200], named[4200];
+    snprintf(rank0, sizeof rank0, "%s%s", stream, ctx->size == 1 ? "" : ".rank0");
+    snprintf(named, sizeof named, "%s", path);
+    uint64_t head[2] = {0, 0}; /* rank 0's file: its run's ranks (0: unknown) and run id */
+    if (ctx->rank == 0 && read_rc == DM_OK) {
+        head[0] = s->n_ranks;
+        head[1] = s->run_id;
+    } else if (ctx->rank == 0 && !file_exists(path)) {
+        if (ctx->size == 1) snprintf(named, sizeof named, "%s.rank0", stream);
+        else snprintf(named, sizeof named, "%s", stream);
+        head[0] = peek_ranks(named);
+    }
+    MPI_Bcast(head, 2, MPI_UINT64_T, 0, ctx->world);
+    uint32_t n0 = (uint32_t)head[0];
     int other_run = n0 != 0 && n0 != (uint32_t)ctx->size;
     int rc = other_run ? DM_OK : read_rc; /* a missing STREAM.rank<r> is then rank 0's error, explained */
-    if (other_run && ctx->rank == 0)
-        rc = DM_ERR(DM_ERR_INVALID_ARG, "%s was written by %u rank%s (%s): run vectorize with as many ranks", stream,
-                    n0, n0 == 1 ? "" : "s", path);
+    if (other_run && ctx->rank == 0 && read_rc == DM_OK && ctx->size == 1)
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "%s is rank %u's file of a token stream written by %u ranks: run vectorize "
+                    "with %u ranks, naming the stream without its .rank%u", path, s->rank, n0, n0, s->rank);
+    else if (other_run && ctx->rank == 0 && ctx->size == 1)
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "%s was written by several ranks (%s): run vectorize with %u ranks", stream,
+                    named, n0);
+    else if (other_run && ctx->rank == 0)
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "%s was written by %u rank%s (%s): run vectorize with %u rank%s", stream, n0,
+                    n0 == 1 ? "" : "s", named, n0, n0 == 1 ? "" : "s");
     else if (rc == DM_OK && n0 == (uint32_t)ctx->size && (s->n_ranks != n0 || s->rank != (uint32_t)ctx->rank))
         rc = DM_ERR(DM_ERR_FORMAT, "%s: written by rank %u of a %u-rank run, not by rank %d of the %u-rank run that "
-                    "wrote %s.rank0: the files are of different runs (a leftover?); run docmine preprocess again",
-                    path, s->rank, s->n_ranks, ctx->rank, n0, stream);
+                    "wrote %s: the files are of different runs (a leftover?); run docmine preprocess again",
+                    path, s->rank, s->n_ranks, ctx->rank, n0, rank0);
+    else if (rc == DM_OK && n0 == (uint32_t)ctx->size && s->run_id != head[1])
+        rc = DM_ERR(DM_ERR_FORMAT, "%s: written by another docmine preprocess run (run id %016" PRIx64 ") than %s "
+                    "(run id %016" PRIx64 "): the files are of different runs (a leftover?); run docmine preprocess again",
+                    path, s->run_id, rank0, head[1]);
     return dm_ctx_agree(ctx, rc);
 }
 
@@ -222,14 +264,10 @@ static int check_stream_set(const dm_ctx *ctx, const char *stream, const char *p
 static int vectorize_tokens(dm_vectors *v, dm_vocab *vocab, dm_tfidf_stats *st, dm_pp_stats *ps, dm_ctx *ctx,
                             const char *stream, const dm_tfidf_options *o)
 {
-    char path[4200], rank0[4200];
+    char path[4200];
     int rc = DM_OK;
     if (ctx->size == 1) snprintf(path, sizeof path, "%s", stream);
     else snprintf(path, sizeof path, "%s.rank%d", stream, ctx->rank);
-    snprintf(rank0, sizeof rank0, "%s.rank0", stream);
-    if (ctx->size == 1 && !file_exists(path) && file_exists(rank0))
-        return DM_ERR(DM_ERR_INVALID_ARG, "%s was written by several ranks (%s): run vectorize with as many ranks",
-                      stream, rank0);
     dm_token_stream s;
     memset(&s, 0, sizeof s);
     rc = check_stream_set(ctx, stream, path, &s, dm_token_stream_read(&s, path));

@@ -43,7 +43,7 @@ static void print_help(FILE *f)
     for (int i = 0; i < DM_NCOMMANDS; i++) fprintf(f, "  %-12s %s\n", g_commands[i].name, g_commands[i].summary);
     fprintf(f, "\nglobal options (accepted by every command, before or after it):\n"
                "  --backend cpu|cuda|auto  compute backend (auto: cuda when a GPU is present)\n"
-               "  --threads N              OpenMP threads per rank\n"
+               "  --threads N              OpenMP threads per rank (at most the CPUs it may run on)\n"
                "  --seed N                 seed of all random streams (default 42)\n"
                "  --report FILE            write the JSON run report to FILE\n"
                "  --tune off|model|msp|exhaustive   kernel tuning mode (env DOCMINE_TUNE; default msp)\n"

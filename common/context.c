@@ -130,6 +130,17 @@ int dm_threads_set_default(MPI_Comm node)
     return omp_get_max_threads();
 }
 
+int dm_threads_cap(int threads, int rank)
+{
+    int cpus = omp_get_num_procs(); /* the CPUs of this process's affinity mask */
+    if (cpus < 1) cpus = 1;
+    if (threads <= cpus) return threads;
+    if (rank == 0)
+        dm_log_warn("--threads %d: rank 0 may run on %d CPU%s, so it uses %d threads (OpenMP threads beyond the "
+                    "CPUs only wait for each other)", threads, cpus, cpus == 1 ? "" : "s", cpus);
+    return cpus;
+}
+
 int dm_ctx_init(dm_ctx *ctx, const dm_ctx_options *opt)
 {
     memset(ctx, 0, sizeof *ctx);
@@ -149,7 +160,7 @@ int dm_ctx_init(dm_ctx *ctx, const dm_ctx_options *opt)
         return DM_ERR(DM_ERR_MPI, "MPI_Comm_split_type(SHARED) failed");
     MPI_Comm_rank(ctx->node, &ctx->local_rank);
     MPI_Comm_size(ctx->node, &ctx->local_size);
-    if (opt->threads > 0) omp_set_num_threads(opt->threads);
+    if (opt->threads > 0) omp_set_num_threads(dm_threads_cap(opt->threads, ctx->rank));
     else dm_threads_set_default(ctx->node);
     ctx->threads = omp_get_max_threads();
 

@@ -17,7 +17,8 @@ enum dm_backend { DM_BACKEND_AUTO = 0, DM_BACKEND_CPU = 1, DM_BACKEND_CUDA = 2 }
 
 typedef struct dm_ctx_options {
     int backend;        /* enum dm_backend; AUTO = CUDA when a GPU is present */
-    int threads;        /* OpenMP threads per rank; 0 = OMP_NUM_THREADS, else dm_threads_default */
+    int threads;        /* OpenMP threads per rank, at most the CPUs it may run on (dm_threads_cap);
+                           0 = OMP_NUM_THREADS, else dm_threads_default */
     uint64_t seed;      /* global seed of all counter-based random streams */
     int quiet;          /* only errors */
     int progress;       /* 1: force the progress line even when stderr is not a terminal */
@@ -40,13 +41,19 @@ typedef struct dm_ctx {
 
 /* Creates the context over MPI_COMM_WORLD (MPI must be initialised). Resolves the backend:
  * CUDA requested but no GPU (or a CPU-only build) -> DM_ERR_NO_DEVICE / DM_ERR_UNSUPPORTED with a
- * message. Binds the GPU. Sets the OpenMP threads: opt->threads when > 0, else OMP_NUM_THREADS
- * when set, else dm_threads_default. Collective over MPI_COMM_WORLD. */
+ * message. Binds the GPU. Sets the OpenMP threads: opt->threads when > 0 (at most the CPUs:
+ * dm_threads_cap), else OMP_NUM_THREADS when set, else dm_threads_default. Collective over
+ * MPI_COMM_WORLD. */
 int dm_ctx_init(dm_ctx *ctx, const dm_ctx_options *opt);
 void dm_ctx_free(dm_ctx *ctx);
 const char *dm_backend_name(int backend);
 int dm_backend_parse(const char *s, int *backend);
 
+/* The OpenMP threads of --threads N: N, or the CPUs of this process's affinity mask
+ * (omp_get_num_procs) when N is more, with a warning on rank 0: threads beyond the CPUs do not run
+ * at once, and at every OpenMP barrier they wait for each other in turn (--threads 4096 on 2 cores
+ * made a 0.4 s pipeline take 63 s). */
+int dm_threads_cap(int threads, int rank);
 /* The OpenMP threads a rank uses when neither --threads nor OMP_NUM_THREADS says: the CPUs of its
  * affinity mask divided by the number of ranks of its node whose masks share a CPU with it (itself
  * included), at least 1. Ranks bound to their own cores (SLURM --cpus-per-task, taskset) keep

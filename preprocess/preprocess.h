@@ -49,18 +49,30 @@ struct dm_ctx;
 enum dm_pp_skip {
     DM_PP_SKIP_EMPTY_FILE = 0,   /* file of 0 bytes */
     DM_PP_SKIP_UNREADABLE,       /* open/read failed (permissions, vanished) */
-    DM_PP_SKIP_CORRUPT_GZIP,     /* truncated or corrupt gzip stream: file skipped */
-    DM_PP_SKIP_CORRUPT_ARCHIVE,  /* libarchive error: rest of archive skipped; a corrupt .bz2/.xz/
-                                    .zst file; a hard link whose target the archive does not hold
-                                    before it; archives nested more than 4 deep */
-    DM_PP_SKIP_BAD_JSON,         /* malformed JSONL line or missing "text" */
-    DM_PP_SKIP_BAD_TSV,          /* TSV line without 3 fields */
+    DM_PP_SKIP_CORRUPT_GZIP,     /* truncated or corrupt gzip stream: file skipped; bytes after the
+                                    last member that start no member (trailing garbage): the
+                                    garbage alone, the data before it is read (gzip(1) keeps it
+                                    too, and warns) */
+    DM_PP_SKIP_CORRUPT_ARCHIVE,  /* libarchive error: rest of archive skipped; a member whose data
+                                    libarchive cannot give while the archive goes on (encrypted,
+                                    a method it lacks): that member; a corrupt .bz2/.xz/.zst file;
+                                    a hard link whose target the archive does not hold before it;
+                                    archives nested more than 4 deep */
+    DM_PP_SKIP_BAD_JSON,         /* malformed JSONL line, missing "text", a label that is not a
+                                    string, a number, null or an array of them, an array label
+                                    holding a comma, an id or label holding a NUL (\u0000) */
+    DM_PP_SKIP_BAD_TSV,          /* TSV line without 3 fields, with an empty id, or with a NUL byte
+                                    in its id or label */
     DM_PP_SKIP_BAD_SGML,         /* malformed Reuters record (no </REUTERS> before the next record,
-                                    no NEWID, a TOPICS/D/TITLE/BODY/TEXT element left open) */
+                                    no NEWID or one over 63 bytes, a TOPICS/D/TITLE/BODY/TEXT
+                                    element left open, a <D> topic holding a comma); a Reuters
+                                    file without any <REUTERS record */
     DM_PP_SKIP_SYMLINK_LOOP,     /* directory reached twice through links */
     DM_PP_SKIP_NOT_REGULAR,      /* sockets, devices, fifos; in archives also symbolic links */
-    DM_PP_SKIP_NOT_TEXT,         /* a plain-text file that is not text: compressed or archive data
-                                    under another name, UTF-16/32, NUL bytes with malformed UTF-8 in
+    DM_PP_SKIP_NOT_TEXT,         /* a file (of any format) that is not text: compressed or archive
+                                    data under another name, UTF-16/32 (by its byte-order mark or,
+                                    without one, by NUL bytes at every other or three of four
+                                    places of its first 4 KB), NUL bytes with malformed UTF-8 in
                                     its first 4 KB */
     DM_PP_SKIP_COUNT
 };
@@ -107,10 +119,15 @@ enum dm_pp_format {
                               .tar.zst/.tzst, .zip -> archive members by their own names,
                               anything else -> one text document per file; a trailing .gz, .bz2,
                               .xz or .zst is decompressed first; a leading UTF-8 BOM is dropped */
-    DM_PP_FORMAT_TEXT,     /* every file is one document (a file that is not text is skipped:
-                              DM_PP_SKIP_NOT_TEXT) */
-    DM_PP_FORMAT_JSONL,    /* {"id":..,"text":..,"label":..} per line; label may be an array */
-    DM_PP_FORMAT_TSV,      /* id TAB label TAB text per line (text may hold further tabs) */
+    DM_PP_FORMAT_TEXT,     /* every file is one document (in every format a file that is not
+                              text is skipped: DM_PP_SKIP_NOT_TEXT) */
+    DM_PP_FORMAT_JSONL,    /* {"id":..,"text":..,"label":..} per line ("labels" if no "label");
+                              id: a string or number, else "FILE:LINE" (FILE as ids name it);
+                              label: a string (labels joined by commas, as written), a number,
+                              null (none) or an array of these, each element one label, so one
+                              holding a comma is a skip (DM_PP_SKIP_BAD_JSON) */
+    DM_PP_FORMAT_TSV,      /* id TAB label TAB text per line (text may hold further tabs; label:
+                              labels joined by commas) */
     DM_PP_FORMAT_REUTERS   /* Reuters-21578 SGML; only *.sgm files (compressed or not) and
                               archives are read, in folders and in archives */
 };
@@ -127,7 +144,12 @@ typedef struct dm_reader_options {
 #define DM_READER_OPTIONS_INIT {DM_PP_FORMAT_AUTO, DM_PP_LABELS_FORMAT, 0}
 
 /* One raw document as a reader hands it out. Pointers are valid during the callback only.
- * labels: zero or more labels joined by ',' ("" = unlabelled). text is not NUL-terminated. */
+ * labels: zero or more labels joined by ',' ("" = unlabelled; no label holds a ',' of its own:
+ * JSONL array elements and Reuters topics that would are skipped). text is not NUL-terminated.
+ * id: relative to the corpus root: the file's path (a compression suffix dropped), an archive
+ * member's "ARCHIVE/MEMBER" with MEMBER its path without "." and empty components ("./a.txt",
+ * "/a.txt" -> "a.txt") and, when an earlier member of the archive has that id, "#2", "#3", ...
+ * appended (ids stay unique within an archive); a JSONL/TSV/SGML record's own id. */
 typedef struct dm_raw_doc {
     const char *id;
     const char *labels;
@@ -139,7 +161,7 @@ typedef int dm_doc_sink(void *user, const dm_raw_doc *doc);
 
 /* One input file of a corpus. */
 typedef struct dm_pp_file {
-    char *path;        /* path as opened */
+    char *path;        /* path as opened (--corpus as given, then its folders): messages name it */
     char *rel;         /* path relative to the corpus root (ids and DIR labels) */
     uint64_t size;     /* bytes on disk */
 } dm_pp_file;
@@ -166,9 +188,11 @@ void dm_pp_file_list_free(dm_pp_file_list *l);
 void dm_pp_split_by_bytes(size_t *begin, size_t *end, const dm_pp_file_list *l, int rank, int size);
 
 /* Reads one file (decompressing .gz, expanding archives) and calls sink per document in file
- * order. Bad input is skipped and counted in st (or an error with opt->strict). Returns 0, a
- * negative status from the sink, or an error (DM_ERR_IO / DM_ERR_FORMAT in strict mode,
- * DM_ERR_NOMEM). */
+ * order. Bad input is skipped and counted in st (or an error with opt->strict). Messages name the
+ * file by f->path, then "PATH: member M" (M as the archive lists it) inside archives, then
+ * ":LINE" or ": record N" (the decompressed data of a .gz keeps the .gz's path); ids come from
+ * f->rel (dm_raw_doc). Returns 0, a negative status from the sink, or an error (DM_ERR_IO /
+ * DM_ERR_FORMAT in strict mode, DM_ERR_NOMEM). */
 int dm_pp_read_file(const dm_pp_file *f, const dm_reader_options *opt, dm_pp_stats *st,
                     dm_doc_sink *sink, void *user);
 /* Same on an in-memory buffer (the fuzz targets and tests use it); name is used for ids and
@@ -201,10 +225,15 @@ typedef struct dm_stopset {
     size_t bytes_len;
 } dm_stopset;
 
-/* Builds the set from a word list (one word per line, '#' starts a comment, blank lines ignored;
- * each word is normalised like text, its first token kept). path == NULL: the built-in English
- * list (preprocess/stopwords_en.txt, compiled in). The arrays are dm_malloc'ed (dm_stopset_free).
- * Errors: DM_ERR_IO naming the file, DM_ERR_NOMEM. */
+/* Builds the set from a word list: one word a line, '#' starts a comment, blanks around the word
+ * and blank lines ignored. A line of several words (blanks between them: "new york") is refused,
+ * DM_ERR_FORMAT naming file and line, never cut to its first word: stop words are matched token
+ * by token, so a phrase could not be honoured. The word is normalised like text and every token
+ * it yields is a stop word: a word the tokeniser splits ("don't" -> "don" "t", "e-mail" -> "e"
+ * "mail") leaves nothing of itself in a document. path == NULL: the built-in English list
+ * (preprocess/stopwords_en.txt, compiled in); dm_stopset_from_text: a list in memory (messages
+ * say "stop words (list):LINE"). The arrays are dm_malloc'ed (dm_stopset_free).
+ * Errors: DM_ERR_IO naming the file, DM_ERR_FORMAT "stop words FILE:LINE: ...", DM_ERR_NOMEM. */
 int dm_stopset_load(dm_stopset *s, const char *path);
 int dm_stopset_from_text(dm_stopset *s, const char *text, size_t len);
 void dm_stopset_free(dm_stopset *s);
@@ -309,22 +338,30 @@ dm_stem_words_fn dm_stem_words_hd;
  *   Two terms with the same hash are a collision: both are kept, counted in stats.hash_collisions,
  *   so that tfidf can resolve them (a hash never silently stands for two words).
  *
- * Binary file (`docmine preprocess -o FILE`), little-endian, written to FILE.tmp then renamed:
+ * Binary file (`docmine preprocess -o FILE`), little-endian, written to FILE.tmp.<pid> then
+ * renamed:
  *   offset 0  char[8]  magic "DMTOKS\0\1"
- *            u32      version (2)
- *            u32      flags (bit 0: stemmed; bit 1: numbers kept)
- *            u32      rank, ranks: the writer's rank and the number of ranks of its run
- *            u64      n_docs, n_tokens, n_terms, id_bytes, label_bytes, term_bytes
+ *         8  u32      version (3)
+ *        12  u32      flags (bit 0: stemmed; bit 1: numbers kept)
+ *        16  u32      rank, ranks: the writer's rank and the number of ranks of its run
+ *        24  u64      run id: the same in every file of one `docmine preprocess` run, another in
+ *                     every run (random, drawn by rank 0: dm_token_stream_new_run_id); never 0
+ *        32  u64      n_docs, n_tokens, n_terms, id_bytes, label_bytes, term_bytes
  *            u64      hash_collisions
  *   then, in order: u64 tok_off[n_docs+1]; u64 hashes[n_tokens]; u64 id_off[n_docs+1];
  *            char ids[id_bytes]; u64 label_off[n_docs+1]; char labels[label_bytes];
  *            u64 term_hash[n_terms]; u64 term_off[n_terms+1]; char term_bytes[term_bytes];
  *   trailer  u32 crc32 (zlib) of every preceding byte, then char[4] "END\n".
- * The reader checks magic, version, sizes against the file size, offsets monotone, rank < ranks
- * and the CRC; it refuses version 1 (without rank and ranks) naming the file.
+ * The reader checks magic, the CRC, version, rank < ranks, run id != 0, every count and size
+ * against the bytes the file holds (before allocating: a file never makes the reader allocate
+ * more than about its own size), offsets monotone from 0 to their sizes, ids and labels
+ * NUL-terminated, and the vocabulary: terms of 1..DM_TOKEN_MAX_LEN bytes, strictly increasing in
+ * (hash, bytes). Every failure is DM_ERR_FORMAT naming the file; versions 1 (without rank and
+ * ranks) and 2 (without the run id) are refused naming the version.
  * With several ranks, each rank writes its share to FILE.rank<r> (r = 0..size-1); reading the
- * files in rank order gives the corpus order. The header's rank and ranks let a reader refuse a
- * set whose files come from different runs (`docmine vectorize --tokens`). */
+ * files in rank order gives the corpus order. The header's rank, ranks and run id let a reader
+ * refuse a set whose files come from different runs (`docmine vectorize --tokens`): a leftover
+ * FILE.rank1 of another run with as many ranks has the right rank and ranks, not the run id. */
 typedef struct dm_token_stream {
     size_t n_docs;
     uint64_t *tok_off;
@@ -341,6 +378,10 @@ typedef struct dm_token_stream {
     uint32_t flags;
     uint32_t rank, n_ranks; /* the writer's rank and its run's rank count (file header; set by
                                dm_preprocess; n_ranks 0 is written as one process: 0 of 1) */
+    uint64_t run_id;        /* file header: the run that wrote the file (read back by
+                               dm_token_stream_read). Set by `docmine preprocess` for every rank
+                               (dm_token_stream_new_run_id); 0 (dm_preprocess leaves it so): the
+                               writer draws a new one for the file */
     dm_pp_stats stats;
     uint64_t *dev_hashes; /* the token hashes in device memory instead of `hashes` (NULL then):
                              dm_preprocess_options.device_tokens on the CUDA backend, for
@@ -349,7 +390,7 @@ typedef struct dm_token_stream {
 } dm_token_stream;
 
 #define DM_TOKEN_STREAM_MAGIC "DMTOKS\0\1"
-#define DM_TOKEN_STREAM_VERSION 2u
+#define DM_TOKEN_STREAM_VERSION 3u
 
 void dm_token_stream_free(dm_token_stream *s);
 static inline const char *dm_token_stream_id(const dm_token_stream *s, size_t d)
@@ -364,9 +405,16 @@ static inline const char *dm_token_stream_labels(const dm_token_stream *s, size_
  * are the colliding stems. */
 long dm_token_stream_term_find(const dm_token_stream *s, uint64_t hash);
 
+/* A new run id for the files of one run: rank 0 draws 64 random bits (getrandom, mixed with the
+ * time, process id and host name) and broadcasts them over *(const MPI_Comm *)mpi_comm (NULL: one
+ * process, no MPI call). Never 0. Collective. */
+uint64_t dm_token_stream_new_run_id(const void *mpi_comm);
+/* Writes the binary file (format above); s->run_id 0 is written as a new id of this file alone.
+ * Errors: DM_ERR_INVALID_ARG (hashes in device memory), DM_ERR_IO naming the file, DM_ERR_NOMEM. */
 int dm_token_stream_write(const dm_token_stream *s, const char *path);
 /* Errors: DM_ERR_IO (open/read, or not a regular file: a FIFO is refused, not waited on),
- * DM_ERR_FORMAT (magic, version, sizes, CRC) naming the file. */
+ * DM_ERR_FORMAT (magic, version, sizes, offsets, vocabulary, CRC) naming the file,
+ * DM_ERR_NOMEM. */
 int dm_token_stream_read(dm_token_stream *s, const char *path);
 /* Human-readable dump: per document "id<TAB>labels<TAB>stem stem ..." (stems from the vocabulary;
  * a colliding hash prints as stem|other). Tabs and line breaks in ids and labels print as spaces

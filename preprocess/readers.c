@@ -3,11 +3,15 @@
  * and Reuters-21578 SGML; the split of files across ranks by bytes. Reference: none (I/O); each
  * format follows DESIGN.md section 8 and issue 3.
  * Bad input never crashes: it is skipped and counted in dm_pp_stats with a message naming the file
- * (and member, line or record), or, with strict = 1, returned as DM_ERR_FORMAT / DM_ERR_IO. Among
- * the skips: a plain-text file that is not text (dm_binary_kind; counted as not_text), archive
- * members that are symbolic links, FIFOs or devices (not_regular), a Reuters record without its
- * </REUTERS> or with a <TOPICS>, <D>, <TITLE>, <BODY> or <TEXT> left open (bad_sgml). A UTF-8
- * byte-order mark at the start of a file is dropped. Every reader is linear in its input. */
+ * by the path as given (and member, line or record: dm_rd.where), or, with strict = 1, returned as
+ * DM_ERR_FORMAT / DM_ERR_IO. Among the skips: a file of any format that is not text
+ * (dm_binary_kind: compressed data, UTF-16/32 with or without a byte-order mark, binary; not_text),
+ * archive members that are symbolic links, FIFOs or devices (not_regular) or that libarchive
+ * cannot read (corrupt_archive, that member alone), a Reuters record without its </REUTERS> or
+ * with a <TOPICS>, <D>, <TITLE>, <BODY> or <TEXT> left open (bad_sgml), a label holding a comma
+ * of its own (bad_json, bad_sgml), trailing garbage after gzip data (corrupt_gzip; the data is
+ * read). A UTF-8 byte-order mark at the start of a file is dropped. Every reader is linear in its
+ * input. */
 #include <archive.h>
 #include <archive_entry.h>
 #include <dirent.h>
@@ -41,7 +45,8 @@ static int dm_rd_skip(const dm_reader_options *opt, dm_pp_stats *st, int reason,
 {
     if (opt->strict) {
         /* nothing is skipped under --strict: the message's "what was skipped" goes */
-        static const char *const tails[] = {" (file skipped)", " (rest skipped)", ": file skipped"};
+        static const char *const tails[] = {" (file skipped)", " (rest skipped)", ": file skipped",
+                                            " (trailing garbage ignored)", " (member skipped)"};
         size_t n = strlen(msg);
         for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
             size_t t = strlen(tails[i]);
@@ -93,11 +98,17 @@ static void dm_dir_label(char *out, size_t cap, const char *rel)
     out[n] = 0;
 }
 
+/* One read. Ids are formed from the name relative to the corpus root (dm_pp_file.rel, then
+ * archive/member, without a compression suffix); messages name the file as the user finds it
+ * instead: `where` is the path as opened (dm_pp_file.path, --corpus as given), followed by
+ * ": member M" (M the member's path as the archive lists it) for each archive it lies in. The
+ * decompressed data of a .gz keeps its file's where (a line number counts its decompressed lines). */
 typedef struct dm_rd {
     const dm_reader_options *opt;
     dm_pp_stats *st;
     dm_doc_sink *sink;
     void *user;
+    const char *where;
     char dir_label[256];
 } dm_rd;
 
@@ -184,10 +195,39 @@ static int dm_utf8_bad(const unsigned char *s, size_t n)
     return 0;
 }
 
+/* UTF-16 or UTF-32 text without a byte-order mark, told by where the NUL bytes of its first 4 KB
+ * fall: text of Latin script in UTF-16LE has a NUL at (nearly) every odd offset and at (nearly)
+ * no even one, UTF-32LE at offsets 1, 2 and 3 mod 4 and not 0 (BE the mirror images). At least
+ * 3/4 of the places of a position that should be NUL must be, at most 1/4 of those that should
+ * not, over 4 code units or more of UTF-16 (a stray NUL in UTF-8 text is far from that). Text of
+ * other scripts (no NUL bytes) cannot be told this way; it reads as malformed UTF-8. NULL when
+ * neither. */
+static const char *dm_wide_kind(const unsigned char *s, size_t len)
+{
+    size_t n = (len < 4096 ? len : 4096) & ~(size_t)3, q = n / 4, z[4] = {0, 0, 0, 0};
+    if (q < 2) return NULL;
+    for (size_t i = 0; i < n; i++) z[i & 3] += s[i] == 0;
+#define DM_HI(c) ((c) * 4 >= 3 * q)
+#define DM_LO(c) ((c) * 4 <= q)
+    const char *kind = NULL;
+    if (DM_LO(z[0]) && DM_HI(z[1]) && DM_HI(z[2]) && DM_HI(z[3]))
+        kind = "UTF-32LE text without a byte-order mark (only UTF-8 is read)";
+    else if (DM_HI(z[0]) && DM_HI(z[1]) && DM_HI(z[2]) && DM_LO(z[3]))
+        kind = "UTF-32BE text without a byte-order mark (only UTF-8 is read)";
+    else if (DM_LO(z[0]) && DM_HI(z[1]) && DM_LO(z[2]) && DM_HI(z[3]))
+        kind = "UTF-16LE text without a byte-order mark (only UTF-8 is read)";
+    else if (DM_HI(z[0]) && DM_HI(z[2]) && DM_LO(z[1]) && DM_LO(z[3]))
+        kind = "UTF-16BE text without a byte-order mark (only UTF-8 is read)";
+#undef DM_HI
+#undef DM_LO
+    return kind;
+}
+
 /* What the start of a file says it is when it is not text, or NULL: compressed or archive data by
- * its magic number, UTF-16/32 by its byte-order mark, else NUL bytes together with malformed UTF-8
- * in the first 4 KB. Either alone is still text: a stray NUL, or Latin-1 text, is read and the
- * normaliser counts and replaces the bytes. */
+ * its magic number, UTF-16/32 by its byte-order mark or, without one, by its NUL bytes
+ * (dm_wide_kind), else NUL bytes together with malformed UTF-8 in the first 4 KB. Either alone is
+ * still text: a stray NUL, or Latin-1 text, is read and the normaliser counts and replaces the
+ * bytes. */
 static const char *dm_binary_kind(const char *data, size_t len)
 {
     static const struct {
@@ -203,26 +243,23 @@ static const char *dm_binary_kind(const char *data, size_t len)
              {"7z\xbc\xaf\x27\x1c", 6, 0, "7-zip data"},
              {"ustar", 5, 257, "tar data"},
              {"\xff\xfe", 2, 0, "UTF-16 or UTF-32 text (only UTF-8 is read)"},
-             {"\xfe\xff", 2, 0, "UTF-16 text (only UTF-8 is read)"}};
+             {"\xfe\xff", 2, 0, "UTF-16 text (only UTF-8 is read)"},
+             {"\0\0\xfe\xff", 4, 0, "UTF-32 text (only UTF-8 is read)"}};
     for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
         if (len >= m[i].off + m[i].len && memcmp(data + m[i].off, m[i].magic, m[i].len) == 0 &&
             (i != 1 || (len > 3 && data[3] >= '1' && data[3] <= '9'))) /* BZh1..BZh9 */
             return m[i].kind;
+    const char *wide = dm_wide_kind((const unsigned char *)data, len);
+    if (wide) return wide;
     size_t n = len < 4096 ? len : 4096;
     if (memchr(data, 0, n) && dm_utf8_bad((const unsigned char *)data, n))
         return "binary data (NUL bytes and malformed UTF-8 in its first 4 KB)";
     return NULL;
 }
 
-/* One document per file; a file that is not text is skipped (counted as not_text). */
+/* One document per file (dm_read_format has skipped files that are not text). */
 static int dm_read_text(dm_rd *r, const char *name, const char *data, size_t len)
 {
-    const char *kind = dm_binary_kind(data, len);
-    if (kind) {
-        char msg[1024];
-        snprintf(msg, sizeof(msg), "%s: %s, not text: file skipped", name, kind);
-        return dm_rd_skip(r->opt, r->st, DM_PP_SKIP_NOT_TEXT, DM_ERR_FORMAT, msg);
-    }
     return dm_rd_emit(r, name, "", data, len);
 }
 
@@ -255,12 +292,63 @@ static int next_line(const char *data, size_t len, size_t *p, size_t *b, size_t 
     return 1;
 }
 
+/* The labels of a JSONL record (its "label", else its "labels") joined by ',' into lab. A string
+ * is taken as written: labels joined by commas, as in a TSV line's label field; a number as its
+ * JSON text; null or "" as no label; an array as its elements, each one label (null and "" ones
+ * are no label). Returns 1 with *why set when the record is to be skipped: an array element that
+ * holds a comma (it would read as two labels downstream: every consumer splits at ','), a label
+ * or element that is not a string, a number or null, a label holding a NUL (\u0000: ids and labels
+ * are C strings); 0, or negative on NOMEM. */
+static int dm_json_labels(dm_sbuf *lab, json_t *jl, char *why, size_t wn)
+{
+    int rc = DM_OK;
+    if (!jl || json_is_null(jl)) return DM_OK;
+    if (!json_is_array(jl)) {
+        size_t n0 = lab->n;
+        rc = dm_json_scalar(lab, jl);
+        if (rc > 0) snprintf(why, wn, "label is not a string, a number or an array of them");
+        else if (rc >= 0 && memchr(lab->p + n0, 0, lab->n - n0)) {
+            snprintf(why, wn, "label holds a NUL character");
+            rc = 1;
+        }
+        return rc;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(jl, i, v)
+    {
+        if (json_is_null(v)) continue;
+        size_t n0 = lab->n;
+        if (n0) rc = dm_sbuf_put(lab, ",", 1);
+        size_t s0 = lab->n;
+        if (rc >= 0) rc = dm_json_scalar(lab, v);
+        if (rc < 0) return rc;
+        if (rc > 0) {
+            snprintf(why, wn, "label %zu of the array is not a string or a number", i + 1);
+            return 1;
+        }
+        const char *e = lab->p + s0;
+        size_t el = lab->n - s0;
+        if (memchr(e, 0, el)) {
+            snprintf(why, wn, "label %zu of the array holds a NUL character", i + 1);
+            return 1;
+        }
+        if (memchr(e, ',', el)) {
+            snprintf(why, wn, "label %zu of the array, \"%.*s\"%s, holds a comma (labels are kept joined "
+                     "by commas)", i + 1, el > 60 ? 60 : (int)el, e, el > 60 ? "..." : "");
+            return 1;
+        }
+        if (el == 0) lab->n = n0; /* "": no label, nor its comma */
+    }
+    return DM_OK;
+}
+
 static int dm_read_jsonl(dm_rd *r, const char *name, const char *data, size_t len)
 {
     dm_sbuf id = {0}, lab = {0};
     int rc = DM_OK;
     size_t line = 0;
-    char msg[512];
+    char msg[1024], why[160];
     size_t p = 0, b, t;
     while (rc >= 0 && next_line(data, len, &p, &b, &t)) {
         line++;
@@ -271,7 +359,7 @@ static int dm_read_jsonl(dm_rd *r, const char *name, const char *data, size_t le
         json_t *o = json_loadb(data + b, t - b, JSON_ALLOW_NUL, &err);
         json_t *text = o ? json_object_get(o, "text") : NULL;
         if (!o || !json_is_object(o) || !json_is_string(text)) {
-            snprintf(msg, sizeof(msg), "%s:%zu: %s", name, line,
+            snprintf(msg, sizeof(msg), "%s:%zu: %s", r->where, line,
                      !o ? err.text : !json_is_object(o) ? "not a JSON object"
                                                        : "no string field \"text\"");
             json_decref(o);
@@ -279,36 +367,32 @@ static int dm_read_jsonl(dm_rd *r, const char *name, const char *data, size_t le
             continue;
         }
         id.n = lab.n = 0;
+        why[0] = 0;
         json_t *jid = json_object_get(o, "id");
-        /* dm_json_scalar: 0 stored, 1 not a scalar, negative out of memory (an error, never a
-         * fallback id or a dropped label) */
+        /* dm_json_scalar: 0 stored, 1 not a scalar (the default id), negative out of memory (an
+         * error, never a fallback id or a dropped label) */
         int k = jid ? dm_json_scalar(&id, jid) : 1;
         if (k < 0) rc = k;
         else if (k > 0) {
             id.n = 0;
             snprintf(msg, sizeof(msg), "%s:%zu", name, line);
             rc = dm_sbuf_put(&id, msg, strlen(msg));
+        } else if (memchr(id.p, 0, id.n)) {
+            snprintf(why, sizeof(why), "id holds a NUL character");
         }
         json_t *jl = json_object_get(o, "label");
-        if (rc >= 0 && !jl) jl = json_object_get(o, "labels");
-        if (rc >= 0 && json_is_array(jl)) {
-            size_t i;
-            json_t *v;
-            json_array_foreach(jl, i, v)
-            {
-                if (lab.n) rc = dm_sbuf_put(&lab, ",", 1);
-                if (rc >= 0) rc = dm_json_scalar(&lab, v);
-                if (rc > 0) { /* not a scalar: dropped with its comma */
-                    rc = DM_OK;
-                    if (lab.n && lab.p[lab.n - 1] == ',') lab.n--;
-                }
-                if (rc < 0) break;
-            }
-        } else if (rc >= 0 && jl) {
-            k = dm_json_scalar(&lab, jl);
+        if (!jl) jl = json_object_get(o, "labels");
+        if (rc >= 0 && !why[0]) {
+            k = dm_json_labels(&lab, jl, why, sizeof(why));
             if (k < 0) rc = k;
-            else if (k > 0) lab.n = 0;
         }
+        if (rc >= 0 && why[0]) {
+            snprintf(msg, sizeof(msg), "%s:%zu: %s", r->where, line, why);
+            json_decref(o);
+            rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_BAD_JSON, DM_ERR_FORMAT, msg);
+            continue;
+        }
+        if (rc >= 0) rc = dm_sbuf_put(&id, "", 0);
         if (rc >= 0) rc = dm_sbuf_put(&lab, "", 0);
         if (rc >= 0)
             rc = dm_rd_emit(r, id.p, lab.p, json_string_value(text), json_string_length(text));
@@ -325,7 +409,7 @@ static int dm_read_tsv(dm_rd *r, const char *name, const char *data, size_t len)
     dm_sbuf id = {0}, lab = {0};
     int rc = DM_OK;
     size_t line = 0;
-    char msg[512];
+    char msg[1024];
     size_t p = 0, b, t;
     while (rc >= 0 && next_line(data, len, &p, &b, &t)) {
         line++;
@@ -334,8 +418,11 @@ static int dm_read_tsv(dm_rd *r, const char *name, const char *data, size_t len)
         const char *s = data + b;
         const char *t1 = memchr(s, '\t', t - b);
         const char *t2 = t1 ? memchr(t1 + 1, '\t', (size_t)(data + t - t1 - 1)) : NULL;
-        if (!t1 || !t2 || t1 == s) {
-            snprintf(msg, sizeof(msg), "%s:%zu: expected id<TAB>label<TAB>text", name, line);
+        if (!t1 || !t2 || t1 == s || memchr(s, 0, (size_t)(t2 - s))) {
+            snprintf(msg, sizeof(msg), "%s:%zu: %s", r->where, line,
+                     !t1 || !t2 ? "expected id<TAB>label<TAB>text"
+                     : t1 == s  ? "empty id (expected id<TAB>label<TAB>text)"
+                                : "NUL byte in the id or the label");
             rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_BAD_TSV, DM_ERR_FORMAT, msg);
             continue;
         }
@@ -498,9 +585,10 @@ static int dm_sgml_text(dm_sbuf *b, const char *s, size_t n)
     return rc;
 }
 
-/* Labels (<D>x</D> inside <TOPICS>) and text (TITLE + BODY; records without either, such as
- * TYPE="UNPROC", use all of <TEXT>) of one record's content [s, s+n). Returns 1 with *bad naming
- * an element that is not closed (the record is skipped), 0, or negative on NOMEM. */
+/* Labels (<D>x</D> inside <TOPICS>; an empty one is no label) and text (TITLE + BODY; records
+ * without either, such as TYPE="UNPROC", use all of <TEXT>) of one record's content [s, s+n).
+ * Returns 1 with *bad saying why the record is skipped (an element that is not closed, a topic
+ * holding a comma: labels are kept joined by commas), 0, or negative on NOMEM. */
 static int dm_reuters_record(dm_sbuf *labels, dm_sbuf *text, const char *s, size_t n, const char **bad)
 {
     labels->n = text->n = 0;
@@ -508,21 +596,27 @@ static int dm_reuters_record(dm_sbuf *labels, dm_sbuf *text, const char *s, size
     if (rc >= 0) rc = dm_sbuf_put(text, "", 0);
     const char *topics = NULL, *title = NULL, *bd = NULL, *tx = NULL, *dv;
     size_t tl = 0, ttl = 0, bl = 0, xl = 0, dl;
-    int k = dm_sgml_elem(s, n, "TOPICS", &topics, &tl), kt = 0, kb = 0, kx = 0;
+    int k = dm_sgml_elem(s, n, "TOPICS", &topics, &tl), kt = 0, kb = 0, kx = 0, comma = 0;
     for (const char *q = topics; k > 0 && rc >= 0;) {
         k = dm_sgml_elem(q, (size_t)(topics + tl - q), "D", &dv, &dl);
         if (k <= 0) break;
+        size_t n0 = labels->n;
         if (labels->n) rc = dm_sbuf_put(labels, ",", 1);
+        size_t s0 = labels->n;
         if (rc >= 0) rc = dm_sgml_text(labels, dv, dl);
+        if (rc >= 0 && memchr(labels->p + s0, ',', labels->n - s0)) comma = 1;
+        if (rc >= 0 && labels->n == s0) labels->n = n0; /* <D></D>: no label, nor its comma */
+        if (labels->p) labels->p[labels->n] = 0;
         q = dv + dl + 4;
     }
     if (k >= 0) kt = dm_sgml_elem(s, n, "TITLE", &title, &ttl);
     if (k >= 0 && kt >= 0) kb = dm_sgml_elem(s, n, "BODY", &bd, &bl);
     if (k >= 0 && kt >= 0 && kb >= 0 && !title && !bd) kx = dm_sgml_elem(s, n, "TEXT", &tx, &xl);
-    *bad = k < 0    ? (topics ? "<D>" : "<TOPICS>")
-           : kt < 0 ? "<TITLE>"
-           : kb < 0 ? "<BODY>"
-           : kx < 0 ? "<TEXT>"
+    *bad = k < 0    ? (topics ? "<D> without its end tag" : "<TOPICS> without its end tag")
+           : kt < 0 ? "<TITLE> without its end tag"
+           : kb < 0 ? "<BODY> without its end tag"
+           : kx < 0 ? "<TEXT> without its end tag"
+           : comma  ? "a <D> topic holds a comma (labels are kept joined by commas)"
                     : NULL;
     if (rc < 0 || *bad) return rc < 0 ? rc : 1;
     if (title) rc = dm_sgml_text(text, title, ttl);
@@ -534,10 +628,11 @@ static int dm_reuters_record(dm_sbuf *labels, dm_sbuf *text, const char *s, size
 
 static int dm_read_reuters(dm_rd *r, const char *name, const char *data, size_t len)
 {
+    (void)name; /* ids are the NEWIDs */
     dm_sbuf text = {0}, labels = {0};
     int rc = DM_OK;
     size_t rec = 0;
-    char msg[512];
+    char msg[1024];
     const char *p = data, *end = data + len;
     while (rc >= 0) {
         const char *o = dm_memfind(p, (size_t)(end - p), "<REUTERS");
@@ -550,7 +645,7 @@ static int dm_read_reuters(dm_rd *r, const char *name, const char *data, size_t 
         const char *gt = memchr(o, '>', (size_t)(lim - o));
         const char *c = gt ? dm_memfind(gt + 1, (size_t)(lim - gt - 1), "</REUTERS>") : NULL;
         if (!c) {
-            snprintf(msg, sizeof(msg), "%s: record %zu (byte %zu): no </REUTERS> end tag", name, rec,
+            snprintf(msg, sizeof(msg), "%s: record %zu (byte %zu): no </REUTERS> end tag", r->where, rec,
                      (size_t)(o - data));
             rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_BAD_SGML, DM_ERR_FORMAT, msg);
             if (!next) break;
@@ -561,26 +656,31 @@ static int dm_read_reuters(dm_rd *r, const char *name, const char *data, size_t 
         /* NEWID="n" in the start tag */
         const char *nid = dm_memfind(o, (size_t)(gt - o), "NEWID=\"");
         char id[64] = {0};
+        int long_id = 0;
         if (nid) {
             nid += 7;
             const char *q = memchr(nid, '"', (size_t)(gt - nid));
             if (q && q > nid && (size_t)(q - nid) < sizeof(id)) memcpy(id, nid, (size_t)(q - nid));
+            long_id = q && (size_t)(q - nid) >= sizeof(id);
         }
         if (!id[0]) {
-            snprintf(msg, sizeof(msg), "%s: record %zu (byte %zu): no NEWID attribute", name, rec,
-                     (size_t)(o - data));
+            snprintf(msg, sizeof(msg), "%s: record %zu (byte %zu): %s", r->where, rec, (size_t)(o - data),
+                     long_id ? "NEWID longer than 63 bytes" : "no NEWID attribute");
             rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_BAD_SGML, DM_ERR_FORMAT, msg);
             continue;
         }
         const char *bad = NULL;
         rc = dm_reuters_record(&labels, &text, gt + 1, (size_t)(c - gt - 1), &bad);
         if (rc > 0) {
-            snprintf(msg, sizeof(msg), "%s: record %zu (NEWID %s): %s without its end tag", name, rec, id,
-                     bad);
+            snprintf(msg, sizeof(msg), "%s: record %zu (NEWID %s): %s", r->where, rec, id, bad);
             rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_BAD_SGML, DM_ERR_FORMAT, msg);
             continue;
         }
         if (rc >= 0) rc = dm_rd_emit(r, id, labels.p, text.p, text.n);
+    }
+    if (rc >= 0 && rec == 0) { /* its text would go unread, unsaid */
+        snprintf(msg, sizeof(msg), "%s: no <REUTERS> record in it: file skipped", r->where);
+        rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_BAD_SGML, DM_ERR_FORMAT, msg);
     }
     dm_free(text.p);
     dm_free(labels.p);
@@ -589,8 +689,10 @@ static int dm_read_reuters(dm_rd *r, const char *name, const char *data, size_t 
 
 /* ------------------------------------------------------------------ gzip, archives */
 
-/* Inflates a gzip buffer (concatenated members allowed). Returns 1 on corrupt/truncated data
- * (after *out_len good bytes), 0 on success, negative on NOMEM. */
+/* Inflates a gzip buffer (concatenated members allowed, zero bytes after the last one ignored).
+ * Returns 1 on corrupt/truncated data (after *out_len good bytes), 2 when bytes that do not start
+ * a gzip member follow the last member (trailing garbage: *out_len bytes, all of the data, were
+ * decoded; gzip(1) keeps them too and warns), 0 on success, negative on NOMEM; why says what. */
 static int dm_gunzip(char **out, size_t *out_len, const char *in, size_t n, char *why, size_t wn)
 {
     z_stream z;
@@ -630,6 +732,12 @@ static int dm_gunzip(char **out, size_t *out_len, const char *in, size_t n, char
             size_t k = 0;
             while (k < left && z.next_in[k] == 0) k++;
             if (k == left) break;
+            if (left < 2 || z.next_in[0] != 0x1f || z.next_in[1] != 0x8b) {
+                snprintf(why, wn, "%zu byte%s of trailing garbage after the gzip data (at byte %zu)", left,
+                         left == 1 ? "" : "s", n - left);
+                bad = 2;
+                break;
+            }
             inflateReset(&z);
             continue;
         }
@@ -672,13 +780,16 @@ static struct archive *dm_archive_new(void)
     return a;
 }
 
-/* Appends the data of the current entry to b: 0, 1 on an archive error, negative on NOMEM. */
+/* Appends the data of the current entry to b: 0, 1 on an archive error that ends the archive
+ * (ARCHIVE_FATAL: damaged or cut data), 2 on one that ends this entry only (ARCHIVE_FAILED or
+ * WARN: an encrypted zip member, a compression method libarchive lacks; the next header can be
+ * read), negative on NOMEM. */
 static int dm_archive_data(struct archive *a, dm_sbuf *b)
 {
     char blk[65536];
     la_ssize_t k;
     while ((k = archive_read_data(a, blk, sizeof(blk))) > 0) DM_TRY(dm_sbuf_put(b, blk, (size_t)k));
-    return k < 0 ? 1 : DM_OK;
+    return k == ARCHIVE_FATAL ? 1 : k < 0 ? 2 : DM_OK;
 }
 
 static int dm_unpack_raw(char **out, size_t *out_len, const char *in, size_t n, char *why, size_t wn)
@@ -694,9 +805,11 @@ static int dm_unpack_raw(char **out, size_t *out_len, const char *in, size_t n, 
         snprintf(why, wn, "not readable: %s", dm_la_err(a));
     else if (archive_filter_code(a, 0) == ARCHIVE_FILTER_NONE) /* raw takes any bytes as they are */
         snprintf(why, wn, "not compressed data (bzip2, xz or zstd)");
-    else if ((rc = dm_archive_data(a, &b)) > 0)
+    else if ((rc = dm_archive_data(a, &b)) > 0) {
         snprintf(why, wn, "corrupt %s data after %zu bytes: %s", archive_filter_name(a, 0), b.n,
                  dm_la_err(a));
+        rc = 1;
+    }
     archive_read_free(a);
     *out = b.p;
     *out_len = b.n;
@@ -811,6 +924,10 @@ static int dm_links_build(dm_links *l, const char *data, size_t len, size_t upto
             if (!t || (!hl && archive_entry_filetype(e) != AE_IFREG)) continue;
             b.n = 0;
             rc = dm_archive_data(a, &b);
+            if (rc == 2) { /* an unreadable member: its links say so in the main pass */
+                rc = DM_OK;
+                continue;
+            }
             if (rc > 0) break;
             dm_link *s = hl && b.n == 0 ? dm_links_find(l, hl) : NULL; /* a link to a link */
             if (rc >= 0 && s && s->have) rc = dm_link_keep(t, s->data, s->len);
@@ -835,14 +952,91 @@ static int dm_link_data(dm_links *l, const char *data, size_t len, size_t index,
     return DM_OK;
 }
 
-/* The part of a member path that --labels dir reads: without leading "./" and "/". */
-static const char *dm_member_rel(const char *pn)
+/* A member's path as its id takes it: the components of pn without empty and "." ones, joined by
+ * '/' ("./a.txt", "/a.txt", "a//b/./c" -> "a.txt", "a.txt", "a/b/c"; ".." is kept as written), so
+ * that `tar czf x.tgz -C dir .` gives the ids of `tar czf x.tgz -C dir a.txt ...`. A path of no
+ * other component (".") stays as it is. */
+static int dm_member_id(dm_sbuf *b, const char *pn)
 {
-    for (;;) {
-        if (pn[0] == '/') pn++;
-        else if (pn[0] == '.' && pn[1] == '/') pn += 2;
-        else return pn;
+    b->n = 0;
+    int rc = dm_sbuf_put(b, "", 0);
+    for (const char *p = pn; rc >= 0 && *p;) {
+        size_t k = strcspn(p, "/");
+        if (k && !(k == 1 && p[0] == '.')) {
+            if (b->n) rc = dm_sbuf_put(b, "/", 1);
+            if (rc >= 0) rc = dm_sbuf_put(b, p, k);
+        }
+        p += k;
+        if (*p == '/') p++;
     }
+    if (rc >= 0 && b->n == 0) rc = dm_sbuf_put(b, pn, strlen(pn));
+    return rc;
+}
+
+/* The member ids an archive has given (open addressing on FNV-1a; names kept NUL-separated in
+ * bytes, slots hold offset + 1). */
+typedef struct dm_nameset {
+    size_t *slot;
+    size_t cap, n;
+    dm_sbuf bytes;
+} dm_nameset;
+
+static uint64_t dm_name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Adds name: 0 when added, 1 when it was there, negative on NOMEM. */
+static int dm_nameset_add(dm_nameset *ns, const char *name)
+{
+    if (2 * (ns->n + 1) > ns->cap) {
+        size_t nc = ns->cap ? 2 * ns->cap : 64;
+        size_t *q = dm_calloc(nc, sizeof(*q));
+        if (!q) return DM_ERR(DM_ERR_NOMEM, "archive: out of memory");
+        for (size_t i = 0; i < ns->cap; i++) {
+            if (!ns->slot[i]) continue;
+            size_t j = dm_name_hash(ns->bytes.p + ns->slot[i] - 1) & (nc - 1);
+            while (q[j]) j = (j + 1) & (nc - 1);
+            q[j] = ns->slot[i];
+        }
+        dm_free(ns->slot);
+        ns->slot = q;
+        ns->cap = nc;
+    }
+    size_t j = dm_name_hash(name) & (ns->cap - 1);
+    for (; ns->slot[j]; j = (j + 1) & (ns->cap - 1))
+        if (strcmp(ns->bytes.p + ns->slot[j] - 1, name) == 0) return 1;
+    size_t off = ns->bytes.n + 1;
+    DM_TRY(dm_sbuf_put(&ns->bytes, name, strlen(name) + 1)); /* with its NUL */
+    ns->slot[j] = off;
+    ns->n++;
+    return DM_OK;
+}
+
+static void dm_nameset_free(dm_nameset *ns)
+{
+    dm_free(ns->slot);
+    dm_free(ns->bytes.p);
+    memset(ns, 0, sizeof(*ns));
+}
+
+/* mid (a member id, dm_member_id) made unique among those the archive gave before: a later member
+ * of the same id (the same path twice, or "./a" after "a") becomes "id#2", "id#3", ... (the first
+ * of these free). */
+static int dm_member_id_unique(dm_nameset *ns, dm_sbuf *mid)
+{
+    int k = dm_nameset_add(ns, mid->p);
+    size_t base = mid->n;
+    for (unsigned long i = 2; k > 0; i++) {
+        char sfx[32];
+        snprintf(sfx, sizeof(sfx), "#%lu", i);
+        mid->n = base;
+        DM_TRY(dm_sbuf_put(mid, sfx, strlen(sfx)));
+        k = dm_nameset_add(ns, mid->p);
+    }
+    return k;
 }
 
 static const char *dm_entry_kind(unsigned type)
@@ -859,22 +1053,26 @@ static const char *dm_entry_kind(unsigned type)
 
 static int dm_read_any(dm_rd *r, const char *name, const char *data, size_t len, int depth);
 
-/* The members of an archive, each read as a file named archive/member. Directories are passed
- * over; hard links read their target's data (dm_links); symbolic links, FIFOs and devices are
- * skipped (not_regular). With --labels dir, an archive outside any folder of the corpus takes each
- * member's first folder as its label, as if the archive were the corpus root. */
+/* The members of an archive, each read as a file named archive/member (member: dm_member_id,
+ * made unique by dm_member_id_unique); messages name it "where: member PATH" with PATH as the
+ * archive lists it. Directories are passed over; hard links read their target's data (dm_links);
+ * symbolic links, FIFOs and devices are skipped (not_regular). With --labels dir, an archive
+ * outside any folder of the corpus takes each member's first folder as its label, as if the
+ * archive were the corpus root. */
 static int dm_read_archive(dm_rd *r, const char *name, const char *data, size_t len, int depth)
 {
     struct archive *a = dm_archive_new();
     if (!a) return DM_ERR(DM_ERR_NOMEM, "libarchive: archive_read_new failed");
     int rc = DM_OK;
     char msg[1024];
+    const char *where = r->where;
     if (archive_read_open_memory(a, data, len) != ARCHIVE_OK) {
-        snprintf(msg, sizeof(msg), "%s: not a readable archive: %s", name, dm_la_err(a));
+        snprintf(msg, sizeof(msg), "%s: not a readable archive: %s", where, dm_la_err(a));
         archive_read_free(a);
         return dm_rd_skip(r->opt, r->st, DM_PP_SKIP_CORRUPT_ARCHIVE, DM_ERR_FORMAT, msg);
     }
-    dm_sbuf member = {0}, mname = {0};
+    dm_sbuf member = {0}, mname = {0}, mid = {0}, mwhere = {0};
+    dm_nameset ids = {0};
     dm_links links = {0};
     char label[sizeof(r->dir_label)];
     memcpy(label, r->dir_label, sizeof(label));
@@ -884,7 +1082,7 @@ static int dm_read_archive(dm_rd *r, const char *name, const char *data, size_t 
         int ar = archive_read_next_header(a, &e);
         if (ar == ARCHIVE_EOF) break;
         if (ar < ARCHIVE_WARN) {
-            snprintf(msg, sizeof(msg), "%s: corrupt archive: %s (rest of the archive skipped)", name,
+            snprintf(msg, sizeof(msg), "%s: corrupt archive: %s (rest of the archive skipped)", where,
                      dm_la_err(a));
             rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_CORRUPT_ARCHIVE, DM_ERR_FORMAT, msg);
             break;
@@ -896,7 +1094,7 @@ static int dm_read_archive(dm_rd *r, const char *name, const char *data, size_t 
         if (type == AE_IFDIR) continue;
         if (!hl && type != AE_IFREG) {
             const char *to = type == AE_IFLNK ? archive_entry_symlink(e) : NULL;
-            snprintf(msg, sizeof(msg), "%s: member %s: %s%s%s, not read", name, pn, dm_entry_kind(type),
+            snprintf(msg, sizeof(msg), "%s: member %s: %s%s%s, not read", where, pn, dm_entry_kind(type),
                      to ? " to " : "", to ? to : "");
             rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_NOT_REGULAR, DM_ERR_FORMAT, msg);
             continue;
@@ -909,8 +1107,14 @@ static int dm_read_archive(dm_rd *r, const char *name, const char *data, size_t 
         }
         member.n = 0;
         rc = dm_archive_data(a, &member);
+        if (rc == 2) { /* this member only: the others are read */
+            snprintf(msg, sizeof(msg), "%s: member %s: cannot read its data: %s (member skipped)", where, pn,
+                     dm_la_err(a));
+            rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_CORRUPT_ARCHIVE, DM_ERR_FORMAT, msg);
+            continue;
+        }
         if (rc > 0) {
-            snprintf(msg, sizeof(msg), "%s: member %s: corrupt archive data: %s (rest skipped)", name, pn,
+            snprintf(msg, sizeof(msg), "%s: member %s: corrupt archive data: %s (rest skipped)", where, pn,
                      dm_la_err(a));
             rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_CORRUPT_ARCHIVE, DM_ERR_FORMAT, msg);
             break;
@@ -922,7 +1126,7 @@ static int dm_read_archive(dm_rd *r, const char *name, const char *data, size_t 
             rc = dm_link_data(&links, data, len, index, hl, &src, &n);
             if (rc > 0) {
                 snprintf(msg, sizeof(msg), "%s: member %s: hard link to %s, which the archive does not hold "
-                         "before it: not read", name, pn, hl);
+                         "before it: not read", where, pn, hl);
                 rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_CORRUPT_ARCHIVE, DM_ERR_FORMAT, msg);
                 continue;
             }
@@ -935,32 +1139,50 @@ static int dm_read_archive(dm_rd *r, const char *name, const char *data, size_t 
             r->st->files_ignored++;
             continue;
         }
-        mname.n = 0;
-        rc = dm_sbuf_put(&mname, name, strlen(name));
+        rc = dm_member_id(&mid, pn);
+        if (rc >= 0 && member_labels) dm_dir_label(r->dir_label, sizeof(r->dir_label), mid.p);
+        if (rc >= 0) rc = dm_member_id_unique(&ids, &mid);
+        mname.n = mwhere.n = 0;
+        if (rc >= 0) rc = dm_sbuf_put(&mname, name, strlen(name));
         if (rc >= 0) rc = dm_sbuf_put(&mname, "/", 1);
-        if (rc >= 0) rc = dm_sbuf_put(&mname, pn, strlen(pn));
-        if (member_labels) dm_dir_label(r->dir_label, sizeof(r->dir_label), dm_member_rel(pn));
+        if (rc >= 0) rc = dm_sbuf_put(&mname, mid.p, mid.n);
+        if (rc >= 0) rc = dm_sbuf_put(&mwhere, where, strlen(where));
+        if (rc >= 0) rc = dm_sbuf_put(&mwhere, ": member ", 9);
+        if (rc >= 0) rc = dm_sbuf_put(&mwhere, pn, strlen(pn));
+        r->where = mwhere.p;
         if (rc >= 0) rc = dm_read_any(r, mname.p, src, n, depth + 1);
+        r->where = where;
     }
     memcpy(r->dir_label, label, sizeof(label));
     dm_links_free(&links);
+    dm_nameset_free(&ids);
     dm_free(member.p);
     dm_free(mname.p);
+    dm_free(mid.p);
+    dm_free(mwhere.p);
     archive_read_free(a);
     return rc;
 }
 
-/* One file's bytes in the format of its name; a UTF-8 byte-order mark at the start is not text. */
+/* One file's bytes in the format of its name; a UTF-8 byte-order mark at the start is not text.
+ * A file that is not text (dm_binary_kind: compressed or archive data, UTF-16/32, binary) is
+ * skipped as not_text whatever its format: read as JSONL, TSV or SGML it would give a bad line
+ * each, documents of garbage, or nothing at all. */
 static int dm_read_format(dm_rd *r, const char *name, const char *data, size_t len)
 {
+    char msg[1024];
     if (len >= 3 && memcmp(data, "\xef\xbb\xbf", 3) == 0) {
         data += 3;
         len -= 3;
         if (len == 0) {
-            char msg[1024];
-            snprintf(msg, sizeof(msg), "%s: empty file (a byte-order mark only)", name);
+            snprintf(msg, sizeof(msg), "%s: empty file (a byte-order mark only)", r->where);
             return dm_rd_skip(r->opt, r->st, DM_PP_SKIP_EMPTY_FILE, DM_ERR_FORMAT, msg);
         }
+    }
+    const char *kind = dm_binary_kind(data, len);
+    if (kind) {
+        snprintf(msg, sizeof(msg), "%s: %s, not text: file skipped", r->where, kind);
+        return dm_rd_skip(r->opt, r->st, DM_PP_SKIP_NOT_TEXT, DM_ERR_FORMAT, msg);
     }
     switch (dm_format_of(name, r->opt->format)) {
     case DM_PP_FORMAT_REUTERS: return dm_read_reuters(r, name, data, len);
@@ -971,7 +1193,8 @@ static int dm_read_format(dm_rd *r, const char *name, const char *data, size_t l
 }
 
 /* A .gz (zlib) or .bz2/.xz/.zst (libarchive) file: its data read as the file named without the
- * suffix. Corrupt data skips the file. */
+ * suffix. Corrupt data skips the file; trailing garbage after the last gzip member is counted as
+ * corrupt_gzip and the data before it is read (as gzip(1) does). */
 static int dm_read_unpacked(dm_rd *r, const char *name, const char *data, size_t len)
 {
     char msg[1024], why[256] = "";
@@ -980,10 +1203,17 @@ static int dm_read_unpacked(dm_rd *r, const char *name, const char *data, size_t
     int gz = dm_ends_with(name, ".gz");
     int g = gz ? dm_gunzip(&raw, &rl, data, len, why, sizeof(why))
                : dm_unpack_raw(&raw, &rl, data, len, why, sizeof(why));
-    if (g != 0) {
+    if (g == 2) { /* said first, so that --strict reads none of it */
+        snprintf(msg, sizeof(msg), "%s: %s (trailing garbage ignored)", r->where, why);
+        int rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_CORRUPT_GZIP, DM_ERR_FORMAT, msg);
+        if (rc < 0) {
+            dm_free(raw);
+            return rc;
+        }
+    } else if (g != 0) {
         dm_free(raw);
         if (g < 0) return g;
-        snprintf(msg, sizeof(msg), "%s: %s (file skipped)", name, why);
+        snprintf(msg, sizeof(msg), "%s: %s (file skipped)", r->where, why);
         return dm_rd_skip(r->opt, r->st, gz ? DM_PP_SKIP_CORRUPT_GZIP : DM_PP_SKIP_CORRUPT_ARCHIVE,
                           DM_ERR_FORMAT, msg);
     }
@@ -996,7 +1226,7 @@ static int dm_read_unpacked(dm_rd *r, const char *name, const char *data, size_t
     r->st->bytes_read += rl;
     int rc;
     if (rl == 0) {
-        snprintf(msg, sizeof(msg), "%s: empty file", name);
+        snprintf(msg, sizeof(msg), "%s: empty file", r->where);
         rc = dm_rd_skip(r->opt, r->st, DM_PP_SKIP_EMPTY_FILE, DM_ERR_FORMAT, msg);
     } else {
         rc = dm_read_format(r, inner, raw, rl);
@@ -1010,12 +1240,12 @@ static int dm_read_any(dm_rd *r, const char *name, const char *data, size_t len,
 {
     char msg[1024];
     if (len == 0) {
-        snprintf(msg, sizeof(msg), "%s: empty file", name);
+        snprintf(msg, sizeof(msg), "%s: empty file", r->where);
         return dm_rd_skip(r->opt, r->st, DM_PP_SKIP_EMPTY_FILE, DM_ERR_FORMAT, msg);
     }
     if (dm_is_archive_name(name)) {
         if (depth < 4) return dm_read_archive(r, name, data, len, depth);
-        snprintf(msg, sizeof(msg), "%s: archive inside 4 others: not read", name);
+        snprintf(msg, sizeof(msg), "%s: archive inside 4 others: not read", r->where);
         return dm_rd_skip(r->opt, r->st, DM_PP_SKIP_CORRUPT_ARCHIVE, DM_ERR_FORMAT, msg);
     }
     if (dm_zsuffix_len(name)) return dm_read_unpacked(r, name, data, len);
@@ -1033,6 +1263,7 @@ int dm_pp_read_buffer(const char *name, const void *data, size_t len, const dm_r
     r.st = st;
     r.sink = sink;
     r.user = user;
+    r.where = name;
     dm_dir_label(r.dir_label, sizeof(r.dir_label), name);
     return dm_read_any(&r, name, data ? data : "", len, 0);
 }
@@ -1088,6 +1319,7 @@ int dm_pp_read_file(const dm_pp_file *f, const dm_reader_options *opt, dm_pp_sta
     r.st = st;
     r.sink = sink;
     r.user = user;
+    r.where = f->path;
     dm_dir_label(r.dir_label, sizeof(r.dir_label), f->rel);
     rc = dm_read_any(&r, f->rel, b.p ? b.p : "", b.n, 0);
     dm_free(b.p);

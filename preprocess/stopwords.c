@@ -43,49 +43,72 @@ static int dm_stopset_insert(dm_stopset *s, const char *w, size_t n)
     return DM_OK;
 }
 
-int dm_stopset_from_text(dm_stopset *s, const char *text, size_t len)
+static int dm_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* The set from a word list; name starts the messages ("stop words FILE"). */
+static int dm_stopset_build(dm_stopset *s, const char *text, size_t len, const char *name)
 {
-    if (!s || (!text && len)) return DM_ERR(DM_ERR_INVALID_ARG, "dm_stopset_from_text: NULL argument");
     memset(s, 0, sizeof(*s));
-    /* words: the first token of each normalised line (comments removed), '\n'-separated */
+    /* words: every token of each normalised line (comments removed), '\n'-separated */
     char *words = dm_malloc(len + 1), *line = NULL;
-    size_t wl = 0, wcap = len + 1, lines = 0, ll = 0, lcap = 0;
+    size_t wl = 0, wcap = len + 1, n_words = 0, ll = 0, lcap = 0, lineno = 0;
     int rc = DM_OK;
-    if (!words) return DM_ERR(DM_ERR_NOMEM, "stop words: out of memory");
+    if (!words) return DM_ERR(DM_ERR_NOMEM, "%s: out of memory", name);
     for (size_t p = 0; p < len;) {
         size_t e = p, c = p;
+        lineno++;
         while (e < len && text[e] != '\n') e++;
         while (c < e && text[c] != '#') c++;
-        ll = 0;
-        rc = dm_normalize(&line, &ll, &lcap, text + p, c - p, 0, NULL);
-        if (rc < 0) goto fail;
-        size_t t = 0;
-        while (t < ll && line[t] != ' ') t++;
-        if (t > 0 && t <= 255) {
-            if (wl + t + 1 > wcap) { /* NFKC may expand a line */
-                char *q = dm_realloc(words, 2 * (wl + t + 1));
-                if (!q) {
-                    rc = DM_ERR(DM_ERR_NOMEM, "stop words: out of memory");
-                    goto fail;
-                }
-                words = q;
-                wcap = 2 * (wl + t + 1);
+        /* one word a line: blanks inside the line (not around it) separate several, a phrase
+         * ("new york") that token-level matching could not honour: refused rather than cut */
+        size_t b0 = p, b1 = c;
+        while (b0 < b1 && dm_blank(text[b0])) b0++;
+        while (b1 > b0 && dm_blank(text[b1 - 1])) b1--;
+        for (size_t k = b0; k < b1; k++)
+            if (dm_blank(text[k])) {
+                size_t shown = b1 - b0 > 60 ? 60 : b1 - b0;
+                rc = DM_ERR(DM_ERR_FORMAT, "%s:%zu: \"%.*s%s\" is several words: a stop-word list has one word a "
+                            "line (stop words are matched token by token, never as a phrase: put each word on a "
+                            "line of its own)", name, lineno, (int)shown, text + b0, shown < b1 - b0 ? "..." : "");
+                goto fail;
             }
-            memcpy(words + wl, line, t);
-            wl += t;
-            words[wl++] = '\n';
-            lines++;
+        ll = 0;
+        rc = dm_normalize(&line, &ll, &lcap, text + b0, b1 - b0, 0, NULL);
+        if (rc < 0) goto fail;
+        /* the word normalised like text: one token, or several where the text splits it as it
+         * splits a document ("don't" -> "don" "t", "e-mail" -> "e" "mail"): each is a stop word,
+         * so that the word in a document leaves no token behind */
+        for (size_t t0 = 0; t0 < ll;) {
+            size_t t1 = t0;
+            while (t1 < ll && line[t1] != ' ') t1++;
+            size_t t = t1 - t0;
+            if (t > 0 && t <= 255) {
+                if (wl + t + 1 > wcap) { /* NFKC may expand a line */
+                    char *q = dm_realloc(words, 2 * (wl + t + 1));
+                    if (!q) {
+                        rc = DM_ERR(DM_ERR_NOMEM, "%s: out of memory", name);
+                        goto fail;
+                    }
+                    words = q;
+                    wcap = 2 * (wl + t + 1);
+                }
+                memcpy(words + wl, line + t0, t);
+                wl += t;
+                words[wl++] = '\n';
+                n_words++;
+            }
+            t0 = t1 + 1;
         }
         p = e + 1;
     }
     s->cap = 16;
-    while (s->cap < 2 * lines + 2) s->cap *= 2;
+    while (s->cap < 2 * n_words + 2) s->cap *= 2;
     s->keys = dm_calloc(s->cap + DM_STOPSET_FILTER_WORDS, sizeof(*s->keys)); /* slots, then the filter */
     s->word_off = dm_calloc(s->cap, sizeof(*s->word_off));
     s->word_len = dm_calloc(s->cap, sizeof(*s->word_len));
     s->bytes = dm_malloc(wl + 1);
     if (!s->keys || !s->word_off || !s->word_len || !s->bytes) {
-        rc = DM_ERR(DM_ERR_NOMEM, "stop words: out of memory");
+        rc = DM_ERR(DM_ERR_NOMEM, "%s: out of memory", name);
         goto fail;
     }
     for (size_t p = 0; p < wl;) {
@@ -104,10 +127,16 @@ fail:
     return rc;
 }
 
+int dm_stopset_from_text(dm_stopset *s, const char *text, size_t len)
+{
+    if (!s || (!text && len)) return DM_ERR(DM_ERR_INVALID_ARG, "dm_stopset_from_text: NULL argument");
+    return dm_stopset_build(s, text, len, "stop words (list)");
+}
+
 int dm_stopset_load(dm_stopset *s, const char *path)
 {
     if (!s) return DM_ERR(DM_ERR_INVALID_ARG, "dm_stopset_load: NULL set");
-    if (!path) return dm_stopset_from_text(s, dm_stopwords_en, strlen(dm_stopwords_en));
+    if (!path) return dm_stopset_build(s, dm_stopwords_en, strlen(dm_stopwords_en), "stop words (built-in list)");
     FILE *f;
     DM_TRY(dm_open_input(&f, path, "stop words"));
     char *buf = NULL;
@@ -133,7 +162,15 @@ int dm_stopset_load(dm_stopset *s, const char *path)
         dm_free(buf);
         return DM_ERR(DM_ERR_IO, "stop words %s: read error", path);
     }
-    int rc = dm_stopset_from_text(s, buf, len);
+    size_t nl = strlen(path) + 16;
+    char *name = dm_malloc(nl);
+    if (!name) {
+        dm_free(buf);
+        return DM_ERR(DM_ERR_NOMEM, "stop words %s: out of memory", path);
+    }
+    snprintf(name, nl, "stop words %s", path);
+    int rc = dm_stopset_build(s, buf, len, name);
+    dm_free(name);
     dm_free(buf);
     return rc;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -777,6 +778,50 @@ static void dm_wr_u64s(dm_wr *w, const uint64_t *v, size_t n)
     for (size_t i = 0; i < n; i++) dm_wr_u64(w, v[i]);
 }
 
+/* The murmur3 64-bit finaliser: mixes the sources of a run id. */
+static uint64_t dm_mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* 64 random bits of this process: getrandom where it answers, mixed with the wall and monotonic
+ * clocks, the process id, the host name and a per-process counter (so that two calls differ even
+ * without getrandom). */
+static uint64_t dm_run_id_draw(void)
+{
+    static uint64_t counter;
+    uint64_t r = 0, id;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) r = 0;
+    struct timespec w, m;
+    clock_gettime(CLOCK_REALTIME, &w);
+    clock_gettime(CLOCK_MONOTONIC, &m);
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *c = host; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+    id = dm_mix64(r ^ dm_mix64((uint64_t)w.tv_sec * 1000000000ull + (uint64_t)w.tv_nsec) ^
+                  dm_mix64(((uint64_t)getpid() << 32) ^ (uint64_t)m.tv_nsec ^ h) ^
+                  dm_mix64(__atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) + 0x9e3779b97f4a7c15ull));
+    return id ? id : 1;
+}
+
+uint64_t dm_token_stream_new_run_id(const void *mpi_comm)
+{
+    uint64_t id = 0;
+    if (!mpi_comm) return dm_run_id_draw();
+    MPI_Comm comm = *(const MPI_Comm *)mpi_comm;
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    if (rank == 0) id = dm_run_id_draw();
+    MPI_Bcast(&id, 1, MPI_UINT64_T, 0, comm);
+    return id ? id : 1;
+}
+
 int dm_token_stream_write(const dm_token_stream *s, const char *path)
 {
     if (!s || !path) return DM_ERR(DM_ERR_INVALID_ARG, "dm_token_stream_write: NULL argument");
@@ -799,6 +844,7 @@ int dm_token_stream_write(const dm_token_stream *s, const char *path)
     unsigned char v[16];
     for (int k = 0; k < 16; k++) v[k] = (unsigned char)(head[k / 4] >> (8 * (k % 4)));
     dm_wr_put(&w, v, 16);
+    dm_wr_u64(&w, s->run_id ? s->run_id : dm_run_id_draw());
     dm_wr_u64(&w, s->n_docs);
     dm_wr_u64(&w, s->n_tokens);
     dm_wr_u64(&w, s->n_terms);
@@ -882,25 +928,50 @@ static uint32_t dm_le32(const unsigned char *b)
     return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
+/* The vocabulary as dm_sb_finish leaves it, which dm_token_stream_term_find and tfidf rely on:
+ * strictly increasing in (hash, bytes) (no term twice), each term of at most DM_TOKEN_MAX_LEN
+ * bytes (a stem is never longer than its token). The offsets are already known monotone. */
+static int dm_vocab_ok(const dm_token_stream *s, uint64_t nv)
+{
+    for (uint64_t t = 0; t < nv; t++) {
+        uint64_t len = s->term_off[t + 1] - s->term_off[t];
+        if (len > DM_TOKEN_MAX_LEN) return 0;
+        if (t == 0 || s->term_hash[t] > s->term_hash[t - 1]) continue;
+        if (s->term_hash[t] < s->term_hash[t - 1]) return 0;
+        uint64_t lp = s->term_off[t] - s->term_off[t - 1];
+        int c = memcmp(s->term_bytes + s->term_off[t - 1], s->term_bytes + s->term_off[t], (size_t)(lp < len ? lp : len));
+        if (c > 0 || (c == 0 && lp >= len)) return 0;
+    }
+    return 1;
+}
+
+/* Bytes of the fixed header of the current version: magic, version, flags, rank, ranks, run id and
+ * the seven counts; with the trailer, the smallest file. */
+#define DM_TOKS_HEAD (8 + 4 * 4 + 8 + 7 * 8)
+
 int dm_token_stream_read(dm_token_stream *s, const char *path)
 {
     if (!s || !path) return DM_ERR(DM_ERR_INVALID_ARG, "dm_token_stream_read: NULL argument");
     memset(s, 0, sizeof(*s));
     FILE *f;
     DM_TRY(dm_open_input(&f, path, NULL));
-    unsigned char *buf = NULL;
-    size_t n = 0, cap = 0, k;
+    /* the whole file in one block of its size (growing only if it grows while read): the arrays
+     * copied out of it then take about as much again, never more */
+    struct stat sb;
+    size_t n = 0, cap = (size_t)1 << 20, k;
+    if (fstat(fileno(f), &sb) == 0 && sb.st_size > 0 && (uint64_t)sb.st_size < (uint64_t)SIZE_MAX / 2)
+        cap = (size_t)sb.st_size + 1; /* + 1: the read that finds the end needs room */
+    unsigned char *buf = dm_malloc(cap);
     for (;;) {
-        if (cap - n < 65536) {
-            size_t nc = cap ? 2 * cap : 1 << 20;
-            unsigned char *q = dm_realloc(buf, nc);
-            if (!q) {
-                dm_free(buf);
-                fclose(f);
-                return DM_ERR(DM_ERR_NOMEM, "%s: out of memory", path);
-            }
+        if (buf && n == cap) {
+            unsigned char *q = cap <= SIZE_MAX / 2 ? dm_realloc(buf, 2 * cap) : NULL;
+            if (!q) dm_free(buf);
             buf = q;
-            cap = nc;
+            cap *= 2;
+        }
+        if (!buf) {
+            fclose(f);
+            return DM_ERR(DM_ERR_NOMEM, "%s: out of memory", path);
         }
         k = fread(buf + n, 1, cap - n, f);
         if (k == 0) break;
@@ -913,8 +984,8 @@ int dm_token_stream_read(dm_token_stream *s, const char *path)
         return DM_ERR(DM_ERR_IO, "%s: read error", path);
     }
     const char *why = NULL;
-    if (n < 24 + 7 * 8 + 8 || memcmp(buf, DM_TOKEN_STREAM_MAGIC, 8) != 0) why = "not a docmine token stream (bad magic)";
-    else if (memcmp(buf + n - 4, "END\n", 4) != 0) why = "truncated (no end marker)";
+    if (n < 8 || memcmp(buf, DM_TOKEN_STREAM_MAGIC, 8) != 0) why = "not a docmine token stream (bad magic)";
+    else if (n < 8 + 4 + 8 || memcmp(buf + n - 4, "END\n", 4) != 0) why = "truncated (no end marker)";
     else {
         uint32_t want = (uint32_t)buf[n - 8] | (uint32_t)buf[n - 7] << 8 | (uint32_t)buf[n - 6] << 16 |
                         (uint32_t)buf[n - 5] << 24;
@@ -930,7 +1001,11 @@ int dm_token_stream_read(dm_token_stream *s, const char *path)
     if (!why && version == 1)
         why = "token stream of format version 1 (an older docmine, without the writer's rank): run docmine "
               "preprocess again";
-    else if (!why && version != DM_TOKEN_STREAM_VERSION) why = "unsupported version";
+    else if (!why && version == 2)
+        why = "token stream of format version 2 (an older docmine, without the run id): run docmine "
+              "preprocess again";
+    else if (!why && version != DM_TOKEN_STREAM_VERSION) why = "unsupported version (a newer docmine?)";
+    else if (!why && n < DM_TOKS_HEAD + 8) why = "truncated header";
     if (why) {
         dm_free(buf);
         return DM_ERR(DM_ERR_FORMAT, "%s: %s", path, why);
@@ -938,18 +1013,19 @@ int dm_token_stream_read(dm_token_stream *s, const char *path)
     s->flags = dm_le32(buf + 12);
     s->rank = dm_le32(buf + 16);
     s->n_ranks = dm_le32(buf + 20);
+    /* every count is checked against the bytes left before its array is allocated (nd + 1 and
+     * nv + 1 cannot wrap: both are below the file's size) */
     dm_rdr r = {buf, n - 8, 24};
-    uint64_t nd, nt, nv, ib, lb, tb, coll;
-    int e = dm_rd_u64(&r, &nd) | dm_rd_u64(&r, &nt) | dm_rd_u64(&r, &nv) | dm_rd_u64(&r, &ib) |
-            dm_rd_u64(&r, &lb) | dm_rd_u64(&r, &tb) | dm_rd_u64(&r, &coll);
-    if (!e && (nd >= n || s->rank >= s->n_ranks)) e = -1;
+    uint64_t run, nd, nt, nv, ib, lb, tb, coll;
+    int e = dm_rd_u64(&r, &run) | dm_rd_u64(&r, &nd) | dm_rd_u64(&r, &nt) | dm_rd_u64(&r, &nv) |
+            dm_rd_u64(&r, &ib) | dm_rd_u64(&r, &lb) | dm_rd_u64(&r, &tb) | dm_rd_u64(&r, &coll);
+    if (!e && (nd >= n || nv >= n || s->rank >= s->n_ranks || run == 0)) e = -1;
     if (!e) e = dm_rd_u64s(&r, &s->tok_off, nd + 1);
     if (!e) e = dm_rd_u64s(&r, &s->hashes, nt);
     if (!e) e = dm_rd_u64s(&r, &s->id_off, nd + 1);
     if (!e) e = dm_rd_bytes(&r, &s->ids, ib);
     if (!e) e = dm_rd_u64s(&r, &s->label_off, nd + 1);
     if (!e) e = dm_rd_bytes(&r, &s->labels, lb);
-    if (!e && nv >= n) e = -1;
     if (!e) e = dm_rd_u64s(&r, &s->term_hash, nv);
     if (!e) e = dm_rd_u64s(&r, &s->term_off, nv + 1);
     if (!e) e = dm_rd_bytes(&r, &s->term_bytes, tb);
@@ -962,12 +1038,16 @@ int dm_token_stream_read(dm_token_stream *s, const char *path)
         if ((s->id_off[d + 1] > s->id_off[d] && s->ids[s->id_off[d + 1] - 1] != 0) || s->id_off[d + 1] == s->id_off[d] ||
             s->label_off[d + 1] == s->label_off[d] || s->labels[s->label_off[d + 1] - 1] != 0)
             e = -1;
+    if (!e && !dm_vocab_ok(s, nv)) e = -3;
     dm_free(buf);
     if (e) {
         dm_token_stream_free(s);
-        return e == -2 ? DM_ERR(DM_ERR_NOMEM, "%s: out of memory", path)
-                       : DM_ERR(DM_ERR_FORMAT, "%s: inconsistent sizes or offsets", path);
+        return e == -2   ? DM_ERR(DM_ERR_NOMEM, "%s: out of memory", path)
+               : e == -3 ? DM_ERR(DM_ERR_FORMAT, "%s: vocabulary not sorted, with a repeated term or a term of more "
+                                  "than %d bytes", path, DM_TOKEN_MAX_LEN)
+                         : DM_ERR(DM_ERR_FORMAT, "%s: inconsistent sizes or offsets", path);
     }
+    s->run_id = run;
     s->n_docs = (size_t)nd;
     s->n_tokens = (size_t)nt;
     s->n_terms = (size_t)nv;

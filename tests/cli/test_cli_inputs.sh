@@ -88,8 +88,8 @@ skips() { # skips <name> <command word> <stderr> <report> <the report's object, 
     q+=" and \"b.jsonl.gz\" in $5[\"messages\"][0] and \"c.jsonl.gz\" in $5[\"messages\"][1]"
     if printf '%s\n' "$e" | grep -q "^docmine $2: 2 skipped: 2 corrupt_gzip$"; then ok "$1: the skips per reason"
     else bad "$1: the skips per reason: $e"; fi
-    if printf '%s\n' "$e" | grep -q "^docmine $2: skip (corrupt_gzip): b.jsonl.gz: truncated" &&
-        printf '%s\n' "$e" | grep -q "^docmine $2: skip (corrupt_gzip): c.jsonl.gz: "; then ok "$1: the messages of every rank"
+    if printf '%s\n' "$e" | grep -q "^docmine $2: skip (corrupt_gzip): k/b.jsonl.gz: truncated" &&
+        printf '%s\n' "$e" | grep -q "^docmine $2: skip (corrupt_gzip): k/c.jsonl.gz: "; then ok "$1: the messages of every rank"
     else bad "$1: the messages of every rank: $e"; fi
     if json "$4" "$q"; then ok "$1: report.json"; else bad "$1: report.json"; fi
 }
@@ -112,7 +112,7 @@ skips "icf-build, 2 ranks" icf-build "$e" b.json r
 # ---- 5. a corpus without documents: why, and exit 1 ----------------------------------------------
 mkdir nd empty
 gzip -c k/a.jsonl | head -c 800 >nd/t.jsonl.gz
-why="corpus nd: no documents, 1 skipped \(1 corrupt_gzip\); the first: t.jsonl.gz: truncated gzip data"
+why="corpus nd: no documents, 1 skipped \(1 corrupt_gzip\); the first: nd/t.jsonl.gz: truncated gzip data"
 expect "preprocess: no documents" 1 "$why" -- "${dm1[@]}" preprocess --corpus nd -o x.tok
 expect "preprocess: no documents, 2 ranks" 1 "$why" -- dmn 2 preprocess --corpus nd -o x.tok
 expect "vectorize: no documents" 1 "$why" -- "${dm1[@]}" vectorize --corpus nd -o x.dmv
@@ -134,5 +134,26 @@ echo old >kept.txt && ln kept.txt dump.txt
 "${dm1[@]}" preprocess --corpus d.jsonl --dump-tokens -o dump.txt 2>/dev/null
 check "dump -o FILE: replaced, never written in place" '[ "$(cat kept.txt)" = old ] && [ "$(cat dump.txt)" = "$got" ] &&
     ! ls dump.txt.tmp* >/dev/null 2>&1'
+
+# ---- 7. reader messages name the file by the path as given, then member and line ----------------
+mkdir -p m/sub
+python3 - "$tmp/m/a.tgz" <<'PY'
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w:gz") as t:
+    for name, data in (("./docs/x.jsonl", b'{"text":"oil crude"}\n{bad\n'), ("./docs/y.txt", b"wheat grain")):
+        i = tarfile.TarInfo(name)
+        i.size = len(data)
+        t.addfile(i, io.BytesIO(data))
+PY
+printf '{"text":"corn"}\n{"text":"bank","labels":["a,b"]}\n' | gzip >m/sub/g.jsonl.gz && printf 'junk' >>m/sub/g.jsonl.gz
+e=$("${dm1[@]}" preprocess --corpus "$tmp/m" --dump-tokens -o m.txt 2>&1)
+check "messages: an archive member's line, by the corpus path as given" \
+    'printf "%s\n" "$e" | grep -qF "skip (bad_json): $tmp/m/a.tgz: member ./docs/x.jsonl:2: "' "$e"
+check "messages: a .gz's line, its trailing garbage (its documents read)" \
+    'printf "%s\n" "$e" | grep -qF "skip (bad_json): $tmp/m/sub/g.jsonl.gz:2: label 1 of the array, \"a,b\", holds a comma" &&
+    printf "%s\n" "$e" | grep -qF "skip (corrupt_gzip): $tmp/m/sub/g.jsonl.gz: 4 bytes of trailing garbage after the gzip data" &&
+    printf "%s\n" "$e" | grep -q "3 documents"' "$e"
+check "ids: relative to the corpus, archive members without ./" \
+    '[ "$(cut -f1 m.txt | tr "\n" " ")" = "a.tgz/docs/x.jsonl:1 a.tgz/docs/y.txt sub/g.jsonl:1 " ]' "$(cat m.txt)"
 
 finish

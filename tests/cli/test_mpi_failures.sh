@@ -60,13 +60,13 @@ cp good/p0.jsonl good/p1.jsonl good/p2.jsonl gz/
 head -c 2000 good/p3.jsonl | gzip >gz/p3.jsonl.gz && printf 'garbage' | dd of=gz/p3.jsonl.gz bs=1 seek=60 conv=notrunc 2>/dev/null
 for n in 2 3; do
     expect "preprocess --strict, $n ranks: a bad line in the last rank's file" 1 \
-        "docmine preprocess: p3.jsonl:61: .*\(--strict\) \[DM_ERR_FORMAT, rank $((n - 1))," -- \
+        "docmine preprocess: json/p3.jsonl:61: .*\(--strict\) \[DM_ERR_FORMAT, rank $((n - 1))," -- \
         dmn "$n" preprocess --strict --corpus json -o j.tok
     expect "vectorize --strict, $n ranks: a corrupt .gz in the last rank's share" 1 \
-        "docmine vectorize: p3.jsonl.gz: corrupt gzip data.*rank $((n - 1))," -- \
+        "docmine vectorize: gz/p3.jsonl.gz: corrupt gzip data.*rank $((n - 1))," -- \
         dmn "$n" vectorize --strict --corpus gz -o g.dmv
 done
-exits "pipeline --strict, 2 ranks: a bad line in rank 1's file" 1 "docmine pipeline: p3.jsonl:61: " -- \
+exits "pipeline --strict, 2 ranks: a bad line in rank 1's file" 1 "docmine pipeline: json/p3.jsonl:61: " -- \
     dmn 2 pipeline --strict --corpus json -o jp --iterations 5
 exits "pipeline, 2 ranks: the bad line counted and skipped" 0 "1 skipped: 1 bad_json" -- \
     dmn 2 pipeline --corpus json -o jp --iterations 5

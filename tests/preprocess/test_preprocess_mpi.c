@@ -4,7 +4,7 @@
  * by it in strict mode) reaches every rank without a hang, and so does every host allocation of a
  * run failing in turn, on every rank at once and on one rank alone; the skip messages of every rank
  * reach every rank in corpus order (those of one process), also in the error of a corpus without
- * documents. Reference: dm_preprocess_files
+ * documents; the run id of a stream set is rank 0's on every rank. Reference: dm_preprocess_files
  * on one process. With DOCMINE_SANITIZER set (test_preprocess_mpi_gpu run under compute-sanitizer
  * by scripts/gpu-check.sh) the small variant runs: the same tests on the first records of three
  * Reuters files and on a smaller generated corpus, with the tuner off. */
@@ -277,7 +277,9 @@ static void test_no_documents_reason(void)
     o.backend = PP_MPI_BACKEND;
     dm_token_stream s;
     CU_ASSERT_EQUAL(dm_preprocess(&s, NULL, &g_ctx, dir, &o), DM_ERR_FORMAT);
-    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "no documents, 1 skipped (1 bad_json); the first: f7.jsonl:1:"));
+    char want[1200];
+    snprintf(want, sizeof want, "no documents, 1 skipped (1 bad_json); the first: %s/f7.jsonl:1:", dir);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), want));
 }
 
 /* test_alloc_failures' run: its stream in w.s, the reference in w.ref */
@@ -354,6 +356,41 @@ static void test_alloc_failures(void)
     }
 }
 
+/* The run id of a token stream set: dm_token_stream_new_run_id gives every rank rank 0's id (never
+ * 0), another one at each call; each rank's file carries it, so that the files of one run agree
+ * and a file of the next run (same ranks, same rank) does not. */
+static void test_run_id_shared(void)
+{
+    uint64_t a = dm_token_stream_new_run_id(&g_ctx.world), b = dm_token_stream_new_run_id(&g_ctx.world);
+    uint64_t mine[2] = {a, b}, *all = malloc(sizeof mine * (size_t)g_ctx.size);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(all);
+    MPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, g_ctx.world);
+    int same = 1;
+    for (int r = 0; r < g_ctx.size; r++) same &= all[2 * r] == a && all[2 * r + 1] == b;
+    CU_ASSERT(same);
+    CU_ASSERT(a != 0 && b != 0 && a != b);
+    free(all);
+    /* written and read back per rank */
+    char dir[1100], path[1200];
+    snprintf(dir, sizeof(dir), "%s/runid", g_tmp);
+    int ok = g_ctx.rank != 0 || pp_write_mixed_corpus(dir) == 0;
+    MPI_Bcast(&ok, 1, MPI_INT, 0, g_ctx.world);
+    CU_ASSERT_FATAL(ok);
+    dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
+    o.backend = PP_MPI_BACKEND;
+    dm_token_stream s, u;
+    CU_ASSERT_EQUAL_FATAL(dm_preprocess(&s, NULL, &g_ctx, dir, &o), DM_OK);
+    CU_ASSERT_EQUAL(s.run_id, 0); /* dm_preprocess leaves it to the caller */
+    s.run_id = a;
+    snprintf(path, sizeof(path), "%s/runid.tok.rank%d", g_tmp, g_ctx.rank);
+    CU_ASSERT_EQUAL_FATAL(dm_token_stream_write(&s, path), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_token_stream_read(&u, path), DM_OK);
+    CU_ASSERT(u.run_id == a && u.rank == (uint32_t)g_ctx.rank && u.n_ranks == (uint32_t)g_ctx.size);
+    dm_token_stream_free(&u);
+    dm_token_stream_free(&s);
+    remove(path);
+}
+
 int main(int argc, char **argv)
 {
     g_small = pp_sanitizer();
@@ -368,6 +405,7 @@ int main(int argc, char **argv)
         {"skip messages of every rank, in corpus order, on every rank", test_skip_messages_all_ranks},
         {"no documents: the reason, though another rank met it", test_no_documents_reason},
         {"every host allocation failing in turn: all ranks agree, none hangs", test_alloc_failures},
+        {"the run id of a token stream: rank 0's on every rank, another per run", test_run_id_shared},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"preprocess-mpi", setup, teardown, NULL, NULL, t}, CU_SUITE_INFO_NULL};

@@ -669,7 +669,7 @@ static void test_bom_sgml_dir_labels(void)
     CU_ASSERT_EQUAL_FATAL(write_archive("ld/sports/s.tar", "paxr", NULL, in, 1), 0);
     CU_ASSERT_EQUAL_FATAL(run_pp(&s, "ld", DM_PP_FORMAT_AUTO, DM_PP_LABELS_DIR), 0);
     CU_ASSERT_EQUAL(s.n_docs, 4);
-    static const char *ids[] = {"all.tar.gz/./topicA/a.txt", "all.tar.gz//topicB/b.txt",
+    static const char *ids[] = {"all.tar.gz/topicA/a.txt", "all.tar.gz/topicB/b.txt",
                                 "all.tar.gz/loose.txt", "sports/s.tar/topicC/c.txt"};
     static const char *labels[] = {"topicA", "topicB", "", "sports"};
     for (int d = 0; d < 4; d++) {
@@ -680,7 +680,7 @@ static void test_bom_sgml_dir_labels(void)
     dm_token_stream_free(&s);
     /* the archive given as the corpus */
     CU_ASSERT_EQUAL_FATAL(run_pp(&s, "ld/all.tar.gz", DM_PP_FORMAT_AUTO, DM_PP_LABELS_DIR), 0);
-    size_t da2 = find_doc(&s, "all.tar.gz/./topicA/a.txt");
+    size_t da2 = find_doc(&s, "all.tar.gz/topicA/a.txt");
     CU_ASSERT_FATAL(da2 != (size_t)-1);
     CU_ASSERT_STRING_EQUAL(dm_token_stream_labels(&s, da2), "topicA");
     dm_token_stream_free(&s);
@@ -1035,6 +1035,323 @@ static void test_worker_failure(void)
     dm_token_stream_free(&ref);
 }
 
+/* ---------------------------------------------------------------- ids, encodings, labels, messages */
+
+/* The stems of the document with this id, or "(absent)". */
+static const char *stems_of(char *out, size_t cap, const dm_token_stream *s, const char *id)
+{
+    size_t d = find_doc(s, id);
+    if (d == (size_t)-1) snprintf(out, cap, "(absent)");
+    else doc_stems(out, cap, s, d);
+    return out;
+}
+
+static void append(const char *rel, const void *data, size_t len)
+{
+    char p[4096];
+    FILE *f = fopen(tpath(p, rel), "ab");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL(fwrite(data, 1, len, f), len);
+    fclose(f);
+}
+
+/* A member's id is its path without "." and empty components: `tar czf x.tgz -C dir .` gives the
+ * ids (and --labels dir labels) of the tree's own names, not "x.tgz/./a.txt"; a member whose id an
+ * earlier member of the archive has (the same path twice, "./a.txt" after "a.txt") gets "#2",
+ * "#3", ... so ids stay unique. */
+static void test_member_ids(void)
+{
+    mkdirs("mid/src/sub");
+    mkdirs("mid/c");
+    put("mid/src/a.txt", "oil crude", 9);
+    put("mid/src/sub/b.txt", "wheat grain", 11);
+    char p[4096], q[4096], cmd[9000], st[256];
+    snprintf(cmd, sizeof(cmd), "tar czf '%s' -C '%s' .", tpath(p, "mid/c/x.tgz"), tpath(q, "mid/src"));
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    dm_token_stream s;
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "mid/c", DM_PP_FORMAT_AUTO, DM_PP_LABELS_DIR), 0);
+    CU_ASSERT_EQUAL(s.n_docs, 2);
+    CU_ASSERT_STRING_EQUAL(stems_of(st, sizeof(st), &s, "x.tgz/a.txt"), "oil crude");
+    CU_ASSERT_STRING_EQUAL(stems_of(st, sizeof(st), &s, "x.tgz/sub/b.txt"), "wheat grain");
+    size_t d = find_doc(&s, "x.tgz/sub/b.txt");
+    if (d != (size_t)-1) CU_ASSERT_STRING_EQUAL(dm_token_stream_labels(&s, d), "sub");
+    dm_token_stream_free(&s);
+
+    const ar_member m[] = {{"a.txt", "oil", 0, 0, NULL, NULL},
+                           {"./a.txt", "wheat", 0, 0, NULL, NULL},
+                           {"a.txt#2", "corn", 0, 0, NULL, NULL},
+                           {"b//c/./d.txt", "bank", 0, 0, NULL, NULL},
+                           {"a.txt", "loan", 0, 0, NULL, NULL},
+                           {"/e.txt", "rate", 0, 0, NULL, NULL}};
+    CU_ASSERT_EQUAL_FATAL(write_archive("mid/d.tar", "paxr", NULL, m, 6), 0);
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "mid/d.tar", DM_PP_FORMAT_AUTO, DM_PP_LABELS_NONE), 0);
+    CU_ASSERT_EQUAL(s.n_docs, 6);
+    CU_ASSERT_STRING_EQUAL(stems_of(st, sizeof(st), &s, "d.tar/a.txt"), "oil");
+    CU_ASSERT_STRING_EQUAL(stems_of(st, sizeof(st), &s, "d.tar/a.txt#2"), "wheat");
+    CU_ASSERT_STRING_EQUAL(stems_of(st, sizeof(st), &s, "d.tar/a.txt#2#2"), "corn");
+    CU_ASSERT_STRING_EQUAL(stems_of(st, sizeof(st), &s, "d.tar/b/c/d.txt"), "bank");
+    CU_ASSERT_STRING_EQUAL(stems_of(st, sizeof(st), &s, "d.tar/a.txt#3"), "loan");
+    CU_ASSERT_STRING_EQUAL(stems_of(st, sizeof(st), &s, "d.tar/e.txt"), "rate");
+    dm_token_stream_free(&s);
+}
+
+/* Trailing garbage after the last gzip member loses nothing of the data before it (gzip(1): the
+ * data, and "trailing garbage ignored"): the documents are read and the garbage is counted
+ * (corrupt_gzip) with a message; --strict makes it an error. Zero padding stays silent, and a
+ * second member that is corrupt still skips the file. */
+static void test_gzip_trailing_garbage(void)
+{
+    mkdirs("tg");
+    put_gz("tg/a.txt.gz", "oil crude", 9);
+    append("tg/a.txt.gz", "garbage\n", 8);
+    const char *j = "{\"id\":\"j1\",\"text\":\"wheat\"}\n{\"id\":\"j2\",\"text\":\"corn\"}\n";
+    put_gz("tg/n.jsonl.gz", j, strlen(j));
+    append("tg/n.jsonl.gz", "\n", 1);
+    static const char zeros[100];
+    put_gz("tg/z.txt.gz", "bank loan", 9);
+    append("tg/z.txt.gz", zeros, sizeof zeros);
+    append("tg/z.txt.gz", "x", 1);
+    put_gz("tg/pad.txt.gz", "rate", 4);
+    append("tg/pad.txt.gz", zeros, sizeof zeros);
+    put_gz("tg/bad2.txt.gz", "price", 5);
+    append("tg/bad2.txt.gz", "\x1f\x8b\x08\x00junkjunkjunk", 16);
+    dm_token_stream s;
+    char st[256];
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "tg", DM_PP_FORMAT_AUTO, DM_PP_LABELS_NONE), 0);
+    for (uint64_t i = 0; i < s.stats.n_messages && i < DM_PP_MAX_MESSAGES; i++)
+        printf("\n    %s", s.stats.messages[i]);
+    CU_ASSERT_EQUAL(s.n_docs, 5);
+    CU_ASSERT_STRING_EQUAL(stems_of(st, sizeof(st), &s, "a.txt"), "oil crude");
+    CU_ASSERT_STRING_EQUAL(stems_of(st, sizeof(st), &s, "j1"), "wheat");
+    CU_ASSERT_STRING_EQUAL(stems_of(st, sizeof(st), &s, "j2"), "corn");
+    CU_ASSERT_STRING_EQUAL(stems_of(st, sizeof(st), &s, "z.txt"), "bank loan");
+    CU_ASSERT_STRING_EQUAL(stems_of(st, sizeof(st), &s, "pad.txt"), "rate");
+    CU_ASSERT_EQUAL(find_doc(&s, "bad2.txt"), (size_t)-1);
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_CORRUPT_GZIP], 4);
+    CU_ASSERT(has_message(&s.stats, "a.txt.gz: 8 bytes of trailing garbage after the gzip data (at byte"));
+    CU_ASSERT(has_message(&s.stats, "n.jsonl.gz: 1 byte of trailing garbage after the gzip data"));
+    CU_ASSERT(has_message(&s.stats, "z.txt.gz: 101 bytes of trailing garbage"));
+    CU_ASSERT(has_message(&s.stats, "(trailing garbage ignored)"));
+    CU_ASSERT(has_message(&s.stats, "bad2.txt.gz: corrupt gzip data"));
+    CU_ASSERT_EQUAL(s.stats.bytes_read, 9 + strlen(j) + 9 + 4);
+    dm_token_stream_free(&s);
+    char p[4096];
+    dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
+    o.reader.strict = 1;
+    o.backend = 1;
+    CU_ASSERT_EQUAL(dm_preprocess(&s, NULL, NULL, tpath(p, "tg/a.txt.gz"), &o), DM_ERR_FORMAT);
+    printf("\n    strict: %s", dm_error_message());
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "a.txt.gz: 8 bytes of trailing garbage"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "(--strict)"));
+    CU_ASSERT_PTR_NULL(strstr(dm_error_message(), "ignored"));
+}
+
+/* s (ASCII) in UTF-16 or UTF-32 (unit 2 or 4 bytes), little- or big-endian, without a BOM. */
+static size_t wide(char *out, const char *s, int unit, int big)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        for (int k = 0; k < unit; k++) out[n++] = (char)(k == (big ? unit - 1 : 0) ? *s : 0);
+    return n;
+}
+
+/* UTF-16 and UTF-32 without a byte-order mark (text of Latin script: NUL bytes at every other or
+ * three of four places) are skipped as not_text like the byte-order-mark case, and so are such
+ * files (and compressed data) named .tsv, .jsonl or .sgm, which their readers took for documents
+ * of garbage, bad lines or nothing; text with a few NUL bytes is still read. */
+static void test_utf16_without_bom(void)
+{
+    mkdirs("wide");
+    const char *t = "Oil prices rose as crude stocks fell\n";
+    char b[1024];
+    static const struct {
+        const char *rel;
+        int unit, big;
+    } f[] = {{"wide/u16le.txt", 2, 0}, {"wide/u16be.txt", 2, 1}, {"wide/u32le.txt", 4, 0}, {"wide/u32be.txt", 4, 1}};
+    for (int i = 0; i < 4; i++) put(f[i].rel, b, wide(b, t, f[i].unit, f[i].big));
+    put("wide/u16.tsv", b, wide(b, "t1\tL\toil crude\nt2\tM\twheat\n", 2, 0));
+    put("wide/u16.jsonl", b, wide(b, "{\"id\":\"j\",\"text\":\"oil crude\"}\n", 2, 1));
+    put("wide/u16.sgm", b,
+        wide(b, "<REUTERS NEWID=\"9\"><TEXT><BODY>oil crude</BODY></TEXT></REUTERS>\n", 2, 0));
+    memcpy(b, "\0\0\xfe\xff", 4);
+    put("wide/bom32.txt", b, 4 + wide(b + 4, t, 4, 1));
+    put_gz("wide/gz.tsv", "t1\tL\toil crude\n", 15);
+    put("wide/nul.txt", "oil\0crude\0wheat corn bank loan rate price\0", 42);
+    put("wide/short.txt", "ab\0", 3);
+    dm_token_stream s;
+    char st[256];
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "wide", DM_PP_FORMAT_AUTO, DM_PP_LABELS_FORMAT), 0);
+    for (uint64_t i = 0; i < s.stats.n_messages && i < DM_PP_MAX_MESSAGES; i++)
+        printf("\n    %s", s.stats.messages[i]);
+    CU_ASSERT_EQUAL(s.n_docs, 2);
+    CU_ASSERT_STRING_EQUAL(stems_of(st, sizeof(st), &s, "nul.txt"), "oil crude wheat corn bank loan rate price");
+    CU_ASSERT(find_doc(&s, "short.txt") != (size_t)-1);
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_NOT_TEXT], 9);
+    CU_ASSERT_EQUAL(dm_pp_stats_skipped_total(&s.stats), 9);
+    CU_ASSERT(has_message(&s.stats, "u16le.txt: UTF-16LE text without a byte-order mark (only UTF-8 is read), not text"));
+    CU_ASSERT(has_message(&s.stats, "u16be.txt: UTF-16BE text without a byte-order mark"));
+    CU_ASSERT(has_message(&s.stats, "u32le.txt: UTF-32LE text without a byte-order mark"));
+    CU_ASSERT(has_message(&s.stats, "u32be.txt: UTF-32BE text without a byte-order mark"));
+    CU_ASSERT(has_message(&s.stats, "u16.tsv: UTF-16LE text"));
+    CU_ASSERT(has_message(&s.stats, "u16.jsonl: UTF-16BE text"));
+    CU_ASSERT(has_message(&s.stats, "u16.sgm: UTF-16LE text"));
+    CU_ASSERT(has_message(&s.stats, "bom32.txt: UTF-32 text (only UTF-8 is read)"));
+    CU_ASSERT(has_message(&s.stats, "gz.tsv: gzip data, not text"));
+    dm_token_stream_free(&s);
+}
+
+/* Labels are kept joined by commas and split at every comma downstream (classes, exports), so a
+ * JSONL array element or a Reuters topic holding a comma would become two labels: its record is
+ * skipped (bad_json / bad_sgml) naming file, line or record and the label. A JSONL string label is
+ * labels joined by commas as written (as in TSV); null and "" are no label; a label that is not a
+ * string or a number, and an id or label holding a NUL, are skipped likewise, never dropped or
+ * cut in silence. */
+static void test_label_commas(void)
+{
+    mkdirs("lab");
+    const char *j = "{\"id\":\"a\",\"text\":\"oil\",\"labels\":[\"x,y\",\"z\"]}\n"
+                    "{\"id\":\"b\",\"text\":\"oil\",\"label\":\"p,q\"}\n"
+                    "{\"id\":\"c\",\"text\":\"oil\",\"labels\":[\"\",null,\"r\",5]}\n"
+                    "{\"id\":\"d\",\"text\":\"oil\",\"label\":true}\n"
+                    "{\"id\":\"e\",\"text\":\"oil\",\"labels\":[\"s\",{\"k\":1}]}\n"
+                    "{\"id\":\"f\\u0000g\",\"text\":\"oil\"}\n"
+                    "{\"id\":\"h\",\"text\":\"oil\",\"label\":\"u\\u0000v\"}\n"
+                    "{\"id\":\"i\",\"text\":\"oil\",\"label\":null}\n"
+                    "{\"id\":\"k\",\"text\":\"oil\",\"labels\":[\"t\",\"\"]}\n";
+    put("lab/l.jsonl", j, strlen(j));
+    const char *sg = "<REUTERS NEWID=\"1\"><TOPICS><D>a,b</D></TOPICS><TEXT><BODY>oil</BODY></TEXT></REUTERS>\n"
+                     "<REUTERS NEWID=\"2\"><TOPICS><D></D><D>grain</D></TOPICS><TEXT><BODY>oil</BODY></TEXT></REUTERS>\n"
+                     "<REUTERS NEWID=\"3\"><TOPICS><D>x&#44;y</D></TOPICS><TEXT><BODY>oil</BODY></TEXT></REUTERS>\n";
+    put("lab/r.sgm", sg, strlen(sg));
+    dm_token_stream s;
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "lab", DM_PP_FORMAT_AUTO, DM_PP_LABELS_FORMAT), 0);
+    for (uint64_t i = 0; i < s.stats.n_messages && i < DM_PP_MAX_MESSAGES; i++)
+        printf("\n    %s", s.stats.messages[i]);
+    static const char *ids[] = {"b", "c", "i", "k", "2"}, *labels[] = {"p,q", "r,5", "", "t", "grain"};
+    CU_ASSERT_EQUAL(s.n_docs, 5);
+    for (int d = 0; d < 5; d++) {
+        size_t k = find_doc(&s, ids[d]);
+        CU_ASSERT_FATAL(k != (size_t)-1);
+        CU_ASSERT_STRING_EQUAL(dm_token_stream_labels(&s, k), labels[d]);
+    }
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_BAD_JSON], 5);
+    CU_ASSERT(has_message(&s.stats, "l.jsonl:1: label 1 of the array, \"x,y\", holds a comma"));
+    CU_ASSERT(has_message(&s.stats, "l.jsonl:4: label is not a string, a number or an array of them"));
+    CU_ASSERT(has_message(&s.stats, "l.jsonl:5: label 2 of the array is not a string or a number"));
+    CU_ASSERT(has_message(&s.stats, "l.jsonl:6: id holds a NUL character"));
+    CU_ASSERT(has_message(&s.stats, "l.jsonl:7: label holds a NUL character"));
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_BAD_SGML], 2);
+    CU_ASSERT(has_message(&s.stats, "r.sgm: record 1 (NEWID 1): a <D> topic holds a comma"));
+    CU_ASSERT(has_message(&s.stats, "r.sgm: record 3 (NEWID 3): a <D> topic holds a comma"));
+    dm_token_stream_free(&s);
+}
+
+/* Messages name the file by the path as given (--corpus, then the folders down to it), the member
+ * of an archive as the archive lists it, and the line: what a user opens to find it, the same
+ * for a skip at the listing, in a .gz, in an archive or in a JSONL line. Ids stay relative to the
+ * corpus (a JSONL record without "id" is "FILE:LINE" with FILE as the corpus names it, without .gz). */
+static void test_message_paths(void)
+{
+    mkdirs("mp/sub");
+    const char *j = "{\"text\":\"oil\"}\n{bad\n";
+    put_gz("mp/sub/x.jsonl.gz", j, strlen(j));
+    const ar_member m[] = {{"./docs/b.jsonl", "{bad\n{\"text\":\"wheat\"}\n", 0, 0, NULL, NULL},
+                           {"docs/c.tsv", "no tabs\n", 0, 0, NULL, NULL},
+                           {"docs/e.txt", NULL, 0, 0, NULL, NULL}};
+    CU_ASSERT_EQUAL_FATAL(write_archive("mp/a.tar.gz", "paxr", "gzip", m, 3), 0);
+    put("mp/sub/y.tsv", "\tL\ttext\n", 8);
+    dm_token_stream s;
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "mp", DM_PP_FORMAT_AUTO, DM_PP_LABELS_FORMAT), 0);
+    for (uint64_t i = 0; i < s.stats.n_messages && i < DM_PP_MAX_MESSAGES; i++)
+        printf("\n    %s", s.stats.messages[i]);
+    char want[8192], p[4096];
+    snprintf(want, sizeof(want), "): %s:2: ", tpath(p, "mp/sub/x.jsonl.gz"));
+    CU_ASSERT(has_message(&s.stats, want));
+    snprintf(want, sizeof(want), "): %s: member ./docs/b.jsonl:1: ", tpath(p, "mp/a.tar.gz"));
+    CU_ASSERT(has_message(&s.stats, want));
+    snprintf(want, sizeof(want), "): %s: member docs/c.tsv:1: expected id<TAB>label<TAB>text", tpath(p, "mp/a.tar.gz"));
+    CU_ASSERT(has_message(&s.stats, want));
+    snprintf(want, sizeof(want), "): %s: member docs/e.txt: empty file", tpath(p, "mp/a.tar.gz"));
+    CU_ASSERT(has_message(&s.stats, want));
+    snprintf(want, sizeof(want), "): %s:1: empty id", tpath(p, "mp/sub/y.tsv"));
+    CU_ASSERT(has_message(&s.stats, want));
+    CU_ASSERT_EQUAL(s.n_docs, 2);
+    CU_ASSERT(find_doc(&s, "sub/x.jsonl:1") != (size_t)-1);
+    CU_ASSERT(find_doc(&s, "a.tar.gz/docs/b.jsonl:2") != (size_t)-1);
+    dm_token_stream_free(&s);
+}
+
+/* The hostile review's findings: a TSV id or label with a NUL byte (cut at the NUL, two ids became
+ * one) and a TSV line with an empty id are counted bad_tsv saying so; an .sgm file without any
+ * record (its text went unread and unsaid) and a NEWID too long to keep are counted bad_sgml
+ * saying so. */
+static void test_hostile_review(void)
+{
+    mkdirs("hr");
+    put("hr/t.tsv", "a\0b\tL\toil\nc\tL\0M\toil\nd\tL\twheat\n", 29);
+    const char *h = "<!DOCTYPE lewis SYSTEM \"lewis.dtd\">\nno records, only text\n";
+    put("hr/h.sgm", h, strlen(h));
+    char sg[512];
+    int n = snprintf(sg, sizeof(sg), "<REUTERS NEWID=\"%070d\"><TEXT><BODY>oil</BODY></TEXT></REUTERS>\n"
+                                     "<REUTERS NEWID=\"5\"><TEXT><BODY>corn</BODY></TEXT></REUTERS>\n", 7);
+    put("hr/r.sgm", sg, (size_t)n);
+    dm_token_stream s;
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "hr", DM_PP_FORMAT_AUTO, DM_PP_LABELS_FORMAT), 0);
+    for (uint64_t i = 0; i < s.stats.n_messages && i < DM_PP_MAX_MESSAGES; i++)
+        printf("\n    %s", s.stats.messages[i]);
+    CU_ASSERT_EQUAL(s.n_docs, 2);
+    CU_ASSERT(find_doc(&s, "d") != (size_t)-1);
+    CU_ASSERT(find_doc(&s, "5") != (size_t)-1);
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_BAD_TSV], 2);
+    CU_ASSERT(has_message(&s.stats, "t.tsv:1: NUL byte in the id or the label"));
+    CU_ASSERT(has_message(&s.stats, "t.tsv:2: NUL byte in the id or the label"));
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_BAD_SGML], 2);
+    CU_ASSERT(has_message(&s.stats, "h.sgm: no <REUTERS> record in it: file skipped"));
+    CU_ASSERT(has_message(&s.stats, "r.sgm: record 1 (byte 0): NEWID longer than 63 bytes"));
+    dm_token_stream_free(&s);
+}
+
+/* A member whose data libarchive cannot give while the archive goes on (an encrypted zip member:
+ * ARCHIVE_FAILED, not FATAL) is skipped alone, counted and named; the members after it are read
+ * (it skipped the rest of the archive). */
+static void test_unreadable_member(void)
+{
+    mkdirs("enc");
+    /* a zip whose first member says it is encrypted (flag bit 0 in its local and central headers:
+     * libarchive asks for a passphrase once the 12-byte encryption header is there) */
+    const ar_member m[] = {{"one.txt", "oil crude barrel opec price market rate", 0, 0, NULL, NULL},
+                           {"two.txt", "wheat grain", 0, 0, NULL, NULL}};
+    CU_ASSERT_EQUAL_FATAL(write_archive("enc/e.zip", "zip", NULL, m, 2), 0);
+    size_t len;
+    char *z = read_back("enc/e.zip", &len);
+    int flipped = 0;
+    static const struct {
+        const char *sig;
+        size_t flags;
+    } hdr[] = {{"PK\x03\x04", 6}, {"PK\x01\x02", 8}};
+    for (int h = 0; h < 2; h++)
+        for (size_t i = 0; i + 12 < len; i++)
+            if (memcmp(z + i, hdr[h].sig, 4) == 0) { /* the first one: one.txt's */
+                z[i + hdr[h].flags] |= 1;
+                flipped++;
+                break;
+            }
+    CU_ASSERT_EQUAL_FATAL(flipped, 2);
+    put("enc/e.zip", z, len);
+    free(z);
+    dm_token_stream s;
+    char st[256];
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "enc", DM_PP_FORMAT_AUTO, DM_PP_LABELS_NONE), 0);
+    for (uint64_t i = 0; i < s.stats.n_messages && i < DM_PP_MAX_MESSAGES; i++)
+        printf("\n    %s", s.stats.messages[i]);
+    CU_ASSERT_EQUAL(s.n_docs, 1);
+    CU_ASSERT_STRING_EQUAL(stems_of(st, sizeof(st), &s, "e.zip/two.txt"), "wheat grain");
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_CORRUPT_ARCHIVE], 1);
+    CU_ASSERT(has_message(&s.stats, "e.zip: member one.txt: cannot read its data: "));
+    CU_ASSERT(has_message(&s.stats, "(member skipped)"));
+    dm_token_stream_free(&s);
+}
+
 int main(void)
 {
     CU_TestInfo t[] = {
@@ -1056,6 +1373,13 @@ int main(void)
         {"a failing batch ends the run with its error, any workers", test_worker_failure},
         {"all of Reuters-21578", test_reuters_all},
         {"a file replaced by a FIFO after the listing is skipped", test_fifo_after_listing},
+        {"archive member ids without ./ components, unique", test_member_ids},
+        {"gzip: trailing garbage counted, the data read", test_gzip_trailing_garbage},
+        {"UTF-16/32 without a byte-order mark: not text, in every format", test_utf16_without_bom},
+        {"labels holding a comma, non-scalar labels, NUL in ids: counted", test_label_commas},
+        {"messages name the path as given, member and line", test_message_paths},
+        {"hostile review: TSV NULs and empty ids, SGML without records", test_hostile_review},
+        {"an unreadable archive member skips itself, not the rest", test_unreadable_member},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"preprocess-readers", setup, teardown, NULL, NULL, t}, CU_SUITE_INFO_NULL};

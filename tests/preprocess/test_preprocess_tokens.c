@@ -2,7 +2,9 @@
  * byte and on random text; NFKC / case fold / mark stripping; chunked normalisation of long
  * documents equals unchunked; token rules (lengths, numbers, stop words, --stopwords FILE);
  * hashes = dm_term_hash(stem); the binary file round trip, corruption detection and collision
- * detection in the vocabulary; the header's writer rank, version 1 refused; the dump's lines with
+ * detection in the vocabulary; the header's writer rank and run id, versions 1 and 2 refused, counts
+ * beyond the file and a vocabulary out of order refused; a stop-word line of several words refused;
+ * the dump's lines with
  * tabs and line breaks in ids and labels; a FIFO or directory named as an input refused.
  * Reference: dm_normalize(force_unicode = 1), dm_tokenize_cpu. */
 #include <CUnit/CUnit.h>
@@ -657,9 +659,10 @@ static void small_stream(dm_token_stream *s, const char *id0, const char *labels
     CU_ASSERT_EQUAL_FATAL(dm_sb_finish(s, &b), 0);
 }
 
-/* The header names the writer's rank and its run's ranks (a reader refuses a set of files of
- * different runs by them); a stream of one process is rank 0 of 1; a file of format version 1
- * (without them) is refused naming the file and the version. */
+/* The header names the writer's rank, its run's ranks and its run id (a reader refuses a set of
+ * files of different runs by them); a stream of one process is rank 0 of 1; a stream without a run
+ * id gets a new one per file (never 0); a file of format version 1 (without rank and ranks) or 2
+ * (without the run id) is refused naming the file and the version. */
 static void test_stream_header_ranks(void)
 {
     char dir[1024], path[1100];
@@ -667,31 +670,238 @@ static void test_stream_header_ranks(void)
     snprintf(path, sizeof(path), "%s/r.dmtok", dir);
     dm_token_stream s, u;
     small_stream(&s, "d0", "x");
+    CU_ASSERT_EQUAL(s.run_id, 0);
     CU_ASSERT_EQUAL(dm_token_stream_write(&s, path), 0);
     CU_ASSERT_EQUAL_FATAL(dm_token_stream_read(&u, path), 0);
     CU_ASSERT(u.rank == 0 && u.n_ranks == 1);
+    uint64_t first = u.run_id;
+    CU_ASSERT(first != 0);
+    dm_token_stream_free(&u);
+    CU_ASSERT_EQUAL(dm_token_stream_write(&s, path), 0); /* another write, another run */
+    CU_ASSERT_EQUAL_FATAL(dm_token_stream_read(&u, path), 0);
+    CU_ASSERT(u.run_id != 0 && u.run_id != first);
     dm_token_stream_free(&u);
     s.rank = 2;
     s.n_ranks = 3;
+    s.run_id = 0x0123456789abcdefull;
     CU_ASSERT_EQUAL(dm_token_stream_write(&s, path), 0);
     CU_ASSERT_EQUAL_FATAL(dm_token_stream_read(&u, path), 0);
-    CU_ASSERT(u.rank == 2 && u.n_ranks == 3 && u.n_docs == 2);
+    CU_ASSERT(u.rank == 2 && u.n_ranks == 3 && u.n_docs == 2 && u.run_id == 0x0123456789abcdefull);
     dm_token_stream_free(&u);
-    /* the same file as version 1 wrote it: no rank and ranks after the flags */
-    static unsigned char buf[1 << 12];
+    /* run ids drawn in one process differ (a counter is mixed in) and are never 0 */
+    uint64_t ids[64];
+    int distinct = 1;
+    for (int i = 0; i < 64; i++) {
+        ids[i] = dm_token_stream_new_run_id(NULL);
+        distinct &= ids[i] != 0;
+        for (int k = 0; k < i; k++) distinct &= ids[k] != ids[i];
+    }
+    CU_ASSERT(distinct);
+    static unsigned char v3[1 << 12], buf[1 << 12];
     FILE *in = fopen(path, "rb");
-    size_t n = fread(buf, 1, sizeof(buf), in);
+    size_t n3 = fread(v3, 1, sizeof(v3), in);
     fclose(in);
-    memmove(buf + 16, buf + 24, n - 24);
-    n -= 8;
+    CU_ASSERT_EQUAL(v3[8], 3);
+    CU_ASSERT_EQUAL(v3[24], 0xef); /* the run id, little-endian, after rank and ranks */
+    /* the same file as version 2 wrote it: no run id after rank and ranks */
+    memcpy(buf, v3, n3);
+    memmove(buf + 24, buf + 32, n3 - 32);
+    size_t n = n3 - 8;
+    buf[8] = 2;
+    fix_crc(buf, n);
+    pp_write_file(path, buf, n);
+    CU_ASSERT_EQUAL(dm_token_stream_read(&u, path), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "r.dmtok: token stream of format version 2"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "run docmine preprocess again"));
+    /* as version 1 wrote it: neither rank and ranks nor the run id after the flags */
+    memcpy(buf, v3, n3);
+    memmove(buf + 16, buf + 32, n3 - 32);
+    n = n3 - 16;
     buf[8] = 1;
     fix_crc(buf, n);
     pp_write_file(path, buf, n);
     CU_ASSERT_EQUAL(dm_token_stream_read(&u, path), DM_ERR_FORMAT);
     CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "r.dmtok: token stream of format version 1"));
+    /* a version after this one, and a run id of 0 (never written) */
+    memcpy(buf, v3, n3);
+    buf[8] = 4;
+    fix_crc(buf, n3);
+    pp_write_file(path, buf, n3);
+    CU_ASSERT_EQUAL(dm_token_stream_read(&u, path), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "r.dmtok: unsupported version"));
+    memcpy(buf, v3, n3);
+    memset(buf + 24, 0, 8);
+    fix_crc(buf, n3);
+    pp_write_file(path, buf, n3);
+    CU_ASSERT_EQUAL(dm_token_stream_read(&u, path), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "r.dmtok: inconsistent"));
     remove(path);
     rmdir(dir);
     dm_token_stream_free(&s);
+}
+
+/* A crafted file (right magic, version and checksum) whose counts claim more than the file holds
+ * is refused before anything of that size is allocated: each count of the header set to values
+ * whose arrays would overflow (n + 1) * 8 or exceed the file, the host memory in use while reading
+ * stays within twice the file's size (the file's bytes, then the arrays copied out of them). A
+ * good file is read within the same bound (the whole file in one block of its size). */
+static void test_stream_crafted_counts(void)
+{
+    char dir[1024], path[1100];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dm_test_tmpdir(dir, sizeof(dir)));
+    snprintf(path, sizeof(path), "%s/c.dmtok", dir);
+    dm_token_stream s, u;
+    small_stream(&s, "d0", "x");
+    CU_ASSERT_EQUAL_FATAL(dm_token_stream_write(&s, path), 0);
+    dm_token_stream_free(&s);
+    static unsigned char good[1 << 12], buf[1 << 12];
+    FILE *in = fopen(path, "rb");
+    size_t n = fread(good, 1, sizeof(good), in);
+    fclose(in);
+    size_t before = dm_mem_current(DM_MEM_HOST);
+    dm_mem_reset_peak(DM_MEM_HOST);
+    CU_ASSERT_EQUAL_FATAL(dm_token_stream_read(&u, path), 0);
+    CU_ASSERT(dm_mem_peak(DM_MEM_HOST) - before <= 2 * n + 64);
+    dm_token_stream_free(&u);
+    const uint64_t huge[] = {UINT64_MAX, UINT64_MAX / 8, UINT64_MAX / 8 + 1, (uint64_t)1 << 61, (uint64_t)1 << 32,
+                             (uint64_t)n, (uint64_t)n / 8};
+    size_t refused = 0, tried = 0;
+    for (int field = 0; field < 6; field++) { /* n_docs, n_tokens, n_terms, id, label, term bytes */
+        for (size_t h = 0; h < sizeof(huge) / sizeof(huge[0]); h++) {
+            memcpy(buf, good, n);
+            for (int k = 0; k < 8; k++) buf[32 + 8 * field + k] = (unsigned char)(huge[h] >> (8 * k));
+            fix_crc(buf, n);
+            pp_write_file(path, buf, n);
+            before = dm_mem_current(DM_MEM_HOST);
+            dm_mem_reset_peak(DM_MEM_HOST);
+            int rc = dm_token_stream_read(&u, path);
+            tried++;
+            refused += rc == DM_ERR_FORMAT;
+            CU_ASSERT(dm_mem_peak(DM_MEM_HOST) - before <= 2 * n + 64);
+            CU_ASSERT_EQUAL(dm_mem_current(DM_MEM_HOST), before);
+            if (rc == 0) dm_token_stream_free(&u);
+        }
+    }
+    CU_ASSERT_EQUAL(refused, tried);
+    /* shorter than the header (the checksum and end marker right) */
+    for (size_t k = 16; k < 96; k += 8) {
+        memcpy(buf, good, k);
+        memcpy(buf + k, good + n - 8, 8);
+        fix_crc(buf, k + 8);
+        pp_write_file(path, buf, k + 8);
+        CU_ASSERT_EQUAL(dm_token_stream_read(&u, path), DM_ERR_FORMAT);
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "c.dmtok: "));
+    }
+    remove(path);
+    rmdir(dir);
+}
+
+/* The vocabulary as the builder leaves it: strictly increasing in (hash, bytes), terms of at most
+ * DM_TOKEN_MAX_LEN bytes (a stem may be empty: Porter makes "" of "s"). A crafted file with the
+ * terms out of order, a term twice or a term of 256 bytes is refused (the binary search of
+ * dm_token_stream_term_find and tfidf's vocabulary rely on the order); colliding hashes with
+ * different bytes stay a valid vocabulary. */
+static void test_stream_vocabulary_checked(void)
+{
+    char dir[1024], path[1100];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dm_test_tmpdir(dir, sizeof(dir)));
+    snprintf(path, sizeof(path), "%s/v.dmtok", dir);
+    static char bytes[512];
+    memset(bytes, 'a', sizeof bytes);
+    uint64_t tok_off[] = {0, 2}, id_off[] = {0, 3}, label_off[] = {0, 1};
+    char ids[] = "d0", labels[] = "";
+    struct {
+        uint64_t hash[2], off[3];
+        int ok;
+    } cases[] = {
+        {{5, 9}, {0, 1, 3}, 1},     /* sorted by hash */
+        {{5, 5}, {0, 1, 3}, 1},     /* a collision: "a" < "aa" */
+        {{5, 5}, {0, 0, 1}, 1},     /* an empty stem first */
+        {{9, 5}, {0, 1, 3}, 0},     /* hashes out of order */
+        {{5, 5}, {0, 2, 3}, 0},     /* "aa" before "a" */
+        {{5, 5}, {0, 2, 4}, 0},     /* "aa" twice */
+        {{5, 9}, {0, 1, 257}, 0},   /* a term of 256 bytes */
+        {{5, 9}, {0, 255, 256}, 1}, /* 255 bytes: the longest token */
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        dm_token_stream s;
+        memset(&s, 0, sizeof s);
+        s.n_docs = 1;
+        s.tok_off = tok_off;
+        s.hashes = cases[c].hash;
+        s.n_tokens = 2;
+        s.id_off = id_off;
+        s.ids = ids;
+        s.label_off = label_off;
+        s.labels = labels;
+        s.n_terms = 2;
+        s.term_hash = cases[c].hash;
+        s.term_off = cases[c].off;
+        s.term_bytes = bytes;
+        CU_ASSERT_EQUAL_FATAL(dm_token_stream_write(&s, path), 0);
+        dm_token_stream u;
+        int rc = dm_token_stream_read(&u, path);
+        if (cases[c].ok) {
+            CU_ASSERT_EQUAL(rc, 0);
+            if (rc == 0) {
+                CU_ASSERT_EQUAL(dm_token_stream_term_find(&u, cases[c].hash[0]), 0);
+                dm_token_stream_free(&u);
+            }
+        } else {
+            CU_ASSERT_EQUAL(rc, DM_ERR_FORMAT);
+            CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "v.dmtok: vocabulary"));
+        }
+        if ((rc == 0) != cases[c].ok) printf("\n    vocabulary case %zu: read %d", c, rc);
+    }
+    remove(path);
+    rmdir(dir);
+}
+
+/* A stop-word file line of several words is refused naming file and line, never cut to its first
+ * word (it was: "new york" made "new" a stop word and dropped "york" silently); a word that the
+ * tokeniser splits makes each of its tokens a stop word; blanks around a word, CRLF line ends and
+ * comments stay allowed. */
+static void test_stopwords_one_word_a_line(void)
+{
+    char dir[1024], path[1100];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dm_test_tmpdir(dir, sizeof(dir)));
+    snprintf(path, sizeof(path), "%s/stop.txt", dir);
+    dm_stopset stop;
+    static const char *bad[] = {"# cities\nparis\nnew york\n", "a\tb\n", "x\n\n  rose  bud # two\n"};
+    static const char *where[] = {"stop.txt:3: \"new york\" is several words", "stop.txt:1: \"a\tb\" is several words",
+                                  "stop.txt:3: \"rose  bud\" is several words"};
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL(pp_write_file(path, bad[i], strlen(bad[i])), 0);
+        CU_ASSERT_EQUAL(dm_stopset_load(&stop, path), DM_ERR_FORMAT);
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "stop words "));
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), where[i]));
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "one word a line"));
+        CU_ASSERT_EQUAL(stop.n, 0); /* nothing left to free */
+    }
+    CU_ASSERT_EQUAL(dm_stopset_from_text(&stop, "new york", 8), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "stop words (list):1: \"new york\""));
+    const char *good = "  Don't  \r\nE-mail # with a comment\n\tparis\t\n";
+    CU_ASSERT_EQUAL(pp_write_file(path, good, strlen(good)), 0);
+    CU_ASSERT_EQUAL_FATAL(dm_stopset_load(&stop, path), 0);
+    CU_ASSERT_EQUAL(stop.n, 5);
+    static const char *in[] = {"don", "t", "e", "mail", "paris"};
+    for (int i = 0; i < 5; i++) CU_ASSERT(dm_stopset_contains(&stop, in[i], strlen(in[i])));
+    CU_ASSERT(!dm_stopset_contains(&stop, "don't", 5));
+    dm_tok_result r;
+    char *n, s[256];
+    dm_tok_options o = DM_TOK_OPTIONS_INIT;
+    o.min_len = 1;
+    tok1(&r, "I don't e-mail Paris daily", &stop, &o, &n);
+    stems_of(s, &r);
+    CU_ASSERT_STRING_EQUAL(s, "i daili");
+    dm_tok_result_free(&r);
+    dm_free(n);
+    dm_stopset_free(&stop);
+    /* the built-in list is one word a line */
+    CU_ASSERT_EQUAL(dm_stopset_load(&stop, NULL), 0);
+    dm_stopset_free(&stop);
+    remove(path);
+    rmdir(dir);
 }
 
 /* The dump is one line of three tab-separated fields a document: tabs and line breaks in ids and
@@ -750,7 +960,10 @@ int main(void)
         {"token rules and stop words", test_token_rules},
         {"stream file, corruption, collisions", test_stream_file_and_collisions},
         {"stream: per-batch prepare/commit/fill == serial build", test_stream_batches_identical},
-        {"stream file: the writer's rank and ranks; version 1 refused", test_stream_header_ranks},
+        {"stream file: the writer's rank, ranks and run id; versions 1 and 2 refused", test_stream_header_ranks},
+        {"stream file: counts beyond the file refused before allocating", test_stream_crafted_counts},
+        {"stream file: the vocabulary's order and term lengths checked", test_stream_vocabulary_checked},
+        {"stop words: a line of several words refused, split words all kept", test_stopwords_one_word_a_line},
         {"dump: tabs and line breaks in ids and labels", test_dump_fields},
         {"named inputs: a FIFO or a directory refused, not waited on", test_named_inputs_regular},
         CU_TEST_INFO_NULL,
