@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench/common/bench_util.h"
 #include "common/alloc.h"
 #include "datasets/synth.h"
 
@@ -28,8 +29,17 @@ int main(int argc, char **argv)
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    const uint64_t N = argc > 1 ? strtoull(argv[1], NULL, 10) : 200000;
-    const int rounds = argc > 2 ? atoi(argv[2]) : 3;
+    uint64_t N = 200000;
+    int rounds = 3;
+    bench_init("cpu_probe", argc, argv, rank == 0);
+    int a = bench_probe_args(argc, argv,
+                             "[mpiexec -n P] cpu_probe [N] [R]\n  N  synthetic documents a rank (default 200000)\n"
+                             "  R  rounds (default 3)",
+                             "N", &N, 1, (uint64_t)1 << 40, &rounds);
+    if (a != 0) {
+        MPI_Finalize();
+        return a < 0 ? 2 : 0;
+    }
     dm_synth_options o = DM_SYNTH_OPTIONS_INIT;
     o.docs = N * (uint64_t)size;
     dm_synth s;

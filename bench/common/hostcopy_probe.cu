@@ -23,6 +23,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "bench/common/bench_util.h"
+
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -124,13 +126,23 @@ int main(int argc, char **argv)
     int P = 1, r = 0, lr = 0, ndev = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &P);
     MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    uint64_t S_arg = (uint64_t)3 << 30;
+    int rounds = 2;
+    bench_init("hostcopy_probe", argc, argv, r == 0);
+    int a = bench_probe_args(argc, argv,
+                             "mpiexec -n P hostcopy_probe [S] [R]\n  S  bytes a rank copies, at least 1 MiB "
+                             "(default 3221225472 = 3 GiB)\n  R  rounds (default 2)",
+                             "S", &S_arg, (uint64_t)1 << 20, (uint64_t)1 << 40, &rounds);
+    if (a != 0) {
+        MPI_Finalize();
+        return a < 0 ? 2 : 0;
+    }
     MPI_Comm node;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, r, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &lr);
     check(cudaGetDeviceCount(&ndev), "device count");
     check(cudaSetDevice(lr % ndev), "set device");
-    const size_t S = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : (size_t)3 << 30;
-    const int rounds = argc > 2 ? atoi(argv[2]) : 2;
+    const size_t S = (size_t)S_arg;
     char *dev = NULL, *pin = NULL;
     check(cudaMalloc((void **)&dev, S), "cudaMalloc");
     check(cudaMallocHost((void **)&pin, S), "cudaMallocHost");

@@ -3,6 +3,7 @@
  * 4 MiB), R rounds, max over ranks. Run it with one rank per GPU's block of cores, as the jobs do:
  *   OMP_NUM_THREADS=16 mpiexec -n 4 <bind> build/bench/common/intranode_probe [S bytes] [R]
  * (a program, not a test; bench/RESULTS.md session 24). */
+#include <limits.h>
 #include <mpi.h>
 #include <omp.h>
 #include <stdint.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/common/bench_util.h"
 #include "common/alloc.h"
 #include "common/cma.h"
 #include "common/context.h"
@@ -17,15 +19,29 @@
 
 int main(int argc, char **argv)
 {
-    int provided = 0;
+    int provided = 0, rank0 = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank0);
+    uint64_t S_arg = (uint64_t)768 << 20;
+    int rounds = 3;
+    bench_init("intranode_probe", argc, argv, rank0 == 0);
+    /* S: a multiple of 8 (sent as 64-bit words), at most MPI's int count of them */
+    int a = bench_probe_args(argc, argv,
+                             "mpiexec -n P intranode_probe [S] [R]\n  S  bytes per pair of ranks, a multiple of 8 "
+                             "(default 805306368 = 768 MiB)\n  R  rounds (default 3)",
+                             "S", &S_arg, 8, (uint64_t)8 * INT_MAX, &rounds);
+    if (a == 0 && S_arg % 8) a = -1, bench_usage_error("S: '%s' is not a multiple of 8", argv[1]);
+    if (a != 0) {
+        MPI_Finalize();
+        return a < 0 ? 2 : 0;
+    }
     dm_ctx ctx;
     dm_ctx_options co = DM_CTX_OPTIONS_INIT;
     co.backend = DM_BACKEND_CPU;
     co.quiet = 1;
     int rc = dm_ctx_init(&ctx, &co);
-    const size_t S = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : (size_t)768 << 20;
-    const int rounds = argc > 2 ? atoi(argv[2]) : 3, P = ctx.size, r = ctx.rank;
+    const size_t S = (size_t)S_arg;
+    const int P = ctx.size, r = ctx.rank;
     char *sb = rc == DM_OK ? dm_malloc(S * (size_t)P) : NULL, *rb = sb ? dm_malloc(S * (size_t)P) : NULL;
     uint64_t *addr = dm_malloc(sizeof *addr * (size_t)P);
     if (rc == DM_OK && (!sb || !rb || !addr)) rc = DM_ERR(DM_ERR_NOMEM, "intranode_probe: out of memory");

@@ -11,18 +11,25 @@
 # Example (the tree of a commit against the working tree, 4 GPUs):
 #   git archive --prefix=old/ HEAD~3 | tar -x -C /tmp && cmake -S /tmp/old -B /tmp/old/build ... &&
 #   bench/flock/ab_builds.sh /tmp/old/build build-gpu out/ab 4
+# Exit codes: 0 every run ok, 1 a run failed (the baseline: at once; a round's run: its row is
+# empty and the rounds go on), 2 usage error.
+# No `set -e`: a failed run must not stop the rounds; each step that must work is checked.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-usage="usage: ab_builds.sh BUILD_A BUILD_B OUTDIR [G] [ROUNDS] [DOCS_PER_RANK] [ITERATIONS]"
-ba=${1:?$usage}; bb=${2:?$usage}; out=${3:?$usage}
+usage="usage: ab_builds.sh BUILD_A BUILD_B OUTDIR [G (4)] [ROUNDS (2)] [DOCS_PER_RANK (1000000)] [ITERATIONS (200)]"
+if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then echo "$usage"; exit 0; fi
+[ $# -ge 3 ] && [ $# -le 7 ] || { echo "ab_builds: $usage" >&2; exit 2; }
+ba=$1; bb=$2; out=$3
 g=${4:-4}; rounds=${5:-2}; dpr=${6:-1000000}; iters=${7:-200}
 for b in "$ba" "$bb"; do
-    [ -x "$b/bench/flock/bench_flock" ] || { echo "ab_builds: $b/bench/flock/bench_flock not found (build the bench_flock target)"; exit 2; }
+    [ -x "$b/bench/flock/bench_flock" ] || { echo "ab_builds: $b/bench/flock/bench_flock not found (build the bench_flock target)" >&2; exit 2; }
 done
-[[ $g =~ ^[0-9]+$ ]] && [ "$g" -gt 1 ] || { echo "ab_builds: G must be an integer above 1"; exit 2; }
-[[ $rounds =~ ^[0-9]+$ ]] && [ "$rounds" -gt 0 ] || { echo "ab_builds: ROUNDS must be a positive integer"; exit 2; }
-mkdir -p "$out"
-"$here/weak_scaling.sh" "$bb" "$out/base" "$dpr" "$iters" 1 > "$out/base.log" 2>&1 || { echo "ab_builds: the baseline failed ($out/base.log)"; exit 1; }
+[[ $g =~ ^[0-9]+$ ]] && [ "$g" -gt 1 ] || { echo "ab_builds: G must be an integer above 1" >&2; exit 2; }
+[[ $rounds =~ ^[0-9]+$ ]] && [ "$rounds" -gt 0 ] || { echo "ab_builds: ROUNDS must be a positive integer" >&2; exit 2; }
+[[ $dpr =~ ^[0-9]+$ ]] && [ "$dpr" -gt 0 ] || { echo "ab_builds: DOCS_PER_RANK must be a positive integer" >&2; exit 2; }
+[[ $iters =~ ^[0-9]+$ ]] && [ "$iters" -gt 0 ] || { echo "ab_builds: ITERATIONS must be a positive integer" >&2; exit 2; }
+mkdir -p "$out" || { echo "ab_builds: cannot create $out" >&2; exit 2; }
+"$here/weak_scaling.sh" "$bb" "$out/base" "$dpr" "$iters" 1 > "$out/base.log" 2>&1 || { echo "ab_builds: the baseline failed ($out/base.log)" >&2; exit 1; }
 status=0
 {
     echo "baseline (B, 1 rank): $(sed -n 's/^run [0-9.]* s (\([0-9.]*\) ms\/iteration).*/\1/p' "$out/base/flock_weak_1.txt") ms/iteration"
@@ -38,6 +45,8 @@ for ((r = 1; r <= rounds; r++)); do
         cp "$out/base/flock_weak_1.json" "$d/"
         if [ $v = b ] && [ $r -eq "$rounds" ] && [ "${FLOCK_AB_TRACE:-0}" = 1 ]; then
             mkdir -p "$out/trace"
+            # an earlier invocation's traces (more ranks: b.3.tsv) must not join this run's
+            rm -f "$out/trace/b".*.tsv
             export DOCMINE_FLOCK_TRACE=$out/trace/b
         fi
         "$here/weak_scaling.sh" "$b" "$d" "$dpr" "$iters" "$g" > "$d.log" 2>&1 || status=1

@@ -10,12 +10,14 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/common/bench_util.h"
 #include "common/alloc.h"
 #include "common/context.h"
 #include "common/fileio.h"
@@ -36,7 +38,8 @@ typedef struct bopts {
     int top_labels;
     int kmeans, study, cluster_study;
     int sublinear;
-    const char *study_thr, *study_mins, *study_merges; /* --cluster-study grid (comma-separated) */
+    double study_thr[16], study_merges[16]; /* --cluster-study grid (-1 counts: not given) */
+    int study_mins[16], study_thr_n, study_mins_n, study_merges_n;
     double min_df, max_df;      /* corpus: min_df (count >= 1) and max_df (fraction) of the TF-IDF */
     dm_flock_options fo;
     dm_flock_cluster_options co;
@@ -46,18 +49,20 @@ static void usage(void)
 {
     printf("usage: [mpiexec -n P] bench_flock [options]\n"
            "  --docs N              synthetic documents in total (default 1000000)\n"
-           "  --docs-per-rank N     weak scaling: N documents per rank\n"
+           "  --docs-per-rank N     weak scaling: N documents per rank (instead of --docs)\n"
            "  --topics K            synthetic topics (default 20)\n"
            "  --tokens T            words per synthetic document (default 600: ~400 distinct terms)\n"
-           "  --corpus PATH         vectorise a corpus instead (TF-IDF, CPU), e.g. Reuters-21578\n"
+           "  --corpus PATH         vectorise a corpus instead (TF-IDF, CPU), e.g. Reuters-21578:\n"
+           "                        --corpus \"$DOCMINE_DATASETS/reuters21578\" (the path is used as given)\n"
            "  --top-labels K        keep the documents with exactly one label among the K most\n"
            "                        frequent (default 10 with --corpus; 0 = all)\n"
            "  --iterations I        (default 500)\n"
            "  --threshold T --radius R --neighbours K --vmax V --shrink F --weights S,D,A,C\n"
+           "                        the model (defaults 0.10, 1.0, 15, 0.5, 0.5, 0.02,0.05,0.30,0.05)\n"
            "  --migrate-every K     boids that left their slice migrate after every K-th iteration\n"
            "                        (default 0: the largest K up to 4 that the slices allow)\n"
            "  --min-cluster N --small noise|neighbour|centroid --cluster-threshold T --merge M\n"
-           "                        cluster options\n"
+           "                        cluster options (defaults 5, centroid, the model's T, 0.5; --merge 0: off)\n"
            "                        (--attach = --small neighbour)\n"
            "  --sublinear --min-df N --max-df F   corpus: TF-IDF options (tf = 1 + ln n; keep terms in\n"
            "                        at least N documents and at most a fraction F of them)\n"
@@ -67,19 +72,22 @@ static void usage(void)
            "  --cluster-study       one run, then the clusters of its final state for cluster threshold x\n"
            "                        min cluster size x small components (noise, centroid): quality table\n"
            "  --study-thresholds T1,T2,..  cluster thresholds of --cluster-study (default model T,\n"
-           "                        0.15,0.2,0.25,0.3; below -1 = the model's T)\n"
-           "  --study-mins N1,N2,.. minimum cluster sizes of --cluster-study (default 5,10,20,50,100)\n"
+           "                        0.15,0.2,0.25,0.3; below -1 = the model's T; at most 16)\n"
+           "  --study-mins N1,N2,.. minimum cluster sizes of --cluster-study (default 5,10,20,50,100; at most 16)\n"
            "  --study-merges M1,..  --cluster-study: also each row with its clusters merged while two\n"
-           "                        centroids have cosine >= M (--merge; a post-processing step)\n"
+           "                        centroids have cosine >= M (--merge; a post-processing step; at most 16)\n"
            "  --refine N            then up to N refinement steps (spherical k-means steps from the\n"
-           "                        clusters; --cluster-study: each row also refined)\n"
-           "  --backend cpu|cuda    (default: cuda when a GPU is present)\n"
+           "                        clusters; --cluster-study: each row also refined; default 30, 0: off)\n"
+           "  --backend cpu|cuda|auto  (default auto: cuda when a GPU is present)\n"
            "  --seed N              (default 42)\n"
-           "  --json FILE           write the results as JSON\n"
+           "  --json FILE           write the results as JSON (atomically: a temporary name, then a rename)\n"
            "  --baseline FILE       the JSON of the same run on one rank (--docs-per-rank N): prints the\n"
-           "                        weak-scaling efficiency t(1 rank) / t(P ranks) per iteration\n"
+           "                        weak-scaling efficiency t(1 rank) / t(P ranks) per iteration (checked\n"
+           "                        before the run)\n"
            "  --vocab-out FILE      with --corpus: write the vocabulary (id, term, df) for docmine flock --vocab\n"
-           "  --vectors-out FILE    write the input vectors (.dmv) for docmine flock --vectors\n");
+           "  --vectors-out FILE    write the input vectors (.dmv) for docmine flock --vectors\n"
+           "The output starts with the command line, the GPU and the date (what bench/RESULTS.md records).\n"
+           "Exit codes: 0 ok, 1 runtime error (an input, a run or an output failed), 2 usage error.\n");
 }
 
 /* ---- corpus input: TF-IDF vectors of the top-K single-label subset ----------------------------- */
@@ -532,57 +540,137 @@ int main(int argc, char **argv)
         {"small", 1, 0, O_SMALL}, {"cluster-study", 0, 0, O_CSTUDY}, {"sublinear", 0, 0, O_SUBL},
         {"min-df", 1, 0, O_MINDF}, {"max-df", 1, 0, O_MAXDF}, {"confusion", 0, 0, O_CONF},
         {"study-thresholds", 1, 0, O_STHR}, {"study-mins", 1, 0, O_SMINS}, {"study-merges", 1, 0, O_SMERGE}, {"merge", 1, 0, O_MERGE}, {"refine", 1, 0, O_REFINE}, {"migrate-every", 1, 0, O_MIGR}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    int c, bad = 0;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    int c, bad = 0, rank0 = 0, got_docs = 0, corpus_only = 0, n_merges = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank0);
+    bench_init("bench_flock", argc, argv, rank0 == 0);
+    opterr = rank0 == 0; /* getopt's own messages (an unknown option, a missing value): rank 0's */
+    double wv[4];
+    o.study_thr_n = o.study_mins_n = -1;
+#define NUM_D(lo_, hi_, dst) bad |= bench_parse_double(oname, optarg, (lo_), (hi_), &(dst)) != 0
+#define NUM_I(lo_, hi_, dst) bad |= bench_parse_int(oname, optarg, (lo_), (hi_), &(dst)) != 0
+    int li = -1;
+    while (!bad && (li = -1, c = getopt_long(argc, argv, "h", lo, &li)) != -1) {
+        char oname[64];
+        snprintf(oname, sizeof oname, "--%s", li >= 0 ? lo[li].name : "?");
         switch (c) {
-        case O_DOCS: o.docs = strtoull(optarg, NULL, 10); break;
-        case O_DPR: o.docs_per_rank = strtoull(optarg, NULL, 10); break;
-        case O_TOPICS: o.topics = atoi(optarg); break;
-        case O_TOKENS: o.tokens = atoi(optarg); break;
+        case O_DOCS: bad |= bench_parse_u64(oname, optarg, 1, UINT32_MAX, &o.docs) != 0, got_docs |= 1; break;
+        case O_DPR: bad |= bench_parse_u64(oname, optarg, 1, UINT32_MAX, &o.docs_per_rank) != 0, got_docs |= 2; break;
+        case O_TOPICS: NUM_I(1, 1 << 20, o.topics), got_docs |= 4; break;
+        case O_TOKENS: NUM_I(1, 1 << 24, o.tokens), got_docs |= 4; break;
         case O_CORPUS: o.corpus = optarg; break;
-        case O_TOPL: o.top_labels = atoi(optarg); break;
-        case O_ITER: o.fo.iterations = atoi(optarg); break;
-        case O_THR: o.fo.threshold = atof(optarg); break;
-        case O_RAD: o.fo.radius = atof(optarg); break;
-        case O_NB: o.fo.neighbours = atof(optarg); break;
-        case O_VMAX: o.fo.v_max = atof(optarg); break;
-        case O_SHR: o.fo.shrink = atof(optarg); break;
-        case O_W:
-            if (sscanf(optarg, "%lf,%lf,%lf,%lf", &o.fo.w_separation, &o.fo.w_dissimilar, &o.fo.w_alignment,
-                       &o.fo.w_cohesion) != 4)
+        case O_TOPL: NUM_I(0, INT_MAX, o.top_labels), corpus_only = 1; break;
+        case O_ITER: NUM_I(1, INT_MAX, o.fo.iterations); break;
+        case O_THR: NUM_D(-1, 1, o.fo.threshold); break;
+        case O_RAD: NUM_D(1e-300, 1e300, o.fo.radius); break;
+        case O_NB: NUM_D(1e-300, 1e300, o.fo.neighbours); break;
+        case O_VMAX: NUM_D(1e-300, 1e300, o.fo.v_max); break;
+        case O_SHR: NUM_D(0, 1, o.fo.shrink); break;
+        case O_W: {
+            int nw = bench_parse_doubles(oname, optarg, 0, DM_FLOCK_WEIGHT_MAX, wv, 4);
+            if (nw >= 0 && nw != 4) bench_usage_error("--weights: '%s' is not 4 numbers S,D,A,C", optarg);
+            if (nw != 4) {
                 bad = 1;
+                break;
+            }
+            o.fo.w_separation = wv[0], o.fo.w_dissimilar = wv[1], o.fo.w_alignment = wv[2], o.fo.w_cohesion = wv[3];
             break;
-        case O_MINC: o.co.min_size = atoi(optarg); break;
+        }
+        case O_MINC: NUM_I(1, INT_MAX, o.co.min_size); break;
         case O_ATT: o.co.attach = DM_FLOCK_SMALL_NEIGHBOUR; break;
-        case O_SMALL: bad |= dm_flock_small_parse(optarg, &o.co.attach) != DM_OK; break;
+        case O_SMALL:
+            if (dm_flock_small_parse(optarg, &o.co.attach) != DM_OK)
+                bad = 1, bench_usage_error("--small: '%s' is not noise, neighbour or centroid", optarg);
+            break;
         case O_CSTUDY: o.cluster_study = 1; break;
         case O_CONF: g_confusion = 1; break;
-        case O_STHR: o.study_thr = optarg; break;
-        case O_SMINS: o.study_mins = optarg; break;
-        case O_SMERGE: o.study_merges = optarg; break;
-        case O_SUBL: o.sublinear = 1; break;
-        case O_MINDF: o.min_df = atof(optarg); bad |= !(o.min_df >= 1); break;
-        case O_MAXDF: o.max_df = atof(optarg); bad |= !(o.max_df > 0 && o.max_df <= 1); break;
-        case O_CTHR: o.co.threshold = atof(optarg); break;
-        case O_MERGE: o.co.merge = atof(optarg); break;
-        case O_REFINE: o.co.refine = atoi(optarg); break;
-        case O_MIGR: o.fo.migrate_every = atoi(optarg); break;
+        case O_STHR:
+            o.study_thr_n = bench_parse_doubles(oname, optarg, -1e300, 1, o.study_thr, 16);
+            bad |= o.study_thr_n < 0;
+            break;
+        case O_SMINS:
+            o.study_mins_n = bench_parse_ints(oname, optarg, 1, INT_MAX, o.study_mins, 16);
+            bad |= o.study_mins_n < 0;
+            break;
+        case O_SMERGE:
+            n_merges = bench_parse_doubles(oname, optarg, 0, 1, o.study_merges, 16);
+            bad |= n_merges < 0;
+            o.study_merges_n = n_merges > 0 ? n_merges : 0;
+            break;
+        case O_SUBL: o.sublinear = 1, corpus_only = 1; break;
+        case O_MINDF: NUM_D(1, 1e18, o.min_df), corpus_only = 1; break;
+        case O_MAXDF:
+            NUM_D(0, 1, o.max_df), corpus_only = 1;
+            if (!bad && !(o.max_df > 0)) bad = 1, bench_usage_error("--max-df: '%s' is not a fraction in (0, 1]", optarg);
+            break;
+        case O_CTHR: NUM_D(-1e300, 1, o.co.threshold); break;
+        case O_MERGE: NUM_D(0, 1, o.co.merge); break;
+        case O_REFINE: NUM_I(0, 1000000, o.co.refine); break;
+        case O_MIGR: NUM_I(0, 1000, o.fo.migrate_every); break;
         case O_KM: o.kmeans = 1; break;
         case O_STUDY: o.study = 1; break;
-        case O_BACK: bad |= dm_backend_parse(optarg, &co.backend) != DM_OK; break;
-        case O_SEED: co.seed = strtoull(optarg, NULL, 10); break;
+        case O_BACK:
+            if (dm_backend_parse(optarg, &co.backend) != DM_OK)
+                bad = 1, bench_usage_error("--backend: '%s' is not cpu, cuda or auto", optarg);
+            break;
+        case O_SEED: bad |= bench_parse_u64(oname, optarg, 0, UINT64_MAX, &co.seed) != 0; break;
         case O_JSON: o.json = optarg; break;
-        case O_VOCAB: o.vocab_out = optarg; break;
+        case O_VOCAB: o.vocab_out = optarg, corpus_only = 1; break;
         case O_VECOUT: o.vectors_out = optarg; break;
         case O_BASE: o.baseline = optarg; break;
-        case 'h': usage(); MPI_Finalize(); return 0;
-        default: bad = 1;
+        case 'h':
+            if (rank0 == 0) usage();
+            MPI_Finalize();
+            return 0;
+        default: /* getopt_long named it */
+            bad = 1;
+            if (rank0 == 0) fprintf(stderr, "bench_flock: see bench_flock --help\n");
         }
     }
+#undef NUM_D
+#undef NUM_I
+    if (!bad && optind < argc) bad = 1, bench_usage_error("unexpected argument '%s'", argv[optind]);
+    if (!bad && (got_docs & 3) == 3) bad = 1, bench_usage_error("--docs and --docs-per-rank: give one of them");
+    if (!bad && o.corpus && got_docs)
+        bad = 1, bench_usage_error("--corpus: --docs, --docs-per-rank, --topics and --tokens are for synthetic documents");
+    if (!bad && !o.corpus && corpus_only)
+        bad = 1, bench_usage_error("--top-labels, --sublinear, --min-df, --max-df and --vocab-out need --corpus");
+    if (!bad && o.study && o.cluster_study) bad = 1, bench_usage_error("--study and --cluster-study: give one of them");
+    if (!bad && o.baseline && (o.study || o.cluster_study))
+        bad = 1, bench_usage_error("--baseline: the weak scaling of a plain run (not with --study or --cluster-study)");
+    if (!bad && !o.cluster_study && (o.study_thr_n >= 0 || o.study_mins_n >= 0 || n_merges > 0))
+        bad = 1, bench_usage_error("--study-thresholds, --study-mins and --study-merges need --cluster-study");
     if (bad) {
-        usage();
         MPI_Finalize();
         return 2;
+    }
+    if (o.corpus && bench_check_corpus(o.corpus, 0) != 0) { /* one line, before any set-up */
+        MPI_Finalize();
+        return 1;
+    }
+    /* the baseline first: a run of minutes must not end without the efficiency it was asked for */
+    double base_ms = 0;
+    long long base_docs = 0;
+    if (o.baseline) {
+        char why[512] = "";
+        if (rank0 == 0) {
+            json_error_t je;
+            json_t *b = json_load_file(o.baseline, 0, &je);
+            if (!b) snprintf(why, sizeof why, "%s", je.text);
+            else if (json_integer_value(json_object_get(b, "ranks")) != 1 ||
+                     !(json_number_value(json_object_get(b, "ms_per_iteration")) > 0))
+                snprintf(why, sizeof why, "not the JSON of a one-rank run (ranks 1, ms_per_iteration)");
+            else {
+                base_ms = json_number_value(json_object_get(b, "ms_per_iteration"));
+                base_docs = (long long)json_integer_value(json_object_get(b, "documents"));
+            }
+            json_decref(b);
+        }
+        MPI_Bcast(why, (int)sizeof why, MPI_CHAR, 0, MPI_COMM_WORLD);
+        if (why[0]) {
+            bench_error("--baseline %s: %s", o.baseline, why);
+            MPI_Finalize();
+            return 1;
+        }
     }
     dm_ctx ctx;
     int rc = dm_ctx_init(&ctx, &co);
@@ -591,6 +679,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 1;
     }
+    bench_print_header(ctx.device >= 0 ? ctx.dev.name : NULL);
     o.fo.seed = ctx.opt.seed;
     if (o.fo.iterations == 0) o.fo.iterations = 500;
 
@@ -634,7 +723,14 @@ int main(int argc, char **argv)
     }
     if (o.vectors_out) {
         rc = dm_ctx_agree(&ctx, dm_vectors_write(&v, o.vectors_out, &ctx));
-        if (rc != DM_OK && ctx.rank == 0) fprintf(stderr, "bench_flock: %s\n", dm_error_message());
+        if (rc != DM_OK) { /* an output asked for and not written: no run (it used to go on, exit 0) */
+            if (ctx.rank == 0) fprintf(stderr, "bench_flock: --vectors-out: %s\n", dm_error_message());
+            if (synthetic) dm_flock_vectors_release(&v);
+            else dm_vectors_free(&v);
+            dm_ctx_free(&ctx);
+            MPI_Finalize();
+            return 1;
+        }
     }
     uint64_t N = 0, nnz = 0, mine_nnz = dm_vectors_nnz(&v);
     MPI_Allreduce(&v.n_rows, &N, 1, MPI_UINT64_T, MPI_SUM, ctx.world);
@@ -715,28 +811,17 @@ int main(int argc, char **argv)
     } else if (o.cluster_study) {
         double cthr[16] = {-2.0, 0.15, 0.20, 0.25, 0.30};
         int mins[16] = {5, 10, 20, 50, 100};
-        size_t ncthr = 5, nmins = 5;
-        if (o.study_thr) {
-            ncthr = 0;
-            for (char *p = (char *)o.study_thr, *e; *p && ncthr < 16; p = *e ? e + 1 : e) {
-                cthr[ncthr++] = strtod(p, &e);
-                if (e == p) break;
-            }
+        size_t ncthr = 5, nmins = 5, nmerges = (size_t)o.study_merges_n;
+        if (o.study_thr_n > 0) {
+            ncthr = (size_t)o.study_thr_n;
+            memcpy(cthr, o.study_thr, sizeof cthr);
         }
-        if (o.study_mins) {
-            nmins = 0;
-            for (char *p = (char *)o.study_mins, *e; *p && nmins < 16; p = *e ? e + 1 : e) {
-                mins[nmins++] = (int)strtol(p, &e, 10);
-                if (e == p) break;
-            }
+        if (o.study_mins_n > 0) {
+            nmins = (size_t)o.study_mins_n;
+            memcpy(mins, o.study_mins, sizeof mins);
         }
         json_t *rows = json_array();
-        double merges[16];
-        size_t nmerges = 0;
-        for (char *p = (char *)o.study_merges, *e; p && *p && nmerges < 16; p = *e ? e + 1 : e) {
-            merges[nmerges++] = strtod(p, &e);
-            if (e == p) break;
-        }
+        const double *merges = o.study_merges;
         rc = cluster_study(rows, &ctx, &v, &o.fo, truth, cthr, ncthr, mins, nmins, merges, nmerges, o.co.refine);
         if (ctx.rank == 0 && o.kmeans)
             printf("k-means (k=%d, spherical, seeded k-means++): NMI %.4f ARI %.4f purity %.4f, %d iterations\n",
@@ -778,7 +863,7 @@ int main(int argc, char **argv)
                 printf("\nflock benchmark: %llu documents (%.0f terms each), %d iterations, %d rank(s), %s backend%s%s\n",
                        (unsigned long long)N, (double)nnz / (double)(N ? N : 1), o.fo.iterations, ctx.size,
                        dm_backend_name(ctx.backend), ctx.device >= 0 ? ", " : "", ctx.device >= 0 ? ctx.dev.name : "");
-                printf("%-16s %12s %12s %12s %8s\n", "stage", "ms/iter min", "avg", "max", "share");
+                printf("%-22s %12s %12s %12s %8s\n", "stage", "ms/iter min", "avg", "max", "share");
             }
             double step_avg = stat_of(st, ns, "flock.step", 1);
             for (size_t q = 0; q < sizeof stages / sizeof stages[0]; q++) {
@@ -786,7 +871,7 @@ int main(int argc, char **argv)
                        mx = stat_of(st, ns, stages[q][1], 2);
                 if (av == 0 && mx == 0) continue;
                 if (ctx.rank == 0)
-                    printf("%-16s %12.3f %12.3f %12.3f %7.1f%%\n", stages[q][0], 1e3 * mn / it, 1e3 * av / it,
+                    printf("%-22s %12.3f %12.3f %12.3f %7.1f%%\n", stages[q][0], 1e3 * mn / it, 1e3 * av / it,
                            1e3 * mx / it, step_avg > 0 ? 100 * av / step_avg : 0);
                 json_t *e = json_object();
                 json_object_set_new(e, "ms_per_iteration_min", json_real(1e3 * mn / it));
@@ -799,7 +884,7 @@ int main(int argc, char **argv)
                 for (int i = 0; i < ns; i++) {
                     if (strncmp(st[i].name, "flock.comm.", 11) != 0) continue;
                     if (ctx.rank == 0)
-                        printf("  %-14s %12.3f %12.3f %12.3f %7.1f%%\n", st[i].name + 11, 1e3 * st[i].min / it,
+                        printf("  %-20s %12.3f %12.3f %12.3f %7.1f%%\n", st[i].name + 11, 1e3 * st[i].min / it,
                                1e3 * st[i].avg / it, 1e3 * st[i].max / it, step_avg > 0 ? 100 * st[i].avg / step_avg : 0);
                     json_t *ce = json_object();
                     json_object_set_new(ce, "ms_per_iteration_min", json_real(1e3 * st[i].min / it));
@@ -853,28 +938,18 @@ int main(int argc, char **argv)
                            n_classes > 0 ? n_classes : o.topics, kmm.nmi, kmm.ari, kmm.purity, km.iterations, km.seconds);
             }
             if (o.baseline && ctx.rank == 0) {
-                /* weak scaling against the one-rank run of the same documents per rank */
-                json_error_t je;
-                json_t *b = json_load_file(o.baseline, 0, &je);
-                double bms = b ? json_number_value(json_object_get(b, "ms_per_iteration")) : 0;
-                json_int_t bdocs = b ? json_integer_value(json_object_get(b, "documents")) : 0;
-                json_int_t branks = b ? json_integer_value(json_object_get(b, "ranks")) : 0;
+                /* weak scaling against the one-rank run of the same documents per rank (read and
+                 * checked before the run) */
                 double ms = 1e3 * rr.wall / it;
-                if (!b || bms <= 0 || branks != 1)
-                    fprintf(stderr, "bench_flock: --baseline %s: not the JSON of a one-rank run%s%s\n", o.baseline,
-                            b ? "" : ": ", b ? "" : je.text);
-                else {
-                    if ((uint64_t)bdocs * (uint64_t)ctx.size != N)
-                        printf("note: the baseline has %lld documents on one rank, this run %llu on %d (not the same "
-                               "documents per rank)\n",
-                               (long long)bdocs, (unsigned long long)N, ctx.size);
-                    printf("weak scaling: 1 rank %.2f ms/iteration, %d ranks %.2f ms/iteration: efficiency %.1f%%, "
-                           "communication %.1f%% of a step\n",
-                           bms, ctx.size, ms, 100 * bms / ms, 100 * comm_frac);
-                    json_object_set_new(js, "weak_scaling_efficiency", json_real(bms / ms));
-                    json_object_set_new(js, "baseline_ms_per_iteration", json_real(bms));
-                }
-                json_decref(b);
+                if ((uint64_t)base_docs * (uint64_t)ctx.size != N)
+                    printf("note: the baseline has %lld documents on one rank, this run %llu on %d (not the same "
+                           "documents per rank)\n",
+                           base_docs, (unsigned long long)N, ctx.size);
+                printf("weak scaling: 1 rank %.2f ms/iteration, %d ranks %.2f ms/iteration: efficiency %.1f%%, "
+                       "communication %.1f%% of a step\n",
+                       base_ms, ctx.size, ms, 100 * base_ms / ms, 100 * comm_frac);
+                json_object_set_new(js, "weak_scaling_efficiency", json_real(base_ms / ms));
+                json_object_set_new(js, "baseline_ms_per_iteration", json_real(base_ms));
             }
             json_object_set_new(js, "run_seconds", json_real(rr.wall));
             json_object_set_new(js, "ms_per_iteration", json_real(1e3 * rr.wall / it));
@@ -923,9 +998,8 @@ int main(int argc, char **argv)
         dm_free(st);
     }
     if (rc == DM_OK && o.json && ctx.rank == 0) {
-        char *txt = json_dumps(js, JSON_INDENT(2) | JSON_SORT_KEYS);
-        rc = txt ? dm_write_file_atomic(o.json, txt, strlen(txt)) : DM_ERR(DM_ERR_NOMEM, "json");
-        free(txt);
+        bench_json_meta(js, ctx.device >= 0 ? ctx.dev.name : NULL);
+        rc = bench_write_json(o.json, js, JSON_INDENT(2) | JSON_SORT_KEYS);
     }
     rc = dm_ctx_agree(&ctx, rc);
     if (rc != DM_OK && ctx.rank == 0) fprintf(stderr, "bench_flock: %s\n", dm_error_message());

@@ -3,6 +3,8 @@
 
     bench/flock/trace_summary.py PREFIX [--skip N]
 
+Exit codes: 0 ok, 1 a trace file that cannot be read, 2 no PREFIX.RANK.tsv file (or bad arguments).
+
 For each rank: the mean step (begin to end, ms) and, for every event, its mean time after the
 step's begin (ms) and in how many steps it occurred, in the order the events happen. The first N
 iterations (default 5: warm-up, memory growth) are left out. A rank whose halo is received long
@@ -12,6 +14,8 @@ device, not the exchange, ends the step.
 import argparse
 import csv
 import glob
+import os
+import re
 import statistics
 import sys
 
@@ -21,12 +25,19 @@ def load(path):
     next end (the end is recorded after the iteration counter moved on)."""
     steps = []
     with open(path, newline="") as f:
-        for row in csv.DictReader(f, delimiter="\t"):
-            e, t = row["event"], float(row["seconds"])
-            if e == "begin":
-                steps.append((int(row["iteration"]), [(e, t)]))
-            elif steps:
-                steps[-1][1].append((e, t))
+        r = csv.DictReader(f, delimiter="\t")
+        missing = {"event", "seconds", "iteration"} - set(r.fieldnames or [])
+        if missing:
+            raise ValueError(f"{path}: not a flock trace (no column {', '.join(sorted(missing))})")
+        for row in r:
+            try:
+                e, t = row["event"], float(row["seconds"])
+                if e == "begin":
+                    steps.append((int(row["iteration"]), [(e, t)]))
+                elif steps:
+                    steps[-1][1].append((e, t))
+            except (TypeError, ValueError):
+                raise ValueError(f"{path}: line {r.line_num}: not a trace line") from None
     return steps
 
 
@@ -50,13 +61,24 @@ def main():
     ap.add_argument("prefix")
     ap.add_argument("--skip", type=int, default=5)
     a = ap.parse_args()
-    files = sorted(glob.glob(a.prefix + ".*.tsv"), key=lambda p: int(p.rsplit(".", 2)[-2]))
+    # PREFIX.RANK.tsv only (RANK a number): the prefix taken literally (a folder named [x] or with
+    # spaces), other files beside the traces (PREFIX.old.tsv) left out
+    own = re.compile(re.escape(os.path.basename(a.prefix)) + r"\.(\d+)\.tsv$")
+    files = []
+    for p in glob.glob(glob.escape(a.prefix) + ".*.tsv"):
+        m = own.match(os.path.basename(p))
+        if m:
+            files.append((int(m.group(1)), p))
+    files.sort()
     if not files:
         print(f"trace_summary: no {a.prefix}.RANK.tsv files", file=sys.stderr)
         return 2
-    for path in files:
-        lengths, per_event, order = summarise(path, a.skip)
-        rank = path.rsplit(".", 2)[-2]
+    for rank, path in files:
+        try:
+            lengths, per_event, order = summarise(path, a.skip)
+        except (OSError, ValueError) as e:
+            print(f"trace_summary: {e}", file=sys.stderr)
+            return 1
         if not lengths:
             print(f"rank {rank}: no complete step after iteration {a.skip}")
             continue

@@ -8,23 +8,34 @@
 # Each rank uses (cores / ranks) OpenMP threads for the input (synthetic vectors) and the host side.
 # Environment: FLOCK_WEAK_ARGS, more bench_flock options (e.g. "--backend cpu"); FLOCK_WEAK_GPUS,
 # the number of ranks the host can take (default: its GPUs).
+# Exit codes: 0 every run ok, 1 a run failed (the others still run; the table shows '?'), 2 usage
+# error (bad arguments, no bench_flock in BUILD_DIR, no mpiexec, OUTDIR not writable).
+# No `set -e`: a failed run must not stop the series; each step that must work is checked.
 set -uo pipefail
-build=${1:?usage: weak_scaling.sh BUILD_DIR OUTDIR [DOCS_PER_RANK] [ITERATIONS] [RANKS]}
-out=${2:?usage: weak_scaling.sh BUILD_DIR OUTDIR [DOCS_PER_RANK] [ITERATIONS] [RANKS]}
+usage="usage: weak_scaling.sh BUILD_DIR OUTDIR [DOCS_PER_RANK (1000000)] [ITERATIONS (200)] [RANKS (\"1 2 4\")]"
+if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then echo "$usage"; exit 0; fi
+[ $# -ge 2 ] && [ $# -le 5 ] || { echo "weak_scaling: $usage" >&2; exit 2; }
+build=$1
+out=$2
 dpr=${3:-1000000}
 iters=${4:-200}
 ranks=${5:-"1 2 4"}
 bench=$build/bench/flock/bench_flock
-[ -x "$bench" ] || { echo "weak_scaling: $bench not found (build the bench_flock target)"; exit 2; }
-mkdir -p "$out"
+[ -x "$bench" ] || { echo "weak_scaling: $bench not found (build the bench_flock target)" >&2; exit 2; }
+[[ $dpr =~ ^[0-9]+$ ]] && [ "$dpr" -gt 0 ] || { echo "weak_scaling: DOCS_PER_RANK '$dpr' is not a positive integer" >&2; exit 2; }
+[[ $iters =~ ^[0-9]+$ ]] && [ "$iters" -gt 0 ] || { echo "weak_scaling: ITERATIONS '$iters' is not a positive integer" >&2; exit 2; }
+for p in $ranks; do
+    [[ $p =~ ^[0-9]+$ ]] && [ "$p" -gt 0 ] || { echo "weak_scaling: bad rank count '$p'" >&2; exit 2; }
+done
+[ -n "${ranks// /}" ] || { echo "weak_scaling: RANKS is empty" >&2; exit 2; }
+command -v mpiexec > /dev/null || { echo "weak_scaling: mpiexec not found (install MPI or load its module)" >&2; exit 2; }
+mkdir -p "$out" || { echo "weak_scaling: cannot create $out" >&2; exit 2; }
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 ngpu=${FLOCK_WEAK_GPUS:-${ngpu:-0}}
+[[ $ngpu =~ ^[0-9]+$ ]] || { echo "weak_scaling: FLOCK_WEAK_GPUS '$ngpu' is not a number" >&2; exit 2; }
 read -r -a extra <<< "${FLOCK_WEAK_ARGS:-}"
 cores=$(nproc)
 status=0
-for p in $ranks; do
-    [[ $p =~ ^[0-9]+$ ]] && [ "$p" -gt 0 ] || { echo "weak_scaling: bad rank count '$p'"; exit 2; }
-done
 for p in $ranks; do
     # an earlier invocation's files of this rank count must not stand in for this one's (a
     # failed or skipped run): the table reads them and the one-rank JSON is the baseline

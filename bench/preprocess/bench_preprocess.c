@@ -28,9 +28,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "bench/common/bench_util.h"
 #include "common/context.h"
 #include "common/device.h"
 #include "common/alloc.h"
+#include "common/fileio.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
 #include "preprocess/preprocess.h"
@@ -50,6 +52,14 @@ static void usage(void)
            "                        [--kernels-only] [--kernel-repeats N] [--build-only] [--build-batches N]\n"
            "                        [--no-prefault] [--instances] [--workers N] [--readers N]\n"
            "                        [--batch-bytes N]\n\n"
+           "One process (no mpiexec -n P > 1). The output starts with the command line, the GPU and the\n"
+           "date (what bench/RESULTS.md records); the tables give times in s or ms and rates in GB/s.\n"
+           "--backend: cpu, cuda or both (default both; without a GPU the CUDA runs are skipped, and\n"
+           "--backend cuda exits 77). --repeats N: end-to-end runs per backend, the best counts (default 2).\n"
+           "--json FILE: the results as JSON (default bench_preprocess.json in the current folder; written\n"
+           "atomically: a temporary name, then a rename).\n"
+           "--no-sklearn: no scikit-learn comparison (bench/preprocess/sklearn_tokenize.py, python3 with\n"
+           "scikit-learn; when it cannot run, the output says why and the run goes on).\n"
            "--kernels-only: only the kernel table (tokenise + stop + stem + hash on resident text,\n"
            "CUDA events, median of --kernel-repeats runs, default 10), no end-to-end or scikit-learn.\n"
            "--build-only: only the token stream build (host, one thread): the corpus normalised and\n"
@@ -64,18 +74,24 @@ static void usage(void)
            "--workers N: pipeline workers (tokenise + build a batch each; default 0 = the driver's, 4).\n"
            "--readers N: reader threads (default 0 = the driver's: the threads less the workers and one).\n"
            "--batch-bytes N: normalised bytes per batch (default 0 = the driver's automatic size).\n"
-           "Default corpus: ../shared/datasets/reuters21578 (format reuters). With --min-bytes, the\n"
-           "corpus is decompressed once into --work DIR (default /tmp/docmine-bench-pp) and repeated\n"
-           "through symbolic links until it holds at least N bytes (issue 3 asks for >= 1 GB).\n");
+           "Default corpus: $DOCMINE_DATASETS/reuters21578 (format reuters), else\n"
+           "../shared/datasets/reuters21578 beside the source tree ($DOCMINE_SOURCE_DIR, else the tree this\n"
+           "program was built from). With --min-bytes, the corpus is decompressed once into --work DIR\n"
+           "(default /tmp/docmine-bench-pp; DIR/base is kept for later runs, DIR/corpus is made anew) and\n"
+           "repeated through symbolic links until it holds at least N bytes (issue 3 asks for >= 1 GB).\n"
+           "Exit codes: 0 ok, 1 runtime error (the corpus missing, a run or the JSON failed), 2 usage\n"
+           "error, 77 --backend cuda without a GPU.\n");
 }
 
-/* Decompresses each *.sgm.gz of src into work/base and links copies until min_bytes. */
+/* Decompresses each *.sgm.gz of src into work/base (kept: a later run reuses the files; each is
+ * written under a temporary name and renamed, so a run killed in the middle leaves none cut short)
+ * and links copies into work/corpus (made anew) until min_bytes. */
 static int prepare(char *out_dir, size_t cap, const char *src, const char *work, size_t min_bytes)
 {
-    char base[4096], cmd[8192];
-    snprintf(base, sizeof(base), "%s/base", work);
-    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", base);
-    if (system(cmd) != 0) return DM_ERR(DM_ERR_IO, "%s: cannot create", base);
+    char base[4096];
+    if (snprintf(base, sizeof(base), "%s/base", work) >= (int)sizeof(base))
+        return DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long", work);
+    DM_TRY(dm_mkdirs(base));
     dm_reader_options ro = DM_READER_OPTIONS_INIT;
     ro.format = DM_PP_FORMAT_REUTERS;
     dm_pp_stats st;
@@ -83,47 +99,50 @@ static int prepare(char *out_dir, size_t cap, const char *src, const char *work,
     dm_pp_file_list fl;
     DM_TRY(dm_pp_list_files(&fl, src, &ro, &st));
     size_t total = 0;
-    char **names = calloc(fl.n, sizeof(char *));
-    for (size_t i = 0; i < fl.n; i++) {
+    int rc = DM_OK;
+    char **names = calloc(fl.n ? fl.n : 1, sizeof(char *));
+    if (!names) rc = DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
+    for (size_t i = 0; i < fl.n && rc == DM_OK; i++) {
+        if (strchr(fl.files[i].rel, '/')) {
+            rc = DM_ERR(DM_ERR_INVALID_ARG, "%s: corpus in subfolders (%s): give a flat folder", src, fl.files[i].rel);
+            break;
+        }
         char dst[4200];
         snprintf(dst, sizeof(dst), "%s/%s", base, fl.files[i].rel);
         size_t l = strlen(dst);
         if (l > 3 && strcmp(dst + l - 3, ".gz") == 0) dst[l - 3] = 0;
         names[i] = strdup(dst);
+        if (!names[i]) rc = DM_ERR(DM_ERR_NOMEM, "bench: out of memory");
         struct stat sb;
-        if (stat(dst, &sb) != 0) {
-            gzFile g = gzopen(fl.files[i].path, "rb");
-            FILE *f = fopen(dst, "wb");
-            if (!g || !f) return DM_ERR(DM_ERR_IO, "cannot decompress %s", fl.files[i].path);
-            char buf[1 << 16];
-            int k;
-            while ((k = gzread(g, buf, sizeof(buf))) > 0) fwrite(buf, 1, (size_t)k, f);
-            gzclose(g);
-            fclose(f);
-            stat(dst, &sb);
+        if (rc == DM_OK && stat(dst, &sb) != 0) {
+            rc = bench_gunzip_to(fl.files[i].path, dst);
+            if (rc == DM_OK && stat(dst, &sb) != 0) rc = DM_ERR(DM_ERR_IO, "%s: %s", dst, strerror(errno));
         }
-        total += (size_t)sb.st_size;
+        if (rc == DM_OK) total += (size_t)sb.st_size;
     }
     size_t copies = total ? (min_bytes + total - 1) / total : 1;
     if (copies < 1) copies = 1;
-    snprintf(out_dir, cap, "%s/corpus", work);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%.4000s' && mkdir -p '%.4000s'", out_dir, out_dir);
-    if (system(cmd) != 0) return DM_ERR(DM_ERR_IO, "%s: cannot create", out_dir);
-    for (size_t c = 0; c < copies; c++) {
+    if (rc == DM_OK && snprintf(out_dir, cap, "%s/corpus", work) >= (int)cap)
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long", work);
+    if (rc == DM_OK) rc = bench_remove_tree(out_dir);
+    if (rc == DM_OK) rc = dm_mkdirs(out_dir);
+    for (size_t c = 0; c < copies && rc == DM_OK; c++) {
         char d[4200];
         snprintf(d, sizeof(d), "%s/copy%04zu", out_dir, c);
-        mkdir(d, 0755);
-        for (size_t i = 0; i < fl.n; i++) {
+        if (mkdir(d, 0755) != 0) rc = DM_ERR(DM_ERR_IO, "%s: cannot create: %s", d, strerror(errno));
+        for (size_t i = 0; i < fl.n && rc == DM_OK; i++) {
             char link[4400];
             snprintf(link, sizeof(link), "%s/%s", d, strrchr(names[i], '/') + 1);
-            if (symlink(names[i], link) != 0 && errno != EEXIST) return DM_ERR(DM_ERR_IO, "symlink %s failed", link);
+            if (symlink(names[i], link) != 0) rc = DM_ERR(DM_ERR_IO, "symlink %s failed: %s", link, strerror(errno));
         }
     }
-    for (size_t i = 0; i < fl.n; i++) free(names[i]);
+    for (size_t i = 0; names && i < fl.n; i++) free(names[i]);
     free(names);
     dm_pp_file_list_free(&fl);
-    printf("corpus: %zu copies of %zu bytes = %.2f GB in %s\n", copies, total, (double)(copies * total) / 1e9, out_dir);
-    return DM_OK;
+    if (rc == DM_OK)
+        printf("corpus: %zu copies of %zu bytes = %.2f GB in %s\n", copies, total, (double)(copies * total) / 1e9,
+               out_dir);
+    return rc;
 }
 
 typedef struct result {
@@ -394,22 +413,19 @@ static int run_build(const dm_pp_file_list *fl, int format, int nb, int prefault
     return rc;
 }
 
-static double run_sklearn(const char *script, const char *corpus, int *ok)
+/* scikit-learn's analyzer on the same corpus: GB/s, or 0 with why it did not run. */
+static double run_sklearn(const char *script, const char *corpus, int *ok, char *why, size_t wlen)
 {
-    char cmd[8192];
-    snprintf(cmd, sizeof(cmd), "python3 '%.4000s' '%.4000s' 2>/dev/null", script, corpus);
-    FILE *p = popen(cmd, "r");
-    *ok = 0;
-    if (!p) return 0;
+    char res[256];
     double gbps = 0;
-    if (fscanf(p, "%lf", &gbps) == 1) *ok = 1;
-    if (pclose(p) != 0) *ok = 0;
-    return gbps;
+    *ok = bench_python(script, corpus, NULL, res, sizeof res, why, wlen) == 0 && sscanf(res, "%lf", &gbps) == 1 &&
+          gbps > 0;
+    if (!*ok && !why[0]) snprintf(why, wlen, "no rate from %.900s", script);
+    return *ok ? gbps : 0;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
     static const struct option opts[] = {
         {"corpus", required_argument, 0, 'c'}, {"format", required_argument, 0, 'f'},
         {"min-bytes", required_argument, 0, 'm'}, {"work", required_argument, 0, 'w'},
@@ -423,42 +439,59 @@ int main(int argc, char **argv)
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *corpus = NULL, *work = "/tmp/docmine-bench-pp", *json_path = "bench_preprocess.json",
                *backends = "both";
-    int format = DM_PP_FORMAT_REUTERS, repeats = 2, sklearn = 1, kernels_only = 0, krep = 10, c;
-    int build_only = 0, build_batches = 19, prefault = 1, instances = 0, workers = 0, readers = 0;
+    int format = DM_PP_FORMAT_REUTERS, repeats = 2, sklearn = 1, kernels_only = 0, krep = 10, c, li;
+    int build_only = 0, build_batches = 19, prefault = 1, instances = 0, workers = 0, readers = 0, bad = 0;
     size_t min_bytes = 0, batch_bytes = 0;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    int nranks = 1, rank = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    bench_init("bench_preprocess", argc, argv, rank == 0);
+    opterr = rank == 0;
+    while (!bad && (li = -1, c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
+        char on[64];
+        snprintf(on, sizeof on, "--%s", li >= 0 ? opts[li].name : "?");
         switch (c) {
         case 'c': corpus = optarg; break;
         case 'f':
-            if (dm_pp_format_parse(optarg, &format) < 0) {
-                fprintf(stderr, "bench_preprocess: %s\n", dm_error_message());
-                return 2;
-            }
+            if (dm_pp_format_parse(optarg, &format) < 0) return bench_usage_error("--format: %s", dm_error_message());
             break;
-        case 'm': min_bytes = strtoull(optarg, NULL, 10); break;
+        case 'm': bad = bench_parse_size(on, optarg, 0, SIZE_MAX, &min_bytes); break;
         case 'w': work = optarg; break;
-        case 'b': backends = optarg; break;
-        case 'r': repeats = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
+        case 'b':
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda") && strcmp(optarg, "both"))
+                return bench_usage_error("--backend: '%s' is not cpu, cuda or both", optarg);
+            backends = optarg;
+            break;
+        case 'r': bad = bench_parse_int(on, optarg, 1, 1000000, &repeats); break;
         case 'j': json_path = optarg; break;
         case 's': sklearn = 0; break;
         case 'k': kernels_only = 1, sklearn = 0; break;
-        case 'K': krep = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
+        case 'K': bad = bench_parse_int(on, optarg, 1, 1000000, &krep); break;
         case 'B': build_only = 1; break;
         case 'P': prefault = 0; break;
         case 'I': instances = 1; break;
-        case 'W': workers = atoi(optarg) > 0 ? atoi(optarg) : 0; break;
-        case 'R': readers = atoi(optarg) > 0 ? atoi(optarg) : 0; break;
-        case 'X': batch_bytes = strtoull(optarg, NULL, 10); break;
-        case 'n': build_batches = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
+        case 'W': bad = bench_parse_int(on, optarg, 0, 4096, &workers); break;
+        case 'R': bad = bench_parse_int(on, optarg, 0, 4096, &readers); break;
+        case 'X': bad = bench_parse_size(on, optarg, 0, SIZE_MAX, &batch_bytes); break;
+        case 'n': bad = bench_parse_int(on, optarg, 1, 1000000, &build_batches); break;
         case 'h': usage(); return 0;
-        default: usage(); return 2;
+        default: /* getopt_long named it */
+            fprintf(stderr, "bench_preprocess: see bench_preprocess --help\n");
+            return BENCH_EXIT_USAGE;
         }
     }
+    if (bad) return BENCH_EXIT_USAGE;
+    if (optind < argc) return bench_usage_error("unexpected argument '%s'", argv[optind]);
+    if (build_only && kernels_only) return bench_usage_error("--build-only and --kernels-only: give one of them");
+    /* every rank would run the whole benchmark and rebuild the same --work folder */
+    if (nranks > 1) return bench_usage_error("runs as one process, not %d ranks", nranks);
     char src[4096], dir[4096];
-    if (!corpus) {
-        const char *sd = getenv("DOCMINE_SOURCE_DIR");
-        snprintf(src, sizeof(src), "%s/../shared/datasets/reuters21578", sd ? sd : ".");
-        corpus = src;
+    int default_corpus = !corpus;
+    if (!corpus) corpus = bench_dataset("reuters21578", src, sizeof(src));
+    if (bench_check_corpus(corpus, default_corpus) != 0) return BENCH_EXIT_RUNTIME;
+    if (!build_only && strcmp(backends, "cuda") == 0 && dm_device_count() == 0) {
+        fprintf(stderr, "bench_preprocess: --backend cuda: no GPU (skipped)\n");
+        return BENCH_EXIT_SKIP;
     }
     if (min_bytes > 0) {
         if (prepare(dir, sizeof(dir), corpus, work, min_bytes) < 0) {
@@ -476,10 +509,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_preprocess: %s\n", dm_error_message());
         return 1;
     }
+    if (fl.n == 0) {
+        dm_pp_file_list_free(&fl);
+        return bench_error("%s: no input files (for --format reuters: *.sgm, compressed or not)", corpus);
+    }
     if (build_only) {
+        bench_print_header(NULL);
         int rc = run_build(&fl, format, build_batches, prefault);
         dm_pp_file_list_free(&fl);
-        MPI_Finalize();
         if (rc < 0) {
             fprintf(stderr, "bench_preprocess: %s\n", dm_error_message());
             return 1;
@@ -494,6 +531,7 @@ int main(int argc, char **argv)
     dm_device_info dev;
     memset(&dev, 0, sizeof(dev));
     if (want_cuda) dm_device_bind(0, &dev);
+    bench_print_header(want_cuda ? dev.name : NULL);
     result res[2];
     kres kr[2];
     const char *kname[2];
@@ -507,6 +545,9 @@ int main(int argc, char **argv)
         if ((!kernels_only && run_end_to_end(&res[nres], &fl, format, be, repeats, prefault, workers, readers, batch_bytes) < 0) ||
             run_kernels(&kr[nres], &fl, format, be, krep, instances) < 0) {
             fprintf(stderr, "bench_preprocess: %s\n", dm_error_message());
+            json_decref(root);
+            json_decref(runs);
+            dm_pp_file_list_free(&fl);
             return 1;
         }
         nres++;
@@ -544,11 +585,11 @@ int main(int argc, char **argv)
     if (kernels_only) nres = 0;
     int sk_ok = 0;
     double sk_gbps = 0;
+    char sk_why[1024] = "";
     if (sklearn) {
         char script[4096];
-        const char *sd = getenv("DOCMINE_SOURCE_DIR");
-        snprintf(script, sizeof(script), "%s/bench/preprocess/sklearn_tokenize.py", sd ? sd : ".");
-        sk_gbps = run_sklearn(script, corpus, &sk_ok);
+        bench_source_file("bench/preprocess/sklearn_tokenize.py", script, sizeof(script));
+        sk_gbps = run_sklearn(script, corpus, &sk_ok, sk_why, sizeof(sk_why));
     }
     int ncores = 0; /* the cores this process may run on */
     {
@@ -638,15 +679,26 @@ int main(int argc, char **argv)
         for (int i = 0; i < nres; i++) printf("; %s / sklearn %.2fx", res[i].backend, res[i].bytes / res[i].t.wall / 1e9 / sk_gbps);
         printf("\n");
     } else if (sklearn) {
-        printf("scikit-learn not available: no comparison\n");
+        printf("scikit-learn comparison skipped: %s\n", sk_why);
     }
     json_object_set_new(root, "runs", runs);
     json_object_set_new(root, "corpus", json_string(corpus));
     json_object_set_new(root, "gpu", json_string(want_cuda ? dev.name : "none"));
+    bench_json_meta(root, want_cuda ? dev.name : NULL);
     if (sk_ok) json_object_set_new(root, "sklearn_gbps", json_real(sk_gbps));
-    if (json_dump_file(root, json_path, JSON_INDENT(2)) == 0) printf("JSON: %s\n", json_path);
+    else if (sklearn) json_object_set_new(root, "sklearn_skipped", json_string(sk_why));
+    int rc = bench_write_json(json_path, root, JSON_INDENT(2));
+    if (rc == DM_OK) printf("JSON: %s\n", json_path);
+    else fprintf(stderr, "bench_preprocess: --json: %s\n", dm_error_message());
     json_decref(root);
     dm_pp_file_list_free(&fl);
+    return rc == DM_OK ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rc = run(argc, argv);
     MPI_Finalize();
-    return 0;
+    return rc;
 }

@@ -3,13 +3,15 @@
  * every compiled instance against the tuner's pick). Prints a table and writes JSON.
  * Reference: Rodinia streamcluster (4.13 s on one H200 for the default run, chunk cost ~2.44e6).
  * usage: bench_streamclust [--backend cpu|cuda|both] [--json FILE] [--quick] [--no-large]
- *                          [--no-sweep] */
+ *                          [--no-sweep]   (usage() below, bench/streamclust/README.md) */
 #include <jansson.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/common/bench_util.h"
+#include "common/device.h"
 #include "common/status.h"
 #include "common/timer.h"
 #include "streamclust/streamclust.h"
@@ -88,28 +90,55 @@ static json_t *row_json(const run_row *r)
                      "ok", r->ok);
 }
 
-int main(int argc, char **argv)
+static void usage(void)
 {
-    MPI_Init(&argc, &argv);
+    printf("usage: bench_streamclust [--backend cpu|cuda|both] [--json FILE] [--quick] [--no-large] [--no-sweep]\n"
+           "Rodinia's default run (10 20 256 65536 65536 1000) on each backend, N = 1048576 with chunks of\n"
+           "65536 and 262144 (CUDA; the CPU only with --quick), and the rake sweep of the gain kernel\n"
+           "(CUDA): a table (times in s, work buffer in bytes) and JSON.\n"
+           "  --backend B   cpu, cuda or both (default both: the CUDA runs when a GPU is present;\n"
+           "                --backend cuda without a GPU exits 77)\n"
+           "  --json FILE   the results as JSON (default bench_streamclust.json in the current folder;\n"
+           "                written atomically: a temporary name, then a rename)\n"
+           "  --quick       every run small (N = 8192, DIM = 32): a smoke test without a GPU\n"
+           "  --no-large    without the N = 1048576 runs\n"
+           "  --no-sweep    without the rake sweep\n"
+           "The output starts with the command line, the GPU and the date (what bench/RESULTS.md records).\n"
+           "Exit codes: 0 ok, 1 a run failed or the JSON could not be written, 2 usage error, 77 no GPU.\n");
+}
+
+static int run(int argc, char **argv)
+{
     const char *json_path = "bench_streamclust.json", *which = "both";
-    int quick = 0, large = 1, sweep = 1;
+    int quick = 0, large = 1, sweep = 1, failed = 0;
+    bench_init("bench_streamclust", argc, argv, 1);
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
-        else if (!strcmp(argv[i], "--backend") && i + 1 < argc) which = argv[++i];
-        else if (!strcmp(argv[i], "--quick")) quick = 1;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage();
+            return 0;
+        } else if (!strcmp(argv[i], "--json") || !strcmp(argv[i], "--backend")) {
+            if (i + 1 >= argc) return bench_usage_error("%s needs a value", argv[i]);
+            if (!strcmp(argv[i], "--json")) json_path = argv[++i];
+            else which = argv[++i];
+        } else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--no-large")) large = 0;
         else if (!strcmp(argv[i], "--no-sweep")) sweep = 0;
-        else {
-            fprintf(stderr, "usage: %s [--backend cpu|cuda|both] [--json FILE] [--quick] "
-                            "[--no-large] [--no-sweep]\n", argv[0]);
-            MPI_Finalize();
-            return 2;
-        }
+        else return bench_usage_error("unknown argument '%s'", argv[i]);
     }
+    if (strcmp(which, "cpu") && strcmp(which, "cuda") && strcmp(which, "both"))
+        return bench_usage_error("--backend: '%s' is not cpu, cuda or both", which);
     int backends[2], nb = 0;
     if (!strcmp(which, "cpu") || !strcmp(which, "both")) backends[nb++] = DM_SC_CPU;
     if ((!strcmp(which, "cuda") || !strcmp(which, "both")) && dm_sc_cuda_gain_instances() > 0)
         backends[nb++] = DM_SC_CUDA;
+    if (nb == 0) {
+        fprintf(stderr, "bench_streamclust: --backend cuda: no GPU (skipped)\n");
+        return BENCH_EXIT_SKIP;
+    }
+    dm_device_info dev;
+    memset(&dev, 0, sizeof dev);
+    if (backends[nb - 1] != DM_SC_CUDA || dm_device_query(0, &dev) != DM_OK) dev.name[0] = '\0';
+    bench_print_header(dev.name);
     /* --quick: a small version of every run, for a smoke test without a GPU */
     const long n_def = quick ? 8192 : 65536, dim = quick ? 32 : 256;
     /* CUDA context creation, module loading and the tuner's first selection (which may tune the
@@ -121,7 +150,8 @@ int main(int argc, char **argv)
         for (int c = 0; c < 3; c++) {
             run_row warm;
             if (one_run(&warm, DM_SC_CUDA, 3, 5, 8, warm_chunks[c], warm_chunks[c], 100, "warm-up") != DM_OK) {
-                nb = b;
+                nb = b; /* no CUDA runs: the failure is the result (exit 1) */
+                failed = 1;
                 break;
             }
         }
@@ -138,7 +168,7 @@ int main(int argc, char **argv)
             if (backends[b] == DM_SC_CPU) cpu_cost = row.chunk_cost;
             else if (cpu_cost > 0)
                 printf("  cuda vs cpu chunk cost: %+.3e relative\n", (row.chunk_cost - cpu_cost) / cpu_cost);
-        }
+        } else failed = 1;
         json_array_append_new(runs, row_json(&row));
     }
     if (large) {
@@ -151,6 +181,7 @@ int main(int argc, char **argv)
                 snprintf(name, sizeof name, "large_chunk%ld", chunks[c]);
                 if (one_run(&row, backends[b], 10, 20, (int)dim, nl, chunks[c], 1000, name) == DM_OK)
                     print_row(&row);
+                else failed = 1;
                 json_array_append_new(runs, row_json(&row));
             }
         }
@@ -163,6 +194,7 @@ int main(int argc, char **argv)
             dm_sc_cuda_force_gain_instance(i);
             if (one_run(&row, DM_SC_CUDA, 10, 20, (int)dim, n_def, n_def, 1000, name) == DM_OK)
                 print_row(&row);
+            else failed = 1;
             json_t *j = row_json(&row);
             json_object_set_new(j, "sweep_instance", json_integer(i));
             json_array_append_new(runs, j);
@@ -170,11 +202,21 @@ int main(int argc, char **argv)
         dm_sc_cuda_force_gain_instance(-1);
     }
     json_t *root = json_pack("{s:s,s:o}", "benchmark", "streamclust", "runs", runs);
-    if (json_dump_file(root, json_path, JSON_INDENT(2)) != 0)
-        fprintf(stderr, "cannot write %s\n", json_path);
-    else
+    bench_json_meta(root, dev.name);
+    if (failed) fprintf(stderr, "bench_streamclust: a run failed (its row has \"ok\": false in the JSON)\n");
+    if (bench_write_json(json_path, root, JSON_INDENT(2)) != DM_OK) {
+        fprintf(stderr, "bench_streamclust: --json: %s\n", dm_error_message());
+        failed = 1;
+    } else
         printf("\nJSON: %s\n", json_path);
     json_decref(root);
+    return failed ? BENCH_EXIT_RUNTIME : 0;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rc = run(argc, argv);
     MPI_Finalize();
-    return 0;
+    return rc;
 }

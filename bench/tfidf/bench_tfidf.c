@@ -21,7 +21,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "bench/common/bench_util.h"
 #include "common/alloc.h"
+#include "common/fileio.h"
 #include "common/context.h"
 #include "common/device.h"
 #include "common/log.h"
@@ -41,21 +43,35 @@ static void usage(void)
            "                   [--tokens N] [--items N] [--repeats N] [--json FILE] [--no-sklearn]\n"
            "                   [--sklearn-max-bytes N] [--skip-e2e | --e2e-only] [--e2e-repeats N]\n"
            "                   [--rows device|host|both]\n\n"
-           "Default corpus: ../shared/datasets/reuters21578 (format reuters). With --min-bytes (default\n"
-           "1 GB) the corpus is decompressed once into --work DIR (default /tmp/docmine-bench-tfidf) and\n"
-           "repeated until it holds at least that many bytes: copies-K/cNNNNN/ are directories of\n"
-           "symbolic links to the decompressed files. The end-to-end run must read every copy (checked).\n"
-           "scikit-learn runs on the same folder in the same run; --sklearn-max-bytes N limits it to the\n"
-           "first files holding N bytes (its GB/s is then measured on that prefix, and says so).\n"
+           "One process (no mpiexec -n P > 1). The output starts with the command line, the GPU and the\n"
+           "date (what bench/RESULTS.md records); times are in ms or s, rates in G units/s or GB/s.\n"
+           "Default corpus: $DOCMINE_DATASETS/reuters21578 (format reuters), else\n"
+           "../shared/datasets/reuters21578 beside the source tree ($DOCMINE_SOURCE_DIR, else the tree this\n"
+           "program was built from). With --min-bytes (default 1 GB) the corpus (a flat folder) is\n"
+           "decompressed once into --work DIR (default /tmp/docmine-bench-tfidf; DIR/base is kept for later\n"
+           "runs) and repeated until it holds at least that many bytes: DIR/copies-K/cNNNNN/ are directories\n"
+           "of symbolic links to the decompressed files (made anew). The end-to-end run must read every copy\n"
+           "(checked).\n"
+           "scikit-learn runs on the same folder in the same run (bench/tfidf/sklearn_tfidf.py: python3 with\n"
+           "scikit-learn; when it cannot run, the output says why and the run goes on); --sklearn-max-bytes N\n"
+           "limits it to the first files holding N bytes (its GB/s is then measured on that prefix, and says\n"
+           "so). --no-sklearn: none.\n"
            "--tokens: tokens of the counting benchmark (default 2^26); --items: pairs of the sort\n"
-           "benchmark (default 2^26). --backend of the end-to-end runs: default cuda with a GPU, else cpu.\n"
-           "Each end-to-end run prints its stages (named timers; see bench/README.md). --e2e-repeats N\n"
+           "benchmark (default 2^26); --repeats N: timed runs of each kernel, the median counts (default 5);\n"
+           "the kernel and sort tables need a GPU. --skip-e2e: those only (exit 77 without a GPU); --e2e-only:\n"
+           "the end-to-end runs only. --backend of the end-to-end runs: default cuda with a GPU, else cpu (--backend cuda\n"
+           "without a GPU exits 77).\n"
+           "Each end-to-end run prints its stages (tfidf's named timers, s and text GB/s; level-1 rows are\n"
+           "parts of the row above). --e2e-repeats N\n"
            "(default 2) runs each backend N times on the files in the page cache; the last line of a\n"
            "backend gives the best run: GB/s with the .dmv write (wall) and of the vectors in memory\n"
            "(text to vectors, as scikit-learn's fit_transform; the write is bound by the disk).\n"
            "--rows: where the CUDA runs keep the count rows between counting and weighing (default\n"
            "device; host is the earlier path, dm_tfidf_options.host_rows; both compares them).\n"
-           "The JSON is rewritten after every section.\n");
+           "--json FILE: the results as JSON (none by default), rewritten after every section (atomically:\n"
+           "a temporary name, then a rename), so a run cut short keeps what it measured.\n"
+           "Exit codes: 0 ok, 1 runtime error (the corpus missing, a run or the JSON failed), 2 usage\n"
+           "error, 77 --backend cuda without a GPU.\n");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -227,10 +243,10 @@ static int bench_sorts(json_t *res, size_t n, int repeats)
 static int prepare(char *out, size_t cap, size_t *copy_bytes, size_t *n_copies, const char *src, int format,
                    const char *work, size_t min_bytes)
 {
-    char base[4096], cmd[8400];
-    snprintf(base, sizeof base, "%s/base", work);
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", base);
-    if (system(cmd) != 0) return DM_ERR(DM_ERR_IO, "%s: cannot create", base);
+    char base[4096];
+    if (snprintf(base, sizeof base, "%s/base", work) >= (int)sizeof base)
+        return DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long", work);
+    DM_TRY(dm_mkdirs(base));
     dm_reader_options ro = DM_READER_OPTIONS_INIT;
     ro.format = format;
     dm_pp_stats st;
@@ -254,15 +270,8 @@ static int prepare(char *out, size_t cap, size_t *copy_bytes, size_t *n_copies, 
         if (!names[i]) rc = DM_ERR_NOMEM;
         struct stat sb;
         if (rc == DM_OK && stat(dst, &sb) != 0) {
-            gzFile g = gzopen(fl.files[i].path, "rb");
-            FILE *f = fopen(dst, "wb");
-            if (!g || !f) rc = DM_ERR(DM_ERR_IO, "cannot copy %s", fl.files[i].path);
-            char buf[1 << 16];
-            int n;
-            while (rc == DM_OK && (n = gzread(g, buf, sizeof buf)) > 0)
-                if (fwrite(buf, 1, (size_t)n, f) != (size_t)n) rc = DM_ERR(DM_ERR_IO, "%s: write failed", dst);
-            if (g) gzclose(g);
-            if (f && fclose(f) != 0 && rc == DM_OK) rc = DM_ERR(DM_ERR_IO, "%s: write failed", dst);
+            /* through a temporary name: a run killed here leaves no cut-short file for the next */
+            rc = bench_gunzip_to(fl.files[i].path, dst);
             if (rc == DM_OK && stat(dst, &sb) != 0) rc = DM_ERR(DM_ERR_IO, "cannot stat %s", dst);
         }
         if (rc == DM_OK) total += (size_t)sb.st_size;
@@ -273,10 +282,10 @@ static int prepare(char *out, size_t cap, size_t *copy_bytes, size_t *n_copies, 
     if (copies < 1) copies = 1;
     *copy_bytes = total;
     *n_copies = copies;
-    snprintf(out, cap, "%s/copies-%zu", work, copies);
-    if (rc == DM_OK && snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", out, out) >= (int)sizeof cmd)
-        rc = DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long", out);
-    if (rc == DM_OK && system(cmd) != 0) rc = DM_ERR(DM_ERR_IO, "%s: cannot create", out);
+    if (rc == DM_OK && snprintf(out, cap, "%s/copies-%zu", work, copies) >= (int)cap)
+        rc = DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long", work);
+    if (rc == DM_OK) rc = bench_remove_tree(out);
+    if (rc == DM_OK) rc = dm_mkdirs(out);
     for (size_t c = 0; c < copies && rc == DM_OK; c++) {
         char dir[4400];
         if (snprintf(dir, sizeof dir, "%s/c%05zu", out, c) >= (int)sizeof dir) {
@@ -297,18 +306,19 @@ static int prepare(char *out, size_t cap, size_t *copy_bytes, size_t *n_copies, 
 }
 
 /* scikit-learn's TfidfVectorizer on the same corpus folder (files in sorted order, stopping after
- * max_bytes of files when max_bytes > 0): GB/s of raw file bytes; *bytes gets the bytes read. */
-static double run_sklearn(const char *script, const char *corpus, size_t max_bytes, double *bytes, int *ok)
+ * max_bytes of files when max_bytes > 0): GB/s of raw file bytes; *bytes gets the bytes read; why
+ * gets the reason when it did not run. */
+static double run_sklearn(const char *script, const char *corpus, size_t max_bytes, double *bytes, int *ok, char *why,
+                          size_t wlen)
 {
-    char cmd[8400];
-    *ok = 0;
-    *bytes = 0;
-    if (snprintf(cmd, sizeof cmd, "python3 '%s' '%s' %zu", script, corpus, max_bytes) >= (int)sizeof cmd) return 0;
-    FILE *p = popen(cmd, "r");
+    char res[256], mb[32];
     double v = 0;
-    *ok = p && fscanf(p, "%lf %lf", &v, bytes) == 2 && v > 0;
-    if (p) pclose(p);
-    return v;
+    *bytes = 0;
+    snprintf(mb, sizeof mb, "%zu", max_bytes);
+    *ok = bench_python(script, corpus, mb, res, sizeof res, why, wlen) == 0 && sscanf(res, "%lf %lf", &v, bytes) == 2 &&
+          v > 0;
+    if (!*ok && !why[0]) snprintf(why, wlen, "no rate from %.900s", script);
+    return *ok ? v : 0;
 }
 
 /* The stages of one vectorize run, from the named timers of tfidf (this rank's seconds). Level 0
@@ -390,44 +400,67 @@ int main(int argc, char **argv)
         {"e2e-repeats", required_argument, 0, 'R'}, {"rows", required_argument, 0, 'H'},
         {0, 0, 0, 0}};
     const char *corpus = NULL, *work = "/tmp/docmine-bench-tfidf", *json_path = NULL, *backend = NULL;
-    int format = DM_PP_FORMAT_REUTERS, repeats = 5, sklearn = 1, e2e = 1, kernels = 1, e2e_rep = 2, c;
+    int format = DM_PP_FORMAT_REUTERS, repeats = 5, sklearn = 1, e2e = 1, kernels = 1, e2e_rep = 2, c, li, bad = 0;
     int rows_first = 0, rows_last = 0; /* host_rows values of the CUDA runs */
     size_t sk_max = 0;
     size_t min_bytes = (size_t)1 << 30, n_tok = (size_t)1 << 26, n_items = (size_t)1 << 26;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    bench_init("bench_tfidf", argc, argv, 1);
+    while (!bad && (li = -1, c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
+        char on[64];
+        snprintf(on, sizeof on, "--%s", li >= 0 ? opts[li].name : "?");
         switch (c) {
         case 'c': corpus = optarg; break;
         case 'f':
-            if (dm_pp_format_parse(optarg, &format) != DM_OK) {
-                fprintf(stderr, "bench_tfidf: bad --format\n");
-                return 2;
-            }
+            if (dm_pp_format_parse(optarg, &format) != DM_OK) return bench_usage_error("--format: %s", dm_error_message());
             break;
-        case 'm': min_bytes = (size_t)strtoull(optarg, NULL, 10); break;
+        case 'm': bad = bench_parse_size(on, optarg, 0, SIZE_MAX, &min_bytes); break;
         case 'w': work = optarg; break;
-        case 'b': backend = optarg; break;
-        case 't': n_tok = (size_t)strtoull(optarg, NULL, 10); break;
-        case 'i': n_items = (size_t)strtoull(optarg, NULL, 10); break;
-        case 'r': repeats = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
+        case 'b':
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda") && strcmp(optarg, "both"))
+                return bench_usage_error("--backend: '%s' is not cpu, cuda or both", optarg);
+            backend = optarg;
+            break;
+        case 't': bad = bench_parse_size(on, optarg, 1, (size_t)1 << 40, &n_tok); break;
+        case 'i': bad = bench_parse_size(on, optarg, 1, (size_t)1 << 40, &n_items); break;
+        case 'r': bad = bench_parse_int(on, optarg, 1, 1000000, &repeats); break;
         case 'j': json_path = optarg; break;
         case 's': sklearn = 0; break;
         case 'e': e2e = 0; break;
         case 'E': kernels = 0; break;
-        case 'R': e2e_rep = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
-        case 'k': sk_max = (size_t)strtoull(optarg, NULL, 10); break;
+        case 'R': bad = bench_parse_int(on, optarg, 1, 1000000, &e2e_rep); break;
+        case 'k': bad = bench_parse_size(on, optarg, 0, SIZE_MAX, &sk_max); break;
         case 'H':
-            if (strcmp(optarg, "device") != 0 && strcmp(optarg, "host") != 0 && strcmp(optarg, "both") != 0) {
-                fprintf(stderr, "bench_tfidf: bad --rows (device, host or both)\n");
-                return 2;
-            }
+            if (strcmp(optarg, "device") != 0 && strcmp(optarg, "host") != 0 && strcmp(optarg, "both") != 0)
+                return bench_usage_error("--rows: '%s' is not device, host or both", optarg);
             rows_first = strcmp(optarg, "host") == 0;
             rows_last = strcmp(optarg, "device") != 0;
             break;
-        default: usage(); return c == 'h' ? 0 : 2;
+        case 'h': usage(); return 0;
+        default: /* getopt_long named it */
+            fprintf(stderr, "bench_tfidf: see bench_tfidf --help\n");
+            return BENCH_EXIT_USAGE;
         }
+    }
+    if (bad) return BENCH_EXIT_USAGE;
+    if (optind < argc) return bench_usage_error("unexpected argument '%s'", argv[optind]);
+    if (!e2e && !kernels) return bench_usage_error("--skip-e2e and --e2e-only: nothing left to run");
+    char buf[4096], dir[4400];
+    if (e2e) {
+        int default_corpus = !corpus;
+        if (!corpus) corpus = bench_dataset("reuters21578", buf, sizeof buf);
+        if (bench_check_corpus(corpus, default_corpus) != 0) return BENCH_EXIT_RUNTIME;
     }
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    int nranks = 1, rank = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (nranks > 1) { /* every rank would run the whole benchmark and rebuild the same --work folder */
+        bench_init("bench_tfidf", argc, argv, rank == 0); /* one message, rank 0's */
+        bench_usage_error("runs as one process, not %d ranks", nranks);
+        MPI_Finalize();
+        return BENCH_EXIT_USAGE;
+    }
     dm_ctx_options co = DM_CTX_OPTIONS_INIT;
     co.quiet = 1;
     dm_ctx ctx;
@@ -435,17 +468,25 @@ int main(int argc, char **argv)
     if (rc == DM_OK) rc = dm_tune_register_all();
     /* fixed launch shapes unless DOCMINE_TUNE says otherwise: every instance is measured here */
     if (!getenv("DOCMINE_TUNE")) dm_tune_set_mode(DM_TUNE_OFF);
-    json_t *root = json_object(), *kern = json_array(), *sorts = json_array(), *e2e_res = json_array();
     int gpu = rc == DM_OK && ctx.backend == DM_BACKEND_CUDA;
+    if (rc == DM_OK && !gpu && ((backend && strcmp(backend, "cuda") == 0) || !e2e)) {
+        fprintf(stderr, "bench_tfidf: %s: no GPU (skipped)\n", e2e ? "--backend cuda" : "--skip-e2e (the kernel tables)");
+        dm_ctx_free(&ctx);
+        MPI_Finalize();
+        return BENCH_EXIT_SKIP;
+    }
+    json_t *root = json_object(), *kern = json_array(), *sorts = json_array(), *e2e_res = json_array();
     if (!backend) backend = gpu ? "cuda" : "cpu"; /* the CPU on >= 1 GB is slow: only when asked */
     json_object_set_new(root, "device", json_string(gpu ? ctx.dev.name : "none"));
+    bench_json_meta(root, gpu ? ctx.dev.name : NULL);
+    if (rc == DM_OK) bench_print_header(gpu ? ctx.dev.name : NULL);
     json_object_set(root, "kernels", kern);
     json_object_set(root, "sorts", sorts);
     json_object_set(root, "vectorize", e2e_res);
     /* the JSON is rewritten after every section, so a run cut short keeps what it measured */
 #define DM_FLUSH_JSON()                                                                            \
     do {                                                                                           \
-        if (json_path) json_dump_file(root, json_path, JSON_INDENT(2));                            \
+        if (json_path && rc == DM_OK) rc = bench_write_json(json_path, root, JSON_INDENT(2));      \
     } while (0)
     if (rc == DM_OK) printf("bench_tfidf: %s\n", gpu ? ctx.dev.name : "no GPU: CPU backend only");
     if (rc == DM_OK && gpu && kernels) {
@@ -462,25 +503,20 @@ int main(int argc, char **argv)
 #endif
     }
     /* end to end */
-    char buf[4096], dir[4400];
-    if (rc == DM_OK && e2e && !corpus) {
-        const char *sd = getenv("DOCMINE_SOURCE_DIR");
-        snprintf(buf, sizeof buf, "%s/../shared/datasets/reuters21578", sd ? sd : ".");
-        corpus = buf;
-    }
     double sk_gbps = 0, sk_bytes = 0;
     int sk_ok = 0;
+    char sk_why[1024] = "";
     if (rc == DM_OK && e2e) {
         size_t copy_bytes = 0, copies = 0;
         rc = prepare(dir, sizeof dir, &copy_bytes, &copies, corpus, format, work, min_bytes);
         if (rc == DM_OK && sklearn) {
             char script[4200];
-            const char *sd = getenv("DOCMINE_SOURCE_DIR");
-            snprintf(script, sizeof script, "%s/bench/tfidf/sklearn_tfidf.py", sd ? sd : ".");
+            bench_source_file("bench/tfidf/sklearn_tfidf.py", script, sizeof script);
             printf("\nscikit-learn TfidfVectorizer on %s (%s)...\n", dir,
                    sk_max ? "a prefix of the files, --sklearn-max-bytes" : "the whole corpus");
             fflush(stdout);
-            sk_gbps = run_sklearn(script, dir, sk_max, &sk_bytes, &sk_ok);
+            sk_gbps = run_sklearn(script, dir, sk_max, &sk_bytes, &sk_ok, sk_why, sizeof sk_why);
+            if (!sk_ok) printf("scikit-learn comparison skipped: %s\n", sk_why);
         }
         printf("\nvectorize end to end on %s: %zu copies of %zu bytes (>= %zu bytes)%s\n", dir, copies, copy_bytes,
                min_bytes, sk_ok ? "" : " (scikit-learn not measured)");
@@ -573,9 +609,8 @@ int main(int argc, char **argv)
     if (sk_ok) {
         json_object_set_new(root, "sklearn_gb_per_second", json_real(sk_gbps));
         json_object_set_new(root, "sklearn_text_bytes", json_real(sk_bytes));
-    }
-    if (rc == DM_OK && json_path && json_dump_file(root, json_path, JSON_INDENT(2)) != 0)
-        rc = DM_ERR(DM_ERR_IO, "%s: cannot write JSON", json_path);
+    } else if (sk_why[0]) json_object_set_new(root, "sklearn_skipped", json_string(sk_why));
+    if (rc == DM_OK && json_path) rc = bench_write_json(json_path, root, JSON_INDENT(2));
     json_decref(root);
     if (rc != DM_OK) fprintf(stderr, "bench_tfidf: %s\n", dm_error_message());
     dm_ctx_free(&ctx);

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/common/bench_util.h"
+#include "common/fileio.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
@@ -112,35 +114,71 @@ static void print_row(const dm_tune_kernel *k, const row *w, const char *v)
     fflush(stdout);
 }
 
+static void usage(void)
+{
+    printf("usage: bench_tune [--kernels LIST] [--size N] [--repeats N] [--json FILE]\n"
+           "  LIST: comma-separated names, or prefixes ending in '.' (flock.,tfidf.); default: every\n"
+           "        registered kernel (an item that names none is a usage error)\n"
+           "  --size N     the target size of every kernel (default: each kernel's bench_default_n)\n"
+           "  --repeats N  timed runs per measurement, the median counts (default 7)\n"
+           "  --json FILE  the results (default bench_tune.json in the current folder; written under a\n"
+           "               temporary name and renamed at the end, so a run cut short leaves no half file)\n"
+           "MSP search vs exhaustive search per kernel on the current GPU (bench/tune/README.md). The\n"
+           "output starts with the command line, the GPU and the date (what bench/RESULTS.md records).\n"
+           "Exit codes: 0 ok, 1 a kernel or the JSON failed, 2 usage error, 77 no CUDA device.\n");
+}
+
 int main(int argc, char **argv)
 {
     const char *json = "bench_tune.json", *kernels = NULL;
     size_t size = 0;
     int repeats = 7;
+    bench_init("bench_tune", argc, argv, 1);
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
-        else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kernels = argv[++i];
-        else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = (size_t)strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
-        else {
-            fprintf(stderr, "usage: bench_tune [--kernels LIST] [--size N] [--repeats N] [--json FILE]\n"
-                            "  LIST: comma-separated names, or prefixes ending in '.' (flock.,tfidf.)\n");
-            return 2;
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage();
+            return 0;
         }
+        if (strcmp(a, "--json") && strcmp(a, "--kernels") && strcmp(a, "--size") && strcmp(a, "--repeats"))
+            return bench_usage_error("unknown argument '%s'", a);
+        if (i + 1 >= argc) return bench_usage_error("%s needs a value", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--json")) json = v;
+        else if (!strcmp(a, "--kernels")) kernels = v;
+        else if (!strcmp(a, "--size")) {
+            if (bench_parse_size(a, v, 1, SIZE_MAX, &size) != 0) return BENCH_EXIT_USAGE;
+        } else if (bench_parse_int(a, v, 1, 100000, &repeats) != 0)
+            return BENCH_EXIT_USAGE;
     }
+    if (kernels && !*kernels) return bench_usage_error("--kernels: an empty list");
     dm_tune_gpu gpu;
     if (dm_tune_gpu_current(&gpu) != DM_OK) {
-        fprintf(stderr, "bench_tune: no CUDA device\n");
-        return 77;
+        fprintf(stderr, "bench_tune: no CUDA device (skipped)\n");
+        return BENCH_EXIT_SKIP;
     }
     if (dm_tune_register_all() != DM_OK) {
         fprintf(stderr, "bench_tune: %s\n", dm_error_message());
         return 1;
     }
+    /* every item of LIST names a registered kernel (or a prefix of one): a typo is not an empty table */
+    for (const char *p = kernels; p && *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char item[128];
+        snprintf(item, sizeof item, "%.*s", (int)(len < sizeof item ? len : sizeof item - 1), p);
+        int hit = 0;
+        for (int i = 0; i < dm_tune_kernel_count() && !hit; i++) hit = selected(item, dm_tune_kernel_at(i)->name);
+        if (!*item || !hit)
+            return bench_usage_error("--kernels: '%s' names no registered kernel (docmine tune --list lists them)", item);
+        if (!e) break;
+        p = e + 1;
+    }
     double t_start = dm_wtime();
     time_t now = time(NULL);
     char date[32];
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    printf("command: %s\n", bench_command());
     printf("bench_tune on %s (cc %d.%d, %d SMs), %s, repeats %d\n", gpu.name, gpu.cc / 10,
            gpu.cc % 10, gpu.limits.sms, date, repeats);
 
@@ -186,12 +224,17 @@ int main(int argc, char **argv)
         rank_from_prior(&rows[ci], ck, size ? size : ck->bench_default_n, &prior) != DM_OK)
         fprintf(stderr, "bench_tune: %s: %s\n", ck->name, dm_error_message());
 
-    FILE *jf = fopen(json, "w");
-    if (!jf) {
-        fprintf(stderr, "bench_tune: cannot write %s\n", json);
+    dm_atomic_file af;
+    if (dm_atomic_open(&af, json) != DM_OK) {
+        fprintf(stderr, "bench_tune: --json: %s\n", dm_error_message());
+        free(rows);
+        free(done);
         return 1;
     }
-    fprintf(jf, "{\"bench\": \"tune\", \"gpu\": ");
+    FILE *jf = af.fp;
+    fprintf(jf, "{\"bench\": \"tune\", \"command\": ");
+    dm_tune_json_string(jf, bench_command());
+    fprintf(jf, ", \"gpu\": ");
     dm_tune_json_string(jf, gpu.name);
     fprintf(jf, ", \"cc\": \"%d.%d\", \"date\": \"%s\", \"repeats\": %d, \"prior\": \"%s\", "
                 "\"kernels\": [",
@@ -245,7 +288,10 @@ int main(int argc, char **argv)
     }
     double total = dm_wtime() - t_start;
     fprintf(jf, "\n], \"wall_s\": %.3f}\n", total);
-    fclose(jf);
+    if (dm_atomic_commit(&af) != DM_OK) {
+        fprintf(stderr, "bench_tune: --json: %s\n", dm_error_message());
+        status = 1;
+    }
     printf("\n%d kernels measured: %d meet both targets, %d miss 10x search time, %d miss 95%% of "
            "the best; %.1f s in all\n", n_rows, n_meet, n_t, n_b, total);
     printf("inst: compiled instances; cand: candidates after the model's pruning (the default\n"
