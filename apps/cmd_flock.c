@@ -328,7 +328,7 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
 
     dm_report rep;
     DM_ASSERT(dm_report_init(&rep, "flock", app->argc_all, app->argv_all) == DM_OK);
-    json_object_set_new(rep.results, "input", json_string(synthetic ? "synthetic" : vectors));
+    json_object_set_new(rep.results, "input", dm_json_text(synthetic ? "synthetic" : vectors));
     dm_flock_job_result jr;
     memset(&jr, 0, sizeof jr);
     if (rc == DM_OK) rc = dm_flock_job_run(&jr, rep.results, ctx, &vec, &fl.fo, &fl.co, &fl.jo);

@@ -104,7 +104,7 @@ int dm_cmd_icf_build(dm_app *app, int argc, char **argv)
     json_object_set_new(rep.results, "hash_collisions", json_integer((json_int_t)st.hash_collisions));
     json_object_set_new(rep.results, "bytes_read", json_integer((json_int_t)ps.bytes_read));
     dm_vectorize_report_skips(rep.results, &ps);
-    json_object_set_new(rep.results, "output", json_string(out));
+    json_object_set_new(rep.results, "output", dm_json_text(out));
     json_object_set_new(rep.results, "seconds", json_real(wall));
     rc = dm_report_collect(&rep, ctx);
     if (rc == DM_OK) rc = dm_report_write(&rep, ctx, app->report_path);

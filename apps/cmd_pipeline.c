@@ -254,7 +254,7 @@ static json_t *tuning_json(const dm_ctx *ctx)
         snprintf(db, sizeof db, "none (%s)", dm_error_message()); /* no path known: nothing is kept */
         dm_error_clear();
     }
-    json_object_set_new(t, "database", json_string(db));
+    json_object_set_new(t, "database", dm_json_text(db));
     json_t *sel = json_array();
     dm_tune_selection s[256];
     int n = dm_tune_selections(s, 256);
@@ -569,7 +569,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
             json_object_set_new(in, "seed", json_integer((json_int_t)so.seed));
         } else {
             json_object_set_new(in, "kind", json_string("corpus"));
-            json_object_set_new(in, "path", json_string(corpus));
+            json_object_set_new(in, "path", dm_json_text(corpus));
         }
         json_object_set_new(res, "input", in);
         json_object_set_new(res, "ranks", json_integer(ctx->size));

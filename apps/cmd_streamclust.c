@@ -363,10 +363,11 @@ int dm_cmd_streamclust(dm_app *app, int argc, char **argv)
     /* agreed: a rank without a report must not leave the others in its collection */
     int rrc = dm_ctx_agree(ctx, dm_report_init(&rep, "streamclust", app->argc_all, app->argv_all));
     if (rrc == DM_OK) {
-        json_t *cfg = json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:s?,s:s?,s:s}", "kmin", (json_int_t)o.kmin,
+        json_t *cfg = json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:o?,s:o?,s:s}", "kmin", (json_int_t)o.kmin,
                                 "kmax", (json_int_t)o.kmax, "dim", o.dim, "n", (json_int_t)n_total,
                                 "chunksize", (json_int_t)o.chunksize, "clustersize",
-                                (json_int_t)o.clustersize, "input", o.input, "vectors", vectors,
+                                (json_int_t)o.clustersize, "input", dm_json_text(o.input), "vectors",
+                                dm_json_text(vectors),
                                 "backend", o.backend == DM_SC_CUDA ? "cuda" : "cpu");
         if (vectors)
             json_object_set_new(cfg, "hashing",

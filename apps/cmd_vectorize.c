@@ -187,7 +187,7 @@ void dm_vectorize_report_skips(json_t *o, const dm_pp_stats *ps)
     json_object_set_new(o, "skipped", sk);
     json_t *msgs = json_array();
     for (uint64_t i = 0; i < ps->n_messages && i < DM_PP_MAX_MESSAGES; i++)
-        json_array_append_new(msgs, json_string(ps->messages[i]));
+        json_array_append_new(msgs, dm_json_text(ps->messages[i]));
     json_object_set_new(o, "messages", msgs);
     json_object_set_new(o, "messages_total", json_integer((json_int_t)ps->n_messages));
     json_object_set_new(o, "files_ignored", json_integer((json_int_t)ps->files_ignored));
@@ -412,7 +412,7 @@ int dm_cmd_vectorize(dm_app *app, int argc, char **argv)
     dm_vectorize_report_stats(rep.results, &st, &ps);
     if (corpus) dm_vectorize_report_skips(rep.results, &ps);
     json_object_set_new(rep.results, "weighting", json_string(icf_path ? "tf-icf" : o.idf == DM_IDF_SKLEARN ? "tf-idf (sklearn idf)" : "tf-idf"));
-    json_object_set_new(rep.results, "output", json_string(out));
+    json_object_set_new(rep.results, "output", dm_json_text(out));
     json_object_set_new(rep.results, "seconds", json_real(wall));
     json_object_set_new(rep.results, "text_bytes_per_second", json_real(wall > 0 ? (double)ps.bytes_read / wall : 0.0));
     rc = dm_report_collect(&rep, ctx);

@@ -21,12 +21,43 @@ extern char **environ; /* POSIX: the process environment */
 #define DM_GIT_HASH "unknown"
 #endif
 
+json_t *dm_json_text(const char *s)
+{
+    if (!s) return NULL;
+    json_t *v = json_string(s);
+    if (v) return v;
+    size_t n = strlen(s);
+    char *buf = dm_malloc(4 * n + 1);
+    if (!buf) return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (k <= 0) { /* not the start of a well-formed sequence: this byte alone, escaped */
+            static const char hex[] = "0123456789ABCDEF";
+            unsigned char b = (unsigned char)s[i++];
+            buf[o++] = '\\';
+            buf[o++] = 'x';
+            buf[o++] = hex[b >> 4];
+            buf[o++] = hex[b & 15];
+        } else {
+            memcpy(buf + o, s + i, (size_t)k);
+            o += (size_t)k;
+            i += (size_t)k;
+        }
+    }
+    buf[o] = 0;
+    v = json_string(buf);
+    dm_free(buf);
+    return v;
+}
+
 int dm_report_init(dm_report *r, const char *command, int argc, char **argv)
 {
     r->root = json_object();
     if (!r->root) return DM_ERR(DM_ERR_NOMEM, "cannot create the report");
     json_t *cl = json_array();
-    for (int i = 0; i < argc; i++) json_array_append_new(cl, json_string(argv[i]));
+    for (int i = 0; i < argc; i++) json_array_append_new(cl, dm_json_text(argv[i]));
     char when[64];
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
@@ -148,8 +179,9 @@ json_t *dm_report_environment(char *const *env)
         if (n >= sizeof name) continue;
         memcpy(name, env[i], n);
         name[n] = 0;
-        /* values that are not UTF-8 are left out rather than failing the report */
-        json_t *v = json_string(eq + 1);
+        /* a value that is not UTF-8 is written with its stray bytes escaped (dm_json_text); a
+         * name that is not is left out (an object key cannot be escaped without misleading) */
+        json_t *v = dm_json_text(eq + 1);
         if (v) json_object_set_new(o, name, v);
     }
     return o;

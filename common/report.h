@@ -17,6 +17,13 @@ typedef struct dm_report {
     json_t *results; /* borrowed from root: the command's own section ("results") */
 } dm_report;
 
+/* A JSON string of the C string s (NULL: NULL) that is never refused: jansson refuses a string that
+ * is not UTF-8 (json_string gives NULL, and the value would go missing from the report), so each
+ * byte that does not belong to a well-formed UTF-8 sequence is written as the four characters
+ * \xNN (a file name of Latin-1 bytes, a message cut in a sequence). NULL only when out of memory.
+ * Use it for every string that comes from the user or the file system. */
+json_t *dm_json_text(const char *s);
+
 /* Starts a report for `command` with the command line. Not collective. */
 int dm_report_init(dm_report *r, const char *command, int argc, char **argv);
 void dm_report_free(dm_report *r);

@@ -79,6 +79,9 @@ enum dm_pp_skip {
 const char *dm_pp_skip_name(int reason);
 
 #define DM_PP_MAX_MESSAGES 16
+/* A kept message's bytes with its NUL: longer ones are cut at a UTF-8 character's start (a deep
+ * path, an archive member, the line and the reason fit). */
+#define DM_PP_MESSAGE_LEN 512
 typedef struct dm_pp_stats {
     uint64_t files_read, files_ignored; /* ignored: not matching --format (e.g. lewis.dtd) */
     uint64_t bytes_read;                /* raw bytes after decompression */
@@ -93,7 +96,7 @@ typedef struct dm_pp_stats {
     uint64_t tokens_short, tokens_long, tokens_number, tokens_stop; /* tokens dropped */
     uint64_t hash_collisions;           /* distinct stems sharing a hash with another stem */
     uint64_t n_messages;                /* messages produced (only the first DM_PP_MAX_MESSAGES kept) */
-    char messages[DM_PP_MAX_MESSAGES][256];
+    char messages[DM_PP_MAX_MESSAGES][DM_PP_MESSAGE_LEN];
 } dm_pp_stats;
 
 /* Records a skip (reason) with a printf message naming file and line/record. */

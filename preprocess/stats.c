@@ -16,17 +16,30 @@ const char *dm_pp_skip_name(int reason)
     return reason >= 0 && reason < DM_PP_SKIP_COUNT ? names[reason] : "unknown";
 }
 
+/* A message cut by its buffer may end inside a UTF-8 sequence: the incomplete sequence goes (a
+ * complete one, and bytes that were never UTF-8, stay as they are). */
+static void dm_utf8_cut_tail(char *m)
+{
+    size_t n = strlen(m), b = n;
+    while (b > 0 && n - b < 3 && ((unsigned char)m[b - 1] & 0xC0) == 0x80) b--; /* continuation bytes */
+    if (b == 0) return;
+    unsigned char lead = (unsigned char)m[b - 1];
+    size_t want = lead >= 0xF0 && lead < 0xF8 ? 4 : lead >= 0xE0 && lead < 0xF0 ? 3 : lead >= 0xC0 && lead < 0xE0 ? 2 : 0;
+    if (want && n - (b - 1) < want) m[b - 1] = 0;
+}
+
 void dm_pp_stats_skip(dm_pp_stats *st, int reason, const char *fmt, ...)
 {
     if (!st) return;
     if (reason >= 0 && reason < DM_PP_SKIP_COUNT) st->skipped[reason]++;
     if (st->n_messages < DM_PP_MAX_MESSAGES) {
         char *m = st->messages[st->n_messages];
-        int k = snprintf(m, 256, "skip (%s): ", dm_pp_skip_name(reason));
+        int k = snprintf(m, DM_PP_MESSAGE_LEN, "skip (%s): ", dm_pp_skip_name(reason));
         va_list ap;
         va_start(ap, fmt);
-        if (k > 0 && k < 256) vsnprintf(m + k, 256 - (size_t)k, fmt, ap);
+        if (k > 0 && k < DM_PP_MESSAGE_LEN) vsnprintf(m + k, DM_PP_MESSAGE_LEN - (size_t)k, fmt, ap);
         va_end(ap);
+        if (strlen(m) == DM_PP_MESSAGE_LEN - 1) dm_utf8_cut_tail(m); /* cut by the buffer */
     }
     st->n_messages++;
 }
@@ -83,7 +96,7 @@ void dm_pp_stats_add(dm_pp_stats *into, const dm_pp_stats *from)
     /* messages in order: the first DM_PP_MAX_MESSAGES kept, all of them counted */
     for (uint64_t m = 0; m < from->n_messages; m++) {
         if (m < DM_PP_MAX_MESSAGES && into->n_messages < DM_PP_MAX_MESSAGES)
-            memcpy(into->messages[into->n_messages], from->messages[m], 256);
+            memcpy(into->messages[into->n_messages], from->messages[m], DM_PP_MESSAGE_LEN);
         into->n_messages++;
     }
 }
@@ -116,7 +129,7 @@ size_t dm_pp_stats_skips_str(char *buf, size_t len, const dm_pp_stats *st)
  * has two writers, and nothing is allocated, so no rank can fail before the collective. */
 static int dm_pp_messages_allgather(dm_pp_stats *st, MPI_Comm comm)
 {
-    char block[DM_PP_MAX_MESSAGES][256];
+    char block[DM_PP_MAX_MESSAGES][DM_PP_MESSAGE_LEN];
     uint64_t kept = st->n_messages < DM_PP_MAX_MESSAGES ? st->n_messages : DM_PP_MAX_MESSAGES, before = 0;
     int rank = 0;
     MPI_Comm_rank(comm, &rank);
@@ -125,7 +138,7 @@ static int dm_pp_messages_allgather(dm_pp_stats *st, MPI_Comm comm)
     if (rank == 0) before = 0; /* MPI_Exscan leaves rank 0's result undefined */
     memset(block, 0, sizeof block);
     for (uint64_t m = 0; m < kept && before + m < DM_PP_MAX_MESSAGES; m++)
-        memcpy(block[before + m], st->messages[m], 256);
+        memcpy(block[before + m], st->messages[m], DM_PP_MESSAGE_LEN);
     if (MPI_Allreduce(MPI_IN_PLACE, block, (int)sizeof block, MPI_BYTE, MPI_BOR, comm) != MPI_SUCCESS)
         return DM_ERR(DM_ERR_MPI, "preprocess: MPI_Allreduce of the messages failed");
     memcpy(st->messages, block, sizeof block);

@@ -156,4 +156,11 @@ check "messages: a .gz's line, its trailing garbage (its documents read)" \
 check "ids: relative to the corpus, archive members without ./" \
     '[ "$(cut -f1 m.txt | tr "\n" " ")" = "a.tgz/docs/x.jsonl:1 a.tgz/docs/y.txt sub/g.jsonl:1 " ]' "$(cat m.txt)"
 
+# ---- 8. a corpus path that is not UTF-8 (Latin-1 names): report.json keeps it and its messages --
+mkdir "caf$(printf '\351')" && printf 'oil crude\n' >"caf$(printf '\351')/a.txt" && printf 'x' >"caf$(printf '\351')/b.txt.gz"
+"${dm1[@]}" vectorize --corpus "caf$(printf '\351')" -o l1.dmv --report l1.json 2>/dev/null
+check "report.json: a Latin-1 corpus path and its skip message kept, the byte escaped" \
+    'json l1.json "len(r[\"messages\"]) == 1 and \"caf\\\\xE9/b.txt.gz\" in r[\"messages\"][0]" &&
+    python3 -c "import json,sys; sys.exit(\"caf\\\\xE9\" not in json.load(open(\"l1.json\"))[\"command_line\"])"' "$(cat l1.json 2>&1 | head -c 600)"
+
 finish

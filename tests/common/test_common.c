@@ -15,6 +15,7 @@
 #include "common/fileio.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/report.h"
 #include "common/rng.h"
 #include "common/status.h"
 #include "common/timer.h"
@@ -394,6 +395,29 @@ static void test_atomic_files(void)
     CU_ASSERT_EQUAL(system(cmd), 0);
 }
 
+/* Strings from the user or the file system in the report: UTF-8 as it is, stray bytes as \xNN
+ * (jansson refuses such a string: a Latin-1 corpus path or a cut message went missing). */
+static void test_json_text(void)
+{
+    static const struct {
+        const char *in, *out;
+    } c[] = {{"plain", "plain"},
+             {"caf\xc3\xa9 \xe2\x82\xac", "caf\xc3\xa9 \xe2\x82\xac"}, /* UTF-8 kept */
+             {"caf\xe9/a.gz", "caf\\xE9/a.gz"},                         /* Latin-1 byte */
+             {"x\xe2\x82", "x\\xE2\\x82"},                             /* cut sequence */
+             {"\xc0\xaf", "\\xC0\\xAF"},                               /* overlong */
+             {"\xed\xa0\x80", "\\xED\\xA0\\x80"},                     /* surrogate */
+             {"\xff", "\\xFF"},
+             {"", ""}};
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        json_t *v = dm_json_text(c[i].in);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+        CU_ASSERT_STRING_EQUAL(json_string_value(v), c[i].out);
+        json_decref(v);
+    }
+    CU_ASSERT_PTR_NULL(dm_json_text(NULL));
+}
+
 static void test_progress_format(void)
 {
     char line[256];
@@ -677,6 +701,7 @@ int main(void)
         {"timers and counters", test_timers},
         {"allocation failure injection (tests)", test_alloc_fail_at},
         {"atomic files and mkdirs", test_atomic_files},
+        {"report strings: stray bytes escaped, not lost", test_json_text},
         {"progress line", test_progress_format},
         {"progress lines in a log file", test_progress_log_file},
         {"progress: no repeated end line in a log file", test_progress_log_no_repeat},

@@ -1352,6 +1352,32 @@ static void test_unreadable_member(void)
     dm_token_stream_free(&s);
 }
 
+/* A kept skip message holds a deep path, its line and the reason (400 bytes were cut at 256
+ * before), and one longer than its buffer is cut before a UTF-8 character, never inside one (the
+ * report's JSON would refuse the message). */
+static void test_message_length(void)
+{
+    dm_pp_stats st;
+    memset(&st, 0, sizeof st);
+    char path[401];
+    memset(path, 'd', 400);
+    path[400] = 0;
+    dm_pp_stats_skip(&st, DM_PP_SKIP_BAD_JSON, "%s.jsonl:12: not a JSON object", path);
+    CU_ASSERT_PTR_NOT_NULL(strstr(st.messages[0], ".jsonl:12: not a JSON object"));
+    char word[1200] = "";
+    for (int k = 0; k < 1000; k += 2) strcat(word, "\xc3\xa9"); /* e acute, 2 bytes each */
+    for (int off = 0; off < 3; off++) { /* the cut falls on each byte of a character */
+        memset(&st, 0, sizeof st);
+        dm_pp_stats_skip(&st, DM_PP_SKIP_BAD_JSON, "%.*s%s", off, "xxx", word);
+        const char *m = st.messages[0];
+        size_t n = strlen(m);
+        CU_ASSERT_TRUE(n < DM_PP_MESSAGE_LEN && n >= DM_PP_MESSAGE_LEN - 3);
+        /* ends with a whole character: the last lead byte 0xc3 is followed by its 0xa9 */
+        const char *lead = strrchr(m, '\xc3');
+        CU_ASSERT_TRUE(lead && lead + 2 == m + n && (unsigned char)lead[1] == 0xa9);
+    }
+}
+
 int main(void)
 {
     CU_TestInfo t[] = {
@@ -1380,6 +1406,7 @@ int main(void)
         {"messages name the path as given, member and line", test_message_paths},
         {"hostile review: TSV NULs and empty ids, SGML without records", test_hostile_review},
         {"an unreadable archive member skips itself, not the rest", test_unreadable_member},
+        {"skip messages: a deep path kept, a long one cut before a character", test_message_length},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"preprocess-readers", setup, teardown, NULL, NULL, t}, CU_SUITE_INFO_NULL};
