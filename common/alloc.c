@@ -216,6 +216,12 @@ void dm_alloc_fail_at(uint64_t k)
 
 uint64_t dm_alloc_count(void) { return __atomic_load_n(&g_allocs, __ATOMIC_RELAXED); }
 
+static size_t g_dev_fail_from;
+
+void dm_device_alloc_fail_from(size_t min_bytes) { __atomic_store_n(&g_dev_fail_from, min_bytes, __ATOMIC_RELAXED); }
+
+size_t dm_device_alloc_failing_from(void) { return __atomic_load_n(&g_dev_fail_from, __ATOMIC_RELAXED); }
+
 /* 1 when this allocation is the one to fail (only while a test asked for one). */
 static int injected_failure(size_t n)
 {

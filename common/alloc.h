@@ -25,6 +25,12 @@ char *dm_strdup(const char *s);
  * counted since (only while k > 0), so that a test can try every k of a piece of work. */
 void dm_alloc_fail_at(uint64_t k);
 uint64_t dm_alloc_count(void);
+/* Tests: from now on every dm_device_alloc of at least min_bytes bytes fails as a full device would
+ * (DM_ERR_NOMEM, "out of memory (injected, test)"); 0 stops it. It acts in this process only:
+ * filling the real device instead would also fail the other tests that share the GPU (ctest -j). */
+void dm_device_alloc_fail_from(size_t min_bytes);
+/* The threshold dm_device_alloc_fail_from set (0: none); read by dm_device_alloc. */
+size_t dm_device_alloc_failing_from(void);
 /* Populates the pages of the host range [p, p + n) with the OpenMP threads (8 MiB each turn,
  * madvise MADV_POPULATE_WRITE, or a read and write of a byte per page where the kernel lacks it),
  * so that later writes do not page-fault: a fresh block's first writer - one thread, or a pageable

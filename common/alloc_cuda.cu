@@ -30,6 +30,9 @@ extern "C" void dm_host_free_pinned(void *p)
 extern "C" int dm_device_alloc(void **out, size_t n)
 {
     *out = NULL;
+    size_t fail_from = dm_device_alloc_failing_from();
+    if (fail_from && n >= fail_from)
+        return DM_ERR(DM_ERR_NOMEM, "cudaMalloc of %zu bytes: out of memory (injected, test)", n);
     cudaError_t e = cudaMalloc(out, n ? n : 1);
     if (e != cudaSuccess) {
         *out = NULL;

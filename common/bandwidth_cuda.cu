@@ -21,9 +21,17 @@ static int time_copy(float *ms_out, void *dst, const void *src, size_t bytes, cu
 {
     cudaEvent_t a, b;
     DM_CUDA_TRY(cudaEventCreate(&a));
-    DM_CUDA_TRY(cudaEventCreate(&b));
+    cudaError_t eb = cudaEventCreate(&b);
+    if (eb != cudaSuccess) {
+        cudaEventDestroy(a);
+        return DM_ERR(DM_ERR_CUDA, "timed copy: cudaEventCreate: %s", cudaGetErrorString(eb));
+    }
     float *ms = (float *)dm_malloc(sizeof(float) * (size_t)repeats);
-    if (!ms) return DM_ERR_NOMEM;
+    if (!ms) {
+        cudaEventDestroy(a);
+        cudaEventDestroy(b);
+        return DM_ERR(DM_ERR_NOMEM, "timed copy: out of memory");
+    }
     int rc = DM_OK;
     for (int r = -1; r < repeats && rc == DM_OK; r++) {
         cudaError_t e = cudaEventRecord(a);

@@ -178,7 +178,10 @@ extern "C" int dm_peerx_exchange(dm_peerx *px)
                                         cudaMemcpyDeviceToDevice, px->stream);
         if (e != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "peer copy from rank %d: %s", q, cudaGetErrorString(e));
     }
-    if (rc == DM_OK) DM_CUDA_TRY(cudaStreamSynchronize(px->stream));
+    /* also after a failed copy: the ones queued before it read the peers' buffers, which the
+     * peers free once dm_peerx_close has passed its barrier (and this rank unmaps them there) */
+    cudaError_t se = cudaStreamSynchronize(px->stream);
+    if (rc == DM_OK && se != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "peer copies: %s", cudaGetErrorString(se));
     return rc;
 }
 

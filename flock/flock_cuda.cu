@@ -52,6 +52,13 @@
 
 namespace {
 
+/* An allocation of this backend: its failure names the stage (common/cuda_check.h). */
+#define FK_ALLOC_TRY(call)                                                                         \
+    do {                                                                                           \
+        int fk_rc_ = (call);                                                                       \
+        if (fk_rc_ < 0) return DM_CUDA_STAGE_ERR(fk_rc_, "flock");                                 \
+    } while (0)
+
 /* ================================================================ launchers and instances ==== */
 
 inline unsigned blocks_for(size_t n, int block, int rake)
@@ -230,7 +237,7 @@ int ensure(T **p, size_t *cap, size_t n, bool exact = false)
     *p = NULL;
     *cap = 0;
     void *q = NULL;
-    DM_TRY(dm_device_alloc(&q, c * sizeof(T)));
+    FK_ALLOC_TRY(dm_device_alloc(&q, c * sizeof(T)));
     *p = static_cast<T *>(q);
     *cap = c;
     return DM_OK;
@@ -242,7 +249,7 @@ int ensure_keep(T **p, size_t *cap, size_t n, size_t used, cudaStream_t st, bool
     if (n <= *cap && *p) return DM_OK;
     size_t c = grown(n, exact);
     void *q = NULL;
-    DM_TRY(dm_device_alloc(&q, c * sizeof(T)));
+    FK_ALLOC_TRY(dm_device_alloc(&q, c * sizeof(T)));
     if (*p && used) {
         cudaError_t e = cudaMemcpyAsync(q, *p, used * sizeof(T), cudaMemcpyDeviceToDevice, st);
         if (e == cudaSuccess) e = cudaStreamSynchronize(st);
@@ -350,7 +357,7 @@ int pinned_reserve(char **buf, size_t *cap, size_t bytes)
     *cap = 0;
     size_t c = 2 * bytes + 4096;
     void *q = NULL;
-    DM_TRY(dm_host_alloc_pinned(&q, c));
+    FK_ALLOC_TRY(dm_host_alloc_pinned(&q, c));
     *buf = static_cast<char *>(q);
     *cap = c;
     return DM_OK;
@@ -504,7 +511,7 @@ int dstate_open(dstate *s)
     DM_TRY(ensure(&s->err, &cap1, 1));
     DM_CUDA_TRY(cudaMemset(s->err, 0, sizeof(int)));
     void *h = NULL;
-    DM_TRY(dm_host_alloc_pinned(&h, 8 * 16));
+    FK_ALLOC_TRY(dm_host_alloc_pinned(&h, 8 * 16));
     s->hctr = static_cast<unsigned long long *>(h);
     return DM_OK;
 }
@@ -544,7 +551,7 @@ int upload_set(dset *d, const dm_flock_store *h, cudaStream_t st, size_t vectors
         size_t bytes = 52 * h->n + 8 * (h->pool > vectors_from ? h->pool - vectors_from : 0);
         if (bytes >= ((size_t)64 << 20)) {
             dm_dbuf up;
-            DM_TRY(dm_dbuf_init(&up, 4, (size_t)32 << 20, 0));
+            FK_ALLOC_TRY(dm_dbuf_init(&up, 4, (size_t)32 << 20, 0));
             int rc = upload_set_via(d, h, st, vectors_from, pool_slack, NULL, &up);
             int rd = dm_dbuf_drain(&up);
             dm_dbuf_free(&up);
@@ -850,12 +857,14 @@ int ensure_own_buffers(dstate *s, size_t n)
         /* grow keeping the rows (the cache of the last iteration is read next) */
         size_t c = (n + n / 16 + 256) * FK_CACHE;
         void *q = NULL;
-        DM_TRY(dm_device_alloc(&q, c * 8));
-        DM_CUDA_TRY(cudaMemsetAsync(q, 0, c * 8, s->sa));
-        if (prev) {
-            DM_CUDA_TRY(cudaMemcpyAsync(q, prev, old * 8, cudaMemcpyDeviceToDevice, s->sa));
-            retire(prev);
+        FK_ALLOC_TRY(dm_device_alloc(&q, c * 8));
+        cudaError_t e = cudaMemsetAsync(q, 0, c * 8, s->sa);
+        if (e == cudaSuccess && prev) e = cudaMemcpyAsync(q, prev, old * 8, cudaMemcpyDeviceToDevice, s->sa);
+        if (e != cudaSuccess) { /* the new block is not kept: freed, not leaked */
+            retire(q);
+            return DM_ERR(DM_ERR_CUDA, "flock: growing the pair cache: %s", cudaGetErrorString(e));
         }
+        if (prev) retire(prev);
         s->cache[b] = static_cast<uint64_t *>(q);
         s->cap_cache[b] = c;
     }
@@ -1169,6 +1178,11 @@ extern "C" int dm_flock_cuda_cache_entries(dm_flock_sim *sim, dm_flock_cache_ent
     *fill_mismatch = 0;
     const size_t n = s->own.n;
     if (!n) return DM_OK;
+    /* the copies below run on the legacy stream, which does not wait for the non-blocking streams:
+     * after a migration, stream A may still be moving the rows and the boids (the step returns
+     * without waiting for mirror_after_migration's work) */
+    DM_CUDA_TRY(cudaStreamSynchronize(s->sa));
+    DM_CUDA_TRY(cudaStreamSynchronize(s->sb));
     uint64_t *rows = static_cast<uint64_t *>(malloc(8 * n * FK_CACHE));
     uint64_t *id = static_cast<uint64_t *>(malloc(8 * n));
     int *fill = static_cast<int *>(malloc(sizeof(int) * n));

@@ -7,8 +7,10 @@
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <thrust/gather.h>
+#include <thrust/system_error.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/system/cuda/execution_policy.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +24,14 @@
 #include "preprocess/preprocess_tune.h" /* workloads of place, compact, docs */
 
 /* ------------------------------------------------------------------ launchers and instances */
+
+/* An allocation of the tokeniser's workspace or results: its failure names the stage
+ * (common/cuda_check.h). */
+#define DM_PP_ALLOC_TRY(call)                                                                      \
+    do {                                                                                           \
+        int pp_rc_ = (call);                                                                       \
+        if (pp_rc_ < 0) return DM_CUDA_STAGE_ERR(pp_rc_, "preprocess");                            \
+    } while (0)
 
 #define DM_PP_LAUNCHER(NAME, KERNEL, ARGS)                                                         \
     template <int B, int R, bool S>                                                                \
@@ -606,7 +616,7 @@ static int dm_pp_ws_grow(void **p, size_t *cap, size_t need)
     dm_device_free(*p);
     *p = NULL;
     size_t nc = need + need / 4 + 4096;
-    DM_TRY(dm_device_alloc(p, nc));
+    DM_PP_ALLOC_TRY(dm_device_alloc(p, nc));
     *cap = nc;
     return DM_OK;
 }
@@ -614,18 +624,26 @@ static int dm_pp_ws_grow(void **p, size_t *cap, size_t need)
 static int dm_pp_ws_reserve(size_t n, size_t n_docs)
 {
     dm_pp_ws *w = g_wsp;
-    if (!w->stream) {
-        DM_CUDA_TRY(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
-        for (int i = 0; i < 4; i++) DM_CUDA_TRY(cudaEventCreate(&w->ev[i]));
-        for (int i = 0; i < 5; i++) DM_CUDA_TRY(cudaEventCreate(&w->kev[i]));
-        DM_TRY(dm_device_alloc((void **)&w->drops, 6 * sizeof(unsigned long long)));
+    /* each piece on its own: a failure part way (out of memory) leaves the workspace in the pool,
+     * and the next call must make what is missing, not find a stream and take the rest as made
+     * (the kernels would write the counts through NULL: an illegal address poisons the context) */
+    if (!w->stream) DM_CUDA_TRY(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
+    for (int i = 0; i < 4; i++)
+        if (!w->ev[i]) DM_CUDA_TRY(cudaEventCreate(&w->ev[i]));
+    for (int i = 0; i < 5; i++)
+        if (!w->kev[i]) DM_CUDA_TRY(cudaEventCreate(&w->kev[i]));
+    if (!w->drops) {
+        DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->drops, 6 * sizeof(unsigned long long)));
         w->total = (uint32_t *)(w->drops + 4);
         w->kept = w->total + 1;
         w->n_first = w->total + 2;
-        DM_TRY(dm_host_alloc_pinned((void **)&w->h_small, 16 * sizeof(uint32_t)));
     }
+    if (!w->h_small) DM_PP_ALLOC_TRY(dm_host_alloc_pinned((void **)&w->h_small, 16 * sizeof(uint32_t)));
     int chosen = 0;
-    if (n > w->n_cap || !w->text) {
+    /* the capacities are set only once every array of their block is made (n_cap, t_cap after the
+     * CUB storage too: a NULL one would turn the scans into size queries, the tiles' offsets left
+     * unset), so that a call after one that failed here makes them again */
+    if (n > w->n_cap || !w->text || !w->cub) {
         dm_device_free(w->text); dm_device_free(w->stems); dm_device_free(w->tile_cnt); dm_device_free(w->tile_off);
         dm_device_free(w->tok_start); dm_device_free(w->tok_end); dm_device_free(w->st_start);
         dm_device_free(w->stem_len); dm_device_free(w->out_len); dm_device_free(w->hash); dm_device_free(w->out_hash);
@@ -637,37 +655,38 @@ static int dm_pp_ws_reserve(size_t n, size_t n_docs)
         w->hash = w->out_hash = w->out_start = NULL;
         size_t nc = n + n / 4 + 4096, tc = nc / 2 + 1;
         w->n_cap = w->t_cap = 0;
-        DM_TRY(dm_device_alloc((void **)&w->text, nc));
-        DM_TRY(dm_device_alloc((void **)&w->stems, nc));
+        DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->text, nc));
+        DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->stems, nc));
         size_t tiles = dm_pp_tokens_max_tiles(nc), pt = dm_pp_process_max_tiles(tc);
         if (pt > tiles) tiles = pt;
-        DM_TRY(dm_device_alloc((void **)&w->tile_cnt, tiles * 4));
-        DM_TRY(dm_device_alloc((void **)&w->tile_off, tiles * 4));
-        DM_TRY(dm_device_alloc((void **)&w->tok_start, tc * 4));
-        DM_TRY(dm_device_alloc((void **)&w->tok_end, tc * 4));
-        DM_TRY(dm_device_alloc((void **)&w->st_start, tc * 4));
-        DM_TRY(dm_device_alloc((void **)&w->stem_len, tc));
-        DM_TRY(dm_device_alloc((void **)&w->out_len, tc));
-        DM_TRY(dm_device_alloc((void **)&w->hash, tc * 8));
-        DM_TRY(dm_device_alloc((void **)&w->out_hash, tc * 8));
-        DM_TRY(dm_device_alloc((void **)&w->out_start, tc * 8));
-        w->n_cap = nc;
-        w->t_cap = tc;
+        DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->tile_cnt, tiles * 4));
+        DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->tile_off, tiles * 4));
+        DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->tok_start, tc * 4));
+        DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->tok_end, tc * 4));
+        DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->st_start, tc * 4));
+        DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->stem_len, tc));
+        DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->out_len, tc));
+        DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->hash, tc * 8));
+        DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->out_hash, tc * 8));
+        DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->out_start, tc * 8));
         /* CUB temporary storage for the scans of the tiles (text bytes or tokens) and the
          * select of the first occurrences (at most tc tokens) */
         size_t b1 = 0, b2 = 0;
         DM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(NULL, b1, w->tile_cnt, w->tile_off, (int)tiles));
         DM_TRY(dm_pp_first_cub_bytes(tc, &b2));
         DM_TRY(dm_pp_ws_grow(&w->cub, &w->cub_cap, b1 > b2 ? b1 : b2));
+        w->n_cap = nc;
+        w->t_cap = tc;
         chosen = 1;
     }
-    if (n_docs + 1 > w->d_cap || !w->doc_off) {
+    if (n_docs + 1 > w->d_cap || !w->doc_off || !w->doc_tok) {
         dm_device_free(w->doc_off);
         dm_device_free(w->doc_tok);
         w->doc_off = w->doc_tok = NULL;
+        w->d_cap = 0; /* set once both are made (doc_tok NULL with the old capacity: the kernel wrote through NULL) */
         size_t dc = n_docs + 1 + (n_docs + 1) / 4 + 64;
-        DM_TRY(dm_device_alloc((void **)&w->doc_off, dc * 8));
-        DM_TRY(dm_device_alloc((void **)&w->doc_tok, dc * 8));
+        DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->doc_off, dc * 8));
+        DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->doc_tok, dc * 8));
         w->d_cap = dc;
         chosen = 1;
     }
@@ -687,17 +706,17 @@ static int dm_pp_ws_reserve(size_t n, size_t n_docs)
 static int dm_pp_ws_first_reserve(size_t kept)
 {
     dm_pp_ws *w = g_wsp;
-    if (kept <= w->f_cap && w->f_keys) return DM_OK;
+    if (kept <= w->f_cap && w->f_keys && w->f_idx && w->f_flag && w->f_list) return DM_OK;
     dm_device_free(w->f_keys); dm_device_free(w->f_list); dm_device_free(w->f_idx); dm_device_free(w->f_flag);
     w->f_keys = w->f_list = NULL;
     w->f_idx = NULL;
     w->f_flag = NULL;
     w->f_cap = 0;
     size_t fc = kept + kept / 4 + 1024, slots = dm_tok_first_slots(fc);
-    DM_TRY(dm_device_alloc((void **)&w->f_keys, slots * 8));
-    DM_TRY(dm_device_alloc((void **)&w->f_idx, slots * 4));
-    DM_TRY(dm_device_alloc((void **)&w->f_flag, fc));
-    DM_TRY(dm_device_alloc((void **)&w->f_list, fc * 8));
+    DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->f_keys, slots * 8));
+    DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->f_idx, slots * 4));
+    DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->f_flag, fc));
+    DM_PP_ALLOC_TRY(dm_device_alloc((void **)&w->f_list, fc * 8));
     w->f_cap = fc;
     return DM_OK;
 }
@@ -707,6 +726,7 @@ static int dm_pp_ws_stop(const dm_stopset *s)
     dm_pp_ws *w = g_wsp;
     static const uint64_t empty_key = 0;
     uint32_t cap = s && s->cap ? s->cap : 1;
+    w->stop_sum = 0; /* none uploaded until the end: a failure below leaves arrays freed or unfilled */
     DM_TRY(dm_pp_ws_grow((void **)&w->keys, &w->stop_cap, ((size_t)cap + DM_STOPSET_FILTER_WORDS) * 8));
     size_t c2 = 0, c3 = 0, c4 = 0;
     dm_device_free(w->woff);
@@ -788,7 +808,7 @@ extern "C" int dm_pp_cuda_dev_grow(uint64_t **p, size_t *cap, size_t need, size_
         return DM_ERR(DM_ERR_NOMEM, "token hashes: %zu on the device would take more than half of its free %.1f GB", nc,
                       (double)free_b / 1e9);
     uint64_t *q = NULL;
-    DM_TRY(dm_device_alloc((void **)&q, nc * 8));
+    DM_PP_ALLOC_TRY(dm_device_alloc((void **)&q, nc * 8));
     int rc = keep && *p ? dm_pp_cuda_copy(q, *p, keep * 8) : DM_OK;
     if (rc < 0) {
         dm_device_free(q);
@@ -817,7 +837,7 @@ static int dm_pp_pin_grow(void **a, size_t *cap, size_t need, size_t keep, size_
     if (need <= *cap && *a) return DM_OK;
     size_t nc = need + need / 4 + 1024;
     void *q = NULL;
-    DM_TRY(dm_host_alloc_pinned(&q, nc * elem));
+    DM_PP_ALLOC_TRY(dm_host_alloc_pinned(&q, nc * elem));
     if (keep && *a) memcpy(q, *a, keep * elem);
     dm_host_free_pinned(*a);
     *a = q;
@@ -1052,8 +1072,22 @@ static int dm_pp_run_range(dm_tok_result *out, const dm_tok_batch *in, size_t d0
              * (the stream builder's bound for word reads) */
             uint64_t *gh = w->f_keys, *gs = w->f_keys + nf;
             if (nf) {
-                thrust::gather(thrust::cuda::par_nosync.on(st), w->f_list, w->f_list + nf, w->out_hash, gh);
-                thrust::gather(thrust::cuda::par_nosync.on(st), w->f_list, w->f_list + nf, w->out_start, gs);
+                /* thrust reports a failed launch by throwing: caught here, an exception must not
+                 * leave this extern "C" function (the process would abort instead of failing) */
+                cudaError_t ge = cudaSuccess;
+                try {
+                    thrust::gather(thrust::cuda::par_nosync.on(st), w->f_list, w->f_list + nf, w->out_hash, gh);
+                    thrust::gather(thrust::cuda::par_nosync.on(st), w->f_list, w->f_list + nf, w->out_start, gs);
+                } catch (const thrust::system_error &ex) {
+                    ge = (cudaError_t)ex.code().value();
+                    if (ge == cudaSuccess) ge = cudaErrorUnknown;
+                } catch (...) {
+                    ge = cudaErrorUnknown;
+                }
+                if (ge != cudaSuccess) {
+                    rc = DM_ERR(DM_ERR_CUDA, "tokenise: gathering the first occurrences: %s", cudaGetErrorString(ge));
+                    goto done;
+                }
                 DM_PP_CHECK(cudaGetLastError());
                 DM_PP_CHECK(cudaMemcpyAsync(out->hash + o, gh, (size_t)nf * 8, cudaMemcpyDeviceToHost, st));
                 DM_PP_CHECK(cudaMemcpyAsync(out->start + o, gs, (size_t)nf * 8, cudaMemcpyDeviceToHost, st));
@@ -1299,12 +1333,15 @@ extern "C" int dm_stem_words_cuda(char *out, uint32_t *out_off, uint32_t *out_le
     if (rc >= 0) rc = dm_device_alloc((void **)&doff, n * 4);
     if (rc >= 0) rc = dm_device_alloc((void **)&dlen, n * 4);
     if (rc >= 0) rc = dm_device_alloc((void **)&dol, n * 4);
+    if (rc < 0) rc = DM_CUDA_STAGE_ERR(rc, "stem"); /* the allocator's message names no stage */
+    /* no copy after a failed allocation: it would go to a NULL device pointer and replace the
+     * out-of-memory error with an "invalid argument" one */
     cudaError_t e = cudaSuccess;
     if (rc >= 0) e = cudaMemcpy(dw, words, bytes, cudaMemcpyHostToDevice);
-    if (e == cudaSuccess) e = cudaMemcpy(doff, off, n * 4, cudaMemcpyHostToDevice);
-    if (e == cudaSuccess) e = cudaMemcpy(dlen, len, n * 4, cudaMemcpyHostToDevice);
-    if (e == cudaSuccess) e = cudaMemcpy(dout, words, bytes, cudaMemcpyHostToDevice);
-    if (e != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "stem: %s", cudaGetErrorString(e));
+    if (rc >= 0 && e == cudaSuccess) e = cudaMemcpy(doff, off, n * 4, cudaMemcpyHostToDevice);
+    if (rc >= 0 && e == cudaSuccess) e = cudaMemcpy(dlen, len, n * 4, cudaMemcpyHostToDevice);
+    if (rc >= 0 && e == cudaSuccess) e = cudaMemcpy(dout, words, bytes, cudaMemcpyHostToDevice);
+    if (rc >= 0 && e != cudaSuccess) rc = DM_ERR(DM_ERR_CUDA, "stem: %s", cudaGetErrorString(e));
     if (rc >= 0) {
         dm_pp_stem_args a = {dw, doff, dlen, n, dout, dol};
         rc = dm_pp_pick(K_STEM, n)->launch(&a, n, NULL);

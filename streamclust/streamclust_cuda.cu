@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/cuda_check.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
@@ -27,6 +28,13 @@ using namespace dm_sc;
         if (sc_err_ != cudaSuccess)                                                                \
             return DM_ERR(DM_ERR_CUDA, "%s: %s (%s)", #call, cudaGetErrorString(sc_err_),          \
                           cudaGetErrorName(sc_err_));                                              \
+    } while (0)
+
+/* An allocation of this backend: its failure names the stage (common/cuda_check.h). */
+#define SC_ALLOC_TRY(call)                                                                         \
+    do {                                                                                           \
+        int sc_rc_ = (call);                                                                       \
+        if (sc_rc_ < 0) return DM_CUDA_STAGE_ERR(sc_rc_, "streamclust");                           \
     } while (0)
 
 static inline unsigned grid_for(long n, int block) { return (unsigned)((n + block - 1) / block); }
@@ -443,19 +451,19 @@ extern "C" int dm_sc_cuda_create(dm_sc_engine *e)
     s->dim = e->dim;
     const size_t cap = (size_t)e->cap, fb = cap * (size_t)e->dim * sizeof(float);
     SC_CUDA_TRY(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
-    DM_TRY(dm_device_alloc((void **)&s->d_orig, fb));
-    DM_TRY(dm_device_alloc((void **)&s->d_coord, fb));
-    DM_TRY(dm_device_alloc((void **)&s->d_w, cap * sizeof(float)));
-    DM_TRY(dm_device_alloc((void **)&s->d_cost, cap * sizeof(float)));
-    DM_TRY(dm_device_alloc((void **)&s->d_xcost, cap * sizeof(float)));
-    DM_TRY(dm_device_alloc((void **)&s->d_assign, cap * sizeof(int)));
-    DM_TRY(dm_device_alloc((void **)&s->d_ct, cap * sizeof(int)));
-    DM_TRY(dm_device_alloc((void **)&s->d_slot, cap * sizeof(int)));
-    DM_TRY(dm_device_alloc((void **)&s->d_centers, cap * sizeof(int)));
-    DM_TRY(dm_device_alloc((void **)&s->d_sw, cap));
-    DM_TRY(dm_device_alloc((void **)&s->d_close, cap + 1));
-    DM_TRY(dm_device_alloc((void **)&s->d_sums, (cap + 1) * sizeof(int64_t)));
-    DM_TRY(dm_host_alloc_pinned((void **)&s->h_sums, (cap + 1) * sizeof(int64_t)));
+    SC_ALLOC_TRY(dm_device_alloc((void **)&s->d_orig, fb));
+    SC_ALLOC_TRY(dm_device_alloc((void **)&s->d_coord, fb));
+    SC_ALLOC_TRY(dm_device_alloc((void **)&s->d_w, cap * sizeof(float)));
+    SC_ALLOC_TRY(dm_device_alloc((void **)&s->d_cost, cap * sizeof(float)));
+    SC_ALLOC_TRY(dm_device_alloc((void **)&s->d_xcost, cap * sizeof(float)));
+    SC_ALLOC_TRY(dm_device_alloc((void **)&s->d_assign, cap * sizeof(int)));
+    SC_ALLOC_TRY(dm_device_alloc((void **)&s->d_ct, cap * sizeof(int)));
+    SC_ALLOC_TRY(dm_device_alloc((void **)&s->d_slot, cap * sizeof(int)));
+    SC_ALLOC_TRY(dm_device_alloc((void **)&s->d_centers, cap * sizeof(int)));
+    SC_ALLOC_TRY(dm_device_alloc((void **)&s->d_sw, cap));
+    SC_ALLOC_TRY(dm_device_alloc((void **)&s->d_close, cap + 1));
+    SC_ALLOC_TRY(dm_device_alloc((void **)&s->d_sums, (cap + 1) * sizeof(int64_t)));
+    SC_ALLOC_TRY(dm_host_alloc_pinned((void **)&s->h_sums, (cap + 1) * sizeof(int64_t)));
     s->sums_cap = (long)cap + 1;
     s->h_int = (int *)dm_malloc(cap * sizeof(int));
     if (!s->h_int) return DM_ERR(DM_ERR_NOMEM, "streamclust CUDA staging");
@@ -583,7 +591,7 @@ static int sc_reserve_work(dm_sc_cuda_state *s, long K, long T)
         dm_device_free(s->d_work);
         s->d_work = NULL;
         s->work_elems = 0;
-        DM_TRY(dm_device_alloc((void **)&s->d_work, cap * sizeof(int64_t)));
+        SC_ALLOC_TRY(dm_device_alloc((void **)&s->d_work, cap * sizeof(int64_t)));
         s->work_elems = cap;
     }
     return DM_OK;
@@ -726,7 +734,7 @@ static int sc_labeller_create(sc_labeller **out, long cap, const float *centres,
     if (rc == DM_OK) a->inst = dm_tune_select(&k_assign, (size_t)cap);
     if (rc < 0) {
         sc_labeller_free(a);
-        return rc;
+        return DM_CUDA_STAGE_ERR(rc, "streamclust");
     }
     *out = a;
     return DM_OK;

@@ -41,7 +41,8 @@ static int dalloc(dbufs *b, void **out, size_t bytes)
 {
     *out = NULL;
     if (b->n == DM_MAX_BUFS) return DM_ERR(DM_ERR_NOMEM, "tfidf cuda: too many buffers");
-    DM_TRY(dm_device_alloc(out, bytes ? bytes : 1));
+    int rc = dm_device_alloc(out, bytes ? bytes : 1);
+    if (rc < 0) return DM_CUDA_STAGE_ERR(rc, "tfidf");
     b->p[b->n++] = *out;
     return DM_OK;
 }
@@ -76,7 +77,7 @@ static int stage_init(void)
         if (rc != DM_OK) {
             cudaEventDestroy(g_stage_ev[i]);
             g_stage_buf[i] = NULL;
-            return rc;
+            return DM_CUDA_STAGE_ERR(rc, "tfidf");
         }
     }
     return DM_OK;
@@ -154,7 +155,8 @@ static int dgrow_need(dgrow *g, size_t bytes, int extra)
     g->p = NULL;
     g->cap = 0;
     size_t c = bytes + bytes / 100 * (size_t)extra;
-    DM_TRY(dm_device_alloc(&g->p, c));
+    int rc = dm_device_alloc(&g->p, c);
+    if (rc < 0) return DM_CUDA_STAGE_ERR(rc, "tfidf");
     g->cap = c;
     return DM_OK;
 }
@@ -416,9 +418,10 @@ static int tf_dev_keep(dm_tf_dev *d, size_t n_rows, uint64_t nnz, const uint64_t
     d->n_pieces++; /* freed with d whatever happens next */
     q->n_rows = n_rows;
     q->nnz = nnz;
-    DM_TRY(dm_device_alloc((void **)&q->row_off, 8 * (n_rows + 1)));
-    DM_TRY(dm_device_alloc((void **)&q->term, 4 * (nnz ? nnz : 1)));
-    DM_TRY(dm_device_alloc((void **)&q->count, 4 * (nnz ? nnz : 1)));
+    int rc = dm_device_alloc((void **)&q->row_off, 8 * (n_rows + 1));
+    if (rc >= 0) rc = dm_device_alloc((void **)&q->term, 4 * (nnz ? nnz : 1));
+    if (rc >= 0) rc = dm_device_alloc((void **)&q->count, 4 * (nnz ? nnz : 1));
+    if (rc < 0) return DM_CUDA_STAGE_ERR(rc, "tfidf");
     DM_CUDA_TRY(cudaMemcpyAsync(q->row_off, d_row_off, 8 * (n_rows + 1), cudaMemcpyDeviceToDevice, s));
     DM_CUDA_TRY(cudaMemcpyAsync(q->term, d_term, 4 * nnz, cudaMemcpyDeviceToDevice, s));
     DM_CUDA_TRY(cudaMemcpyAsync(q->count, d_count, 4 * nnz, cudaMemcpyDeviceToDevice, s));

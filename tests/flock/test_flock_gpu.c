@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/context.h"
 #include "common/status.h"
 #include "common/timer.h"
@@ -518,6 +519,37 @@ static void test_clusters_cpu_vs_cuda(void)
     }
 }
 
+/* Out of device memory on rank 0 (dm_test_device_hog: no allocation of 2 MiB or more succeeds,
+ * and the pair cache of 4999 boids needs 10 MB): the simulation is refused with DM_ERR_NOMEM whose
+ * message names the stage (the allocator's own says only what did not fit), no device memory is
+ * kept, and with the memory back the same run works. The other ranks wait meanwhile (run_on). */
+static void test_out_of_device_memory(void)
+{
+    dm_flock_synth_options so = corpus(300);
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 2;
+    o.threshold = 0.08;
+    const uint64_t n = 4999;
+    size_t d0 = dm_mem_current(DM_MEM_DEVICE);
+    int held = g_ctx.rank == 0 ? dm_test_device_hog() : 0;
+    ft_state g;
+    int rc = run_on(&g, &g_ctx, 1, &so, n, &o, NULL);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", dm_error_message());
+    if (g_ctx.rank == 0) dm_test_device_unhog();
+    ft_state_free(&g);
+    if (g_ctx.rank == 0) {
+        printf("\n  injected %d; run: %d (%s)", held, rc, msg);
+        CU_ASSERT_EQUAL(rc, DM_ERR_NOMEM);
+        CU_ASSERT_PTR_NOT_NULL(strstr(msg, "flock"));
+        CU_ASSERT_EQUAL(dm_mem_current(DM_MEM_DEVICE), d0);
+    }
+    dm_error_clear();
+    CU_ASSERT_EQUAL(run_on(&g, &g_ctx, 1, &so, n, &o, NULL), DM_OK);
+    ft_state_free(&g);
+    if (g_ctx.rank == 0) CU_ASSERT_EQUAL(dm_mem_current(DM_MEM_DEVICE), d0);
+}
+
 static void test_error_during_run(void)
 {
     dm_flock_synth_options so = corpus(100);
@@ -534,6 +566,7 @@ int main(int argc, char **argv)
                          {"CUDA backend: rank independence and clusters", test_cuda_rank_independence},
                          {"clusters on the device vs the CPU", test_clusters_cpu_vs_cuda},
                          {"CUDA backend: a step failing on one rank stops all", test_error_during_run},
+                         {"CUDA backend: out of device memory", test_out_of_device_memory},
                          CU_TEST_INFO_NULL};
     CU_SuiteInfo suites[] = {{"flock_gpu", setup, teardown, NULL, NULL, gpu}, CU_SUITE_INFO_NULL};
     g_sanitizer = getenv("DOCMINE_SANITIZER") != NULL;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/context.h"
 #include "common/status.h"
 #include "common/tune/tune.h"
@@ -207,6 +208,103 @@ static void test_stem_words_cuda(void)
     free(l2);
     pp_words_free(&w);
 }
+
+/* A word list that does not fit on the device: DM_ERR_NOMEM naming the stage (not the "invalid
+ * argument" of copies to the NULL buffers the failed allocations left, as before), no device
+ * memory kept, and the next call, with memory back, stems as the CPU does. */
+static void test_stem_words_cuda_oom(void)
+{
+    const size_t bytes = (size_t)16 << 20; /* above the 2 MiB from which dm_test_device_hog fails allocations */
+    char *words = calloc(bytes, 1), *out = calloc(bytes, 1), *ref = calloc(bytes, 1);
+    CU_ASSERT_FATAL(words && out && ref);
+    uint32_t off[2] = {0, (uint32_t)(bytes - 8)}, len[2] = {7, 7}, oo[2], ol[2], ro[2], rl[2];
+    memcpy(words, "connect", 7);
+    memcpy(words + off[1], "running", 7);
+    size_t d0 = dm_mem_current(DM_MEM_DEVICE);
+    int held = dm_test_device_hog();
+    int rc = dm_stem_words_cuda(out, oo, ol, words, off, len, 2);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", dm_error_message());
+    dm_test_device_unhog();
+    printf("\n  injected %d; stem: %d (%s)", held, rc, msg);
+    CU_ASSERT_EQUAL(rc, DM_ERR_NOMEM);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "stem"));
+    CU_ASSERT_EQUAL(dm_mem_current(DM_MEM_DEVICE), d0);
+    dm_error_clear();
+    CU_ASSERT_EQUAL_FATAL(dm_stem_words_cuda(out, oo, ol, words, off, len, 2), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_stem_words_cpu(ref, ro, rl, words, off, len, 2), DM_OK);
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(ol[i], rl[i]);
+        CU_ASSERT_EQUAL(memcmp(out + oo[i], ref + ro[i], rl[i]), 0);
+    }
+    CU_ASSERT_EQUAL(dm_mem_current(DM_MEM_DEVICE), d0);
+    free(words);
+    free(out);
+    free(ref);
+}
+
+/* Tokenising out of device memory (the workspace cannot be made or grown): DM_ERR_NOMEM naming the
+ * stage, and once memory is back the same batch gives the CPU's tokens. Registered before the
+ * other tokenising tests, so that the process's workspace is made here: a first setup that failed
+ * part way (a stream made, then no room for the counters) used to be taken as complete by the next
+ * call, whose kernels then wrote the counts through NULL (an illegal address: every later CUDA
+ * call of the process fails). Allocations under 2 MiB still succeed (the stream, events and
+ * counters are made), so the failure may come at the text buffers; either way the test checks the
+ * rest. */
+static void test_tokenize_cuda_oom(void)
+{
+    static const char *w[] = {"the", "markets", "rose", "running", "connections", "oil", "1987", "x", "of"};
+    const size_t n_words = (size_t)1 << 20, per_doc = 997;
+    char *text = malloc(n_words * 12 + 1);
+    uint64_t *off = malloc(8 * (n_words / per_doc + 2));
+    CU_ASSERT_FATAL(text && off);
+    size_t len = 0, nd = 0;
+    for (size_t i = 0; i < n_words; i++) {
+        if (i % per_doc == 0) off[nd++] = len;
+        const char *x = w[(i * 7 + i / 13) % (sizeof w / sizeof w[0])];
+        size_t k = strlen(x);
+        memcpy(text + len, x, k);
+        len += k;
+        text[len++] = ' ';
+    }
+    off[nd] = len;
+    dm_tok_batch b = {text, len, off, nd};
+    dm_stopset stop;
+    CU_ASSERT_EQUAL_FATAL(dm_stopset_load(&stop, NULL), DM_OK);
+    dm_tok_options opt = DM_TOK_OPTIONS_INIT;
+    dm_tok_result r, ref;
+    int held = dm_test_device_hog();
+    int rc = dm_tokenize_cuda(&r, &b, &stop, &opt);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", dm_error_message());
+    dm_test_device_unhog();
+    printf("\n  injected %d; tokenise: %d (%s)", held, rc, rc == DM_OK ? "" : msg);
+    if (rc == DM_OK) {
+        dm_tok_result_free(&r); /* a workspace already large enough (not this test's case) */
+    } else {
+        CU_ASSERT_EQUAL(rc, DM_ERR_NOMEM);
+        CU_ASSERT_PTR_NOT_NULL(strstr(msg, "preprocess"));
+    }
+    dm_error_clear();
+    CU_ASSERT_EQUAL_FATAL(dm_tokenize_cpu(&ref, &b, &stop, &opt), DM_OK);
+    rc = dm_tokenize_cuda(&r, &b, &stop, &opt);
+    CU_ASSERT_EQUAL(rc, DM_OK);
+    if (rc == DM_OK) {
+        CU_ASSERT_EQUAL(r.n_tokens, ref.n_tokens);
+        if (r.n_tokens == ref.n_tokens) {
+            CU_ASSERT_EQUAL(memcmp(r.hash, ref.hash, 8 * ref.n_tokens), 0);
+            CU_ASSERT_EQUAL(memcmp(r.stem_len, ref.stem_len, ref.n_tokens), 0);
+            CU_ASSERT_EQUAL(memcmp(r.doc_tok, ref.doc_tok, 8 * (nd + 1)), 0);
+        }
+        dm_tok_result_free(&r);
+    } else {
+        printf("\n  %s", dm_error_message());
+    }
+    dm_tok_result_free(&ref);
+    dm_stopset_free(&stop);
+    free(text);
+    free(off);
+}
 #endif
 
 int main(int argc, char **argv)
@@ -219,6 +317,8 @@ int main(int argc, char **argv)
     CU_TestInfo t[] = {
 #ifdef PP_TEST_GPU
         {"CUDA stemmer == libstemmer, every instance", test_stem_words_cuda},
+        {"CUDA stemmer out of device memory: NOMEM, nothing kept, then works", test_stem_words_cuda_oom},
+        {"CUDA tokeniser out of device memory: NOMEM, then the CPU's tokens", test_tokenize_cuda_oom},
 #endif
         {"generated multibyte text: backend == CPU", test_multibyte},
         {"all of Reuters: backend == CPU", test_reuters},

@@ -442,6 +442,32 @@ static void test_alloc_failures(void)
            st.tried, st.failed);
 }
 
+/* Out of device memory (dm_test_device_hog: no allocation of 2 MiB or more succeeds): a CUDA engine
+ * is refused with DM_ERR_NOMEM whose message names the stage (the allocator's own says only what
+ * did not fit), no device or pinned memory is kept, and with the memory back the engine works. */
+static void test_engine_out_of_device_memory(void)
+{
+    const long cap = 20011; /* x DIM 64 x 4 bytes: 5 MB a coordinate array */
+    size_t d0 = dm_mem_current(DM_MEM_DEVICE), p0 = dm_mem_current(DM_MEM_PINNED);
+    int held = dm_test_device_hog();
+    dm_sc_engine *e = NULL;
+    int rc = dm_sc_engine_create(&e, DM_SC_CUDA, cap, 64);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", dm_error_message());
+    dm_test_device_unhog();
+    printf("\n  injected %d; engine: %d (%s)", held, rc, msg);
+    CU_ASSERT_EQUAL(rc, DM_ERR_NOMEM);
+    CU_ASSERT_PTR_NULL(e);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "streamclust"));
+    CU_ASSERT_EQUAL(dm_mem_current(DM_MEM_DEVICE), d0);
+    CU_ASSERT_EQUAL(dm_mem_current(DM_MEM_PINNED), p0);
+    if (rc == DM_OK) dm_sc_engine_destroy(e);
+    dm_error_clear();
+    e = make(DM_SC_CUDA, N_PTS, DIM, 0);
+    dm_sc_engine_destroy(e);
+    CU_ASSERT_EQUAL(dm_mem_current(DM_MEM_DEVICE), d0);
+}
+
 static CU_TestInfo tests[] = {
     {"every_gain_instance", test_every_gain_instance},
     {"assign_cpu_vs_cuda", test_assign_cpu_vs_cuda},
@@ -450,6 +476,7 @@ static CU_TestInfo tests[] = {
     {"run_cpu_vs_cuda", test_run_cpu_vs_cuda},
     {"tuner_hooks", test_tuner_hooks},
     {"alloc_failures", test_alloc_failures},
+    {"engine_out_of_device_memory", test_engine_out_of_device_memory},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"streamclust_gpu", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};

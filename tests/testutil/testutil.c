@@ -172,3 +172,14 @@ void dm_test_sweep_run(const dm_test_sweep *s, uint64_t last, uint64_t first, ui
     st->leaked += d.leaked;
     st->disagreed += d.disagreed;
 }
+
+/* ---- out of device memory */
+
+int dm_test_device_hog(void)
+{
+    if (dm_device_count() <= 0) return 0;
+    dm_device_alloc_fail_from((size_t)2 << 20);
+    return 1;
+}
+
+void dm_test_device_unhog(void) { dm_device_alloc_fail_from(0); }

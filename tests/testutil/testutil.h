@@ -78,4 +78,12 @@ int dm_test_sweep_count(const dm_test_sweep *s, uint64_t *n);
 void dm_test_sweep_run(const dm_test_sweep *s, uint64_t last, uint64_t first, uint64_t step,
                        dm_test_sweep_stats *st);
 
+/* ---- out of device memory -----------------------------------------------------------------
+ * The sweeps fail host allocations only. For the device's: after dm_test_device_hog every
+ * dm_device_alloc of 2 MiB or more fails as a full device would (dm_device_alloc_fail_from,
+ * common/alloc.h; smaller ones still succeed), in this process only, so that the GPU tests running
+ * beside it keep their memory; returns 1, or 0 without a device. dm_test_device_unhog ends it. */
+int dm_test_device_hog(void);
+void dm_test_device_unhog(void);
+
 #endif

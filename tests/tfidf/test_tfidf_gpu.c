@@ -125,6 +125,41 @@ static void test_count_every_instance(void)
     dm_free(tok);
 }
 
+/* Out of device memory (dm_test_device_hog: no allocation of 2 MiB or more succeeds): the count
+ * returns DM_ERR_NOMEM whose message names the stage (the allocator's own says only what did not
+ * fit), keeps no device memory, and with the memory back counts as the CPU does. */
+static void test_count_oom(void)
+{
+    uint64_t *off;
+    uint32_t *tok;
+    const uint32_t n_terms = 40000;
+    size_t n_docs = make_docs(&off, &tok, 1000003, n_terms, 23); /* 4 MB of tokens on the device */
+    dm_tf_counts ref, got;
+    dm_tf_count_options o = DM_TF_COUNT_OPTIONS_INIT;
+    CU_ASSERT_EQUAL_FATAL(dm_tf_count_cpu(&ref, off, tok, n_docs, n_terms, &o), DM_OK);
+    size_t d0 = dm_mem_current(DM_MEM_DEVICE);
+    int held = dm_test_device_hog();
+    dm_tf_count_options g = DM_TF_COUNT_OPTIONS_INIT;
+    int rc = dm_tf_count_cuda(&got, off, tok, n_docs, n_terms, &g);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", dm_error_message());
+    dm_test_device_unhog();
+    printf("\n  injected %d; count: %d (%s)", held, rc, msg);
+    CU_ASSERT_EQUAL(rc, DM_ERR_NOMEM);
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "tfidf"));
+    CU_ASSERT_EQUAL(dm_mem_current(DM_MEM_DEVICE), d0);
+    if (rc == DM_OK) dm_tf_counts_free(&got);
+    dm_error_clear();
+    g = (dm_tf_count_options)DM_TF_COUNT_OPTIONS_INIT;
+    CU_ASSERT_EQUAL_FATAL(dm_tf_count_cuda(&got, off, tok, n_docs, n_terms, &g), DM_OK);
+    CU_ASSERT_TRUE(counts_equal(&ref, &got));
+    CU_ASSERT_EQUAL(dm_mem_current(DM_MEM_DEVICE), d0);
+    dm_tf_counts_free(&got);
+    dm_tf_counts_free(&ref);
+    dm_free(off);
+    dm_free(tok);
+}
+
 static void test_count_overflow_rebuilds(void)
 {
     /* one document of 700 distinct terms that all hash to bucket 0, plus a short document:
@@ -612,6 +647,7 @@ int main(int argc, char **argv)
 {
     CU_TestInfo tests[] = {{"count_every_instance", test_count_every_instance},
                            {"count_overflow_rebuilds", test_count_overflow_rebuilds},
+                           {"count_out_of_device_memory", test_count_oom},
                            {"vocab_table", test_vocab_table},
                            {"weigh", test_weigh},
                            {"corpus_generated", test_corpus_generated},
