@@ -736,7 +736,22 @@ int main(int argc, char **argv)
     MPI_Allreduce(&v.n_rows, &N, 1, MPI_UINT64_T, MPI_SUM, ctx.world);
     MPI_Allreduce(&mine_nnz, &nnz, 1, MPI_UINT64_T, MPI_SUM, ctx.world);
 
-    /* truth and k-means on rank 0 */
+    /* truth and k-means on rank 0: the labels (and with --kmeans the vectors) gathered there with
+     * MPI's int counts; beyond them the run is refused (the counts used to wrap silently) */
+    uint64_t mine_lb = v.label_off[v.n_rows] - v.label_off[0], lbytes = 0;
+    MPI_Allreduce(&mine_lb, &lbytes, 1, MPI_UINT64_T, MPI_SUM, ctx.world);
+    if (N > INT_MAX || lbytes > INT_MAX || (o.kmeans && nnz > INT_MAX)) {
+        if (ctx.rank == 0)
+            fprintf(stderr, "bench_flock: %llu documents, %llu label bytes%s: more than the %d a gather to rank 0 "
+                    "(the true classes%s) can take; use fewer documents%s\n", (unsigned long long)N,
+                    (unsigned long long)lbytes, o.kmeans ? " and --kmeans's non-zeros" : "", INT_MAX,
+                    o.kmeans ? ", k-means" : "", o.kmeans ? " or leave out --kmeans" : "");
+        if (synthetic) dm_flock_vectors_release(&v);
+        else dm_vectors_free(&v);
+        dm_ctx_free(&ctx);
+        MPI_Finalize();
+        return 1;
+    }
     dm_vectors all;
     memset(&all, 0, sizeof all);
     int32_t *truth = NULL;
