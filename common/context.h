@@ -52,7 +52,8 @@ int dm_backend_parse(const char *s, int *backend);
 /* The OpenMP threads of --threads N: N, or the CPUs of this process's affinity mask
  * (omp_get_num_procs) when N is more, with a warning on rank 0: threads beyond the CPUs do not run
  * at once, and at every OpenMP barrier they wait for each other in turn (--threads 4096 on 2 cores
- * made a 0.4 s pipeline take 63 s). */
+ * made a 0.4 s pipeline take 63 s). OMP_NUM_THREADS is not capped: it is the OpenMP runtime's own
+ * setting, and the tests oversubscribe with it on purpose (results must not depend on threads). */
 int dm_threads_cap(int threads, int rank);
 /* The OpenMP threads a rank uses when neither --threads nor OMP_NUM_THREADS says: the CPUs of its
  * affinity mask divided by the number of ranks of its node whose masks share a CPU with it (itself
