@@ -160,9 +160,9 @@ void dm_tune_result_json(FILE *out, const dm_tune_kernel *k, const dm_tune_resul
     fprintf(out, ", ");
     json_policy(out, "chosen", &k->instances[r->chosen].policy);
     fprintf(out, ", \"instances\": %d, \"valid\": %d, \"candidates\": %d, \"evaluated\": %d, "
-                 "\"rejected\": %d, \"search_s\": %.6g, \"check_s\": %.6g",
-            k->n_instances, r->n_valid, r->n_candidates, r->n_evaluated, r->n_rejected, r->search_s,
-            r->check_s);
+                 "\"rejected\": %d, \"failed\": %d, \"search_s\": %.6g, \"check_s\": %.6g",
+            k->n_instances, r->n_valid, r->n_candidates, r->n_evaluated, r->n_rejected,
+            r->n_failed, r->search_s, r->check_s);
     if (r->mode == DM_TUNE_MSP)
         fprintf(out, ", \"curve_points\": %d, \"curve_s\": %.6g, \"candidates_s\": %.6g, "
                      "\"confirm_s\": %.6g",

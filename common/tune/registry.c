@@ -387,7 +387,7 @@ static int has_bench(const dm_tune_kernel *k)
     return k->bench_create && k->bench_run && k->bench_output && k->bench_destroy;
 }
 
-/* The model's best predicted instance (no timing). */
+/* The model's best predicted instance for n work units (no timing, no output check). */
 static int model_choice(const dm_tune_kernel *k, size_t n, const dm_tune_gpu *gpu)
 {
     int ni = k->n_instances, best = k->default_instance;
@@ -545,7 +545,9 @@ const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n)
 
     if (gpu_known < 0 || t_tuning) return &k->instances[def];
     if (mode == DM_TUNE_MODEL) {
-        inst = model_choice(k, n, &gpu);
+        /* at the class's lower bound, as a tuned row is: the choice is a function of the class
+         * (which the cache keys), not of whichever n of the class came first */
+        inst = model_choice(k, (size_t)1 << wc, &gpu);
     } else if (db_path_into(db, sizeof db) != DM_OK) {
         dm_tune_warn("%s; not tuning", dm_error_message());
         inst = def;
@@ -646,6 +648,23 @@ static int tune_store_class(dm_tune_result *res, const dm_tune_kernel *k, size_t
     row.target_n = res->target_n;
     row.mode = opt->mode;
     row.unix_time = (long long)time(NULL);
+    if (opt->mode == DM_TUNE_MODEL) {
+        /* a model row (`docmine tune --mode model`) never replaces a measured one: the database
+         * keeps one row a key, and selection tunes again past a model row */
+        dm_tune_db old;
+        dm_tune_db_init(&old);
+        const dm_tune_db_row *o = dm_tune_db_load(&old, db) == DM_OK
+                                      ? dm_tune_db_find(&old, row.kernel, row.gpu, row.cc, row.wclass)
+                                      : NULL;
+        int measured = o && (o->mode == DM_TUNE_MSP || o->mode == DM_TUNE_EXHAUSTIVE);
+        dm_tune_db_free(&old);
+        dm_error_clear();
+        if (measured) {
+            dm_log_info("tune: %s (class %d): the database's measured row is kept, not replaced by the model's",
+                        k->name, wc);
+            return DM_OK;
+        }
+    }
     DM_TRY(dm_tune_db_store(db, &row, 1));
     pthread_mutex_lock(&g_lock);
     g_n_cache = 0;

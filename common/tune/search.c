@@ -4,8 +4,13 @@
  * the model-pruned space at the Minimum Saturation Point, confirm at the target) and exhaustive
  * (every valid instance at the target). An instance can win only when its output equals the
  * default's: the candidates are timed first and checked fastest first, so only a would-be winner
- * is checked; one that differs is rejected and reported, and the next is tried.
+ * is checked; one that differs is rejected and reported, and the next is tried. An instance that
+ * cannot run the tuning input (DM_ERR_UNSUPPORTED from its measurement or check) or gets no usable
+ * time (zero, negative, NaN, inf) is left out with a warning; the default without a usable time at
+ * the target, and every other failure, end the search with an error (nothing is stored).
  * Reference: the default instance, which is kept unless a checked candidate is faster. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +27,7 @@ typedef struct search_ws {
     dm_tune_cand *cand;
     int *order;
     int *rejected; /* per instance: 1 once its output was found wrong */
+    int *failed;   /* per instance: 1 once it could not run or gave no usable time */
     size_t *passed; /* per instance: the check size it last passed at (0: none) */
     size_t check_max;
     double check_s;       /* wall time spent in output checks */
@@ -44,13 +50,62 @@ static double clock_s(const search_ws *w)
     return dm_wtime() - w->check_s - (setup_s(w) - w->check_setup_s);
 }
 
+static int usable_ms(double ms) { return ms > 0.0 && isfinite(ms); }
+
+/* Leaves instance inst out of the search (a warning naming why). */
+static void fail_inst(search_ws *w, int inst, size_t n, const char *why)
+{
+    char buf[128];
+    w->failed[inst] = 1;
+    dm_tune_warn("%s: instance %d (%s) left out on %zu %s: %s", w->k->name, inst,
+                 dm_tune_policy_str(&w->k->instances[inst].policy, buf, sizeof buf), n,
+                 w->k->work_unit ? w->k->work_unit : "units", why);
+}
+
+/* Times instance inst on n units: *ok = 1 with a usable time in *ms. *ok = 0 when the instance
+ * is left out: it cannot run this input (DM_ERR_UNSUPPORTED, not for the default, whose status is
+ * returned) or the timer gave no usable time (zero: below its resolution, negative, NaN, inf; for
+ * the default too: the caller decides). Any other failure is returned. */
+static int measure(search_ws *w, int inst, size_t n, double *ms, int *ok)
+{
+    *ok = 0;
+    *ms = 0.0;
+    if (w->failed[inst]) return DM_OK;
+    int rc = w->ops->measure(w->ops->ctx, inst, n, ms);
+    if (rc == DM_ERR_UNSUPPORTED && inst != w->k->default_instance) {
+        fail_inst(w, inst, n, dm_error_message());
+        return DM_OK;
+    }
+    DM_TRY(rc);
+    if (!usable_ms(*ms)) {
+        char why[96];
+        snprintf(why, sizeof why, "the timer gave %g ms (no usable time)", *ms);
+        if (inst != w->k->default_instance) fail_inst(w, inst, n, why);
+        return DM_OK;
+    }
+    *ok = 1;
+    return DM_OK;
+}
+
+/* The default's time on n units, which the search cannot do without. */
+static int measure_default(search_ws *w, size_t n, double *ms)
+{
+    int ok;
+    DM_TRY(measure(w, w->k->default_instance, n, ms, &ok));
+    if (!ok)
+        return DM_ERR(DM_ERR_CUDA, "tune: %s: the default instance's time on %zu %s is %g ms, not "
+                      "a usable time (a timer failure); nothing tuned", w->k->name, n,
+                      w->k->work_unit ? w->k->work_unit : "units", *ms);
+    return DM_OK;
+}
+
 /* Checks inst against the default on min(n, check_max) units; *ok = 0 (and a warning) when the
- * outputs differ. */
+ * outputs differ, or when the instance cannot run the check's input (DM_ERR_UNSUPPORTED). */
 static int checked(search_ws *w, int inst, size_t n, int *ok)
 {
     *ok = 1;
     if (inst == w->k->default_instance) return DM_OK;
-    if (w->rejected[inst]) {
+    if (w->rejected[inst] || w->failed[inst]) {
         *ok = 0;
         return DM_OK;
     }
@@ -62,6 +117,11 @@ static int checked(search_ws *w, int inst, size_t n, int *ok)
     int rc = w->ops->check(w->ops->ctx, inst, n, &same);
     w->check_s += dm_wtime() - t0;
     w->check_setup_s += setup_s(w) - s0;
+    if (rc == DM_ERR_UNSUPPORTED) {
+        fail_inst(w, inst, n, dm_error_message());
+        *ok = 0;
+        return DM_OK;
+    }
     DM_TRY(rc);
     if (same) w->passed[inst] = n;
     if (!same) {
@@ -128,10 +188,12 @@ static int exhaustive(search_ws *w, size_t n, int *best, double *best_ms, int *e
     if (!t) return DM_ERR(DM_ERR_NOMEM, "tune: out of memory");
     int nt = 0, rc = DM_OK;
     for (int i = 0; i < w->k->n_instances && rc == DM_OK; i++) {
-        if (!w->cand[i].valid || w->rejected[i]) continue;
+        if (!w->cand[i].valid || w->rejected[i] || w->failed[i]) continue;
         double ms;
-        rc = w->ops->measure(w->ops->ctx, i, n, &ms);
+        int ok = 1;
+        rc = i == w->k->default_instance ? measure_default(w, n, &ms) : measure(w, i, n, &ms, &ok);
         if (rc != DM_OK) break;
+        if (i != w->k->default_instance && !ok) continue;
         (*evaluated)++;
         if (i == w->k->default_instance && default_ms) *default_ms = ms;
         t[nt] = (timed_inst){ms, i, nt};
@@ -154,7 +216,7 @@ static int confirm(search_ws *w, dm_tune_result *res, int winner, size_t n, doub
 {
     int def = w->k->default_instance;
     if (default_ms >= 0) res->default_ms = default_ms;
-    else DM_TRY(w->ops->measure(w->ops->ctx, def, n, &res->default_ms));
+    else DM_TRY(measure_default(w, n, &res->default_ms));
     res->chosen = def;
     res->tuned_ms = res->default_ms;
     if (winner < 0 || winner == def) return DM_OK;
@@ -162,7 +224,10 @@ static int confirm(search_ws *w, dm_tune_result *res, int winner, size_t n, doub
     DM_TRY(checked(w, winner, n, &ok));
     if (!ok) return DM_OK;
     double ms = winner_ms;
-    if (ms < 0) DM_TRY(w->ops->measure(w->ops->ctx, winner, n, &ms));
+    if (ms < 0) {
+        DM_TRY(measure(w, winner, n, &ms, &ok));
+        if (!ok) return DM_OK; /* left out at the target: the default */
+    }
     if (ms < res->default_ms) {
         res->chosen = winner;
         res->tuned_ms = ms;
@@ -179,7 +244,7 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
     double t_end = -1.0; /* MSP mode: the end of the confirmation, so the parts add up exactly */
 
     if (opt->mode == DM_TUNE_OFF) {
-        DM_TRY(ops->measure(ops->ctx, def, n, &res->default_ms));
+        DM_TRY(measure_default(w, n, &res->default_ms));
         res->tuned_ms = res->default_ms;
         res->n_evaluated = 1;
     } else if (opt->mode == DM_TUNE_MODEL) {
@@ -191,6 +256,8 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
             DM_TRY(checked(w, i, n, &ok));
             if (ok) winner = i;
         }
+        /* none passed (the default pruned itself): the default, which needs no check */
+        if (winner < 0) winner = def;
         res->winner_at_msp = winner;
         DM_TRY(confirm(w, res, winner, n, -1.0, -1.0));
         res->n_evaluated = winner >= 0 && winner != def ? 2 : 1;
@@ -212,14 +279,26 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
          * largest size and stops at that point too, so the sizes below it cannot change the MSP:
          * the same MSP as the whole curve, in fewer measurements. Without other candidates the
          * default at the target is the whole search. */
-        int lo = nc - 1;
+        int lo = nc - 1, unusable = 0;
+        DM_TRY(measure_default(w, sizes[lo], &def_ms[lo]));
         for (;; lo--) {
-            DM_TRY(ops->measure(ops->ctx, def, sizes[lo], &def_ms[lo]));
-            thr[lo] = (double)sizes[lo] / (def_ms[lo] > 0 ? def_ms[lo] : 1e-9);
+            if (lo < nc - 1) {
+                /* a size below the target without a usable time (too short for the timer) ends
+                 * the curve as an unsaturated one does: the MSP is among the sizes above it,
+                 * whose tail is saturated */
+                int ok;
+                DM_TRY(measure(w, def, sizes[lo], &def_ms[lo], &ok));
+                if (!ok) {
+                    lo++;
+                    unusable = 1;
+                    break;
+                }
+            }
+            thr[lo] = (double)sizes[lo] / def_ms[lo];
             if (others == 0 || lo == 0 || dm_tune_msp_index(thr + lo, nc - lo, opt->msp_tolerance) != 0)
                 break;
         }
-        res->curve_points = nc - lo;
+        res->curve_points = nc - lo + unusable;
         int m = dm_tune_msp_index(thr + lo, nc - lo, opt->msp_tolerance);
         m = m < 0 ? nc - 1 : m + lo;
         size_t msp = sizes[m];
@@ -238,10 +317,12 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
         for (int j = 0; j < ni && res->n_evaluated < budget && rc == DM_OK; j++) {
             int i = w->order[j];
             if (w->cand[i].pruned) break;
-            if (i == def || w->rejected[i]) continue;
+            if (i == def || w->rejected[i] || w->failed[i]) continue;
             double ms;
-            rc = ops->measure(ops->ctx, i, msp, &ms);
+            int ok;
+            rc = measure(w, i, msp, &ms, &ok);
             if (rc != DM_OK) break;
+            if (!ok) continue;
             res->n_evaluated++;
             t[nt] = (timed_inst){ms, i, j};
             nt++;
@@ -307,7 +388,10 @@ static int run_search(search_ws *w, dm_tune_result *res, size_t n, const dm_tune
             }
         }
     }
-    for (int i = 0; i < ni; i++) res->n_rejected += w->rejected[i];
+    for (int i = 0; i < ni; i++) {
+        res->n_rejected += w->rejected[i];
+        res->n_failed += w->failed[i];
+    }
     res->check_s = w->check_s;
     res->n_checks = w->n_checks;
     return DM_OK;
@@ -331,14 +415,15 @@ int dm_tune_search(dm_tune_result *res, const dm_tune_kernel *k, size_t n,
     res->exhaustive_best = -1;
 
     int ni = k->n_instances;
-    search_ws w = {k, ops, NULL, NULL, NULL, NULL, dm_tune_check_size(opt, (size_t)-1), 0.0, 0.0, 0};
+    search_ws w = {k, ops, NULL, NULL, NULL, NULL, NULL, dm_tune_check_size(opt, (size_t)-1), 0.0, 0.0, 0};
     dm_tune_attr *attr = calloc((size_t)ni, sizeof *attr);
     w.cand = calloc((size_t)ni, sizeof *w.cand);
     w.order = calloc((size_t)ni, sizeof *w.order);
     w.rejected = calloc((size_t)ni, sizeof *w.rejected);
+    w.failed = calloc((size_t)ni, sizeof *w.failed);
     w.passed = calloc((size_t)ni, sizeof *w.passed);
     int rc = DM_OK;
-    if (!attr || !w.cand || !w.order || !w.rejected || !w.passed) {
+    if (!attr || !w.cand || !w.order || !w.rejected || !w.failed || !w.passed) {
         rc = DM_ERR(DM_ERR_NOMEM, "tune: out of memory");
         goto done;
     }
@@ -377,6 +462,7 @@ done:
     free(w.cand);
     free(w.order);
     free(w.rejected);
+    free(w.failed);
     free(w.passed);
     return rc;
 }

@@ -82,7 +82,8 @@ const dm_tune_kernel *dm_tune_kernel_find(const char *name);
 /* The instance to launch for n work units of kernel k, under the current mode: the tuned choice
  * for this GPU and workload class when known, else the default. Never NULL for a registered
  * kernel with instances. Cheap after the first call for a (kernel, class).
- * off: the default. model: the occupancy model's best predicted instance (no timing).
+ * off: the default. model: the occupancy model's best predicted instance at the class's lower
+ * bound 2^class (no timing, no output check, no database; a choice per class like a tuned row).
  * msp / exhaustive: the database's row for (kernel, GPU model, compute capability, class) found
  * by a search at least as strong (model < msp < exhaustive); when there is none and the kernel
  * has bench hooks, the first process to need it takes a key lock (flock) next to the database and
@@ -170,6 +171,10 @@ typedef struct dm_tune_result {
      * the seconds that took (also inside check_s for the checks' inputs); output checks run */
     int n_inputs, n_checks;
     double inputs_s;
+    /* instances left out because they could not be timed: their measurement or check said
+     * DM_ERR_UNSUPPORTED (the instance cannot run this input), or the timer gave no usable time
+     * (zero, negative, NaN or infinite). Any other failure ends the search with its error. */
+    int n_failed;
 } dm_tune_result;
 
 /* Tunes kernel k for n work units on the current GPU under opt (mode off: the default only).

@@ -179,7 +179,8 @@ int op_measure(void *ctx, int i, size_t n, double *ms)
     double one = 0.0;
     DM_TRY(timed_batch(c, inst, 1, &one));
     /* batch short launches so that one sample spans about 50 us (event resolution ~0.5 us) */
-    int batch = one > 0.0 && one < 0.05 ? (int)(0.05 / one) + 1 : 1;
+    /* (a first sample of 0 ms is below the events' resolution: the largest batch, not 1) */
+    int batch = one < 0.05 ? (one > 0.0 ? (int)(0.05 / one) + 1 : 256) : 1;
     if (batch > 256) batch = 256;
     int reps = c->opt->repeats > 0 ? c->opt->repeats : 1;
     double *v = static_cast<double *>(malloc((size_t)reps * sizeof *v));

@@ -100,9 +100,14 @@ double dm_tune_median(double *v, int n);
  * bench hooks and CUDA events; tests implement them with synthetic performance models. */
 typedef struct dm_tune_ops {
     void *ctx;
-    /* median time in ms of instance `inst` on n work units */
+    /* median time in ms of instance `inst` on n work units. DM_ERR_UNSUPPORTED: the instance
+     * cannot run this input (it is left out; for the default the search fails). A time that is not
+     * positive and finite (below the timer's resolution, a timer fault) is no usable time: the
+     * instance is left out, and the search fails for the default at the target (below it, the
+     * throughput curve ends there). Any other error ends the search with it. */
     int (*measure)(void *ctx, int inst, size_t n, double *ms);
-    /* *same = 1 when instance inst's output on n units equals the default instance's */
+    /* *same = 1 when instance inst's output on n units equals the default instance's
+     * (DM_ERR_UNSUPPORTED and other errors as for measure) */
     int (*check)(void *ctx, int inst, size_t n, int *same);
     /* attributes of instance inst */
     int (*attributes)(void *ctx, int inst, dm_tune_attr *out);

@@ -88,6 +88,14 @@ if "$dm" info 2>/dev/null | grep -q '^ranks .*backend cuda'; then
     printf '%s' "$err" | grep -q "failed .*using the default" && bad "tune: a search's choice thrown away: $err" ||
         ok "tune: the searches' choices kept"
     [ "$(cat "$tmp/notes.txt")" = "my notes" ] && ok "tune: the notes left as they were" || bad "tune: the notes changed"
+    # a model row (tune --mode model) does not replace a measured (msp) row of the same key
+    "$dm" tune --kernels common.copy --mode msp --db "$tmp/m.tsv" >/dev/null 2>&1
+    before=$(grep -v '^#' "$tmp/m.tsv" 2>/dev/null | cut -f1-4,14 | sort)
+    "$dm" tune --kernels common.copy --mode model --db "$tmp/m.tsv" >/dev/null 2>&1
+    after=$(grep -v '^#' "$tmp/m.tsv" 2>/dev/null | cut -f1-4,14 | sort)
+    if [ -n "$before" ] && printf '%s\n' "$before" | grep -q "msp$" && [ "$before" = "$after" ]; then
+        ok "tune: a model row keeps the measured row"
+    else bad "tune: a model row replaced the measured one: before [$before] after [$after]"; fi
 else
     echo "skip tune --json on 2 ranks and an unwritable database: no GPU"
 fi

@@ -878,6 +878,48 @@ static void test_select_unusable_db(void)
     dm_tune_set_db_path(NULL);
 }
 
+/* Mode model answers per workload class like the database: the choice for a class does not depend
+ * on which n of the class came first (Fang's b is taken at the class's lower bound 2^class). Here
+ * b = n / (132 SMs x 64 warps x 32) is 3.9 at 2^20 and 7.8 at 2^21 - 1: rake 2 against rake 4. */
+static const dm_tune_instance g_rake_inst[] = {
+    {{256, 1, 1, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0},
+    {{256, 2, 1, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0},
+    {{256, 4, 1, DM_LAYOUT_NONE, 0}, fake_launch, NULL, 0},
+};
+static const dm_tune_kernel g_rake = {
+    .name = "test.rake", .work_unit = "items", .instances = g_rake_inst, .n_instances = 3,
+    .default_instance = 0};
+
+static void test_select_model_class(void)
+{
+    CU_ASSERT_EQUAL(dm_tune_configure(DM_TUNE_MODEL, NULL, 0), DM_OK);
+    dm_tune_override_gpu(&g_test_gpu);
+    const size_t lo = (size_t)1 << 20, hi = ((size_t)1 << 21) - 1;
+    CU_ASSERT_EQUAL(dm_tune_workload_class(lo), dm_tune_workload_class(hi));
+    /* the model alone differs between the two ends of the class */
+    dm_tune_attr attr[3];
+    dm_tune_cand cand[3];
+    int order_lo[3], order_hi[3];
+    for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(dm_tune_gpu_attributes(&attr[i], &g_rake_inst[i]), DM_OK);
+    CU_ASSERT(dm_tune_model_prune(cand, g_rake_inst, attr, 3, &g_test_gpu.limits, (double)lo) > 0);
+    dm_tune_model_order(order_lo, cand, 3, NULL);
+    CU_ASSERT(dm_tune_model_prune(cand, g_rake_inst, attr, 3, &g_test_gpu.limits, (double)hi) > 0);
+    dm_tune_model_order(order_hi, cand, 3, NULL);
+    CU_ASSERT_NOT_EQUAL(order_lo[0], order_hi[0]);
+    /* select: the lower bound's choice, whichever size asks first */
+    const dm_tune_instance *a = dm_tune_select(&g_rake, hi);
+    const dm_tune_instance *b = dm_tune_select(&g_rake, lo);
+    dm_tune_cache_clear();
+    const dm_tune_instance *c = dm_tune_select(&g_rake, lo);
+    const dm_tune_instance *d = dm_tune_select(&g_rake, hi);
+    CU_ASSERT_PTR_EQUAL(a, &g_rake_inst[order_lo[0]]);
+    CU_ASSERT_PTR_EQUAL(b, a);
+    CU_ASSERT_PTR_EQUAL(c, a);
+    CU_ASSERT_PTR_EQUAL(d, a);
+    dm_tune_override_gpu(NULL);
+    dm_tune_set_mode(DM_TUNE_MSP);
+}
+
 static void test_list(void)
 {
     dm_tune_register(&g_fake);
@@ -927,6 +969,7 @@ int main(void)
     CU_add_test(s, "select_mode_strength", test_select_mode_strength);
     CU_add_test(s, "select_unusable_db", test_select_unusable_db);
     CU_add_test(s, "list", test_list);
+    CU_add_test(s, "select_model_class", test_select_model_class);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures();

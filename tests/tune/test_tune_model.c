@@ -761,6 +761,245 @@ static void test_search_curve_top_down(void)
     CU_ASSERT_EQUAL(s.measured, 2); /* MSP: the default at the target; exhaustive: the same */
 }
 
+/* Equal times: the default is kept (a winner must be faster); among equally fast candidates the
+ * choice is the same at every search (model order at the MSP, index order in the exhaustive one). */
+static void test_search_ties(void)
+{
+    synth s;
+    dm_tune_kernel k;
+    dm_tune_ops ops;
+    synth_setup(&s, &k, &ops);
+    for (int i = 0; i < s.n; i++) s.speed[i] = 1e6;
+    for (int mode = DM_TUNE_OFF; mode <= DM_TUNE_EXHAUSTIVE; mode++) {
+        dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+        opt.mode = mode;
+        dm_tune_result r;
+        CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+        CU_ASSERT_EQUAL(r.chosen, k.default_instance);
+        CU_ASSERT(r.tuned_ms == r.default_ms);
+    }
+    /* two equally fast instances above the rest */
+    s.speed[7] = s.speed[13] = 2e6;
+    for (int mode = DM_TUNE_MSP; mode <= DM_TUNE_EXHAUSTIVE; mode++) {
+        dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+        opt.mode = mode;
+        dm_tune_result r1, r2;
+        CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r1, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+        CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r2, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+        CU_ASSERT(r1.chosen == 7 || r1.chosen == 13);
+        CU_ASSERT_EQUAL(r1.chosen, r2.chosen);
+        if (mode == DM_TUNE_EXHAUSTIVE) CU_ASSERT_EQUAL(r1.chosen, 7);
+    }
+}
+
+/* ---- measurements that fail or give no usable time ------------------------------------------- */
+
+/* The synthetic model with per-instance faults: a time to return instead of the model's (0: below
+ * the timer's resolution, NaN, inf, negative) or a status (DM_ERR_UNSUPPORTED: the instance cannot
+ * run this input; DM_ERR_NOMEM: out of memory), from a size on. */
+typedef struct faulty {
+    synth s;
+    int mode[64];       /* 0 none, 1 bad time, 2 status */
+    double bad_ms[64];
+    int status[64];
+    size_t from_n[64];  /* the fault applies to sizes >= from_n (0: all) */
+    size_t to_n[64];    /* ... and <= to_n (0: no bound) */
+    int check_status[64];
+} faulty;
+
+static int faulty_applies(const faulty *f, int i, size_t n)
+{
+    return f->mode[i] && n >= f->from_n[i] && (!f->to_n[i] || n <= f->to_n[i]);
+}
+
+static int faulty_measure(void *ctx, int i, size_t n, double *ms)
+{
+    faulty *f = ctx;
+    int rc = synth_measure(&f->s, i, n, ms);
+    if (!faulty_applies(f, i, n)) return rc;
+    if (f->mode[i] == 1) *ms = f->bad_ms[i];
+    else return DM_ERR(f->status[i], "faulty instance %d", i);
+    return DM_OK;
+}
+
+static int faulty_check(void *ctx, int i, size_t n, int *same)
+{
+    faulty *f = ctx;
+    if (f->check_status[i]) return DM_ERR(f->check_status[i], "faulty check of instance %d", i);
+    return synth_check(&f->s, i, n, same);
+}
+
+static void faulty_setup(faulty *f, dm_tune_kernel *k, dm_tune_ops *ops)
+{
+    memset(f, 0, sizeof *f);
+    synth_setup(&f->s, k, ops);
+    ops->ctx = f;
+    ops->measure = faulty_measure;
+    ops->check = faulty_check;
+}
+
+/* A candidate whose time is not a usable time never wins (a zero reads as infinitely fast), and
+ * the fastest of the others is found in every mode; the default without a usable time at the
+ * target is an error (nothing to compare with: a result would be stored as if measured). */
+static void test_search_bad_times(void)
+{
+    const double bad[] = {0.0, -1.0, NAN, INFINITY};
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        faulty f;
+        dm_tune_kernel k;
+        dm_tune_ops ops;
+        faulty_setup(&f, &k, &ops);
+        /* the slowest non-default instance gives the bad time; so does the true best in a second
+         * pass below */
+        int best = fastest(&f.s, 0);
+        for (int mode = DM_TUNE_MODEL; mode <= DM_TUNE_EXHAUSTIVE; mode++) {
+            for (int victim = 0; victim < 2; victim++) {
+                memset(f.mode, 0, sizeof f.mode);
+                int v = victim ? best : 1;
+                f.mode[v] = 1;
+                f.bad_ms[v] = bad[b];
+                f.s.wrong[v] = 0;
+                dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+                opt.mode = mode;
+                opt.compare_exhaustive = mode != DM_TUNE_EXHAUSTIVE;
+                dm_tune_result r;
+                CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+                CU_ASSERT_NOT_EQUAL(r.chosen, v);
+                CU_ASSERT_NOT_EQUAL(r.exhaustive_best, v);
+                CU_ASSERT(r.tuned_ms > 0.0 && isfinite(r.tuned_ms));
+                CU_ASSERT(r.default_ms > 0.0 && isfinite(r.default_ms));
+                CU_ASSERT(r.tuned_ms <= r.default_ms);
+                /* the fastest instance with a usable time is the exhaustive best */
+                f.s.wrong[v] = 1;
+                CU_ASSERT_EQUAL(r.exhaustive_best, fastest(&f.s, 1));
+                if (mode == DM_TUNE_EXHAUSTIVE) CU_ASSERT_EQUAL(r.chosen, fastest(&f.s, 1));
+                f.s.wrong[v] = 0;
+                CU_ASSERT(r.n_failed >= 1);
+            }
+        }
+        /* the default without a usable time at the target: an error in every mode */
+        memset(f.mode, 0, sizeof f.mode);
+        f.mode[k.default_instance] = 1;
+        f.bad_ms[k.default_instance] = bad[b];
+        f.from_n[k.default_instance] = (size_t)1 << 28;
+        for (int mode = DM_TUNE_OFF; mode <= DM_TUNE_EXHAUSTIVE; mode++) {
+            dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+            opt.mode = mode;
+            dm_tune_result r;
+            CU_ASSERT_NOT_EQUAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+        }
+        /* ... but below the target it ends the throughput curve there, as an unsaturated size
+         * does: the MSP is the smallest size above it (here the curve is flat: saturated
+         * everywhere, so that size) */
+        f.s.overhead_ms = 0.0;
+        f.from_n[k.default_instance] = 0;
+        f.to_n[k.default_instance] = (size_t)1 << 22;
+        dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+        opt.min_n = 1024;
+        dm_tune_result r;
+        CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+        CU_ASSERT_EQUAL(r.msp_n, (size_t)1 << 23);
+        CU_ASSERT_EQUAL(r.curve_points, 28 - 22 + 1);
+        CU_ASSERT_EQUAL(r.chosen, best);
+    }
+}
+
+/* An instance that cannot run the tuning input (its launcher or hooks say DM_ERR_UNSUPPORTED) is
+ * left out and the search goes on; any other failure (out of memory, a CUDA error) ends the
+ * search with that error, so that nothing is stored as if it had been measured. */
+static void test_search_failing_instances(void)
+{
+    faulty f;
+    dm_tune_kernel k;
+    dm_tune_ops ops;
+    faulty_setup(&f, &k, &ops);
+    int best = fastest(&f.s, 0);
+    for (int mode = DM_TUNE_MODEL; mode <= DM_TUNE_EXHAUSTIVE; mode++) {
+        dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+        opt.mode = mode;
+        opt.compare_exhaustive = mode != DM_TUNE_EXHAUSTIVE;
+        dm_tune_result r;
+        /* the best cannot run: the second best wins */
+        memset(f.mode, 0, sizeof f.mode);
+        memset(f.check_status, 0, sizeof f.check_status);
+        f.mode[best] = 2;
+        f.status[best] = DM_ERR_UNSUPPORTED;
+        CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+        f.s.wrong[best] = 1;
+        int second = fastest(&f.s, 1);
+        f.s.wrong[best] = 0;
+        CU_ASSERT_NOT_EQUAL(r.chosen, best);
+        CU_ASSERT_EQUAL(r.exhaustive_best, second);
+        if (mode != DM_TUNE_MODEL) CU_ASSERT_EQUAL(r.chosen, second);
+        CU_ASSERT_EQUAL(r.n_failed, 1);
+        CU_ASSERT_EQUAL(r.n_rejected, 0); /* not a wrong output */
+        /* its check says so: the same */
+        memset(f.mode, 0, sizeof f.mode);
+        f.check_status[best] = DM_ERR_UNSUPPORTED;
+        CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+        CU_ASSERT_NOT_EQUAL(r.chosen, best);
+        CU_ASSERT_EQUAL(r.exhaustive_best, second);
+        f.check_status[best] = 0;
+        /* every instance but the default cannot run: the default, measured */
+        for (int i = 0; i < f.s.n; i++) {
+            f.mode[i] = i != k.default_instance ? 2 : 0;
+            f.status[i] = DM_ERR_UNSUPPORTED;
+        }
+        CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+        CU_ASSERT_EQUAL(r.chosen, k.default_instance);
+        CU_ASSERT(r.default_ms > 0.0 && r.tuned_ms == r.default_ms);
+        /* out of memory in a candidate: the search fails */
+        memset(f.mode, 0, sizeof f.mode);
+        f.mode[best] = 2;
+        f.status[best] = DM_ERR_NOMEM;
+        CU_ASSERT_EQUAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_ERR_NOMEM);
+        f.status[best] = DM_ERR_CUDA;
+        CU_ASSERT_EQUAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_ERR_CUDA);
+        memset(f.mode, 0, sizeof f.mode);
+        f.check_status[best] = DM_ERR_NOMEM;
+        CU_ASSERT_EQUAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_ERR_NOMEM);
+        f.check_status[best] = 0;
+        /* the default cannot run: nothing to tune against, an error */
+        f.mode[k.default_instance] = 2;
+        f.status[k.default_instance] = DM_ERR_UNSUPPORTED;
+        CU_ASSERT_EQUAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_ERR_UNSUPPORTED);
+    }
+}
+
+static int low_default_attr(void *ctx, int i, dm_tune_attr *out)
+{
+    (void)ctx;
+    *out = (dm_tune_attr){i == 0 ? 255 : 32, 0, 0, 1024, -1};
+    return DM_OK;
+}
+
+/* Model mode when no candidate of the model passes the check and the default itself was pruned
+ * (low occupancy): the default is kept and the winner reported is an instance, not -1 (which the
+ * verdict would index the instances with). */
+static void test_search_model_no_winner(void)
+{
+    synth s;
+    dm_tune_kernel k;
+    dm_tune_ops ops;
+    synth_setup(&s, &k, &ops);
+    ops.attributes = low_default_attr;
+    for (int i = 0; i < s.n; i++) s.wrong[i] = i != k.default_instance;
+    dm_tune_options opt = DM_TUNE_OPTIONS_INIT;
+    opt.mode = DM_TUNE_MODEL;
+    opt.compare_exhaustive = 1;
+    opt.prune = 1;
+    dm_tune_result r;
+    CU_ASSERT_EQUAL_FATAL(dm_tune_search(&r, &k, (size_t)1 << 28, &opt, &ops), DM_OK);
+    CU_ASSERT_EQUAL(r.chosen, k.default_instance);
+    CU_ASSERT(r.winner_at_msp >= 0 && r.winner_at_msp < k.n_instances);
+    char why[1024];
+    r.search_s = 1.0;
+    r.exhaustive_s = 2.0;
+    r.exhaustive_best_ms = 0.5 * r.tuned_ms;
+    r.best_rank_in_order = 2;
+    dm_tune_verdict(&k, &r, why, sizeof why);
+}
+
 /* The verdict against the targets and the reasons it gives for a miss. */
 static void test_verdict(void)
 {
@@ -880,6 +1119,8 @@ static void test_result_json_and_row(void)
                    r.exhaustive_best_ms / r.tuned_ms) < 1e-3);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "msp_n")), (json_int_t)r.msp_n);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "instances")), g_ninst);
+    CU_ASSERT_PTR_NOT_NULL(json_object_get(j, "failed"));
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "failed")), r.n_failed);
     json_decref(j);
     /* the table row names the kernel and the chosen policy */
     char pol[128];
@@ -913,6 +1154,10 @@ int main(void)
     CU_add_test(s, "search_rank_of", test_search_rank_of);
     CU_add_test(s, "search_curve_top_down", test_search_curve_top_down);
     CU_add_test(s, "verdict", test_verdict);
+    CU_add_test(s, "search_bad_times", test_search_bad_times);
+    CU_add_test(s, "search_failing_instances", test_search_failing_instances);
+    CU_add_test(s, "search_model_no_winner", test_search_model_no_winner);
+    CU_add_test(s, "search_ties", test_search_ties);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned fails = CU_get_number_of_failures();
