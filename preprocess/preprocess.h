@@ -67,13 +67,17 @@ enum dm_pp_skip {
                                     no NEWID or one over 63 bytes, a TOPICS/D/TITLE/BODY/TEXT
                                     element left open, a <D> topic holding a comma); a Reuters
                                     file without any <REUTERS record */
-    DM_PP_SKIP_SYMLINK_LOOP,     /* directory reached twice through links */
+    DM_PP_SKIP_SYMLINK_LOOP,     /* a symbolic link to a folder that holds it (a loop): not
+                                    followed */
     DM_PP_SKIP_NOT_REGULAR,      /* sockets, devices, fifos; in archives also symbolic links */
     DM_PP_SKIP_NOT_TEXT,         /* a file (of any format) that is not text: compressed or archive
                                     data under another name, UTF-16/32 (by its byte-order mark or,
                                     without one, by NUL bytes at every other or three of four
                                     places of its first 4 KB), NUL bytes with malformed UTF-8 in
                                     its first 4 KB */
+    DM_PP_SKIP_DUPLICATE_DIR,    /* a folder reached a second way (two symbolic links to it, or
+                                    one beside its own path) without a loop: read once, at the
+                                    first, the second not read */
     DM_PP_SKIP_COUNT
 };
 const char *dm_pp_skip_name(int reason);
@@ -149,10 +153,11 @@ typedef struct dm_reader_options {
 /* One raw document as a reader hands it out. Pointers are valid during the callback only.
  * labels: zero or more labels joined by ',' ("" = unlabelled; no label holds a ',' of its own:
  * JSONL array elements and Reuters topics that would are skipped). text is not NUL-terminated.
- * id: relative to the corpus root: the file's path (a compression suffix dropped), an archive
- * member's "ARCHIVE/MEMBER" with MEMBER its path without "." and empty components ("./a.txt",
- * "/a.txt" -> "a.txt") and, when an earlier member of the archive has that id, "#2", "#3", ...
- * appended (ids stay unique within an archive); a JSONL/TSV/SGML record's own id. */
+ * id: relative to the corpus root: the file's path (a compression suffix dropped, unless a file
+ * before it has that id: dm_pp_file.id), an archive member's "ARCHIVE/MEMBER" with MEMBER its path
+ * without "." and empty components ("./a.txt", "/a.txt" -> "a.txt"), its suffix dropped unless an
+ * earlier member of the archive has that id, and when the path with its suffix is taken too,
+ * "#2", "#3", ... appended (ids stay unique); a JSONL/TSV/SGML record's own id. */
 typedef struct dm_raw_doc {
     const char *id;
     const char *labels;
@@ -165,8 +170,11 @@ typedef int dm_doc_sink(void *user, const dm_raw_doc *doc);
 /* One input file of a corpus. */
 typedef struct dm_pp_file {
     char *path;        /* path as opened (--corpus as given, then its folders): messages name it */
-    char *rel;         /* path relative to the corpus root (ids and DIR labels) */
+    char *rel;         /* path relative to the corpus root (its format, DIR labels and ids) */
     uint64_t size;     /* bytes on disk */
+    char *id;          /* NULL: ids from rel (a compression suffix dropped); else the name they
+                          are formed from instead, when another file of the corpus gives rel's
+                          (dm_pp_list_files: "a.txt.gz" beside "a.txt") */
 } dm_pp_file;
 
 /* The array and the paths are dm_malloc'ed (common/alloc.h): dm_pp_file_list_free. */
@@ -176,11 +184,17 @@ typedef struct dm_pp_file_list {
 } dm_pp_file_list;
 
 /* Lists the files of a corpus path (a file or a directory tree), sorted by relative path in byte
- * order (deterministic), following symbolic links; a directory reached twice (symlink loop) is
- * skipped and counted. Hidden entries (".name") are skipped. Files not of `format` are counted
- * as ignored (Reuters: only *.sgm, compressed or not, and archives). Errors: DM_ERR_IO when root
- * does not exist or cannot be read. An empty list is not an error here (the driver reports an
- * empty corpus). */
+ * order (deterministic), following symbolic links. A folder is read once: the folders reached
+ * without a symbolic link first, then the links to folders in the order the walk meets them (names
+ * sorted), so a folder reached both ways keeps its own path; a link to a folder that holds it is
+ * counted as DM_PP_SKIP_SYMLINK_LOOP, any other second way to a folder already read as
+ * DM_PP_SKIP_DUPLICATE_DIR (its documents are not read twice). Hidden entries (".name") are
+ * skipped. Files not of `format` are counted as ignored (Reuters: only *.sgm, compressed or not,
+ * and archives). Ids are unique over the list (dm_pp_file.id): in byte order of rel, each file
+ * takes rel less its compression suffix when no file before has that id, else rel ("a.txt.gz"
+ * after "a.txt"), else rel with "#2", "#3", ...; every rank lists the whole tree, so the ids do
+ * not depend on which rank reads which file. Errors: DM_ERR_IO when root does not exist or
+ * cannot be read. An empty list is not an error here (the driver reports an empty corpus). */
 int dm_pp_list_files(dm_pp_file_list *out, const char *root, const dm_reader_options *opt,
                      dm_pp_stats *st);
 void dm_pp_file_list_free(dm_pp_file_list *l);
@@ -194,7 +208,7 @@ void dm_pp_split_by_bytes(size_t *begin, size_t *end, const dm_pp_file_list *l, 
  * order. Bad input is skipped and counted in st (or an error with opt->strict). Messages name the
  * file by f->path, then "PATH: member M" (M as the archive lists it) inside archives, then
  * ":LINE" or ": record N" (the decompressed data of a .gz keeps the .gz's path); ids come from
- * f->rel (dm_raw_doc). Returns 0, a negative status from the sink, or an error (DM_ERR_IO /
+ * f->id when set, else f->rel (dm_raw_doc), the format from f->rel. Returns 0, a negative status from the sink, or an error (DM_ERR_IO /
  * DM_ERR_FORMAT in strict mode, DM_ERR_NOMEM). */
 int dm_pp_read_file(const dm_pp_file *f, const dm_reader_options *opt, dm_pp_stats *st,
                     dm_doc_sink *sink, void *user);
@@ -358,7 +372,8 @@ dm_stem_words_fn dm_stem_words_hd;
  * The reader checks magic, the CRC, version, rank < ranks, run id != 0, every count and size
  * against the bytes the file holds (before allocating: a file never makes the reader allocate
  * more than about its own size), offsets monotone from 0 to their sizes, ids and labels
- * NUL-terminated, and the vocabulary: terms of 1..DM_TOKEN_MAX_LEN bytes, strictly increasing in
+ * NUL-terminated, and the vocabulary: terms of at most DM_TOKEN_MAX_LEN bytes (an empty one is a
+ * stem: Porter stems "s" to ""), strictly increasing in
  * (hash, bytes). Every failure is DM_ERR_FORMAT naming the file; versions 1 (without rank and
  * ranks) and 2 (without the run id) are refused naming the version.
  * With several ranks, each rank writes its share to FILE.rank<r> (r = 0..size-1); reading the

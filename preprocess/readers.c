@@ -1,4 +1,5 @@
-/* Corpus readers: directory trees (sorted, symlink loops detected), .gz (zlib), .bz2/.xz/.zst and
+/* Corpus readers: directory trees (sorted, each folder read once, symlink loops told from other
+ * second ways to a folder; ids unique over the corpus), .gz (zlib), .bz2/.xz/.zst and
  * archives (libarchive: tar in any of its compressions, zip), JSON Lines (jansson), TSV, plain text
  * and Reuters-21578 SGML; the split of files across ranks by bytes. Reference: none (I/O); each
  * format follows DESIGN.md section 8 and issue 3.
@@ -88,28 +89,31 @@ static int dm_sbuf_put(dm_sbuf *b, const char *s, size_t n)
     return DM_OK;
 }
 
-/* Label of a document under --labels dir: first component of rel when it has a folder. */
-static void dm_dir_label(char *out, size_t cap, const char *rel)
+/* Label of a document under --labels dir: first component of rel when it has a folder, whole (an
+ * archive member's first folder may be longer than a name on disk: never cut, so that two labels
+ * cannot become one). */
+static int dm_dir_label(dm_sbuf *out, const char *rel)
 {
     const char *slash = strchr(rel, '/');
-    size_t n = slash ? (size_t)(slash - rel) : 0;
-    if (n >= cap) n = cap - 1;
-    memcpy(out, rel, n);
-    out[n] = 0;
+    out->n = 0;
+    return dm_sbuf_put(out, rel, slash ? (size_t)(slash - rel) : 0);
 }
 
 /* One read. Ids are formed from the name relative to the corpus root (dm_pp_file.rel, then
- * archive/member, without a compression suffix); messages name the file as the user finds it
- * instead: `where` is the path as opened (dm_pp_file.path, --corpus as given), followed by
- * ": member M" (M the member's path as the archive lists it) for each archive it lies in. The
- * decompressed data of a .gz keeps its file's where (a line number counts its decompressed lines). */
+ * archive/member, without a compression suffix) or, when set, from id_name: the id another file
+ * or member left free for this one (dm_pp_file.id, dm_member_id_unique; the name keeps choosing
+ * the format). Messages name the file as the user finds it instead: `where` is the path as
+ * opened (dm_pp_file.path, --corpus as given), followed by ": member M" (M the member's path as
+ * the archive lists it) for each archive it lies in. The decompressed data of a .gz keeps its
+ * file's where (a line number counts its decompressed lines). */
 typedef struct dm_rd {
     const dm_reader_options *opt;
     dm_pp_stats *st;
     dm_doc_sink *sink;
     void *user;
     const char *where;
-    char dir_label[256];
+    const char *id_name;   /* NULL: ids from the name */
+    const char *dir_label; /* --labels dir: the label of the documents read now */
 } dm_rd;
 
 static int dm_rd_emit(dm_rd *r, const char *id, const char *labels, const char *text, size_t len)
@@ -974,7 +978,8 @@ static int dm_member_id(dm_sbuf *b, const char *pn)
 }
 
 /* The member ids an archive has given (open addressing on FNV-1a; names kept NUL-separated in
- * bytes, slots hold offset + 1). */
+ * bytes, each after a size_t: the first "#i" suffix dm_member_id_unique may still find free for
+ * it; slots hold the name's offset + 1). */
 typedef struct dm_nameset {
     size_t *slot;
     size_t cap, n;
@@ -988,8 +993,9 @@ static uint64_t dm_name_hash(const char *s)
     return h;
 }
 
-/* Adds name: 0 when added, 1 when it was there, negative on NOMEM. */
-static int dm_nameset_add(dm_nameset *ns, const char *name)
+/* Adds name: 0 when added, 1 when it was there, negative on NOMEM; *at (unless at is NULL): the
+ * name's offset in bytes. */
+static int dm_nameset_add(dm_nameset *ns, const char *name, size_t *at)
 {
     if (2 * (ns->n + 1) > ns->cap) {
         size_t nc = ns->cap ? 2 * ns->cap : 64;
@@ -1007,11 +1013,17 @@ static int dm_nameset_add(dm_nameset *ns, const char *name)
     }
     size_t j = dm_name_hash(name) & (ns->cap - 1);
     for (; ns->slot[j]; j = (j + 1) & (ns->cap - 1))
-        if (strcmp(ns->bytes.p + ns->slot[j] - 1, name) == 0) return 1;
+        if (strcmp(ns->bytes.p + ns->slot[j] - 1, name) == 0) {
+            if (at) *at = ns->slot[j] - 1;
+            return 1;
+        }
+    size_t next = 2;
+    DM_TRY(dm_sbuf_put(&ns->bytes, (const char *)&next, sizeof next));
     size_t off = ns->bytes.n + 1;
     DM_TRY(dm_sbuf_put(&ns->bytes, name, strlen(name) + 1)); /* with its NUL */
     ns->slot[j] = off;
     ns->n++;
+    if (at) *at = off - 1;
     return DM_OK;
 }
 
@@ -1022,20 +1034,34 @@ static void dm_nameset_free(dm_nameset *ns)
     memset(ns, 0, sizeof(*ns));
 }
 
-/* mid (a member id, dm_member_id) made unique among those the archive gave before: a later member
- * of the same id (the same path twice, or "./a" after "a") becomes "id#2", "id#3", ... (the first
- * of these free). */
-static int dm_member_id_unique(dm_nameset *ns, dm_sbuf *mid)
+/* The id of a member (mid: dm_member_id) within its archive, unique among those the archive gave
+ * before, into out: the id a file of its path gives (a compression suffix dropped: "a.txt.gz" ->
+ * "a.txt") when that is free; else its path with the suffix ("a.txt.gz" after "a.txt"); else that
+ * path with "#2", "#3", ... appended, the first of these free (the same path twice, "./a" after
+ * "a"), searched from the taken name's counter (linear in the members however many repeat). The
+ * member's own name keeps choosing its format. */
+static int dm_member_id_unique(dm_nameset *ns, const dm_sbuf *mid, dm_sbuf *out)
 {
-    int k = dm_nameset_add(ns, mid->p);
-    size_t base = mid->n;
-    for (unsigned long i = 2; k > 0; i++) {
-        char sfx[32];
-        snprintf(sfx, sizeof(sfx), "#%lu", i);
-        mid->n = base;
-        DM_TRY(dm_sbuf_put(mid, sfx, strlen(sfx)));
-        k = dm_nameset_add(ns, mid->p);
+    size_t z = dm_is_archive_name(mid->p) ? 0 : dm_zsuffix_len(mid->p), at = 0;
+    out->n = 0;
+    DM_TRY(dm_sbuf_put(out, mid->p, mid->n - z));
+    int k = dm_nameset_add(ns, out->p, &at);
+    if (k > 0 && z) {
+        out->n = 0;
+        DM_TRY(dm_sbuf_put(out, mid->p, mid->n));
+        k = dm_nameset_add(ns, out->p, &at);
     }
+    if (k <= 0) return k;
+    size_t base = out->n, i;
+    memcpy(&i, ns->bytes.p + at - sizeof i, sizeof i); /* the first suffix that may be free */
+    for (; k > 0; i++) {
+        char sfx[32];
+        snprintf(sfx, sizeof(sfx), "#%zu", i);
+        out->n = base;
+        DM_TRY(dm_sbuf_put(out, sfx, strlen(sfx)));
+        k = dm_nameset_add(ns, out->p, NULL);
+    }
+    if (k == 0) memcpy(ns->bytes.p + at - sizeof i, &i, sizeof i); /* bytes may have moved: at has not */
     return k;
 }
 
@@ -1071,11 +1097,11 @@ static int dm_read_archive(dm_rd *r, const char *name, const char *data, size_t 
         archive_read_free(a);
         return dm_rd_skip(r->opt, r->st, DM_PP_SKIP_CORRUPT_ARCHIVE, DM_ERR_FORMAT, msg);
     }
-    dm_sbuf member = {0}, mname = {0}, mid = {0}, mwhere = {0};
+    dm_sbuf member = {0}, mname = {0}, mid = {0}, mwhere = {0}, muid = {0}, midn = {0}, mlabel = {0};
     dm_nameset ids = {0};
     dm_links links = {0};
-    char label[sizeof(r->dir_label)];
-    memcpy(label, r->dir_label, sizeof(label));
+    const char *label = r->dir_label, *id_name = r->id_name;
+    const char *prefix = id_name ? id_name : name; /* of the members' ids */
     int member_labels = r->opt->labels == DM_PP_LABELS_DIR && label[0] == 0;
     struct archive_entry *e;
     for (size_t index = 0; rc >= 0; index++) {
@@ -1140,31 +1166,43 @@ static int dm_read_archive(dm_rd *r, const char *name, const char *data, size_t 
             continue;
         }
         rc = dm_member_id(&mid, pn);
-        if (rc >= 0 && member_labels) dm_dir_label(r->dir_label, sizeof(r->dir_label), mid.p);
-        if (rc >= 0) rc = dm_member_id_unique(&ids, &mid);
-        mname.n = mwhere.n = 0;
+        if (rc >= 0 && member_labels) {
+            rc = dm_dir_label(&mlabel, mid.p);
+            r->dir_label = mlabel.p;
+        }
+        if (rc >= 0) rc = dm_member_id_unique(&ids, &mid, &muid);
+        mname.n = mwhere.n = midn.n = 0;
         if (rc >= 0) rc = dm_sbuf_put(&mname, name, strlen(name));
         if (rc >= 0) rc = dm_sbuf_put(&mname, "/", 1);
         if (rc >= 0) rc = dm_sbuf_put(&mname, mid.p, mid.n);
+        if (rc >= 0) rc = dm_sbuf_put(&midn, prefix, strlen(prefix));
+        if (rc >= 0) rc = dm_sbuf_put(&midn, "/", 1);
+        if (rc >= 0) rc = dm_sbuf_put(&midn, muid.p, muid.n);
         if (rc >= 0) rc = dm_sbuf_put(&mwhere, where, strlen(where));
         if (rc >= 0) rc = dm_sbuf_put(&mwhere, ": member ", 9);
         if (rc >= 0) rc = dm_sbuf_put(&mwhere, pn, strlen(pn));
         r->where = mwhere.p;
+        r->id_name = midn.p;
         if (rc >= 0) rc = dm_read_any(r, mname.p, src, n, depth + 1);
         r->where = where;
+        r->id_name = id_name;
     }
-    memcpy(r->dir_label, label, sizeof(label));
+    r->dir_label = label;
     dm_links_free(&links);
     dm_nameset_free(&ids);
     dm_free(member.p);
     dm_free(mname.p);
     dm_free(mid.p);
     dm_free(mwhere.p);
+    dm_free(muid.p);
+    dm_free(midn.p);
+    dm_free(mlabel.p);
     archive_read_free(a);
     return rc;
 }
 
-/* One file's bytes in the format of its name; a UTF-8 byte-order mark at the start is not text.
+/* One file's bytes in the format of its name (ids from r->id_name when set, else from the name);
+ * a UTF-8 byte-order mark at the start is not text.
  * A file that is not text (dm_binary_kind: compressed or archive data, UTF-16/32, binary) is
  * skipped as not_text whatever its format: read as JSONL, TSV or SGML it would give a bad line
  * each, documents of garbage, or nothing at all. */
@@ -1184,11 +1222,12 @@ static int dm_read_format(dm_rd *r, const char *name, const char *data, size_t l
         snprintf(msg, sizeof(msg), "%s: %s, not text: file skipped", r->where, kind);
         return dm_rd_skip(r->opt, r->st, DM_PP_SKIP_NOT_TEXT, DM_ERR_FORMAT, msg);
     }
+    const char *id = r->id_name ? r->id_name : name; /* what the readers form ids from */
     switch (dm_format_of(name, r->opt->format)) {
-    case DM_PP_FORMAT_REUTERS: return dm_read_reuters(r, name, data, len);
-    case DM_PP_FORMAT_JSONL: return dm_read_jsonl(r, name, data, len);
-    case DM_PP_FORMAT_TSV: return dm_read_tsv(r, name, data, len);
-    default: return dm_read_text(r, name, data, len);
+    case DM_PP_FORMAT_REUTERS: return dm_read_reuters(r, id, data, len);
+    case DM_PP_FORMAT_JSONL: return dm_read_jsonl(r, id, data, len);
+    case DM_PP_FORMAT_TSV: return dm_read_tsv(r, id, data, len);
+    default: return dm_read_text(r, id, data, len);
     }
 }
 
@@ -1264,8 +1303,13 @@ int dm_pp_read_buffer(const char *name, const void *data, size_t len, const dm_r
     r.sink = sink;
     r.user = user;
     r.where = name;
-    dm_dir_label(r.dir_label, sizeof(r.dir_label), name);
-    return dm_read_any(&r, name, data ? data : "", len, 0);
+    r.id_name = NULL;
+    dm_sbuf label = {0};
+    int rc = opt->labels == DM_PP_LABELS_DIR ? dm_dir_label(&label, name) : DM_OK;
+    r.dir_label = label.p ? label.p : "";
+    if (rc >= 0) rc = dm_read_any(&r, name, data ? data : "", len, 0);
+    dm_free(label.p);
+    return rc;
 }
 
 int dm_pp_read_file(const dm_pp_file *f, const dm_reader_options *opt, dm_pp_stats *st,
@@ -1320,8 +1364,12 @@ int dm_pp_read_file(const dm_pp_file *f, const dm_reader_options *opt, dm_pp_sta
     r.sink = sink;
     r.user = user;
     r.where = f->path;
-    dm_dir_label(r.dir_label, sizeof(r.dir_label), f->rel);
-    rc = dm_read_any(&r, f->rel, b.p ? b.p : "", b.n, 0);
+    r.id_name = f->id;
+    dm_sbuf label = {0};
+    if (opt->labels == DM_PP_LABELS_DIR) rc = dm_dir_label(&label, f->rel);
+    r.dir_label = label.p ? label.p : "";
+    if (rc >= 0) rc = dm_read_any(&r, f->rel, b.p ? b.p : "", b.n, 0);
+    dm_free(label.p);
     dm_free(b.p);
     return rc;
 }
@@ -1334,6 +1382,7 @@ void dm_pp_file_list_free(dm_pp_file_list *l)
     for (size_t i = 0; i < l->n; i++) {
         dm_free(l->files[i].path);
         dm_free(l->files[i].rel);
+        dm_free(l->files[i].id);
     }
     dm_free(l->files);
     memset(l, 0, sizeof(*l));
@@ -1352,6 +1401,7 @@ static int dm_list_add(dm_pp_file_list *l, const char *path, const char *rel, ui
     f->path = dm_strdup(path);
     f->rel = dm_strdup(rel);
     f->size = size;
+    f->id = NULL;
     if (!f->path || !f->rel) {
         dm_free(f->path);
         dm_free(f->rel);
@@ -1361,20 +1411,164 @@ static int dm_list_add(dm_pp_file_list *l, const char *path, const char *rel, ui
     return DM_OK;
 }
 
-typedef struct dm_devino {
+/* A folder the walk has read: (st_dev, st_ino), the folder it was reached from (its index, or
+ * DM_WALK_NONE for the root) and its path as opened (offset in dm_walk.paths, for messages). */
+#define DM_WALK_NONE ((size_t)-1)
+typedef struct dm_wdir {
     dev_t dev;
     ino_t ino;
-} dm_devino;
+    size_t from, path;
+} dm_wdir;
 
+/* A symbolic link to a folder, followed after the folders reached without one. */
+typedef struct dm_wlink {
+    char *path, *rel;
+    size_t from; /* the folder holding it */
+} dm_wlink;
+
+/* The walk's state: the folders read (hashed by (st_dev, st_ino), open addressing, slots hold
+ * index + 1) and the links to folders left for later (a queue). */
 typedef struct dm_walk {
     dm_pp_file_list *l;
     const dm_reader_options *opt;
     dm_pp_stats *st;
-    dm_devino *seen;
-    size_t n_seen, cap_seen;
+    dm_wdir *dirs;
+    size_t n_dirs, cap_dirs;
+    size_t *slot;
+    size_t cap_slot;
+    dm_sbuf paths;
+    dm_wlink *links;
+    size_t n_links, cap_links;
 } dm_walk;
 
-static int dm_walk_dir(dm_walk *w, const char *path, const char *rel, int depth)
+static size_t dm_devino_hash(dev_t dev, ino_t ino)
+{
+    uint64_t h = (uint64_t)ino * 0x9E3779B97F4A7C15ull ^ ((uint64_t)dev + 0x632BE59BD9B4E019ull);
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 29;
+    return (size_t)h;
+}
+
+/* The index of the folder (dev, ino) read before, or DM_WALK_NONE. */
+static size_t dm_walk_find(const dm_walk *w, dev_t dev, ino_t ino)
+{
+    if (!w->cap_slot) return DM_WALK_NONE;
+    for (size_t j = dm_devino_hash(dev, ino) & (w->cap_slot - 1); w->slot[j]; j = (j + 1) & (w->cap_slot - 1)) {
+        const dm_wdir *d = &w->dirs[w->slot[j] - 1];
+        if (d->dev == dev && d->ino == ino) return w->slot[j] - 1;
+    }
+    return DM_WALK_NONE;
+}
+
+/* Records the folder (dev, ino) at path, reached from folder `from`. */
+static int dm_walk_add(dm_walk *w, dev_t dev, ino_t ino, size_t from, const char *path)
+{
+    if (w->n_dirs == w->cap_dirs) {
+        size_t nc = w->cap_dirs ? 2 * w->cap_dirs : 64;
+        dm_wdir *q = dm_realloc(w->dirs, nc * sizeof(*q));
+        if (!q) return DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
+        w->dirs = q;
+        w->cap_dirs = nc;
+    }
+    if (2 * (w->n_dirs + 1) > w->cap_slot) {
+        size_t nc = w->cap_slot ? 2 * w->cap_slot : 128;
+        size_t *q = dm_calloc(nc, sizeof(*q));
+        if (!q) return DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
+        for (size_t i = 0; i < w->n_dirs; i++) {
+            size_t j = dm_devino_hash(w->dirs[i].dev, w->dirs[i].ino) & (nc - 1);
+            while (q[j]) j = (j + 1) & (nc - 1);
+            q[j] = i + 1;
+        }
+        dm_free(w->slot);
+        w->slot = q;
+        w->cap_slot = nc;
+    }
+    size_t off = w->paths.n;
+    DM_TRY(dm_sbuf_put(&w->paths, path, strlen(path) + 1)); /* with its NUL */
+    dm_wdir *d = &w->dirs[w->n_dirs];
+    d->dev = dev;
+    d->ino = ino;
+    d->from = from;
+    d->path = off;
+    size_t j = dm_devino_hash(dev, ino) & (w->cap_slot - 1);
+    while (w->slot[j]) j = (j + 1) & (w->cap_slot - 1);
+    w->slot[j] = ++w->n_dirs;
+    return DM_OK;
+}
+
+static int dm_walk_defer(dm_walk *w, const char *path, const char *rel, size_t from)
+{
+    if (w->n_links == w->cap_links) {
+        size_t nc = w->cap_links ? 2 * w->cap_links : 16;
+        dm_wlink *q = dm_realloc(w->links, nc * sizeof(*q));
+        if (!q) return DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
+        w->links = q;
+        w->cap_links = nc;
+    }
+    dm_wlink *k = &w->links[w->n_links];
+    k->path = dm_strdup(path);
+    k->rel = dm_strdup(rel);
+    k->from = from;
+    if (!k->path || !k->rel) {
+        dm_free(k->path);
+        dm_free(k->rel);
+        return DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
+    }
+    w->n_links++;
+    return DM_OK;
+}
+
+static void dm_walk_free(dm_walk *w)
+{
+    for (size_t i = 0; i < w->n_links; i++) {
+        dm_free(w->links[i].path);
+        dm_free(w->links[i].rel);
+    }
+    dm_free(w->links);
+    dm_free(w->dirs);
+    dm_free(w->slot);
+    dm_free(w->paths.p);
+}
+
+static int dm_name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The names in folder d but hidden ones (".name"), sorted, into *names[*n] (dm_malloc'ed); errno
+ * of a failed readdir into *err (0 when none: the names read before it are kept). */
+static int dm_walk_names(DIR *d, char ***names, size_t *n, int *err)
+{
+    size_t cap = 0;
+    *names = NULL;
+    *n = 0;
+    struct dirent *de;
+    int rc = DM_OK;
+    while (rc >= 0 && (errno = 0, de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.') continue;
+        if (*n == cap) {
+            size_t nc = cap ? 2 * cap : 16;
+            char **q = dm_realloc(*names, nc * sizeof(*q));
+            if (!q) {
+                rc = DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
+                break;
+            }
+            *names = q;
+            cap = nc;
+        }
+        if (!((*names)[*n] = dm_strdup(de->d_name))) rc = DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
+        else (*n)++;
+    }
+    *err = rc >= 0 && !de ? errno : 0;
+    if (rc >= 0 && *n > 1) qsort(*names, *n, sizeof(**names), dm_name_cmp);
+    return rc;
+}
+
+/* Reads folder path (rel: its path relative to the root), reached from folder `from`: files are
+ * listed and folders walked at once, links to folders left for later (dm_walk_defer), so that a
+ * folder reached both ways keeps its own path. A folder read before is not read again: a loop when
+ * it holds the way to it (it is `from` or a folder `from` was reached from), else a second way to
+ * it. Linear in the folders and their entries (a loop check walks up the folders above the link,
+ * fewer than the components of its path). */
+static int dm_walk_dir(dm_walk *w, const char *path, const char *rel, size_t from, int depth)
 {
     char msg[1024];
     struct stat sb;
@@ -1382,33 +1576,42 @@ static int dm_walk_dir(dm_walk *w, const char *path, const char *rel, int depth)
         snprintf(msg, sizeof(msg), "%s: %s", path, strerror(errno));
         return dm_rd_skip(w->opt, w->st, DM_PP_SKIP_UNREADABLE, DM_ERR_IO, msg);
     }
-    for (size_t i = 0; i < w->n_seen; i++)
-        if (w->seen[i].dev == sb.st_dev && w->seen[i].ino == sb.st_ino) {
-            snprintf(msg, sizeof(msg), "%s: directory already visited (symbolic link loop)", path);
+    size_t seen = dm_walk_find(w, sb.st_dev, sb.st_ino);
+    if (seen != DM_WALK_NONE) {
+        size_t a = from;
+        while (a != DM_WALK_NONE && a != seen) a = w->dirs[a].from;
+        const char *first = w->paths.p + w->dirs[seen].path;
+        if (a == seen) {
+            snprintf(msg, sizeof(msg), "%s: symbolic link loop: leads back to %s, which holds it (not followed)",
+                     path, first);
             return dm_rd_skip(w->opt, w->st, DM_PP_SKIP_SYMLINK_LOOP, DM_ERR_IO, msg);
         }
-    if (w->n_seen == w->cap_seen) {
-        size_t nc = w->cap_seen ? 2 * w->cap_seen : 64;
-        dm_devino *q = dm_realloc(w->seen, nc * sizeof(*q));
-        if (!q) return DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
-        w->seen = q;
-        w->cap_seen = nc;
+        snprintf(msg, sizeof(msg), "%s: the folder %s, already read there (not read twice)", path, first);
+        return dm_rd_skip(w->opt, w->st, DM_PP_SKIP_DUPLICATE_DIR, DM_ERR_IO, msg);
     }
-    w->seen[w->n_seen].dev = sb.st_dev;
-    w->seen[w->n_seen].ino = sb.st_ino;
-    w->n_seen++;
+    DM_TRY(dm_walk_add(w, sb.st_dev, sb.st_ino, from, path));
+    size_t self = w->n_dirs - 1;
     DIR *d = opendir(path);
     if (!d) {
         snprintf(msg, sizeof(msg), "%s: cannot open directory: %s", path, strerror(errno));
         if (depth == 0) return DM_ERR(DM_ERR_IO, "%s", msg);
         return dm_rd_skip(w->opt, w->st, DM_PP_SKIP_UNREADABLE, DM_ERR_IO, msg);
     }
-    int rc = DM_OK;
-    struct dirent *de;
-    while (rc >= 0 && (de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.') continue;
-        size_t pl = strlen(path) + strlen(de->d_name) + 2;
-        size_t rl = strlen(rel) + strlen(de->d_name) + 2;
+    /* all the names first (sorted: the walk, and so which way to a folder counts first, does not
+     * depend on the order of readdir), the folder closed before going down */
+    char **names;
+    size_t n_names;
+    int err;
+    int rc = dm_walk_names(d, &names, &n_names, &err);
+    closedir(d);
+    if (rc >= 0 && err) {
+        snprintf(msg, sizeof(msg), "%s: cannot read directory: %s (rest of it skipped)", path, strerror(err));
+        rc = depth == 0 ? DM_ERR(DM_ERR_IO, "%s", msg) : dm_rd_skip(w->opt, w->st, DM_PP_SKIP_UNREADABLE, DM_ERR_IO, msg);
+    }
+    for (size_t i = 0; rc >= 0 && i < n_names; i++) {
+        const char *name = names[i];
+        size_t pl = strlen(path) + strlen(name) + 2;
+        size_t rl = strlen(rel) + strlen(name) + 2;
         char *cp = dm_malloc(pl), *cr = dm_malloc(rl);
         if (!cp || !cr) {
             dm_free(cp);
@@ -1416,17 +1619,18 @@ static int dm_walk_dir(dm_walk *w, const char *path, const char *rel, int depth)
             rc = DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
             break;
         }
-        snprintf(cp, pl, "%s/%s", path, de->d_name);
-        if (rel[0]) snprintf(cr, rl, "%s/%s", rel, de->d_name);
-        else snprintf(cr, rl, "%s", de->d_name);
-        struct stat eb;
+        snprintf(cp, pl, "%s/%s", path, name);
+        if (rel[0]) snprintf(cr, rl, "%s/%s", rel, name);
+        else snprintf(cr, rl, "%s", name);
+        struct stat eb, lb;
         if (stat(cp, &eb) != 0) {
             snprintf(msg, sizeof(msg), "%s: %s", cp, strerror(errno));
             rc = dm_rd_skip(w->opt, w->st, DM_PP_SKIP_UNREADABLE, DM_ERR_IO, msg);
         } else if (S_ISDIR(eb.st_mode)) {
-            rc = dm_walk_dir(w, cp, cr, depth + 1);
+            if (lstat(cp, &lb) == 0 && S_ISLNK(lb.st_mode)) rc = dm_walk_defer(w, cp, cr, self);
+            else rc = dm_walk_dir(w, cp, cr, self, depth + 1);
         } else if (S_ISREG(eb.st_mode)) {
-            if (dm_accept(w->opt, de->d_name)) rc = dm_list_add(w->l, cp, cr, (uint64_t)eb.st_size);
+            if (dm_accept(w->opt, name)) rc = dm_list_add(w->l, cp, cr, (uint64_t)eb.st_size);
             else w->st->files_ignored++;
         } else {
             snprintf(msg, sizeof(msg), "%s: not a regular file", cp);
@@ -1435,13 +1639,58 @@ static int dm_walk_dir(dm_walk *w, const char *path, const char *rel, int depth)
         dm_free(cp);
         dm_free(cr);
     }
-    closedir(d);
+    for (size_t i = 0; i < n_names; i++) dm_free(names[i]);
+    dm_free(names);
+    return rc;
+}
+
+/* The tree under root: the folders reached without links, then the links to folders in the order
+ * met (a link found under a link joins the queue). */
+static int dm_walk_tree(dm_walk *w, const char *root)
+{
+    int rc = dm_walk_dir(w, root, "", DM_WALK_NONE, 0);
+    for (size_t i = 0; rc >= 0 && i < w->n_links; i++) {
+        dm_wlink k = w->links[i]; /* links may grow */
+        rc = dm_walk_dir(w, k.path, k.rel, k.from, 1);
+    }
     return rc;
 }
 
 static int dm_file_cmp(const void *a, const void *b)
 {
     return strcmp(((const dm_pp_file *)a)->rel, ((const dm_pp_file *)b)->rel);
+}
+
+/* Ids unique over the sorted list l (dm_pp_list_files): a file whose id (rel less a compression
+ * suffix) a file before it has takes rel, else rel#2, #3, ... (the first free): dm_pp_file.id. */
+static int dm_list_ids(dm_pp_file_list *l)
+{
+    dm_nameset ids = {0};
+    dm_sbuf b = {0};
+    int rc = DM_OK;
+    for (size_t i = 0; rc >= 0 && i < l->n; i++) {
+        dm_pp_file *f = &l->files[i];
+        size_t n = strlen(f->rel), z = dm_is_archive_name(f->rel) ? 0 : dm_zsuffix_len(f->rel);
+        b.n = 0;
+        rc = dm_sbuf_put(&b, f->rel, n - z);
+        if (rc >= 0) rc = dm_nameset_add(&ids, b.p, NULL);
+        if (rc > 0 && z) {
+            b.n = 0;
+            rc = dm_sbuf_put(&b, f->rel, n);
+            if (rc >= 0) rc = dm_nameset_add(&ids, b.p, NULL);
+        }
+        for (unsigned long k = 2; rc > 0; k++) {
+            char sfx[32];
+            snprintf(sfx, sizeof(sfx), "#%lu", k);
+            b.n = n;
+            rc = dm_sbuf_put(&b, sfx, strlen(sfx));
+            if (rc >= 0) rc = dm_nameset_add(&ids, b.p, NULL);
+        }
+        if (rc >= 0 && b.n != n - z && !(f->id = dm_strdup(b.p))) rc = DM_ERR(DM_ERR_NOMEM, "file list: out of memory");
+    }
+    dm_free(b.p);
+    dm_nameset_free(&ids);
+    return rc;
 }
 
 int dm_pp_list_files(dm_pp_file_list *out, const char *root, const dm_reader_options *opt,
@@ -1457,9 +1706,13 @@ int dm_pp_list_files(dm_pp_file_list *out, const char *root, const dm_reader_opt
         if (!r) return DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
         size_t n = strlen(r);
         while (n > 1 && r[n - 1] == '/') r[--n] = 0;
-        dm_walk w = {out, opt, st, NULL, 0, 0};
-        rc = dm_walk_dir(&w, r, "", 0);
-        dm_free(w.seen);
+        dm_walk w;
+        memset(&w, 0, sizeof(w));
+        w.l = out;
+        w.opt = opt;
+        w.st = st;
+        rc = dm_walk_tree(&w, r);
+        dm_walk_free(&w);
         dm_free(r);
     } else if (S_ISREG(sb.st_mode)) {
         const char *base = strrchr(root, '/');
@@ -1468,11 +1721,12 @@ int dm_pp_list_files(dm_pp_file_list *out, const char *root, const dm_reader_opt
     } else {
         return DM_ERR(DM_ERR_IO, "corpus %s: not a file or directory", root);
     }
+    if (rc >= 0 && out->n > 1) qsort(out->files, out->n, sizeof(*out->files), dm_file_cmp); /* files is NULL when empty */
+    if (rc >= 0) rc = dm_list_ids(out);
     if (rc < 0) {
         dm_pp_file_list_free(out);
         return rc;
     }
-    if (out->n > 1) qsort(out->files, out->n, sizeof(*out->files), dm_file_cmp); /* files is NULL when empty */
     return DM_OK;
 }
 

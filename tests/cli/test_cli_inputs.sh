@@ -163,4 +163,21 @@ check "report.json: a Latin-1 corpus path and its skip message kept, the byte es
     'json l1.json "len(r[\"messages\"]) == 1 and \"caf\\\\xE9/b.txt.gz\" in r[\"messages\"][0]" &&
     python3 -c "import json,sys; sys.exit(\"caf\\\\xE9\" not in json.load(open(\"l1.json\"))[\"command_line\"])"' "$(cat l1.json 2>&1 | head -c 600)"
 
+# ---- 9. the directory walk: a folder reached twice is read once; ids unique whatever the ranks ----
+# all -> news sorts before news, l1 and l2 lead to one folder outside the corpus, news/sub/up is a
+# loop; a.txt and a.txt.gz (both "a.txt" without the suffix) fall to different ranks with 2
+mkdir -p w/news/sub wext && printf 'oil crude\n' >w/news/a.txt && printf 'wheat grain\n' | gzip >w/news/a.txt.gz
+printf 'bank loan\n' >wext/c.txt
+ln -s "$tmp/w/news" w/all && ln -s "$tmp/wext" w/l1 && ln -s "$tmp/wext" w/l2 && ln -s "$tmp/w/news" w/news/sub/up
+for n in 1 2; do
+    e=$(dmn $n preprocess --corpus w --labels dir --dump-tokens -o w$n.txt --report w$n.json 2>&1 >/dev/null)
+    got=$(cat w$n.txt w$n.txt.rank* 2>/dev/null | cut -f1,2 | tr "\t\n" ": ")
+    check "walk, $n rank(s): every folder read once, at its own path; ids unique" \
+        '[ "$got" = "l1/c.txt:l1 news/a.txt:news news/a.txt.gz:news " ]' "$got"
+    check "walk, $n rank(s): second ways counted as duplicate_dir, the loop as symlink_loop" \
+        'json w$n.json "r[\"skipped\"][\"duplicate_dir\"] == 2 and r[\"skipped\"][\"symlink_loop\"] == 1" &&
+        printf "%s\n" "$e" | grep -qF "skip (duplicate_dir): w/all: the folder w/news, already read there (not read twice)" &&
+        printf "%s\n" "$e" | grep -qF "skip (symlink_loop): w/news/sub/up: symbolic link loop: leads back to w/news, which holds it"' "$e"
+done
+
 finish

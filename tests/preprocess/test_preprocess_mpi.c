@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "common/alloc.h"
 #include "common/context.h"
@@ -180,6 +181,68 @@ static void test_multibyte_corpus(void)
         }
     }
     MPI_Barrier(g_ctx.world);
+    compare_with_single(dir, DM_PP_FORMAT_AUTO);
+}
+
+/* Does the stream hold a document of this id? */
+static int find_id(const dm_token_stream *s, const char *id)
+{
+    for (size_t d = 0; d < s->n_docs; d++)
+        if (strcmp(dm_token_stream_id(s, d), id) == 0) return 1;
+    return 0;
+}
+
+/* Ids stay unique whichever rank reads which file: f<i>.txt and f<i>.txt.gz both drop to
+ * "f<i>.txt" without their suffix; every rank lists the whole tree and gives the .gz its own name
+ * ("f<i>.txt.gz"), though f0.txt (large) and f0.txt.gz fall to different ranks. Each rank checks its
+ * own documents (a .gz holds two tokens, a plain file an odd number), rank 0 that the ids of all
+ * are distinct; the ranks' streams concatenated are the one-process stream. */
+static void test_ids_across_ranks(void)
+{
+    char dir[1100], p[1200];
+    snprintf(dir, sizeof(dir), "%s/zid", g_tmp);
+    if (g_ctx.rank == 0) {
+        char cmd[1300];
+        snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
+        CU_ASSERT_EQUAL(system(cmd), 0);
+        for (int i = 0; i < 8; i++) {
+            char t[2000];
+            size_t l = 0;
+            for (int k = 0; k < (i == 0 ? 301 : 1); k++) l += (size_t)snprintf(t + l, sizeof(t) - l, "plain ");
+            snprintf(p, sizeof(p), "%s/f%d.txt", dir, i);
+            CU_ASSERT_EQUAL(pp_write_file(p, t, l), 0);
+            snprintf(p, sizeof(p), "%s/f%d.txt.gz", dir, i);
+            gzFile g = gzopen(p, "wb");
+            CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+            CU_ASSERT_EQUAL(gzwrite(g, "packed words", 12), 12);
+            gzclose(g);
+        }
+    }
+    MPI_Barrier(g_ctx.world);
+    dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
+    o.backend = PP_MPI_BACKEND;
+    dm_token_stream s;
+    CU_ASSERT_EQUAL_FATAL(dm_preprocess(&s, NULL, &g_ctx, dir, &o), 0);
+    int bad = 0;
+    for (size_t d = 0; d < s.n_docs; d++) {
+        const char *id = dm_token_stream_id(&s, d);
+        size_t n = strlen(id);
+        int gz = n > 3 && strcmp(id + n - 3, ".gz") == 0;
+        bad += gz != ((s.tok_off[d + 1] - s.tok_off[d]) == 2);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(s.stats.docs, 16);
+    dm_token_stream_free(&s);
+    if (g_ctx.rank == 0) {
+        dm_token_stream one;
+        CU_ASSERT_EQUAL_FATAL(dm_preprocess(&one, NULL, NULL, dir, &o), 0);
+        CU_ASSERT_EQUAL(one.n_docs, 16);
+        for (size_t a = 0; a < one.n_docs; a++)
+            for (size_t b = a + 1; b < one.n_docs; b++)
+                CU_ASSERT(strcmp(dm_token_stream_id(&one, a), dm_token_stream_id(&one, b)) != 0);
+        CU_ASSERT(find_id(&one, "f0.txt") && find_id(&one, "f0.txt.gz") && find_id(&one, "f7.txt.gz"));
+        dm_token_stream_free(&one);
+    }
     compare_with_single(dir, DM_PP_FORMAT_AUTO);
 }
 
@@ -401,6 +464,7 @@ int main(int argc, char **argv)
     CU_TestInfo t[] = {
         {"Reuters: ranks concatenated == one process", test_reuters},
         {"multibyte corpus: ranks concatenated == one process", test_multibyte_corpus},
+        {"ids unique (a.txt beside a.txt.gz) whichever rank reads which", test_ids_across_ranks},
         {"an error on one rank reaches all", test_error_agreement},
         {"skip messages of every rank, in corpus order, on every rank", test_skip_messages_all_ranks},
         {"no documents: the reason, though another rank met it", test_no_documents_reason},

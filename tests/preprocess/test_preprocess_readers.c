@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -1095,6 +1097,67 @@ static void test_member_ids(void)
     dm_token_stream_free(&s);
 }
 
+/* The ids of many members of one name: "a.txt", "a.txt#2", ... "a.txt#N", each found in
+ * constant time. The search for a free "#i" started at #2 for every member (O(n^2)): 30,000
+ * members took far more than 10 s (fuzz_readers: a 62 KB .tar.gz of 28,000 empty "a.txt"
+ * members ran past its 20 s timeout); now well under a second. */
+typedef struct dup_ids {
+    size_t n;
+    char first[64], second[64], last[64];
+} dup_ids;
+
+static int collect_dup_ids(void *user, const dm_raw_doc *d)
+{
+    dup_ids *u = user;
+    char *to = u->n == 0 ? u->first : u->n == 1 ? u->second : u->last;
+    snprintf(to, 64, "%s", d->id);
+    u->n++;
+    return 0;
+}
+
+static void test_member_ids_many_duplicates(void)
+{
+    enum { N = 30000 };
+    size_t len = (size_t)N * 1024 + 1024;
+    unsigned char *tar = calloc(len, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tar);
+    for (size_t i = 0; i < N; i++) { /* a ustar header of "a.txt" of 1 byte, then its block "w" */
+        unsigned char *h = tar + i * 1024;
+        strcpy((char *)h, "a.txt");
+        memcpy(h + 100, "0000644", 8);
+        memcpy(h + 108, "0000000", 8);
+        memcpy(h + 116, "0000000", 8);
+        memcpy(h + 124, "00000000001", 12);
+        memcpy(h + 136, "00000000000", 12);
+        h[156] = '0';
+        memcpy(h + 257, "ustar", 6);
+        memcpy(h + 263, "00", 2);
+        memset(h + 148, ' ', 8);
+        unsigned sum = 0;
+        for (int k = 0; k < 512; k++) sum += h[k];
+        snprintf((char *)h + 148, 8, "%06o", sum);
+        h[155] = ' ';
+        h[512] = 'w';
+    }
+    dm_reader_options o = DM_READER_OPTIONS_INIT;
+    dm_pp_stats st;
+    memset(&st, 0, sizeof st);
+    dup_ids u;
+    memset(&u, 0, sizeof u);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CU_ASSERT_EQUAL(dm_pp_read_buffer("x.tar", tar, len, &o, &st, collect_dup_ids, &u), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    free(tar);
+    CU_ASSERT_EQUAL(u.n, N);
+    CU_ASSERT_STRING_EQUAL(u.first, "x.tar/a.txt");
+    CU_ASSERT_STRING_EQUAL(u.second, "x.tar/a.txt#2");
+    CU_ASSERT_STRING_EQUAL(u.last, "x.tar/a.txt#30000");
+    CU_ASSERT(s < 10.0);
+    if (s >= 10.0) printf("\n    %d members of one name: %.1f s", (int)N, s);
+}
+
 /* Trailing garbage after the last gzip member loses nothing of the data before it (gzip(1): the
  * data, and "trailing garbage ignored"): the documents are read and the garbage is counted
  * (corrupt_gzip) with a message; --strict makes it an error. Zero padding stays silent, and a
@@ -1378,6 +1441,209 @@ static void test_message_length(void)
     }
 }
 
+/* A folder is read once, whichever ways lead to it. A link to a folder that holds it is a loop
+ * (symlink_loop: not followed); any other second way to a folder read before (a link beside its own
+ * path, sorting before it; two links to one folder outside the corpus) is not read again and is
+ * counted as duplicate_dir, naming the path it was read at: no document twice, and a folder
+ * reached both ways keeps its own path (ids and --labels dir labels). Before, every second way was
+ * called a loop, and the first way met, a link's, gave the ids and labels. */
+static void test_dir_reached_twice(void)
+{
+    mkdirs("tw/news/sub");
+    mkdirs("tw_ext");
+    put("tw/news/a.txt", "oil crude", 9);
+    put("tw/news/sub/b.txt", "wheat grain", 11);
+    put("tw_ext/c.txt", "bank loan", 9);
+    char p[4096], q[4096], want[8300];
+    CU_ASSERT_EQUAL_FATAL(symlink(tpath(q, "tw/news"), tpath(p, "tw/all")), 0);     /* before news */
+    CU_ASSERT_EQUAL_FATAL(symlink(tpath(q, "tw_ext"), tpath(p, "tw/l1")), 0);       /* two links to */
+    CU_ASSERT_EQUAL_FATAL(symlink(tpath(q, "tw_ext"), tpath(p, "tw/l2")), 0);       /* one folder */
+    CU_ASSERT_EQUAL_FATAL(symlink(tpath(q, "tw/news"), tpath(p, "tw/news/sub/up")), 0); /* loops */
+    CU_ASSERT_EQUAL_FATAL(symlink(".", tpath(p, "tw_ext/self")), 0);
+    dm_token_stream s;
+    char st[256];
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "tw", DM_PP_FORMAT_AUTO, DM_PP_LABELS_DIR), 0);
+    for (uint64_t i = 0; i < s.stats.n_messages && i < DM_PP_MAX_MESSAGES; i++) printf("\n    %s", s.stats.messages[i]);
+    CU_ASSERT_EQUAL(s.n_docs, 3);
+    static const char *ids[] = {"l1/c.txt", "news/a.txt", "news/sub/b.txt"};
+    static const char *labels[] = {"l1", "news", "news"};
+    for (size_t d = 0; d < 3 && d < s.n_docs; d++) {
+        CU_ASSERT_STRING_EQUAL(dm_token_stream_id(&s, d), ids[d]);
+        CU_ASSERT_STRING_EQUAL(dm_token_stream_labels(&s, d), labels[d]);
+    }
+    CU_ASSERT_STRING_EQUAL(stems_of(st, sizeof(st), &s, "news/a.txt"), "oil crude");
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_DUPLICATE_DIR], 2);
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_SYMLINK_LOOP], 2);
+    CU_ASSERT_EQUAL(dm_pp_stats_skipped_total(&s.stats), 4);
+    snprintf(want, sizeof(want), "tw/all: the folder %s, already read there (not read twice)", tpath(p, "tw/news"));
+    CU_ASSERT(has_message(&s.stats, want));
+    snprintf(want, sizeof(want), "tw/l2: the folder %s, already read there (not read twice)", tpath(p, "tw/l1"));
+    CU_ASSERT(has_message(&s.stats, want));
+    snprintf(want, sizeof(want), "tw/news/sub/up: symbolic link loop: leads back to %s, which holds it", tpath(p, "tw/news"));
+    CU_ASSERT(has_message(&s.stats, want));
+    CU_ASSERT(has_message(&s.stats, "tw/l1/self: symbolic link loop: leads back to "));
+    CU_ASSERT_STRING_EQUAL(dm_pp_skip_name(DM_PP_SKIP_DUPLICATE_DIR), "duplicate_dir");
+    dm_token_stream_free(&s);
+    /* --strict: a second way to a folder is an error like every skip, naming it */
+    dm_preprocess_options o = DM_PREPROCESS_OPTIONS_INIT;
+    o.reader.strict = 1;
+    o.backend = 1;
+    CU_ASSERT_EQUAL(unlink(tpath(p, "tw/news/sub/up")), 0);
+    CU_ASSERT_EQUAL(unlink(tpath(p, "tw_ext/self")), 0);
+    CU_ASSERT_EQUAL(unlink(tpath(p, "tw/l2")), 0);
+    CU_ASSERT_EQUAL(dm_preprocess(&s, NULL, NULL, tpath(p, "tw"), &o), DM_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "tw/all: the folder "));
+    CU_ASSERT_EQUAL(unlink(tpath(p, "tw/all")), 0);
+    CU_ASSERT_EQUAL_FATAL(dm_preprocess(&s, NULL, NULL, tpath(p, "tw"), &o), 0);
+    CU_ASSERT_EQUAL(s.n_docs, 3);
+    dm_token_stream_free(&s);
+}
+
+/* The walk's check for folders read before is a hash of (st_dev, st_ino): 150,000 folders list in
+ * linear time (0.15 s of CPU on the 2-core build host; the list scanned for each folder took 3.3 s,
+ * growing with the square). On tmpfs (/dev/shm), where folders cost no disk blocks; skipped
+ * without it. */
+static void test_walk_linear(void)
+{
+    char root[] = "/dev/shm/docmine-walk-XXXXXX", p[4200];
+    if (!mkdtemp(root)) {
+        printf("(no /dev/shm: skipped) ");
+        return;
+    }
+    const int n_top = 150, n_sub = 1000;
+    int ok = 1;
+    for (int i = 0; ok && i < n_top; i++) {
+        snprintf(p, sizeof(p), "%s/d%03d", root, i);
+        ok = mkdir(p, 0700) == 0;
+        for (int j = 0; ok && j < n_sub; j++) {
+            snprintf(p, sizeof(p), "%s/d%03d/e%04d", root, i, j);
+            ok = mkdir(p, 0700) == 0;
+        }
+    }
+    snprintf(p, sizeof(p), "%s/d149/e0999/z.txt", root);
+    ok = ok && pp_write_file(p, "oil", 3) == 0;
+    if (ok) {
+        dm_reader_options ro = DM_READER_OPTIONS_INIT;
+        dm_pp_stats st;
+        memset(&st, 0, sizeof st);
+        dm_pp_file_list fl;
+        struct rusage u0, u1;
+        getrusage(RUSAGE_SELF, &u0);
+        CU_ASSERT_EQUAL(dm_pp_list_files(&fl, root, &ro, &st), DM_OK);
+        getrusage(RUSAGE_SELF, &u1);
+        double cpu = (double)(u1.ru_utime.tv_sec - u0.ru_utime.tv_sec) + 1e-6 * (double)(u1.ru_utime.tv_usec - u0.ru_utime.tv_usec);
+        printf("(%d folders listed in %.3f s of CPU) ", n_top * (n_sub + 1) + 1, cpu);
+        CU_ASSERT(cpu < 1.5);
+        CU_ASSERT_EQUAL(fl.n, 1);
+        CU_ASSERT_EQUAL(dm_pp_stats_skipped_total(&st), 0);
+        if (fl.n == 1) CU_ASSERT_STRING_EQUAL(fl.files[0].rel, "d149/e0999/z.txt");
+        dm_pp_file_list_free(&fl);
+    }
+    CU_ASSERT(ok);
+    char cmd[4300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
+/* The gzip bytes of text (malloc'ed), through a file outside every corpus. */
+static char *gz_bytes(const char *text, size_t *len)
+{
+    mkdirs("gzsrc");
+    put_gz("gzsrc/t.gz", text, strlen(text));
+    return read_back("gzsrc/t.gz", len);
+}
+
+/* Ids are unique in a corpus though compression suffixes are dropped from them: in byte order of
+ * the paths, a file whose id a file before it has keeps its suffix ("a.txt.gz" beside "a.txt",
+ * which sorts first; JSONL ids "FILE:LINE" too); a compressed file alone keeps the id it had
+ * ("c.txt"). In an archive the same in member order, then "#2", "#3", ... (the same path twice);
+ * such a member keeps the format of its name (a second "z.jsonl" is JSON Lines, a second
+ * "y.txt.gz" gzip: before, "z.jsonl#2" was read as one text and "y.txt.gz#2" skipped as not text). */
+static void test_ids_unique(void)
+{
+    mkdirs("uid");
+    put("uid/a.txt", "oil crude", 9);
+    put_gz("uid/a.txt.gz", "wheat grain", 11);
+    put_gz("uid/c.txt.gz", "bank loan", 9);
+    put("uid/j.jsonl", "{\"text\":\"corn\"}\n", 16);
+    put_gz("uid/j.jsonl.gz", "{\"text\":\"rate\"}\n", 16);
+    size_t l1, l2, l3;
+    char *g1 = gz_bytes("sugar", &l1), *g2 = gz_bytes("copper", &l2), *g3 = gz_bytes("nickel", &l3);
+    const ar_member m[] = {{"x.txt", "cocoa", 0, 0, NULL, NULL},
+                           {"x.txt.gz", g1, l1, 0, NULL, NULL},
+                           {"y.txt.gz", g2, l2, 0, NULL, NULL},
+                           {"./y.txt.gz", g3, l3, 0, NULL, NULL},
+                           {"z.jsonl", "{\"text\":\"zinc\"}\n{\"text\":\"lead\"}\n", 0, 0, NULL, NULL},
+                           {"z.jsonl", "{\"text\":\"silver\"}\n", 0, 0, NULL, NULL},
+                           {"z.jsonl", "{\"text\":\"gold\"}\n", 0, 0, NULL, NULL}};
+    CU_ASSERT_EQUAL_FATAL(write_archive("uid/d.tar", "paxr", NULL, m, 7), 0);
+    free(g1);
+    free(g2);
+    free(g3);
+    dm_token_stream s;
+    char st[256];
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "uid", DM_PP_FORMAT_AUTO, DM_PP_LABELS_NONE), 0);
+    static const char *const want[][2] = {
+        {"a.txt", "oil crude"},       {"a.txt.gz", "wheat grain"},  {"c.txt", "bank loan"},
+        {"d.tar/x.txt", "cocoa"},     {"d.tar/x.txt.gz", "sugar"},  {"d.tar/y.txt", "copper"},
+        {"d.tar/y.txt.gz", "nickel"}, {"d.tar/z.jsonl:1", "zinc"},  {"d.tar/z.jsonl:2", "lead"},
+        {"d.tar/z.jsonl#2:1", "silver"}, {"d.tar/z.jsonl#3:1", "gold"}, {"j.jsonl:1", "corn"},
+        {"j.jsonl.gz:1", "rate"}};
+    size_t nw = sizeof(want) / sizeof(want[0]);
+    CU_ASSERT_EQUAL(s.n_docs, nw);
+    for (size_t i = 0; i < nw; i++) {
+        CU_ASSERT_STRING_EQUAL(stems_of(st, sizeof(st), &s, want[i][0]), want[i][1]);
+        if (strcmp(st, want[i][1]) != 0) printf("\n    %s: %s", want[i][0], st);
+    }
+    for (size_t a = 0; a < s.n_docs; a++)
+        for (size_t b = a + 1; b < s.n_docs; b++)
+            CU_ASSERT(strcmp(dm_token_stream_id(&s, a), dm_token_stream_id(&s, b)) != 0);
+    CU_ASSERT_EQUAL(dm_pp_stats_skipped_total(&s.stats), 0);
+    dm_token_stream_free(&s);
+    /* the list says which files take another id: the ones a file before them has */
+    char p[4096];
+    dm_reader_options ro = DM_READER_OPTIONS_INIT;
+    dm_pp_stats pst;
+    memset(&pst, 0, sizeof pst);
+    dm_pp_file_list fl;
+    CU_ASSERT_EQUAL_FATAL(dm_pp_list_files(&fl, tpath(p, "uid"), &ro, &pst), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(fl.n, 6);
+    static const char *const rel[] = {"a.txt", "a.txt.gz", "c.txt.gz", "d.tar", "j.jsonl", "j.jsonl.gz"};
+    static const char *const id[] = {NULL, "a.txt.gz", NULL, NULL, NULL, "j.jsonl.gz"};
+    for (size_t i = 0; i < 6; i++) {
+        CU_ASSERT_STRING_EQUAL(fl.files[i].rel, rel[i]);
+        if (id[i]) {
+            CU_ASSERT_STRING_EQUAL(fl.files[i].id ? fl.files[i].id : "(null)", id[i]);
+        } else {
+            CU_ASSERT_PTR_NULL(fl.files[i].id);
+        }
+    }
+    dm_pp_file_list_free(&fl);
+}
+
+/* --labels dir: an archive member's first folder is its label whole, however long (a tar path
+ * component may pass 255 bytes, a name on disk cannot): two of 300 bytes that differ at byte 280
+ * stay two labels (both were cut to the same 255 bytes). */
+static void test_long_dir_label(void)
+{
+    mkdirs("ll");
+    char d1[301], d2[301], n1[320], n2[320];
+    memset(d1, 'L', 300);
+    d1[300] = 0;
+    memcpy(d2, d1, sizeof d2);
+    d2[280] = 'M';
+    snprintf(n1, sizeof n1, "%s/a.txt", d1);
+    snprintf(n2, sizeof n2, "%s/b.txt", d2);
+    const ar_member m[] = {{n1, "oil crude", 0, 0, NULL, NULL}, {n2, "wheat grain", 0, 0, NULL, NULL}};
+    CU_ASSERT_EQUAL_FATAL(write_archive("ll/x.tar", "paxr", NULL, m, 2), 0);
+    dm_token_stream s;
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "ll", DM_PP_FORMAT_AUTO, DM_PP_LABELS_DIR), 0);
+    CU_ASSERT_EQUAL_FATAL(s.n_docs, 2);
+    CU_ASSERT_STRING_EQUAL(dm_token_stream_labels(&s, 0), d1);
+    CU_ASSERT_STRING_EQUAL(dm_token_stream_labels(&s, 1), d2);
+    dm_token_stream_free(&s);
+}
+
 int main(void)
 {
     CU_TestInfo t[] = {
@@ -1400,6 +1666,7 @@ int main(void)
         {"all of Reuters-21578", test_reuters_all},
         {"a file replaced by a FIFO after the listing is skipped", test_fifo_after_listing},
         {"archive member ids without ./ components, unique", test_member_ids},
+        {"archive member ids: 30,000 of one name in linear time", test_member_ids_many_duplicates},
         {"gzip: trailing garbage counted, the data read", test_gzip_trailing_garbage},
         {"UTF-16/32 without a byte-order mark: not text, in every format", test_utf16_without_bom},
         {"labels holding a comma, non-scalar labels, NUL in ids: counted", test_label_commas},
@@ -1407,6 +1674,10 @@ int main(void)
         {"hostile review: TSV NULs and empty ids, SGML without records", test_hostile_review},
         {"an unreadable archive member skips itself, not the rest", test_unreadable_member},
         {"skip messages: a deep path kept, a long one cut before a character", test_message_length},
+        {"directory walk: a folder reached twice read once, loops told apart", test_dir_reached_twice},
+        {"directory walk: 150,000 folders in linear time", test_walk_linear},
+        {"ids unique: a.txt beside a.txt.gz, archive members", test_ids_unique},
+        {"--labels dir: an archive folder's label over 255 bytes whole", test_long_dir_label},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"preprocess-readers", setup, teardown, NULL, NULL, t}, CU_SUITE_INFO_NULL};
