@@ -17,6 +17,7 @@
 
 #include "common/alloc.h"
 #include "common/fileio.h"
+#include "common/rng.h"
 #include "common/status.h"
 #include "preprocess/preprocess.h"
 #include "preprocess/stream_build.h"
@@ -778,17 +779,6 @@ static void dm_wr_u64s(dm_wr *w, const uint64_t *v, size_t n)
     for (size_t i = 0; i < n; i++) dm_wr_u64(w, v[i]);
 }
 
-/* The murmur3 64-bit finaliser: mixes the sources of a run id. */
-static uint64_t dm_mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
-
 /* 64 random bits of this process: getrandom where it answers, mixed with the wall and monotonic
  * clocks, the process id, the host name and a per-process counter (so that two calls differ even
  * without getrandom). */
@@ -804,9 +794,11 @@ static uint64_t dm_run_id_draw(void)
     gethostname(host, sizeof host - 1);
     uint64_t h = 0xcbf29ce484222325ull;
     for (const char *c = host; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
-    id = dm_mix64(r ^ dm_mix64((uint64_t)w.tv_sec * 1000000000ull + (uint64_t)w.tv_nsec) ^
-                  dm_mix64(((uint64_t)getpid() << 32) ^ (uint64_t)m.tv_nsec ^ h) ^
-                  dm_mix64(__atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) + 0x9e3779b97f4a7c15ull));
+    /* each source through splitmix64's finaliser (common/rng.h), then mixed once more */
+    id = dm_splitmix64_at(r ^ dm_splitmix64_at((uint64_t)w.tv_sec * 1000000000ull + (uint64_t)w.tv_nsec, 1) ^
+                              dm_splitmix64_at(((uint64_t)getpid() << 32) ^ (uint64_t)m.tv_nsec ^ h, 2) ^
+                              dm_splitmix64_at(__atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED), 3),
+                          4);
     return id ? id : 1;
 }
 

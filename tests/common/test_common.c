@@ -442,10 +442,12 @@ static void test_progress_format(void)
     }
 }
 
-/* Forced into a file (a batch job's log): whole lines, none within the interval, one at the end,
- * no carriage returns. */
-static void test_progress_log_file(void)
+/* Runs steps(p) on a progress line of `total` forced into a file (a batch job's log) at level INFO
+ * and returns what it printed in buf (NUL-terminated); *in_place: what begin decided. */
+static void progress_capture(char *buf, size_t len, uint64_t total, void (*steps)(dm_progress *), int *in_place,
+                             double *interval, int *enabled)
 {
+    buf[0] = 0;
     FILE *tmp = tmpfile();
     CU_ASSERT_PTR_NOT_NULL_FATAL(tmp);
     fflush(stderr);
@@ -456,30 +458,50 @@ static void test_progress_log_file(void)
     dm_log_set_level(DM_LOG_INFO);
     dm_progress_force(1);
     dm_progress p;
-    dm_progress_begin(&p, "flock", "it", 10);
-    int enabled = p.enabled, in_place = p.in_place;
-    double interval = p.interval;
-    dm_progress_update(&p, 1); /* within the interval: nothing */
-    p.interval = 0.0;
-    dm_progress_update(&p, 5);
-    dm_progress_end(&p, 10);
-    dm_progress_update(&p, 11); /* after the end: nothing */
+    dm_progress_begin(&p, "flock", "it", total);
+    *in_place = p.in_place;
+    *interval = p.interval;
+    *enabled = p.enabled;
+    steps(&p);
     fflush(stderr);
     dup2(saved, STDERR_FILENO);
     close(saved);
     dm_progress_force(0);
     dm_log_set_level(level);
+    rewind(tmp);
+    size_t n = fread(buf, 1, len - 1, tmp);
+    buf[n] = 0;
+    fclose(tmp);
+}
+
+static int count_lines(const char *s)
+{
+    int lines = 0;
+    for (; *s; s++) lines += *s == '\n';
+    return lines;
+}
+
+static void log_file_steps(dm_progress *p)
+{
+    dm_progress_update(p, 1); /* within the interval: nothing */
+    p->interval = 0.0;
+    dm_progress_update(p, 5);
+    dm_progress_end(p, 10);
+    dm_progress_update(p, 11); /* after the end: nothing */
+}
+
+/* Forced into a file (a batch job's log): whole lines, none within the interval, one at the end
+ * (with the elapsed time, no ETA), no carriage returns. */
+static void test_progress_log_file(void)
+{
+    char buf[1024];
+    int in_place, enabled;
+    double interval;
+    progress_capture(buf, sizeof buf, 10, log_file_steps, &in_place, &interval, &enabled);
     CU_ASSERT_TRUE(enabled);
     CU_ASSERT_FALSE(in_place);
     CU_ASSERT_DOUBLE_EQUAL(interval, DM_PROGRESS_LOG_S, 0.0);
-    char buf[1024] = "";
-    rewind(tmp);
-    size_t n = fread(buf, 1, sizeof buf - 1, tmp);
-    buf[n] = 0;
-    fclose(tmp);
-    int lines = 0;
-    for (size_t i = 0; i < n; i++) lines += buf[i] == '\n';
-    CU_ASSERT_EQUAL(lines, 2);
+    CU_ASSERT_EQUAL(count_lines(buf), 2);
     CU_ASSERT_PTR_NULL(strchr(buf, '\r'));
     CU_ASSERT_PTR_NULL(strstr(buf, "1/10 "));
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "docmine: flock 5/10 (50.0%)"));
@@ -489,40 +511,24 @@ static void test_progress_log_file(void)
     CU_ASSERT_TRUE(end && !strstr(end, "ETA") && strstr(end, " in "));
 }
 
+static void no_repeat_steps(dm_progress *p)
+{
+    p->interval = 0.0;
+    dm_progress_update(p, 2);
+    dm_progress_update(p, 4);
+    dm_progress_end(p, 4);
+}
+
 /* A periodic line that already showed the final count is not followed by a second, equal one (the
  * demo's log ended with "flock 100/100" twice). */
 static void test_progress_log_no_repeat(void)
 {
-    FILE *tmp = tmpfile();
-    CU_ASSERT_PTR_NOT_NULL_FATAL(tmp);
-    fflush(stderr);
-    int saved = dup(STDERR_FILENO);
-    CU_ASSERT_TRUE_FATAL(saved >= 0);
-    CU_ASSERT_TRUE_FATAL(dup2(fileno(tmp), STDERR_FILENO) >= 0);
-    int level = dm_log_get_level();
-    dm_log_set_level(DM_LOG_INFO);
-    dm_progress_force(1);
-    dm_progress p;
-    dm_progress_begin(&p, "flock", "it", 4);
-    int in_place = p.in_place;
-    p.interval = 0.0;
-    dm_progress_update(&p, 2);
-    dm_progress_update(&p, 4);
-    dm_progress_end(&p, 4);
-    fflush(stderr);
-    dup2(saved, STDERR_FILENO);
-    close(saved);
-    dm_progress_force(0);
-    dm_log_set_level(level);
-    char buf[1024] = "";
-    rewind(tmp);
-    size_t n = fread(buf, 1, sizeof buf - 1, tmp);
-    buf[n] = 0;
-    fclose(tmp);
+    char buf[1024];
+    int in_place, enabled;
+    double interval;
+    progress_capture(buf, sizeof buf, 4, no_repeat_steps, &in_place, &interval, &enabled);
     CU_ASSERT_FALSE(in_place);
-    int lines = 0;
-    for (size_t i = 0; i < n; i++) lines += buf[i] == '\n';
-    CU_ASSERT_EQUAL(lines, 2);
+    CU_ASSERT_EQUAL(count_lines(buf), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(buf, "docmine: flock 2/4 (50.0%)"));
     const char *last = strstr(buf, "docmine: flock 4/4 (100.0%)");
     CU_ASSERT_PTR_NOT_NULL(last);
