@@ -78,6 +78,9 @@ enum dm_pp_skip {
     DM_PP_SKIP_DUPLICATE_DIR,    /* a folder reached a second way (two symbolic links to it, or
                                     one beside its own path) without a loop: read once, at the
                                     first, the second not read */
+    DM_PP_SKIP_BAD_LABEL,        /* --labels dir: a file (or archive member) whose first folder's
+                                    name holds a comma (labels are kept joined by commas: it
+                                    would read as two labels) */
     DM_PP_SKIP_COUNT
 };
 const char *dm_pp_skip_name(int reason);

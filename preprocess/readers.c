@@ -1278,6 +1278,12 @@ static int dm_read_unpacked(dm_rd *r, const char *name, const char *data, size_t
 static int dm_read_any(dm_rd *r, const char *name, const char *data, size_t len, int depth)
 {
     char msg[1024];
+    if (r->opt->labels == DM_PP_LABELS_DIR && r->dir_label && strchr(r->dir_label, ',')) {
+        /* every consumer splits labels at ',': the folder would read as two labels */
+        snprintf(msg, sizeof(msg), "%s: --labels dir: its folder \"%.120s\" holds a comma (labels are kept joined "
+                 "by commas): file skipped", r->where, r->dir_label);
+        return dm_rd_skip(r->opt, r->st, DM_PP_SKIP_BAD_LABEL, DM_ERR_FORMAT, msg);
+    }
     if (len == 0) {
         snprintf(msg, sizeof(msg), "%s: empty file", r->where);
         return dm_rd_skip(r->opt, r->st, DM_PP_SKIP_EMPTY_FILE, DM_ERR_FORMAT, msg);

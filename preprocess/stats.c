@@ -13,7 +13,7 @@ const char *dm_pp_skip_name(int reason)
     static const char *names[DM_PP_SKIP_COUNT] = {
         "empty_file", "unreadable", "corrupt_gzip", "corrupt_archive",
         "bad_json", "bad_tsv", "bad_sgml", "symlink_loop", "not_regular", "not_text",
-        "duplicate_dir"};
+        "duplicate_dir", "bad_label"};
     return reason >= 0 && reason < DM_PP_SKIP_COUNT ? names[reason] : "unknown";
 }
 

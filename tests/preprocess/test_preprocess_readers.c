@@ -1644,6 +1644,32 @@ static void test_long_dir_label(void)
     dm_token_stream_free(&s);
 }
 
+/* --labels dir: a folder whose name holds a comma would read as two labels downstream (every
+ * consumer splits at ','): its files, and the archive members under such a folder, are counted
+ * skips (bad_label) naming the file; the other folders are read. */
+static void test_dir_label_comma(void)
+{
+    mkdirs("lc/a,b");
+    mkdirs("lc/c");
+    put("lc/a,b/x.txt", "oil crude", 9);
+    put("lc/c/y.txt", "wheat grain", 11);
+    const ar_member m[] = {{"d,e/z.txt", "bank rate", 0, 0, NULL, NULL}, {"f/w.txt", "corn harvest", 0, 0, NULL, NULL}};
+    CU_ASSERT_EQUAL_FATAL(write_archive("lc/m.tar", "paxr", NULL, m, 2), 0);
+    dm_token_stream s;
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "lc", DM_PP_FORMAT_AUTO, DM_PP_LABELS_DIR), 0);
+    CU_ASSERT_EQUAL(s.n_docs, 2);
+    for (size_t d = 0; d < s.n_docs; d++) CU_ASSERT_PTR_NULL(strchr(dm_token_stream_labels(&s, d), ','));
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_BAD_LABEL], 2);
+    CU_ASSERT(has_message(&s.stats, "a,b/x.txt: --labels dir: its folder \"a,b\" holds a comma"));
+    CU_ASSERT(has_message(&s.stats, "m.tar: member d,e/z.txt: --labels dir: its folder \"d,e\" holds a comma"));
+    dm_token_stream_free(&s);
+    /* without --labels dir the folder's name is no label: read */
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "lc", DM_PP_FORMAT_AUTO, DM_PP_LABELS_NONE), 0);
+    CU_ASSERT_EQUAL(s.n_docs, 4);
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_BAD_LABEL], 0);
+    dm_token_stream_free(&s);
+}
+
 int main(void)
 {
     CU_TestInfo t[] = {
@@ -1678,6 +1704,7 @@ int main(void)
         {"directory walk: 150,000 folders in linear time", test_walk_linear},
         {"ids unique: a.txt beside a.txt.gz, archive members", test_ids_unique},
         {"--labels dir: an archive folder's label over 255 bytes whole", test_long_dir_label},
+        {"--labels dir: a folder name holding a comma is a counted skip", test_dir_label_comma},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"preprocess-readers", setup, teardown, NULL, NULL, t}, CU_SUITE_INFO_NULL};
