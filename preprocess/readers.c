@@ -826,7 +826,7 @@ static int dm_unpack_raw(char **out, size_t *out_len, const char *in, size_t n, 
  * the first link without data is met, by two more passes over the archive: the targets of all its
  * links, then their data up to that link; the main pass keeps the data of later targets. */
 typedef struct dm_link {
-    char *name; /* target path as the links give it */
+    char *name; /* target path as the links give it, cleaned as dm_member_id does */
     char *data; /* its data, once seen (have) */
     size_t len;
     int have;
@@ -843,10 +843,22 @@ static int dm_link_cmp(const void *a, const void *b)
     return strcmp(((const dm_link *)a)->name, ((const dm_link *)b)->name);
 }
 
+static int dm_member_id(dm_sbuf *b, const char *pn);
+
+/* The entry of the member path name (compared as dm_member_id cleans paths: "./a.txt" and "a.txt"
+ * name one file, as tar extracts them), or NULL (also when out of memory: the link then reads as
+ * one whose target the archive does not hold, a counted skip). */
 static dm_link *dm_links_find(const dm_links *l, const char *name)
 {
-    dm_link key = {(char *)name, NULL, 0, 0};
-    return l->n ? bsearch(&key, l->v, l->n, sizeof(*l->v), dm_link_cmp) : NULL;
+    if (!l->n) return NULL;
+    dm_sbuf c = {0};
+    dm_link *t = NULL;
+    if (dm_member_id(&c, name) >= 0) {
+        dm_link key = {c.p, NULL, 0, 0};
+        t = bsearch(&key, l->v, l->n, sizeof(*l->v), dm_link_cmp);
+    }
+    dm_free(c.p);
+    return t;
 }
 
 static void dm_links_free(dm_links *l)
@@ -883,8 +895,13 @@ static int dm_links_add(dm_links *l, const char *name)
     }
     dm_link *t = &l->v[l->n];
     memset(t, 0, sizeof(*t));
-    t->name = dm_strdup(name);
-    if (!t->name) return DM_ERR(DM_ERR_NOMEM, "archive: out of memory");
+    dm_sbuf c = {0};
+    int rc = dm_member_id(&c, name); /* the cleaned path (dm_links_find) */
+    if (rc < 0) {
+        dm_free(c.p);
+        return rc;
+    }
+    t->name = c.p;
     l->n++;
     return DM_OK;
 }

@@ -1670,6 +1670,33 @@ static void test_dir_label_comma(void)
     dm_token_stream_free(&s);
 }
 
+/* A hard link's target and the members are compared as paths, as tar extracts them: a link to
+ * "./a.txt" reads the member "a.txt" (it used to be skipped as a link whose target the archive
+ * does not hold), and a link to "a.txt" reads the data of the latest of "a.txt" and "./a.txt". */
+static void test_link_paths_cleaned(void)
+{
+    mkdirs("hp");
+    const ar_member m[] = {{"a.txt", "oil crude", 9, 0, NULL, NULL},
+                           {"l1.txt", NULL, 0, 0, "./a.txt", NULL},
+                           {"./a.txt", "wheat grain", 11, 0, NULL, NULL},
+                           {"l2.txt", NULL, 0, 0, "a.txt", NULL}};
+    CU_ASSERT_EQUAL_FATAL(write_archive("hp/h.tar", "paxr", NULL, m, 4), 0);
+    dm_token_stream s;
+    CU_ASSERT_EQUAL_FATAL(run_pp(&s, "hp", DM_PP_FORMAT_AUTO, DM_PP_LABELS_NONE), 0);
+    CU_ASSERT_EQUAL(s.stats.skipped[DM_PP_SKIP_CORRUPT_ARCHIVE], 0);
+    CU_ASSERT_EQUAL_FATAL(s.n_docs, 4);
+    /* documents in archive order: a.txt, l1.txt (a.txt's first data), a.txt#2, l2.txt (the latest) */
+    const char *want[] = {"oil crude", "oil crude", "wheat grain", "wheat grain"};
+    for (size_t d = 0; d < 4; d++) {
+        long t0 = dm_token_stream_term_find(&s, s.hashes[s.tok_off[d]]);
+        const char *first = t0 >= 0 ? (const char *)s.term_bytes + s.term_off[t0] : "";
+        char stem[8];
+        snprintf(stem, sizeof stem, "%.*s", 3, want[d]);
+        CU_ASSERT_EQUAL(strncmp(first, stem, 3), 0);
+    }
+    dm_token_stream_free(&s);
+}
+
 int main(void)
 {
     CU_TestInfo t[] = {
@@ -1705,6 +1732,7 @@ int main(void)
         {"ids unique: a.txt beside a.txt.gz, archive members", test_ids_unique},
         {"--labels dir: an archive folder's label over 255 bytes whole", test_long_dir_label},
         {"--labels dir: a folder name holding a comma is a counted skip", test_dir_label_comma},
+        {"hard links: target and members compared as cleaned paths", test_link_paths_cleaned},
         CU_TEST_INFO_NULL,
     };
     CU_SuiteInfo suites[] = {{"preprocess-readers", setup, teardown, NULL, NULL, t}, CU_SUITE_INFO_NULL};
