@@ -14,9 +14,6 @@ mpiexec=${2:-mpiexec}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/docmine-inputs-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/../testutil/cli_lib.sh"
-check() { if eval "$2"; then ok "$1"; else bad "$1${3:+: $3}"; fi; } # check <name> <condition> [detail]
-# json <file> <python expression on r = the report's results>: true when it holds
-json() { python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["results"]; sys.exit(not eval(sys.argv[2]))' "$1" "$2"; }
 mkcorpus() { # mkcorpus <file> <documents> <id prefix>: JSON Lines of three topics
     python3 - "$@" <<'PY'
 import json, random, sys

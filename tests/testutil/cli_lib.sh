@@ -27,6 +27,11 @@ expect() { _expect 1 "$@"; }
 # exits <name> <rc> <stderr regex> -- command...: stderr of any number of lines
 exits() { _expect 0 "$@"; }
 
+# check <name> <condition> [detail]: the condition (a shell expression) holds
+check() { if eval "$2"; then ok "$1"; else bad "$1${3:+: $3}"; fi; }
+# json <file> <python expression on r = the report's results>: true when it holds
+json() { python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["results"]; sys.exit(not eval(sys.argv[2]))' "$1" "$2"; }
+
 # The summary line; the test's status.
 finish() {
     echo "$pass passed, $fail failed"
