@@ -140,6 +140,22 @@ static int bad(const char *path, const char *why)
     return DM_ERR(DM_ERR_FORMAT, "%s: not a valid docmine ICF table: %s", path, why);
 }
 
+/* Reads n bytes into p (in pieces: crc32 takes a uInt) and adds them to the checksum. */
+static int rd(FILE *f, uLong *crc, void *p, uint64_t n)
+{
+    unsigned char *b = p;
+    while (n) {
+        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        if (fread(b, 1, k, f) != k) return -1;
+        *crc = crc32(*crc, b, k);
+        b += k;
+        n -= k;
+    }
+    return 0;
+}
+
+/* The header is read and checked against the file size before anything is allocated: a file that
+ * is not a table, or whose header claims more than the file holds, costs no memory. */
 int dm_icf_table_read(dm_icf_table *t, const char *path)
 {
     if (!t || !path) return DM_ERR(DM_ERR_INVALID_ARG, "dm_icf_table_read: NULL argument");
@@ -148,83 +164,81 @@ int dm_icf_table_read(dm_icf_table *t, const char *path)
     DM_TRY(dm_open_input(&f, path, NULL));
     struct stat st;
     if (fstat(fileno(f), &st) != 0) {
+        int e = errno;
         fclose(f);
-        return DM_ERR(DM_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+        return DM_ERR(DM_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
     }
     uint64_t size = (uint64_t)st.st_size;
-    unsigned char *buf = size ? dm_malloc(size) : NULL;
-    int rc = DM_OK;
-    if (size && !buf) rc = DM_ERR_NOMEM;
-    if (rc == DM_OK && size && fread(buf, 1, size, f) != size) rc = DM_ERR(DM_ERR_IO, "%s: read failed", path);
-    fclose(f);
-    if (rc < 0) {
-        dm_free(buf);
-        return rc;
-    }
-    if (size < DM_ICF_HEADER + 16 || memcmp(buf, DM_ICF_MAGIC, 8) != 0) {
-        dm_free(buf);
+    unsigned char h[DM_ICF_HEADER];
+    if (size < DM_ICF_HEADER + 16 || fread(h, 1, sizeof h, f) != sizeof h || memcmp(h, DM_ICF_MAGIC, 8) != 0) {
+        fclose(f);
         return bad(path, "bad magic or too short");
     }
     uint32_t u[4];
     uint64_t q[4];
-    memcpy(u, buf + 8, 16);
-    memcpy(q, buf + 24, 32);
+    memcpy(u, h + 8, 16);
+    memcpy(q, h + 24, 32);
     if (u[0] != DM_ICF_VERSION) {
-        dm_free(buf);
+        fclose(f);
         return DM_ERR(DM_ERR_FORMAT, "%s: ICF table version %u, this docmine reads version %u", path, u[0], DM_ICF_VERSION);
     }
-    uint64_t n = q[2], nb = q[3];
-    uint64_t lim = size / 8;
-    uint64_t want = DM_ICF_HEADER + (n ? 16 * n + 8 * (n + 1) + nb : 8) + 8;
-    if (n > lim || nb > size || want != size) {
-        dm_free(buf);
-        return bad(path, "size does not match its header (truncated?)");
+    const uint64_t n = q[2], nb = q[3];
+    const char *why = NULL;
+    /* n <= size / 8 and nb <= size keep the sum below 4 x size: no overflow */
+    if (n > size / 8 || nb > size || DM_ICF_HEADER + (n ? 16 * n + 8 * (n + 1) + nb : 8) + 8 != size)
+        why = "size does not match its header (truncated?)";
+    else if (u[1] & ~3u)
+        why = "unknown preprocessing flags";
+    else if (u[2] < 1 || u[3] < u[2] || u[3] > DM_TOKEN_MAX_LEN)
+        why = "token lengths out of range";
+    else if (n >= DM_TERM_NONE)
+        why = "more terms than term ids";
+    if (why) {
+        fclose(f);
+        return bad(path, why);
     }
-    uint32_t crc;
-    memcpy(&crc, buf + size - 8, 4);
-    if (memcmp(buf + size - 4, "END\n", 4) != 0) {
-        dm_free(buf);
-        return bad(path, "bad trailer");
+    dm_termlist *l = &t->vocab.terms;
+    int rc = dm_termlist_alloc(l, (size_t)n, nb, 1);
+    if (rc < 0) {
+        fclose(f);
+        return rc;
     }
-    uLong c = crc32(0L, Z_NULL, 0);
-    for (uint64_t p = 0; p < size - 8;) {
-        uInt k = size - 8 - p > (1u << 30) ? (1u << 30) : (uInt)(size - 8 - p);
-        c = crc32(c, buf + p, k);
-        p += k;
+    uLong crc = crc32(crc32(0L, Z_NULL, 0), h, sizeof h);
+    unsigned char tr[8];
+    uint64_t zero = 0;
+    int e = n ? rd(f, &crc, l->hash, 8 * n) || rd(f, &crc, l->val, 8 * n) || rd(f, &crc, l->off, 8 * (n + 1)) ||
+                    rd(f, &crc, l->bytes, nb)
+              : rd(f, &crc, &zero, 8);
+    if (!e && fread(tr, 1, sizeof tr, f) != sizeof tr) e = 1;
+    fclose(f);
+    if (e) {
+        dm_icf_table_free(t);
+        return DM_ERR(DM_ERR_IO, "%s: read failed", path);
     }
-    if ((uint32_t)c != crc) {
-        dm_free(buf);
-        return bad(path, "checksum mismatch (corrupt file)");
-    }
+    uint32_t want;
+    memcpy(&want, tr, 4);
+    if (memcmp(tr + 4, "END\n", 4) != 0) why = "bad trailer";
+    else if ((uint32_t)crc != want) why = "checksum mismatch (corrupt file)";
     t->sig.flags = u[1];
     t->sig.min_len = u[2];
     t->sig.max_len = u[3];
     t->sig.stop_fingerprint = q[0];
     t->vocab.n_docs = q[1];
-    dm_termlist *l = &t->vocab.terms;
-    rc = dm_termlist_alloc(l, (size_t)n, nb, 1);
-    if (rc < 0) {
-        dm_free(buf);
-        return rc;
-    }
-    if (n) {
-        const unsigned char *p = buf + DM_ICF_HEADER;
-        memcpy(l->hash, p, 8 * n);
-        memcpy(l->val, p + 8 * n, 8 * n);
-        memcpy(l->off, p + 16 * n, 8 * (n + 1));
-        memcpy(l->bytes, p + 24 * n + 8, nb);
-    }
-    dm_free(buf);
-    const char *why = NULL;
-    if (n == 0 || t->vocab.n_docs == 0) why = "no terms or no reference documents";
+    if (!why && (n == 0 || t->vocab.n_docs == 0)) why = "no terms or no reference documents";
     if (!why && (l->off[0] != 0 || l->off[n] != nb)) why = "term offsets are broken";
     for (uint64_t i = 0; !why && i < n; i++)
         if (l->off[i + 1] < l->off[i]) why = "term offsets are not monotone";
+    /* every term was a token: 1 .. max_len bytes; ids follow the byte order, so the bytes (not
+     * only bytes and hash, the vocabulary's order) rise strictly: equal bytes are a duplicate */
     for (uint64_t i = 0; !why && i < n; i++) {
+        size_t len = dm_termlist_len(l, i);
         if (l->val[i] == 0 || l->val[i] > t->vocab.n_docs) why = "a term's cf is 0 or above the document count";
-        else if (i > 0 && dm_term_cmp(dm_termlist_bytes(l, i - 1), dm_termlist_len(l, i - 1), l->hash[i - 1],
-                                      dm_termlist_bytes(l, i), dm_termlist_len(l, i), l->hash[i]) >= 0)
-            why = "terms are not in byte order";
+        else if (len == 0 || len > t->sig.max_len) why = "a term is empty or longer than the table's max token length";
+        else if (i > 0) {
+            int c = dm_term_cmp(dm_termlist_bytes(l, i - 1), dm_termlist_len(l, i - 1), 0, dm_termlist_bytes(l, i), len, 0);
+            if (c == 0) why = "a term appears twice";
+            else if (c > 0) why = "terms are not in byte order";
+        }
     }
     if (why) {
         dm_icf_table_free(t);

@@ -377,8 +377,11 @@ typedef struct dm_icf_table {
 } dm_icf_table;
 void dm_icf_table_free(dm_icf_table *t);
 int dm_icf_table_write(const dm_icf_table *t, const char *path);
-/* Errors: IO (open/read), FORMAT (magic, version, sizes, CRC, unsorted terms, cf of 0 or above
- * N_ref) naming the file. */
+/* The header is checked against the file size before anything is allocated (a large file that
+ * is not a table costs no memory). Errors: IO (open/read), FORMAT (magic, version, sizes, unknown
+ * flags, token lengths out of range, more terms than term ids, CRC, terms out of byte order or
+ * twice, an empty term or one longer than the table's max length, cf of 0 or above N_ref)
+ * naming the file. */
 int dm_icf_table_read(dm_icf_table *t, const char *path);
 /* Checks that a corpus preprocessed with `sig` and hashed with dm_term_hash can be weighed with
  * the table: DM_ERR_INVALID_ARG naming the first differing setting, or DM_ERR_FORMAT when the
@@ -444,7 +447,8 @@ int dm_pp_signature_of(dm_pp_signature *sig, const dm_preprocess_options *pp);
  * crc32_combine: the same value for any thread count). One process writes with O_DIRECT through
  * an aligned 8 MB block buffer where the file system allows it (else, or with the environment
  * variable DOCMINE_DIRECT_IO=0, buffered stdio); several ranks write with MPI-IO. The bytes are
- * the same on every path. */
+ * the same on every path. What the reader would refuse is not written (INVALID_ARG): offsets
+ * that fall back, ids or labels that are not NUL-terminated, unsorted or out-of-range columns, weights that are not finite. */
 int dm_vectors_write(const dm_vectors *v, const char *path, const struct dm_ctx *ctx);
 /* Reads a whole file. Errors: IO, FORMAT (naming the file and what is wrong, "checksum
  * mismatch" for a CRC error). */

@@ -253,12 +253,40 @@ static void first_bad_rows(uint64_t *unsorted, uint64_t *nonfinite, const uint64
     *nonfinite = bf;
 }
 
+/* Checks offsets (monotone, from 0, ending at total) of n + 1 entries. */
+static int offsets_ok(const uint64_t *o, uint64_t n, uint64_t total)
+{
+    if (o[0] != 0 || o[n] != total) return 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (o[i + 1] < o[i]) return 0;
+    return 1;
+}
+
+/* Strings at offsets are NUL-terminated and do not run into each other. */
+static int strings_ok(const uint64_t *o, uint64_t n, const char *s)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (o[i + 1] == o[i] || s[o[i + 1] - 1] != '\0') return 0;
+    return 1;
+}
+
 static int check_local(const dm_vectors *v)
 {
     if (!v->row_off || !v->id_off || !v->label_off)
         return DM_ERR(DM_ERR_INVALID_ARG, "vectors: missing offset arrays");
     if (v->row_off[0] != 0 || v->id_off[0] != 0 || v->label_off[0] != 0)
         return DM_ERR(DM_ERR_INVALID_ARG, "vectors: local offsets must start at 0");
+    /* what the reader refuses is not written: offsets that fall back, ids or labels that are not
+     * NUL-terminated (first_bad_rows reads each row's [row_off[r], row_off[r + 1]) as given) */
+    if (!offsets_ok(v->row_off, v->n_rows, v->row_off[v->n_rows]))
+        return DM_ERR(DM_ERR_INVALID_ARG, "vectors: row offsets are not monotone");
+    if ((v->row_off[v->n_rows] && (!v->col || !v->val)) ||
+        (v->id_off[v->n_rows] && !v->ids) || (v->label_off[v->n_rows] && !v->labels))
+        return DM_ERR(DM_ERR_INVALID_ARG, "vectors: missing arrays");
+    if (!offsets_ok(v->id_off, v->n_rows, v->id_off[v->n_rows]) || !strings_ok(v->id_off, v->n_rows, v->ids))
+        return DM_ERR(DM_ERR_INVALID_ARG, "vectors: document ids are not NUL-terminated strings at rising offsets");
+    if (!offsets_ok(v->label_off, v->n_rows, v->label_off[v->n_rows]) || !strings_ok(v->label_off, v->n_rows, v->labels))
+        return DM_ERR(DM_ERR_INVALID_ARG, "vectors: labels are not NUL-terminated strings at rising offsets");
     uint64_t u, r;
     first_bad_rows(&u, &r, v->row_off, v->col, v->val, v->n_rows, v->n_cols);
     if (u != UINT64_MAX)
@@ -650,8 +678,14 @@ static int vf_open(vfile *vf, const char *path)
         return vf_fail(vf, "impossible sizes in the header");
     uint64_t sz[DM_NSEC];
     section_sizes(sz, &vf->h);
+    /* each section within what is left of the file before it is added: the sum of the seven could
+     * wrap around to the file size (a header claiming 7.7e17 rows in an 80-byte file) */
+    if (vf->file_size < DM_VH_BYTES + 8) return vf_fail(vf, "size does not match its header (truncated?)");
     vf->sec_start[0] = DM_VH_BYTES;
-    for (int s = 0; s < DM_NSEC; s++) vf->sec_start[s + 1] = vf->sec_start[s] + sz[s];
+    for (int s = 0; s < DM_NSEC; s++) {
+        if (sz[s] > vf->file_size - vf->sec_start[s]) return vf_fail(vf, "size does not match its header (truncated?)");
+        vf->sec_start[s + 1] = vf->sec_start[s] + sz[s];
+    }
     if (vf->sec_start[DM_NSEC] + 8 != vf->file_size) return vf_fail(vf, "size does not match its header (truncated?)");
     return DM_OK;
 }
@@ -697,23 +731,6 @@ static int vf_verify_crc(vfile *vf)
     if (memcmp(t + 4, "END\n", 4) != 0) return vf_fail(vf, "bad trailer");
     if ((uint32_t)crc != want) return vf_fail(vf, "checksum mismatch (corrupt file)");
     return DM_OK;
-}
-
-/* Checks offsets (monotone, from 0, ending at total) of n + 1 entries. */
-static int offsets_ok(const uint64_t *o, uint64_t n, uint64_t total)
-{
-    if (o[0] != 0 || o[n] != total) return 0;
-    for (uint64_t i = 0; i < n; i++)
-        if (o[i + 1] < o[i]) return 0;
-    return 1;
-}
-
-/* Strings at offsets are NUL-terminated and do not run into each other. */
-static int strings_ok(const uint64_t *o, uint64_t n, const char *s)
-{
-    for (uint64_t i = 0; i < n; i++)
-        if (o[i + 1] == o[i] || s[o[i + 1] - 1] != '\0') return 0;
-    return 1;
 }
 
 static int validate(vfile *vf, const dm_vectors *v)

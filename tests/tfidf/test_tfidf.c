@@ -2,7 +2,8 @@
  * tiny capacity, per-document counts against a brute-force oracle, the vocabulary merge and
  * lookups, TF-IDF weights against hand-computed values (default idf and scikit-learn parity),
  * min_df/max_df, empty documents and an all-stop-word corpus, the .dmv file (round trip, partial
- * reads, corruption), the SVMlight and MatrixMarket exports, TF-ICF tables, and the corpus driver
+ * reads, corruption, headers that wrap, rows the writer must refuse), the SVMlight and MatrixMarket
+ * exports, TF-ICF tables (fields, memory before the header checks), and the corpus driver
  * against the token-stream path. */
 #include <CUnit/CUnit.h>
 #include <inttypes.h>
@@ -902,6 +903,78 @@ static void test_dmv_corruption(void)
     dm_vectors_free(&v);
 }
 
+/* A header whose seven section sizes wrap around 2^64 to the size of the file (7.7e17 rows in 80
+ * bytes, with right checksums) is refused as not matching the file: the row count was reported
+ * as valid and the readers asked for exabytes (NOMEM) or read past the end (IO). */
+static void test_dmv_header_sizes_wrap(void)
+{
+    unsigned char b[80];
+    memset(b, 0, sizeof b);
+    memcpy(b, DM_VECTORS_MAGIC, 8);
+    const uint32_t version = DM_VECTORS_VERSION, flags = DM_VECTORS_L2;
+    memcpy(b + 8, &version, 4);
+    memcpy(b + 12, &flags, 4);
+    /* 3 x 8 x (n_rows + 1) = 2^64 + 8: the sections add up to 8 bytes */
+    const uint64_t f[5] = {768614336404564650ull, 10, 0, 0, 0};
+    memcpy(b + 16, f, 40);
+    uint32_t crc = (uint32_t)crc32(0L, b, 56);
+    memcpy(b + 56, &crc, 4);
+    crc = (uint32_t)crc32(0L, b, 72);
+    memcpy(b + 72, &crc, 4);
+    memcpy(b + 76, "END\n", 4);
+    char p[600];
+    tmp_path(p, sizeof p, "wrap.dmv");
+    CU_ASSERT_EQUAL_FATAL(tl_write_file(p, (const char *)b, sizeof b), 0);
+    uint64_t rows = 1;
+    CU_ASSERT_EQUAL(dm_vectors_rows(&rows, p), DM_ERR_FORMAT);
+    CU_ASSERT_EQUAL(rows, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), p));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "does not match its header"));
+    dm_vectors r;
+    CU_ASSERT_EQUAL(dm_vectors_read(&r, p), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), p));
+    CU_ASSERT_EQUAL(dm_vectors_read_rows(&r, p, 5, 3, 0), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), p));
+}
+
+/* The writer refuses what the reader would refuse, instead of writing a file nobody can read:
+ * row offsets that fall back (each row then looked empty to its check), ids or labels that are
+ * not NUL-terminated strings. */
+static void test_dmv_writer_refuses_unreadable(void)
+{
+    char p[600];
+    tmp_path(p, sizeof p, "unreadable.dmv");
+    /* two rows: row 0 = [0, 3), row 1 = [3, 2): each row's columns are fine on their own */
+    {
+        uint64_t row_off[] = {0, 3, 2}, id_off[] = {0, 2, 4}, label_off[] = {0, 1, 2};
+        uint32_t col[] = {1, 2, 3};
+        float val[] = {0.5f, 0.5f, 0.5f};
+        char ids[] = "a\0b", labels[] = "\0";
+        dm_vectors v = {2, 0, 10, row_off, col, val, id_off, ids, label_off, labels, 0};
+        CU_ASSERT_EQUAL(dm_vectors_write(&v, p, NULL), DM_ERR_INVALID_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "row offsets"));
+        CU_ASSERT_EQUAL(access(p, F_OK), -1);
+    }
+    dm_vectors v;
+    make_vectors(&v, NULL, 40, 9);
+    char *nul = v.ids + v.id_off[7] - 1; /* the NUL of document 6's id */
+    *nul = 'x';
+    CU_ASSERT_EQUAL(dm_vectors_write(&v, p, NULL), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "document ids"));
+    *nul = '\0';
+    nul = v.labels + v.label_off[40] - 1;
+    *nul = 'x';
+    CU_ASSERT_EQUAL(dm_vectors_write(&v, p, NULL), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "labels"));
+    CU_ASSERT_EQUAL(access(p, F_OK), -1);
+    *nul = '\0';
+    CU_ASSERT_EQUAL(dm_vectors_write(&v, p, NULL), DM_OK);
+    dm_vectors r;
+    CU_ASSERT_EQUAL(dm_vectors_read(&r, p), DM_OK);
+    dm_vectors_free(&r);
+    dm_vectors_free(&v);
+}
+
 static void test_exports_parse_back(void)
 {
     dm_vectors v;
@@ -1106,6 +1179,121 @@ static void test_icf_table_and_vectors(void)
     dm_icf_table_free(&t);
     dm_icf_table_free(&t2);
     dm_tfidf_local_free(&l);
+}
+
+/* Writes a table of the given terms (hash: the real one, or hash[i] where given), cf 1 each, of
+ * n_docs documents and signature sig, through dm_icf_table_write (which writes what it is given). */
+static int write_table(const char *path, const char *const *terms, const uint64_t *hash, size_t n, uint64_t n_docs,
+                       const dm_pp_signature *sig)
+{
+    dm_icf_table t;
+    memset(&t, 0, sizeof t);
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++) bytes += strlen(terms[i]);
+    if (dm_termlist_alloc(&t.vocab.terms, n, bytes, 1) != DM_OK) return -1;
+    dm_termlist *l = &t.vocab.terms;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = strlen(terms[i]);
+        memcpy(l->bytes + l->off[i], terms[i], k);
+        l->off[i + 1] = l->off[i] + k;
+        l->hash[i] = hash ? hash[i] : tl_real_hash(terms[i], k);
+        l->val[i] = 1;
+    }
+    t.vocab.n_docs = n_docs;
+    t.sig = *sig;
+    int rc = dm_icf_table_write(&t, path);
+    dm_icf_table_free(&t);
+    return rc;
+}
+
+/* Tables with right checksums whose fields do not hold together are refused naming the file and
+ * the problem: the same term twice (under two hashes: the order check compared bytes and hash
+ * and let it pass), an empty term, a term longer than the table's max token length, unknown
+ * flags, token lengths out of range. */
+static void test_icf_table_fields(void)
+{
+    dm_pp_signature sig;
+    CU_ASSERT_EQUAL_FATAL(dm_pp_signature_of(&sig, NULL), DM_OK);
+    char p[600];
+    tmp_path(p, sizeof p, "fields.icf");
+    dm_icf_table t;
+    const char *good[] = {"apple", "banana", "cherri"};
+    CU_ASSERT_EQUAL_FATAL(write_table(p, good, NULL, 3, 5, &sig), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_icf_table_read(&t, p), DM_OK);
+    CU_ASSERT_EQUAL(dm_icf_table_check(&t, &sig, p), DM_OK);
+    dm_icf_table_free(&t);
+    char longw[80];
+    memset(longw, 'a', 65);
+    longw[65] = '\0';
+    const char *dup[] = {"apple", "apple"}, *empty[] = {"", "apple"}, *lng[] = {"apple", longw}, *uns[] = {"b", "a"};
+    const uint64_t dup_hash[] = {1, 2};
+    struct {
+        const char *const *terms;
+        const uint64_t *hash;
+        size_t n;
+        uint32_t flags, min_len, max_len;
+        const char *why;
+    } cases[] = {
+        {dup, dup_hash, 2, sig.flags, sig.min_len, sig.max_len, "twice"},
+        {dup, NULL, 2, sig.flags, sig.min_len, sig.max_len, "twice"},
+        {empty, NULL, 2, sig.flags, sig.min_len, sig.max_len, "empty"},
+        {lng, NULL, 2, sig.flags, sig.min_len, sig.max_len, "longer than"},
+        {uns, NULL, 2, sig.flags, sig.min_len, sig.max_len, "byte order"},
+        {good, NULL, 3, sig.flags | 8u, sig.min_len, sig.max_len, "flags"},
+        {good, NULL, 3, sig.flags, 0, sig.max_len, "token lengths"},
+        {good, NULL, 3, sig.flags, 5, 4, "token lengths"},
+        {good, NULL, 3, sig.flags, 1, DM_TOKEN_MAX_LEN + 1, "token lengths"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dm_pp_signature s2 = sig;
+        s2.flags = cases[i].flags;
+        s2.min_len = cases[i].min_len;
+        s2.max_len = cases[i].max_len;
+        CU_ASSERT_EQUAL_FATAL(write_table(p, cases[i].terms, cases[i].hash, cases[i].n, 5, &s2), DM_OK);
+        int rc = dm_icf_table_read(&t, p);
+        CU_ASSERT_EQUAL(rc, DM_ERR_FORMAT);
+        if (rc != DM_ERR_FORMAT) {
+            fprintf(stderr, "\ncase %zu (%s) read as a valid table\n", i, cases[i].why);
+            dm_icf_table_free(&t);
+            continue;
+        }
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), p));
+        CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), cases[i].why));
+        CU_ASSERT_EQUAL(t.vocab.terms.n, 0); /* nothing left to free */
+    }
+}
+
+/* The header is checked against the file size before anything is allocated: a large file that is
+ * not a table (a .dmv given as --icf, read on every rank) or whose header does not match the
+ * file costs no memory. The whole file used to be read into memory first. */
+static void test_icf_table_read_allocates_after_checks(void)
+{
+    char p[600];
+    tmp_path(p, sizeof p, "big.icf");
+    const size_t big = (size_t)32 << 20;
+    char *buf = dm_calloc(big, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+    memcpy(buf, "DMVECS\0\1", 8); /* not a table */
+    CU_ASSERT_EQUAL_FATAL(tl_write_file(p, buf, big), 0);
+    size_t before = dm_mem_current(DM_MEM_HOST);
+    dm_mem_reset_peak(DM_MEM_HOST);
+    dm_icf_table t;
+    CU_ASSERT_EQUAL(dm_icf_table_read(&t, p), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "bad magic"));
+    CU_ASSERT(dm_mem_peak(DM_MEM_HOST) - before < ((size_t)1 << 20));
+    /* a table's magic and version, a header of 2 terms: the size does not match */
+    memcpy(buf, "DMICF\0\0\1", 8);
+    const uint32_t u[4] = {1, 1, 2, 64};
+    const uint64_t q[4] = {0, 10, 2, 8};
+    memcpy(buf + 8, u, 16);
+    memcpy(buf + 24, q, 32);
+    CU_ASSERT_EQUAL_FATAL(tl_write_file(p, buf, big), 0);
+    dm_free(buf);
+    before = dm_mem_current(DM_MEM_HOST);
+    dm_mem_reset_peak(DM_MEM_HOST);
+    CU_ASSERT_EQUAL(dm_icf_table_read(&t, p), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "does not match its header"));
+    CU_ASSERT(dm_mem_peak(DM_MEM_HOST) - before < ((size_t)1 << 20));
 }
 
 /* ------------------------------------------------------------------ corpus driver */
@@ -1463,11 +1651,16 @@ int main(void)
                              CU_TEST_INFO_NULL};
     CU_TestInfo files[] = {{"dmv_round_trip_and_rows", test_dmv_round_trip_and_rows},
                            {"dmv_corruption", test_dmv_corruption},
+                           {"dmv_header_sizes_wrap", test_dmv_header_sizes_wrap},
+                           {"dmv_writer_refuses_unreadable", test_dmv_writer_refuses_unreadable},
                            {"dmv_direct_and_buffered", test_dmv_direct_and_buffered},
                            {"exports_parse_back", test_exports_parse_back},
                            {"vocab_tsv", test_vocab_tsv},
                            CU_TEST_INFO_NULL};
-    CU_TestInfo icf[] = {{"icf_table_and_vectors", test_icf_table_and_vectors}, CU_TEST_INFO_NULL};
+    CU_TestInfo icf[] = {{"icf_table_and_vectors", test_icf_table_and_vectors},
+                         {"icf_table_fields", test_icf_table_fields},
+                         {"icf_table_read_allocates_after_checks", test_icf_table_read_allocates_after_checks},
+                         CU_TEST_INFO_NULL};
     CU_TestInfo corpus[] = {{"corpus_driver", test_corpus_driver},
                             {"all_stop_words_corpus", test_all_stop_words_corpus},
                             {"reuters_properties", test_reuters_properties},

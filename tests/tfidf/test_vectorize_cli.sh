@@ -75,6 +75,14 @@ expect "--tokens with --icf" 2 "--icf needs --corpus" -- \
     && ok "icf-build, 2 ranks" || bad "icf-build, 2 ranks"
 "$dm" icf-build --backend cpu --quiet --corpus "$tmp/corpus" -o "$tmp/ref1.icf" && cmp -s "$tmp/ref.icf" "$tmp/ref1.icf" \
     && ok "icf-build: identical tables for 1 and 2 ranks" || bad "icf-build: identical tables for 1 and 2 ranks"
+"$mpiexec" -n 4 "$dm" icf-build --backend cpu --quiet --corpus "$tmp/corpus" -o "$tmp/ref4.icf" --vocab "$tmp/ref4.tsv" \
+    && cmp -s "$tmp/ref.icf" "$tmp/ref4.icf" && [ "$(head -1 "$tmp/ref4.tsv")" = "$(printf 'id\tterm\tcf')" ] \
+    && ok "icf-build: identical tables for 1 and 4 ranks" || bad "icf-build: identical tables for 1 and 4 ranks"
+expect "icf-build of an all-stop-word corpus, 2 ranks" 1 "no terms" -- \
+    "$mpiexec" -n 2 "$dm" icf-build --backend cpu --corpus "$tmp/stops" -o "$tmp/x.icf"
+head -c 100 "$tmp/ref.icf" >"$tmp/trunc.icf"
+expect "truncated ICF table, 2 ranks" 1 "trunc.icf: not a valid docmine ICF table" -- \
+    "$mpiexec" -n 2 "$dm" vectorize --backend cpu --corpus "$tmp/corpus" --icf "$tmp/trunc.icf" -o "$tmp/x.dmv"
 "$dm" vectorize --backend cpu --quiet --corpus "$tmp/corpus" --icf "$tmp/ref.icf" -o "$tmp/i1.dmv" \
     && "$mpiexec" -n 4 "$dm" vectorize --backend cpu --quiet --corpus "$tmp/corpus" --icf "$tmp/ref.icf" -o "$tmp/i4.dmv" \
     && cmp -s "$tmp/i1.dmv" "$tmp/i4.dmv" && ok "vectorize --icf: identical bytes for 1 and 4 ranks" \
@@ -100,6 +108,6 @@ expect "bad --min-df" 2 "invalid --min-df" -- "$dm" vectorize --backend cpu --co
 expect "bad --export" 2 "invalid --export" -- "$dm" vectorize --backend cpu --corpus "$tmp/corpus" --export csv -o "$tmp/x.dmv"
 expect "contradictory df" 2 "max_df corresponds to fewer documents" -- \
     "$dm" vectorize --backend cpu --corpus "$tmp/corpus" --min-df 100 --max-df 10 -o "$tmp/x.dmv"
-[ ! -e "$tmp/x.dmv" ] && ok "no output after errors" || bad "no output after errors"
+[ ! -e "$tmp/x.dmv" ] && [ ! -e "$tmp/x.icf" ] && ok "no output after errors" || bad "no output after errors"
 ls "$tmp"/*.tmp.* >/dev/null 2>&1 && bad "temporary files left" || ok "no temporary files left"
 finish
