@@ -228,26 +228,52 @@ static int quality(dm_metrics *m, int *have, const sc_outputs *g)
 }
 
 /* Reads this rank's share of the first n documents (0 = all) of a .dmv file: rows
- * [n r / P, n (r+1) / P), the split dm_sc_run uses for a stream of n points. */
+ * [n r / P, n (r+1) / P), the split dm_sc_run uses for a stream of n points. Every rank reads the
+ * file's header: a path that names another file on some rank (node-local disks, a file replaced
+ * during the run) fails on every rank, naming the file (a shorter one was read as far as it went,
+ * and the run clustered whatever the ranks had, with no word of it). */
 static int read_vectors(dm_vectors *v, const char *path, long n, const dm_ctx *ctx)
 {
     memset(v, 0, sizeof *v);
     uint64_t rows = 0;
-    int rc = DM_OK;
+    int rc = dm_vectors_rows(&rows, path);
     if (ctx->rank == 0) {
-        rc = dm_vectors_rows(&rows, path);
         if (rc == DM_OK && rows == 0) rc = DM_ERR(DM_ERR_FORMAT, "%s: the file holds no documents", path);
         if (rc == DM_OK && n > 0 && (uint64_t)n > rows)
             rc = DM_ERR(DM_ERR_FORMAT, "%s: file shorter than declared: %llu documents, N = %ld", path,
                         (unsigned long long)rows, n);
     }
     DM_TRY(dm_ctx_agree(ctx, rc));
-    MPI_Bcast(&rows, 1, MPI_UINT64_T, 0, ctx->world);
+    uint64_t rows0 = rows;
+    MPI_Bcast(&rows0, 1, MPI_UINT64_T, 0, ctx->world);
+    if (rows != rows0)
+        rc = DM_ERR(DM_ERR_FORMAT, "%s: %llu documents on rank %d, %llu on rank 0: not the same file on every rank",
+                    path, (unsigned long long)rows, ctx->rank, (unsigned long long)rows0);
+    DM_TRY(dm_ctx_agree(ctx, rc));
     const unsigned long long total = n > 0 ? (unsigned long long)n : rows;
     const uint64_t first = (uint64_t)((unsigned __int128)total * (unsigned)ctx->rank / (unsigned)ctx->size);
     const uint64_t last = (uint64_t)((unsigned __int128)total * (unsigned)(ctx->rank + 1) / (unsigned)ctx->size);
     /* rank 0 checks the whole file's checksum, the others only their rows' structure */
-    return dm_ctx_agree(ctx, dm_vectors_read_rows(v, path, first, last - first, ctx->rank == 0));
+    rc = dm_vectors_read_rows(v, path, first, last - first, ctx->rank == 0);
+    if (rc == DM_OK && v->n_rows != last - first) /* read_rows clips at the end of the file */
+        rc = DM_ERR(DM_ERR_FORMAT, "%s: %llu of documents %llu..%llu read on rank %d: the file changed while it was read",
+                    path, (unsigned long long)v->n_rows, (unsigned long long)first,
+                    (unsigned long long)last - 1, ctx->rank);
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        /* the same vocabulary and weighting: another file of as many documents differs here */
+        uint64_t mine[2] = {v->n_cols, v->flags}, r0[2] = {v->n_cols, v->flags};
+        MPI_Bcast(r0, 2, MPI_UINT64_T, 0, ctx->world);
+        if (mine[0] != r0[0] || mine[1] != r0[1])
+            rc = DM_ERR(DM_ERR_FORMAT,
+                        "%s: %llu terms (flags %#llx) on rank %d, %llu terms (flags %#llx) on rank 0: not "
+                        "the same file on every rank",
+                        path, (unsigned long long)mine[0], (unsigned long long)mine[1], ctx->rank,
+                        (unsigned long long)r0[0], (unsigned long long)r0[1]);
+        rc = dm_ctx_agree(ctx, rc);
+    }
+    if (rc != DM_OK) dm_vectors_free(v);
+    return rc;
 }
 
 int dm_cmd_streamclust(dm_app *app, int argc, char **argv)
@@ -312,6 +338,8 @@ int dm_cmd_streamclust(dm_app *app, int argc, char **argv)
     } else {
         rc = dm_sc_options_check(&n_total, &o);
     }
+    /* agreed: with --input every rank checks the file, and one can fail alone */
+    rc = dm_ctx_agree(ctx, rc);
     if (rc < 0) return dm_app_fail(app, "streamclust", rc);
     if (ctx->rank == 0) rc = dm_mkdirs(out); /* mkdir -p, as flock and pipeline */
     rc = dm_ctx_agree(ctx, rc);

@@ -81,6 +81,10 @@ int dm_sc_points_init(dm_sc_points *p, long cap, int dim)
 {
     memset(p, 0, sizeof *p);
     if (cap < 1 || dim < 1) return DM_ERR(DM_ERR_INVALID_ARG, "points: cap %ld dim %d", cap, dim);
+    /* cap x dim floats (and cap longs) must fit a size_t: CLUSTERSIZE = 2^62 wrapped to a few bytes
+     * and the points were written past them. More than memory can hold: DM_ERR_NOMEM. */
+    if ((unsigned long)cap > SIZE_MAX / sizeof(long) / (size_t)dim)
+        return DM_ERR(DM_ERR_NOMEM, "points: %ld x %d floats do not fit in memory", cap, dim);
     p->cap = cap;
     p->dim = dim;
     p->coord = dm_malloc((size_t)cap * (size_t)dim * sizeof(float));
@@ -769,6 +773,11 @@ int dm_sc_stream_read(float *out, const dm_sc_options *o, long first, long count
             rc = DM_ERR(ferror(f) ? DM_ERR_IO : DM_ERR_FORMAT,
                         "%s: file shorter than declared: read %zu of points %ld..%ld (DIM = %d)",
                         o->input, got, first, first + count - 1, dim);
+        /* the load refuses them too, but without the file's name */
+        for (size_t i = 0; rc == DM_OK && i < (size_t)count * (size_t)dim; i++)
+            if (!isfinite(out[i]))
+                rc = DM_ERR(DM_ERR_FORMAT, "%s: coordinate %d of point %ld is not finite (%g)", o->input,
+                            (int)(i % (size_t)dim), first + (long)(i / (size_t)dim), (double)out[i]);
     }
     fclose(f);
     return rc;
@@ -1041,9 +1050,13 @@ static int sc_run(dm_sc_result *res, const dm_sc_options *o, MPI_Comm comm)
         DM_TRY(dm_comm_agree(comm, rc));
         if (n_total < 1) return DM_ERR(DM_ERR_INVALID_ARG, "streamclust: no points on any rank");
     } else {
-        if (rc < 0) return rc; /* same outcome on every rank: the check is deterministic */
-        first = (long)((n_total * (long long)rank) / size);
-        last = (long)((n_total * (long long)(rank + 1)) / size);
+        /* agreed: the file is checked on every rank, and a rank can fail alone (a file that one
+         * node cannot read, or that changed in between); it returned while the others went on
+         * to the collectives */
+        DM_TRY(dm_comm_agree(comm, rc));
+        /* in 128 bits: N x rank overflows a long from N = 2^63 / P on */
+        first = (long)(((__int128)n_total * rank) / size);
+        last = (long)(((__int128)n_total * (rank + 1)) / size);
     }
     res->dim = o->dim;
 

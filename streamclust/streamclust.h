@@ -57,7 +57,8 @@ typedef struct dm_sc_points {
     long *id;       /* global id: index in the input stream (chunk points) or of the centre */
 } dm_sc_points;
 
-/* The arrays come from dm_malloc (common/alloc.h): release them with dm_sc_points_free only. */
+/* The arrays come from dm_malloc (common/alloc.h): release them with dm_sc_points_free only.
+ * DM_ERR_NOMEM also when cap x dim floats do not fit a size_t. */
 int dm_sc_points_init(dm_sc_points *p, long cap, int dim);
 void dm_sc_points_free(dm_sc_points *p);
 /* Resets slot[i] = i, weight 1, cost 0, assign 0 for num points (after loading coord and id). */
@@ -172,7 +173,7 @@ typedef struct dm_sc_options {
  * not a multiple of DIM floats ("DIM mismatch"), a file shorter than N points; with in-memory
  * points: input also set, DIM != points->dim, ids not consecutive. Fills *n_total with the
  * number of points of the stream (in-memory points: this rank's count; dm_sc_run sums over the
- * ranks). Messages name the file. Not collective. */
+ * ranks). Messages name the file. Not collective (dm_sc_run agrees on its outcome over the ranks). */
 int dm_sc_options_check(long *n_total, const dm_sc_options *o);
 
 /* The result of a run: the final centres and the total cost on every rank, plus each rank's labels. */
@@ -210,7 +211,8 @@ int dm_sc_run(dm_sc_result *res, const dm_sc_options *o, void *comm);
 
 /* Reads points [first, first + count) of the stream into out (count x dim floats): Rodinia's
  * generator (point j = draws j*dim .. j*dim+dim-1 of srand48(1), each lrand48()/(float)INT_MAX),
- * the binary file, or the in-memory points (only this rank's: DM_ERR_INVALID_ARG outside them). */
+ * the binary file (DM_ERR_FORMAT naming it for a short read or a NaN / infinite coordinate), or the
+ * in-memory points (only this rank's: DM_ERR_INVALID_ARG outside them). */
 int dm_sc_stream_read(float *out, const dm_sc_options *o, long first, long count);
 
 /* Signed feature hashing (Weinberger et al.) of sparse document vectors into dim dense

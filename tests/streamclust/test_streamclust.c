@@ -420,6 +420,81 @@ static void test_bad_input(void)
     rmdir(dir);
 }
 
+/* A NaN or an infinity in a binary input file: the error names the file and the point (the load
+ * refused it as "coordinate 1 of point 2 is not finite", no file named), on the run's first read
+ * and on every later one. */
+static void test_input_not_finite(void)
+{
+    char dir[256], path[300];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dm_test_tmpdir(dir, sizeof dir));
+    snprintf(path, sizeof path, "%s/nan.bin", dir);
+    float v[12];
+    for (int i = 0; i < 12; i++) v[i] = (float)i;
+    v[5] = NAN; /* point 2, coordinate 1 at DIM 2 */
+    FILE *f = fopen(path, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL_FATAL(fwrite(v, sizeof v, 1, f), 1);
+    fclose(f);
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.kmin = 1;
+    o.kmax = 2;
+    o.dim = 2;
+    o.n = 0;
+    o.chunksize = 4;
+    o.clustersize = 10;
+    o.input = path;
+    float buf[12];
+    CU_ASSERT_EQUAL(dm_sc_stream_read(buf, &o, 0, 2), DM_OK); /* points 0 and 1 are finite */
+    CU_ASSERT_EQUAL(dm_sc_stream_read(buf, &o, 1, 3), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), path));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "coordinate 1 of point 2 is not finite"));
+    dm_sc_result r;
+    MPI_Comm self = MPI_COMM_SELF;
+    CU_ASSERT_EQUAL(dm_sc_run(&r, &o, &self), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), path));
+    v[5] = 1.0f;
+    v[8] = -INFINITY;
+    f = fopen(path, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL_FATAL(fwrite(v, sizeof v, 1, f), 1);
+    fclose(f);
+    CU_ASSERT_EQUAL(dm_sc_run(&r, &o, &self), DM_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), path));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "coordinate 0 of point 4 is not finite"));
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Point sets whose size overflows a size_t (CLUSTERSIZE or a chunk of 2^62 points): no memory,
+ * as for any size beyond the host's. cap x dim x 4 bytes wrapped to 0 and the set was made of
+ * empty allocations that the run then wrote past (a crash, or heap corruption). */
+static void test_sizes_beyond_size_t(void)
+{
+    dm_sc_points p;
+    CU_ASSERT_EQUAL(dm_sc_points_init(&p, (long)1 << 62, 4), DM_ERR_NOMEM);
+    CU_ASSERT_PTR_NULL(p.coord);
+    CU_ASSERT_EQUAL(dm_sc_points_init(&p, (long)1 << 61, 1), DM_ERR_NOMEM);
+    CU_ASSERT_EQUAL(dm_sc_points_init(&p, LONG_MAX, 65536), DM_ERR_NOMEM);
+    dm_sc_engine *e = NULL;
+    CU_ASSERT_EQUAL(dm_sc_engine_create(&e, DM_SC_CPU, (long)1 << 62, 4), DM_ERR_NOMEM);
+    CU_ASSERT_PTR_NULL(e);
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.kmin = 1;
+    o.kmax = 2;
+    o.dim = 4;
+    o.n = 100;
+    o.chunksize = 100;
+    o.clustersize = (long)1 << 62;
+    dm_sc_result r;
+    MPI_Comm self = MPI_COMM_SELF;
+    CU_ASSERT_EQUAL(dm_sc_run(&r, &o, &self), DM_ERR_NOMEM);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "no memory for CLUSTERSIZE (4611686018427387904)"));
+    o.clustersize = 10;
+    o.n = o.chunksize = (long)1 << 62;
+    CU_ASSERT_EQUAL(dm_sc_run(&r, &o, &self), DM_ERR_NOMEM);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "CHUNKSIZE (4611686018427387904)"));
+}
+
 /* nearest centre: brute force in double agrees up to float ties; exact ties go to the lower index */
 static void test_assign_cpu(void)
 {
@@ -848,6 +923,8 @@ static CU_TestInfo tests[] = {
     {"contcenters_copycenters", test_contcenters_copycenters},
     {"threads_identical", test_threads_identical},
     {"bad_input", test_bad_input},
+    {"input_not_finite", test_input_not_finite},
+    {"sizes_beyond_size_t", test_sizes_beyond_size_t},
     {"assign_cpu", test_assign_cpu},
     {"hash_vectors", test_hash_vectors},
     {"hash_threads", test_hash_threads},

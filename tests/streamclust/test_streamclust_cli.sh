@@ -4,7 +4,9 @@
 # 2 ranks' runs are valid, binary file input equals the generator's points, and the input errors
 # exit with one line naming the file; document vectors (--vectors) of separated topics are clustered
 # by topic (NMI >= 0.9) on 1 and 2 ranks, and bad vector files or a DIM outside 1..65536 fail
-# with one line; KMIN = KMAX = 1 gives one centre, fewer documents than KMIN a give-up.
+# with one line; KMIN = KMAX = 1 gives one centre, fewer documents than KMIN a give-up; a NaN in
+# an input file, sizes beyond a size_t and a path naming another file (or none) on one rank fail
+# on every rank with one line.
 # usage: test_streamclust_cli.sh <docmine> <mpiexec>
 set -u
 dm=$1
@@ -61,6 +63,12 @@ PY
     fi
     expect "short file" 1 "pts.bin: file shorter than declared" -- "$dm" --backend cpu streamclust 5 10 8 4000 1000 200 --input "$tmp/pts.bin" -o "$tmp/o"
     expect "dim mismatch" 1 "pts.bin: DIM mismatch" -- "$dm" --backend cpu streamclust 5 10 7 0 1000 200 --input "$tmp/pts.bin" -o "$tmp/o"
+    # a NaN in the file: the error names the file and the point (was "coordinate 3 of point 1500
+    # is not finite", no file), on 1 and 2 ranks
+    cp "$tmp/pts.bin" "$tmp/nan.bin"
+    printf '\x00\x00\xc0\x7f' | dd of="$tmp/nan.bin" bs=4 seek=$((1500 * 8 + 3)) conv=notrunc 2>/dev/null
+    expect "NaN in the file" 1 "nan.bin: coordinate 3 of point 1500 is not finite" -- "$dm" --backend cpu streamclust 5 10 8 0 1000 200 --input "$tmp/nan.bin" -o "$tmp/o"
+    expect "NaN in the file, 2 ranks" 1 "nan.bin: coordinate 3 of point 1500 is not finite" -- "$mpiexec" -n 2 "$dm" --backend cpu streamclust 5 10 8 0 1000 200 --input "$tmp/nan.bin" -o "$tmp/o"
 fi
 expect "kmin > kmax" 2 "KMIN \(11\) > KMAX \(10\)" -- "$dm" --backend cpu streamclust 11 10 8 100 100 200 -o "$tmp/o"
 expect "n = 0 without input" 2 "N = 0 needs an input file" -- "$dm" --backend cpu streamclust 5 10 8 0 100 200 -o "$tmp/o"
@@ -70,6 +78,9 @@ expect "missing file" 1 "/nonexistent/p.bin" -- "$dm" --backend cpu streamclust 
 expect "five numbers" 2 "expected KMIN KMAX DIM N CHUNKSIZE CLUSTERSIZE" -- "$dm" --backend cpu streamclust 5 10 8 100 100 -o "$tmp/o"
 # sizes beyond the host's memory: the error names the parameter (was "points: 1000000000 x 256 floats")
 expect "CLUSTERSIZE beyond memory" 1 "no memory for CLUSTERSIZE \(1000000000000\) centres of DIM \(256\)" -- "$dm" --backend cpu streamclust 10 20 256 1000 1000 1000000000000 -o "$tmp/o"
+# sizes whose bytes overflow a size_t: no memory, as above (2^62 x DIM 4 x 4 bytes wrapped to 0:
+# a crash in the first chunk's copy of its centres)
+expect "CLUSTERSIZE beyond size_t" 1 "no memory for CLUSTERSIZE \(4611686018427387904\) centres of DIM \(4\)" -- "$dm" --backend cpu streamclust 1 2 4 100 100 4611686018427387904 -o "$tmp/o"
 expect "no outdir" 2 "missing -o OUTDIR" -- "$dm" --backend cpu streamclust 5 10 8 100 100 200
 # outputs under temporary names of their own: an old run's temporary name in the way is no
 # obstacle, and a file that cannot be put in place leaves no temporary behind
@@ -150,6 +161,29 @@ if OMP_NUM_THREADS=1 "$dm" --backend cpu streamclust 700 800 64 0 1000 1000 --ve
     ok "fewer documents than KMIN: a give-up"
 else
     bad "fewer documents than KMIN: a give-up"
+fi
+# a path that names another file on one rank (node-local disks; mpiexec's ':' gives rank 1 other
+# arguments): every rank fails, the message names the file and the rank (a shorter file was read as
+# far as it went and the run clustered 400 of 600 documents; a missing --input on rank 1 left rank
+# 0 in the run's collectives)
+head -400 "$tmp/docs.tsv" > "$tmp/d400.tsv"
+"$dm" synth -n 600 -k 4 --topic-vocab 200 --seed 5 -o "$tmp/other.tsv" >/dev/null 2>&1
+if "$dm" --backend cpu vectorize --corpus "$tmp/d400.tsv" -o "$tmp/d400.dmv" >/dev/null 2>&1 &&
+   "$dm" --backend cpu vectorize --corpus "$tmp/other.tsv" -o "$tmp/other.dmv" >/dev/null 2>&1; then
+    sc="--backend cpu streamclust 4 4 64 0 250 200 -o $tmp/mm --vectors"
+    expect "vectors: a shorter file on rank 1" 1 "d400.dmv: 400 documents on rank 1, 600 on rank 0: not the same file" -- \
+        timeout 60 "$mpiexec" -n 1 "$dm" $sc "$tmp/docs.dmv" : -n 1 "$dm" $sc "$tmp/d400.dmv"
+    expect "vectors: another vocabulary on rank 1" 1 "other.dmv: [0-9]+ terms .* on rank 1, [0-9]+ terms .* on rank 0: not the same file" -- \
+        timeout 60 "$mpiexec" -n 1 "$dm" $sc "$tmp/docs.dmv" : -n 1 "$dm" $sc "$tmp/other.dmv"
+    expect "vectors: no file on rank 1" 1 "/nonexistent/v1.dmv: .*rank 1" -- \
+        timeout 60 "$mpiexec" -n 1 "$dm" $sc "$tmp/docs.dmv" : -n 1 "$dm" $sc /nonexistent/v1.dmv
+else
+    bad "corpora of other files vectorised"
+fi
+if [ -f "$tmp/pts.bin" ]; then
+    sc="--backend cpu streamclust 5 10 8 0 1000 200 -o $tmp/mi --input"
+    expect "input: no file on rank 1" 1 "/nonexistent/p1.bin: .*rank 1" -- \
+        timeout 60 "$mpiexec" -n 1 "$dm" $sc "$tmp/pts.bin" : -n 1 "$dm" $sc /nonexistent/p1.bin
 fi
 expect "vectors: N beyond the file" 1 "docs.dmv: file shorter than declared: 600 documents, N = 601" -- "$dm" --backend cpu streamclust 4 4 64 601 250 200 --vectors "$tmp/docs.dmv" -o "$tmp/o"
 expect "vectors and input" 2 "--input and --vectors are exclusive" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/docs.dmv" --input "$tmp/x.bin" -o "$tmp/o"

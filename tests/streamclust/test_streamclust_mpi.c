@@ -2,13 +2,15 @@
  * valid clustering (kmin <= k <= kmax unless the documented give-up, labels in range, weights of
  * the final centres adding up to the number of points) whose cost is within a stated bound of the
  * single-rank cost on the same points; the in-memory stream equals the generator's run; every host
- * allocation of a run failed in turn ends it with the same status on every rank, without a hang.
+ * allocation of a run failed in turn ends it with the same status on every rank, without a hang,
+ * and so does an input file that one rank cannot open.
  * Reference: the 1-rank run (MPI_COMM_SELF) of the same options, computed on every rank. */
 #include <CUnit/CUnit.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/status.h"
@@ -227,6 +229,51 @@ static void test_mpi_points_equal_generator(void)
     dm_sc_points_free(&p);
 }
 
+/* An input file that one rank cannot open (a node without the file system, a file replaced in
+ * between): every rank fails with its status, that rank naming the file and the others that
+ * another rank failed. The check's failure was returned on that rank alone, while the others went
+ * on to the run's collectives (an MPI error or a hang). */
+static void test_mpi_input_fails_on_one_rank(void)
+{
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    char dir[256], path[300];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dm_test_tmpdir(dir, sizeof dir));
+    snprintf(path, sizeof path, "%s/pts.bin", dir);
+    FILE *f = fopen(path, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    for (int i = 0; i < 400 * 4; i++) {
+        float v = (float)((i * 7919) % 1000) / 1000.0f;
+        fwrite(&v, sizeof v, 1, f);
+    }
+    fclose(f);
+    const char *missing = "/nonexistent/streamclust_one_rank.bin";
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.kmin = 2;
+    o.kmax = 4;
+    o.dim = 4;
+    o.n = 0;
+    o.chunksize = 100;
+    o.clustersize = 100;
+    o.input = rank == size - 1 ? missing : path;
+    dm_sc_result r;
+    int rc = dm_sc_run(&r, &o, NULL);
+    CU_ASSERT_EQUAL(rc, DM_ERR_IO);
+    if (rank == size - 1) CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), missing));
+    if (rank != size - 1) CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "another rank failed"));
+    int rcs[2] = {rc, -rc}, agree[2];
+    MPI_Allreduce(rcs, agree, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    CU_ASSERT_EQUAL(agree[0], -agree[1]); /* the same status everywhere */
+    /* and every rank can run again with the file */
+    o.input = path;
+    CU_ASSERT_EQUAL(dm_sc_run(&r, &o, NULL), DM_OK);
+    CU_ASSERT(r.gave_up || (r.k >= 2 && r.k <= 4));
+    dm_sc_result_free(&r);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* test_mpi_alloc_failures' comparison: the run's k, cost, centres and labels against the
  * reference's */
 static int sweep_differs(void *sweep)
@@ -296,6 +343,7 @@ static CU_TestInfo tests[] = {
     {"mpi_points_equal_generator", test_mpi_points_equal_generator},
     {"mpi_alloc_failures", test_mpi_alloc_failures},
     {"mpi_k_edges", test_mpi_k_edges},
+    {"mpi_input_fails_on_one_rank", test_mpi_input_fails_on_one_rank},
     CU_TEST_INFO_NULL,
 };
 static CU_SuiteInfo suites[] = {{"streamclust_mpi", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
