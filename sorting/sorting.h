@@ -9,7 +9,11 @@
  * A call with temp == NULL only sizes (even where the size is 0): the second call must pass a
  * buffer (any non-NULL pointer when the size is 0).
  * All sorts are stable; inputs are not modified. Outputs must not overlap the inputs (no sort in
- * place), and the segmented sorts' output values need input values. */
+ * place), and the segmented sorts' output values need input values. On the second call, n > 0
+ * with a NULL key pointer (CUDA: any NULL key or value pointer; CPU: output values without input
+ * values in a segmented sort), or segments with NULL offsets, is DM_ERR_INVALID_ARG, nothing
+ * launched; the bit range is checked by both calls. Items outside every segment: copied unchanged by
+ * the CPU backend, left untouched by the CUDA backend (compare outputs within the segments). */
 #ifndef DM_SORTING_H
 #define DM_SORTING_H
 
@@ -49,7 +53,8 @@ dm_segsort_pairs_u32_fn dm_segsort_pairs_u32_cpu, dm_segsort_pairs_u32_cuda;
 /* CUDA: a bitonic sort of small segments in shared memory, one block per segment, stable (ties
  * broken by input position). Record layout in shared memory (AoS, SoA, tiled AoS), block size
  * and segment capacity are tuning choices (kernel "sorting.bitonic_segsort"). Segments longer
- * than DM_BITONIC_MAX_SEGMENT go to CUB's segmented sort. Same contract as dm_segsort_pairs_fn.
+ * than the chosen instance's capacity (block x items: 128 .. DM_BITONIC_MAX_SEGMENT) go to CUB's
+ * segmented sort. Same contract as dm_segsort_pairs_fn.
  * dm_segsort_pairs_cuda and dm_segsort_pairs_u32_cuda use it by default (see bench/tfidf). */
 #define DM_BITONIC_MAX_SEGMENT 2048
 dm_segsort_pairs_fn dm_segsort_bitonic_cuda;

@@ -23,12 +23,13 @@ static int check_bits(int begin_bit, int end_bit, int key_bits)
 
 /* One stable radix sort over 8-bit digits, written once for both key widths. */
 #define DM_RADIX_SORT_BODY(KEY_T)                                                                  \
+    /* the bit range is checked by the size query too, as the CUDA backend does */                \
+    DM_TRY(check_bits(begin_bit, end_bit, (int)(8 * sizeof(KEY_T))));                              \
     if (temp == NULL && temp_bytes) {                                                              \
         *temp_bytes = 0;                                                                           \
         return DM_OK;                                                                              \
     }                                                                                              \
     if (temp_bytes) *temp_bytes = 0;                                                               \
-    DM_TRY(check_bits(begin_bit, end_bit, (int)(8 * sizeof(KEY_T))));                              \
     if (n == 0) return DM_OK;                                                                      \
     if (!keys_out || !keys_in) return DM_ERR(DM_ERR_INVALID_ARG, "sort: NULL keys");               \
     KEY_T *kb = dm_malloc(sizeof(KEY_T) * n);                                                      \
@@ -116,6 +117,16 @@ static int check_segments(const uint64_t *seg_off, size_t n_segments, size_t n, 
     return DM_OK;
 }
 
+/* The pointers of a segmented sort of n > 0 items: keys both ways; output values only from input
+ * values (sorting.h). A NULL here is an error code, not a crash. */
+static int check_pairs(const uint32_t *keys_out, const uint32_t *keys_in, int has_vals_out, int has_vals_in)
+{
+    if (!keys_out || !keys_in) return DM_ERR(DM_ERR_INVALID_ARG, "segmented sort: NULL keys");
+    if (has_vals_out && !has_vals_in)
+        return DM_ERR(DM_ERR_INVALID_ARG, "segmented sort: output values need input values (vals_in is NULL)");
+    return DM_OK;
+}
+
 /* Items outside every segment are copied unchanged (as CUB leaves them untouched, they are
  * defined here so outputs compare). */
 #define DM_SEGSORT_BODY(VAL_T)                                                                     \
@@ -127,6 +138,7 @@ static int check_segments(const uint64_t *seg_off, size_t n_segments, size_t n, 
     size_t max_len;                                                                                \
     DM_TRY(check_segments(seg_off, n_segments, n, &max_len));                                      \
     if (n == 0) return DM_OK;                                                                      \
+    DM_TRY(check_pairs(keys_out, keys_in, vals_out != NULL, vals_in != NULL));                     \
     memcpy(keys_out, keys_in, sizeof(uint32_t) * n);                                               \
     if (vals_out) memcpy(vals_out, vals_in, sizeof(VAL_T) * n);                                    \
     int rc = DM_OK;                                                                                \
@@ -199,6 +211,7 @@ int dm_segsort_bitonic_hd(uint32_t *keys_out, float *vals_out, const uint32_t *k
         return DM_ERR(DM_ERR_INVALID_ARG, "bitonic: capacity %d must be a power of two (and a multiple of the tile)", cap);
     size_t max_len;
     DM_TRY(check_segments(seg_off, n_segments, n, &max_len));
+    if (n > 0 && (!vals_out || !vals_in)) return DM_ERR(DM_ERR_INVALID_ARG, "bitonic: NULL values");
     /* long segments first, as CUB does them in the hybrid */
     DM_TRY(dm_segsort_pairs_cpu(NULL, NULL, keys_out, vals_out, keys_in, vals_in, n, seg_off, n_segments, NULL));
     uint32_t *m = dm_malloc(sizeof(uint32_t) * 2 * (size_t)cap);

@@ -24,12 +24,30 @@ static int check_bits(int begin_bit, int end_bit, int key_bits)
     return DM_OK;
 }
 
+/* The pointers of a sort's second call (temp != NULL): CUB and the bitonic kernel read and write
+ * all of them, so a NULL would be an illegal address on the device, a sticky error that ends the
+ * CUDA context of the whole process. A status code instead, before anything is launched. The size
+ * query (temp == NULL) touches no data and checks none. */
+static int check_ptrs(const char *fn, const void *keys_out, const void *vals_out, const void *keys_in,
+                      const void *vals_in, size_t n, const uint64_t *seg_off, size_t n_segments, int segmented)
+{
+    if (n > 0 && (!keys_out || !keys_in))
+        return DM_ERR(DM_ERR_INVALID_ARG, "%s: NULL keys for %zu items", fn, n);
+    if (n > 0 && (!vals_out || !vals_in))
+        return DM_ERR(DM_ERR_INVALID_ARG, "%s: NULL values for %zu items (the CUDA backend sorts pairs)", fn, n);
+    if (segmented && n_segments > 0 && !seg_off)
+        return DM_ERR(DM_ERR_INVALID_ARG, "%s: NULL segment offsets for %zu segments", fn, n_segments);
+    return DM_OK;
+}
+
 extern "C" int dm_sort_pairs_u32_cuda(void *temp, size_t *temp_bytes, uint32_t *keys_out, uint32_t *vals_out,
                                       const uint32_t *keys_in, const uint32_t *vals_in, size_t n, int begin_bit,
                                       int end_bit, void *stream)
 {
     if (!temp_bytes) return DM_ERR(DM_ERR_INVALID_ARG, "dm_sort_pairs_u32_cuda: temp_bytes is NULL");
     DM_TRY(check_bits(begin_bit, end_bit, 32));
+    if (temp)
+        DM_TRY(check_ptrs("dm_sort_pairs_u32_cuda", keys_out, vals_out, keys_in, vals_in, n, NULL, 0, 0));
     size_t bytes = *temp_bytes;
     DM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, vals_in, vals_out, n, begin_bit,
                                                 end_bit, (cudaStream_t)stream));
@@ -43,6 +61,8 @@ extern "C" int dm_sort_pairs_u64_cuda(void *temp, size_t *temp_bytes, uint64_t *
 {
     if (!temp_bytes) return DM_ERR(DM_ERR_INVALID_ARG, "dm_sort_pairs_u64_cuda: temp_bytes is NULL");
     DM_TRY(check_bits(begin_bit, end_bit, 64));
+    if (temp)
+        DM_TRY(check_ptrs("dm_sort_pairs_u64_cuda", keys_out, vals_out, keys_in, vals_in, n, NULL, 0, 0));
     size_t bytes = *temp_bytes;
     DM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(temp, bytes, keys_in, keys_out, vals_in, vals_out, n, begin_bit,
                                                 end_bit, (cudaStream_t)stream));
@@ -55,6 +75,8 @@ static int segsort_cub(void *temp, size_t *temp_bytes, uint32_t *keys_out, V *va
                        const V *vals_in, size_t n, const uint64_t *seg_off, size_t n_segments, void *stream)
 {
     if (!temp_bytes) return DM_ERR(DM_ERR_INVALID_ARG, "segmented sort: temp_bytes is NULL");
+    if (temp)
+        DM_TRY(check_ptrs("segmented sort", keys_out, vals_out, keys_in, vals_in, n, seg_off, n_segments, 1));
     size_t bytes = *temp_bytes;
     DM_CUDA_TRY(cub::DeviceSegmentedSort::StableSortPairs(temp, bytes, keys_in, keys_out, vals_in, vals_out,
                                                           (int64_t)n, (int64_t)n_segments, seg_off, seg_off + 1,
@@ -137,6 +159,7 @@ static int bitonic_hybrid(const dm_tune_instance *inst, void *temp, size_t *temp
         *temp_bytes = bytes;
         return DM_OK;
     }
+    DM_TRY(check_ptrs("dm_segsort_bitonic_cuda", keys_out, vals_out, keys_in, vals_in, n, seg_off, n_segments, 1));
     if (n_segments == 0) return DM_OK;
     dm_bitonic_args a = {keys_in, reinterpret_cast<const uint32_t *>(vals_in), keys_out,
                          reinterpret_cast<uint32_t *>(vals_out), seg_off, n_segments};
@@ -148,8 +171,9 @@ static int bitonic_hybrid(const dm_tune_instance *inst, void *temp, size_t *temp
 }
 
 /* ------------------------------------------------------------------ tuning workload */
-/* n items in segments whose lengths follow the rows of TF-IDF vectors (mostly 10..200 terms, a
- * tail up to 3000), keys term ids below 2^20; output: the sorted keys and values. */
+/* n items in segments whose lengths follow the rows of TF-IDF vectors (dm_segsort_bench_lengths:
+ * mostly 1..140 terms, one in 64 up to 3000), keys term ids below 2^20; output: the sorted keys
+ * and values. */
 struct bitonic_bench {
     size_t n, n_seg;
     uint32_t *d_kin, *d_kout;
@@ -177,6 +201,12 @@ static uint64_t bench_rand(uint64_t *s)
     return dm_splitmix64(s);
 }
 
+static int bench_cuda(cudaError_t e)
+{
+    if (e == cudaSuccess) return DM_OK;
+    return DM_ERR(DM_ERR_CUDA, "sorting bench: CUDA copy failed: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
 static int bitonic_bench_create(void **state, size_t n, uint64_t seed)
 {
     *state = NULL;
@@ -199,12 +229,11 @@ static int bitonic_bench_create(void **state, size_t n, uint64_t seed)
     if (rc == DM_OK) rc = dm_device_alloc((void **)&b->d_vin, 4 * (n ? n : 1));
     if (rc == DM_OK) rc = dm_device_alloc((void **)&b->d_vout, 4 * (n ? n : 1));
     if (rc == DM_OK) rc = dm_device_alloc((void **)&b->d_off, 8 * (b->n_seg + 1));
-    if (rc == DM_OK && cudaMemcpy(b->d_kin, k, 4 * n, cudaMemcpyHostToDevice) != cudaSuccess) rc = DM_ERR_CUDA;
-    if (rc == DM_OK && cudaMemcpy(b->d_vin, v, 4 * n, cudaMemcpyHostToDevice) != cudaSuccess) rc = DM_ERR_CUDA;
-    if (rc == DM_OK && cudaMemcpy(b->d_off, off, 8 * (b->n_seg + 1), cudaMemcpyHostToDevice) != cudaSuccess)
-        rc = DM_ERR_CUDA;
-    if (rc == DM_OK && cudaMemset(b->d_kout, 0xab, 4 * n) != cudaSuccess) rc = DM_ERR_CUDA;
-    if (rc == DM_OK && cudaMemset(b->d_vout, 0xab, 4 * n) != cudaSuccess) rc = DM_ERR_CUDA;
+    if (rc == DM_OK) rc = bench_cuda(cudaMemcpy(b->d_kin, k, 4 * n, cudaMemcpyHostToDevice));
+    if (rc == DM_OK) rc = bench_cuda(cudaMemcpy(b->d_vin, v, 4 * n, cudaMemcpyHostToDevice));
+    if (rc == DM_OK) rc = bench_cuda(cudaMemcpy(b->d_off, off, 8 * (b->n_seg + 1), cudaMemcpyHostToDevice));
+    if (rc == DM_OK) rc = bench_cuda(cudaMemset(b->d_kout, 0xab, 4 * n));
+    if (rc == DM_OK) rc = bench_cuda(cudaMemset(b->d_vout, 0xab, 4 * n));
     if (rc == DM_OK) {
         b->temp_bytes = 0;
         rc = bitonic_hybrid(&g_bitonic_inst[0], NULL, &b->temp_bytes, b->d_kout, b->d_vout, b->d_kin, b->d_vin, n,
@@ -215,8 +244,8 @@ static int bitonic_bench_create(void **state, size_t n, uint64_t seed)
     dm_free(v);
     dm_free(off);
     if (rc != DM_OK) {
-        bitonic_bench_destroy(b);
-        return rc == DM_ERR_CUDA ? DM_ERR(DM_ERR_CUDA, "sorting bench: CUDA copy failed") : rc;
+        bitonic_bench_destroy(b); /* rc keeps the message of what failed (a copy, CUB's sizing) */
+        return rc;
     }
     *state = b;
     return DM_OK;

@@ -204,6 +204,29 @@ static void test_invalid(void)
     CU_ASSERT_EQUAL(dm_sort_pairs_u32_cpu(NULL, NULL, ko, vo, k, v, 4, 0, 33, NULL), DM_ERR_INVALID_ARG);
     CU_ASSERT_EQUAL(dm_sort_pairs_u32_cpu(NULL, NULL, ko, vo, k, v, 4, 9, 8, NULL), DM_ERR_INVALID_ARG);
     CU_ASSERT_EQUAL(dm_sort_pairs_u32_cpu(NULL, NULL, ko, vo, k, v, 4, -1, 8, NULL), DM_ERR_INVALID_ARG);
+    /* the size query checks the bit range too, as the CUDA backend's does (it said DM_OK and left
+     * the error to the second call) */
+    size_t qb = 99;
+    CU_ASSERT_EQUAL(dm_sort_pairs_u32_cpu(NULL, &qb, ko, vo, k, v, 4, 0, 33, NULL), DM_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(dm_sort_pairs_u32_cpu(NULL, &qb, ko, vo, k, v, 4, 9, 8, NULL), DM_ERR_INVALID_ARG);
+    uint64_t k64[4] = {3, 2, 1, 0}, ko64[4];
+    CU_ASSERT_EQUAL(dm_sort_pairs_u64_cpu(NULL, &qb, ko64, vo, k64, v, 4, 0, 65, NULL), DM_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(dm_sort_pairs_u64_cpu(NULL, &qb, ko64, vo, k64, v, 4, 0, 64, NULL), DM_OK);
+    CU_ASSERT_EQUAL(qb, 0);
+    /* segmented sorts: NULL keys of n > 0 items, or output values without input values, are an
+     * error code (they were a NULL dereference); keys alone (no values at all) still sort */
+    uint64_t off[3] = {0, 3, 4};
+    float fv[4] = {0, 1, 2, 3}, fvo[4];
+    CU_ASSERT_EQUAL(dm_segsort_pairs_cpu(NULL, NULL, NULL, fvo, k, fv, 4, off, 2, NULL), DM_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(dm_segsort_pairs_cpu(NULL, NULL, ko, fvo, NULL, fv, 4, off, 2, NULL), DM_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(dm_segsort_pairs_cpu(NULL, NULL, ko, fvo, k, NULL, 4, off, 2, NULL), DM_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(dm_segsort_pairs_u32_cpu(NULL, NULL, NULL, vo, k, v, 4, off, 2, NULL), DM_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(dm_segsort_pairs_u32_cpu(NULL, NULL, ko, vo, k, NULL, 4, off, 2, NULL), DM_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(dm_segsort_pairs_cpu(NULL, NULL, NULL, NULL, NULL, NULL, 0, off, 0, NULL), DM_OK);
+    CU_ASSERT_EQUAL_FATAL(dm_segsort_pairs_cpu(NULL, NULL, ko, NULL, k, NULL, 4, off, 2, NULL), DM_OK);
+    CU_ASSERT_TRUE(ko[0] == 1 && ko[1] == 2 && ko[2] == 3 && ko[3] == 0);
+    CU_ASSERT_EQUAL(dm_segsort_bitonic_hd(ko, NULL, k, fv, 4, off, 2, 128, 0), DM_ERR_INVALID_ARG);
+    CU_ASSERT_EQUAL(dm_segsort_bitonic_hd(ko, fvo, k, NULL, 4, off, 2, 128, 0), DM_ERR_INVALID_ARG);
     /* the CUDA entry points exist in every build: without a GPU they fail cleanly */
     size_t tb = 0;
     int rc = dm_sort_pairs_u32_cuda(NULL, &tb, ko, vo, k, v, 4, 0, 32, NULL);

@@ -247,12 +247,163 @@ static void test_bitonic_every_instance(void)
     seg_case_free(&b);
 }
 
+/* Segments at every bitonic capacity's edges (0, 1, 2, 3, cap - 1, cap, cap + 1 items, then
+ * lengths only CUB takes), keys with repeats and the largest key 0xffffffff (the value of the
+ * network's padding records), through every instance, the tuner's choice, CUB alone and the
+ * dm_segsort_pairs_cuda switch; then no segments and no items. Coverage of the edges the
+ * TF-IDF-like profile reaches only by chance. */
+static void test_segment_edges(void)
+{
+    static const uint64_t base[] = {0, 1, 2, 3, 5000, 2049, 17, 0};
+    uint64_t len[64];
+    size_t n_seg = 0;
+    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++) len[n_seg++] = base[i];
+    for (uint64_t cap = 128; cap <= 2048; cap *= 2) {
+        len[n_seg++] = cap - 1;
+        len[n_seg++] = cap;
+        len[n_seg++] = 0;
+        len[n_seg++] = cap + 1;
+    }
+    seg_case c;
+    memset(&c, 0, sizeof c);
+    c.n_seg = n_seg;
+    c.off = dm_malloc(8 * (n_seg + 1));
+    c.off[0] = 0;
+    for (size_t i = 0; i < n_seg; i++) c.off[i + 1] = c.off[i] + len[i];
+    c.n = (size_t)c.off[n_seg];
+    c.k = dm_malloc(4 * c.n);
+    c.ck = dm_malloc(4 * c.n);
+    c.v = dm_malloc(4 * c.n);
+    c.cv = dm_malloc(4 * c.n);
+    uint64_t s = 99;
+    for (size_t i = 0; i < c.n; i++) {
+        uint64_t r = rnd(&s);
+        c.k[i] = (r & 3) == 0 ? 0xffffffffu : (uint32_t)(r >> 32) % 50;
+        c.v[i] = (float)i;
+    }
+    CU_ASSERT_EQUAL_FATAL(dm_segsort_pairs_cpu(NULL, NULL, c.ck, c.cv, c.k, c.v, c.n, c.off, c.n_seg, NULL), DM_OK);
+    c.d_off = dev(8 * (n_seg + 1));
+    c.dk = dev(4 * c.n);
+    c.dko = dev(4 * c.n);
+    c.dv = dev(4 * c.n);
+    c.dvo = dev(4 * c.n);
+    up(c.d_off, c.off, 8 * (n_seg + 1));
+    up(c.dk, c.k, 4 * c.n);
+    up(c.dv, c.v, 4 * c.n);
+    int n_inst = dm_segsort_bitonic_instances();
+    for (int i = -1; i < n_inst; i++) {
+        char name[128];
+        CU_ASSERT_EQUAL_FATAL(dm_segsort_bitonic_force_instance(i), DM_OK);
+        int ok = seg_check(&c, dm_segsort_bitonic_cuda);
+        if (!ok) printf("\n  bitonic instance %d (%s): edge lengths differ from the CPU\n", i, dm_segsort_bitonic_instance_name(i, name, sizeof name));
+        CU_ASSERT_TRUE(ok);
+    }
+    CU_ASSERT_EQUAL_FATAL(dm_segsort_bitonic_force_instance(-1), DM_OK);
+    CU_ASSERT_TRUE(seg_check(&c, dm_segsort_cub_cuda));
+    for (int bitonic = 0; bitonic <= 1; bitonic++) {
+        dm_segsort_use_bitonic(bitonic);
+        CU_ASSERT_TRUE(seg_check(&c, dm_segsort_pairs_cuda));
+    }
+    dm_segsort_use_bitonic(0);
+    /* no segments: DM_OK and nothing written; no items (every segment empty): DM_OK */
+    dm_segsort_pairs_fn *fns[] = {dm_segsort_bitonic_cuda, dm_segsort_cub_cuda};
+    uint32_t *gk = dm_malloc(4 * c.n);
+    for (int f = 0; f < 2; f++) {
+        cudaMemset(c.dko, 0xee, 4 * c.n);
+        size_t tb = 0;
+        CU_ASSERT_EQUAL_FATAL(fns[f](NULL, &tb, c.dko, c.dvo, c.dk, c.dv, c.n, c.d_off, 0, NULL), DM_OK);
+        void *temp = dev(tb);
+        CU_ASSERT_EQUAL(fns[f](temp, &tb, c.dko, c.dvo, c.dk, c.dv, c.n, c.d_off, 0, NULL), DM_OK);
+        CU_ASSERT_EQUAL(cudaDeviceSynchronize(), cudaSuccess);
+        dm_device_free(temp);
+        down(gk, c.dko, 4 * c.n);
+        int untouched = 1;
+        for (size_t i = 0; i < c.n && untouched; i++) untouched = gk[i] == 0xeeeeeeeeu;
+        CU_ASSERT_TRUE(untouched);
+        tb = 0;
+        CU_ASSERT_EQUAL_FATAL(fns[f](NULL, &tb, c.dko, c.dvo, c.dk, c.dv, 0, c.d_off, 1, NULL), DM_OK);
+        temp = dev(tb);
+        CU_ASSERT_EQUAL(fns[f](temp, &tb, c.dko, c.dvo, c.dk, c.dv, 0, c.d_off, 1, NULL), DM_OK); /* off[0..1] = 0, 0 */
+        CU_ASSERT_EQUAL(cudaDeviceSynchronize(), cudaSuccess);
+        dm_device_free(temp);
+    }
+    dm_free(gk);
+    seg_case_free(&c);
+}
+
+/* The second call with a NULL key, value or offset pointer is DM_ERR_INVALID_ARG before anything
+ * is launched. Before the fix it launched CUB or the bitonic kernel on NULL: DM_OK from the call,
+ * then an illegal address that ends the process's CUDA context (the sort at the end fails too). */
+static void test_null_pointers(void)
+{
+    size_t n = 1000;
+    uint64_t off_h[3] = {0, 300, 1000};
+    uint32_t *dk = dev(4 * n), *dko = dev(4 * n), *dv = dev(4 * n), *dvo = dev(4 * n);
+    uint64_t *dk64 = dev(8 * n), *dko64 = dev(8 * n), *doff = dev(8 * 3);
+    up(doff, off_h, sizeof off_h);
+    CU_ASSERT_EQUAL_FATAL(cudaMemset(dk, 0, 4 * n), cudaSuccess);
+    CU_ASSERT_EQUAL_FATAL(cudaMemset(dv, 0, 4 * n), cudaSuccess);
+    CU_ASSERT_EQUAL_FATAL(cudaMemset(dk64, 0, 8 * n), cudaSuccess);
+    size_t tb = 0, t;
+    CU_ASSERT_EQUAL_FATAL(dm_sort_pairs_u64_cuda(NULL, &tb, dko64, dvo, dk64, dv, n, 0, 64, NULL), DM_OK);
+    t = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_sort_pairs_u32_cuda(NULL, &t, dko, dvo, dk, dv, n, 0, 32, NULL), DM_OK);
+    if (t > tb) tb = t;
+    t = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_segsort_cub_cuda(NULL, &t, dko, (float *)dvo, dk, (const float *)dv, n, doff, 2, NULL), DM_OK);
+    if (t > tb) tb = t;
+    t = 0;
+    CU_ASSERT_EQUAL_FATAL(dm_segsort_bitonic_cuda(NULL, &t, dko, (float *)dvo, dk, (const float *)dv, n, doff, 2, NULL), DM_OK);
+    if (t > tb) tb = t;
+    void *temp = dev(tb);
+    t = tb;
+    CU_ASSERT_EQUAL(dm_sort_pairs_u32_cuda(temp, &t, dko, dvo, NULL, dv, n, 0, 32, NULL), DM_ERR_INVALID_ARG);
+    t = tb;
+    CU_ASSERT_EQUAL(dm_sort_pairs_u32_cuda(temp, &t, NULL, dvo, dk, dv, n, 0, 32, NULL), DM_ERR_INVALID_ARG);
+    t = tb;
+    CU_ASSERT_EQUAL(dm_sort_pairs_u32_cuda(temp, &t, dko, NULL, dk, dv, n, 0, 32, NULL), DM_ERR_INVALID_ARG);
+    t = tb;
+    CU_ASSERT_EQUAL(dm_sort_pairs_u64_cuda(temp, &t, dko64, dvo, dk64, NULL, n, 0, 64, NULL), DM_ERR_INVALID_ARG);
+    for (int bitonic = 0; bitonic <= 1; bitonic++) {
+        dm_segsort_use_bitonic(bitonic);
+        t = tb;
+        CU_ASSERT_EQUAL(dm_segsort_pairs_cuda(temp, &t, dko, (float *)dvo, NULL, (const float *)dv, n, doff, 2, NULL),
+                        DM_ERR_INVALID_ARG);
+        t = tb;
+        CU_ASSERT_EQUAL(dm_segsort_pairs_cuda(temp, &t, dko, (float *)dvo, dk, NULL, n, doff, 2, NULL), DM_ERR_INVALID_ARG);
+        t = tb;
+        CU_ASSERT_EQUAL(dm_segsort_pairs_cuda(temp, &t, dko, (float *)dvo, dk, (const float *)dv, n, NULL, 2, NULL),
+                        DM_ERR_INVALID_ARG);
+        t = tb;
+        CU_ASSERT_EQUAL(dm_segsort_pairs_u32_cuda(temp, &t, dko, NULL, dk, dv, n, doff, 2, NULL), DM_ERR_INVALID_ARG);
+        t = tb;
+        CU_ASSERT_EQUAL(dm_segsort_pairs_u32_cuda(temp, &t, dko, dvo, dk, dv, n, NULL, 2, NULL), DM_ERR_INVALID_ARG);
+    }
+    dm_segsort_use_bitonic(0);
+    t = tb;
+    CU_ASSERT_EQUAL(dm_segsort_bitonic_cuda(temp, &t, NULL, (float *)dvo, dk, (const float *)dv, n, doff, 2, NULL),
+                    DM_ERR_INVALID_ARG);
+    /* nothing was launched: no error pending, and the device still sorts */
+    CU_ASSERT_EQUAL(cudaDeviceSynchronize(), cudaSuccess);
+    dm_device_free(temp);
+    dm_device_free(dk);
+    dm_device_free(dko);
+    dm_device_free(dv);
+    dm_device_free(dvo);
+    dm_device_free(dk64);
+    dm_device_free(dko64);
+    dm_device_free(doff);
+    radix_u32_case(4099, 0, 32, 0xffffffffu);
+}
+
 int main(int argc, char **argv)
 {
     CU_TestInfo tests[] = {{"radix_u32", test_radix_u32},
                            {"radix_u64", test_radix_u64},
                            {"segsort_cub", test_segsort_cub},
                            {"bitonic_every_instance", test_bitonic_every_instance},
+                           {"segment_edges", test_segment_edges},
+                           {"null_pointers", test_null_pointers}, /* last: without its fix it ends the context */
                            CU_TEST_INFO_NULL};
     CU_SuiteInfo suites[] = {{"sorting_gpu", NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
     return dm_test_run_gpu(argc, argv, suites);
