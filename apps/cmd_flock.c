@@ -3,11 +3,13 @@
  * section 8: assignments.tsv, clusters.tsv (top terms), positions.csv, flock.png (+ a PNG series),
  * report.json with NMI / ARI / purity when labels are known. Reference: none (a command). */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "apps/cmd_flock.h"
 #include "apps/commands.h"
@@ -242,15 +244,34 @@ int dm_flock_cli_finish(dm_app *app, const char *cmd, dm_flock_cli *f, const cha
     return 0;
 }
 
-/* The output folders: DIR and, for a PNG series, DIR/snapshots (rank 0). Collective. */
+/* Whether files can be created in the folder dir: a file made and removed there (permission bits
+ * alone do not say it for root, nor for a read-only or special file system). */
+static int probe_folder(const char *dir)
+{
+    char p[4300];
+    snprintf(p, sizeof p, "%s/.docmine-probe.%ld", dir, (long)getpid());
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST)
+        return DM_ERR(DM_ERR_IO, "%s: cannot write the outputs in this folder: %s", dir, strerror(errno));
+    if (fd >= 0) {
+        close(fd);
+        unlink(p);
+    }
+    return DM_OK;
+}
+
+/* The output folders: DIR and, for a PNG series, DIR/snapshots (rank 0), which must take files:
+ * said before the run, not when its results are written. Collective. */
 int dm_flock_cli_mkdirs(const dm_ctx *ctx, const dm_flock_cli *f)
 {
     int rc = DM_OK;
     if (ctx->rank == 0) rc = dm_mkdirs(f->jo.out_dir);
+    if (rc == DM_OK && ctx->rank == 0) rc = probe_folder(f->jo.out_dir);
     if (rc == DM_OK && ctx->rank == 0 && f->jo.snapshot_every) {
         char d[4200];
         snprintf(d, sizeof d, "%s/snapshots", f->jo.out_dir);
         rc = dm_mkdirs(d);
+        if (rc == DM_OK) rc = probe_folder(d);
     }
     return dm_ctx_agree(ctx, rc);
 }

@@ -100,7 +100,8 @@ typedef struct dm_flock_view {
  * Places every document (RNG or checkpoint), distributes boids to their slice owners, with
  * their vectors normalised to unit length. Uses ctx->backend. Collective.
  * Errors: DM_ERR_INVALID_ARG (options, a plane too small for the ranks, shares), DM_ERR_NOMEM,
- * DM_ERR_IO / DM_ERR_FORMAT (checkpoint), DM_ERR_CUDA, DM_ERR_MPI; agreed on every rank. */
+ * DM_ERR_IO / DM_ERR_FORMAT (checkpoint; the file to write is checked first, see
+ * dm_flock_checkpoint_target), DM_ERR_CUDA, DM_ERR_MPI; agreed on every rank. */
 int dm_flock_sim_init(dm_flock_sim **out, const dm_ctx *ctx, const dm_vectors *v, const dm_flock_options *opt);
 void dm_flock_sim_free(dm_flock_sim *s);
 

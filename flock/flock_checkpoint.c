@@ -11,11 +11,16 @@
  *   w_alignment, w_cohesion, v_max, shrink, min_dist; u64 input (dm_flock_input_fingerprint);
  *   then per document (global index order) f64 x, y, vx, vy; then u32 CRC-32 (zlib) of all
  *   preceding bytes and u32 zero. Version 1 (128 bytes, no fingerprint) is refused: nothing tells
- *   which input it was written for. */
+ *   which input it was written for.
+ * Before a run that writes checkpoints its file is checked (dm_flock_checkpoint_target): a folder
+ * that exists and takes files, and no directory, device or other file in its place (an existing
+ * file is replaced only when it is empty or a checkpoint). A refused resume names the file and
+ * what differs (the option, with both values). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "common/alloc.h"
@@ -192,8 +197,41 @@ int dm_flock_checkpoint_write(dm_flock_sim *s, const char *path)
 int dm_flock_checkpoint_target(const char *path)
 {
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return DM_ERR(DM_ERR_INVALID_ARG, "%s: the checkpoint file is a directory; name a file", path);
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return DM_ERR(DM_ERR_INVALID_ARG, "%s: the checkpoint file is a directory; name a file", path);
+        const char *kind = dm_special_file(path);
+        if (kind)
+            return DM_ERR(DM_ERR_INVALID_ARG, "%s: the checkpoint file is not a regular file (%s); name a file", path,
+                          kind);
+        /* an existing file is replaced only when it is a checkpoint (of any version) or empty: a
+         * mistyped --checkpoint naming the input or a result must not be overwritten */
+        if (st.st_size > 0) {
+            FILE *f = fopen(path, "rb");
+            char magic[8] = {0};
+            size_t got = f ? fread(magic, 1, 8, f) : 0;
+            if (f) fclose(f);
+            if (!f) return DM_ERR(DM_ERR_IO, "%s: cannot read the existing checkpoint file: %s", path, strerror(errno));
+            if (got < 7 || memcmp(magic, MAGIC, 7) != 0)
+                return DM_ERR(DM_ERR_INVALID_ARG,
+                              "%s: exists and is not a docmine flock checkpoint; not overwriting it (name another "
+                              "--checkpoint file or remove this one)",
+                              path);
+        }
+    }
+    /* its folder must exist and take files: said now, not at the first checkpoint */
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else if ((size_t)(slash - path) >= sizeof dir) return DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long", path);
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (stat(dir, &st) != 0)
+        return DM_ERR(DM_ERR_IO, "%s: cannot write the checkpoint: its folder %s: %s", path, dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return DM_ERR(DM_ERR_IO, "%s: cannot write the checkpoint: %s is not a folder", path, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return DM_ERR(DM_ERR_IO, "%s: cannot write the checkpoint in the folder %s: %s", path, dir, strerror(errno));
     return DM_OK;
 }
 
@@ -258,11 +296,41 @@ static int check_header(const ck_header *h, const ck_header *want, const char *p
                       "%s: the checkpoint was written for another input (its documents' ids or vectors "
                       "differ); resume with the input of the interrupted run",
                       path);
-    if (h->seed != want->seed || h->iterations != want->iterations || memcmp(h->p, want->p, sizeof h->p) != 0)
+    /* the first option that differs, by its name, with both values */
+    if (h->seed != want->seed)
         return DM_ERR(DM_ERR_INVALID_ARG,
-                      "%s: the checkpoint was written with other options (seed, iterations or model "
-                      "parameters); resume with the options of the interrupted run",
-                      path);
+                      "%s: the checkpoint was written with --seed %llu, this run has --seed %llu; resume with the "
+                      "options of the interrupted run",
+                      path, (unsigned long long)h->seed, (unsigned long long)want->seed);
+    if (h->iterations != want->iterations)
+        return DM_ERR(DM_ERR_INVALID_ARG,
+                      "%s: the checkpoint was written with --iterations %lld, this run has --iterations %lld; resume "
+                      "with the options of the interrupted run",
+                      path, (long long)h->iterations, (long long)want->iterations);
+    static const char *const pname[10] = {"--radius",
+                                          "--neighbours",
+                                          "--threshold",
+                                          "--weights (separation)",
+                                          "--weights (dissimilar)",
+                                          "--weights (alignment)",
+                                          "--weights (cohesion)",
+                                          "--vmax",
+                                          "--shrink",
+                                          "min_dist"};
+    for (int k = 0; k < 10; k++)
+        if (memcmp(&h->p[k], &want->p[k], sizeof h->p[k]) != 0) {
+            /* as short as still tells them apart */
+            char a[32], b[32];
+            for (int digits = 6; digits <= 17; digits++) {
+                snprintf(a, sizeof a, "%.*g", digits, h->p[k]);
+                snprintf(b, sizeof b, "%.*g", digits, want->p[k]);
+                if (strcmp(a, b) != 0) break;
+            }
+            return DM_ERR(DM_ERR_INVALID_ARG,
+                          "%s: the checkpoint was written with %s %s, this run has %s %s; resume with the "
+                          "options of the interrupted run",
+                          path, pname[k], a, pname[k], b);
+        }
     if (h->iteration < 0 || h->iteration > h->iterations)
         return DM_ERR(DM_ERR_FORMAT, "%s: bad iteration %lld", path, (long long)h->iteration);
     return DM_OK;
@@ -272,12 +340,19 @@ int dm_flock_checkpoint_read_rows(const dm_flock_sim *s, const char *path, uint6
                                   double *y, double *vx, double *vy, int *iteration)
 {
     FILE *f;
-    DM_TRY(dm_open_input(&f, path, NULL));
+    DM_TRY(dm_open_input(&f, path, "--resume: checkpoint"));
     ck_header h, want;
-    int rc = read_at(f, path, 0, &h, HEADER);
-    header_of(&want, s, 0);
-    if (rc == DM_OK && memcmp(h.magic, MAGIC, 8) != 0)
+    memset(&h, 0, sizeof h);
+    /* a file shorter than the header: empty, foreign or a truncated checkpoint, said as such */
+    size_t got = fread(&h, 1, HEADER, f);
+    int rc = DM_OK;
+    if (got == 0) rc = DM_ERR(DM_ERR_FORMAT, "%s: an empty file, not a docmine flock checkpoint", path);
+    else if (got < 8 || memcmp(h.magic, MAGIC, 8) != 0)
         rc = DM_ERR(DM_ERR_FORMAT, "%s: not a docmine flock checkpoint", path);
+    else if (got < HEADER)
+        rc = DM_ERR(DM_ERR_FORMAT, "%s: truncated checkpoint (%zu bytes, shorter than its %d-byte header)", path, got,
+                    HEADER);
+    header_of(&want, s, 0);
     /* one reader (the rank with the first documents) checks the CRC of the whole file */
     long long size = -1;
     if (rc == DM_OK && first == 0) rc = check_crc(f, path, &size);

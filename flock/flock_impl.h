@@ -389,8 +389,10 @@ int dm_flock_checkpoint_read_rows(const dm_flock_sim *s, const char *path, uint6
  * vectors: 0.24 s on one core for 10^6 synthetic documents of 200 words, where one CPU iteration of
  * them took 27 s); input: all ranks' (collective over comm). */
 uint64_t dm_flock_rows_fingerprint(const dm_vectors *v);
-/* DM_ERR_INVALID_ARG when the checkpoint file to write is a directory (said when the run starts,
- * not when its first checkpoint fails to replace it). */
+/* DM_ERR_INVALID_ARG when the checkpoint file to write is a directory, a device/FIFO/socket, or an
+ * existing non-empty file that is not a flock checkpoint (never overwritten); DM_ERR_IO when its
+ * folder is missing, not a folder or not writable. Said when the run starts (rank 0), not at the
+ * first checkpoint. */
 int dm_flock_checkpoint_target(const char *path);
 /* Gathers every rank's n records of width doubles into rank 0's all (room for n_global records),
  * in rank order, counted in records (counts of doubles overflow MPI's int past 2^31 / width

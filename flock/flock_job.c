@@ -113,13 +113,38 @@ static int remove_stale_outputs(const char *dir, int have_labels, int start, con
     return dm_ctx_agree(ctx, rc);
 }
 
+/* The PNG series' picture of the current iteration: the positions fetched to the rows, drawn
+ * coloured by class (collective; the status is agreed). */
+static int snapshot(dm_flock_sim *sim, const dm_flock_job_options *jo, const dm_vectors *v, const int32_t *truth,
+                    const dm_ctx *ctx)
+{
+    dm_timer_start("flock.snapshots");
+    dm_flock_rows rows;
+    double W, H;
+    int rc = dm_flock_rows_fetch(&rows, sim, v, 0);
+    dm_flock_sim_plane(sim, &W, &H);
+    if (rc == DM_OK) {
+        char p[4300];
+        snprintf(p, sizeof p, "%s/snapshots/flock-%06d.png", jo->out_dir, dm_flock_sim_iteration(sim));
+        rc = dm_flock_png_write_rows(p, rows.x, rows.y, truth, v->row_base, (size_t)v->n_rows, W, H, jo->png_size, ctx);
+    }
+    dm_flock_rows_free(&rows);
+    dm_timer_stop("flock.snapshots");
+    return dm_ctx_agree(ctx, rc);
+}
+
 /* Iterates step by step to write the PNG series between steps (and checkpoints); each snapshot
  * fetches the positions to the rows and draws them coloured by class (truth: the rows' classes,
- * NULL without labels). */
+ * NULL without labels). A resumed run first draws the picture of the checkpoint's iteration when
+ * one is due there: the interrupted run wrote its checkpoint before that picture and may have
+ * been stopped in between (the state is the checkpoint's, so the picture is the same). */
 static int run_with_snapshots(dm_flock_sim *sim, const dm_flock_options *fo, const dm_flock_job_options *jo,
                               const dm_vectors *v, const int32_t *truth, const dm_ctx *ctx)
 {
     int rc = DM_OK;
+    int start = dm_flock_sim_iteration(sim);
+    if (fo->resume && start > 0 && (start % jo->snapshot_every == 0 || start == fo->iterations))
+        rc = snapshot(sim, jo, v, truth, ctx);
     dm_progress pr;
     dm_progress_begin(&pr, "flock", "it", (uint64_t)fo->iterations);
     while (rc == DM_OK && dm_flock_sim_iteration(sim) < fo->iterations) {
@@ -127,22 +152,8 @@ static int run_with_snapshots(dm_flock_sim *sim, const dm_flock_options *fo, con
         int it = dm_flock_sim_iteration(sim);
         if (rc == DM_OK && dm_flock_checkpoint_due(fo, it))
             rc = dm_flock_checkpoint_write(sim, fo->checkpoint);
-        if (rc == DM_OK && (it % jo->snapshot_every == 0 || it == fo->iterations)) {
-            dm_timer_start("flock.snapshots");
-            dm_flock_rows rows;
-            double W, H;
-            rc = dm_flock_rows_fetch(&rows, sim, v, 0);
-            dm_flock_sim_plane(sim, &W, &H);
-            if (rc == DM_OK) {
-                char p[4300];
-                snprintf(p, sizeof p, "%s/snapshots/flock-%06d.png", jo->out_dir, it);
-                rc = dm_flock_png_write_rows(p, rows.x, rows.y, truth, v->row_base, (size_t)v->n_rows, W, H,
-                                             jo->png_size, ctx);
-            }
-            dm_flock_rows_free(&rows);
-            dm_timer_stop("flock.snapshots");
-            rc = dm_ctx_agree(ctx, rc);
-        }
+        if (rc == DM_OK && (it % jo->snapshot_every == 0 || it == fo->iterations))
+            rc = snapshot(sim, jo, v, truth, ctx);
         dm_progress_update(&pr, (uint64_t)it);
     }
     dm_progress_end(&pr, (uint64_t)dm_flock_sim_iteration(sim));

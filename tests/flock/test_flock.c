@@ -20,6 +20,7 @@
 
 #include "common/alloc.h"
 #include "common/context.h"
+#include "common/fileio.h"
 #include "common/rng.h"
 #include "common/status.h"
 #include "flock/flock.h"
@@ -1697,6 +1698,213 @@ static void test_checkpoint_last_and_refused(void)
     dm_flock_vectors_release(&v);
 }
 
+/* The whole file at path (NULL when it cannot be read); *n its size. */
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)(size > 0 ? size : 1));
+    if (b && fread(b, 1, (size_t)size, f) != (size_t)size) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b) *n = (size_t)size;
+    return b;
+}
+
+/* A resume refused by an option, a short or a missing file names the file and what differs:
+ * the option with both values (was: "other options (seed, iterations or model parameters)"),
+ * an empty file, a header cut short, no checkpoint for --resume. */
+static void test_checkpoint_refusal_messages(void)
+{
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.topics = 3;
+    so.tokens = 40;
+    char path[4200], cut[4200];
+    snprintf(path, sizeof path, "%s/named.ck", g_tmp);
+    snprintf(cut, sizeof cut, "%s/cut.ck", g_tmp);
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_synth_share(&v, &so, 200, 0, 1), DM_OK);
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 20;
+    o.checkpoint = path;
+    o.checkpoint_every = 10;
+    dm_flock_sim *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
+    CU_ASSERT_EQUAL(dm_flock_sim_run(s), DM_OK);
+    dm_flock_sim_free(s);
+    o.checkpoint_every = 0;
+    dm_flock_options d = o;
+    d.iterations = 21;
+    resume_refused(path, d, &v, DM_ERR_INVALID_ARG,
+                   "named.ck: the checkpoint was written with --iterations 20, this run has --iterations 21");
+    d = o;
+    d.seed = 7;
+    resume_refused(path, d, &v, DM_ERR_INVALID_ARG, "written with --seed 42, this run has --seed 7");
+    d = o;
+    d.threshold = 0.3;
+    resume_refused(path, d, &v, DM_ERR_INVALID_ARG, "written with --threshold 0.1, this run has --threshold 0.3");
+    d = o;
+    d.w_cohesion = 0.05 + 1e-12;
+    resume_refused(path, d, &v, DM_ERR_INVALID_ARG,
+                   "written with --weights (cohesion) 0.05, this run has --weights (cohesion) 0.050000000001");
+    d = o;
+    d.shrink = 0.25;
+    resume_refused(path, d, &v, DM_ERR_INVALID_ARG, "written with --shrink 0.5, this run has --shrink 0.25");
+    /* its own options: accepted */
+    d = o;
+    d.resume = 1;
+    CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &d), DM_OK);
+    dm_flock_sim_free(s);
+    /* an empty file; the first 100 bytes (the magic, then the header cut short) */
+    size_t n = 0;
+    unsigned char *b = slurp(path, &n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    FILE *f = fopen(cut, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fclose(f);
+    resume_refused(cut, o, &v, DM_ERR_FORMAT, "cut.ck: an empty file, not a docmine flock checkpoint");
+    f = fopen(cut, "wb");
+    CU_ASSERT_EQUAL(fwrite(b, 1, 100, f), 100);
+    fclose(f);
+    resume_refused(cut, o, &v, DM_ERR_FORMAT, "cut.ck: truncated checkpoint (100 bytes, shorter than its 136-byte header)");
+    f = fopen(cut, "wb");
+    CU_ASSERT_EQUAL(fwrite("hello\n", 1, 6, f), 6);
+    fclose(f);
+    resume_refused(cut, o, &v, DM_ERR_FORMAT, "cut.ck: not a docmine flock checkpoint");
+    remove(cut);
+    resume_refused(cut, o, &v, DM_ERR_IO, "--resume: checkpoint ");
+    CU_ASSERT_TRUE(message_has("cut.ck: No such file"));
+    free(b);
+    dm_flock_vectors_release(&v);
+}
+
+/* Where a checkpoint is to be written is checked when the simulation is created, before any
+ * iteration, naming the file: a missing folder or a file where the folder should be (was: the
+ * first checkpoint failed K iterations later, naming its temporary file), a device, and an
+ * existing file that is not a checkpoint, which is left as it is (was: replaced by the
+ * checkpoint, so `--checkpoint` naming the input vectors overwrote them). An existing
+ * checkpoint or an empty file is replaced. */
+static void test_checkpoint_target_checked(void)
+{
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.topics = 3;
+    so.tokens = 40;
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_synth_share(&v, &so, 300, 0, 1), DM_OK);
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 4;
+    o.checkpoint_every = 2;
+    char path[4200], other[4200];
+    dm_flock_sim *s = NULL;
+    /* a folder that does not exist; a regular file as the folder */
+    snprintf(path, sizeof path, "%s/no_such_dir/x.ck", g_tmp);
+    o.checkpoint = path;
+    CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_IO);
+    CU_ASSERT_PTR_NULL(s);
+    CU_ASSERT_TRUE(message_has("no_such_dir/x.ck: cannot write the checkpoint: its folder "));
+    snprintf(other, sizeof other, "%s/plain", g_tmp);
+    FILE *f = fopen(other, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("not a folder\n", f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/plain/x.ck", g_tmp);
+    CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_IO);
+    CU_ASSERT_TRUE(message_has("plain/x.ck: cannot write the checkpoint: "));
+    CU_ASSERT_TRUE(message_has("plain is not a folder"));
+    /* a device */
+    o.checkpoint = "/dev/null";
+    CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_INVALID_ARG);
+    CU_ASSERT_TRUE(message_has("/dev/null: the checkpoint file is not a regular file (a device)"));
+    /* an existing file that is not a checkpoint: refused and left unchanged */
+    o.checkpoint = other;
+    CU_ASSERT_EQUAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_ERR_INVALID_ARG);
+    CU_ASSERT_PTR_NULL(s);
+    CU_ASSERT_TRUE(message_has("plain: exists and is not a docmine flock checkpoint; not overwriting it"));
+    size_t n = 0;
+    unsigned char *b = slurp(other, &n);
+    CU_ASSERT_TRUE(b && n == 13 && memcmp(b, "not a folder\n", 13) == 0);
+    free(b);
+    /* an empty file, then the checkpoint it became: replaced */
+    f = fopen(other, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fclose(f);
+    for (int k = 0; k < 2; k++) {
+        int rc = dm_flock_sim_init(&s, &g_ctx, &v, &o);
+        if (rc != DM_OK) fprintf(stderr, "%s\n", dm_error_message());
+        CU_ASSERT_EQUAL_FATAL(rc, DM_OK);
+        CU_ASSERT_EQUAL(dm_flock_sim_run(s), DM_OK);
+        dm_flock_sim_free(s);
+        s = NULL;
+        CU_ASSERT_EQUAL(checkpoint_iteration(other), 4);
+    }
+    dm_flock_vectors_release(&v);
+}
+
+/* A job with a PNG series resumed from a checkpoint at an iteration of the series draws that
+ * iteration's picture (the interrupted run wrote the checkpoint before the picture, so a stop in
+ * between left the series without it for ever), with the uninterrupted run's bytes; the later
+ * pictures are the uninterrupted run's too. */
+static void test_resume_snapshot_at_checkpoint(void)
+{
+    dm_flock_synth_options so = DM_FLOCK_SYNTH_OPTIONS_INIT;
+    so.topics = 3;
+    so.tokens = 40;
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_synth_share(&v, &so, 200, 0, 1), DM_OK);
+    char full[4200], res[4200], ck[4200], p[4400], q[4400];
+    snprintf(full, sizeof full, "%s/snapfull", g_tmp);
+    snprintf(res, sizeof res, "%s/snapres", g_tmp);
+    snprintf(ck, sizeof ck, "%s/snapres/flock.ckpt", g_tmp);
+    snprintf(p, sizeof p, "%s/snapshots", full);
+    CU_ASSERT_EQUAL_FATAL(dm_mkdirs(p), DM_OK);
+    snprintf(p, sizeof p, "%s/snapshots", res);
+    CU_ASSERT_EQUAL_FATAL(dm_mkdirs(p), DM_OK);
+    dm_flock_options o = DM_FLOCK_OPTIONS_INIT;
+    o.iterations = 30;
+    dm_flock_cluster_options co = DM_FLOCK_CLUSTER_OPTIONS_INIT;
+    dm_flock_job_options jo = DM_FLOCK_JOB_OPTIONS_INIT;
+    jo.snapshot_every = 10;
+    jo.png_size = 64;
+    jo.out_dir = full;
+    dm_flock_job_result r;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_job_run(&r, NULL, &g_ctx, &v, &o, &co, &jo), DM_OK);
+    /* stopped right after the checkpoint of iteration 20, before its picture */
+    dm_flock_options oc = o;
+    oc.checkpoint = ck;
+    oc.checkpoint_every = 10;
+    oc.stop_after = 20;
+    dm_flock_sim *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &oc), DM_OK);
+    CU_ASSERT_EQUAL(dm_flock_sim_run(s), DM_OK);
+    dm_flock_sim_free(s);
+    CU_ASSERT_EQUAL(checkpoint_iteration(ck), 20);
+    oc.stop_after = 0;
+    oc.resume = 1;
+    jo.out_dir = res;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_job_run(&r, NULL, &g_ctx, &v, &oc, &co, &jo), DM_OK);
+    CU_ASSERT_EQUAL(r.start_iteration, 20);
+    const int its[2] = {20, 30};
+    for (int k = 0; k < 2; k++) {
+        snprintf(p, sizeof p, "%s/snapshots/flock-%06d.png", full, its[k]);
+        snprintf(q, sizeof q, "%s/snapshots/flock-%06d.png", res, its[k]);
+        size_t na = 0, nb = 0;
+        unsigned char *a = slurp(p, &na), *b = slurp(q, &nb);
+        CU_ASSERT_PTR_NOT_NULL(a);
+        CU_ASSERT_PTR_NOT_NULL(b);
+        if (!b) fprintf(stderr, "missing %s\n", q);
+        CU_ASSERT_TRUE(a && b && na == nb && memcmp(a, b, na) == 0);
+        free(a);
+        free(b);
+    }
+    dm_flock_vectors_release(&v);
+}
+
 /* ---- outputs ------------------------------------------------------------------------------------- */
 
 static void test_top_terms(void)
@@ -1964,6 +2172,12 @@ int main(int argc, char **argv)
         {"resume gives the uninterrupted result", test_resume_identical},
         {"checkpoint: the last one written; another input, a corrupt or old file refused",
          test_checkpoint_last_and_refused},
+        {"checkpoint: a refused resume names the option, an empty, cut or missing file",
+         test_checkpoint_refusal_messages},
+        {"checkpoint: its folder, a device or another file refused before the run",
+         test_checkpoint_target_checked},
+        {"resume: the PNG series' picture of the checkpoint's iteration drawn",
+         test_resume_snapshot_at_checkpoint},
         {"top terms by summed weight", test_top_terms},
         {"top terms: any cut into parts, any threads", test_top_terms_parts},
         {"vocabulary reader", test_vocab},

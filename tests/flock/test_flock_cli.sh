@@ -3,7 +3,8 @@
 # identical assignments, positions and clusters (top terms), an interrupted run resumed from its
 # checkpoint writes the same outputs (and says so in its report), the last iteration's checkpoint is
 # written, --snapshot-every writes a PNG series, a folder used again keeps no earlier run's outputs
-# of flock's names, and bad options exit with 2.
+# of flock's names, a checkpoint that would replace another file or lies in a missing folder is
+# refused before the run, a resume with another option names it, and bad options exit with 2.
 set -euo pipefail
 dm=$1; mpiexec=$2
 t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
@@ -158,5 +159,28 @@ mkdir -p "$t/ckdir"
 "$dm" flock --synth 400 -o "$t/x" --checkpoint-every 5 --checkpoint "$t/ckdir" --quiet 2> "$t/err"; [ $? -eq 2 ] \
   || fail "a directory as the checkpoint accepted"
 grep -q "ckdir: the checkpoint file is a directory" "$t/err" || fail "checkpoint directory: $(cat "$t/err")"
+# a checkpoint file that is another file (here the input vectors): refused before the run and
+# left as it is (was: overwritten by the first checkpoint); one in a missing folder: said before
+# the run, naming the checkpoint (was: its temporary file, after K iterations)
+cp "$t/nolab.dmv" "$t/keep.dmv"
+"$dm" flock --backend cpu --vectors "$t/nolab.dmv" -o "$t/x" --iterations 10 --checkpoint-every 5 \
+  --checkpoint "$t/nolab.dmv" --quiet 2> "$t/err"; [ $? -eq 2 ] || fail "the input vectors as the checkpoint accepted"
+grep -q "nolab.dmv: exists and is not a docmine flock checkpoint; not overwriting it" "$t/err" || fail "ckpt over input: $(cat "$t/err")"
+cmp -s "$t/nolab.dmv" "$t/keep.dmv" || fail "the input vectors were overwritten by a checkpoint"
+"$dm" flock --synth 400 -o "$t/x" --checkpoint-every 5 --checkpoint "$t/nodir/x.ck" --quiet 2> "$t/err"; [ $? -eq 1 ] \
+  || fail "a checkpoint in a missing folder accepted"
+grep -q "nodir/x.ck: cannot write the checkpoint: its folder" "$t/err" || fail "checkpoint folder: $(cat "$t/err")"
+# a resume with another option, on 3 ranks: refused on every rank (no hang), naming the file and
+# the option with both values
+timeout 120 "$mpiexec" -n 3 "$dm" flock "${common[@]/40/41}" -o "$t/last" --resume 2> "$t/err"; [ $? -eq 2 ] \
+  || fail "a resume with other --iterations accepted"
+grep -q "last/flock.ckpt: the checkpoint was written with --iterations 40, this run has --iterations 41" "$t/err" \
+  || fail "resume, other iterations: $(cat "$t/err")"
+# an output folder that takes no files (/proc, even for root): said before the run (was: after
+# it, naming the first output's temporary file)
+if [ -d /proc ] && ! touch /proc/.dm_probe 2>/dev/null; then
+  "$dm" flock --synth 400 -o /proc --quiet 2> "$t/err"; [ $? -eq 1 ] || fail "an unwritable output folder accepted"
+  grep -q "^docmine flock: /proc: cannot write the outputs in this folder" "$t/err" || fail "output folder: $(cat "$t/err")"
+fi
 set -e
 echo "1 passed, 0 failed"
