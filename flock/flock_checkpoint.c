@@ -6,7 +6,8 @@
  * (tests/flock/test_flock_mpi.c resumes and compares with an uninterrupted run).
  *
  * File (little-endian, 136-byte header):
- *   char magic[8] = "DMFLOCK\1"; u32 version = 2; u32 zero; u64 documents; u64 seed;
+ *   char magic[8] = "DMFLOCK\1"; u32 version = 2; u32 backend (1 CPU, 2 CUDA; 0 in files of
+ *   docmine before 2026-12-02: not known); u64 documents; u64 seed;
  *   i64 iteration; i64 iterations; f64 radius, neighbours, threshold, w_separation, w_dissimilar,
  *   w_alignment, w_cohesion, v_max, shrink, min_dist; u64 input (dm_flock_input_fingerprint);
  *   then per document (global index order) f64 x, y, vx, vy; then u32 CRC-32 (zlib) of all
@@ -34,7 +35,7 @@ static const char MAGIC[8] = {'D', 'M', 'F', 'L', 'O', 'C', 'K', 1};
 
 typedef struct ck_header {
     char magic[8];
-    uint32_t version, zero;
+    uint32_t version, backend;
     uint64_t docs, seed;
     int64_t iteration, iterations;
     double p[10];
@@ -108,6 +109,7 @@ static void header_of(ck_header *h, const dm_flock_sim *s, int iteration)
     memset(h, 0, sizeof *h);
     memcpy(h->magic, MAGIC, 8);
     h->version = VERSION;
+    h->backend = (uint32_t)s->backend;
     h->docs = s->n_global;
     h->input = s->input_fingerprint;
     h->seed = s->opt.seed;
@@ -277,6 +279,11 @@ static int check_crc(FILE *f, const char *path, long long *size)
 
 /* The header h of path against want (this run's): the same documents, input and options; size:
  * the file's (-1: not known here). */
+static const char *backend_name(uint32_t b)
+{
+    return b == DM_BACKEND_CPU ? "cpu" : b == DM_BACKEND_CUDA ? "cuda" : "unknown";
+}
+
 static int check_header(const ck_header *h, const ck_header *want, const char *path, long long size)
 {
     if (h->version != VERSION)
@@ -296,6 +303,16 @@ static int check_header(const ck_header *h, const ck_header *want, const char *p
                       "%s: the checkpoint was written for another input (its documents' ids or vectors "
                       "differ); resume with the input of the interrupted run",
                       path);
+    /* the backends' trajectories agree to rounding, not bit for bit: a resume on the other one
+     * would give neither run's result (a file that does not record it is taken as it is) */
+    if (h->backend > DM_BACKEND_CUDA)
+        return DM_ERR(DM_ERR_FORMAT, "%s: checkpoint of an unknown backend (%u)", path, (unsigned)h->backend);
+    if (h->backend != 0 && h->backend != want->backend)
+        return DM_ERR(DM_ERR_INVALID_ARG,
+                      "%s: the checkpoint was written by the %s backend, this run uses the %s backend; resume "
+                      "with --backend %s (the backends agree to rounding, not bit for bit) or run again "
+                      "without --resume",
+                      path, backend_name(h->backend), backend_name(want->backend), backend_name(h->backend));
     /* the first option that differs, by its name, with both values */
     if (h->seed != want->seed)
         return DM_ERR(DM_ERR_INVALID_ARG,

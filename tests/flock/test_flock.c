@@ -1689,6 +1689,20 @@ static void test_checkpoint_last_and_refused(void)
     id[0] ^= 1;
     resume_refused(path, o, &v, DM_ERR_INVALID_ARG, "written for another input");
     id[0] ^= 1;
+    /* the other backend's checkpoint (header bytes 12..15, a valid checksum): refused, naming
+     * both; a file that does not record it (0, docmine before the field) resumes; no backend 7 */
+    checkpoint_patch(path, 12, DM_BACKEND_CUDA, 1);
+    resume_refused(path, o, &v, DM_ERR_INVALID_ARG,
+                   "refused.ck: the checkpoint was written by the cuda backend, this run uses the cpu backend");
+    checkpoint_patch(path, 12, 7, 1);
+    resume_refused(path, o, &v, DM_ERR_FORMAT, "refused.ck: checkpoint of an unknown backend (7)");
+    checkpoint_patch(path, 12, 0, 1);
+    o.resume = 1;
+    s = NULL;
+    CU_ASSERT_EQUAL_FATAL(dm_flock_sim_init(&s, &g_ctx, &v, &o), DM_OK);
+    CU_ASSERT_EQUAL(dm_flock_sim_iteration(s), 20);
+    dm_flock_sim_free(s);
+    o.resume = 0;
     /* a corrupt option in the header (radius): the checksum says so */
     checkpoint_patch(path, 50, 0x12345678u, 0);
     resume_refused(path, o, &v, DM_ERR_FORMAT, "refused.ck: checkpoint checksum mismatch");
