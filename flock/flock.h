@@ -170,7 +170,8 @@ enum dm_flock_small {
     DM_FLOCK_SMALL_CENTROID = 2   /* each document joins the cluster whose centroid (sum of its
                                      members' unit vectors, exact fixed-point sums, all-reduced
                                      over ranks) has the highest cosine with it (ties: the lower
-                                     cluster number); noise when no centroid shares a term with it.
+                                     cluster number, exact for parallel centroids); noise when no
+                                     centroid shares a term of positive weight with it.
                                      Not flocking: a nearest-centroid assignment after it */
 };
 

@@ -579,16 +579,26 @@ static int attach_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, const centro
      * clusters and values */
     uint64_t nterms = total ? (all[total - 1].key >> 32) + 1 : 0;
     double *norm = dm_calloc((size_t)(k > 0 ? k : 1), sizeof *norm);
+    double *scale = dm_calloc((size_t)(k > 0 ? k : 1), sizeof *scale);
     size_t *tstart = dm_calloc((size_t)nterms + 1, sizeof *tstart);
     int32_t *cluster = dm_malloc(sizeof *cluster * (total ? total : 1));
     double *value = dm_malloc(sizeof *value * (total ? total : 1));
     int32_t *res = dm_malloc(sizeof *res * (n ? n : 1));
-    int rc = norm && tstart && cluster && value && res ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
+    int rc = norm && scale && tstart && cluster && value && res ? DM_OK : DM_ERR(DM_ERR_NOMEM, "flock: out of memory");
     if (rc == DM_OK) {
+        /* each centroid divided by its largest |component|: the integer sums of parallel centroids
+         * (clusters of copies of one document) are proportional, so their scaled components are
+         * the same correctly rounded quotients, and so are their norms and every document's
+         * cosines with them: an exact tie stays a tie (to the lower cluster), where the unscaled
+         * sums' norms rounded differently and picked either */
         for (size_t q = 0; q < total; q++) {
-            double c = (double)all[q].sum / DM_FLOCK_CENTROID_ONE;
             DM_ASSERT((all[q].key & 0xffffffffu) < (uint64_t)k); /* the sums belong to clusters 0 .. k-1 */
+            double a = fabs((double)all[q].sum);
+            if (a > scale[all[q].key & 0xffffffffu]) scale[all[q].key & 0xffffffffu] = a;
+        }
+        for (size_t q = 0; q < total; q++) {
             cluster[q] = (int32_t)(all[q].key & 0xffffffffu);
+            double c = scale[cluster[q]] > 0 ? (double)all[q].sum / scale[cluster[q]] : 0.0;
             value[q] = c;
             norm[cluster[q]] += c * c;
             tstart[(all[q].key >> 32) + 1]++;
@@ -601,6 +611,7 @@ static int attach_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, const centro
         if (rc == DM_OK) memcpy(cl, res, sizeof *cl * n);
     }
     dm_free(norm);
+    dm_free(scale);
     dm_free(tstart);
     dm_free(cluster);
     dm_free(value);
@@ -612,22 +623,52 @@ static int attach_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, const centro
 
 typedef struct merge_state {
     int32_t k;
-    double *dot;     /* k x k, upper triangle (a <= b): centroid dot products, the diagonal the norms^2 */
+    __int128 *dot;   /* upper triangle (a <= b), row by row: centroid dot products in 2^-64 units,
+                        exact (sums of the fixed-point products); the diagonal the norms^2 */
     char *alive;
     int32_t *to;     /* the cluster a cluster was merged into (itself while alive) */
     double *bestv;   /* per alive cluster: its most similar other alive cluster's cosine ... */
     int32_t *bestj;  /* ... and that cluster (-1: none) */
 } merge_state;
 
-static double *mdot(const merge_state *m, int32_t a, int32_t b)
+static size_t mtri(int32_t k, int32_t a, int32_t b)
 {
-    return a <= b ? &m->dot[(size_t)a * (size_t)m->k + (size_t)b] : &m->dot[(size_t)b * (size_t)m->k + (size_t)a];
+    return (size_t)a * (size_t)k - (size_t)a * ((size_t)a - 1) / 2 + (size_t)(b - a);
 }
 
+static __int128 *mdot(const merge_state *m, int32_t a, int32_t b)
+{
+    return a <= b ? &m->dot[mtri(m->k, a, b)] : &m->dot[mtri(m->k, b, a)];
+}
+
+/* *hi, *lo: the 256-bit product of a and b. */
+static void mul_u256(unsigned __int128 a, unsigned __int128 b, unsigned __int128 *hi, unsigned __int128 *lo)
+{
+    const unsigned __int128 m64 = ((unsigned __int128)1 << 64) - 1;
+    unsigned __int128 a0 = a & m64, a1 = a >> 64, b0 = b & m64, b1 = b >> 64;
+    unsigned __int128 p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+    unsigned __int128 mid = (p00 >> 64) + (p01 & m64) + (p10 & m64);
+    *lo = (p00 & m64) | (mid << 64);
+    *hi = p11 + (p01 >> 64) + (p10 >> 64) + (mid >> 64);
+}
+
+/* The cosine of the centroids a and b (0 when one is empty). Exactly 1 when they are parallel
+ * (dot^2 = |a|^2 |b|^2 in integers: clusters of copies of one document), else the double quotient
+ * kept below 1: --merge 1 merges exactly the parallel centroids, and their ties are exact (the
+ * quotient of the rounded products of parallel centroids missed 1 by an ulp or two, so --merge 1
+ * left them apart and equal cosines compared by their rounding). */
 static double mcos(const merge_state *m, int32_t a, int32_t b)
 {
-    double na = *mdot(m, a, a), nb = *mdot(m, b, b);
-    return na > 0 && nb > 0 ? *mdot(m, a, b) / sqrt(na * nb) : 0.0;
+    __int128 na = *mdot(m, a, a), nb = *mdot(m, b, b), d = *mdot(m, a, b);
+    if (na <= 0 || nb <= 0) return 0.0;
+    if (d > 0) {
+        unsigned __int128 h1, l1, h2, l2;
+        mul_u256((unsigned __int128)d, (unsigned __int128)d, &h1, &l1);
+        mul_u256((unsigned __int128)na, (unsigned __int128)nb, &h2, &l2);
+        if (h1 == h2 && l1 == l2) return 1.0;
+    }
+    double c = ldexp((double)d, -64) / sqrt(ldexp((double)na, -64) * ldexp((double)nb, -64));
+    return c < 1.0 ? c : nextafter(1.0, 0.0);
 }
 
 /* Cluster a's most similar alive partner (ties: the lower cluster number). */
@@ -650,9 +691,9 @@ static void mbest(merge_state *m, int32_t a)
  * sum of the two, so its dot products are the sums of theirs (the k x k matrix is updated, never
  * recomputed). The dot products are exact: centroid sums in 2^-32 fixed point (centroid_sums), the
  * products and their sums over the terms in 128-bit integers (|sum| <= |a| |b| < 2^126 for
- * clusters below 2^31 documents), converted once; every rank computes the same matrix and takes
- * the same merges (the largest cosine first; ties: the lowest pair), so the result does not depend
- * on the ranks or threads. Clusters are renumbered by their smallest old number (= their smallest
+ * clusters below 2^31 documents), kept exact through the merges (the cosines come from them:
+ * mcos); every rank computes the same matrix and takes the same merges (the largest cosine first;
+ * ties: the lowest pair), so the result does not depend on the ranks or threads. Clusters are renumbered by their smallest old number (= their smallest
  * document index, as the extraction numbers them); *k_out: how many remain. all[0 .. total): the
  * centroid sums of the labels cl (centroid_sums). Local: every rank holds the same sums. */
 static int merge_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, double tm, int32_t *k_out, const centroid_entry *all,
@@ -664,7 +705,7 @@ static int merge_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, double tm, in
     DM_ASSERT(k <= DM_FLOCK_CENTROID_MAX); /* dm_flock_sim_cluster skips the step above it */
     int rc = DM_OK;
     const size_t K = (size_t)k;
-    merge_state m = {k, dm_calloc(K * K, sizeof(double)), dm_malloc(K), dm_malloc(sizeof(int32_t) * K),
+    merge_state m = {k, dm_calloc(K * (K + 1) / 2, sizeof(__int128)), dm_malloc(K), dm_malloc(sizeof(int32_t) * K),
                      dm_malloc(sizeof(double) * K), dm_malloc(sizeof(int32_t) * K)};
     size_t *start = dm_calloc(K + 1, sizeof *start), *pos = dm_malloc(sizeof *pos * (total ? total : 1));
     int32_t *num = dm_malloc(sizeof *num * K);
@@ -695,8 +736,7 @@ static int merge_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, double tm, in
                     for (size_t q = e; q < total && (all[q].key >> 32) == term; q++)
                         row[all[q].key & 0xffffffffu] += (__int128)all[e].sum * all[q].sum;
                 }
-                for (size_t b = (size_t)a; b < K; b++)
-                    m.dot[(size_t)a * K + b] = ldexp((double)row[b], -2 * 32);
+                for (int32_t b = a; b < k; b++) m.dot[mtri(k, a, b)] = row[b];
             }
             free(row);
         }
@@ -720,8 +760,8 @@ static int merge_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, double tm, in
                 b = t;
             }
             /* b joins a: the merged centroid's dot products are the sums */
-            double ab = *mdot(&m, a, b);
-            *mdot(&m, a, a) += *mdot(&m, b, b) + 2.0 * ab;
+            __int128 ab = *mdot(&m, a, b);
+            *mdot(&m, a, a) += *mdot(&m, b, b) + 2 * ab;
             for (int32_t o = 0; o < k; o++)
                 if (m.alive[o] && o != a && o != b) *mdot(&m, a, o) += *mdot(&m, b, o);
             m.alive[b] = 0;

@@ -1369,6 +1369,56 @@ static void expect_clusters(dm_flock_sim *s, const dm_vectors *v, const dm_flock
     dm_flock_result_free(&r);
 }
 
+/* Parallel centroids (oracle review): clusters of 23 and 3 copies of one document w of 40 terms
+ * (w_t = fmod(0.37 t, 1) + 0.05; each cluster at one spot, T = 0.5, min size 3), and a document
+ * d = (0.4 e0 + 0.9 e3) alone. The centroids 23w and 3w have cosine exactly 1 and the same cosine
+ * with d. "--merge 1" merges them (their cosine came out 1 - 2^-52 from rounded dot products and
+ * they stayed apart), and d joins cluster 0 by centroid, the tie going to the lower number (the
+ * rounded norms of 23w and 3w made 3w's cosine larger). */
+static void test_clusters_parallel_centroids(void)
+{
+    dm_flock_options o = hand_options(5);
+    o.neighbours = 0.2;
+    enum { T = 40, N = 23 + 3 + 1 };
+    uint64_t off[N + 1];
+    uint32_t col[T * N];
+    float val[T * N];
+    double x[N], y[N];
+    size_t e = 0;
+    off[0] = 0;
+    for (int i = 0; i < N - 1; i++) {
+        for (uint32_t t = 0; t < T; t++) {
+            col[e] = t;
+            val[e++] = (float)(fmod(0.37 * t, 1.0) + 0.05);
+        }
+        off[i + 1] = e;
+        x[i] = i < 23 ? 2.0 : 8.0;
+        y[i] = 2.0;
+    }
+    col[e] = 0;
+    val[e++] = 0.4f;
+    col[e] = 3;
+    val[e++] = 0.9f;
+    off[N] = e;
+    x[N - 1] = 5.0;
+    y[N - 1] = 8.0;
+    dm_vectors v;
+    CU_ASSERT_EQUAL_FATAL(ft_vectors(&v, N, off, col, val, 0), DM_OK);
+    dm_flock_sim *s = hand_sim(o, &v, N, x, y, "parallel.ck");
+    int32_t want[N];
+    /* by centroid, no merge: d joins cluster 0 */
+    for (int j = 0; j < N - 1; j++) want[j] = j < 23 ? 0 : 1;
+    want[N - 1] = 0;
+    dm_flock_cluster_options co = {3, DM_FLOCK_SMALL_CENTROID, -2.0, 0.0, 0};
+    expect_clusters(s, &v, &co, 2, want, N, "parallel centroids, attach", 0.0);
+    /* small components as noise, --merge 1: one cluster */
+    for (int j = 0; j < N - 1; j++) want[j] = 0;
+    want[N - 1] = -1;
+    dm_flock_cluster_options cm = {3, DM_FLOCK_SMALL_NOISE, -2.0, 1.0, 0};
+    expect_clusters(s, &v, &cm, 1, want, N, "parallel centroids, merge", 1.0);
+    dm_flock_sim_free(s);
+}
+
 /* Centroid attachment on 11 hand-placed documents (the positions of clusters_hand, plus 10 alone
  * at (6, 5)); T = 0.5, min size 3. A = {0, 2, 4, 6} (term 0) and B = {1, 3, 5} (term 1) are the
  * clusters: centroid A = 4 e0, centroid B = 3 e1.
@@ -2181,6 +2231,7 @@ int main(int argc, char **argv)
         {"update finite at the weights' bound; sums wrap, in any order", test_update_extremes},
         {"clusters of a hand-made configuration", test_clusters_hand},
         {"small components attached by centroid similarity", test_clusters_centroid},
+        {"parallel centroids: exact ties and --merge 1", test_clusters_parallel_centroids},
         {"clusters refined by centroid steps (hand-checked)", test_clusters_refine},
         {"the centroid steps of too many clusters are skipped", test_centroid_skipped},
         {"resume gives the uninterrupted result", test_resume_identical},
