@@ -27,6 +27,26 @@ int dm_app_fail(const dm_app *app, const char *cmd, int status);
 /* Prints a usage error "docmine <cmd>: <message>; see docmine <cmd> --help" and returns 2. */
 int dm_app_usage_error(const dm_app *app, const char *cmd, const char *fmt, ...) DM_PRINTF(3, 4);
 
+/* Collective over comm (main calls it once, before the command runs): every rank must be given the
+ * same command line (argv: the command and its arguments, after the global options are taken out;
+ * the global --seed and --backend; --threads, --report, --tune, --tuning-db and the logging
+ * options may differ). Each rank compares its own with rank 0's; a rank whose line differs
+ * (mpiexec's ':' form, a script that builds the line per rank) returns DM_ERR_INVALID_ARG naming
+ * itself and its first differing argument, the others DM_OK: the caller agrees (main prints the
+ * lowest such rank's message once and every rank exits 2), instead of one rank stopping alone at
+ * a usage error while the others wait in a collective, or the ranks running with other options. */
+int dm_app_same_args(MPI_Comm comm, int argc, char **argv, uint64_t seed, int backend);
+
+/* The longest output path a command takes: dm_atomic_open (common/fileio.h) writes PATH.tmp.<pid>.<n>
+ * in a 4096-byte buffer and refuses a PATH of 4064 bytes or more. */
+#define DM_APP_PATH_MAX 4063
+/* Formats a file's path into buf (size bytes) and checks it before any work is done. A path that
+ * does not fit, or is longer than DM_APP_PATH_MAX, is not shortened: returns DM_ERR_INVALID_ARG
+ * "<start>...<end>: path too long (N bytes, at most M)" (a shortened OUTDIR/name names another
+ * file; and the message of the error met later, after the run's work, showed only the first 700
+ * bytes of the path, without the problem). Local: the caller agrees it. */
+int dm_app_path(char *buf, size_t size, const char *fmt, ...) DM_PRINTF(3, 4);
+
 struct option;
 /* The option getopt_long just returned, as a user writes it, for messages: "--NAME" (longindex,
  * getopt_long's last argument, >= 0) or "-C". argv[optind - 1] is the option's value when the

@@ -68,7 +68,13 @@ int dm_cmd_icf_build(dm_app *app, int argc, char **argv)
 
     double t0 = dm_wtime();
     dm_pp_signature sig;
-    int rc = dm_ctx_agree(ctx, dm_pp_signature_of(&sig, &pp));
+    /* the paths fit, said before the work (the files are written after it) */
+    char p[4200];
+    int rc = dm_app_path(p, sizeof p, "%s", out);
+    if (rc == DM_OK && vocab_path) rc = dm_app_path(p, sizeof p, "%s", vocab_path);
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) rc = dm_vectorize_pp_agree(ctx, &pp); /* the same stop words on every rank */
+    if (rc == DM_OK) rc = dm_ctx_agree(ctx, dm_pp_signature_of(&sig, &pp));
     dm_tfidf_local local;
     dm_icf_table t;
     dm_tfidf_stats st;

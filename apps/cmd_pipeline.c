@@ -444,12 +444,26 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
     }
     int code = dm_flock_cli_finish(app, cmd, &fl, out);
     if (code) return code;
+    /* every output's path fits, said before the run (checked when written, after the run, the
+     * message was the path's first 700 bytes, without the problem) */
+    {
+        char p[4300];
+        int prc = dm_app_path(p, sizeof p, "%s/%s", out,
+                              fl.jo.snapshot_every ? "snapshots/flock-000000.png" : "flock-labels.png");
+        if (prc == DM_OK && fl.fo.checkpoint) prc = dm_app_path(p, sizeof p, "%s", fl.fo.checkpoint);
+        prc = dm_ctx_agree(ctx, prc);
+        if (prc != DM_OK) {
+            dm_flock_cli_free(&fl);
+            return dm_app_fail(app, cmd, prc);
+        }
+    }
     pp.backend = ctx->backend;
     to.backend = ctx->backend;
 
     double t0 = dm_wtime();
     dm_timer_start("pipeline.total");
-    int rc = dm_flock_cli_mkdirs(ctx, &fl);
+    int rc = dm_vectorize_pp_agree(ctx, &pp); /* the same stop words on every rank */
+    if (rc == DM_OK) rc = dm_flock_cli_mkdirs(ctx, &fl);
     if (rc == DM_OK && ctx->rank == 0)
         dm_log_info("pipeline: %s on %d rank(s), %s backend, method %s", synthetic ? "synthetic corpus" : corpus,
                     ctx->size, dm_backend_name(ctx->backend),

@@ -182,18 +182,19 @@ int dm_cmd_preprocess(dm_app *app, int argc, char **argv)
 
     dm_token_stream s;
     dm_pp_times t;
-    int rc = dm_preprocess(&s, &t, ctx, corpus, &o);
+    /* output: one file per rank when several ranks; its path fits, said before the work */
+    char path[4200] = "";
+    int rc = DM_OK;
+    if (output && ctx->size > 1) rc = dm_app_path(path, sizeof path, "%s.rank%d", output, ctx->rank);
+    else if (output) rc = dm_app_path(path, sizeof path, "%s", output);
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) rc = dm_vectorize_pp_agree(ctx, &o); /* the same stop words on every rank */
+    if (rc == DM_OK) rc = dm_preprocess(&s, &t, ctx, corpus, &o);
     if (rc < 0) return dm_app_fail(app, "preprocess", rc);
     /* one id for every rank's file of this run: vectorize --tokens refuses a set of mixed runs */
     s.run_id = dm_token_stream_new_run_id(&ctx->world);
     dm_pp_times_to_timers(&t, "preprocess", 1);
 
-    /* output: one file per rank when several ranks */
-    char path[4096];
-    if (output) {
-        if (ctx->size > 1) snprintf(path, sizeof(path), "%s.rank%d", output, ctx->rank);
-        else snprintf(path, sizeof(path), "%s", output);
-    }
     if (dump && output) rc = dump_file(&s, path);
     else if (dump) rc = dump_stdout(&s, ctx);
     else rc = dm_token_stream_write(&s, path);

@@ -134,7 +134,14 @@ int dm_cmd_synth(dm_app *app, int argc, char **argv)
     rc = dm_ctx_agree(ctx, rc); /* another failure (memory) of one rank: every rank stops here */
     size_t ol = strlen(out);
     int single = ctx->size == 1 && ol > 4 && strcmp(out + ol - 4, ".tsv") == 0;
-    char path[4096];
+    /* the path fits, said before anything is made (a part's name shortened by the buffer was
+     * refused only when written, in a message of the path's first 700 bytes) */
+    char path[4200];
+    if (rc == DM_OK) {
+        if (single) rc = dm_app_path(path, sizeof path, "%s", out);
+        else rc = dm_app_path(path, sizeof path, "%s/part-%05d.tsv", out, ctx->rank);
+        rc = dm_ctx_agree(ctx, rc);
+    }
     if (rc == DM_OK && !single) {
         if (ctx->rank == 0) rc = dm_mkdirs(out);
         rc = dm_ctx_agree(ctx, rc);
@@ -142,11 +149,7 @@ int dm_cmd_synth(dm_app *app, int argc, char **argv)
     uint64_t first, last;
     dm_synth_share(so.docs, ctx->rank, ctx->size, &first, &last);
     dm_timer_start("synth");
-    if (rc == DM_OK) {
-        if (single) snprintf(path, sizeof path, "%s", out);
-        else snprintf(path, sizeof path, "%s/part-%05d.tsv", out, ctx->rank);
-        rc = dm_synth_write_tsv(&s, path, first, last);
-    }
+    if (rc == DM_OK) rc = dm_synth_write_tsv(&s, path, first, last);
     if (!single) { /* after every part is written: a failed run removes nothing */
         rc = dm_ctx_agree(ctx, rc);
         if (rc == DM_OK && ctx->rank == 0) rc = remove_stale_parts(out, ctx->size);

@@ -82,6 +82,56 @@ int dm_vectorize_pp_option(dm_app *app, const char *cmd, int c, const char *arg,
     }
 }
 
+/* Every rank's value against rank 0's (returned in *r0). Collective. */
+static int rank0_value(const dm_ctx *ctx, uint64_t mine, uint64_t *r0)
+{
+    *r0 = mine;
+    if (MPI_Bcast(r0, 1, MPI_UINT64_T, 0, ctx->world) != MPI_SUCCESS)
+        return DM_ERR(DM_ERR_MPI, "MPI_Bcast of a fingerprint failed");
+    return DM_OK;
+}
+
+int dm_vectorize_pp_agree(const dm_ctx *ctx, const dm_preprocess_options *pp)
+{
+    dm_pp_signature sig;
+    memset(&sig, 0, sizeof sig);
+    int rc = dm_ctx_agree(ctx, dm_pp_signature_of(&sig, pp)); /* loads the list: names a missing file */
+    if (rc != DM_OK) return rc;
+    uint64_t r0;
+    rc = rank0_value(ctx, sig.stop_fingerprint, &r0);
+    if (rc == DM_OK && r0 != sig.stop_fingerprint)
+        rc = DM_ERR(DM_ERR_FORMAT, "stop words %s: another list on rank %d than on rank 0 (fingerprint %016" PRIx64
+                    " on rank %d, %016" PRIx64 " on rank 0): not the same file on every rank",
+                    pp->stopwords ? pp->stopwords : "(built-in)", ctx->rank, sig.stop_fingerprint, ctx->rank, r0);
+    return dm_ctx_agree(ctx, rc);
+}
+
+/* The ICF table every rank read against rank 0's: its reference documents, signature and a hash of
+ * its terms' hashes and cf values. Collective. */
+static int icf_agree(const dm_ctx *ctx, const dm_icf_table *t, const char *path)
+{
+    const dm_termlist *l = &t->vocab.terms;
+    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t parts[6] = {t->vocab.n_docs, l->n, t->sig.flags, t->sig.min_len | (uint64_t)t->sig.max_len << 32,
+                         t->sig.stop_fingerprint, 0};
+    for (size_t i = 0; i < l->n; i++) {
+        h = (h ^ l->hash[i]) * 0x100000001b3ull;
+        h = (h ^ (l->val ? l->val[i] : 0)) * 0x100000001b3ull;
+    }
+    parts[5] = h;
+    uint64_t r0[6];
+    memcpy(r0, parts, sizeof parts);
+    int rc = MPI_Bcast(r0, 6, MPI_UINT64_T, 0, ctx->world) == MPI_SUCCESS
+                 ? DM_OK
+                 : DM_ERR(DM_ERR_MPI, "%s: MPI_Bcast of the table's fingerprint failed", path);
+    if (rc == DM_OK && memcmp(r0, parts, sizeof parts) != 0)
+        rc = DM_ERR(DM_ERR_FORMAT, "%s: another ICF table on rank %d than on rank 0 (%" PRIu64 " terms of %" PRIu64
+                    " reference documents on rank %d, %" PRIu64 " of %" PRIu64 " on rank 0%s): not the same file on "
+                    "every rank", path, ctx->rank, parts[1], parts[0], ctx->rank, r0[1], r0[0],
+                    parts[0] == r0[0] && parts[1] == r0[1] ? ", other terms or counts" : "");
+    return dm_ctx_agree(ctx, rc);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: docmine vectorize --corpus PATH -o VECTORS.dmv [options]\n"
@@ -131,12 +181,15 @@ int dm_vectorize_parse_df(const char *s, uint64_t *count, double *frac, int is_m
     return 0;
 }
 
-/* OUT.dmv -> OUT.<ext>; other names get .<ext> appended. */
-static void export_path(char *buf, size_t len, const char *out, const char *ext)
+/* OUT.dmv -> OUT.<ext> (ext mtx or svm, by the export format); other names get .<ext> appended.
+ * Returns buf (len bytes, which hold OUT and 4 bytes more). */
+static const char *export_name(char *buf, size_t len, const char *out, int fmt)
 {
+    const char *ext = fmt == DM_EXPORT_MTX ? "mtx" : "svm";
     size_t n = strlen(out);
     if (n > 4 && strcmp(out + n - 4, ".dmv") == 0) snprintf(buf, len, "%.*s.%s", (int)(n - 4), out, ext);
     else snprintf(buf, len, "%s.%s", out, ext);
+    return buf;
 }
 
 void dm_vectorize_report_stats(json_t *o, const dm_tfidf_stats *st, const dm_pp_stats *ps)
@@ -359,11 +412,25 @@ int dm_cmd_vectorize(dm_app *app, int argc, char **argv)
                      o.max_df_count != UINT64_MAX || o.max_df_frac != 1.0))
         return dm_app_usage_error(app, cmd, "--icf takes its weights from the table: --idf, --min-df and --max-df do not apply");
 
+    /* the paths fit, said before the work (the files are written after it) */
+    char xpath[4200] = "";
+    {
+        char p[4200];
+        int prc = dm_app_path(p, sizeof p, "%s", out);
+        if (prc == DM_OK && export_fmt >= 0)
+            prc = dm_app_path(xpath, sizeof xpath, "%s", export_name(p, sizeof p, out, export_fmt));
+        if (prc == DM_OK && vocab_path) prc = dm_app_path(p, sizeof p, "%s", vocab_path);
+        if (prc == DM_OK && tokens) prc = dm_app_path(p, sizeof p, "%s.rank%d", tokens, ctx->size - 1);
+        prc = dm_ctx_agree(ctx, prc);
+        if (prc != DM_OK) return dm_app_fail(app, cmd, prc);
+    }
     double t0 = dm_wtime();
     dm_icf_table table;
     memset(&table, 0, sizeof table);
     int rc = DM_OK;
     if (icf_path) rc = dm_ctx_agree(ctx, dm_icf_table_read(&table, icf_path));
+    if (icf_path && rc == DM_OK) rc = icf_agree(ctx, &table, icf_path);
+    if (corpus && rc == DM_OK) rc = dm_vectorize_pp_agree(ctx, &pp);
     dm_vectors v;
     dm_vocab vocab;
     dm_tfidf_stats st;
@@ -388,10 +455,8 @@ int dm_cmd_vectorize(dm_app *app, int argc, char **argv)
     }
     dm_vocab_free(&vocab);
     dm_icf_table_free(&table);
-    char xpath[4200] = "";
     if (rc == DM_OK && export_fmt >= 0) {
-        /* rank 0 reads the file back (checking it) and exports it */
-        export_path(xpath, sizeof xpath, out, export_fmt == DM_EXPORT_MTX ? "mtx" : "svm");
+        /* rank 0 reads the file back (checking it) and exports it to xpath */
         if (ctx->rank == 0) {
             dm_vectors all;
             rc = dm_vectors_read(&all, out);

@@ -40,6 +40,13 @@ int dm_vectorize_parse_df(const char *s, uint64_t *count, double *frac, int is_m
  * token hashes stay on the GPU between the two) unless DOCMINE_DEVICE_TOKENS=0 (comparisons). */
 int dm_vectorize_device_tokens(void);
 
+/* Collective, after the options are parsed: every rank loads the stop-word list (--stopwords FILE,
+ * else the built-in one) and compares its fingerprint with rank 0's. A list missing or different
+ * on some rank (node-local files) fails on every rank naming the file and the rank, instead of the
+ * ranks dropping other stop words (a file missing on one rank, or of other words, ran on with a
+ * mixed corpus). Returns the agreed status. */
+int dm_vectorize_pp_agree(const dm_ctx *ctx, const dm_preprocess_options *pp);
+
 /* The report's TF-IDF and preprocessing counters (ps may be NULL). */
 void dm_vectorize_report_stats(json_t *o, const dm_tfidf_stats *st, const dm_pp_stats *ps);
 

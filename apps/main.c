@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "apps/app.h"
 #include "apps/commands.h"
 #include "common/alloc.h"
 #include "common/log.h"
@@ -70,9 +71,9 @@ static int parse_u64(const char *s, unsigned long long *v)
     return (errno || *end) ? -1 : 0;
 }
 
-/* Removes the global options from argv (anywhere on the line). Returns 0, or 2 after printing a
- * usage error (on rank 0 only). */
-static int take_globals(int *argc, char **argv, global_opts *g, int rank)
+/* Removes the global options from argv (anywhere on the line). Returns 0, or 2 with a usage error
+ * in msg (printed by main once, by the lowest rank that has one). */
+static int take_globals(int *argc, char **argv, global_opts *g, char *msg, size_t len)
 {
     int out = 1;
     for (int i = 1; i < *argc; i++) {
@@ -87,7 +88,7 @@ static int take_globals(int *argc, char **argv, global_opts *g, int rank)
                 if (a[l] == '=') val = a + l + 1;
                 else if (i + 1 < *argc) val = argv[++i];
                 else {
-                    if (rank == 0) fprintf(stderr, "docmine: option %s needs a value (see docmine --help)\n", names[k]);
+                    snprintf(msg, len, "docmine: option %s needs a value (see docmine --help)", names[k]);
                     return DM_EXIT_USAGE;
                 }
                 break;
@@ -111,13 +112,25 @@ static int take_globals(int *argc, char **argv, global_opts *g, int rank)
         case 5: bad = !val[0]; g->tuning_db = val; break; /* "" would quietly mean the default */
         }
         if (bad) {
-            if (rank == 0) fprintf(stderr, "docmine: invalid value '%s' for %s (see docmine --help)\n", val, names[which]);
+            snprintf(msg, len, "docmine: invalid value '%.200s' for %s (see docmine --help)", val, names[which]);
             return DM_EXIT_USAGE;
         }
     }
     *argc = out;
     argv[out] = NULL;
     return 0;
+}
+
+/* Collective: a usage error of some rank (msg set, code 2) is every rank's: the lowest such rank
+ * prints its message once, and every rank returns 2 (one rank stopping alone left the others in a
+ * collective). */
+static int agree_usage(int code, const char *msg, int rank)
+{
+    int first = code ? rank : INT_MAX, lowest = first;
+    MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (lowest == INT_MAX) return 0;
+    if (lowest == rank) fprintf(stderr, "%s\n", msg);
+    return DM_EXIT_USAGE;
 }
 
 static int has_help(int argc, char **argv)
@@ -176,7 +189,26 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 
     global_opts g = {.ctx = DM_CTX_OPTIONS_INIT};
-    int code = take_globals(&argc, argv, &g, rank);
+    char msg[1024] = "";
+    int code = agree_usage(take_globals(&argc, argv, &g, msg, sizeof msg), msg, rank);
+    /* every rank must be given the same command line (the command, its arguments, --seed and
+     * --backend; --threads, --report, --tune, --tuning-db and the logging options may differ):
+     * said once, before a usage error of one rank alone or a run on other options per rank */
+    if (code == 0) {
+        if (dm_app_same_args(MPI_COMM_WORLD, argc - 1, argv + 1, g.ctx.seed, g.ctx.backend) != DM_OK)
+            snprintf(msg, sizeof msg, "docmine: %s", dm_error_message());
+        code = agree_usage(dm_error_code() != DM_OK ? DM_EXIT_USAGE : 0, msg, rank);
+        dm_error_clear();
+    }
+    /* --report's path fits (said before any work; the same on every rank) */
+    if (code == 0 && g.report) {
+        char p[DM_APP_PATH_MAX + 2];
+        if (dm_app_path(p, sizeof p, "%s", g.report) != DM_OK) {
+            if (rank == 0) fprintf(stderr, "docmine: --report %s\n", dm_error_message());
+            code = DM_EXIT_USAGE;
+        }
+        dm_error_clear();
+    }
     const dm_command *cmd = NULL;
     if (code == 0) {
         if (argc < 2) {

@@ -14,6 +14,7 @@
  * next run in the process), each handed back as soon as its batch is prepared.
  * Output does not depend on thread counts, batch sizes or timing: pieces, statistics and
  * messages are taken in file order, batches are consumed in order. */
+#include <limits.h>
 #include <mpi.h>
 #include <omp.h>
 #include <pthread.h>
@@ -906,6 +907,95 @@ int dm_preprocess_source(dm_token_stream *out, dm_pp_times *times, const dm_doc_
     return rc;
 }
 
+static uint64_t list_hash(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull; /* FNV-1a 64 */
+    return h;
+}
+
+int dm_pp_file_list_agree(const dm_pp_file_list *l, const char *root, const struct dm_ctx *ctx)
+{
+    if (!ctx) return DM_OK;
+    /* the list's count, bytes and a hash of its (rel, size) pairs, against rank 0's */
+    uint64_t head[3] = {l->n, 0, 0xcbf29ce484222325ull}, head0[3];
+    size_t ser = 0; /* rank 0's list serialised: rel, NUL, 8 bytes of size, per file */
+    for (size_t i = 0; i < l->n; i++) {
+        size_t rl = strlen(l->files[i].rel) + 1;
+        head[1] += l->files[i].size;
+        head[2] = list_hash(head[2], l->files[i].rel, rl);
+        head[2] = list_hash(head[2], &l->files[i].size, sizeof l->files[i].size);
+        ser += rl + sizeof(uint64_t);
+    }
+    memcpy(head0, head, sizeof head);
+    if (MPI_Bcast(head0, 3, MPI_UINT64_T, 0, ctx->world) != MPI_SUCCESS)
+        return dm_ctx_agree(ctx, DM_ERR(DM_ERR_MPI, "corpus %s: MPI_Bcast of the file list failed", root));
+    int differs = memcmp(head, head0, sizeof head) != 0, any = differs;
+    if (MPI_Allreduce(&differs, &any, 1, MPI_INT, MPI_MAX, ctx->world) != MPI_SUCCESS)
+        return dm_ctx_agree(ctx, DM_ERR(DM_ERR_MPI, "corpus %s: MPI_Allreduce of the file list failed", root));
+    if (!any) return DM_OK;
+    /* some rank lists another corpus: rank 0's list to every rank, which names the first file
+     * that differs */
+    uint64_t len0 = ser;
+    MPI_Bcast(&len0, 1, MPI_UINT64_T, 0, ctx->world);
+    int rc = len0 > (uint64_t)INT_MAX ? DM_ERR(DM_ERR_FORMAT, "corpus %s: the ranks list other files", root) : DM_OK;
+    char *r0 = rc == DM_OK ? dm_malloc(len0 ? len0 : 1) : NULL;
+    if (rc == DM_OK && !r0) rc = DM_ERR(DM_ERR_NOMEM, "corpus %s: out of memory comparing the file lists", root);
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc != DM_OK) {
+        dm_free(r0);
+        return rc;
+    }
+    if (ctx->rank == 0) {
+        size_t o = 0;
+        for (size_t i = 0; i < l->n; i++) {
+            size_t rl = strlen(l->files[i].rel) + 1;
+            memcpy(r0 + o, l->files[i].rel, rl);
+            memcpy(r0 + o + rl, &l->files[i].size, sizeof(uint64_t));
+            o += rl + sizeof(uint64_t);
+        }
+    }
+    MPI_Bcast(r0, (int)len0, MPI_CHAR, 0, ctx->world);
+    if (differs) {
+        const char *q = r0, *end = r0 + len0;
+        size_t i = 0;
+        for (; i < l->n && q < end; i++) {
+            const char *rel0 = q;
+            uint64_t size0;
+            q += strlen(rel0) + 1;
+            memcpy(&size0, q, sizeof size0);
+            q += sizeof size0;
+            const dm_pp_file *f = &l->files[i];
+            if (strcmp(f->rel, rel0) != 0) {
+                rc = DM_ERR(DM_ERR_FORMAT,
+                            "corpus %s: rank %d lists %s where rank 0 lists %s (file %zu): not the same corpus on "
+                            "every rank", root, ctx->rank, f->path, rel0, i + 1);
+                break;
+            }
+            if (f->size != size0) {
+                rc = DM_ERR(DM_ERR_FORMAT,
+                            "corpus %s: %s is %llu bytes on rank %d, %llu bytes on rank 0: not the same corpus on "
+                            "every rank", root, f->path, (unsigned long long)f->size, ctx->rank,
+                            (unsigned long long)size0);
+                break;
+            }
+        }
+        if (rc == DM_OK && i < l->n)
+            rc = DM_ERR(DM_ERR_FORMAT, "corpus %s: rank %d lists %s, which rank 0 does not (%zu files on rank 0, "
+                        "%zu on rank %d): not the same corpus on every rank", root, ctx->rank, l->files[i].path,
+                        (size_t)head0[0], l->n, ctx->rank);
+        else if (rc == DM_OK && q < end)
+            rc = DM_ERR(DM_ERR_FORMAT, "corpus %s: rank 0 lists %s, which rank %d does not (%zu files on rank 0, %zu "
+                        "on rank %d): not the same corpus on every rank", root, q, ctx->rank, (size_t)head0[0], l->n,
+                        ctx->rank);
+        else if (rc == DM_OK) /* a hash collision of two different lists: said plainly all the same */
+            rc = DM_ERR(DM_ERR_FORMAT, "corpus %s: rank %d lists other files than rank 0: not the same corpus on "
+                        "every rank", root, ctx->rank);
+    }
+    dm_free(r0);
+    return dm_ctx_agree(ctx, rc);
+}
+
 int dm_preprocess(dm_token_stream *out, dm_pp_times *times, const struct dm_ctx *ctx,
                   const char *path, const dm_preprocess_options *opt)
 {
@@ -920,6 +1010,7 @@ int dm_preprocess(dm_token_stream *out, dm_pp_times *times, const struct dm_ctx 
     int rc = dm_pp_list_files(&fl, path, &opt->reader, &lst);
     /* every rank lists the same tree; agree on errors before doing work */
     if (ctx) rc = dm_ctx_agree(ctx, rc); /* the others learn it marked remote (dm_app_fail) */
+    if (rc >= 0) rc = dm_pp_file_list_agree(&fl, path, ctx);
     if (rc < 0) {
         dm_pp_file_list_free(&fl);
         return rc;

@@ -201,6 +201,13 @@ typedef struct dm_pp_file_list {
 int dm_pp_list_files(dm_pp_file_list *out, const char *root, const dm_reader_options *opt,
                      dm_pp_stats *st);
 void dm_pp_file_list_free(dm_pp_file_list *l);
+/* Collective over ctx's ranks (NULL: DM_OK): every rank's list of the corpus root must be rank 0's
+ * (the same relative paths and sizes, in order): the ranks split it by bytes, each assuming the
+ * others see what it sees. A rank that lists another corpus (node-local copies that differ, a file
+ * missing on one node, a file replaced while the ranks listed it) fails with DM_ERR_FORMAT naming
+ * the root, the rank and the first file that differs, and every rank returns that status (read as
+ * it was, ranks read files twice or not at all, and the run went on with mixed data). */
+int dm_pp_file_list_agree(const dm_pp_file_list *l, const char *root, const struct dm_ctx *ctx);
 
 /* Splits files[0..n) across `size` ranks into contiguous ranges of about equal bytes: rank r gets
  * [*begin, *end). Ranges concatenated in rank order give the file order, so the document order

@@ -165,6 +165,7 @@ static int run_corpus(corpus_run *r, dm_pp_stats *pp_stats, const dm_ctx *ctx, c
     memset(&fl, 0, sizeof fl);
     int rc = dm_pp_list_files(&fl, path, &r->pp->reader, &lst);
     if (ctx) rc = dm_ctx_agree(ctx, rc);
+    if (rc >= 0) rc = dm_pp_file_list_agree(&fl, path, ctx); /* every rank the same files */
     if (rc < 0) {
         dm_pp_file_list_free(&fl);
         return rc;

@@ -591,6 +591,8 @@ int dm_vectors_write(const dm_vectors *v, const char *path, const dm_ctx *ctx)
     int e = MPI_File_open(comm, tmp, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
     if (e != MPI_SUCCESS) {
         rc = dm_mpi_io_error(e, "MPI_File_open", tmp);
+        /* ranks that see other folders (node-local paths): rank 0's open may have made the file */
+        if (rank == 0) remove(tmp);
         pieces_free(&pc);
         dm_free(all);
         return dm_ctx_agree(ctx, rc);

@@ -5,7 +5,10 @@
 # (a malformed JSON line or a corrupt .gz with --strict), STREAM.rank1 of a token stream (missing,
 # truncated), a FIFO where rank 1 writes its temporary token stream; or only rank 0's write fails:
 # --report FILE, or an output of DIR, that is a directory; a missing or corrupt --resume
-# checkpoint; a corpus or vectors with fewer documents than ranks still run.
+# checkpoint; a corpus or vectors with fewer documents than ranks still run. Ranks given other
+# arguments (mpiexec's ':' form) or seeing other files under one path (-wdir per rank: node-local
+# disks) fail on every rank with one line naming the rank and the file; an OUTDIR so long that
+# OUTDIR/name no longer fits is refused before the run, naming the path.
 # usage: test_mpi_failures.sh <docmine> <mpiexec>
 set -u
 dm=$1
@@ -105,5 +108,75 @@ mkdir -p rdir_sc
 exits "streamclust --report DIR, 2 ranks" 1 "rdir_sc: rename from temporary failed" -- dmn 2 streamclust 2 4 16 100 100 50 -o sco --report rdir_sc
 expect "stem, 2 ranks: rank 0's stdin fails" 1 "stdin: read error" -- timeout 120 "$mpiexec" -n 1 sh -c "exec \"$dm\" --backend cpu stem < /" : -n 1 "$dm" --backend cpu stem
 exits "stem, 2 ranks" 0 "" -- sh -c "printf 'running\n' | timeout 120 \"$mpiexec\" -n 2 \"$dm\" --backend cpu stem"
+
+# ---- 8. ranks given other arguments, or seeing other files under the same path ----------------
+# (a usage error of rank 1 alone left rank 0 in a collective: exit 124; other valid options, a
+# corpus, stop-word list or ICF table of other contents on rank 1 ran with exit 0 on mixed data)
+# dm2 "<rank 0's args>" "<rank 1's args>": 2 ranks with the arguments given (word-split)
+dm2() { timeout 60 "$mpiexec" -n 1 "$dm" --backend cpu $1 : -n 1 "$dm" --backend cpu $2; }
+expect "pipeline: a usage error of rank 1 alone" 2 "rank 1 was given other arguments than rank 0: argument 4 is '--min-df'" -- \
+    dm2 "pipeline --corpus good -o po" "pipeline --corpus good --min-df bogus -o po"
+expect "vectorize: another --min-df on rank 1" 2 "argument 5 is '3' on rank 1, '2' on rank 0" -- \
+    dm2 "vectorize --corpus good --min-df 2 -o m.dmv" "vectorize --corpus good --min-df 3 -o m.dmv"
+expect "synth: another --seed on rank 1" 2 "rank 1 was given --seed 8, rank 0 --seed 7" -- \
+    dm2 "synth -n 50 -k 2 --seed 7 -o sy" "synth -n 50 -k 2 --seed 8 -o sy"
+expect "icf-build: another command on rank 1" 2 "argument 1 is 'icf-build' on rank 1, 'preprocess' on rank 0" -- \
+    dm2 "preprocess --corpus good -o x.tok" "icf-build --corpus good -o x.icf"
+# a global option: a bad value on rank 1 alone (it stopped alone, before the command: exit 124),
+# another --backend; --threads may differ per rank
+expect "a bad global value on rank 1 alone" 2 "docmine: invalid value 'x' for --seed" -- \
+    timeout 60 "$mpiexec" -n 1 "$dm" --backend cpu synth -n 20 -k 2 -o sg : -n 1 "$dm" --backend cpu --seed x synth -n 20 -k 2 -o sg
+expect "another --backend on rank 1" 2 "rank 1 was given --backend auto, rank 0 --backend cpu" -- \
+    timeout 60 "$mpiexec" -n 1 "$dm" --backend cpu synth -n 20 -k 2 -o sg : -n 1 "$dm" synth -n 20 -k 2 -o sg
+exits "--threads differing per rank runs" 0 "" -- \
+    timeout 60 "$mpiexec" -n 1 "$dm" --backend cpu --threads 1 synth -n 20 -k 2 -o sg : -n 1 "$dm" --backend cpu --threads 2 synth -n 20 -k 2 -o sg
+# dmw <args...>: 2 ranks, the same arguments, rank 0 in folder A and rank 1 in B: a relative path
+# names another file on each rank, as on node-local disks
+dmw() { timeout 60 "$mpiexec" -n 1 -wdir "$tmp/A" "$dm" --backend cpu "$@" : -n 1 -wdir "$tmp/B" "$dm" --backend cpu "$@"; }
+mkdir -p A/c B/c
+cp good/p0.jsonl good/p1.jsonl A/c/ && cp good/p0.jsonl B/c/ && head -n 30 good/p1.jsonl > B/c/p1.jsonl
+cat good/p*.jsonl > A/one.jsonl && head -n 200 A/one.jsonl > B/one.jsonl
+printf 'oil\n' > A/sw.txt && printf 'oil\nbank\n' > B/sw.txt
+expect "pipeline: another corpus file on rank 1" 1 "corpus one.jsonl: one.jsonl is [0-9]+ bytes on rank 1, [0-9]+ bytes on rank 0: not the same corpus" -- \
+    dmw pipeline --quiet --corpus one.jsonl -o "$tmp/pw"
+expect "vectorize: a shorter file of the corpus on rank 1" 1 "corpus c: c/p1.jsonl is [0-9]+ bytes on rank 1" -- \
+    dmw vectorize --corpus c -o "$tmp/w.dmv"
+rm B/c/p1.jsonl
+expect "preprocess: a file of the corpus missing on rank 1" 1 "corpus c: rank 0 lists p1.jsonl, which rank 1 does not" -- \
+    dmw preprocess --corpus c -o "$tmp/w.tok"
+expect "icf-build: another stop-word list on rank 1" 1 "stop words sw.txt: another list on rank 1 than on rank 0" -- \
+    dmw icf-build --corpus "$tmp/good" --stopwords sw.txt -o "$tmp/w.icf"
+expect "pipeline: another stop-word list on rank 1" 1 "stop words sw.txt: another list on rank 1" -- \
+    dmw pipeline --corpus "$tmp/good" --stopwords sw.txt -o "$tmp/pw"
+dmn 1 icf-build --quiet --corpus good -o A/t.icf && dmn 1 icf-build --quiet --corpus few -o B/t.icf
+expect "vectorize --icf: another table on rank 1" 1 "t.icf: another ICF table on rank 1 than on rank 0" -- \
+    dmw vectorize --corpus "$tmp/good" --icf t.icf -o "$tmp/wi.dmv"
+# the output's folder another one on each rank (MPI-IO opens one file of every rank): an error,
+# and no temporary file left behind in rank 0's (it was, empty)
+expect "vectorize: the output's folder another one on rank 1" 1 "v\.dmv\.tmp\.[0-9]+: MPI_File_open failed" -- \
+    dmw vectorize --corpus "$tmp/good" -o v.dmv
+check "vectorize: no temporary left in rank 0's folder" '[ -z "$(ls A | grep tmp)" ]' "$(ls A)"
+mkdir -p A/od
+expect "vectorize: the output's folder only on rank 0" 1 "od/v\.dmv\.tmp\.[0-9]+: MPI_File_open failed" -- \
+    dmw vectorize --corpus "$tmp/good" -o od/v.dmv
+check "vectorize: no temporary left in rank 0's folder (the folder only there)" '[ -z "$(ls A/od)" ]' "$(ls A/od)"
+
+# ---- 9. OUTDIR/name longer than a path may be: refused before the run, naming the path -----------
+# (snprintf cut it to the buffer; the write after the whole run failed with a message that was the
+# path's first 700 bytes, without the problem)
+long=$(python3 -c 'import os, sys
+p = sys.argv[1]
+while len(p) < 3800: p += "/" + "d" * 200
+os.makedirs(p)
+print(p + "/" + "e" * (4050 - len(p) - 1))' "$tmp/L")
+expect "pipeline: OUTDIR/flock-labels.png too long" 2 "e/flock-labels.png: path too long \(4067 bytes, at most 4063\)" -- \
+    dmn 2 pipeline --corpus good -o "$long"
+expect "synth: OUTDIR/part-00000.tsv too long" 2 "e/part-00000.tsv: path too long \(4065 bytes" -- dmn 2 synth -n 20 -k 2 -o "$long"
+expect "preprocess: OUTPUT fits, OUTPUT.rank0 does not" 2 "eeeeeeeeee\.rank0: path too long \(4096 bytes" -- \
+    dmn 2 preprocess --corpus good -o "${long}eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
+expect "vectorize --export: OUTPUT.mtx fits, the --vocab file does not" 2 "e\.voc\.tsv: path too long \(4064 bytes" -- \
+    dmn 2 vectorize --corpus good -o "$long" --export mtx --vocab "${long}eeeeee.voc.tsv"
+expect "--report FILE too long" 2 "docmine: --report .*/r\.json: path too long" -- dmn 2 --report "${long}eeeeeeeeeeeeeeee/r.json" synth -n 20 -k 2 -o "$tmp/sr"
+check "long paths: nothing written" '[ -z "$(ls "$(dirname "$long")")" ]'
 
 finish

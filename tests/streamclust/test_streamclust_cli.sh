@@ -162,28 +162,31 @@ if OMP_NUM_THREADS=1 "$dm" --backend cpu streamclust 700 800 64 0 1000 1000 --ve
 else
     bad "fewer documents than KMIN: a give-up"
 fi
-# a path that names another file on one rank (node-local disks; mpiexec's ':' gives rank 1 other
-# arguments): every rank fails, the message names the file and the rank (a shorter file was read as
-# far as it went and the run clustered 400 of 600 documents; a missing --input on rank 1 left rank
-# 0 in the run's collectives)
+# a path that names another file on one rank (node-local disks: the same relative path, rank 0
+# in folder A and rank 1 in B): every rank fails, the message names the file and the rank (a
+# shorter file was read as far as it went and the run clustered 400 of 600 documents; a missing
+# --input on rank 1 left rank 0 in the run's collectives). (Other arguments per rank, mpiexec's
+# ':' form, are refused before any command: cli_mpi_failures.)
 head -400 "$tmp/docs.tsv" > "$tmp/d400.tsv"
 "$dm" synth -n 600 -k 4 --topic-vocab 200 --seed 5 -o "$tmp/other.tsv" >/dev/null 2>&1
+# dmw <args...>: 2 ranks, the same arguments, rank 0 working in $tmp/A and rank 1 in $tmp/B
+dmw() { timeout 60 "$mpiexec" -n 1 -wdir "$tmp/A" "$dm" "$@" : -n 1 -wdir "$tmp/B" "$dm" "$@"; }
+mkdir -p "$tmp/A" "$tmp/B"
 if "$dm" --backend cpu vectorize --corpus "$tmp/d400.tsv" -o "$tmp/d400.dmv" >/dev/null 2>&1 &&
    "$dm" --backend cpu vectorize --corpus "$tmp/other.tsv" -o "$tmp/other.dmv" >/dev/null 2>&1; then
-    sc="--backend cpu streamclust 4 4 64 0 250 200 -o $tmp/mm --vectors"
-    expect "vectors: a shorter file on rank 1" 1 "d400.dmv: 400 documents on rank 1, 600 on rank 0: not the same file" -- \
-        timeout 60 "$mpiexec" -n 1 "$dm" $sc "$tmp/docs.dmv" : -n 1 "$dm" $sc "$tmp/d400.dmv"
-    expect "vectors: another vocabulary on rank 1" 1 "other.dmv: [0-9]+ terms .* on rank 1, [0-9]+ terms .* on rank 0: not the same file" -- \
-        timeout 60 "$mpiexec" -n 1 "$dm" $sc "$tmp/docs.dmv" : -n 1 "$dm" $sc "$tmp/other.dmv"
-    expect "vectors: no file on rank 1" 1 "/nonexistent/v1.dmv: .*rank 1" -- \
-        timeout 60 "$mpiexec" -n 1 "$dm" $sc "$tmp/docs.dmv" : -n 1 "$dm" $sc /nonexistent/v1.dmv
+    sc="--backend cpu streamclust 4 4 64 0 250 200 -o $tmp/mm --vectors v.dmv"
+    cp "$tmp/docs.dmv" "$tmp/A/v.dmv" && cp "$tmp/d400.dmv" "$tmp/B/v.dmv"
+    expect "vectors: a shorter file on rank 1" 1 "v.dmv: 400 documents on rank 1, 600 on rank 0: not the same file" -- dmw $sc
+    cp "$tmp/other.dmv" "$tmp/B/v.dmv"
+    expect "vectors: another vocabulary on rank 1" 1 "v.dmv: [0-9]+ terms .* on rank 1, [0-9]+ terms .* on rank 0: not the same file" -- dmw $sc
+    rm "$tmp/B/v.dmv"
+    expect "vectors: no file on rank 1" 1 "v.dmv: .*rank 1" -- dmw $sc
 else
     bad "corpora of other files vectorised"
 fi
 if [ -f "$tmp/pts.bin" ]; then
-    sc="--backend cpu streamclust 5 10 8 0 1000 200 -o $tmp/mi --input"
-    expect "input: no file on rank 1" 1 "/nonexistent/p1.bin: .*rank 1" -- \
-        timeout 60 "$mpiexec" -n 1 "$dm" $sc "$tmp/pts.bin" : -n 1 "$dm" $sc /nonexistent/p1.bin
+    cp "$tmp/pts.bin" "$tmp/A/p.bin"
+    expect "input: no file on rank 1" 1 "p.bin: .*rank 1" -- dmw --backend cpu streamclust 5 10 8 0 1000 200 -o "$tmp/mi" --input p.bin
 fi
 expect "vectors: N beyond the file" 1 "docs.dmv: file shorter than declared: 600 documents, N = 601" -- "$dm" --backend cpu streamclust 4 4 64 601 250 200 --vectors "$tmp/docs.dmv" -o "$tmp/o"
 expect "vectors and input" 2 "--input and --vectors are exclusive" -- "$dm" --backend cpu streamclust 4 4 64 0 250 200 --vectors "$tmp/docs.dmv" --input "$tmp/x.bin" -o "$tmp/o"
