@@ -236,9 +236,22 @@ int dm_flock_cli_finish(dm_app *app, const char *cmd, dm_flock_cli *f, const cha
         f->slice_weights = sw;
         f->fo.slice_weights = sw;
     }
+    /* every output's path fits, said before the run (OUTDIR/name cut by a buffer named another
+     * file; refused when written, after the run, the message was the path's first 700 bytes) */
+    int rc = DM_OK;
     if (!f->fo.checkpoint) {
-        snprintf(f->checkpoint, sizeof f->checkpoint, "%s/flock.ckpt", out);
+        rc = dm_app_path(f->checkpoint, sizeof f->checkpoint, "%s/flock.ckpt", out);
         f->fo.checkpoint = f->checkpoint;
+    }
+    char p[4300];
+    if (rc == DM_OK) rc = dm_app_path(p, sizeof p, "%s", f->fo.checkpoint);
+    if (rc == DM_OK)
+        rc = f->jo.snapshot_every ? dm_app_path(p, sizeof p, "%s/snapshots/flock-%06d.png", out, f->fo.iterations)
+                                  : dm_app_path(p, sizeof p, "%s/flock-labels.png", out);
+    rc = dm_ctx_agree(app->ctx, rc);
+    if (rc != DM_OK) {
+        dm_flock_cli_free(f);
+        return dm_app_fail(app, cmd, rc);
     }
     f->jo.out_dir = out;
     return 0;

@@ -442,21 +442,8 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
         if (dm_synth_init(&probe, &so) != DM_OK) return dm_app_usage_error(app, cmd, "%s", dm_error_message());
         dm_synth_free(&probe);
     }
-    int code = dm_flock_cli_finish(app, cmd, &fl, out);
+    int code = dm_flock_cli_finish(app, cmd, &fl, out); /* also: every output's path fits */
     if (code) return code;
-    /* every output's path fits, said before the run (checked when written, after the run, the
-     * message was the path's first 700 bytes, without the problem) */
-    {
-        char p[4300];
-        int prc = dm_app_path(p, sizeof p, "%s/%s", out,
-                              fl.jo.snapshot_every ? "snapshots/flock-000000.png" : "flock-labels.png");
-        if (prc == DM_OK && fl.fo.checkpoint) prc = dm_app_path(p, sizeof p, "%s", fl.fo.checkpoint);
-        prc = dm_ctx_agree(ctx, prc);
-        if (prc != DM_OK) {
-            dm_flock_cli_free(&fl);
-            return dm_app_fail(app, cmd, prc);
-        }
-    }
     pp.backend = ctx->backend;
     to.backend = ctx->backend;
 

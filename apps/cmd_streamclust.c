@@ -338,6 +338,9 @@ int dm_cmd_streamclust(dm_app *app, int argc, char **argv)
     } else {
         rc = dm_sc_options_check(&n_total, &o);
     }
+    /* the outputs' paths fit (assignments.tsv the longest name), said before the run */
+    char op[4300];
+    if (rc == DM_OK) rc = dm_app_path(op, sizeof op, "%s/assignments.tsv", out);
     /* agreed: with --input every rank checks the file, and one can fail alone */
     rc = dm_ctx_agree(ctx, rc);
     if (rc < 0) return dm_app_fail(app, "streamclust", rc);

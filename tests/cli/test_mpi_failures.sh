@@ -176,6 +176,11 @@ expect "preprocess: OUTPUT fits, OUTPUT.rank0 does not" 2 "eeeeeeeeee\.rank0: pa
     dmn 2 preprocess --corpus good -o "${long}eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
 expect "vectorize --export: OUTPUT.mtx fits, the --vocab file does not" 2 "e\.voc\.tsv: path too long \(4064 bytes" -- \
     dmn 2 vectorize --corpus good -o "$long" --export mtx --vocab "${long}eeeeee.voc.tsv"
+expect "flock: OUTDIR/flock-labels.png too long" 2 "e/flock-labels.png: path too long \(4067 bytes" -- dmn 2 flock --synth 100 -o "$long"
+expect "flock: the PNG series' names too long" 2 "e/snapshots/flock-000030.png: path too long" -- \
+    dmn 2 flock --synth 100 --iterations 30 --snapshot-every 10 -o "$long"
+expect "streamclust: OUTDIR/assignments.tsv too long" 2 "e/assignments.tsv: path too long \(4066 bytes" -- \
+    dmn 2 streamclust 2 4 8 100 100 100 -o "$long"
 expect "--report FILE too long" 2 "docmine: --report .*/r\.json: path too long" -- dmn 2 --report "${long}eeeeeeeeeeeeeeee/r.json" synth -n 20 -k 2 -o "$tmp/sr"
 check "long paths: nothing written" '[ -z "$(ls "$(dirname "$long")")" ]'
 
