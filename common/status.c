@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
-static _Thread_local char tl_msg[1024];
+/* a message holds two whole paths (PATH_MAX each: "rename A to B") and its problem: a 768-byte
+ * body cut a long path before the problem was said */
+#define DM_MSG_BODY (2 * 4096 + 512)
+static _Thread_local char tl_msg[DM_MSG_BODY + 128];
 static _Thread_local int tl_code;
 static _Thread_local int tl_remote;
 /* the code of the last error marked remote (DM_OK: none), until an own error of that code */
@@ -19,7 +22,7 @@ int dm_status_rank(void) { return g_rank; }
 
 int dm_error_set(int code, const char *file, int line, const char *fmt, ...)
 {
-    char body[768];
+    char body[DM_MSG_BODY];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(body, sizeof body, fmt, ap);

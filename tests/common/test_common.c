@@ -49,6 +49,14 @@ static void test_status_message(void)
     dm_status_set_rank(-1);
     CU_ASSERT_STRING_EQUAL(dm_status_name(DM_ERR_FORMAT), "DM_ERR_FORMAT");
     CU_ASSERT_STRING_EQUAL(dm_status_name(-999), "DM_ERR_UNKNOWN");
+    /* a path of 4095 bytes (PATH_MAX - 1) and the problem after it: the whole message kept (768
+     * bytes of body cut the path and never said the problem) */
+    static char path[4096];
+    memset(path, 'p', sizeof path - 1);
+    path[sizeof path - 1] = 0;
+    DM_ERR(DM_ERR_IO, "%s: cannot rename to %s: No space left on device", path, path);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "p: No space left on device [DM_ERR_IO"));
+    dm_error_clear();
 }
 
 /* Phases' peaks nest: an inner phase sees only its own peak, the outer one includes the inner's,
