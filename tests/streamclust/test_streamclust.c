@@ -912,6 +912,67 @@ static void test_alloc_failures_threads(void)
     if (g_allocs_one_thread) CU_ASSERT_EQUAL(n, g_allocs_one_thread);
 }
 
+/* Side by side with Rodinia 3.1's code (review session, /tmp copy of cuda/streamcluster: its
+ * float pspeedy / pFL / pkmedian and pgain's kernel + serial part run serially on the CPU, and
+ * openmp/streamcluster_omp.cpp's double pgain): the final centres in outcenterIDs' text, gain
+ * calls and total cost of three runs, recorded from the reference. The ids are the stream indices
+ * of the points the centres grew from (Rodinia prints their shuffled positions: 17 for 897). The
+ * first two runs are one chunk, where docmine's draws are Rodinia's own; the third has four chunks,
+ * recorded from Rodinia's code on docmine's stream (all points drawn first, each chunk's points in
+ * stream order: README, "Compared with Rodinia's code"). */
+static void test_rodinia_reference(void)
+{
+    static const struct {
+        long kmin, kmax;
+        int dim;
+        long n, chunk, cluster, gain_calls;
+        double total;
+        const char *centres;
+    } runs[] = {
+        {2, 5, 8, 1000, 1000, 100, 216, 604.71582,
+         "897\n514.000000\n0.705734 0.399045 0.462988 0.490833 0.526009 0.548143 0.460124 0.512382 \n\n"
+         "841\n486.000000\n0.288895 0.585125 0.529655 0.534136 0.474949 0.464317 0.554872 0.488514 \n\n"},
+        {5, 5, 4, 3000, 3000, 100, 624, 553.797175,
+         "1039\n432.000000\n0.272736 0.532414 0.343756 0.199174 \n\n"
+         "972\n890.000000\n0.424808 0.531984 0.804249 0.575097 \n\n"
+         "2339\n581.000000\n0.533428 0.807433 0.295725 0.642899 \n\n"
+         "2916\n423.000000\n0.791303 0.402265 0.587864 0.201005 \n\n"
+         "614\n674.000000\n0.574947 0.224431 0.307623 0.679881 \n\n"},
+        {4, 8, 8, 1500, 400, 200, 2058, 830.951963,
+         "1239\n149.000000\n0.689149 0.510976 0.672270 0.525981 0.368412 0.630893 0.589927 0.403830 \n\n"
+         "502\n296.000000\n0.540813 0.504277 0.374942 0.602984 0.461361 0.446102 0.638412 0.674308 \n\n"
+         "846\n518.000000\n0.497918 0.522355 0.604386 0.365268 0.568869 0.443962 0.568388 0.488780 \n\n"
+         "504\n537.000000\n0.457306 0.453607 0.407599 0.601645 0.513351 0.555721 0.330924 0.433088 \n\n"},
+    };
+    for (size_t t = 0; t < sizeof runs / sizeof runs[0]; t++) {
+        dm_sc_options o = DM_SC_OPTIONS_INIT;
+        o.kmin = runs[t].kmin;
+        o.kmax = runs[t].kmax;
+        o.dim = runs[t].dim;
+        o.n = runs[t].n;
+        o.chunksize = runs[t].chunk;
+        o.clustersize = runs[t].cluster;
+        o.backend = DM_SC_CPU;
+        dm_sc_result r;
+        CU_ASSERT_EQUAL_FATAL(dm_sc_run(&r, &o, NULL), DM_OK);
+        char text[2048];
+        size_t len = 0;
+        for (long c = 0; c < r.k && len < sizeof text; c++) {
+            len += (size_t)snprintf(text + len, sizeof text - len, "%ld\n%lf\n", r.centre_ids[c],
+                                    (double)r.weights[c]);
+            for (int d = 0; d < o.dim && len < sizeof text; d++)
+                len += (size_t)snprintf(text + len, sizeof text - len, "%lf ",
+                                        (double)r.centres[(size_t)c * o.dim + d]);
+            if (len < sizeof text) len += (size_t)snprintf(text + len, sizeof text - len, "\n\n");
+        }
+        CU_ASSERT_STRING_EQUAL(text, runs[t].centres);
+        CU_ASSERT_EQUAL(r.stats_all.gain_calls, runs[t].gain_calls);
+        CU_ASSERT_DOUBLE_EQUAL(r.total_cost, runs[t].total, 1e-5);
+        CU_ASSERT_FALSE(r.gave_up);
+        dm_sc_result_free(&r);
+    }
+}
+
 static CU_TestInfo tests[] = {
     {"rng_matches_lrand48", test_rng_matches_lrand48},
     {"generator_is_rodinia", test_generator_is_rodinia},
@@ -922,6 +983,7 @@ static CU_TestInfo tests[] = {
     {"give_up", test_give_up},
     {"contcenters_copycenters", test_contcenters_copycenters},
     {"threads_identical", test_threads_identical},
+    {"rodinia_reference", test_rodinia_reference},
     {"bad_input", test_bad_input},
     {"input_not_finite", test_input_not_finite},
     {"sizes_beyond_size_t", test_sizes_beyond_size_t},
