@@ -11,7 +11,7 @@ enum { DM_EXIT_OK = 0, DM_EXIT_RUNTIME = 1, DM_EXIT_USAGE = 2 };
 
 typedef struct dm_app {
     dm_ctx *ctx;             /* MPI + device context, already initialised */
-    const char *report_path; /* --report FILE (NULL: none unless the command writes one itself) */
+    const char *report_path; /* --report FILE, rank 0's on every rank (NULL: none unless the command writes one) */
     int argc_all;            /* the full command line, for the report */
     char **argv_all;
 } dm_app;

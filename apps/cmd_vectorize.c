@@ -420,7 +420,9 @@ int dm_cmd_vectorize(dm_app *app, int argc, char **argv)
         if (prc == DM_OK && export_fmt >= 0)
             prc = dm_app_path(xpath, sizeof xpath, "%s", export_name(p, sizeof p, out, export_fmt));
         if (prc == DM_OK && vocab_path) prc = dm_app_path(p, sizeof p, "%s", vocab_path);
-        if (prc == DM_OK && tokens) prc = dm_app_path(p, sizeof p, "%s.rank%d", tokens, ctx->size - 1);
+        /* the name vectorize_tokens reads: STREAM alone on one rank */
+        if (prc == DM_OK && tokens && ctx->size == 1) prc = dm_app_path(p, sizeof p, "%s", tokens);
+        else if (prc == DM_OK && tokens) prc = dm_app_path(p, sizeof p, "%s.rank%d", tokens, ctx->size - 1);
         prc = dm_ctx_agree(ctx, prc);
         if (prc != DM_OK) return dm_app_fail(app, cmd, prc);
     }

@@ -200,14 +200,29 @@ int main(int argc, char **argv)
         code = agree_usage(dm_error_code() != DM_OK ? DM_EXIT_USAGE : 0, msg, rank);
         dm_error_clear();
     }
-    /* --report's path fits (said before any work; the same on every rank) */
-    if (code == 0 && g.report) {
-        char p[DM_APP_PATH_MAX + 2];
-        if (dm_app_path(p, sizeof p, "%s", g.report) != DM_OK) {
-            if (rank == 0) fprintf(stderr, "docmine: --report %s\n", dm_error_message());
-            code = DM_EXIT_USAGE;
-        }
-        dm_error_clear();
+    /* --report: rank 0's is the run's (rank 0 writes the report, every rank takes part in making
+     * it; --report may differ per rank, so a rank given none or another one takes rank 0's: a
+     * rank without one skipped the report's collectives and left the others waiting). Its path
+     * fits: said before any work. */
+    char *report0 = NULL;
+    if (code == 0) {
+        int len = rank == 0 && g.report ? (int)strlen(g.report) : -1;
+        MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (len >= 0 && (report0 = malloc((size_t)len + 1)) == NULL) len = -2;
+        if (rank == 0 && report0) memcpy(report0, g.report, (size_t)len + 1);
+        int ok = len != -2, all = ok;
+        MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (!all) code = DM_EXIT_RUNTIME;
+        else if (len >= 0) {
+            MPI_Bcast(report0, len + 1, MPI_CHAR, 0, MPI_COMM_WORLD);
+            g.report = report0;
+            char p[DM_APP_PATH_MAX + 2];
+            if (dm_app_path(p, sizeof p, "%s", g.report) != DM_OK) {
+                if (rank == 0) fprintf(stderr, "docmine: --report %s\n", dm_error_message());
+                code = DM_EXIT_USAGE; /* the same on every rank */
+            }
+            dm_error_clear();
+        } else g.report = NULL;
     }
     const dm_command *cmd = NULL;
     if (code == 0) {
@@ -259,6 +274,7 @@ int main(int argc, char **argv)
         dm_ctx_free(&ctx);
     }
     free(full_argv);
+    free(report0);
     MPI_Finalize();
     return code;
 }

@@ -590,7 +590,8 @@ static int attach_centroid(dm_flock_sim *s, int32_t *cl, int32_t k, const centro
          * (clusters of copies of one document) are proportional, so their scaled components are
          * the same correctly rounded quotients, and so are their norms and every document's
          * cosines with them: an exact tie stays a tie (to the lower cluster), where the unscaled
-         * sums' norms rounded differently and picked either */
+         * sums' norms rounded differently and picked either. Exact while the sums convert to
+         * doubles exactly (|sum| <= 2^53: about 2^21 copies of one document in a cluster) */
         for (size_t q = 0; q < total; q++) {
             DM_ASSERT((all[q].key & 0xffffffffu) < (uint64_t)k); /* the sums belong to clusters 0 .. k-1 */
             double a = fabs((double)all[q].sum);

@@ -201,7 +201,8 @@ int dm_icf_table_read(dm_icf_table *t, const char *path)
     int rc = dm_termlist_alloc(l, (size_t)n, nb, 1);
     if (rc < 0) {
         fclose(f);
-        return rc;
+        return DM_ERR(rc, "%s: out of memory for an ICF table of %llu terms (%s)", path, (unsigned long long)n,
+                      dm_error_message());
     }
     uLong crc = crc32(crc32(0L, Z_NULL, 0), h, sizeof h);
     unsigned char tr[8];

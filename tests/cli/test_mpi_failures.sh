@@ -182,6 +182,33 @@ expect "flock: the PNG series' names too long" 2 "e/snapshots/flock-000030.png: 
 expect "streamclust: OUTDIR/assignments.tsv too long" 2 "e/assignments.tsv: path too long \(4066 bytes" -- \
     dmn 2 streamclust 2 4 8 100 100 100 -o "$long"
 expect "--report FILE too long" 2 "docmine: --report .*/r\.json: path too long" -- dmn 2 --report "${long}eeeeeeeeeeeeeeee/r.json" synth -n 20 -k 2 -o "$tmp/sr"
+# --report may differ per rank, and rank 0 writes it: another rank's is not checked (its own
+# check stopped it alone, rank 0 waited in a collective: exit 124)
+exits "--report FILE too long on rank 1 only: runs" 0 "" -- timeout 60 "$mpiexec" -n 1 "$dm" --backend cpu --quiet synth \
+    -n 20 -k 2 -o "$tmp/sr1" : -n 1 "$dm" --backend cpu --quiet --report "${long}eeeeeeeeeeeeeeee/r.json" synth -n 20 -k 2 -o "$tmp/sr1"
+expect "--report FILE too long on rank 0 only" 2 "docmine: --report .*/r\.json: path too long" -- timeout 60 "$mpiexec" -n 1 \
+    "$dm" --backend cpu --report "${long}eeeeeeeeeeeeeeee/r.json" synth -n 20 -k 2 -o "$tmp/sr1" : -n 1 "$dm" --backend cpu synth -n 20 -k 2 -o "$tmp/sr1"
 check "long paths: nothing written" '[ -z "$(ls "$(dirname "$long")")" ]'
+# vectorize --tokens on one rank reads STREAM itself (not STREAM.rank0): a STREAM of 4063 bytes,
+# written by preprocess on one rank, is read (was: refused as STREAM.rank0, 4069 bytes)
+exits "preprocess, 1 rank: STREAM of 4063 bytes" 0 "" -- dmn 1 preprocess --quiet --corpus good -o "${long}eeeeeeeeeeeee"
+exits "vectorize --tokens, 1 rank: STREAM of 4063 bytes" 0 "" -- dmn 1 vectorize --quiet --tokens "${long}eeeeeeeeeeeee" -o "$tmp/lt.dmv"
+rm -f "${long}eeeeeeeeeeeee"
+# preprocess --report on rank 0 only (rank 0 writes it): rank 0 alone entered the report's
+# collectives (exit 124)
+exits "preprocess --report on rank 0 only" 0 "" -- timeout 60 "$mpiexec" -n 1 "$dm" --backend cpu --quiet --report "$tmp/pr0.json" \
+    preprocess --corpus good -o "$tmp/pr0.tok" : -n 1 "$dm" --backend cpu --quiet preprocess --corpus good -o "$tmp/pr0.tok"
+check "preprocess --report on rank 0 only: written" '[ -s "$tmp/pr0.json" ]'
+# every command: rank 0's --report is the run's (main gives it to every rank): rank 1 given none
+# (it skipped the report's collectives: a hang) or another one (nothing of its own written)
+for c in "vectorize --corpus good -o $tmp/vr0.dmv" "pipeline --corpus good -o $tmp/pl0"; do
+    exits "--report on rank 0 only: ${c%% *}" 0 "" -- timeout 60 "$mpiexec" -n 1 "$dm" --backend cpu --quiet \
+        --report "$tmp/r0-${c%% *}.json" $c : -n 1 "$dm" --backend cpu --quiet $c
+    check "--report on rank 0 only: ${c%% *}: written" '[ -s "$tmp/r0-${c%% *}.json" ]'
+done
+exits "--report another on rank 1: streamclust" 0 "" -- timeout 60 "$mpiexec" -n 1 "$dm" --backend cpu --quiet \
+    --report "$tmp/r0-sc.json" streamclust 2 4 8 100 100 100 -o "$tmp/sc0" : -n 1 "$dm" --backend cpu --quiet \
+    --report "$tmp/r1-sc.json" streamclust 2 4 8 100 100 100 -o "$tmp/sc0"
+check "--report another on rank 1: rank 0's written, rank 1's not" '[ -s "$tmp/r0-sc.json" ] && [ ! -e "$tmp/r1-sc.json" ]'
 
 finish

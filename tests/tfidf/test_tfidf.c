@@ -1263,6 +1263,32 @@ static void test_icf_table_fields(void)
     }
 }
 
+/* Out of memory while reading a table (every allocation in turn): DM_ERR_NOMEM naming the file
+ * (was the allocator's bare "out of host memory allocating N bytes"), nothing left to free. */
+static void test_icf_table_read_nomem(void)
+{
+    dm_pp_signature sig;
+    CU_ASSERT_EQUAL_FATAL(dm_pp_signature_of(&sig, NULL), DM_OK);
+    char p[600];
+    tmp_path(p, sizeof p, "nomem.icf");
+    const char *good[] = {"apple", "banana", "cherri"};
+    CU_ASSERT_EQUAL_FATAL(write_table(p, good, NULL, 3, 5, &sig), DM_OK);
+    dm_icf_table t;
+    int rc = DM_ERR_NOMEM, k = 1;
+    for (; rc == DM_ERR_NOMEM && k < 50; k++) {
+        dm_alloc_fail_at((uint64_t)k);
+        rc = dm_icf_table_read(&t, p);
+        dm_alloc_fail_at(0);
+        if (rc == DM_ERR_NOMEM) {
+            CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "nomem.icf: out of memory"));
+            CU_ASSERT_EQUAL(t.vocab.terms.n, 0);
+        }
+    }
+    CU_ASSERT(k > 2); /* some allocation failed */
+    CU_ASSERT_EQUAL(rc, DM_OK);
+    if (rc == DM_OK) dm_icf_table_free(&t);
+}
+
 /* The header is checked against the file size before anything is allocated: a large file that is
  * not a table (a .dmv given as --icf, read on every rank) or whose header does not match the
  * file costs no memory. The whole file used to be read into memory first. */
@@ -1660,6 +1686,7 @@ int main(void)
     CU_TestInfo icf[] = {{"icf_table_and_vectors", test_icf_table_and_vectors},
                          {"icf_table_fields", test_icf_table_fields},
                          {"icf_table_read_allocates_after_checks", test_icf_table_read_allocates_after_checks},
+                         {"icf_table_read_nomem", test_icf_table_read_nomem},
                          CU_TEST_INFO_NULL};
     CU_TestInfo corpus[] = {{"corpus_driver", test_corpus_driver},
                             {"all_stop_words_corpus", test_all_stop_words_corpus},
