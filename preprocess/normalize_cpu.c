@@ -192,6 +192,17 @@ static int dm_norm_unicode(char **out, size_t *len, size_t *cap, size_t doc_star
              * counts it among the ignorables it strips */
             clean[cl++] = ' ';
             i += (size_t)k;
+        } else if (cp == 0x0345 || cp == 0x037A) {
+            /* utf8proc strips a mark before it case-folds it, but the combining ypogegrammeni
+             * U+0345 (Mn) case-folds to the letter iota U+03B9: folded first, as NFKC + case fold
+             * + strip marks says, so that the canonically equivalent U+1FB3 and U+03B1 U+0345
+             * both give U+03B1 U+03B9; U+037A (NFKC: ' ' U+0345) gives ' ' U+03B9. The only two
+             * code points where the order matters (utf8proc 2.8, Unicode 15: every code point
+             * checked) */
+            if (cp == 0x037A) clean[cl++] = ' ';
+            memcpy(clean + cl, "\xCE\xB9", 2);
+            cl += 2;
+            i += (size_t)k;
         } else {
             memcpy(clean + cl, s + i, (size_t)k);
             cl += (size_t)k;
@@ -288,21 +299,32 @@ static int dm_norm_runs(char **out, size_t *len, size_t *cap, size_t doc_start, 
     return DM_OK;
 }
 
-/* 1 when s[0..n) starts with a Hangul vowel or final-consonant jamo that NFKC composes with the
- * code point before it (L + V -> LV, LV + T -> LVT): U+1161..U+1175, U+11A8..U+11C2. Of the
- * other code points that compose with the one before, all are marks, which UTF8PROC_STRIPMARK
- * removes before composing: a cut before them changes nothing. */
-static int dm_norm_hangul_vt(const char *s, size_t n)
+/* 1 when a cut before the code point starting s[0..n) could change the output: a code point
+ * whose compatibility decomposition starts with a Hangul vowel or final-consonant jamo, which
+ * NFKC composes with the code point before it (L + V -> LV, LV + T -> LVT): U+1161..U+1175 and
+ * U+11A8..U+11C2 themselves, and the compatibility and half-width jamo that NFKC maps to them
+ * (U+314F -> U+1161, U+3133 -> U+11AA, U+FFC2 -> U+1161, ...); or a mark or default
+ * ignorable, which is stripped, so that what follows it meets what precedes it (L, U+200D, V
+ * composes). All other code points that compose with the one before are marks. */
+static int dm_norm_joins_before(const char *s, size_t n)
 {
-    if (n < 3 || (unsigned char)s[0] != 0xE1) return 0;
-    unsigned cp = 0x1000u | ((unsigned)((unsigned char)s[1] & 0x3F) << 6) | ((unsigned char)s[2] & 0x3Fu);
-    return (cp >= 0x1161 && cp <= 0x1175) || (cp >= 0x11A8 && cp <= 0x11C2);
+    utf8proc_int32_t cp, d[4];
+    if (utf8proc_iterate((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &cp) <= 0) return 0;
+    const utf8proc_property_t *p = utf8proc_get_property(cp);
+    if (p->ignorable || p->category == UTF8PROC_CATEGORY_MN || p->category == UTF8PROC_CATEGORY_MC ||
+        p->category == UTF8PROC_CATEGORY_ME)
+        return 1;
+    int last = 0;
+    utf8proc_ssize_t k = utf8proc_decompose_char(cp, d, 4, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, &last);
+    if (k < 1) return 0;
+    return (d[0] >= 0x1161 && d[0] <= 0x1175) || (d[0] >= 0x11A8 && d[0] <= 0x11C2);
 }
 
 /* End of the chunk starting at s[0]: just before an ASCII space followed by an ASCII byte, at or
  * after DM_NORM_CHUNK bytes; the whole rest if none within 4 x DM_NORM_CHUNK (text without ASCII
  * between its words: CJK, Korean, Thai). Then the fallback cut: before a code point that composes
- * with nothing before it (not inside a UTF-8 sequence, not before a Hangul V or T jamo). */
+ * with nothing before it (not inside a UTF-8 sequence, not before a Hangul V or T jamo, a jamo
+ * that NFKC maps to one, a mark or a default ignorable: dm_norm_joins_before). */
 static size_t dm_norm_chunk_end(const char *s, size_t n)
 {
     if (n <= DM_NORM_CHUNK) return n;
@@ -313,7 +335,7 @@ static size_t dm_norm_chunk_end(const char *s, size_t n)
     }
     if (limit == n) return n;
     size_t i = limit;
-    while (i > DM_NORM_CHUNK && (((unsigned char)s[i] & 0xC0) == 0x80 || dm_norm_hangul_vt(s + i, n - i))) i--;
+    while (i > DM_NORM_CHUNK && (((unsigned char)s[i] & 0xC0) == 0x80 || dm_norm_joins_before(s + i, n - i))) i--;
     return i;
 }
 

@@ -13,7 +13,8 @@
  *  - Normalisation: invalid UTF-8 bytes -> U+FFFD (counted), NUL -> separator (counted), then
  *    NFKC + case fold + strip marks + strip default-ignorable code points (utf8proc: soft hyphen,
  *    zero-width joiner and non-joiner, word joiner, bidi marks, variation selectors, BOM: they do
- *    not cut a word; the zero-width space U+200B alone is a separator). Every code point that is
+ *    not cut a word; the zero-width space U+200B alone is a separator; case folding comes before
+ *    mark stripping: the combining ypogegrammeni U+0345 folds to iota). Every code point that is
  *    not a letter (L*) or a number (N*) becomes one ASCII space. Pure-ASCII documents take a fast path with identical
  *    output (letters lower-cased, digits kept, all else -> ' ').
  *  - A token is a maximal run of non-space bytes of the normalised text, i.e. a run of L/N code

@@ -1,6 +1,7 @@
 /* Normaliser, tokeniser and token-stream tests: the ASCII fast path equals utf8proc on every ASCII
  * byte and on random text; NFKC / case fold / mark stripping; chunked normalisation of long
- * documents equals unchunked; token rules (lengths, numbers, stop words, --stopwords FILE);
+ * documents equals unchunked (also where the fallback cut meets jamo that NFKC joins to the code
+ * point before); U+0345 case-folded to iota, not stripped; token rules (lengths, numbers, stop words, --stopwords FILE);
  * hashes = dm_term_hash(stem); the binary file round trip, corruption detection and collision
  * detection in the vocabulary; the header's writer rank and run id, versions 1 and 2 refused, counts
  * beyond the file and a vocabulary out of order refused; a stop-word line of several words refused;
@@ -131,16 +132,22 @@ static void test_unicode_rules(void)
          "\xd9\x85\xdb\x8c\xd8\xae\xd9\x88\xd8\xa7\xd9\x87\xd9\x85 "},
         {"wo\xe2\x81\xa0rd j\xe2\x80\x8d" "oin \xef\xbb\xbf" "bom ma\xe2\x80\x8f" "rk v\xef\xb8\x8f" "s", "word join bom mark vs "},
         {"foo\xe2\x80\x8b" "bar", "foo bar "},
+        /* the combining ypogegrammeni U+0345 case-folds to iota: folded, not stripped as a mark,
+         * so the canonically equivalent U+1FB3 and U+03B1 U+0345 give the same token; U+037A
+         * (NFKC: ' ' U+0345) gives a space, then iota */
+        {"a\xe1\xbe\xb3" "b a\xce\xb1\xcd\x85" "b \xce\x91\xcd\x85 x\xcd\xba" "y",
+         "a\xce\xb1\xce\xb9" "b a\xce\xb1\xce\xb9" "b \xce\xb1\xce\xb9 x \xce\xb9" "y "},
         {"", ""},
         {"  ...  ", ""},
     };
-    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
-        size_t l;
-        char *o = norm(c[i].in, strlen(c[i].in), 0, NULL, &l);
-        CU_ASSERT(l == strlen(c[i].want) && memcmp(o, c[i].want, l) == 0);
-        if (l != strlen(c[i].want) || memcmp(o, c[i].want, l) != 0) printf("\n  [%s] -> [%.*s]", c[i].in, (int)l, o);
-        dm_free(o);
-    }
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+        for (int force = 0; force < 2; force++) {
+            size_t l;
+            char *o = norm(c[i].in, strlen(c[i].in), force, NULL, &l);
+            CU_ASSERT(l == strlen(c[i].want) && memcmp(o, c[i].want, l) == 0);
+            if (l != strlen(c[i].want) || memcmp(o, c[i].want, l) != 0) printf("\n  [%s] -> [%.*s]", c[i].in, (int)l, o);
+            dm_free(o);
+        }
     /* invalid UTF-8 never fails: bytes replaced and counted; overlong and surrogates too */
     dm_pp_stats st;
     memset(&st, 0, sizeof(st));
@@ -227,6 +234,53 @@ static void test_chunking_hangul(void)
         }
         dm_free(x);
         dm_free(ref);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    free(t);
+}
+
+/* As test_chunking_hangul, with the other code points that NFKC joins to the one before them
+ * when the fallback cut falls before them: compatibility and half-width jamo that NFKC maps to V
+ * or T jamo (U+3131 U+314F and U+FFA1 U+FFC2 compose to U+AC00; U+AC00 U+3133 to U+AC03), and a
+ * mark or default ignorable between L and V (stripped, so L and V still compose). A cut before
+ * any of them gave the jamo instead of the syllable. */
+static void test_chunking_jamo_compat(void)
+{
+    static const struct { const char *unit, *syl; } u[] = {
+        {"\xe3\x84\xb1\xe3\x85\x8f ", "\xea\xb0\x80"},             /* U+3131 U+314F */
+        {"\xef\xbe\xa1\xef\xbf\x82 ", "\xea\xb0\x80"},             /* U+FFA1 U+FFC2 */
+        {"\xea\xb0\x80\xe3\x84\xb3 ", "\xea\xb0\x83"},             /* U+AC00 U+3133 */
+        {"\xe1\x84\x80\xe2\x80\x8d\xe1\x85\xa1 ", "\xea\xb0\x80"}, /* L U+200D V */
+        {"\xe1\x84\x80\xcc\x80\xe1\x85\xa1 ", "\xea\xb0\x80"},     /* L U+0300 V */
+    };
+    const size_t n0 = (4u << 20) + 4096;
+    char *t = malloc(n0 + 64);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    size_t bad = 0;
+    for (size_t k = 0; k < sizeof(u) / sizeof(u[0]); k++) {
+        const size_t ul = strlen(u[k].unit);
+        for (size_t pad = 0; pad < ul; pad++) {
+            size_t n = 0;
+            for (; n < pad; n++) t[n] = 'a';
+            while (n < n0) {
+                memcpy(t + n, u[k].unit, ul);
+                n += ul;
+            }
+            size_t a, rl;
+            char *x = norm(t, n, 0, NULL, &a);
+            char *ref = norm_by_words(t, n, " ", &rl);
+            /* the reference composed every unit: pad letters joined to the first, then a
+             * syllable and a space per unit */
+            CU_ASSERT(rl == pad + (n - pad) / ul * 4 && memcmp(ref + pad, u[k].syl, 3) == 0);
+            if (a != rl || memcmp(x, ref, a) != 0) {
+                size_t i = 0;
+                while (i < a && i < rl && x[i] == ref[i]) i++;
+                printf("\n  unit %zu pad %zu: %zu bytes vs %zu, first difference at %zu", k, pad, a, rl, i);
+                bad++;
+            }
+            dm_free(x);
+            dm_free(ref);
+        }
     }
     CU_ASSERT_EQUAL(bad, 0);
     free(t);
@@ -957,6 +1011,7 @@ int main(void)
         {"NFKC, case fold, marks, invalid UTF-8", test_unicode_rules},
         {"chunked normalisation == unchunked", test_chunking_invariant},
         {"chunked normalisation: no ASCII between words (Hangul jamo)", test_chunking_hangul},
+        {"chunked normalisation: compatibility jamo, marks and ignorables at the cut", test_chunking_jamo_compat},
         {"token rules and stop words", test_token_rules},
         {"stream file, corruption, collisions", test_stream_file_and_collisions},
         {"stream: per-batch prepare/commit/fill == serial build", test_stream_batches_identical},
