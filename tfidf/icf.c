@@ -229,12 +229,13 @@ int dm_icf_table_read(dm_icf_table *t, const char *path)
     if (!why && (l->off[0] != 0 || l->off[n] != nb)) why = "term offsets are broken";
     for (uint64_t i = 0; !why && i < n; i++)
         if (l->off[i + 1] < l->off[i]) why = "term offsets are not monotone";
-    /* every term was a token: 1 .. max_len bytes; ids follow the byte order, so the bytes (not
+    /* every term is a token's stem: 0 .. max_len bytes (Porter stems "s" to "", a term of the
+     * token stream too; with --min-len 1 a table holds it); ids follow the byte order, so the bytes (not
      * only bytes and hash, the vocabulary's order) rise strictly: equal bytes are a duplicate */
     for (uint64_t i = 0; !why && i < n; i++) {
         size_t len = dm_termlist_len(l, i);
         if (l->val[i] == 0 || l->val[i] > t->vocab.n_docs) why = "a term's cf is 0 or above the document count";
-        else if (len == 0 || len > t->sig.max_len) why = "a term is empty or longer than the table's max token length";
+        else if (len > t->sig.max_len) why = "a term is longer than the table's max token length";
         else if (i > 0) {
             int c = dm_term_cmp(dm_termlist_bytes(l, i - 1), dm_termlist_len(l, i - 1), 0, dm_termlist_bytes(l, i), len, 0);
             if (c == 0) why = "a term appears twice";

@@ -380,7 +380,7 @@ int dm_icf_table_write(const dm_icf_table *t, const char *path);
 /* The header is checked against the file size before anything is allocated (a large file that
  * is not a table costs no memory). Errors: IO (open/read), FORMAT (magic, version, sizes, unknown
  * flags, token lengths out of range, more terms than term ids, CRC, terms out of byte order or
- * twice, an empty term or one longer than the table's max length, cf of 0 or above N_ref)
+ * twice, a term longer than the table's max length (an empty one is a stem: Porter stems "s" to ""), cf of 0 or above N_ref)
  * naming the file. */
 int dm_icf_table_read(dm_icf_table *t, const char *path);
 /* Checks that a corpus preprocessed with `sig` and hashed with dm_term_hash can be weighed with

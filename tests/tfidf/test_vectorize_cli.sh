@@ -87,6 +87,12 @@ expect "truncated ICF table, 2 ranks" 1 "trunc.icf: not a valid docmine ICF tabl
     && "$mpiexec" -n 4 "$dm" vectorize --backend cpu --quiet --corpus "$tmp/corpus" --icf "$tmp/ref.icf" -o "$tmp/i4.dmv" \
     && cmp -s "$tmp/i1.dmv" "$tmp/i4.dmv" && ok "vectorize --icf: identical bytes for 1 and 4 ranks" \
     || bad "vectorize --icf: identical bytes for 1 and 4 ranks"
+# --min-len 1: "s" is a token and its Porter stem "" a term: the table icf-build writes is read
+# (the reader refused an empty term)
+mkdir -p "$tmp/sdocs" && printf 'a\tx\tthe cats s sat\nb\ty\ts dogs sat\n' > "$tmp/sdocs/s.tsv"
+"$dm" icf-build --backend cpu --quiet --min-len 1 --corpus "$tmp/sdocs" -o "$tmp/s.icf" \
+    && "$dm" vectorize --backend cpu --quiet --min-len 1 --corpus "$tmp/sdocs" --icf "$tmp/s.icf" -o "$tmp/s.dmv" \
+    && ok "icf-build --min-len 1: a table with the empty stem is read" || bad "icf-build --min-len 1: a table with the empty stem is read"
 "$dm" icf-build --backend cpu --quiet --corpus "$tmp/corpus" --no-stem -o "$tmp/nostem.icf" >/dev/null 2>&1
 expect "mismatched ICF table" 2 "nostem.icf does not match this corpus: the table was built without stemming" -- \
     "$dm" vectorize --backend cpu --corpus "$tmp/corpus" --icf "$tmp/nostem.icf" -o "$tmp/x.dmv"
