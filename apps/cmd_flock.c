@@ -217,7 +217,12 @@ int dm_flock_cli_finish(dm_app *app, const char *cmd, dm_flock_cli *f, const cha
     if (strcmp(f->slices, "auto") == 0) f->jo.calibrate = 1;
     else if (strcmp(f->slices, "equal") != 0) {
         double *sw = dm_malloc(sizeof *sw * (size_t)ctx->size);
-        if (!sw) return dm_app_fail(app, cmd, dm_ctx_agree(ctx, DM_ERR(DM_ERR_NOMEM, "out of memory")));
+        /* agreed by every rank (one rank's failure alone waited for the others in dm_ctx_agree) */
+        int arc = dm_ctx_agree(ctx, sw ? DM_OK : DM_ERR(DM_ERR_NOMEM, "--slice-weights: out of memory"));
+        if (arc != DM_OK) {
+            dm_free(sw);
+            return dm_app_fail(app, cmd, arc);
+        }
         char *p = (char *)f->slices, *end;
         int k = 0;
         for (; k < ctx->size; k++) {
