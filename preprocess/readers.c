@@ -89,6 +89,43 @@ static int dm_sbuf_put(dm_sbuf *b, const char *s, size_t n)
     return DM_OK;
 }
 
+/* Room for element n of the array p of *cap elements of `size` bytes (doubled, from `first`):
+ * the array (moved or not), or NULL when out of memory (p left as it is, *cap too). */
+static void *dm_grow(void *p, size_t *cap, size_t n, size_t size, size_t first)
+{
+    if (n < *cap) return p;
+    size_t nc = *cap ? 2 * *cap : first;
+    void *q = dm_realloc(p, nc * size);
+    if (q) *cap = nc;
+    return q;
+}
+
+/* Open addressing on cap (a power of 2) slots holding a value + 1 (0: empty): v into the first
+ * empty slot from hash h. */
+static void dm_slots_put(size_t *slot, size_t cap, uint64_t h, size_t v)
+{
+    size_t j = (size_t)h & (cap - 1);
+    while (slot[j]) j = (j + 1) & (cap - 1);
+    slot[j] = v;
+}
+
+/* Keeps the slots at most half full for one more of n entries: doubled (from `first`) and
+ * rehashed, hash(ctx, v) the hash of the entry a slot's v stands for. -1 when out of memory. */
+static int dm_slots_grow(size_t **slot, size_t *cap, size_t n, size_t first, uint64_t (*hash)(const void *, size_t),
+                         const void *ctx)
+{
+    if (2 * (n + 1) <= *cap) return 0;
+    size_t nc = *cap ? 2 * *cap : first;
+    size_t *q = dm_calloc(nc, sizeof(*q));
+    if (!q) return -1;
+    for (size_t i = 0; i < *cap; i++)
+        if ((*slot)[i]) dm_slots_put(q, nc, hash(ctx, (*slot)[i]), (*slot)[i]);
+    dm_free(*slot);
+    *slot = q;
+    *cap = nc;
+    return 0;
+}
+
 /* Label of a document under --labels dir: first component of rel when it has a folder, whole (an
  * archive member's first folder may be longer than a name on disk: never cut, so that two labels
  * cannot become one). */
@@ -886,13 +923,9 @@ static int dm_link_keep(dm_link *t, const char *data, size_t len)
 
 static int dm_links_add(dm_links *l, const char *name)
 {
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? 2 * l->cap : 16;
-        dm_link *q = dm_realloc(l->v, nc * sizeof(*q));
-        if (!q) return DM_ERR(DM_ERR_NOMEM, "archive: out of memory");
-        l->v = q;
-        l->cap = nc;
-    }
+    dm_link *q = dm_grow(l->v, &l->cap, l->n, sizeof(*q), 16);
+    if (!q) return DM_ERR(DM_ERR_NOMEM, "archive: out of memory");
+    l->v = q;
     dm_link *t = &l->v[l->n];
     memset(t, 0, sizeof(*t));
     dm_sbuf c = {0};
@@ -1012,22 +1045,16 @@ static uint64_t dm_name_hash(const char *s)
 
 /* Adds name: 0 when added, 1 when it was there, negative on NOMEM; *at (unless at is NULL): the
  * name's offset in bytes. */
+/* The hash of the name a slot's v (offset + 1) stands for. */
+static uint64_t dm_nameset_slot_hash(const void *ns, size_t v)
+{
+    return dm_name_hash(((const dm_nameset *)ns)->bytes.p + v - 1);
+}
+
 static int dm_nameset_add(dm_nameset *ns, const char *name, size_t *at)
 {
-    if (2 * (ns->n + 1) > ns->cap) {
-        size_t nc = ns->cap ? 2 * ns->cap : 64;
-        size_t *q = dm_calloc(nc, sizeof(*q));
-        if (!q) return DM_ERR(DM_ERR_NOMEM, "archive: out of memory");
-        for (size_t i = 0; i < ns->cap; i++) {
-            if (!ns->slot[i]) continue;
-            size_t j = dm_name_hash(ns->bytes.p + ns->slot[i] - 1) & (nc - 1);
-            while (q[j]) j = (j + 1) & (nc - 1);
-            q[j] = ns->slot[i];
-        }
-        dm_free(ns->slot);
-        ns->slot = q;
-        ns->cap = nc;
-    }
+    if (dm_slots_grow(&ns->slot, &ns->cap, ns->n, 64, dm_nameset_slot_hash, ns) < 0)
+        return DM_ERR(DM_ERR_NOMEM, "archive: out of memory");
     size_t j = dm_name_hash(name) & (ns->cap - 1);
     for (; ns->slot[j]; j = (j + 1) & (ns->cap - 1))
         if (strcmp(ns->bytes.p + ns->slot[j] - 1, name) == 0) {
@@ -1413,13 +1440,9 @@ void dm_pp_file_list_free(dm_pp_file_list *l)
 
 static int dm_list_add(dm_pp_file_list *l, const char *path, const char *rel, uint64_t size)
 {
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? 2 * l->cap : 64;
-        dm_pp_file *q = dm_realloc(l->files, nc * sizeof(*q));
-        if (!q) return DM_ERR(DM_ERR_NOMEM, "file list: out of memory");
-        l->files = q;
-        l->cap = nc;
-    }
+    dm_pp_file *q = dm_grow(l->files, &l->cap, l->n, sizeof(*q), 64);
+    if (!q) return DM_ERR(DM_ERR_NOMEM, "file list: out of memory");
+    l->files = q;
     dm_pp_file *f = &l->files[l->n];
     f->path = dm_strdup(path);
     f->rel = dm_strdup(rel);
@@ -1484,29 +1507,21 @@ static size_t dm_walk_find(const dm_walk *w, dev_t dev, ino_t ino)
     return DM_WALK_NONE;
 }
 
+/* The hash of the folder a slot's v (index + 1) stands for. */
+static uint64_t dm_walk_slot_hash(const void *w, size_t v)
+{
+    const dm_wdir *d = &((const dm_walk *)w)->dirs[v - 1];
+    return dm_devino_hash(d->dev, d->ino);
+}
+
 /* Records the folder (dev, ino) at path, reached from folder `from`. */
 static int dm_walk_add(dm_walk *w, dev_t dev, ino_t ino, size_t from, const char *path)
 {
-    if (w->n_dirs == w->cap_dirs) {
-        size_t nc = w->cap_dirs ? 2 * w->cap_dirs : 64;
-        dm_wdir *q = dm_realloc(w->dirs, nc * sizeof(*q));
-        if (!q) return DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
-        w->dirs = q;
-        w->cap_dirs = nc;
-    }
-    if (2 * (w->n_dirs + 1) > w->cap_slot) {
-        size_t nc = w->cap_slot ? 2 * w->cap_slot : 128;
-        size_t *q = dm_calloc(nc, sizeof(*q));
-        if (!q) return DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
-        for (size_t i = 0; i < w->n_dirs; i++) {
-            size_t j = dm_devino_hash(w->dirs[i].dev, w->dirs[i].ino) & (nc - 1);
-            while (q[j]) j = (j + 1) & (nc - 1);
-            q[j] = i + 1;
-        }
-        dm_free(w->slot);
-        w->slot = q;
-        w->cap_slot = nc;
-    }
+    dm_wdir *q = dm_grow(w->dirs, &w->cap_dirs, w->n_dirs, sizeof(*q), 64);
+    if (!q) return DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
+    w->dirs = q;
+    if (dm_slots_grow(&w->slot, &w->cap_slot, w->n_dirs, 128, dm_walk_slot_hash, w) < 0)
+        return DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
     size_t off = w->paths.n;
     DM_TRY(dm_sbuf_put(&w->paths, path, strlen(path) + 1)); /* with its NUL */
     dm_wdir *d = &w->dirs[w->n_dirs];
@@ -1514,21 +1529,15 @@ static int dm_walk_add(dm_walk *w, dev_t dev, ino_t ino, size_t from, const char
     d->ino = ino;
     d->from = from;
     d->path = off;
-    size_t j = dm_devino_hash(dev, ino) & (w->cap_slot - 1);
-    while (w->slot[j]) j = (j + 1) & (w->cap_slot - 1);
-    w->slot[j] = ++w->n_dirs;
+    dm_slots_put(w->slot, w->cap_slot, dm_devino_hash(dev, ino), ++w->n_dirs);
     return DM_OK;
 }
 
 static int dm_walk_defer(dm_walk *w, const char *path, const char *rel, size_t from)
 {
-    if (w->n_links == w->cap_links) {
-        size_t nc = w->cap_links ? 2 * w->cap_links : 16;
-        dm_wlink *q = dm_realloc(w->links, nc * sizeof(*q));
-        if (!q) return DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
-        w->links = q;
-        w->cap_links = nc;
-    }
+    dm_wlink *q = dm_grow(w->links, &w->cap_links, w->n_links, sizeof(*q), 16);
+    if (!q) return DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
+    w->links = q;
     dm_wlink *k = &w->links[w->n_links];
     k->path = dm_strdup(path);
     k->rel = dm_strdup(rel);
@@ -1567,16 +1576,12 @@ static int dm_walk_names(DIR *d, char ***names, size_t *n, int *err)
     int rc = DM_OK;
     while (rc >= 0 && (errno = 0, de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.') continue;
-        if (*n == cap) {
-            size_t nc = cap ? 2 * cap : 16;
-            char **q = dm_realloc(*names, nc * sizeof(*q));
-            if (!q) {
-                rc = DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
-                break;
-            }
-            *names = q;
-            cap = nc;
+        char **q = dm_grow(*names, &cap, *n, sizeof(*q), 16);
+        if (!q) {
+            rc = DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
+            break;
         }
+        *names = q;
         if (!((*names)[*n] = dm_strdup(de->d_name))) rc = DM_ERR(DM_ERR_NOMEM, "walk: out of memory");
         else (*n)++;
     }
