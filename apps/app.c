@@ -78,9 +78,7 @@ int dm_app_same_args(MPI_Comm comm, int argc, char **argv, uint64_t seed, int ba
     uint64_t len = 0;
     for (int i = 0; i < argc; i++) len += strlen(argv[i]) + 1;
     uint64_t head[4] = {(uint64_t)argc, len, seed, (uint64_t)backend}, head0[4];
-    memcpy(head0, head, sizeof head);
-    if (MPI_Bcast(head0, 4, MPI_UINT64_T, 0, comm) != MPI_SUCCESS)
-        return DM_ERR(DM_ERR_MPI, "MPI_Bcast of the command line failed");
+    DM_TRY(dm_comm_rank0(comm, head, head0, 4));
     if (head0[1] > (uint64_t)INT_MAX) /* the same on every rank */
         return DM_ERR(DM_ERR_INVALID_ARG, "the command line is too long (%" PRIu64 " bytes)", head0[1]);
     char *mine = dm_malloc(len ? len : 1), *r0 = dm_malloc(head0[1] ? head0[1] : 1);

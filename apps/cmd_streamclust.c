@@ -244,9 +244,9 @@ static int read_vectors(dm_vectors *v, const char *path, long n, const dm_ctx *c
                         (unsigned long long)rows, n);
     }
     DM_TRY(dm_ctx_agree(ctx, rc));
-    uint64_t rows0 = rows;
-    MPI_Bcast(&rows0, 1, MPI_UINT64_T, 0, ctx->world);
-    if (rows != rows0)
+    uint64_t rows0;
+    rc = dm_comm_rank0(ctx->world, &rows, &rows0, 1);
+    if (rc == DM_OK && rows != rows0)
         rc = DM_ERR(DM_ERR_FORMAT, "%s: %llu documents on rank %d, %llu on rank 0: not the same file on every rank",
                     path, (unsigned long long)rows, ctx->rank, (unsigned long long)rows0);
     DM_TRY(dm_ctx_agree(ctx, rc));
@@ -262,9 +262,9 @@ static int read_vectors(dm_vectors *v, const char *path, long n, const dm_ctx *c
     rc = dm_ctx_agree(ctx, rc);
     if (rc == DM_OK) {
         /* the same vocabulary and weighting: another file of as many documents differs here */
-        uint64_t mine[2] = {v->n_cols, v->flags}, r0[2] = {v->n_cols, v->flags};
-        MPI_Bcast(r0, 2, MPI_UINT64_T, 0, ctx->world);
-        if (mine[0] != r0[0] || mine[1] != r0[1])
+        uint64_t mine[2] = {v->n_cols, v->flags}, r0[2];
+        rc = dm_comm_rank0(ctx->world, mine, r0, 2);
+        if (rc == DM_OK && (mine[0] != r0[0] || mine[1] != r0[1]))
             rc = DM_ERR(DM_ERR_FORMAT,
                         "%s: %llu terms (flags %#llx) on rank %d, %llu terms (flags %#llx) on rank 0: not "
                         "the same file on every rank",

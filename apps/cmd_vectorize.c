@@ -82,15 +82,6 @@ int dm_vectorize_pp_option(dm_app *app, const char *cmd, int c, const char *arg,
     }
 }
 
-/* Every rank's value against rank 0's (returned in *r0). Collective. */
-static int rank0_value(const dm_ctx *ctx, uint64_t mine, uint64_t *r0)
-{
-    *r0 = mine;
-    if (MPI_Bcast(r0, 1, MPI_UINT64_T, 0, ctx->world) != MPI_SUCCESS)
-        return DM_ERR(DM_ERR_MPI, "MPI_Bcast of a fingerprint failed");
-    return DM_OK;
-}
-
 int dm_vectorize_pp_agree(const dm_ctx *ctx, const dm_preprocess_options *pp)
 {
     dm_pp_signature sig;
@@ -98,7 +89,7 @@ int dm_vectorize_pp_agree(const dm_ctx *ctx, const dm_preprocess_options *pp)
     int rc = dm_ctx_agree(ctx, dm_pp_signature_of(&sig, pp)); /* loads the list: names a missing file */
     if (rc != DM_OK) return rc;
     uint64_t r0;
-    rc = rank0_value(ctx, sig.stop_fingerprint, &r0);
+    rc = dm_comm_rank0(ctx->world, &sig.stop_fingerprint, &r0, 1);
     if (rc == DM_OK && r0 != sig.stop_fingerprint)
         rc = DM_ERR(DM_ERR_FORMAT, "stop words %s: another list on rank %d than on rank 0 (fingerprint %016" PRIx64
                     " on rank %d, %016" PRIx64 " on rank 0): not the same file on every rank",
@@ -120,10 +111,7 @@ static int icf_agree(const dm_ctx *ctx, const dm_icf_table *t, const char *path)
     }
     parts[5] = h;
     uint64_t r0[6];
-    memcpy(r0, parts, sizeof parts);
-    int rc = MPI_Bcast(r0, 6, MPI_UINT64_T, 0, ctx->world) == MPI_SUCCESS
-                 ? DM_OK
-                 : DM_ERR(DM_ERR_MPI, "%s: MPI_Bcast of the table's fingerprint failed", path);
+    int rc = dm_comm_rank0(ctx->world, parts, r0, 6);
     if (rc == DM_OK && memcmp(r0, parts, sizeof parts) != 0)
         rc = DM_ERR(DM_ERR_FORMAT, "%s: another ICF table on rank %d than on rank 0 (%" PRIu64 " terms of %" PRIu64
                     " reference documents on rank %d, %" PRIu64 " of %" PRIu64 " on rank 0%s): not the same file on "

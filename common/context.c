@@ -47,6 +47,14 @@ int dm_agree_unpack(const int pair[2]) { return pair[0] < 0 ? pair[0] : pair[1];
 
 int dm_ctx_agree(const dm_ctx *ctx, int status) { return dm_comm_agree(ctx->world, status); }
 
+int dm_comm_rank0(MPI_Comm comm, const uint64_t *mine, uint64_t *r0, int n)
+{
+    memcpy(r0, mine, sizeof(*r0) * (size_t)n);
+    if (MPI_Bcast(r0, n, MPI_UINT64_T, 0, comm) != MPI_SUCCESS)
+        return DM_ERR(DM_ERR_MPI, "MPI_Bcast of rank 0's values failed");
+    return DM_OK;
+}
+
 int dm_comm_agree(MPI_Comm comm, int status)
 {
     int mine[2], all[2];

@@ -78,6 +78,10 @@ int dm_threads_for_masks(const unsigned char *masks, size_t mask_bytes, int n, i
 int dm_ctx_agree(const dm_ctx *ctx, int status);
 /* The same over any communicator (dm_ctx_agree is this over ctx->world). */
 int dm_comm_agree(MPI_Comm comm, int status);
+/* Collective: r0[0 .. n) = rank 0's mine[0 .. n) on every rank (mine and r0 may not overlap), for
+ * a rank to compare what it sees with what rank 0 sees (the same file, list, command line).
+ * DM_OK, or DM_ERR_MPI when the broadcast fails. */
+int dm_comm_rank0(MPI_Comm comm, const uint64_t *mine, uint64_t *r0, int n);
 /* The same rule for agreements made elsewhere (non-blocking ones): what a rank contributes,
  * reduced with MPI_MIN over the two ints elementwise, and the agreed status from the reduced pair. */
 void dm_agree_pack(int status, int pair[2]);

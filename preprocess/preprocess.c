@@ -927,8 +927,7 @@ int dm_pp_file_list_agree(const dm_pp_file_list *l, const char *root, const stru
         head[2] = list_hash(head[2], &l->files[i].size, sizeof l->files[i].size);
         ser += rl + sizeof(uint64_t);
     }
-    memcpy(head0, head, sizeof head);
-    if (MPI_Bcast(head0, 3, MPI_UINT64_T, 0, ctx->world) != MPI_SUCCESS)
+    if (dm_comm_rank0(ctx->world, head, head0, 3) != DM_OK)
         return dm_ctx_agree(ctx, DM_ERR(DM_ERR_MPI, "corpus %s: MPI_Bcast of the file list failed", root));
     int differs = memcmp(head, head0, sizeof head) != 0, any = differs;
     if (MPI_Allreduce(&differs, &any, 1, MPI_INT, MPI_MAX, ctx->world) != MPI_SUCCESS)
