@@ -121,18 +121,6 @@ static void header_of(ck_header *h, const dm_flock_sim *s, int iteration)
     memcpy(h->p, p, sizeof p);
 }
 
-static uLong crc_update(uLong crc, const void *data, size_t n)
-{
-    const Bytef *b = data;
-    while (n) {
-        uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        crc = crc32(crc, b, chunk);
-        b += chunk;
-        n -= chunk;
-    }
-    return crc;
-}
-
 int dm_flock_checkpoint_write(dm_flock_sim *s, const char *path)
 {
     _Static_assert(sizeof(ck_header) == HEADER, "checkpoint header is 136 bytes");
@@ -186,7 +174,7 @@ int dm_flock_checkpoint_write(dm_flock_sim *s, const char *path)
         }
         dm_free(seen);
         size_t body = HEADER + 32 * (size_t)s->n_global;
-        uint32_t tail[2] = {(uint32_t)crc_update(crc32(0L, Z_NULL, 0), out, body), 0};
+        uint32_t tail[2] = {(uint32_t)crc32_z(crc32(0L, Z_NULL, 0), (const Bytef *)out, body), 0};
         memcpy((char *)out + body, tail, 8);
         if (rc == DM_OK) rc = dm_write_file_atomic(path, out, body + 8);
     }

@@ -757,14 +757,7 @@ static void dm_wr_put(dm_wr *w, const void *p, size_t n)
 {
     if (w->err || n == 0) return;
     if (fwrite(p, 1, n, w->f) != n) w->err = errno ? errno : EIO;
-    /* crc32 takes uInt lengths */
-    const Bytef *b = p;
-    while (n) {
-        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        w->crc = crc32(w->crc, b, k);
-        b += k;
-        n -= k;
-    }
+    w->crc = crc32_z(w->crc, p, n);
 }
 
 static void dm_wr_u64(dm_wr *w, uint64_t v)
@@ -981,12 +974,7 @@ int dm_token_stream_read(dm_token_stream *s, const char *path)
     else {
         uint32_t want = (uint32_t)buf[n - 8] | (uint32_t)buf[n - 7] << 8 | (uint32_t)buf[n - 6] << 16 |
                         (uint32_t)buf[n - 5] << 24;
-        uLong crc = crc32(0L, Z_NULL, 0);
-        for (size_t p = 0; p < n - 8;) {
-            uInt c = n - 8 - p > (1u << 30) ? (1u << 30) : (uInt)(n - 8 - p);
-            crc = crc32(crc, buf + p, c);
-            p += c;
-        }
+        uLong crc = crc32_z(crc32(0L, Z_NULL, 0), buf, n - 8);
         if ((uint32_t)crc != want) why = "checksum mismatch (corrupt file)";
     }
     uint32_t version = why ? 0 : dm_le32(buf + 8);

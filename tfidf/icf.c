@@ -88,14 +88,9 @@ typedef struct wr {
 
 static void put(wr *w, const void *p, uint64_t n)
 {
-    const unsigned char *b = p;
-    while (n && !w->bad) {
-        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        if (fwrite(b, 1, k, w->f) != k) w->bad = 1;
-        w->crc = crc32(w->crc, b, k);
-        b += k;
-        n -= k;
-    }
+    if (w->bad || !n) return;
+    if (fwrite(p, 1, (size_t)n, w->f) != (size_t)n) w->bad = 1;
+    w->crc = crc32_z(w->crc, p, (size_t)n);
 }
 
 int dm_icf_table_write(const dm_icf_table *t, const char *path)
@@ -140,17 +135,11 @@ static int bad(const char *path, const char *why)
     return DM_ERR(DM_ERR_FORMAT, "%s: not a valid docmine ICF table: %s", path, why);
 }
 
-/* Reads n bytes into p (in pieces: crc32 takes a uInt) and adds them to the checksum. */
+/* Reads n bytes into p and adds them to the checksum. */
 static int rd(FILE *f, uLong *crc, void *p, uint64_t n)
 {
-    unsigned char *b = p;
-    while (n) {
-        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        if (fread(b, 1, k, f) != k) return -1;
-        *crc = crc32(*crc, b, k);
-        b += k;
-        n -= k;
-    }
+    if (fread(p, 1, (size_t)n, f) != (size_t)n) return -1;
+    *crc = crc32_z(*crc, p, (size_t)n);
     return 0;
 }
 

@@ -130,18 +130,6 @@ static int pieces_make(vpieces *pc, const dm_vectors *v, uint64_t nnz_base, uint
     return DM_OK;
 }
 
-static uLong crc_buf(uLong crc, const void *p, uint64_t n)
-{
-    const unsigned char *b = p;
-    while (n) {
-        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        crc = crc32(crc, b, k);
-        b += k;
-        n -= k;
-    }
-    return crc;
-}
-
 /* Writes the pieces (a callback, so that one process writes with stdio and several with MPI-IO)
  * while the CRC of every piece is computed in blocks by the OpenMP threads: the calling thread
  * writes and then joins the others on the blocks left. crc[s] = zlib crc32 of piece s alone;
@@ -193,7 +181,7 @@ static uint64_t crc_plan_span(const crc_plan *cp, const vpieces *pc, int s, size
 static void crc_plan_block(crc_plan *cp, const vpieces *pc, size_t i)
 {
     uint64_t o, len = crc_plan_span(cp, pc, cp->bs[i], i, &o);
-    cp->bc[i] = crc_buf(crc32(0L, Z_NULL, 0), (const unsigned char *)pc->p[cp->bs[i]] + o, len);
+    cp->bc[i] = crc32_z(crc32(0L, Z_NULL, 0), (const unsigned char *)pc->p[cp->bs[i]] + o, len);
 }
 
 /* crc[s] = the checksum of piece s, its blocks combined in order. */
@@ -445,7 +433,7 @@ static int write_direct(const dm_atomic_file *f, const unsigned char *hb, const 
     uLong sc[DM_NSEC];
     if (rc == DM_OK && !refused) {
         crc_plan_combine(&cp, pc, sc);
-        *crc = crc_buf(crc32(0L, Z_NULL, 0), hb, DM_VH_BYTES);
+        *crc = crc32_z(crc32(0L, Z_NULL, 0), hb, DM_VH_BYTES);
         for (int s = 0; s < DM_NSEC; s++) *crc = crc32_combine(*crc, sc[s], (z_off_t)pc->len[s]);
         /* the last block: the rest of the data, the trailer, zero padding */
         uint64_t off = last * DM_DIO_BLOCK, fill = d.data - off;
@@ -483,7 +471,7 @@ static int write_single(const dm_vectors *v, const char *path)
     uLong crc = 0, sc[DM_NSEC];
     rc = direct_io_wanted() ? write_direct(&f, hb, &pc, &crc) : 1;
     if (rc == 1) { /* buffered */
-        crc = crc_buf(crc32(0L, Z_NULL, 0), hb, DM_VH_BYTES);
+        crc = crc32_z(crc32(0L, Z_NULL, 0), hb, DM_VH_BYTES);
         rc = fwrite(hb, 1, DM_VH_BYTES, f.fp) == DM_VH_BYTES ? DM_OK
                                                             : DM_ERR(DM_ERR_IO, "%s: write failed: %s", path, strerror(errno));
         if (rc == DM_OK) rc = pieces_write_crc(sc, &pc, stdio_write, &f);
@@ -614,7 +602,7 @@ int dm_vectors_write(const dm_vectors *v, const char *path, const dm_ctx *ctx)
     if (rank == 0 && all) {
         unsigned char hb[DM_VH_BYTES];
         header_pack(hb, &h);
-        uLong crc = crc_buf(crc32(0L, Z_NULL, 0), hb, DM_VH_BYTES);
+        uLong crc = crc32_z(crc32(0L, Z_NULL, 0), hb, DM_VH_BYTES);
         for (int s = 0; s < DM_NSEC; s++)
             for (int q = 0; q < size; q++) {
                 const uint64_t *c = all + (size_t)q * 2 * DM_NSEC + 2 * s;
