@@ -151,6 +151,10 @@ int dm_sc_engine_create(dm_sc_engine **out, int backend, long cap, int dim)
         return DM_ERR(DM_ERR_INVALID_ARG, "streamclust: unknown backend %d", backend);
     if (backend == DM_SC_CUDA && !DM_HAVE_CUDA)
         return DM_ERR(DM_ERR_UNSUPPORTED, "streamclust: this build has no CUDA backend");
+    /* the local search indexes a chunk's points with int (feasible candidates, centre table,
+     * assignments), as Rodinia's does */
+    if (cap > INT_MAX)
+        return DM_ERR(DM_ERR_UNSUPPORTED, "streamclust: %ld points in one chunk (at most 2^31 - 1)", cap);
     dm_sc_engine *e = dm_calloc(1, sizeof *e);
     if (!e) return DM_ERR(DM_ERR_NOMEM, "streamclust engine");
     e->backend = backend;
@@ -954,6 +958,10 @@ static int sc_run_local(dm_sc_result *res, dm_sc_points *centres, const dm_sc_op
     res->n_local = last - first;
     long cap = o->chunksize < res->n_local ? o->chunksize : res->n_local;
     if (cap < 1) return DM_OK; /* more ranks than points */
+    if (cap > INT_MAX)
+        return DM_ERR(DM_ERR_UNSUPPORTED, "streamclust: a chunk of %ld points (CHUNKSIZE %ld, %ld "
+                      "points on this rank): at most 2^31 - 1 points a chunk; give a smaller CHUNKSIZE",
+                      cap, o->chunksize, res->n_local);
     dm_sc_engine *e = NULL;
     int rc0 = dm_sc_engine_create(&e, o->backend, cap, o->dim);
     if (rc0 == DM_ERR_NOMEM)

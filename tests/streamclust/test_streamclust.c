@@ -476,7 +476,7 @@ static void test_sizes_beyond_size_t(void)
     CU_ASSERT_EQUAL(dm_sc_points_init(&p, (long)1 << 61, 1), DM_ERR_NOMEM);
     CU_ASSERT_EQUAL(dm_sc_points_init(&p, LONG_MAX, 65536), DM_ERR_NOMEM);
     dm_sc_engine *e = NULL;
-    CU_ASSERT_EQUAL(dm_sc_engine_create(&e, DM_SC_CPU, (long)1 << 62, 4), DM_ERR_NOMEM);
+    CU_ASSERT_EQUAL(dm_sc_engine_create(&e, DM_SC_CPU, INT_MAX, 1 << 20), DM_ERR_NOMEM);
     CU_ASSERT_PTR_NULL(e);
     dm_sc_options o = DM_SC_OPTIONS_INIT;
     o.kmin = 1;
@@ -490,9 +490,34 @@ static void test_sizes_beyond_size_t(void)
     CU_ASSERT_EQUAL(dm_sc_run(&r, &o, &self), DM_ERR_NOMEM);
     CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "no memory for CLUSTERSIZE (4611686018427387904)"));
     o.clustersize = 10;
-    o.n = o.chunksize = (long)1 << 62;
+    o.dim = 1 << 20;
+    o.n = o.chunksize = INT_MAX;
     CU_ASSERT_EQUAL(dm_sc_run(&r, &o, &self), DM_ERR_NOMEM);
-    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "CHUNKSIZE (4611686018427387904)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "CHUNKSIZE (2147483647)"));
+}
+
+/* A chunk of 2^31 points or more: refused before anything is allocated. The local search indexes
+ * a chunk's points with int; such a chunk wrapped the feasible candidates' count (a negative int,
+ * then one candidate) and their indices (negative, read before the points). */
+static void test_chunk_beyond_int(void)
+{
+    dm_sc_engine *e = NULL;
+    CU_ASSERT_EQUAL(dm_sc_engine_create(&e, DM_SC_CPU, (long)INT_MAX + 1, 1), DM_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NULL(e);
+    CU_ASSERT_EQUAL(dm_sc_engine_create(&e, DM_SC_CPU, (long)1 << 62, 4), DM_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NULL(e);
+    dm_sc_options o = DM_SC_OPTIONS_INIT;
+    o.kmin = 2;
+    o.kmax = 4;
+    o.dim = 1;
+    o.clustersize = 10;
+    o.n = (long)INT_MAX + 2;
+    o.chunksize = (long)1 << 40;
+    dm_sc_result r;
+    MPI_Comm self = MPI_COMM_SELF;
+    CU_ASSERT_EQUAL(dm_sc_run(&r, &o, &self), DM_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "a chunk of 2147483649 points (CHUNKSIZE 1099511627776, 2147483649 points on this rank)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dm_error_message(), "give a smaller CHUNKSIZE"));
 }
 
 /* nearest centre: brute force in double agrees up to float ties; exact ties go to the lower index */
@@ -987,6 +1012,7 @@ static CU_TestInfo tests[] = {
     {"bad_input", test_bad_input},
     {"input_not_finite", test_input_not_finite},
     {"sizes_beyond_size_t", test_sizes_beyond_size_t},
+    {"chunk_beyond_int", test_chunk_beyond_int},
     {"assign_cpu", test_assign_cpu},
     {"hash_vectors", test_hash_vectors},
     {"hash_threads", test_hash_threads},
