@@ -279,11 +279,17 @@ static int probe_folder(const char *dir)
 }
 
 /* The output folders: DIR and, for a PNG series, DIR/snapshots (rank 0), which must take files:
- * said before the run, not when its results are written. Collective. */
+ * said before the run, not when its results are written. With --resume, the checkpoint must open
+ * first: a resume without one left an empty DIR behind. Collective. */
 int dm_flock_cli_mkdirs(const dm_ctx *ctx, const dm_flock_cli *f)
 {
     int rc = DM_OK;
-    if (ctx->rank == 0) rc = dm_mkdirs(f->jo.out_dir);
+    if (ctx->rank == 0 && f->fo.resume) {
+        FILE *cf = NULL;
+        rc = dm_open_input(&cf, f->fo.checkpoint, "--resume: checkpoint");
+        if (cf) fclose(cf);
+    }
+    if (rc == DM_OK && ctx->rank == 0) rc = dm_mkdirs(f->jo.out_dir);
     if (rc == DM_OK && ctx->rank == 0) rc = probe_folder(f->jo.out_dir);
     if (rc == DM_OK && ctx->rank == 0 && f->jo.snapshot_every) {
         char d[4200];

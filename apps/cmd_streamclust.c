@@ -391,9 +391,12 @@ int dm_cmd_streamclust(dm_app *app, int argc, char **argv)
     sc_outputs_free(&g);
 
     dm_report rep;
-    /* agreed: a rank without a report must not leave the others in its collection */
-    int rrc = dm_ctx_agree(ctx, dm_report_init(&rep, "streamclust", app->argc_all, app->argv_all));
-    if (rrc == DM_OK) {
+    /* no report of a run whose outputs failed (as flock and pipeline): it told of results that
+     * were not there. rc is agreed, so every rank takes the same branch. Agreed: a rank without a
+     * report must not leave the others in its collection */
+    int rrc = rc == DM_OK ? dm_ctx_agree(ctx, dm_report_init(&rep, "streamclust", app->argc_all, app->argv_all))
+                          : rc;
+    if (rc == DM_OK && rrc == DM_OK) {
         json_t *cfg = json_pack("{s:I,s:I,s:i,s:I,s:I,s:I,s:o?,s:o?,s:s}", "kmin", (json_int_t)o.kmin,
                                 "kmax", (json_int_t)o.kmax, "dim", o.dim, "n", (json_int_t)n_total,
                                 "chunksize", (json_int_t)o.chunksize, "clustersize",

@@ -176,6 +176,12 @@ timeout 120 "$mpiexec" -n 3 "$dm" flock "${common[@]/40/41}" -o "$t/last" --resu
   || fail "a resume with other --iterations accepted"
 grep -q "last/flock.ckpt: the checkpoint was written with --iterations 40, this run has --iterations 41" "$t/err" \
   || fail "resume, other iterations: $(cat "$t/err")"
+# a resume without a checkpoint, on 2 ranks: refused naming it, before DIR is made (an empty
+# DIR was left behind)
+timeout 120 "$mpiexec" -n 2 "$dm" flock "${common[@]}" -o "$t/never/made" --resume 2> "$t/err"; [ $? -eq 1 ] \
+  || fail "a resume without a checkpoint accepted"
+grep -q "resume: checkpoint $t/never/made/flock.ckpt: No such file" "$t/err" || fail "resume, no checkpoint: $(cat "$t/err")"
+[ ! -e "$t/never" ] || fail "a refused resume left its output folder behind"
 # an output folder that takes no files (/proc, even for root): said before the run (was: after
 # it, naming the first output's temporary file)
 if [ -d /proc ] && ! touch /proc/.dm_probe 2>/dev/null; then

@@ -91,6 +91,8 @@ exits "a stale temporary name" 0 "" -- "$dm" --backend cpu streamclust 5 10 8 40
 exits "assignments.tsv cannot be replaced" 1 "assignments.tsv" -- "$dm" --backend cpu streamclust 5 10 8 400 100 200 -o "$tmp/oc"
 left=$(find "$tmp/oc" -name '*.tmp*' | wc -l)
 [ "$left" -eq 0 ] && ok "no temporary left by a failed output" || bad "$left temporary files left by a failed output"
+# a run whose outputs failed writes no report of results that are not there (it did)
+[ ! -e "$tmp/oc/report.json" ] && ok "no report.json after a failed output" || bad "report.json written after a failed output"
 
 # --vectors: documents of 4 well separated synthetic topics, hashed into 256 dimensions, clustered
 # into 4 centres in chunks of 250 documents: the centres recover the topics (NMI >= 0.9) on 1 and
