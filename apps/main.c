@@ -121,16 +121,16 @@ static int take_globals(int *argc, char **argv, global_opts *g, char *msg, size_
     return 0;
 }
 
-/* Collective: a usage error of some rank (msg set, code 2) is every rank's: the lowest such rank
- * prints its message once, and every rank returns 2 (one rank stopping alone left the others in a
- * collective). */
+/* Collective: an error of some rank before the command (msg set, code 2 for a usage error, 1 for
+ * another failure) is every rank's: the lowest such rank prints its message once, and every rank
+ * returns its code (one rank stopping alone left the others in a collective). */
 static int agree_usage(int code, const char *msg, int rank)
 {
-    int first = code ? rank : INT_MAX, lowest = first;
-    MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (lowest == INT_MAX) return 0;
-    if (lowest == rank) fprintf(stderr, "%s\n", msg);
-    return DM_EXIT_USAGE;
+    struct { int rank, code; } mine = {code ? rank : INT_MAX, code}, lowest = mine;
+    MPI_Allreduce(&mine, &lowest, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD);
+    if (lowest.rank == INT_MAX) return 0;
+    if (lowest.rank == rank) fprintf(stderr, "%s\n", msg);
+    return lowest.code;
 }
 
 static int has_help(int argc, char **argv)
@@ -197,7 +197,9 @@ int main(int argc, char **argv)
     if (code == 0) {
         if (dm_app_same_args(MPI_COMM_WORLD, argc - 1, argv + 1, g.ctx.seed, g.ctx.backend) != DM_OK)
             snprintf(msg, sizeof msg, "docmine: %s", dm_error_message());
-        code = agree_usage(dm_error_code() != DM_OK ? DM_EXIT_USAGE : 0, msg, rank);
+        /* ranks that differ: a usage error; no memory or MPI failing there: a runtime error */
+        int err = dm_error_code();
+        code = agree_usage(err == DM_OK ? 0 : err == DM_ERR_INVALID_ARG ? DM_EXIT_USAGE : DM_EXIT_RUNTIME, msg, rank);
         dm_error_clear();
     }
     /* --report: rank 0's is the run's (rank 0 writes the report, every rank takes part in making
