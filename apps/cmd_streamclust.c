@@ -113,14 +113,15 @@ static int gather_all(void **all, long *total, const void *mine, long count, siz
     return rc;
 }
 
-/* Copies s into buf as one TSV field (tabs and line breaks become spaces). */
-static char *tsv_copy(char *buf, const char *s)
+/* Writes s as one TSV field (tabs and line breaks become spaces). */
+static void tsv_put(FILE *f, const char *s)
 {
-    for (; *s; s++) *buf++ = (*s == '\t' || *s == '\n' || *s == '\r') ? ' ' : *s;
-    return buf;
+    for (; *s; s++) fputc((*s == '\t' || *s == '\n' || *s == '\r') ? ' ' : *s, f);
 }
 
-/* This rank's documents as "id<TAB>labels\n" lines (dm_malloc'd, *bytes long). */
+/* This rank's documents as "id NUL labels NUL" (dm_malloc'd, *bytes long): the labels as they are,
+ * for the classes (labels that differ only in a tab or a line break are other classes; they
+ * were compared after the TSV escaping and merged) */
 static int doc_lines(char **out, size_t *bytes, const dm_vectors *v)
 {
     size_t n = 0;
@@ -129,10 +130,8 @@ static int doc_lines(char **out, size_t *bytes, const dm_vectors *v)
     char *b = dm_malloc(n + 1), *w = b;
     if (!b) return DM_ERR(DM_ERR_NOMEM, "streamclust: document ids");
     for (uint64_t r = 0; r < v->n_rows; r++) {
-        w = tsv_copy(w, dm_vectors_id(v, r));
-        *w++ = '\t';
-        w = tsv_copy(w, dm_vectors_labels(v, r));
-        *w++ = '\n';
+        w = stpcpy(w, dm_vectors_id(v, r)) + 1;
+        w = stpcpy(w, dm_vectors_labels(v, r)) + 1;
     }
     *out = b;
     *bytes = n;
@@ -179,13 +178,12 @@ static int gather_outputs(sc_outputs *out, const dm_sc_result *r, const dm_vecto
     out->labels = dm_malloc((size_t)(out->n ? out->n : 1) * sizeof(char *));
     if (!out->doc || !out->labels) return DM_ERR(DM_ERR_NOMEM, "streamclust: document ids");
     char *s = out->text, *end = out->text + total;
-    for (long i = 0; i < out->n; i++) { /* lines: id TAB labels NL, in document order */
-        char *tab = memchr(s, '\t', (size_t)(end - s)), *nl = tab ? memchr(tab, '\n', (size_t)(end - tab)) : NULL;
-        DM_ASSERT(tab && nl);
-        *tab = *nl = '\0';
+    for (long i = 0; i < out->n; i++) { /* id NUL labels NUL, in document order */
+        char *nul = memchr(s, '\0', (size_t)(end - s)), *nul2 = nul ? memchr(nul + 1, '\0', (size_t)(end - nul - 1)) : NULL;
+        DM_ASSERT(nul && nul2);
         out->doc[i] = s;
-        out->labels[i] = tab + 1;
-        s = nl + 1;
+        out->labels[i] = nul + 1;
+        s = nul2 + 1;
     }
     return DM_OK;
 }
@@ -200,8 +198,14 @@ static int write_assignments(const char *dir, const dm_sc_result *r, const sc_ou
     fprintf(f.fp, g->doc ? "doc\tlabel\tcentre\tcentre_id\tsq_dist\n" : "point\tcentre\tcentre_id\tsq_dist\n");
     for (long i = 0; i < g->n; i++) {
         int c = g->label[i];
-        if (g->doc) fprintf(f.fp, "%s\t%s\t", g->doc[i], g->labels[i]);
-        else fprintf(f.fp, "%ld\t", i);
+        if (g->doc) {
+            tsv_put(f.fp, g->doc[i]);
+            fputc('\t', f.fp);
+            tsv_put(f.fp, g->labels[i]);
+            fputc('\t', f.fp);
+        } else {
+            fprintf(f.fp, "%ld\t", i);
+        }
         fprintf(f.fp, "%d\t%ld\t%.9g\n", c, r->centre_ids[c], (double)g->dist[i]);
     }
     return dm_atomic_commit(&f);
