@@ -172,7 +172,8 @@ int dm_cmd_tune(dm_app *app, int argc, char **argv)
     int have_prior = 0;
     if (tuner) {
         char path[4096];
-        if (dm_tune_db_current_path(path, sizeof path) != DM_OK) {
+        int have_path = dm_tune_db_current_path(path, sizeof path) == DM_OK;
+        if (!have_path) {
             snprintf(path, sizeof path, "none (no DOCMINE_TUNING_DB, XDG_CACHE_HOME or HOME: nothing is stored)");
             dm_error_clear();
         }
@@ -180,6 +181,9 @@ int dm_cmd_tune(dm_app *app, int argc, char **argv)
         printf("tuning on %s (cc %d.%d), mode %s%s%s\n", ctx->dev.name, ctx->dev.cc_major,
                ctx->dev.cc_minor, dm_tune_mode_name(mode), store ? ", database " : "",
                store ? path : "");
+        /* as the line says: the kernels are tuned and printed, nothing is stored (storing would
+         * fail every kernel before its search, dm_tune_and_store needs the path first) */
+        if (!have_path) store = 0;
         if (use_prior) {
             /* the memory-bound prior: common.copy's best policy, tuned first */
             const dm_tune_kernel *ck = dm_tune_kernel_find("common.copy");

@@ -240,6 +240,7 @@ int dm_tune_db_load(dm_tune_db *db, const char *path)
     db->n = 0;
     db->rejected = 0;
     db->header = 0;
+    db->comments = 0;
     const char *kind = dm_special_file(path); /* a FIFO would block the read (every rank) */
     if (kind) return DM_ERR(DM_ERR_IO, "tuning db %s: not a regular file (%s)", path, kind);
     FILE *f = fopen(path, "r");
@@ -274,7 +275,11 @@ int dm_tune_db_load(dm_tune_db *db, const char *path)
             db->rejected++;
             continue;
         }
-        if (line[0] == '#' || line[0] == '\n' || (line[0] == '\r' && line[1] == '\n')) continue;
+        if (line[0] == '#') {
+            db->comments++;
+            continue;
+        }
+        if (line[0] == '\n' || (line[0] == '\r' && line[1] == '\n')) continue;
         dm_tune_db_row row;
         const char *why;
         if (dm_tune_db_parse_line(&row, line, &why) != DM_OK) {
@@ -337,6 +342,18 @@ int dm_tune_db_store(const char *path, const dm_tune_db_row *rows, int n)
 {
     if (!path || !path[0] || (!rows && n > 0) || n < 0)
         return DM_ERR(DM_ERR_INVALID_ARG, "tuning db: bad arguments");
+    /* A database reached through a symbolic link (a shared file linked into ~/.cache) is written
+     * where the link points: renaming the new file over the link would replace the link by a
+     * private copy (the shared file no longer updated, silently) and lock PATH.lock beside the
+     * link, where a writer through another link or the file's own path does not look. */
+    char real[PATH_MAX];
+    struct stat lst;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+        if (!realpath(path, real))
+            return DM_ERR(DM_ERR_IO, "tuning db %s: a symbolic link whose target cannot be resolved "
+                          "(%s); not replacing the link", path, strerror(errno));
+        path = real;
+    }
     pthread_mutex_lock(&g_store_lock);
     int rc = store_locked(path, rows, n);
     pthread_mutex_unlock(&g_store_lock);
@@ -368,7 +385,7 @@ static int store_locked(const char *path, const dm_tune_db_row *rows, int n)
     dm_tune_db db;
     dm_tune_db_init(&db);
     int rc = dm_tune_db_load(&db, path);
-    if (rc == DM_OK && !db.header && db.n == 0 && db.rejected > 0)
+    if (rc == DM_OK && !db.header && db.n == 0 && (db.rejected > 0 || db.comments > 0))
         /* no header and not one row: some other file (a mistyped --tuning-db), not ours to replace */
         rc = DM_ERR(DM_ERR_FORMAT, "tuning db %s: not a docmine tuning database (no header line, "
                     "no valid row); not overwriting it", path);
@@ -376,6 +393,12 @@ static int store_locked(const char *path, const dm_tune_db_row *rows, int n)
         dm_tune_db_row r = rows[i];
         dm_tune_db_set_name(r.kernel, sizeof r.kernel, rows[i].kernel);
         dm_tune_db_set_name(r.gpu, sizeof r.gpu, rows[i].gpu);
+        /* a model row (no timing) never replaces a measured one: decided here, under the lock,
+         * on the file as it is now (a measured row another process stored a moment ago too) */
+        const dm_tune_db_row *old = dm_tune_db_find(&db, r.kernel, r.gpu, r.cc, r.wclass);
+        if (r.mode == DM_TUNE_MODEL && old &&
+            (old->mode == DM_TUNE_MSP || old->mode == DM_TUNE_EXHAUSTIVE))
+            continue;
         rc = dm_tune_db_put(&db, &r);
     }
     if (rc == DM_OK) {

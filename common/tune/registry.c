@@ -65,6 +65,15 @@ int dm_tune_register(const dm_tune_kernel *k)
         k->default_instance < 0 || k->default_instance >= k->n_instances)
         return DM_ERR(DM_ERR_INVALID_ARG, "tune: kernel %s: name, instances and default required",
                       k && k->name ? k->name : "(null)");
+    /* the name is the database's key: one that does not fit its field (or holds a tab or another
+     * control character, which the database turns into a space) would be stored as another name
+     * and never found again: every process would tune it again */
+    int plain = 1;
+    for (const char *c = k->name; *c; c++) plain &= (unsigned char)*c >= 0x20 && *c != 0x7f;
+    if (!plain || strlen(k->name) >= sizeof(((dm_tune_db_row *)0)->kernel))
+        return DM_ERR(DM_ERR_INVALID_ARG, "tune: kernel name '%s': at most %zu bytes and no control "
+                      "characters (the tuning database's key)", k->name,
+                      sizeof(((dm_tune_db_row *)0)->kernel) - 1);
     for (int i = 0; i < k->n_instances; i++) {
         const dm_tune_instance *in = &k->instances[i];
         const dm_tune_policy *p = &in->policy;
@@ -510,6 +519,28 @@ static int tune_or_wait(const dm_tune_kernel *k, size_t n, int wc, int mode, con
     }
 }
 
+/* Whether instance i of k can run on gpu as far as the occupancy model can tell (its attributes:
+ * shared memory within the per-block limit, block within the function's maximum, a block fits on
+ * an SM). A database row is keyed by the GPU model, not by the build: a row written by another
+ * build of the kernels (another docmine version) may name an instance that needs more registers
+ * or shared memory in this one and would fail to launch. 1 when it cannot tell. */
+static int runs_here(const dm_tune_kernel *k, int i, const dm_tune_gpu *gpu)
+{
+    dm_tune_attr a;
+    dm_tune_cand c;
+    if (dm_tune_gpu_attributes(&a, &k->instances[i]) != DM_OK ||
+        dm_tune_model_prune(&c, &k->instances[i], &a, 1, &gpu->limits, 1.0) < 0) {
+        dm_error_clear();
+        return 1;
+    }
+    if (c.valid) return 1;
+    char buf[128];
+    dm_tune_warn("%s: the tuned policy %s cannot run on %s in this build (%s); using the default",
+                 k->name, dm_tune_policy_str(&k->instances[i].policy, buf, sizeof buf), gpu->name,
+                 c.why);
+    return 0;
+}
+
 void dm_tune_override_gpu(const dm_tune_gpu *gpu)
 {
     pthread_mutex_lock(&g_lock);
@@ -577,6 +608,7 @@ const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n)
         }
     }
     if (inst < 0 || inst >= k->n_instances) inst = def;
+    if (inst != def && !runs_here(k, inst, &gpu)) inst = def;
     pthread_mutex_lock(&g_lock);
     cache_put(k, wc, mode, inst);
     pthread_mutex_unlock(&g_lock);
@@ -656,6 +688,7 @@ static int tune_store_class(dm_tune_result *res, const dm_tune_kernel *k, size_t
         const dm_tune_db_row *o = dm_tune_db_load(&old, db) == DM_OK
                                       ? dm_tune_db_find(&old, row.kernel, row.gpu, row.cc, row.wclass)
                                       : NULL;
+        /* (dm_tune_db_store decides it again under its lock: this only says so) */
         int measured = o && (o->mode == DM_TUNE_MSP || o->mode == DM_TUNE_EXHAUSTIVE);
         dm_tune_db_free(&old);
         dm_error_clear();

@@ -90,7 +90,8 @@ const dm_tune_kernel *dm_tune_kernel_find(const char *name);
  * tunes it (at min(2^class, bench_default_n or 2^20) units, on its own stream and inputs),
  * stores it and returns it; processes that find the key locked wait for the row
  * (DOCMINE_TUNE_WAIT seconds, default 600, then the default). Node-local ranks > 0 give rank 0
- * a head start. Without a GPU, or on any tuning error (a warning), the default.
+ * a head start. Without a GPU, or on any tuning error (a warning), the default; the default too
+ * for a row whose instance the model finds cannot run on this GPU in this build (a warning).
  * The GPU is the current device at the first call of the process. Thread-safe. */
 const dm_tune_instance *dm_tune_select(const dm_tune_kernel *k, size_t n);
 

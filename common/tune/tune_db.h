@@ -41,6 +41,7 @@ typedef struct dm_tune_db {
     int n, cap;
     int rejected; /* lines rejected by the last load */
     int header;   /* the last load found the v1 header line */
+    int comments; /* lines starting with '#' the last load found, the header line excepted */
 } dm_tune_db;
 
 /* Resolves the path: override if not NULL/empty, else $DOCMINE_TUNING_DB, else
@@ -72,7 +73,9 @@ const dm_tune_db_row *dm_tune_db_find(const dm_tune_db *db, const char *kernel, 
 /* Inserts row, replacing a row with the same key. */
 int dm_tune_db_put(dm_tune_db *db, const dm_tune_db_row *row);
 /* Adds rows to the file at path: creates the directory, takes the writer lock, re-reads the file,
- * merges (rows replace same-key rows), writes path.tmp.<pid> and renames it over path. Rejected
+ * merges (rows replace same-key rows, except that a row of mode model never replaces a measured
+ * one, msp or exhaustive: it is dropped), writes path.tmp.<pid> and renames it over path (a path
+ * that is a symbolic link: the file it points to, whose directory holds the lock). Rejected
  * lines of the old file are dropped (they warned on load). Fails, leaving the file as it is, when
  * it cannot be read, has another format version, or has neither the header line nor a valid row
  * (not a tuning database). Thread-safe (the process's writers take turns). */

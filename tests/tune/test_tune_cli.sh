@@ -96,7 +96,14 @@ if "$dm" info 2>/dev/null | grep -q '^ranks .*backend cuda'; then
     if [ -n "$before" ] && printf '%s\n' "$before" | grep -q "msp$" && [ "$before" = "$after" ]; then
         ok "tune: a model row keeps the measured row"
     else bad "tune: a model row replaced the measured one: before [$before] after [$after]"; fi
+    # no database path at all: the kernels are tuned and printed and nothing is stored, as the
+    # header line says (every kernel failed before its search, exit 1)
+    out=$(env -u HOME -u XDG_CACHE_HOME -u DOCMINE_TUNING_DB "$dm" tune --kernels common.copy 2>&1)
+    rc=$?
+    [ "$rc" = 0 ] && ok "tune: no database path: exit 0" || bad "tune: no database path: exit $rc: $out"
+    has "tune: no database path: said" "$out" "database none .*nothing is stored"
+    has "tune: no database path: tuned all the same" "$out" "^common\.copy +[0-9]"
 else
-    echo "skip tune --json on 2 ranks and an unwritable database: no GPU"
+    echo "skip tune --json on 2 ranks, an unwritable database and no database path: no GPU"
 fi
 finish
