@@ -24,17 +24,20 @@ static void usage(FILE *f)
                "background vocabulary for topic overlap). Document i depends only on (--seed, i):\n"
                "any number of ranks writes the same corpus. One rank and PATH ending in .tsv: one\n"
                "file; otherwise PATH is a directory with one part-<rank>.tsv per rank (part-00000.tsv, ...).\n"
-               "Lines are: id<TAB>label<TAB>text. part-<r>.tsv files of PATH that this run did not\n"
+               "Missing folders of PATH are made. Lines are: id<TAB>label<TAB>text, ids synth-<i>,\n"
+               "labels topic<k>; each document's topic is drawn uniformly (topic counts vary; with\n"
+               "K > N some topics have no document). part-<r>.tsv files of PATH that this run did not\n"
                "write (an earlier run's with more ranks) are removed.\n\n"
-               "  -n, --docs N          documents (default 20000)\n"
-               "  -k, --topics K        topics (default 10)\n"
+               "  -n, --docs N          documents, 1..1e12 (default 20000)\n"
+               "  -k, --topics K        topics, 1..100000 (default 10)\n"
                "  -o, --output PATH     output file or directory\n"
-               "  --min-words N         shortest document in tokens (default 50)\n"
-               "  --max-words N         longest document in tokens (default 1000)\n"
-               "  --overlap X           fraction of tokens from the shared vocabulary (default 0.35)\n"
-               "  --topic-vocab N       words per topic (default 4000)\n"
-               "  --shared-vocab N      shared words (default 8000)\n"
-               "  --zipf S              Zipf exponent (default 0.8: about 400 distinct words per document)\n"
+               "  --min-words N         shortest document in tokens, 1..1e7 (default 50)\n"
+               "  --max-words N         longest document in tokens, up to 1e7 (default 1000)\n"
+               "  --overlap X           fraction of tokens from the shared vocabulary, 0..1 (default 0.35)\n"
+               "  --topic-vocab N       words per topic, 1..1e7 (default 4000)\n"
+               "  --shared-vocab N      shared words, 1..1e7 (default 8000)\n"
+               "  --zipf S              Zipf exponent, 0.01..9.99 (default 0.8: with the other defaults\n"
+               "                        about 400 distinct words per document)\n"
                "  (the global --seed N picks the corpus; default 42)\n\n"
                "examples:\n  docmine synth -n 20000 -k 10 --seed 7 -o corpus.tsv\n"
                "  mpiexec -n 4 docmine synth -n 1000000 -k 20 -o corpus/\n");
@@ -145,6 +148,17 @@ int dm_cmd_synth(dm_app *app, int argc, char **argv)
     if (rc == DM_OK && !single) {
         if (ctx->rank == 0) rc = dm_mkdirs(out);
         rc = dm_ctx_agree(ctx, rc);
+    }
+    /* the one file's folder, made as the folder of parts is (mkdir -p): a missing one failed with
+     * a message that named the temporary file, not PATH */
+    if (rc == DM_OK && single) {
+        char dir[sizeof path];
+        memcpy(dir, path, sizeof dir);
+        char *slash = strrchr(dir, '/');
+        if (slash && slash != dir) {
+            *slash = '\0';
+            rc = dm_mkdirs(dir);
+        }
     }
     uint64_t first, last;
     dm_synth_share(so.docs, ctx->rank, ctx->size, &first, &last);
