@@ -178,6 +178,7 @@ int dm_cmd_preprocess(dm_app *app, int argc, char **argv)
     if (optind < argc) return dm_app_usage_error(app, cmd, "unexpected argument '%s'", argv[optind]);
     if (!corpus) return dm_app_usage_error(app, cmd, "--corpus PATH is required");
     if (!output && !dump) return dm_app_usage_error(app, cmd, "-o FILE or --dump-tokens is required");
+    if (output && !*output) return dm_app_usage_error(app, cmd, "-o: an empty path");
     if (o.tok.min_len > o.tok.max_len) return dm_app_usage_error(app, cmd, "--min-len is above --max-len");
 
     dm_token_stream s;

@@ -28,6 +28,13 @@ check "no command" 2 "" -- "$dm"
 check "unknown command" 2 "unknown command 'frobnicate'" -- "$dm" frobnicate
 check "unknown option" 2 "unknown or incomplete option '--bogus'" -- "$dm" info --bogus
 check "bad global value" 2 "invalid value 'x' for --threads" -- "$dm" info --threads x
+# an empty -o: a usage error before any work, on every command that writes (was: exit 1 and
+# ": cannot create directory", or a temporary file's name)
+for c in "flock --synth 100" "icf-build --corpus x" "pipeline --synthetic 100" "streamclust 1 2 3 4 5 6" \
+         "synth" "vectorize --corpus x" "preprocess --corpus x"; do
+    # shellcheck disable=SC2086 # the command and its arguments
+    check "${c%% *} -o ''" 2 "^docmine ${c%% *}: -o: an empty path" -- "$dm" $c -o ""
+done
 check "bad backend" 2 "invalid value 'gpu' for --backend" -- "$dm" info --backend gpu
 check "missing value" 2 "option --report needs a value" -- "$dm" info --report
 check "empty --tuning-db" 2 "invalid value '' for --tuning-db" -- "$dm" info --tuning-db ''
