@@ -568,7 +568,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
             json_object_set_new(in, "overlap", json_real(so.overlap));
             json_object_set_new(in, "min_words", json_integer(so.min_words));
             json_object_set_new(in, "max_words", json_integer(so.max_words));
-            json_object_set_new(in, "seed", json_integer((json_int_t)so.seed));
+            json_object_set_new(in, "seed", dm_json_u64(so.seed));
         } else {
             json_object_set_new(in, "kind", json_string("corpus"));
             json_object_set_new(in, "path", dm_json_text(corpus));

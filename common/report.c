@@ -2,6 +2,7 @@
 #include "common/report.h"
 
 #include <archive.h>
+#include <inttypes.h>
 #include <png.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,14 @@ extern char **environ; /* POSIX: the process environment */
 #ifndef DM_GIT_HASH
 #define DM_GIT_HASH "unknown"
 #endif
+
+json_t *dm_json_u64(uint64_t v)
+{
+    if (v <= (uint64_t)INT64_MAX) return json_integer((json_int_t)v);
+    char b[24];
+    snprintf(b, sizeof b, "%" PRIu64, v);
+    return json_string(b);
+}
 
 json_t *dm_json_text(const char *s)
 {

@@ -23,6 +23,10 @@ typedef struct dm_report {
  * \xNN (a file name of Latin-1 bytes, a message cut in a sequence). NULL only when out of memory.
  * Use it for every string that comes from the user or the file system. */
 json_t *dm_json_text(const char *s);
+/* A JSON value of v that keeps it exactly: an integer up to 2^63 - 1 (jansson's integers are
+ * signed: a seed of 2^64 - 1 was written as -1), above that a string of its decimal digits. NULL
+ * only when out of memory. */
+json_t *dm_json_u64(uint64_t v);
 
 /* Starts a report for `command` with the command line. Not collective. */
 int dm_report_init(dm_report *r, const char *command, int argc, char **argv);

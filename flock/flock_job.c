@@ -17,6 +17,7 @@
 #include "common/alloc.h"
 #include "common/fileio.h"
 #include "common/log.h"
+#include "common/report.h"
 #include "common/status.h"
 #include "common/timer.h"
 #include "common/tune/tune.h"
@@ -214,7 +215,7 @@ static void fill_results(json_t *r, const dm_flock_job_result *res, const dm_flo
     json_object_set_new(m, "v_max", json_real(fo->v_max));
     json_object_set_new(m, "shrink", json_real(fo->shrink));
     json_object_set_new(m, "min_dist", json_real(fo->min_dist));
-    json_object_set_new(m, "seed", json_integer((json_int_t)fo->seed));
+    json_object_set_new(m, "seed", dm_json_u64(fo->seed));
     json_object_set_new(m, "min_cluster", json_integer(co->min_size));
     json_object_set_new(m, "small", json_string(dm_flock_small_name(co->attach)));
     json_object_set_new(m, "merge", json_real(co->merge));

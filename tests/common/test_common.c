@@ -426,6 +426,27 @@ static void test_json_text(void)
     CU_ASSERT_PTR_NULL(dm_json_text(NULL));
 }
 
+/* Unsigned 64-bit values (seeds) exactly: integers up to 2^63 - 1, above as their digits (a seed
+ * of 2^64 - 1 was written as -1) */
+static void test_json_u64(void)
+{
+    static const uint64_t ints[] = {0, 42, (uint64_t)INT64_MAX};
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+        json_t *v = dm_json_u64(ints[i]);
+        CU_ASSERT_FATAL(json_is_integer(v));
+        CU_ASSERT_EQUAL((uint64_t)json_integer_value(v), ints[i]);
+        json_decref(v);
+    }
+    json_t *v = dm_json_u64((uint64_t)INT64_MAX + 1);
+    CU_ASSERT_FATAL(json_is_string(v));
+    CU_ASSERT_STRING_EQUAL(json_string_value(v), "9223372036854775808");
+    json_decref(v);
+    v = dm_json_u64(UINT64_MAX);
+    CU_ASSERT_FATAL(json_is_string(v));
+    CU_ASSERT_STRING_EQUAL(json_string_value(v), "18446744073709551615");
+    json_decref(v);
+}
+
 static void test_progress_format(void)
 {
     char line[256];
@@ -716,6 +737,7 @@ int main(void)
         {"allocation failure injection (tests)", test_alloc_fail_at},
         {"atomic files and mkdirs", test_atomic_files},
         {"report strings: stray bytes escaped, not lost", test_json_text},
+        {"report numbers: unsigned 64-bit values exactly", test_json_u64},
         {"progress line", test_progress_format},
         {"progress lines in a log file", test_progress_log_file},
         {"progress: no repeated end line in a log file", test_progress_log_no_repeat},
