@@ -6,7 +6,9 @@
 # A download goes to FILE.part and takes its name only once complete and verified; an archive is
 # extracted into a scratch folder that takes its place only once complete (and, for Reuters,
 # verified): a failed or interrupted fetch leaves no file under a corpus's final name, and
-# running it again starts those steps over. Exit 1 when a download or a check fails, 2 on usage.
+# running it again starts those steps over. The Reuters archive is deleted once its files are in
+# place (`--format reuters` reads archives as well: it would read every article twice). Exit 1
+# when a download or a check fails, 2 on usage.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 usage="usage: datasets/fetch.sh reuters21578|20newsgroups|bbc [DEST]"
@@ -54,16 +56,20 @@ case "$name" in
 reuters21578)
     # UCI KDD archive, "Reuters-21578 Text Categorization Collection", 8.2 MB. The archive itself is
     # not pinned (mirrors repack it); each extracted SGML file is (datasets/reuters21578.sha256).
+    # The archive does not stay in the corpus folder: `--format reuters` reads archives too, and
+    # would read every article twice (the .sgm files and the archive's copies).
     if ! sha256sum -c --quiet "$here/reuters21578.sha256" >/dev/null 2>&1; then
         download "https://kdd.ics.uci.edu/databases/reuters21578/reuters21578.tar.gz" reuters21578.tar.gz
         scratch
-        tar -xzf reuters21578.tar.gz -C .extract ||
-            { echo "fetch: reuters21578.tar.gz: cannot be extracted" >&2; exit 1; }
+        tar -xzf reuters21578.tar.gz -C .extract || {
+            rm -f reuters21578.tar.gz
+            echo "fetch: reuters21578.tar.gz: cannot be extracted; nothing was kept" >&2; exit 1; }
         (cd .extract && sha256sum -c --quiet "$here/reuters21578.sha256") || {
             rm -f reuters21578.tar.gz
             echo "fetch: reuters21578: extracted files do not match (datasets/reuters21578.sha256); nothing was kept" >&2; exit 1; }
         for f in .extract/* .extract/.[!.]*; do [ ! -e "$f" ] || { rm -rf "${f#.extract/}"; mv "$f" .; }; done
     fi
+    rm -f reuters21578.tar.gz # also the one an older fetch.sh left beside the verified files
     echo "$PWD   (docmine ... --corpus $PWD --format reuters)"
     ;;
 20newsgroups)
@@ -77,7 +83,7 @@ reuters21578)
         # the test half first: the train half is the one the check above and docmine look for
         mv .extract/20news-bydate-test . && mv .extract/20news-bydate-train .
     fi
-    echo "$PWD   (docmine ... --corpus $PWD/20news-bydate-train --labels dir)"
+    echo "$PWD/20news-bydate-train   (docmine ... --corpus $PWD/20news-bydate-train --labels dir; the test half: $PWD/20news-bydate-test)"
     ;;
 bbc)
     # BBC News (Greene and Cunningham, ICML 2006), 2,225 articles in 5 topics, 2.9 MB.

@@ -29,7 +29,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 variants=(); gpus=4; method=flock; dpg=1000000; rounds=2; timers=""; out=out/ab; docmine=build/apps/docmine
-pass=(); touch=""; extra=()
+pass=(); touch=""; extra=(); bad_cpr=0; bad_order=0
 while [ $# -gt 0 ]; do
     case $1 in --variant|--gpus|--method|--docs-per-gpu|--rounds|--timers|--out|--docmine|--touch-memory|--cores-per-rank|--bind-order)
         [ $# -ge 2 ] || { echo "ab.sh: $1 needs a value (see --help)" >&2; exit 2; } ;;
@@ -44,7 +44,8 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --docmine) docmine=$2; shift 2 ;;
     --touch-memory) touch=$2; shift 2 ;;
-    --cores-per-rank|--bind-order) pass+=("$1" "$2"); shift 2 ;;
+    --cores-per-rank) [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -gt 0 ] || bad_cpr=1; pass+=("$1" "$2"); shift 2 ;;
+    --bind-order) case $2 in physical|linear) ;; *) bad_order=1 ;; esac; pass+=("$1" "$2"); shift 2 ;;
     --no-bind) pass+=("$1"); shift ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -55,6 +56,11 @@ bad() { echo "ab.sh: $*" >&2; exit 2; }
 [ ${#variants[@]} -ge 2 ] || bad "give at least two --variant"
 [[ $gpus =~ ^[0-9]+$ ]] && [ "$gpus" -gt 0 ] || bad "--gpus must be a positive integer"
 [[ $rounds =~ ^[0-9]+$ ]] && [ "$rounds" -gt 0 ] || bad "--rounds must be a positive integer"
+# what jobs/weak-scaling.sh would refuse in every run (exit 2 there: each run would fail)
+[[ $dpg =~ ^[0-9]+$ ]] && [ "$dpg" -gt 0 ] || bad "--docs-per-gpu must be a positive integer"
+[ -z "$touch" ] || [[ $touch =~ ^[0-9]+$ ]] || bad "--touch-memory must be a whole number of GiB"
+[ $bad_cpr -eq 0 ] || bad "--cores-per-rank must be a positive integer"
+[ $bad_order -eq 0 ] || bad "--bind-order must be physical or linear"
 case $method in flock|streamclust) ;; *) bad "--method must be flock or streamclust" ;; esac
 [ -n "$out" ] || bad "--out must not be empty"
 for v in "${variants[@]}"; do

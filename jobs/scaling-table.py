@@ -18,7 +18,9 @@ When DIR/.shared/ holds the concurrent 1-rank runs of `weak-scaling.sh --shared-
 1-GPU point on every GPU of the host at once, run i on rank i's share of the largest point's
 documents), it also prints and writes DIR/shared-host.csv:
 per method the 1-GPU time alone, the slowest concurrent run (1 GPU on a fully loaded host), the
-largest point, and the efficiency against each baseline, stage by stage.
+largest point, and the efficiency against each baseline, stage by stage. Only runs of shares of
+the largest point that has a time count (--synth-share i/G with G its GPUs): runs of another G,
+e.g. an older series' when that point failed, are not its baseline.
 
 The plot uses matplotlib when it is installed, else a built-in PNG writer (zlib + a 5x7 bitmap
 font, standard library only), so it works on machines without matplotlib. Exit 1 when DIR holds
@@ -40,7 +42,7 @@ COLUMNS = ["method", "gpus", "documents", "documents_per_gpu", "total_s", "prepr
            "cluster_s", "documents_per_s", "efficiency", "nmi", "backend", "gpu", "report", "status"]
 NUMBERS = ["documents", "documents_per_gpu", "total_s", "preprocess_s", "tfidf_s", "cluster_s",
            "documents_per_s", "efficiency", "nmi"]
-POINT = re.compile(r"^(flock|streamclust)-([0-9]+)$")
+POINT = re.compile(r"^(flock|streamclust)-([1-9][0-9]*)$")
 NAN = float("nan")
 
 
@@ -80,6 +82,10 @@ def read(path, name):
         return failed(m.group(1), int(m.group(2)), path, "not a pipeline report") if m else None
     res = rep.get("results", {})
     ranks = int(rep.get("ranks", 0))
+    if ranks < 1:  # no point on the GPUs axis
+        print(f"scaling-table: {path}: no ranks in report.json", file=sys.stderr)
+        return failed(m.group(1), int(m.group(2)), path, "no ranks in report.json") if m else None
+    share = str(res.get("input", {}).get("share", ""))  # "i/G" of a --synth-share run
     docs = int(res.get("documents", 0))
     devs = rep.get("devices", [])
     row = {
@@ -98,6 +104,7 @@ def read(path, name):
         "gpu": devs[0].get("gpu", "?") if devs else "?",
         "report": path,
         "status": "ok" if ok(timer_max(rep, "pipeline.total")) else "no pipeline.total timer",
+        "share_of": int(share.split("/")[1]) if re.fullmatch(r"[0-9]+/[0-9]+", share) else 0,
     }
     if m and (row["method"], row["gpus"]) != (m.group(1), int(m.group(2))):
         row["status"] = f"report of {row['method']}-{row['gpus']}, not of {name}"
@@ -169,12 +176,15 @@ def shared_host(rows, directory):
     conc = [r for r in load(os.path.join(directory, ".shared")) if r["status"] == "ok"]
     out = []
     for (m, dpg), pts in series(rows).items():
-        runs = [r for r in conc if r["method"] == m and r["documents_per_gpu"] == dpg]
         pts = [r for r in pts if r["status"] == "ok"]
         one = next((r for r in pts if r["gpus"] == 1), None)
-        if not runs or one is None or pts[-1]["gpus"] < 2:
+        if one is None or pts[-1]["gpus"] < 2:
             continue
         big = pts[-1]
+        # the runs of the largest point's shares only (not those of another number of GPUs)
+        runs = [r for r in conc if r["method"] == m and r["documents_per_gpu"] == dpg and r["share_of"] == big["gpus"]]
+        if not runs:
+            continue
         for stage in ("total_s", "preprocess_s", "tfidf_s", "cluster_s"):
             sh = max(r[stage] for r in runs)
             out.append({"method": m, "stage": stage[:-2], "gpus": big["gpus"], "alone_s": one[stage],

@@ -121,6 +121,15 @@ for i in "${!mlist[@]}"; do
         [ "${mlist[$j]}" != "${mlist[$i]}" ] || { echo "weak-scaling.sh: --methods names ${mlist[$i]} twice" >&2; exit 2; }
     done
 done
+# a word, and a command, as the shell reads them back (paths with spaces, the binder's script)
+word() { case $1 in "" | *[!A-Za-z0-9_./:=,+%@-]*) printf "'%s'" "${1//\'/\'\\\'\'}" ;; *) printf '%s' "$1" ;; esac; }
+show() { local a line="+"; for a in "$@"; do [ "$a" = "&" ] && line+=" &" || line+=" $(word "$a")"; done; echo "$line"; }
+if [ "$launcher" = slurm ]; then
+    # the jobs get the options in ARGS, split at white space (jobs/weak-scaling.sbatch)
+    for w in "${extra[@]}"; do
+        case $w in *[[:space:]]*) echo "weak-scaling.sh: '$w': under SLURM an option cannot hold white space (the jobs' ARGS is split at it)" >&2; exit 2 ;; esac
+    done
+fi
 mkdir -p "$out"
 [ -z "${GLIBC_TUNABLES:-}" ] || echo "GLIBC_TUNABLES=$GLIBC_TUNABLES"
 status=0; points=()
@@ -166,7 +175,11 @@ if [ "$launcher" = mpiexec ] && [ "$touch" -gt 0 ]; then
         echo "  ($(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s)"
     fi
 fi
+# an older series' concurrent 1-GPU runs (--shared-baseline) and their table must not stand in
+# for this series' (scaling-table.py reads every DIR/.shared/<method>-r*)
+[ $dry -eq 1 ] || rm -f "$out/shared-host.csv"
 for m in "${mlist[@]}"; do
+    [ $dry -eq 1 ] || rm -rf "${out:?}/.shared/$m"-r*
     # the method's own options (word-split on purpose), then those after --
     if [ "$m" = flock ]; then read -r -a margs <<< "$fargs"; else read -r -a margs <<< "$sargs"; fi
     for g in "${glist[@]}"; do
@@ -189,24 +202,30 @@ for m in "${mlist[@]}"; do
                     echo "weak-scaling.sh: $g ranks x $cpr cores exceed the $ncores cores: not bound" >&2
                 fi
             fi
+            failed=" " # the runs that exited with an error (a report of one is no success)
             for ((r = 1; r <= repeats; r++)); do
                 dir=$out/$m-$g; [ "$repeats" -eq 1 ] || dir=$out/.$m-$g.run$r
                 cmd=(env OMP_NUM_THREADS="$omp" mpiexec -n "$g" "${binder[@]}" "$docmine" pipeline --synthetic default --docs-per-rank "$dpg" --method "$m"
                      -o "$dir" "${margs[@]}" "${extra[@]}")
-                echo "+ ${cmd[*]}"
+                show "${cmd[@]}"
                 [ $dry -eq 0 ] || continue
                 start=$(date +%s.%N)
                 if ! "${cmd[@]}" 2>&1 | tee "$dir.log"; then  # the log holds the run's errors too
                     echo "weak-scaling.sh: $m-$g failed (log: $dir.log)" >&2
+                    failed+="$r "
                 fi
                 echo "  ($(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s including start-up)"
             done
+            best=1
             if [ "$repeats" -gt 1 ] && [ $dry -eq 0 ]; then
-                # keep the run with the smallest pipeline time (the slowest rank's), drop the others
-                best=$(python3 - "$out" "$m-$g" "$repeats" <<'PY'
+                # keep the successful run with the smallest pipeline time (the slowest rank's), drop
+                # the others
+                best=$(python3 - "$out" "$m-$g" "$repeats" "$failed" <<'PY'
 import json, sys
-out, point, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+out, point, n, failed = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split()
 def total(r):
+    if str(r) in failed:
+        return float("inf")
     try:
         with open(f"{out}/.{point}.run{r}/report.json") as f:
             return float(json.load(f)["timers_s"]["pipeline.total"]["max"])
@@ -214,12 +233,12 @@ def total(r):
         return float("inf")
 times = [total(r) for r in range(1, n + 1)]
 best = min(range(1, n + 1), key=lambda r: times[r - 1])
-print(best if times[best - 1] != float("inf") else 0)  # 0: no run wrote a report
+print(best if times[best - 1] != float("inf") else 0)  # 0: no run succeeded with a report
 print(" ".join(f"{t:.3f}" for t in times), file=sys.stderr)
 PY
 )
                 if [ "$best" -eq 0 ]; then
-                    echo "  no run of $m-$g wrote a report (log of the last: $out/$m-$g.log)"
+                    echo "  no run of $m-$g succeeded with a report (log of the last: $out/$m-$g.log)"
                     best=$repeats
                 else
                     echo "  kept run $best of $repeats for $m-$g"
@@ -229,6 +248,11 @@ PY
                 mv "$out/.$m-$g.run$best.log" "$out/$m-$g.log"
                 rm -rf "$out"/."$m-$g".run*
             fi
+            # a point whose kept run exited with an error fails the series even where it left a report
+            if [ $dry -eq 0 ] && [[ $failed == *" $best "* ]]; then
+                echo "weak-scaling.sh: $m-$g: its run exited with an error (log: $out/$m-$g.log)" >&2
+                status=1
+            fi
         else
             nodes=$(( (g + gpn - 1) / gpn )); per=$(( g < gpn ? g : gpn ))
             # the parameters travel in the environment (--export=ALL): sbatch --export=ALL,NAME=VALUE
@@ -236,7 +260,7 @@ PY
             cmd=(env DOCMINE="$docmine" METHOD="$m" DOCS_PER_GPU="$dpg" OUT="$out" ARGS="${margs[*]} ${extra[*]}"
                  sbatch --parsable --nodes="$nodes" --ntasks-per-node="$per" --gpus-per-task=1 --export=ALL
                  "$here/weak-scaling.sbatch")
-            echo "+ ${cmd[*]}"
+            show "${cmd[@]}"
             if [ $dry -eq 0 ]; then
                 job=$("${cmd[@]}") || { echo "weak-scaling.sh: sbatch failed for $m-$g" >&2; status=1; continue; }
                 echo "  job $job"
@@ -251,19 +275,19 @@ PY
         # communicate
         G=1; for g in "${glist[@]}"; do [ "$g" -gt "$G" ] && G=$g; done
         sdir=$out/.shared; pids=()
-        [ $dry -eq 1 ] || { rm -rf "${sdir:?}/$m"-r*; mkdir -p "$sdir"; }
+        [ $dry -eq 1 ] || mkdir -p "$sdir"
         for ((i = 0; i < G; i++)); do
             tset=()
             if [ $bind -eq 1 ] && [ $((G * cpr)) -le "$ncores" ]; then tset=(taskset -c "$(block "$i")"); fi
             cmd=(env CUDA_VISIBLE_DEVICES="$i" OMP_NUM_THREADS="$cpr" "${tset[@]}" mpiexec -n 1 "$docmine" pipeline --synthetic default
                  --docs-per-rank "$dpg" --synth-share "$i/$G" --method "$m" -o "$sdir/$m-r$i" "${margs[@]}" "${extra[@]}")
-            echo "+ ${cmd[*]} &"
+            show "${cmd[@]}" "&"
             [ $dry -eq 0 ] || continue
             "${cmd[@]}" > "$sdir/$m-r$i.log" 2>&1 &
             pids+=($!)
         done
         for p in "${pids[@]}"; do
-            wait "$p" || echo "weak-scaling.sh: a concurrent 1-GPU run of $m failed (logs in $sdir)" >&2
+            wait "$p" || { echo "weak-scaling.sh: a concurrent 1-GPU run of $m failed (logs in $sdir)" >&2; status=1; }
         done
     fi
 done
@@ -272,6 +296,6 @@ if [ "$launcher" = mpiexec ] && [ $dry -eq 0 ]; then
     # exit 1 when a point has no report (the table marks it)
     "$here/scaling-table.py" "$out" --points "$plist" || status=1
 else
-    echo "when the jobs have finished: $here/scaling-table.py '$out' --points $plist"
+    echo "when the jobs have finished: $(word "$here/scaling-table.py") $(word "$out") --points $(word "$plist")"
 fi
 exit $status

@@ -8,9 +8,11 @@
 # tune` and, with JOB_ARGS, a job's pipeline on one rank (srun stood in for); bad options exit 2.
 # Then: a series into a directory holding an older one with a point that fails (the table holds
 # the new points only, the failed one marked; exit 1); scaling-table.py on mixed series, broken
-# reports and a failed baseline; the SLURM launcher end to end under stand-ins for sbatch and
-# srun; bench/flock/weak_scaling.sh, datasets/fetch.sh, scripts/demo.sh, coverage.sh and
-# gpu-check.sh under stand-ins (no network, no GPU).
+# reports and a failed baseline; the shared-host table of this series' concurrent runs only;
+# printed commands that run as printed; ab.sh's bad options; the SLURM launcher end to end under
+# stand-ins for sbatch and srun; bench/flock/weak_scaling.sh, datasets/fetch.sh (Reuters: the
+# folder holds each article once), scripts/demo.sh, coverage.sh and gpu-check.sh under stand-ins
+# (no network, no GPU).
 # usage: test_jobs.sh <docmine>
 set -uo pipefail
 dm=$1
@@ -128,6 +130,21 @@ rc=$?; [ $rc -eq 1 ] || fail "--repeats 2 with a failing point: exit $rc: $(tail
 [ -s "$t/rep/streamclust-1/report.json" ] && grep -q "stand-in failure" "$t/rep/streamclust-2.log" &&
     [ -z "$(find "$t/rep" -name '.*')" ] || fail "--repeats 2 with a failing point: $(ls -A "$t/rep")"
 
+# a run that exits with an error fails the series even where it wrote its report (here the extra
+# copy of the report, --report, cannot be written), with --repeats too; so does a concurrent run
+# of --shared-baseline that fails
+for rp in 1 2; do
+    "$src/jobs/weak-scaling.sh" --launcher mpiexec --gpus 1 --repeats $rp --methods streamclust --docs-per-gpu 100 --out "$t/rx" \
+        --docmine "$dm" -- "${sargs[@]}" --report "$t/no-such-dir/r.json" > "$t/rxlog" 2>&1
+    rc=$?; [ $rc -eq 1 ] || fail "--repeats $rp, a run that exits with an error after its report: exit $rc, expected 1"
+done
+printf '#!/bin/sh\ncase " $* " in *" 1/2 "*) echo "stand-in failure" >&2; exit 3 ;; esac\nexec "%s" "$@"\n' "$dm" > "$t/flaky2"
+chmod +x "$t/flaky2"
+"$src/jobs/weak-scaling.sh" --launcher mpiexec --gpus 1,2 --methods streamclust --docs-per-gpu 100 --out "$t/sx" --shared-baseline \
+    --docmine "$t/flaky2" -- "${sargs[@]}" > "$t/sxlog" 2>&1
+rc=$?; [ $rc -eq 1 ] && grep -q "concurrent 1-GPU run of streamclust failed" "$t/sxlog" ||
+    fail "a failed concurrent run of --shared-baseline: exit $rc, expected 1: $(tail -3 "$t/sxlog")"
+
 # --- scaling-table.py on its own ---------------------------------------------------------------
 # a series of another number of documents per GPU (a 1-GPU point at 100 per GPU, in 'a-1') is
 # not the baseline of the 150-per-GPU series; a truncated report is a FAILED row (exit 1); a
@@ -156,6 +173,57 @@ awk -F, 'NR == 2 && !($2 == 1 && $15 == "no report.json") { exit 1 } NR == 3 && 
          END { exit NR == 3 ? 0 : 1 }' "$t/nb.csv" 2>/dev/null || fail "failed baseline: $(cat "$t/nb.csv" 2>&1)"
 python3 "$src/jobs/scaling-table.py" "$t/weak" --points flock-x > /dev/null 2>&1; [ $? -eq 2 ] || fail "--points flock-x accepted"
 
+# --- the shared-host table holds this series' concurrent runs only ------------------------------
+# a series run without --shared-baseline into a directory that holds an older series' concurrent
+# runs (of the same documents per GPU) writes no shared-host table from them
+cp -r "$t/weak" "$t/wsh"
+"$src/jobs/weak-scaling.sh" --launcher mpiexec --gpus 1,2 --methods streamclust --docs-per-gpu 150 --out "$t/wsh" \
+    --docmine "$dm" -- "${sargs[@]}" > "$t/wshlog" 2>&1 || fail "series over an older shared baseline: $(tail -3 "$t/wshlog")"
+[ ! -e "$t/wsh/shared-host.csv" ] && ! grep -q "^shared host" "$t/wshlog" ||
+    fail "a series without --shared-baseline tabulated an older series' concurrent runs: $(cat "$t/wsh/shared-host.csv" 2>&1)"
+[ -z "$(ls "$t/wsh/.shared" 2>/dev/null)" ] || fail "an older series' concurrent runs were left: $(ls "$t/wsh/.shared")"
+# concurrent runs of the shares of 4 GPUs are no baseline for a 2-GPU largest point
+mkdir -p "$t/shm/.shared"; cp -r "$t/weak/streamclust-1" "$t/weak/streamclust-2" "$t/shm/"
+for i in 0 1 2 3; do
+    mkdir -p "$t/shm/.shared/streamclust-r$i"
+    python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r["results"]["input"]["share"] = sys.argv[3]
+json.dump(r, open(sys.argv[2], "w"))' "$t/weak/.shared/streamclust-r$((i % 2))/report.json" \
+        "$t/shm/.shared/streamclust-r$i/report.json" "$i/4"
+done
+python3 "$src/jobs/scaling-table.py" "$t/shm" > "$t/shmlog" 2>&1 || fail "table beside runs of 4 shares: $(tail -3 "$t/shmlog")"
+[ ! -e "$t/shm/shared-host.csv" ] || fail "runs of the shares of 4 GPUs taken as the 2-GPU point's baseline: $(cat "$t/shm/shared-host.csv")"
+# --points: a point of 0 GPUs is a bad argument; a report without its ranks is a FAILED row and
+# the plot is still drawn
+python3 "$src/jobs/scaling-table.py" "$t/weak" --points streamclust-1,streamclust-0 --csv "$t/z.csv" --png "$t/z.png" > "$t/zlog" 2>&1
+rc=$?; [ $rc -eq 2 ] || fail "scaling-table.py --points streamclust-0: exit $rc, expected 2: $(tail -2 "$t/zlog")"
+mkdir -p "$t/nr"; cp -r "$t/weak/streamclust-1" "$t/weak/streamclust-2" "$t/nr/"
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); del r["ranks"]; json.dump(r, open(sys.argv[1], "w"))' \
+    "$t/nr/streamclust-2/report.json"
+python3 "$src/jobs/scaling-table.py" "$t/nr" --points streamclust-1,streamclust-2 --builtin-plot > "$t/nrlog" 2>&1
+rc=$?; [ $rc -eq 1 ] && is_png "$t/nr/weak-scaling.png" && grep -q '^streamclust,2,.*,no ranks in report.json$' "$t/nr/weak-scaling.csv" ||
+    fail "report without ranks: exit $rc: $(tail -2 "$t/nrlog"; cat "$t/nr/weak-scaling.csv" 2>&1)"
+# ab.sh refuses what weak-scaling.sh would refuse in every run, before running any
+for o in "--docs-per-gpu x" "--touch-memory 2G" "--cores-per-rank 0" "--bind-order bogus"; do
+    # shellcheck disable=SC2086 # o is a list of options
+    timeout 60 "$src/jobs/ab.sh" --variant "" --variant "A=1" --gpus 1 --rounds 1 --out "$t/abbad" --docmine "$dm" \
+        --method streamclust --docs-per-gpu 100 $o -- "${sargs[@]}" > "$t/badlog" 2>&1
+    rc=$?; [ $rc -eq 2 ] && [ ! -e "$t/abbad" ] || fail "ab.sh $o: exit $rc, expected 2 before any run: $(tail -2 "$t/badlog")"
+done
+
+# --- printed commands run as printed: the dry run's point under mpiexec (its binder script, its
+# CPU blocks "0;1", an output path with a space and a quote) and, from a checkout whose path has a
+# space, the table command the SLURM launcher prints --------------------------------------------
+pq="$t/it's a dir"
+line=$("$src/jobs/weak-scaling.sh" --launcher mpiexec --dry-run --gpus 2 --methods streamclust --docs-per-gpu 100 --out "$pq" \
+       --docmine "$dm" --cores-per-rank 1 -- "${sargs[@]}" | grep '^+ env')
+(cd "$t" && eval "${line#+ }") > "$t/evlog" 2>&1
+[ -s "$pq/streamclust-2/report.json" ] || fail "the dry run's command does not run as printed: $line: $(tail -3 "$t/evlog")"
+mkdir -p "$t/re po"; cp -r "$src/jobs" "$t/re po/"
+hint=$("$t/re po/jobs/weak-scaling.sh" --launcher slurm --dry-run --gpus 1,2 --methods streamclust --out "$t/weak" |
+       sed -n 's/^when the jobs have finished: //p')
+eval "python3 $hint --csv '$t/h.csv' --png '$t/h.png'" > "$t/hlog" 2>&1 && [ "$(wc -l < "$t/h.csv")" -eq 3 ] ||
+    fail "the table command printed from a path with a space: '$hint': $(tail -2 "$t/hlog")"
+
 # --- bad driver options exit 2 before anything runs ---------------------------------------------
 for o in "--gpus 1,1" "--gpus 0" "--gpus 1,x" "--gpus ," "--methods flock,flock" "--methods flock,bogus" "--repeats 0" \
          "--docs-per-gpu 0" "--out" "--gpus" "--docmine $t/no-such-docmine"; do
@@ -165,6 +233,9 @@ for o in "--gpus 1,1" "--gpus 0" "--gpus 1,x" "--gpus ," "--methods flock,flock"
     rc=$?; [ $rc -eq 2 ] || fail "weak-scaling.sh $o: exit $rc, expected 2: $(tail -2 "$t/badlog")"
     [ -z "$(ls -A "$t/bad" 2>/dev/null)" ] || fail "weak-scaling.sh $o: a point ran"
 done
+# under SLURM an option reaches the jobs through ARGS, which is split at white space: refused
+"$src/jobs/weak-scaling.sh" --launcher slurm --dry-run --gpus 1 --out "$t/w" -- --stopwords "$t/a b" > "$t/badlog" 2>&1
+rc=$?; [ $rc -eq 2 ] || fail "SLURM launcher: an option with a space would be split in the jobs, yet exit $rc: $(tail -2 "$t/badlog")"
 "$src/jobs/weak-scaling.sh" --launcher mpiexec --gpus > "$t/badlog" 2>&1
 grep -q "^weak-scaling.sh: --gpus needs a value" "$t/badlog" || fail "--gpus without a value: $(cat "$t/badlog")"
 "$src/jobs/ab.sh" --variant "" --variant > "$t/badlog" 2>&1
@@ -189,13 +260,22 @@ id=$RANDOM
 SLURM_NTASKS=$((n * per)) SLURM_NTASKS_PER_NODE=$per SLURM_JOB_ID=$id bash "$script" > "$(dirname "$SLURM_STUB_LOG")/job-$id.out" 2>&1
 echo "$id"
 SBATCH
-printf '#!/bin/sh\nexec mpiexec -n "$SLURM_NTASKS" "$@"\n' > "$t/slurm/srun"; chmod +x "$t/slurm/sbatch" "$t/slurm/srun"
+# srun: its own options logged and dropped (a job whose rank fails must not keep its GPUs until
+# the time limit: --kill-on-bad-exit=1 ends the other ranks)
+cat > "$t/slurm/srun" <<'SRUN'
+#!/usr/bin/env bash
+while [ "${1#--}" != "$1" ]; do echo "srun $1" >> "$SLURM_STUB_LOG"; shift; done
+exec mpiexec -n "$SLURM_NTASKS" "$@"
+SRUN
+chmod +x "$t/slurm/sbatch" "$t/slurm/srun"
 mkdir -p "$t/sl"; cp -r "$t/weak/streamclust-2" "$t/sl/streamclust-4"   # an older series' point
 PATH="$t/slurm:$PATH" SLURM_STUB_LOG="$t/sbatch.log" "$src/jobs/weak-scaling.sh" --launcher slurm --gpus 1,2 --gpus-per-node 2 \
     --methods streamclust --docs-per-gpu 120 --out "$t/sl" --docmine "$dm" --streamclust-args "--k 3,6" -- \
     --backend cpu --quiet --synth-words 50,100 --synth-topics 3 --dim 32 > "$t/sllog" 2>&1 || fail "SLURM launcher: $(tail -3 "$t/sllog")"
 [ "$(grep -c -- '--k 3,6 --backend cpu --quiet --synth-words 50,100 --synth-topics 3 --dim 32$' "$t/sbatch.log")" = 2 ] ||
     fail "SLURM launcher: the jobs' ARGS: $(cat "$t/sbatch.log")"
+[ "$(grep -c -- '^srun --kill-on-bad-exit=1$' "$t/sbatch.log")" = 2 ] ||
+    fail "SLURM launcher: the jobs' srun without --kill-on-bad-exit=1: $(cat "$t/sbatch.log")"
 for g in 1 2; do [ -s "$t/sl/streamclust-$g/report.json" ] || fail "SLURM launcher: no report of point $g: $(cat "$t"/job-*.out)"; done
 hint=$(sed -n 's/^when the jobs have finished: //p' "$t/sllog")
 [ -n "$hint" ] && eval "python3 $hint --csv '$t/sl.csv' --png '$t/sl.png'" > /dev/null 2>&1 || fail "SLURM launcher: the table command: '$hint'"
@@ -248,6 +328,25 @@ fetch nosuch "$t/net/d s" > /dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] && [ ! -e "$t/net/d s/nosuch" ] || fail "fetch.sh nosuch: exit $rc, or it made its folder"
 fetch > /dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "fetch.sh without a corpus name: exit $rc, not 2 (usage)"
+# 20 Newsgroups and BBC, their archives made here (a stand-in sha256sum passes them): the line
+# printed starts with the path to give to --corpus, that folder holds the documents, and a
+# second run finds the corpus in place (no download)
+mkdir -p "$t/net/sum" "$t/net/mk/20news-bydate-train/alt.atheism" "$t/net/mk/20news-bydate-test/alt.atheism" "$t/net/mk/bbc/tech"
+printf '#!/bin/sh\n[ "$1" = -c ] && { cat > /dev/null; exit 0; }\nexec "%s" "$@"\n' "$(command -v sha256sum)" > "$t/net/sum/sha256sum"
+chmod +x "$t/net/sum/sha256sum"
+echo "god exists" > "$t/net/mk/20news-bydate-train/alt.atheism/1"; echo "or not" > "$t/net/mk/20news-bydate-test/alt.atheism/2"
+echo "chips" > "$t/net/mk/bbc/tech/001.txt"
+tar -czf "$t/net/srv/20news-bydate.tar.gz" -C "$t/net/mk" 20news-bydate-train 20news-bydate-test
+(cd "$t/net/mk" && python3 -c 'import sys, zipfile
+with zipfile.ZipFile(sys.argv[1], "w") as z: z.write("bbc/tech/001.txt")' "$t/net/srv/bbc-fulltext.zip")
+for c in 20newsgroups:alt.atheism/1 bbc:tech/001.txt; do
+    for run in 1 2; do   # the second without network: nothing is downloaded again
+        FETCH_FAIL=$([ $run -eq 2 ] && echo 1) FETCH_SRV=$t/net/srv PATH="$t/net/sum:$PATH" fetch "${c%%:*}" "$t/net/ok" > "$t/flog" 2>&1
+        rc=$?; p=$(sed -n 's/   (docmine .*//p' "$t/flog")
+        [ $rc -eq 0 ] && [ -f "$p/${c#*:}" ] ||
+            fail "fetch.sh ${c%%:*} (run $run): exit $rc; the corpus path printed, '$p', does not hold ${c#*:}: $(cat "$t/flog")"
+    done
+done
 reuters=${DOCMINE_DATASETS:-$src/../shared/datasets}/reuters21578
 if [ -f "$reuters/reut2-000.sgm.gz" ] || [ -f "$reuters/reut2-000.sgm" ]; then
     for f in "$reuters"/reut2-*.sgm*; do
@@ -263,6 +362,14 @@ if [ -f "$reuters/reut2-000.sgm.gz" ] || [ -f "$reuters/reut2-000.sgm" ]; then
     FETCH_SRV=$t/net/srv fetch reuters21578 "$t/net/d s" > "$t/flog" 2>&1 || fail "fetch.sh Reuters after a failed fetch: $(tail -2 "$t/flog")"
     grep -q "^$t/net/d s/reuters21578   (docmine ... --corpus" "$t/flog" || fail "fetch.sh Reuters: $(cat "$t/flog")"
     FETCH_FAIL=1 fetch reuters21578 "$t/net/d s" > "$t/flog" 2>&1 || fail "fetch.sh Reuters in place: it downloaded again"
+    # the corpus folder holds the articles once: `--format reuters` reads archives too, so the
+    # archive must not stay beside the .sgm files (nor one an older fetch left there)
+    nd() { "$dm" --backend cpu preprocess --corpus "$t/net/d s/reuters21578" --format reuters -o "$t/net/tok" 2>&1 |
+           sed -n 's/^docmine preprocess: \([0-9]*\) documents.*/\1/p'; }
+    [ "$(nd)" = 21578 ] || fail "fetch.sh Reuters: the corpus folder does not hold 21578 articles: $(nd); $(ls "$t/net/d s/reuters21578")"
+    cp "$t/net/srv/reuters21578.tar.gz" "$t/net/d s/reuters21578/"
+    FETCH_FAIL=1 fetch reuters21578 "$t/net/d s" > "$t/flog" 2>&1 && [ ! -e "$t/net/d s/reuters21578/reuters21578.tar.gz" ] ||
+        fail "fetch.sh Reuters in place: an older fetch's archive stayed in the corpus folder"
 else
     echo "(no Reuters copy under $reuters: fetch.sh's Reuters cases skipped)"
 fi
