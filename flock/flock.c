@@ -597,10 +597,18 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
 #pragma omp parallel for schedule(static)
         for (long r = 0; r < nl; r++) initial_state(s, v->row_base + (uint64_t)r, W, H, &x[r], &y[r], &vx[r], &vy[r]);
     }
-    for (size_t r = 0; r < n && rc == DM_OK; r++)
-        if (!(x[r] >= 0 && x[r] < W && y[r] >= 0 && y[r] < H) || !isfinite(vx[r]) || !isfinite(vy[r]))
+    /* a checkpoint's state as the model keeps it: on the plane, and no faster than v_max (a
+     * velocity of 1e200 squared to inf in the speed cap, whose factor 0 stopped the boid); the
+     * margin covers the rounding of a capped velocity */
+    for (size_t r = 0; r < n && rc == DM_OK; r++) {
+        if (!(x[r] >= 0 && x[r] < W && y[r] >= 0 && y[r] < H))
             rc = DM_ERR(DM_ERR_FORMAT, "flock: checkpoint position of document %llu is off the plane",
                         (unsigned long long)(v->row_base + r));
+        else if (!(isfinite(vx[r]) && isfinite(vy[r]) &&
+                   vx[r] * vx[r] + vy[r] * vy[r] <= s->opt.v_max * s->opt.v_max * (1.0 + 1e-6)))
+            rc = DM_ERR(DM_ERR_FORMAT, "flock: checkpoint velocity of document %llu (%g, %g) is above the "
+                        "speed cap v_max %g", (unsigned long long)(v->row_base + r), vx[r], vy[r], s->opt.v_max);
+    }
     /* all-to-all by owner slice: a row's unit-length copy is written straight into the own store
      * (own rows), into its owner's store (an owner on this node, through a cache-sized buffer:
      * dist_push) or into the send buffer of its owner, and the messages are received straight

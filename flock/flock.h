@@ -40,8 +40,9 @@ typedef struct dm_flock_options {
     double v_max;            /* speed cap (plane units), 0 < v_max < radius */
     double shrink;           /* the side of the plane shrinks linearly by this fraction over the
                                 run: side(t) = side(0) (1 - shrink t / iterations), 0 <= shrink < 1 */
-    double min_dist;         /* separation softening, as a fraction of r: closer neighbours push
-                                as if at this distance */
+    double min_dist;         /* separation softening, as a fraction of r: a neighbour at distance
+                                d pushes with d / max(d, min_dist r)^2, 1 / d down to min_dist r,
+                                then less, fading to 0 at d = 0 (coincident boids do not push) */
     uint64_t seed;           /* initial positions and velocities: RNG keyed by (seed, document) */
     const double *slice_weights; /* NULL: equal slices; else one relative speed per rank (the
                                     slice heights are proportional), identical on every rank */

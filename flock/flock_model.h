@@ -206,8 +206,9 @@ DM_HD int64_t dm_flock_sum(int64_t a, int64_t b) { return (int64_t)((uint64_t)a 
  * boid x's sums.
  * Range: an offset is below r and a velocity at most v_max < r, so with at most N - 1 neighbours
  * the cohesion and alignment sums stay below N r <= DM_FLOCK_DOCS_RADIUS_MAX = 2^30 plane units
- * (checked when the simulation starts). A separation term is at most 1 / (min_dist r) (closer
- * neighbours count as at min_dist r), so its sums could only reach 2^31 with more than
+ * (checked when the simulation starts). A separation term is |d| / max(d2, (min_dist r)^2), at
+ * most 1 / (min_dist r) (reached at d = min_dist r; closer neighbours push less, coincident ones
+ * not at all), so its sums could only reach 2^31 with more than
  * 2^31 min_dist r neighbours (10^8 at the defaults) within min_dist r of one boid, which the
  * separation itself prevents; should it happen the sums wrap (dm_flock_sum) instead of
  * overflowing, identically on every backend. */
@@ -235,8 +236,9 @@ DM_HD void dm_flock_acc_add(dm_flock_acc *a, const dm_flock_params *p, double dx
  *   F  = w_sep sep_S + w_dis sep_D + [n_S > 0] (w_ali (mean_S v - v) + w_coh mean_S (p_i - p))
  *   v' = v + F, clamped to |v'| <= vmax;  p' = wrap((p + v') * ratio) on the next plane.
  * Finite: every sum is below 2^31 in magnitude (an int64 at 2^-32) and every weight at most DM_FLOCK_WEIGHT_MAX =
- * 10^6 (checked when the simulation starts), so |F| < 10^17 and |v'|^2 < 10^35, far from the
- * double range: the clamp never meets inf (whose inf * 0 would make the position NaN).
+ * 10^6 (checked when the simulation starts), and |v| <= vmax (so is every initial velocity; a
+ * checkpoint's above it is refused), so |F| < 10^17 and |v'|^2 < 10^35, far from the double
+ * range: the clamp never meets inf (whose inf * 0 would make the position NaN).
  * Returns 1 when the boid crossed the torus seam in y (for the tests' statistics), else 0. */
 DM_HD int dm_flock_update(const dm_flock_params *p, const dm_flock_acc *a, double *x, double *y,
                           double *vx, double *vy)
