@@ -31,7 +31,8 @@ typedef struct dm_flock_options {
                                 DM_FLOCK_DOCS_RADIUS_MAX = 2^30 (flock_model.h) */
     double neighbours;       /* expected neighbours within r at the initial uniform density: the
                                 plane is square with area N * pi r^2 / neighbours (N pi /
-                                neighbours grid cells: at most 16 a document, so >= pi / 16) */
+                                neighbours grid cells: at most 16 a document plus 4096, so
+                                >= about pi / 16 for large N; small N allow less) */
     double threshold;        /* T: neighbours with cosine >= T are similar */
     double w_separation;     /* separation from similar neighbours */
     double w_dissimilar;     /* separation from dissimilar neighbours (stronger) */
