@@ -101,6 +101,19 @@ rm -f "$t/srun.log"
 [ "$(wc -l < "$t/srun.log")" -eq 2 ] && sed -n 2p "$t/srun.log" |
     grep -q -- "^--ntasks=1 /x/docmine pipeline --tune msp --tuning-db $t/db.tsv --synthetic default --docs-per-rank 1000 --method flock -o .*/run --quiet\$" ||
     fail "tune.sbatch with JOB_ARGS: $(cat "$t/srun.log")"
+# pipeline.sbatch and weak-scaling.sbatch: srun ends the job when a rank fails, takes sbatch's
+# cores per task (SRUN_CPUS_PER_TASK, which srun of SLURM 22.05-23.02 needs), and ARGS arrive
+# unglobbed (a '*' among files stayed a '*')
+printf '#!/bin/sh\necho "SRUN_CPUS_PER_TASK=${SRUN_CPUS_PER_TASK:-} $*" >> "%s/srun.log"\n' "$t" > "$t/shim/srun"
+touch "$t/globbed-a" "$t/globbed-b"
+for job in pipeline weak-scaling; do
+    rm -f "$t/srun.log"
+    (cd "$t" && PATH="$t/shim:$PATH" DOCMINE=/x/docmine SLURM_NTASKS=2 SLURM_CPUS_PER_TASK=7 ARGS="--stopwords glob*" \
+        bash "$src/jobs/$job.sbatch") || fail "$job.sbatch failed"
+    grep -q -- "^SRUN_CPUS_PER_TASK=7 --kill-on-bad-exit=1 /x/docmine pipeline .* --stopwords glob\*\$" "$t/srun.log" ||
+        fail "$job.sbatch: $(cat "$t/srun.log")"
+done
+rm -f "$t/srun.log" "$t"/globbed-*
 
 # --- a series into a directory that holds an older one, with a point that fails ---------------
 # (a path with spaces; the older series: 150 documents per GPU on 1, 2 and 4 GPUs; the new one:
