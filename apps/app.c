@@ -15,6 +15,7 @@
 
 #include "common/report.h"
 #include "common/status.h"
+#include "tfidf/tfidf.h"
 
 int dm_app_usage_error(const dm_app *app, const char *cmd, const char *fmt, ...)
 {
@@ -147,5 +148,41 @@ int dm_app_path(char *buf, size_t size, const char *fmt, ...)
                     : DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long (%d bytes, at most %zu)", p, n, most);
     dm_free(full);
     buf[0] = '\0';
+    return rc;
+}
+
+int dm_app_vectors_rows(uint64_t *rows, const char *path, const dm_ctx *ctx)
+{
+    *rows = 0;
+    DM_TRY(dm_ctx_agree(ctx, dm_vectors_rows(rows, path)));
+    uint64_t rows0 = 0;
+    int rc = dm_comm_rank0(ctx->world, rows, &rows0, 1);
+    if (rc == DM_OK && *rows != rows0)
+        rc = DM_ERR(DM_ERR_FORMAT, "%s: %llu documents on rank %d, %llu on rank 0: not the same file on every rank",
+                    path, (unsigned long long)*rows, ctx->rank, (unsigned long long)rows0);
+    return dm_ctx_agree(ctx, rc);
+}
+
+int dm_app_vectors_read(dm_vectors *v, const char *path, uint64_t first, uint64_t count, const dm_ctx *ctx)
+{
+    memset(v, 0, sizeof *v);
+    int rc = dm_vectors_read_rows(v, path, first, count, ctx->rank == 0);
+    if (rc == DM_OK && v->n_rows != count) /* read_rows clips at the end of the file */
+        rc = DM_ERR(DM_ERR_FORMAT, "%s: %llu of documents %llu..%llu read on rank %d: the file changed while it was read",
+                    path, (unsigned long long)v->n_rows, (unsigned long long)first,
+                    (unsigned long long)(first + count) - 1, ctx->rank);
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) {
+        uint64_t mine[2] = {v->n_cols, v->flags}, r0[2];
+        rc = dm_comm_rank0(ctx->world, mine, r0, 2);
+        if (rc == DM_OK && (mine[0] != r0[0] || mine[1] != r0[1]))
+            rc = DM_ERR(DM_ERR_FORMAT,
+                        "%s: %llu terms (flags %#llx) on rank %d, %llu terms (flags %#llx) on rank 0: not "
+                        "the same file on every rank",
+                        path, (unsigned long long)mine[0], (unsigned long long)mine[1], ctx->rank,
+                        (unsigned long long)r0[0], (unsigned long long)r0[1]);
+        rc = dm_ctx_agree(ctx, rc);
+    }
+    if (rc != DM_OK) dm_vectors_free(v);
     return rc;
 }

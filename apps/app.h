@@ -56,6 +56,19 @@ const char *dm_app_opt_name(char buf[64], const struct option *opts, int longind
 /* Parses a number in [lo, hi] (strtod syntax, nothing after it). Returns 0, or -1. */
 int dm_app_parse_num(const char *s, double lo, double hi, double *v);
 
+struct dm_vectors;
+/* Collective: the documents of the .dmv file path, read from its header on every rank and
+ * compared with rank 0's (one path may name other files on other ranks: node-local copies; a
+ * rank's shorter file was clipped and its rows went missing, or the ranks mixed two files, exit
+ * 0). Agreed: DM_ERR_FORMAT naming the file, the rank and both counts, or the reader's error. */
+int dm_app_vectors_rows(uint64_t *rows, const char *path, const dm_ctx *ctx);
+/* Collective: rows [first, first + count) of path into v (rank 0 also checks the whole file's
+ * checksum; the others their rows' structure), all of them (a file that shrank while it was read
+ * is an error), with rank 0's vocabulary size and flags (another file of as many documents
+ * differs there). Agreed; v is freed on failure. A copy that differs from rank 0's in its
+ * weights alone is not detected. */
+int dm_app_vectors_read(struct dm_vectors *v, const char *path, uint64_t first, uint64_t count, const dm_ctx *ctx);
+
 struct dm_report;
 /* Collective: completes the report (dm_report_collect) and writes it to DIR/report.json (dir may
  * be NULL) and to --report FILE when given; the status is agreed on every rank. */

@@ -92,30 +92,15 @@ static void usage(FILE *f)
             dm_flock_cli_help);
 }
 
-/* Reads this rank's share of a .dmv file: the row count from the header (documented in tfidf.h:
- * u64 n_rows at byte 16 after the 8-byte magic), then an even split of rows. */
+/* Reads this rank's share of a .dmv file (an even split of its rows), the file checked to be the
+ * same on every rank (dm_app_vectors_rows / _read). */
 static int read_vectors(dm_vectors *v, const char *path, const dm_ctx *ctx)
 {
-    uint64_t n = 0;
-    int rc = DM_OK;
-    if (ctx->rank == 0) {
-        FILE *f = NULL;
-        unsigned char h[24];
-        rc = dm_open_input(&f, path, NULL);
-        if (rc == DM_OK) {
-            if (fread(h, 1, 24, f) != 24 || memcmp(h, DM_VECTORS_MAGIC, 8) != 0)
-                rc = DM_ERR(DM_ERR_FORMAT, "%s: not a .dmv vector file", path);
-            else memcpy(&n, h + 16, 8);
-            fclose(f);
-        }
-    }
-    rc = dm_ctx_agree(ctx, rc);
-    if (rc != DM_OK) return rc;
-    MPI_Bcast(&n, 1, MPI_UINT64_T, 0, ctx->world);
-    uint64_t first, count;
+    memset(v, 0, sizeof *v);
+    uint64_t n = 0, first, count;
+    DM_TRY(dm_app_vectors_rows(&n, path, ctx));
     dm_flock_share(n, ctx->rank, ctx->size, &first, &count);
-    rc = dm_vectors_read_rows(v, path, first, count, ctx->rank == 0);
-    return dm_ctx_agree(ctx, rc);
+    return dm_app_vectors_read(v, path, first, count, ctx);
 }
 
 void dm_flock_cli_init(dm_flock_cli *f, const dm_ctx *ctx)

@@ -240,44 +240,17 @@ static int read_vectors(dm_vectors *v, const char *path, long n, const dm_ctx *c
 {
     memset(v, 0, sizeof *v);
     uint64_t rows = 0;
-    int rc = dm_vectors_rows(&rows, path);
-    if (ctx->rank == 0) {
-        if (rc == DM_OK && rows == 0) rc = DM_ERR(DM_ERR_FORMAT, "%s: the file holds no documents", path);
-        if (rc == DM_OK && n > 0 && (uint64_t)n > rows)
-            rc = DM_ERR(DM_ERR_FORMAT, "%s: file shorter than declared: %llu documents, N = %ld", path,
-                        (unsigned long long)rows, n);
-    }
-    DM_TRY(dm_ctx_agree(ctx, rc));
-    uint64_t rows0;
-    rc = dm_comm_rank0(ctx->world, &rows, &rows0, 1);
-    if (rc == DM_OK && rows != rows0)
-        rc = DM_ERR(DM_ERR_FORMAT, "%s: %llu documents on rank %d, %llu on rank 0: not the same file on every rank",
-                    path, (unsigned long long)rows, ctx->rank, (unsigned long long)rows0);
-    DM_TRY(dm_ctx_agree(ctx, rc));
+    DM_TRY(dm_app_vectors_rows(&rows, path, ctx));
+    int rc = DM_OK;
+    if (rows == 0) rc = DM_ERR(DM_ERR_FORMAT, "%s: the file holds no documents", path);
+    else if (n > 0 && (uint64_t)n > rows)
+        rc = DM_ERR(DM_ERR_FORMAT, "%s: file shorter than declared: %llu documents, N = %ld", path,
+                    (unsigned long long)rows, n);
+    if (rc != DM_OK) return rc; /* the same on every rank */
     const unsigned long long total = n > 0 ? (unsigned long long)n : rows;
     const uint64_t first = (uint64_t)((unsigned __int128)total * (unsigned)ctx->rank / (unsigned)ctx->size);
     const uint64_t last = (uint64_t)((unsigned __int128)total * (unsigned)(ctx->rank + 1) / (unsigned)ctx->size);
-    /* rank 0 checks the whole file's checksum, the others only their rows' structure */
-    rc = dm_vectors_read_rows(v, path, first, last - first, ctx->rank == 0);
-    if (rc == DM_OK && v->n_rows != last - first) /* read_rows clips at the end of the file */
-        rc = DM_ERR(DM_ERR_FORMAT, "%s: %llu of documents %llu..%llu read on rank %d: the file changed while it was read",
-                    path, (unsigned long long)v->n_rows, (unsigned long long)first,
-                    (unsigned long long)last - 1, ctx->rank);
-    rc = dm_ctx_agree(ctx, rc);
-    if (rc == DM_OK) {
-        /* the same vocabulary and weighting: another file of as many documents differs here */
-        uint64_t mine[2] = {v->n_cols, v->flags}, r0[2];
-        rc = dm_comm_rank0(ctx->world, mine, r0, 2);
-        if (rc == DM_OK && (mine[0] != r0[0] || mine[1] != r0[1]))
-            rc = DM_ERR(DM_ERR_FORMAT,
-                        "%s: %llu terms (flags %#llx) on rank %d, %llu terms (flags %#llx) on rank 0: not "
-                        "the same file on every rank",
-                        path, (unsigned long long)mine[0], (unsigned long long)mine[1], ctx->rank,
-                        (unsigned long long)r0[0], (unsigned long long)r0[1]);
-        rc = dm_ctx_agree(ctx, rc);
-    }
-    if (rc != DM_OK) dm_vectors_free(v);
-    return rc;
+    return dm_app_vectors_read(v, path, first, last - first, ctx);
 }
 
 int dm_cmd_streamclust(dm_app *app, int argc, char **argv)
