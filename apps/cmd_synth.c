@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "apps/commands.h"
@@ -46,7 +47,8 @@ static void usage(FILE *f)
 /* Removes the DIR/part-<r>.tsv files (r as "%05d" writes it) with r >= size, each named in a
  * warning: they are an earlier run's with more ranks, and a reader of DIR (`docmine preprocess
  * --corpus DIR`, or cat DIR/part-*.tsv) would mix their documents, ids repeated, into this run's
- * corpus. Rank 0, after the parts are written. */
+ * corpus; and the parts' temporary files (part-<r>.tsv.tmp.<pid>.<n>) that a killed run left,
+ * which a reader of DIR read as documents. Rank 0, after the parts are in place. */
 static int remove_stale_parts(const char *dir, int size)
 {
     DIR *d = opendir(dir);
@@ -59,10 +61,19 @@ static int remove_stale_parts(const char *dir, int size)
         if (strncmp(r, "part-", 5) != 0) continue;
         r += 5;
         size_t rl = strspn(r, "0123456789");
-        if (rl < 5 || rl > 9 || strcmp(r + rl, ".tsv") != 0 || (rl > 5 && r[0] == '0')) continue;
-        if (atoi(r) < size) continue;
+        if (rl < 5 || rl > 9 || (rl > 5 && r[0] == '0')) continue;
+        /* a part's temporary file, part-<r>.tsv.tmp.<pid>.<n>, left by a run that was killed:
+         * read as a document of the folder */
+        int tmp = strncmp(r + rl, ".tsv.tmp.", 9) == 0;
+        if (!tmp && (strcmp(r + rl, ".tsv") != 0 || atoi(r) < size)) continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        rc = dm_remove_leftover(path);
+        if (!tmp) {
+            rc = dm_remove_leftover(path);
+        } else if (unlink(path) != 0) {
+            rc = DM_ERR(DM_ERR_IO, "%s: cannot remove this temporary file of an earlier run: %s", path, strerror(errno));
+        } else {
+            dm_log_warn("removed %s: the temporary file of an earlier run that did not finish", path);
+        }
     }
     closedir(d);
     return rc;
@@ -164,8 +175,21 @@ int dm_cmd_synth(dm_app *app, int argc, char **argv)
     uint64_t first, last;
     dm_synth_share(so.docs, ctx->rank, ctx->size, &first, &last);
     dm_timer_start("synth");
-    if (rc == DM_OK) rc = dm_synth_write_tsv(&s, path, first, last);
-    if (!single) { /* after every part is written: a failed run removes nothing */
+    /* every part written under its temporary name, then all put in place once every rank's is
+     * whole: a rank that failed left the others' new parts beside an earlier run's (a folder
+     * that read as one corpus of two runs) */
+    dm_atomic_file f;
+    int opened = 0;
+    if (rc == DM_OK) opened = (rc = dm_atomic_open(&f, path)) == DM_OK;
+    if (rc == DM_OK) rc = dm_synth_write_tsv(&s, &f, first, last);
+    if (rc == DM_OK) rc = dm_atomic_finish(&f);
+    struct stat st;
+    if (rc == DM_OK && stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        rc = DM_ERR(DM_ERR_IO, "%s: exists and is not a regular file: not replacing it", path);
+    rc = dm_ctx_agree(ctx, rc);
+    if (rc == DM_OK) rc = dm_atomic_place(&f);
+    else if (opened) dm_atomic_abort(&f);
+    if (!single) { /* after every part is in place: a failed run removes nothing */
         rc = dm_ctx_agree(ctx, rc);
         if (rc == DM_OK && ctx->rank == 0) rc = remove_stale_parts(out, ctx->size);
     }

@@ -25,7 +25,7 @@ int dm_atomic_open(dm_atomic_file *f, const char *path)
     return DM_OK;
 }
 
-int dm_atomic_commit(dm_atomic_file *f)
+int dm_atomic_finish(dm_atomic_file *f)
 {
     int bad = ferror(f->fp);
     if (fflush(f->fp) != 0) bad = 1;
@@ -37,9 +37,20 @@ int dm_atomic_commit(dm_atomic_file *f)
         unlink(f->tmp);
         return DM_ERR(DM_ERR_IO, "%s: write failed: %s", f->path, strerror(err));
     }
+    return DM_OK;
+}
+
+int dm_atomic_place(dm_atomic_file *f)
+{
     int rc = dm_rename_output(f->tmp, f->path);
     if (rc != DM_OK) unlink(f->tmp);
     return rc;
+}
+
+int dm_atomic_commit(dm_atomic_file *f)
+{
+    DM_TRY(dm_atomic_finish(f));
+    return dm_atomic_place(f);
 }
 
 int dm_remove_leftover(const char *path)

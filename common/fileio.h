@@ -19,8 +19,16 @@ typedef struct dm_atomic_file {
 
 /* Opens path.tmp.<pid>.<n> for writing ("wb"). DM_ERR_IO naming the file on failure. */
 int dm_atomic_open(dm_atomic_file *f, const char *path);
-/* Flushes, fsyncs and renames onto the final path. On any error the temporary file is removed. */
+/* Flushes, fsyncs and renames onto the final path. On any error the temporary file is removed.
+ * dm_atomic_finish + dm_atomic_place. */
 int dm_atomic_commit(dm_atomic_file *f);
+/* Flushes, fsyncs and closes the file, which stays under its temporary name: for outputs that are
+ * put in place together (every rank's part, once all of them were written). On error the
+ * temporary is removed; dm_atomic_abort removes it after success too. */
+int dm_atomic_finish(dm_atomic_file *f);
+/* Renames a finished file onto its final path (dm_rename_output); on error the temporary is
+ * removed. */
+int dm_atomic_place(dm_atomic_file *f);
 /* Abandons the file: closes and removes the temporary. */
 void dm_atomic_abort(dm_atomic_file *f);
 /* Writes a whole buffer atomically. */

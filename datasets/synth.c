@@ -3,6 +3,7 @@
  * depend on the rank layout or on the order they are generated in. */
 #include "datasets/synth.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -287,23 +288,17 @@ int dm_synth_doc(const dm_synth *s, uint64_t i, int *label, char **buf, size_t *
     return DM_OK;
 }
 
-int dm_synth_write_tsv(const dm_synth *s, const char *path, uint64_t first, uint64_t last)
+int dm_synth_write_tsv(const dm_synth *s, dm_atomic_file *f, uint64_t first, uint64_t last)
 {
-    dm_atomic_file f;
-    DM_TRY(dm_atomic_open(&f, path));
     char *buf = NULL;
     size_t cap = 0, len = 0;
     int rc = DM_OK;
     for (uint64_t i = first; i < last && rc == DM_OK; i++) {
         int label;
         rc = dm_synth_doc(s, i, &label, &buf, &cap, &len);
-        if (rc == DM_OK && fprintf(f.fp, "synth-%llu\ttopic%d\t%s\n", (unsigned long long)i, label, buf) < 0)
-            rc = DM_ERR(DM_ERR_IO, "%s: write failed", path);
+        if (rc == DM_OK && fprintf(f->fp, "synth-%llu\ttopic%d\t%s\n", (unsigned long long)i, label, buf) < 0)
+            rc = DM_ERR(DM_ERR_IO, "%s: write failed: %s", f->path, strerror(errno));
     }
     dm_free(buf);
-    if (rc != DM_OK) {
-        dm_atomic_abort(&f);
-        return rc;
-    }
-    return dm_atomic_commit(&f);
+    return rc;
 }

@@ -93,9 +93,11 @@ void dm_synth_word(char out[32], int topics, int topic, uint32_t rank);
 /* The documents [first, last) of this rank's share: an even split of docs over size ranks. */
 void dm_synth_share(uint64_t docs, int rank, int size, uint64_t *first, uint64_t *last);
 
-/* Writes documents [first, last) as TSV lines "id<TAB>label<TAB>text" to path (atomically).
- * ids are "synth-<i>", labels "topic<k>". */
-int dm_synth_write_tsv(const dm_synth *s, const char *path, uint64_t first, uint64_t last);
+struct dm_atomic_file;
+/* Writes documents [first, last) as TSV lines "id<TAB>label<TAB>text" into f, an output opened
+ * with dm_atomic_open (common/fileio.h) that the caller finishes and puts in place, or aborts.
+ * ids are "synth-<i>", labels "topic<k>". DM_ERR_IO naming f's path and why on a failed write. */
+int dm_synth_write_tsv(const dm_synth *s, struct dm_atomic_file *f, uint64_t first, uint64_t last);
 
 #ifdef __cplusplus
 }

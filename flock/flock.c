@@ -583,7 +583,10 @@ static int distribute(dm_flock_sim *s, const dm_vectors *v)
         if (n == 0) itmin = INT32_MAX, itmax = -1;
         MPI_Allreduce(MPI_IN_PLACE, &itmin, 1, MPI_INT, MPI_MIN, s->comm);
         MPI_Allreduce(MPI_IN_PLACE, &itmax, 1, MPI_INT, MPI_MAX, s->comm);
-        if (itmin != itmax) rc = DM_ERR(DM_ERR_FORMAT, "flock: checkpoint iteration read inconsistently");
+        if (itmin != itmax) /* one path naming other checkpoints on other ranks (node-local copies) */
+            rc = DM_ERR(DM_ERR_FORMAT, "%s: the checkpoint is at iteration %d on rank %d, at %d to %d over the "
+                        "ranks: every rank must read the same checkpoint file", s->opt.checkpoint,
+                        n ? it : itmin, s->ctx->rank, itmin, itmax);
         else if (itmin > s->opt.iterations)
             rc = DM_ERR(DM_ERR_INVALID_ARG, "flock: the checkpoint is at iteration %d, beyond --iterations %d", itmin,
                         s->opt.iterations);
