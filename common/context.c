@@ -168,8 +168,15 @@ int dm_ctx_init(dm_ctx *ctx, const dm_ctx_options *opt)
         return DM_ERR(DM_ERR_MPI, "MPI_Comm_split_type(SHARED) failed");
     MPI_Comm_rank(ctx->node, &ctx->local_rank);
     MPI_Comm_size(ctx->node, &ctx->local_size);
-    if (opt->threads > 0) omp_set_num_threads(dm_threads_cap(opt->threads, ctx->rank));
-    else dm_threads_set_default(ctx->node);
+    /* dm_threads_default is collective over the node: every rank takes part, a rank given
+     * --threads too (it skipped it, and a run whose ranks were given --threads or not waited
+     * forever: --threads may differ between ranks) */
+    if (opt->threads > 0) {
+        (void)dm_threads_default(ctx->node);
+        omp_set_num_threads(dm_threads_cap(opt->threads, ctx->rank));
+    } else {
+        dm_threads_set_default(ctx->node);
+    }
     ctx->threads = omp_get_max_threads();
 
     ctx->device_count = dm_device_count();

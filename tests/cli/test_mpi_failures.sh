@@ -130,6 +130,11 @@ expect "another --backend on rank 1" 2 "rank 1 was given --backend auto, rank 0 
     timeout 60 "$mpiexec" -n 1 "$dm" --backend cpu synth -n 20 -k 2 -o sg : -n 1 "$dm" synth -n 20 -k 2 -o sg
 exits "--threads differing per rank runs" 0 "" -- \
     timeout 60 "$mpiexec" -n 1 "$dm" --backend cpu --threads 1 synth -n 20 -k 2 -o sg : -n 1 "$dm" --backend cpu --threads 2 synth -n 20 -k 2 -o sg
+# --threads on some ranks only (the others took the node's collective thread default alone: a hang)
+exits "--threads on rank 1 only runs" 0 "" -- \
+    timeout 60 "$mpiexec" -n 1 "$dm" --backend cpu synth -n 20 -k 2 -o sg : -n 1 "$dm" --backend cpu --threads 1 synth -n 20 -k 2 -o sg
+exits "--threads on rank 0 only runs" 0 "" -- \
+    timeout 60 "$mpiexec" -n 1 "$dm" --backend cpu --threads 2 info : -n 1 "$dm" --backend cpu info
 # dmw <args...>: 2 ranks, the same arguments, rank 0 in folder A and rank 1 in B: a relative path
 # names another file on each rank, as on node-local disks
 dmw() { timeout 60 "$mpiexec" -n 1 -wdir "$tmp/A" "$dm" --backend cpu "$@" : -n 1 -wdir "$tmp/B" "$dm" --backend cpu "$@"; }
