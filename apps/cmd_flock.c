@@ -28,6 +28,7 @@ const char dm_flock_cli_help[] =
     "  --top-terms K           terms per cluster in clusters.tsv (default 10)\n"
     "  --png-size N            longer side of the PNGs in pixels (default 1024)\n"
     "  --snapshot-every K      also write DIR/snapshots/flock-<iteration>.png every K iterations\n"
+    "                          (the iteration zero-padded to six digits: flock-000100.png)\n"
     "model:\n"
     "  --iterations N          (default 500)\n"
     "  --radius R              interaction radius (default 1; N x R at most 2^30, the force\n"
