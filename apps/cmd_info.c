@@ -75,8 +75,9 @@ int dm_cmd_info(dm_app *app, int argc, char **argv)
         switch (c) {
         case 'b': bandwidth = 1; break;
         case 'n':
-            bytes = strtoull(optarg, &end, 10);
-            if (*end || bytes == 0) return dm_app_usage_error(app, "info", "invalid --bytes '%s'", optarg);
+            bytes = strtoull(optarg, &end, 10); /* which takes "-1" as 2^64 - 1: digits only */
+            if (*end || bytes == 0 || optarg[strspn(optarg, " \t")] == '-')
+                return dm_app_usage_error(app, "info", "invalid --bytes '%s'", optarg);
             break;
         case 'r':
             repeats = (int)strtol(optarg, &end, 10);

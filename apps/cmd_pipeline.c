@@ -357,7 +357,8 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
 #define COUNT(lo, hi)                                                                              \
     do {                                                                                           \
         if (dm_app_parse_num(optarg, (lo), (hi), &v) || v != floor(v))                             \
-            return dm_app_usage_error(app, cmd, "invalid value '%s' for %s (a whole number)", optarg, name); \
+            return dm_app_usage_error(app, cmd, "invalid value '%s' for %s (a whole number, %.0f to %.0f)", optarg, \
+                                      name, (double)(lo), (double)(hi));                          \
     } while (0)
         switch (c) {
         case O_CORPUS: corpus = optarg; break;

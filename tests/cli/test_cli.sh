@@ -45,7 +45,9 @@ check "bad pipeline value, =" 2 "invalid value '0' for --synthetic" -- "$dm" pip
 check "unknown pipeline option named" 2 "unknown or incomplete option '--bogus-opt'" -- "$dm" pipeline --bogus-opt -o "$(mktemp -u)"
 check "unknown flock option named" 2 "unknown or incomplete option '--bogus-opt'" -- "$dm" flock --bogus-opt -o "$(mktemp -u)"
 check "pipeline option without its value" 2 "unknown or incomplete option '--synthetic'" -- "$dm" pipeline -o "$(mktemp -u)" --synthetic
-check "fractional pipeline count" 2 "invalid value '10.5' for --synthetic \\(a whole number\\)" -- "$dm" pipeline --synthetic 10.5 -o "$(mktemp -u)"
+check "fractional pipeline count" 2 "invalid value '10.5' for --synthetic \\(a whole number, 1 to 1000000000000\\)" -- "$dm" pipeline --synthetic 10.5 -o "$(mktemp -u)"
+check "info --bytes negative" 2 "invalid --bytes '-1'" -- "$dm" info --bytes -1
+check "pipeline count out of range" 2 "invalid value '0' for --synthetic \\(a whole number, 1 to 1000000000000\\)" -- "$dm" pipeline --synthetic 0 -o "$(mktemp -u)"
 check "fractional docs per rank" 2 "invalid value '99.5' for --docs-per-rank" -- "$dm" pipeline --docs-per-rank 99.5 -o "$(mktemp -u)"
 check "fractional streamclust dim" 2 "invalid value '8.5' for --dim" -- "$dm" pipeline --synthetic 50 --method streamclust --dim 8.5 -o "$(mktemp -u)"
 check "bad shared flock value" 2 "invalid value '-1' for --radius" -- "$dm" pipeline --synthetic 50 --radius -1 -o "$(mktemp -u)"
