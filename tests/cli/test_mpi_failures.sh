@@ -19,18 +19,6 @@ trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=1
 # dmn <ranks> <args...>: docmine on the CPU backend under mpiexec, stopped after 120 s (exit 124)
 dmn() { local n=$1; shift; timeout 120 "$mpiexec" -n "$n" "$dm" --backend cpu "$@"; }
-mkcorpus() { # mkcorpus <file> <documents> <id prefix>: JSON Lines of three topics
-    python3 - "$@" <<'PY'
-import json, random, sys
-f, n, p = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-random.seed(len(p))
-T = [["oil", "crude", "barrel", "opec"], ["wheat", "grain", "corn", "harvest"], ["bank", "rate", "loan", "credit"]]
-with open(f, "w") as o:
-    for i in range(n):
-        o.write(json.dumps({"id": "%s%d" % (p, i), "label": "t%d" % (i % 3),
-                            "text": " ".join(random.choice(T[i % 3]) for _ in range(20))}) + "\n")
-PY
-}
 cd "$tmp" || exit 1
 mkdir good rdir
 for i in 0 1 2 3; do mkcorpus "good/p$i.jsonl" 60 "p${i}_"; done

@@ -18,18 +18,6 @@ dmw() { timeout 60 "$mpiexec" -n 1 -wdir "$tmp/A" "$dm" --backend cpu "$@" : -n 
 # dmw3 <args...>: 3 ranks, rank 0 and 2 in A, rank 1 in B
 dmw3() { timeout 60 "$mpiexec" -n 1 -wdir "$tmp/A" "$dm" --backend cpu "$@" : -n 1 -wdir "$tmp/B" "$dm" --backend cpu "$@" \
     : -n 1 -wdir "$tmp/A" "$dm" --backend cpu "$@"; }
-mkcorpus() { # mkcorpus <file> <documents> <id prefix>: JSON Lines of three topics
-    python3 - "$@" <<'PY'
-import json, random, sys
-f, n, p = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-random.seed(len(p))
-T = [["oil", "crude", "barrel", "opec"], ["wheat", "grain", "corn", "harvest"], ["bank", "rate", "loan", "credit"]]
-with open(f, "w") as o:
-    for i in range(n):
-        o.write(json.dumps({"id": "%s%d" % (p, i), "label": "t%d" % (i % 3),
-                            "text": " ".join(random.choice(T[i % 3]) for _ in range(20))}) + "\n")
-PY
-}
 rows() { [ -f "$1" ] && echo $(($(wc -l <"$1") - 1)) || echo missing; } # data rows of a TSV with a header
 cd "$tmp" || exit 1
 mkdir -p big half A B

@@ -32,6 +32,20 @@ check() { if eval "$2"; then ok "$1"; else bad "$1${3:+: $3}"; fi; }
 # json <file> <python expression on r = the report's results>: true when it holds
 json() { python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["results"]; sys.exit(not eval(sys.argv[2]))' "$1" "$2"; }
 
+# mkcorpus <file> <documents> <id prefix>: JSON Lines of three topics, seeded by the prefix
+mkcorpus() {
+    python3 - "$@" <<'PY'
+import json, random, sys
+f, n, p = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+random.seed(len(p))
+T = [["oil", "crude", "barrel", "opec"], ["wheat", "grain", "corn", "harvest"], ["bank", "rate", "loan", "credit"]]
+with open(f, "w") as o:
+    for i in range(n):
+        o.write(json.dumps({"id": "%s%d" % (p, i), "label": "t%d" % (i % 3),
+                            "text": " ".join(random.choice(T[i % 3]) for _ in range(20))}) + "\n")
+PY
+}
+
 # The summary line; the test's status.
 finish() {
     echo "$pass passed, $fail failed"
