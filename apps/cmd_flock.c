@@ -331,7 +331,7 @@ int dm_cmd_flock(dm_app *app, int argc, char **argv)
     }
     if (optind < argc) return dm_app_usage_error(app, "flock", "unexpected argument '%s'", argv[optind]);
     if (!out) return dm_app_usage_error(app, "flock", "missing -o DIR");
-    if (out && !*out) return dm_app_usage_error(app, "flock", "-o: an empty path");
+    if (!*out) return dm_app_usage_error(app, "flock", "-o: an empty path");
     if (!vectors == !synth_n) return dm_app_usage_error(app, "flock", "give exactly one of --vectors FILE and --synth N");
     int code = dm_flock_cli_finish(app, "flock", &fl, out);
     if (code) return code;

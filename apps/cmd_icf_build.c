@@ -64,7 +64,7 @@ int dm_cmd_icf_build(dm_app *app, int argc, char **argv)
     if (optind < argc) return dm_app_usage_error(app, cmd, "unexpected argument '%s'", argv[optind]);
     if (!corpus) return dm_app_usage_error(app, cmd, "missing --corpus REF");
     if (!out) return dm_app_usage_error(app, cmd, "missing -o TABLE");
-    if (out && !*out) return dm_app_usage_error(app, cmd, "-o: an empty path");
+    if (!*out) return dm_app_usage_error(app, cmd, "-o: an empty path");
     if (pp.tok.min_len > pp.tok.max_len) return dm_app_usage_error(app, cmd, "--min-len is above --max-len");
 
     double t0 = dm_wtime();

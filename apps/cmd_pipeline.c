@@ -424,7 +424,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
     }
     if (optind < argc) return dm_app_usage_error(app, cmd, "unexpected argument '%s'", argv[optind]);
     if (!out) return dm_app_usage_error(app, cmd, "missing -o DIR");
-    if (out && !*out) return dm_app_usage_error(app, cmd, "-o: an empty path");
+    if (!*out) return dm_app_usage_error(app, cmd, "-o: an empty path");
     if (!corpus == !(synthetic || per_rank))
         return dm_app_usage_error(app, cmd, "give exactly one of --corpus PATH and --synthetic N|default");
     if (share_of > 0 && (!(synthetic || per_rank) || ctx->size != 1))

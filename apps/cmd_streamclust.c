@@ -294,7 +294,7 @@ int dm_cmd_streamclust(dm_app *app, int argc, char **argv)
         return dm_app_usage_error(app, "streamclust",
                                   "expected KMIN KMAX DIM N CHUNKSIZE CLUSTERSIZE (got %d numbers)", npos);
     if (!out) return dm_app_usage_error(app, "streamclust", "missing -o OUTDIR");
-    if (out && !*out) return dm_app_usage_error(app, "streamclust", "-o: an empty path");
+    if (!*out) return dm_app_usage_error(app, "streamclust", "-o: an empty path");
     if (vectors && o.input)
         return dm_app_usage_error(app, "streamclust", "--input and --vectors are exclusive");
     o.kmin = pos[0];

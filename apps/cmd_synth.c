@@ -138,7 +138,7 @@ int dm_cmd_synth(dm_app *app, int argc, char **argv)
     }
     if (optind < argc) return dm_app_usage_error(app, "synth", "unexpected argument '%s'", argv[optind]);
     if (!out) return dm_app_usage_error(app, "synth", "missing -o PATH");
-    if (out && !*out) return dm_app_usage_error(app, "synth", "-o: an empty path");
+    if (!*out) return dm_app_usage_error(app, "synth", "-o: an empty path");
 
     dm_synth s;
     int rc = dm_synth_init(&s, &so);

@@ -395,7 +395,7 @@ int dm_cmd_vectorize(dm_app *app, int argc, char **argv)
     if (tokens && icf_path)
         return dm_app_usage_error(app, cmd, "--icf needs --corpus: the table is checked against the preprocessing options");
     if (!out) return dm_app_usage_error(app, cmd, "missing -o FILE");
-    if (out && !*out) return dm_app_usage_error(app, cmd, "-o: an empty path");
+    if (!*out) return dm_app_usage_error(app, cmd, "-o: an empty path");
     if (pp.tok.min_len > pp.tok.max_len) return dm_app_usage_error(app, cmd, "--min-len is above --max-len");
     if (icf_path && (o.idf != DM_IDF_LOG || o.min_df_count != 1 || o.min_df_frac != 0.0 ||
                      o.max_df_count != UINT64_MAX || o.max_df_frac != 1.0))
