@@ -46,6 +46,8 @@ check "unknown pipeline option named" 2 "unknown or incomplete option '--bogus-o
 check "unknown flock option named" 2 "unknown or incomplete option '--bogus-opt'" -- "$dm" flock --bogus-opt -o "$(mktemp -u)"
 check "pipeline option without its value" 2 "unknown or incomplete option '--synthetic'" -- "$dm" pipeline -o "$(mktemp -u)" --synthetic
 check "fractional pipeline count" 2 "invalid value '10.5' for --synthetic \\(a whole number, 1 to 1000000000000\\)" -- "$dm" pipeline --synthetic 10.5 -o "$(mktemp -u)"
+check "pipeline: a generator option with --corpus" 2 "^docmine pipeline: --synth-overlap is for a synthetic corpus \\(--synthetic\\), not --corpus" -- \
+    "$dm" pipeline --corpus /nonexistent --synth-overlap 0.2 -o "$(mktemp -u)"
 check "info --bytes negative" 2 "invalid --bytes '-1'" -- "$dm" info --bytes -1
 check "pipeline count out of range" 2 "invalid value '0' for --synthetic \\(a whole number, 1 to 1000000000000\\)" -- "$dm" pipeline --synthetic 0 -o "$(mktemp -u)"
 check "fractional docs per rank" 2 "invalid value '99.5' for --docs-per-rank" -- "$dm" pipeline --docs-per-rank 99.5 -o "$(mktemp -u)"
