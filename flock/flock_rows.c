@@ -273,14 +273,23 @@ int dm_flock_write_ordered(const char *path, const char *buf, size_t len, const 
     if (rc != DM_OK) return rc;
     MPI_Bcast(tmp, (int)sizeof tmp, MPI_CHAR, 0, ctx->world);
 
-    /* the default error handler of files returns codes; MPI_File_open fails on every rank when one
-     * fails (ROMIO agrees); the first rank that failed names the error */
+    /* every rank must see rank 0's temporary (DIR on a file system every node sees); a rank that
+     * does not takes the fallback below at once: MPI_File_open's failure there came back on the
+     * other ranks as another process's error code, which MPICH printed as "Invalid error code"
+     * lines. The default error handler of files returns codes; MPI_File_open fails on every rank
+     * when one fails (ROMIO agrees); the first rank that failed names the error */
     MPI_File fh = MPI_FILE_NULL;
-    int e = MPI_File_open(ctx->world, tmp, MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
+    int seen = access(tmp, W_OK) == 0, why = seen ? 0 : errno;
+    int blind = seen ? P : rank, first_blind = P;
+    MPI_Allreduce(&blind, &first_blind, 1, MPI_INT, MPI_MIN, ctx->world);
+    int e = first_blind < P ? MPI_ERR_FILE : MPI_File_open(ctx->world, tmp, MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
     int failed = e == MPI_SUCCESS ? P : rank, first_failed = P;
     MPI_Allreduce(&failed, &first_failed, 1, MPI_INT, MPI_MIN, ctx->world);
     if (first_failed < P) {
-        if (rank == first_failed) { /* a fallback, not an error: the message goes to the log */
+        if (rank == first_blind) { /* a fallback, not an error: the message goes to the log */
+            dm_log_warn("%s: not on rank %d's file system (%s); writing %s through rank 0 instead", tmp, rank,
+                        strerror(why), path);
+        } else if (first_blind == P && rank == first_failed) {
             dm_mpi_io_error(e, "MPI_File_open", tmp);
             dm_log_warn("%s (MPI-IO cannot open it on every rank); writing %s through rank 0 instead",
                         dm_error_message(), path);

@@ -146,13 +146,21 @@ rm B/fs/flock.ckpt && mkfifo B/fs/flock.ckpt
 expect "resume: a FIFO as rank 1's checkpoint" 1 "fs/flock\.ckpt: not a regular file \(a FIFO\)" -- \
     dmw flock --vectors v.dmv -o fs --iterations 10 --checkpoint-every 5 --resume
 
-# ---- the output folder a file on rank 1 only ---------------------------------------------------
-# The run falls back to rank 0's writes (a documented warning) and exits 0 (MPICH prints
-# "Invalid error code (N) (error ring index 1 invalid)" lines besides: left).
+# ---- DEFECT 6 (noise): the output folder a file on rank 1 only ---------------------------------
+# The run falls back to rank 0's writes (a warning in the log) and exits 0; MPICH printed
+# "Invalid error code (N) (error ring index 1 invalid)" lines besides (another rank's error code
+# of the failed MPI_File_open): a rank that cannot see rank 0's temporary now takes the fallback
+# before MPI-IO opens it.
 touch B/od2
 exits "pipeline: OUTDIR a file on rank 1 only runs (rank 0 writes)" 0 "" -- \
     dmw pipeline --quiet --corpus "$tmp/big" -o od2 --iterations 5
 check "pipeline: OUTDIR a file on rank 1 only: rank 0's outputs complete" '[ "$(rows A/od2/assignments.tsv)" = 2000 ]'
+rm -rf A/od2
+dmw pipeline --quiet --corpus "$tmp/big" -o od2 --iterations 5 >/dev/null 2>od2.err
+check "DEFECT 6: no 'Invalid error code' noise on stderr" '! grep -q "Invalid error code" od2.err' "$(grep -m1 "Invalid error code" od2.err)"
+rm -rf A/od2
+dmw flock --vectors "$tmp/big.dmv" -o od2 --iterations 5 --verbose >/dev/null 2>od2.err
+check "flock: OUTDIR a file on rank 1 only: the fallback named in the log" 'grep -q "not on rank 1.s file system" od2.err' "$(head -c 300 od2.err)"
 rm -rf A/od2
 
 # ---- guards: one rank's corpus or stop words of another kind, environment per rank -----------------
