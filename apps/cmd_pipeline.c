@@ -326,7 +326,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
     so.docs = 0;
     uint64_t per_rank = 0;
     int share = 0, share_of = 0; /* --synth-share I/G (share_of 0: none) */
-    char synth_opt[64] = "";     /* the last generator option given (--synth-topics, ...) */
+    const char *synth_opt = NULL; /* the last generator option given (--synth-topics, ...) */
     dm_flock_cli fl;
     dm_flock_cli_init(&fl, ctx);
     sc_params sp = {10, 20, 65536, 1000, 256};
@@ -379,10 +379,10 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
                 return dm_app_usage_error(app, cmd, "--synth-share expects I/G with 0 <= I < G, not '%s'", optarg);
             break;
         }
-        case O_STOPICS: COUNT(1, 100000); so.topics = (int)v; snprintf(synth_opt, sizeof synth_opt, "%s", name); break;
-        case O_SOVERLAP: NUM(0, 1); so.overlap = v; snprintf(synth_opt, sizeof synth_opt, "%s", name); break;
+        case O_STOPICS: COUNT(1, 100000); so.topics = (int)v; synth_opt = "--synth-topics"; break;
+        case O_SOVERLAP: NUM(0, 1); so.overlap = v; synth_opt = "--synth-overlap"; break;
         case O_SWORDS:
-            snprintf(synth_opt, sizeof synth_opt, "%s", name);
+            synth_opt = "--synth-words";
             if (parse_pair(optarg, 1, 10000000, &a, &b))
                 return dm_app_usage_error(app, cmd, "--synth-words expects MIN,MAX with 1 <= MIN <= MAX, not '%s'", optarg);
             so.min_words = (int)a;
@@ -430,7 +430,7 @@ int dm_cmd_pipeline(dm_app *app, int argc, char **argv)
     if (!corpus == !(synthetic || per_rank))
         return dm_app_usage_error(app, cmd, "give exactly one of --corpus PATH and --synthetic N|default");
     /* the generator's options with a corpus read from disk were ignored without a word */
-    if (synth_opt[0] && corpus)
+    if (synth_opt && corpus)
         return dm_app_usage_error(app, cmd, "%s is for a synthetic corpus (--synthetic), not --corpus", synth_opt);
     if (share_of > 0 && (!(synthetic || per_rank) || ctx->size != 1))
         return dm_app_usage_error(app, cmd, "--synth-share is for a synthetic corpus on 1 rank");

@@ -113,12 +113,6 @@ static int gather_all(void **all, long *total, const void *mine, long count, siz
     return rc;
 }
 
-/* Writes s as one TSV field (tabs and line breaks become spaces). */
-static void tsv_put(FILE *f, const char *s)
-{
-    for (; *s; s++) fputc((*s == '\t' || *s == '\n' || *s == '\r') ? ' ' : *s, f);
-}
-
 /* This rank's documents as "id NUL labels NUL" (dm_malloc'd, *bytes long): the labels as they are,
  * for the classes (labels that differ only in a tab or a line break are other classes; they
  * were compared after the TSV escaping and merged) */
@@ -199,9 +193,9 @@ static int write_assignments(const char *dir, const dm_sc_result *r, const sc_ou
     for (long i = 0; i < g->n; i++) {
         int c = g->label[i];
         if (g->doc) {
-            tsv_put(f.fp, g->doc[i]);
+            dm_fput_tsv_field(f.fp, g->doc[i]);
             fputc('\t', f.fp);
-            tsv_put(f.fp, g->labels[i]);
+            dm_fput_tsv_field(f.fp, g->labels[i]);
             fputc('\t', f.fp);
         } else {
             fprintf(f.fp, "%ld\t", i);

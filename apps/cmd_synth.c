@@ -163,15 +163,7 @@ int dm_cmd_synth(dm_app *app, int argc, char **argv)
     }
     /* the one file's folder, made as the folder of parts is (mkdir -p): a missing one failed with
      * a message that named the temporary file, not PATH */
-    if (rc == DM_OK && single) {
-        char dir[sizeof path];
-        memcpy(dir, path, sizeof dir);
-        char *slash = strrchr(dir, '/');
-        if (slash && slash != dir) {
-            *slash = '\0';
-            rc = dm_mkdirs(dir);
-        }
-    }
+    if (rc == DM_OK && single) rc = dm_mkdirs_parent(path);
     uint64_t first, last;
     dm_synth_share(so.docs, ctx->rank, ctx->size, &first, &last);
     dm_timer_start("synth");

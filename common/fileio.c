@@ -131,6 +131,17 @@ int dm_mkdirs(const char *path)
     return DM_OK;
 }
 
+int dm_mkdirs_parent(const char *path)
+{
+    char dir[4096];
+    if (strlen(path) >= sizeof dir) return DM_ERR(DM_ERR_INVALID_ARG, "%s: path too long", path);
+    strcpy(dir, path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return DM_OK;
+    *slash = '\0';
+    return dm_mkdirs(dir);
+}
+
 int dm_open_input(FILE **f, const char *path, const char *what)
 {
     const char *sep = what ? " " : "";

@@ -35,6 +35,8 @@ void dm_atomic_abort(dm_atomic_file *f);
 int dm_write_file_atomic(const char *path, const void *data, size_t n);
 /* mkdir -p. */
 int dm_mkdirs(const char *path);
+/* mkdir -p of the folder of the file path (nothing when path names no folder). */
+int dm_mkdirs_parent(const char *path);
 /* Removes path, an earlier run's output with more ranks than this one, with a warning naming it
  * (DM_ERR_IO when it cannot be removed). */
 int dm_remove_leftover(const char *path);

@@ -1065,13 +1065,15 @@ static int sc_run(dm_sc_result *res, const dm_sc_options *o, MPI_Comm comm)
         /* N = 0 takes the file's points, which each rank counted in its own file: one path that
          * names files of other sizes on some ranks (node-local copies) clustered a stream that
          * no file holds, exit 0 (a shorter file's points missing from the outputs) */
-        uint64_t mine = (uint64_t)n_total, r0 = 0;
-        DM_TRY(dm_comm_rank0(comm, &mine, &r0, 1));
-        if (mine != r0)
-            rc = DM_ERR(DM_ERR_FORMAT, "%s: %llu points of DIM = %d on rank %d, %llu on rank 0: every rank "
-                        "must read the same file", o->input ? o->input : "(generated)",
-                        (unsigned long long)mine, o->dim, rank, (unsigned long long)r0);
-        DM_TRY(dm_comm_agree(comm, rc));
+        if (o->input && o->n == 0) { /* the same options on every rank */
+            uint64_t mine = (uint64_t)n_total, r0 = 0;
+            DM_TRY(dm_comm_rank0(comm, &mine, &r0, 1));
+            if (mine != r0)
+                rc = DM_ERR(DM_ERR_FORMAT, "%s: %llu points of DIM = %d on rank %d, %llu on rank 0: every rank "
+                            "must read the same file", o->input, (unsigned long long)mine, o->dim, rank,
+                            (unsigned long long)r0);
+            DM_TRY(dm_comm_agree(comm, rc));
+        }
         /* in 128 bits: N x rank overflows a long from N = 2^63 / P on */
         first = (long)(((__int128)n_total * rank) / size);
         last = (long)(((__int128)n_total * (rank + 1)) / size);

@@ -298,25 +298,7 @@ int dm_tune_db_load(dm_tune_db *db, const char *path)
     return rc;
 }
 
-int dm_tune_db_mkdirs(const char *path)
-{
-    char dir[PATH_MAX];
-    if (strlen(path) >= sizeof dir) return DM_ERR(DM_ERR_INVALID_ARG, "tuning db: path too long");
-    strcpy(dir, path);
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir) return DM_OK;
-    *slash = '\0';
-    for (char *p = dir + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-            return DM_ERR(DM_ERR_IO, "tuning db: mkdir %s: %s", dir, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return DM_ERR(DM_ERR_IO, "tuning db: mkdir %s: %s", dir, strerror(errno));
-    return DM_OK;
-}
+int dm_tune_db_mkdirs(const char *path) { return dm_mkdirs_parent(path); }
 
 static int write_all(int fd, const char *s, size_t n)
 {
